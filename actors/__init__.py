@@ -1,0 +1,1 @@
+"""The actors of one einmal node, one module each."""

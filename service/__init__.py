@@ -1,0 +1,1 @@
+"""einmal: email campaigns from PostgreSQL, each recipient exactly once."""

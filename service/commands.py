@@ -1,0 +1,62 @@
+"""The bodies of the commands: each opens what it needs and delegates."""
+
+import argparse
+
+from service import db
+from service.migrate import migrate as apply_migrations
+from service.settings import Settings
+
+
+async def migrate(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        applied = await apply_migrations(conn)
+    print(f"applied {', '.join(applied)}" if applied else "database is up to date")
+    return 0
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> int:
+    from service import node
+
+    return await node.run(settings)
+
+
+async def demo(args: argparse.Namespace, settings: Settings) -> int:
+    from service import demo
+
+    return await demo.run(args, settings)
+
+
+async def subscribers_import(args: argparse.Namespace, settings: Settings) -> int:
+    from service import importer
+
+    return await importer.command(args, settings)
+
+
+async def campaign_create(args: argparse.Namespace, settings: Settings) -> int:
+    from service import campaigns
+
+    return await campaigns.create_command(args, settings)
+
+
+async def campaign_transition(args: argparse.Namespace, settings: Settings) -> int:
+    from service import campaigns
+
+    return await campaigns.transition_command(args, settings)
+
+
+async def campaign_status(args: argparse.Namespace, settings: Settings) -> int:
+    from service import campaigns
+
+    return await campaigns.status_command(args, settings)
+
+
+async def suppress(args: argparse.Namespace, settings: Settings) -> int:
+    from service import campaigns
+
+    return await campaigns.suppress_command(args, settings)
+
+
+async def reconcile(args: argparse.Namespace, settings: Settings) -> int:
+    from service import campaigns
+
+    return await campaigns.reconcile_command(args, settings)

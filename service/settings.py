@@ -1,0 +1,56 @@
+"""Configuration: environment variables only, prefix EINMAL_."""
+
+import os
+from typing import Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from service.errors import ConfigError
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="EINMAL_", extra="ignore", frozen=True)
+
+    database_url: str | None = None
+    smtp_host: str = "127.0.0.1"
+    smtp_port: int = Field(25, ge=1, le=65535)
+    smtp_tls: Literal["none", "starttls", "tls"] = "none"
+    smtp_tls_ca_file: str | None = None
+    smtp_username: str | None = None
+    smtp_password: SecretStr | None = None
+    smtp_connections: int = Field(4, ge=1, le=256)
+    smtp_timeout_seconds: float = Field(30.0, gt=0)
+    batch_size: int = Field(200, ge=1, le=10_000)
+    tick_seconds: float = Field(5.0, gt=0)
+    node_timeout_seconds: float = Field(30.0, gt=0)
+    in_doubt: Literal["hold", "resend"] = "hold"
+    max_attempts: int = Field(5, ge=1)
+    rate_limit: float = Field(0.0, ge=0)
+    message_id_domain: str | None = None
+    unsubscribe_url: str | None = None
+    unsubscribe_secret: SecretStr | None = None
+    shutdown_grace_seconds: float = Field(10.0, gt=0)
+    node_id: str | None = None
+
+    @field_validator("message_id_domain", "unsubscribe_url", "smtp_host")
+    @classmethod
+    def _no_line_breaks(cls, value: str | None) -> str | None:
+        if value is not None and any(c in value for c in "\r\n\0"):
+            raise ValueError("must not contain line breaks")
+        return value
+
+
+def load() -> Settings:
+    """Read the environment; a malformed value raises ConfigError naming the variable."""
+    overrides = {}
+    if not os.environ.get("EINMAL_DATABASE_URL") and os.environ.get("DATABASE_URL"):
+        overrides["database_url"] = os.environ["DATABASE_URL"]
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = "EINMAL_" + str(error["loc"][0]).upper() if error["loc"] else "environment"
+        given = os.environ.get(name)
+        shown = "" if given is None or "PASSWORD" in name or "SECRET" in name else f" (got {given!r})"
+        raise ConfigError(f"{name}: {error['msg']}{shown}") from None

@@ -1,0 +1,87 @@
+"""Fixtures: a real PostgreSQL (the configured one, else the embedded one),
+one fresh database per test cloned from a migrated template."""
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from service import embedded
+from service.migrate import migrate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def with_database(dsn: str, name: str) -> str:
+    parts = urlsplit(dsn)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+@pytest.fixture(scope="session")
+def server_url() -> str:
+    return os.environ.get("EINMAL_DATABASE_URL") or os.environ.get("DATABASE_URL") or embedded.url()
+
+
+async def _admin(server_url: str, *statements: str) -> None:
+    conn = await asyncpg.connect(with_database(server_url, "postgres"))
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def template_db(server_url: str) -> Iterator[str]:
+    name = f"einmal_tpl_{os.getpid()}"
+
+    async def build() -> None:
+        await _admin(server_url, f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}")
+        conn = await asyncpg.connect(with_database(server_url, name))
+        try:
+            await migrate(conn)
+        finally:
+            await conn.close()
+
+    asyncio.run(build())
+    yield name
+    asyncio.run(_admin(server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture
+def dsn(server_url: str, template_db: str) -> Iterator[str]:
+    """The URL of a fresh, migrated database of this test's own."""
+    name = f"einmal_t_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(server_url, f"CREATE DATABASE {name} TEMPLATE {template_db}"))
+    yield with_database(server_url, name)
+    asyncio.run(_admin(server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture
+async def conn(dsn: str):
+    connection = await asyncpg.connect(dsn)
+    yield connection
+    await connection.close()
+
+
+def einmal(*args: str, dsn: str | None = None, env: dict | None = None, input: str | None = None,
+           timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run the real command line in a child process."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
+    if dsn:
+        full_env["EINMAL_DATABASE_URL"] = dsn
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "service", *args], capture_output=True, text=True,
+                          env=full_env, input=input, timeout=timeout, cwd=ROOT)
