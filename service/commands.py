@@ -51,9 +51,9 @@ async def campaign_status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def suppress(args: argparse.Namespace, settings: Settings) -> int:
-    from service import campaigns
+    from service import suppressions
 
-    return await campaigns.suppress_command(args, settings)
+    return await suppressions.suppress_command(args, settings)
 
 
 async def reconcile(args: argparse.Namespace, settings: Settings) -> int:
