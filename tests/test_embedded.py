@@ -1,0 +1,123 @@
+"""The embedded PostgreSQL, in a data directory of the test's own.
+
+These start real servers (initdb, pg_ctl) in a temporary EINMAL_EMBEDDED_DIR,
+so they never touch the embedded server other tests or a person may be using.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from service import embedded
+from tests.conftest import ROOT, einmal
+
+ATTACH_AND_WAIT = (
+    "from service import embedded; embedded.url(); print('attached', flush=True); "
+    "import time; time.sleep(60)"
+)
+
+
+def _postgres_processes(pgdata: Path) -> list[psutil.Process]:
+    """Running postgres processes started for this data directory."""
+    found = []
+    for proc in psutil.process_iter(attrs=("name", "cmdline", "status")):
+        cmdline = proc.info["cmdline"] or []
+        if (proc.info["name"] == "postgres" and proc.info["status"] != psutil.STATUS_ZOMBIE
+                and str(pgdata) in cmdline):
+            found.append(proc)
+    return found
+
+
+def _pids(pgdata: Path) -> list[int]:
+    path = pgdata / ".handle_pids.json"
+    return json.loads(path.read_text() or "[]") if path.exists() else []
+
+
+@pytest.fixture
+def embedded_dir(tmp_path: Path) -> Iterator[Path]:
+    """A fresh EINMAL_EMBEDDED_DIR; any server left in it is stopped afterwards."""
+    yield tmp_path
+    for proc in _postgres_processes((tmp_path / "pgdata").resolve()):
+        proc.terminate()
+        psutil.wait_procs([proc], timeout=5)
+
+
+def _env(embedded_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
+    env["EINMAL_EMBEDDED_DIR"] = str(embedded_dir)
+    return env
+
+
+def _start_attached_client(embedded_dir: Path) -> subprocess.Popen:
+    child = subprocess.Popen([sys.executable, "-c", ATTACH_AND_WAIT], cwd=ROOT, env=_env(embedded_dir),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = child.stdout.readline()  # blocks until attached, or "" if it died
+    if line.strip() != "attached":
+        child.kill()
+        _, err = child.communicate(timeout=10)
+        pytest.fail(f"the client did not attach: {err}")
+    return child
+
+
+def test_a_sigkilled_client_does_not_keep_the_server_running(embedded_dir: Path) -> None:
+    pgdata = (embedded_dir / "pgdata").resolve()
+    child = _start_attached_client(embedded_dir)
+    assert child.pid in _pids(pgdata)
+    assert _postgres_processes(pgdata)
+
+    child.kill()
+    child.wait(timeout=10)
+    child.stdout.close()
+    child.stderr.close()
+    assert child.pid in _pids(pgdata), "SIGKILL leaves the PID behind: the situation under test"
+
+    result = einmal("migrate", env={"EINMAL_EMBEDDED_DIR": str(embedded_dir)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "applied 0001_schema"
+
+    deadline = time.monotonic() + 5
+    while _postgres_processes(pgdata) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _postgres_processes(pgdata) == []
+    assert _pids(pgdata) == [], "no dead PID is left behind"
+
+
+def test_two_concurrent_commands_share_one_embedded_server(embedded_dir: Path) -> None:
+    pgdata = (embedded_dir / "pgdata").resolve()
+    command = [sys.executable, "-m", "service", "migrate"]
+    procs = [subprocess.Popen(command, cwd=ROOT, env=_env(embedded_dir), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [(*proc.communicate(timeout=60), proc.returncode) for proc in procs]
+
+    assert [code for _, _, code in results] == [0, 0], [err for _, err, _ in results]
+    assert sorted(out.strip() for out, _, _ in results) == ["applied 0001_schema", "database is up to date"]
+    assert _postgres_processes(pgdata) == [], "the last of them to exit stops the server"
+    assert _pids(pgdata) == []
+
+
+def test_drop_stale_handles_keeps_live_pids_and_drops_dead_and_unreaped_ones(tmp_path: Path) -> None:
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    unreaped = subprocess.Popen([sys.executable, "-c", "pass"])
+    while psutil.Process(unreaped.pid).status() != psutil.STATUS_ZOMBIE:
+        time.sleep(0.01)
+    try:
+        (tmp_path / ".handle_pids.json").write_text(json.dumps([os.getpid(), finished.pid, unreaped.pid]))
+
+        assert sorted(embedded.drop_stale_handles(tmp_path)) == sorted([finished.pid, unreaped.pid])
+        assert _pids(tmp_path) == [os.getpid()]
+        assert embedded.drop_stale_handles(tmp_path) == []
+    finally:
+        unreaped.wait()
+
+
+def test_drop_stale_handles_without_a_pids_file_does_nothing(tmp_path: Path) -> None:
+    assert embedded.drop_stale_handles(tmp_path) == []
+    assert not (tmp_path / ".handle_pids.json").exists()
