@@ -3,6 +3,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# extra arguments for pytest, e.g. make test PYTEST_ARGS='-x -k embedded'
+PYTEST_ARGS ?=
+
+# $(call available,<files>,<target>): succeed if one of the files exists, else say so and fail
+available = for f in $(1); do [ -e "$$f" ] && exit 0; done; echo "make $(2): not yet available"; exit 1
 
 .PHONY: help setup run demo migrate test lint chaos bench clean
 
@@ -25,11 +30,21 @@ demo: $(STAMP) ## embedded PostgreSQL + capture SMTP + sample campaign, end to e
 migrate: $(STAMP) ## apply migrations to the configured (or embedded) database
 	$(BIN)/einmal migrate
 
-test: $(STAMP) ## set up and run the whole test suite
-	$(BIN)/pytest
+test: $(STAMP) ## set up and run the whole test suite (PYTEST_ARGS='…' to pass more)
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff
-	$(BIN)/ruff check service actors tests bench
+	$(BIN)/ruff check $(wildcard service actors tests bench)
+
+chaos: ## kill nodes with SIGKILL mid-campaign; check every recipient got it once
+	@$(call available,tests/chaos.py tests/chaos/__main__.py,chaos)
+	@$(MAKE) --no-print-directory setup
+	$(BIN)/python -m tests.chaos
+
+bench: ## measure sending throughput
+	@$(call available,bench/__main__.py bench.py,bench)
+	@$(MAKE) --no-print-directory setup
+	$(BIN)/python -m bench
 
 clean: ## remove the virtualenv and caches
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
