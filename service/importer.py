@@ -1,0 +1,258 @@
+"""`einmal subscribers import --account A FILE.csv`: a CSV file into subscribers and lists.
+
+The file is streamed, never held in memory. A worker thread reads and
+validates it and hands chunks of good rows over a bounded channel (two
+chunks deep: a slow database slows the reader down instead of filling
+memory); the event loop COPYs each chunk into a temporary staging table and
+moves it into einmal.lists, einmal.subscribers and einmal.list_members with
+INSERT … SELECT … ON CONFLICT DO NOTHING. The whole import is one
+transaction: a database error or a file that fails half-way leaves nothing
+half-written, and a re-import of the same file adds nothing.
+
+The file: a header row (names case-insensitive, surrounding spaces ignored);
+`email` required, `name` and `list` optional (an empty list means `default`),
+other columns ignored. UTF-8, with or without a BOM. A blank line is skipped.
+
+A bad row is not fatal: it is reported on stderr as `line N: reason` (N is
+the physical line the record starts on; the header is line 1) and skipped.
+Bad means: not the header's number of fields, bytes that are not UTF-8, a
+line break (a quoted field spanning lines) or any other control character in
+any field, an empty email, an email over 254 characters, a name over 1000, a
+list name over 200, or an address whose syntax email_validator rejects.
+
+Exit code: 0 when the file was imported, even when some rows were rejected —
+the good rows are in, the summary line on stdout counts the rejected ones
+(`imported N, already present M, rejected K`), and re-running after a fix
+adds only what is missing. 1, with one line and nothing written, when the
+file cannot be used at all: missing or unreadable, empty, no email column.
+
+An address is a subscriber of the account as written, so `A@x.org` and
+`a@x.org` are two subscribers (UNIQUE (account_id, email)); one recipient per
+lower-cased address is chosen when a campaign's recipients are built. An
+existing subscriber keeps its name and status; a new list adds a membership.
+"""
+
+import argparse
+import csv
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, NamedTuple
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import asyncpg
+from email_validator import SPECIAL_USE_DOMAIN_NAMES, EmailNotValidError, validate_email
+
+from service import db
+from service.errors import UsageError
+from service.settings import Settings
+
+DEFAULT_LIST = "default"
+MAX_EMAIL, MAX_NAME, MAX_LIST, MAX_ACCOUNT = 254, 1000, 200, 200
+CHUNK_ROWS = 10_000
+COLUMNS = ["line", "email", "name", "list_name"]
+
+# C0 and C1 controls (CR, LF and TAB included), DEL, the Unicode line and paragraph
+# separators, and the lone surrogates that stand for bytes that are not UTF-8.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\udc80-\udcff]")
+
+# email_validator refuses special-use domains even with deliverability checks off;
+# `.test` it allows in its test environment. The others are syntactically fine names,
+# so an address ending in one is checked with that last label read as `test`.
+_SPECIAL = frozenset(SPECIAL_USE_DOMAIN_NAMES) - {"test"}
+
+
+def address_problem(address: str) -> str | None:
+    """Why `address` is not a syntactically valid email address, or None when it is.
+
+    Syntax only: no DNS; any domain syntax is allowed, dotless (`localhost`) and
+    special-use ones (`.test`, `.invalid`, `.local`, …) included."""
+    last = address.rpartition("@")[2].rpartition(".")[2]
+    if last.lower() in _SPECIAL:
+        address = address[: len(address) - len(last)] + "test"
+    try:
+        validate_email(address, check_deliverability=False, test_environment=True,
+                       globally_deliverable=False)
+    except EmailNotValidError as exc:
+        return str(exc)
+    return None
+
+
+def unsafe_text(value: str) -> str | None:
+    """Why `value` may not be stored (a line break, a control character, bytes not UTF-8), or None."""
+    found = _UNSAFE.search(value)
+    if found is None:
+        return None
+    char = found.group()
+    if char in "\r\n\u2028\u2029":
+        return "line break inside a field"
+    if "\udc80" <= char <= "\udcff":
+        return "not valid UTF-8"
+    return f"control character U+{ord(char):04X} in a field"
+
+
+class Header(NamedTuple):
+    width: int
+    email: int
+    name: int | None
+    list: int | None
+
+
+@dataclass
+class Counts:
+    good: int = 0
+    imported: int = 0
+    rejected: int = 0
+
+
+def read_header(reader: "csv._reader", path: str) -> Header:
+    try:
+        row = next(reader)
+    except StopIteration:
+        raise UsageError(f"{path} is empty: a header row with an email column is required") from None
+    except csv.Error as exc:
+        raise UsageError(f"{path}: the header row is not valid CSV: {exc}") from None
+    if any("\udc80" <= c <= "\udcff" for field in row for c in field):
+        raise UsageError(f"{path}: the header row is not valid UTF-8")
+    names = [field.strip().lower() for field in row]
+    for name in ("email", "name", "list"):
+        if names.count(name) > 1:
+            raise UsageError(f"{path}: the header row names the {name} column twice")
+    if "email" not in names:
+        raise UsageError(f"{path}: the header row has no email column")
+    where = {name: names.index(name) for name in ("name", "list") if name in names}
+    return Header(len(row), names.index("email"), where.get("name"), where.get("list"))
+
+
+def check_row(row: list[str], header: Header) -> tuple[str, str, str] | str:
+    """(email, name, list) of a good row, or why it is rejected."""
+    if len(row) != header.width:
+        return f"expected {header.width} fields, found {len(row)}"
+    for field in row:
+        problem = unsafe_text(field)
+        if problem:
+            return problem
+    email = row[header.email].strip(" ")
+    name = row[header.name].strip(" ") if header.name is not None else ""
+    list_name = (row[header.list].strip(" ") if header.list is not None else "") or DEFAULT_LIST
+    if not email:
+        return "empty email"
+    if len(email) > MAX_EMAIL:
+        return f"email longer than {MAX_EMAIL} characters"
+    if len(name) > MAX_NAME:
+        return f"name longer than {MAX_NAME} characters"
+    if len(list_name) > MAX_LIST:
+        return f"list name longer than {MAX_LIST} characters"
+    problem = address_problem(email)
+    if problem:
+        shown = email if len(email) <= 60 else email[:57] + "..."
+        return f"invalid address {shown!r}: {problem}"
+    return email, name, list_name
+
+
+def records(reader: "csv._reader") -> Iterator[tuple[int, list[str] | str]]:
+    """(line the record starts on, its fields or why it cannot be parsed); blank lines skipped."""
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield start, f"malformed CSV: {exc}"
+            continue
+        if row:
+            yield start, row
+
+
+def produce(reader: "csv._reader", header: Header, send, counts: Counts) -> None:
+    """Worker thread: validate rows, report bad ones, send chunks of good ones."""
+    chunk: list[tuple[int, str, str, str]] = []
+    try:
+        for line, row in records(reader):
+            result = row if isinstance(row, str) else check_row(row, header)
+            if isinstance(result, str):
+                counts.rejected += 1
+                print(f"line {line}: {result}", file=sys.stderr)
+                continue
+            chunk.append((line, *result))
+            if len(chunk) >= CHUNK_ROWS:
+                anyio.from_thread.run(send.send, chunk)
+                chunk = []
+        if chunk:
+            anyio.from_thread.run(send.send, chunk)
+    except anyio.BrokenResourceError:
+        return  # the loader failed; its error is the one reported
+
+
+async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tuple]) -> int:
+    """Stage one chunk and move it; return how many subscribers were new."""
+    await conn.execute(db.query("subscribers_stage_clear"))
+    await conn.copy_records_to_table("einmal_import", schema_name="pg_temp", columns=COLUMNS, records=chunk)
+    await conn.execute(db.query("list_insert_staged"), account_id)
+    added = await conn.fetchval(db.query("subscribers_insert_staged"), account_id)
+    await conn.execute(db.query("list_members_insert_staged"), account_id)
+    return added
+
+
+async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], path: str) -> Counts:
+    """Stream an open CSV file into the account, inside the caller's transaction."""
+    reader = csv.reader(file)
+    header = await anyio.to_thread.run_sync(read_header, reader, path)
+    await conn.execute(db.query("subscribers_stage_create"))
+    counts = Counts()
+    send, receive = anyio.create_memory_object_stream[list[tuple]](2)
+
+    async def read() -> None:
+        async with send:
+            try:
+                await anyio.to_thread.run_sync(produce, reader, header, send, counts)
+            except OSError as exc:
+                raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            async with receive:
+                async for chunk in receive:
+                    counts.good += len(chunk)
+                    counts.imported += await load_chunk(conn, account_id, chunk)
+    except BaseExceptionGroup as group:
+        raise _first(group) from None
+    return counts
+
+
+def _first(group: BaseExceptionGroup) -> BaseException:
+    """The error that failed the import, out of its task group."""
+    errors = [e for e in group.exceptions if not isinstance(e, anyio.BrokenResourceError)] or group.exceptions
+    first = errors[0]
+    return _first(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+def check_account(name: str) -> str:
+    if not name.strip() or unsafe_text(name) or len(name) > MAX_ACCOUNT:
+        raise UsageError(f"invalid account name {name!r}: 1 to {MAX_ACCOUNT} printable characters")
+    return name
+
+
+def open_csv(path: str) -> IO[str]:
+    try:
+        # surrogateescape: bytes that are not UTF-8 become lone surrogates, rejected row by row
+        return open(path, encoding="utf-8-sig", errors="surrogateescape", newline="")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+async def command(args: argparse.Namespace, settings: Settings) -> int:
+    account = check_account(args.account)
+    file = await anyio.to_thread.run_sync(open_csv, args.file)
+    with file:
+        async with db.connection(db.url(settings)) as conn, conn.transaction():
+            account_id = await conn.fetchval(db.query("account_ensure"), account)
+            counts = await import_file(conn, account_id, file, args.file)
+    print(f"imported {counts.imported}, already present {counts.good - counts.imported}, "
+          f"rejected {counts.rejected}")
+    return 0

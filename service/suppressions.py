@@ -1,0 +1,67 @@
+"""Suppressions: the addresses an account must never mail again.
+
+`einmal suppress --account A EMAIL... [--reason R]` adds them; it is
+idempotent (`suppressed N, already suppressed M`, counted over the distinct
+lower-cased addresses given). Addresses are compared in lower case, lowered
+by PostgreSQL as `subscribers.email_lower` is, so both always agree. Every
+new row NOTIFYs `einmal_suppression` with `<account_id>:<email_lower>`
+(a trigger in the schema), which running nodes use to drop the address from
+work in flight.
+
+An unknown account is an error, not created: suppressing for an account
+that does not exist is most likely a typo. An invalid address or reason
+stops the command before anything is written.
+"""
+
+import argparse
+
+import asyncpg
+
+from service import db
+from service.errors import UsageError
+from service.importer import address_problem, unsafe_text
+from service.settings import Settings
+
+MAX_REASON = 200
+
+
+async def suppress(conn: asyncpg.Connection, account_id: int, emails: list[str], reason: str) -> int:
+    """Suppress `emails` for the account; return how many were not suppressed before.
+
+    Addresses are taken as given (no syntax check: a bounce may name anything);
+    duplicates and case variants count once."""
+    added, _ = await _insert(conn, account_id, emails, reason)
+    return added
+
+
+async def _insert(conn: asyncpg.Connection, account_id: int, emails: list[str],
+                  reason: str) -> tuple[int, int]:
+    if not emails:
+        return 0, 0
+    row = await conn.fetchrow(db.query("suppression_insert"), account_id, emails, reason)
+    return row["added"], row["given"]
+
+
+def _check(emails: list[str], reason: str) -> list[str]:
+    problem = unsafe_text(reason)
+    if not reason.strip() or problem or len(reason) > MAX_REASON:
+        raise UsageError(f"invalid reason {reason!r}: 1 to {MAX_REASON} printable characters")
+    checked = []
+    for given in emails:
+        email = given.strip(" ")
+        problem = unsafe_text(email) or ("empty address" if not email else None) or address_problem(email)
+        if problem:
+            raise UsageError(f"invalid address {given!r}: {problem}")
+        checked.append(email)
+    return checked
+
+
+async def suppress_command(args: argparse.Namespace, settings: Settings) -> int:
+    emails = _check(args.emails, args.reason)
+    async with db.connection(db.url(settings)) as conn:
+        account_id = await conn.fetchval(db.query("account_find"), args.account)
+        if account_id is None:
+            raise UsageError(f"no account named {args.account!r}")
+        added, given = await _insert(conn, account_id, emails, args.reason)
+    print(f"suppressed {added}, already suppressed {given - added}")
+    return 0

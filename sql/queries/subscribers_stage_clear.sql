@@ -1,0 +1,2 @@
+-- Empty the staging table before the next chunk.
+TRUNCATE pg_temp.einmal_import

@@ -1,0 +1,8 @@
+-- The import's staging table: COPY target for one chunk of validated rows.
+-- Temporary, private to the connection, dropped with the import's transaction.
+CREATE TEMP TABLE pg_temp.einmal_import (
+    line      bigint NOT NULL,
+    email     text NOT NULL,
+    name      text NOT NULL,
+    list_name text NOT NULL
+) ON COMMIT DROP
