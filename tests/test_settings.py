@@ -1,9 +1,13 @@
 """Configuration from the environment: a malformed value stops every command
 with one line naming the variable; secrets never reach the output."""
 
+import os
+import re
+
 import pytest
 
-from tests.conftest import einmal
+from service.settings import Settings
+from tests.conftest import ROOT, einmal
 
 MALFORMED = [
     ("EINMAL_SMTP_PORT", "abc"),
@@ -60,3 +64,31 @@ def test_einmal_database_url_wins_over_database_url(dsn: str) -> None:
     result = einmal("migrate", dsn=dsn, env={"DATABASE_URL": UNREACHABLE})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "database is up to date"
+
+
+def _example() -> dict[str, tuple[str, bool]]:
+    """NAME -> (value, set) for each `NAME=value` or `# NAME=value` line of config/einmal.env.example."""
+    found = {}
+    for line in (ROOT / "config" / "einmal.env.example").read_text().splitlines():
+        match = re.fullmatch(r"(# )?((?:EINMAL|OTEL)_[A-Z_]+)=(.*)", line)
+        if match:
+            found[match[2]] = (match[3], match[1] is None)
+    return found
+
+
+def test_the_example_environment_file_lists_every_setting_with_its_default(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [n for n in os.environ if n.startswith("EINMAL_")] + ["DATABASE_URL"]:
+        monkeypatch.delenv(name, raising=False)
+    example = _example()
+    fields = Settings.model_fields
+
+    assert {f"EINMAL_{name.upper()}" for name in fields} | {"EINMAL_EMBEDDED_DIR"} == {
+        name for name in example if name.startswith("EINMAL_")}
+    for name, field in fields.items():
+        value, is_set = example[f"EINMAL_{name.upper()}"]
+        if is_set:
+            assert getattr(Settings(**{name: value}), name) == field.default, name
+        else:
+            assert field.default is None, f"EINMAL_{name.upper()} has a default: show it, uncommented"
+    assert {"OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME"} <= set(example)
