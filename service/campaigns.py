@@ -1,0 +1,192 @@
+"""`einmal campaign create|approve|pause|resume|cancel|status` and `einmal reconcile`.
+
+Every campaign transition is one compare-and-set UPDATE followed, in the same
+transaction, by NOTIFY einmal_campaign (DESIGN.md §2). When the CAS moves
+nothing, the campaign is read once more only to say why.
+"""
+
+import argparse
+import re
+from datetime import UTC, datetime
+from email.utils import parseaddr
+from pathlib import Path
+
+import asyncpg
+from email_validator import EmailNotValidError, validate_email
+
+from service import campaign_status, db
+from service.errors import UsageError
+from service.settings import Settings
+
+DEFAULT_LIST = "default"
+
+# verb -> (query, the word printed on success)
+TRANSITIONS = {
+    "approve": ("campaign_approve", "approved"),
+    "pause": ("campaign_pause", "paused"),
+    "resume": ("campaign_resume", "resumed"),
+    "cancel": ("campaign_cancel", "cancelled"),
+}
+
+
+# --- create -------------------------------------------------------------------------------------
+
+def one_line(value: str, option: str) -> str:
+    if any(c in value for c in "\r\n\0"):
+        raise UsageError(f"{option} must not contain line breaks")
+    if not value.strip():
+        raise UsageError(f"{option} must not be empty")
+    return value.strip()
+
+
+_NAMED = re.compile(r"^(?P<name>[^<>]*)<(?P<addr>[^<>]*)>$")
+
+
+def from_address(value: str) -> str:
+    """A bare address or `Display Name <address>`; returned with the address normalised."""
+    value = one_line(value, "--from")
+    named = _NAMED.match(value)
+    name, addr = (named["name"].strip(), named["addr"].strip()) if named else ("", value)
+    try:
+        valid = validate_email(addr, check_deliverability=False)
+    except EmailNotValidError as exc:
+        raise UsageError(f"--from {value!r} is not a valid address: {exc}") from None
+    result = f"{name} <{valid.normalized}>" if name else valid.normalized
+    if parseaddr(result)[1] != valid.normalized:  # the display name would be misread in a header
+        raise UsageError(f"--from {value!r}: quote the display name, e.g. '\"{name}\" <{addr}>'")
+    return result
+
+
+def scheduled_for(value: str | None) -> datetime | None:
+    """--at as an aware datetime; without a timezone it is UTC."""
+    if value is None:
+        return None
+    try:
+        at = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise UsageError(f"--at {value!r} is not an ISO-8601 time, e.g. 2030-01-31T09:00:00+01:00") from None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def read_body(path: str, option: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{option} {path}: no such file") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{option} {path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: {exc.strerror}") from None
+
+
+def check_templates(subject: str, text: str, html: str | None) -> None:
+    from service.render import check_template  # written alongside; imported when first needed
+
+    check_template(subject, "subject")
+    check_template(text, "text body")
+    if html is not None:
+        check_template(html, "html body")
+
+
+async def resolve(conn: asyncpg.Connection, account: str, lists: list[str]) -> tuple[int, list[int]]:
+    rows = await conn.fetch(db.query("campaign_create_resolve"), account, lists)
+    if not rows:
+        raise UsageError(f"no account named {account!r}")
+    found = {r["list_name"]: r["list_id"] for r in rows if r["list_id"] is not None}
+    missing = [name for name in lists if name not in found]
+    if missing:
+        raise UsageError(f"account {account!r} has no list named {', '.join(map(repr, missing))}")
+    return rows[0]["account_id"], [found[name] for name in lists]
+
+
+async def create_command(args: argparse.Namespace, settings: Settings) -> int:
+    name = one_line(args.name, "--name")
+    subject = one_line(args.subject, "--subject")
+    sender = from_address(args.from_address)
+    at = scheduled_for(args.at)
+    text = args.text if args.text is not None else read_body(args.text_file, "--text-file")
+    if not text.strip():
+        raise UsageError("the text body must not be empty")
+    html = read_body(args.html_file, "--html-file") if args.html_file else None
+    check_templates(subject, text, html)
+    lists = list(dict.fromkeys(args.lists or [DEFAULT_LIST]))
+    async with db.connection(db.url(settings)) as conn:
+        account_id, list_ids = await resolve(conn, args.account, lists)
+        campaign_id = await conn.fetchval(db.query("campaign_create"), account_id, name, subject, sender,
+                                          text, html, list_ids, at)
+    print(campaign_id)
+    return 0
+
+
+# --- transitions --------------------------------------------------------------------------------
+
+async def current_status(conn: asyncpg.Connection, campaign_id: int) -> str:
+    row = await conn.fetchrow(db.query("campaign_get"), campaign_id)
+    if row is None:
+        raise UsageError(f"no campaign with id {campaign_id}")
+    return row["status"]
+
+
+async def transition(conn: asyncpg.Connection, verb: str, campaign_id: int) -> None:
+    """One CAS and its NOTIFY, in one transaction; UsageError saying why when refused."""
+    query, _ = TRANSITIONS[verb]
+    async with conn.transaction():
+        moved = await conn.fetchval(db.query(query), campaign_id)
+        if moved is not None:
+            await conn.execute(db.query("campaign_notify"), campaign_id)
+            return
+    status = await current_status(conn, campaign_id)
+    raise UsageError(f"cannot {verb} campaign {campaign_id}: it is {status}")
+
+
+async def transition_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        await transition(conn, args.verb, args.id)
+    print(f"campaign {args.id} {TRANSITIONS[args.verb][1]}")
+    return 0
+
+
+async def status_command(args: argparse.Namespace, settings: Settings) -> int:
+    return await campaign_status.command(args, settings)
+
+
+# --- reconcile ----------------------------------------------------------------------------------
+
+async def list_in_doubt(conn: asyncpg.Connection, campaign_id: int) -> None:
+    await current_status(conn, campaign_id)
+    rows = await conn.fetch(db.query("reconcile_list"), campaign_id)
+    for r in rows:
+        reply = (r["last_reply"] or "-").replace("\t", " ")
+        print(f"{r['email']}\t{r['job_id']}\tattempts={r['attempts']}\t{reply}\t{r['updated_at'].isoformat()}")
+    hint = "; decide with --resend or --mark-sent" if rows else ""
+    print(f"{len(rows)} in-doubt row{'' if len(rows) == 1 else 's'} in campaign {campaign_id}{hint}")
+
+
+async def decide(conn: asyncpg.Connection, campaign_id: int, resend: bool) -> tuple[int, bool]:
+    """Move the in-doubt rows; returns (rows moved, whether the campaign was reopened)."""
+    async with conn.transaction():
+        campaign = await conn.fetchrow(db.query("reconcile_lock_campaign"), campaign_id)
+        if campaign is None:
+            raise UsageError(f"no campaign with id {campaign_id}")
+        if not resend:
+            return await conn.fetchval(db.query("reconcile_mark_sent"), campaign_id), False
+        if campaign["status"] == "cancelled":
+            raise UsageError(f"cannot resend in-doubt rows of campaign {campaign_id}: it is cancelled")
+        moved = await conn.fetchval(db.query("reconcile_resend"), campaign_id)
+        reopened = moved > 0 and await conn.fetchval(db.query("reconcile_reopen"), campaign_id) is not None
+        if moved:
+            await conn.execute(db.query("campaign_notify"), campaign_id)
+        return moved, reopened
+
+
+async def reconcile_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        if not (args.resend or args.mark_sent):
+            await list_in_doubt(conn, args.id)
+            return 0
+        moved, reopened = await decide(conn, args.id, resend=args.resend)
+    rows = f"{moved} in-doubt row{'' if moved == 1 else 's'}"
+    print(f"{rows} of campaign {args.id} {'queued again' if args.resend else 'marked sent'}")
+    if reopened:
+        print(f"campaign {args.id} is sending again")
+    return 0

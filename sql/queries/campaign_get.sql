@@ -1,0 +1,1 @@
+SELECT id, name, status FROM einmal.campaigns WHERE id = $1

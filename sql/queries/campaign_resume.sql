@@ -1,0 +1,4 @@
+-- CAS paused -> sending
+UPDATE einmal.campaigns SET status = 'sending', updated_at = now()
+WHERE id = $1 AND status = 'paused'
+RETURNING id

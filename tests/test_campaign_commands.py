@@ -1,0 +1,353 @@
+"""`einmal campaign create|approve|pause|resume|cancel|status` against a real PostgreSQL."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+from argparse import Namespace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+import asyncpg
+import pytest
+
+from service import campaign_status, db
+from service.settings import Settings
+from tests.conftest import ROOT, einmal
+
+pytestmark = pytest.mark.anyio
+
+HELD = ("claimed", "sending", "in_doubt")
+
+
+async def seed_account(conn: asyncpg.Connection, name: str = "acme", lists: tuple[str, ...] = ("default",)) -> int:
+    account = await conn.fetchval(
+        "INSERT INTO einmal.accounts (name) VALUES ($1) "
+        "ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id", name)
+    for list_name in lists:
+        await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                           account, list_name)
+    return account
+
+
+async def seed_campaign(conn: asyncpg.Connection, status: str = "draft", sends: tuple[str, ...] = ()) -> int:
+    """A campaign of account acme in `status`, with one send row per entry of `sends` (its status)."""
+    account = await seed_account(conn)
+    campaign = await conn.fetchval(
+        "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids, status) "
+        "VALUES ($1, 'spring', 'Hello', 'news@example.org', 'Hi', '{}', $2) RETURNING id", account, status)
+    for i, send_status in enumerate(sends):
+        email = f"r{i}@example.org"
+        subscriber = await conn.fetchval(
+            "INSERT INTO einmal.subscribers (account_id, email) VALUES ($1, $2) "
+            "ON CONFLICT (account_id, email) DO UPDATE SET name = '' RETURNING id", account, email)
+        await conn.execute(
+            "INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, status, "
+            "claimed_by, attempts, last_reply) "
+            "VALUES ($1, $2, $3, $4, lower($4), 'campaign:' || $1::bigint || ':' || $3::bigint, $5, $6, 1, $7)",
+            campaign, account, subscriber, email, send_status,
+            "node-a" if send_status in HELD else None, "connection lost after DATA" if send_status == "in_doubt" else None)
+    return campaign
+
+
+async def campaign_count(conn: asyncpg.Connection) -> int:
+    return await conn.fetchval("SELECT count(*) FROM einmal.campaigns")
+
+
+def one_line_error(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+# --- create -------------------------------------------------------------------------------------
+
+async def test_create_prints_the_id_alone_and_stores_a_draft_for_the_default_list(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    account = await seed_account(conn, lists=("default", "vip"))
+    (tmp_path / "body.txt").write_text("Hello {{ name }}\n{{unsubscribe_url}}\n")
+    (tmp_path / "body.html").write_text("<p>Hello {{name}}</p>")
+    result = einmal("campaign", "create", "--account", "acme", "--name", "Spring", "--subject", "Hi {{ name }}",
+                    "--from", "Team@Example.ORG", "--text-file", str(tmp_path / "body.txt"),
+                    "--html-file", str(tmp_path / "body.html"), dsn=dsn)
+    assert result.returncode == 0, result.stderr
+    campaign_id = int(result.stdout)
+    assert result.stdout == f"{campaign_id}\n"
+    row = await conn.fetchrow("SELECT * FROM einmal.campaigns WHERE id = $1", campaign_id)
+    default = await conn.fetchval("SELECT id FROM einmal.lists WHERE name = 'default'")
+    assert (row["account_id"], row["status"], row["name"], row["subject"]) == (account, "draft", "Spring", "Hi {{ name }}")
+    assert row["from_address"] == "Team@example.org"  # the domain normalised
+    assert row["body_text"] == "Hello {{ name }}\n{{unsubscribe_url}}\n"
+    assert row["body_html"] == "<p>Hello {{name}}</p>"
+    assert row["list_ids"] == [default]
+
+
+async def test_create_with_named_lists_and_a_display_name_from(conn: asyncpg.Connection, dsn: str) -> None:
+    await seed_account(conn, lists=("default", "vip", "press"))
+    result = einmal("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S",
+                    "--from", '"Acme, News" <news@example.org>', "--text", "Hi", "--list", "press", "--list", "vip",
+                    dsn=dsn)
+    assert result.returncode == 0, result.stderr
+    row = await conn.fetchrow("SELECT list_ids, from_address, body_html FROM einmal.campaigns")
+    ids = dict(await conn.fetch("SELECT name, id FROM einmal.lists"))
+    assert row["list_ids"] == [ids["press"], ids["vip"]]
+    assert row["from_address"] == '"Acme, News" <news@example.org>'
+    assert row["body_html"] is None
+
+
+async def test_create_at_a_future_time_stores_scheduled_for(conn: asyncpg.Connection, dsn: str) -> None:
+    await seed_account(conn)
+    common = ("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S",
+              "--from", "a@example.org", "--text", "Hi")
+    zoned = einmal(*common, "--at", "2031-05-01T09:30:00+02:00", dsn=dsn)
+    naive = einmal(*common, "--at", "2031-05-01T09:30:00", dsn=dsn)
+    now = einmal(*common, dsn=dsn)
+    assert [r.returncode for r in (zoned, naive, now)] == [0, 0, 0], (zoned.stderr, naive.stderr, now.stderr)
+    at = dict(await conn.fetch("SELECT id, scheduled_for FROM einmal.campaigns"))
+    assert at[int(zoned.stdout)] == datetime(2031, 5, 1, 7, 30, tzinfo=UTC)
+    assert at[int(naive.stdout)] == datetime(2031, 5, 1, 9, 30, tzinfo=UTC)  # no timezone: UTC
+    assert at[int(now.stdout)] < datetime.now(UTC)
+
+
+BAD_CREATE = {
+    "unknown account": (["--account", "nobody"], "einmal: no account named 'nobody'"),
+    "unknown list": (["--list", "default", "--list", "vipp"], "einmal: account 'acme' has no list named 'vipp'"),
+    "missing text file": (["--text-file", "/nonexistent/body.txt"], "einmal: --text-file /nonexistent/body.txt: no such file"),
+    "missing html file": (["--html-file", "/nonexistent/b.html"], "einmal: --html-file /nonexistent/b.html: no such file"),
+    "invalid from": (["--from", "not-an-address"], "einmal: --from 'not-an-address' is not a valid address"),
+    "from with two addresses": (["--from", "Doe, Jane <j@example.org>"], "einmal: --from 'Doe, Jane <j@example.org>': quote"),
+    "line break in subject": (["--subject", "Hi\r\nBcc: x@example.org"], "einmal: --subject must not contain line breaks"),
+    "line break in name": (["--name", "a\nb"], "einmal: --name must not contain line breaks"),
+    "line break in from": (["--from", "a@example.org\nBcc: b@example.org"], "einmal: --from must not contain line breaks"),
+    "unparseable at": (["--at", "next tuesday"], "einmal: --at 'next tuesday' is not an ISO-8601 time"),
+    "unknown merge field in subject": (["--subject", "Hi {{ nme }}"], "einmal: subject: unknown merge field"),
+    "unknown merge field in text": (["--text", "Hi {{nmae}}"], "einmal: text body: unknown merge field"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CREATE, ids=list(BAD_CREATE))
+async def test_create_refuses_bad_input_in_one_line_and_inserts_nothing(
+        conn: asyncpg.Connection, dsn: str, case: str) -> None:
+    await seed_account(conn, lists=("default", "vip"))
+    await seed_account(conn, name="other", lists=("vipp",))  # a list of another account is not acme's
+    changes, expected = BAD_CREATE[case]
+    options = {"--account": "acme", "--name": "N", "--subject": "S", "--from": "a@example.org", "--text": "Hi"}
+    if "--text-file" in changes:
+        del options["--text"]
+    for option, value in zip(changes[::2], changes[1::2], strict=True):
+        if option != "--list":
+            options[option] = value
+    lists = [x for option, value in zip(changes[::2], changes[1::2], strict=True) if option == "--list"
+             for x in (option, value)]
+    result = einmal("campaign", "create", *[x for pair in options.items() for x in pair], *lists, dsn=dsn)
+    assert one_line_error(result).startswith(expected)
+    assert result.stdout == ""
+    assert await campaign_count(conn) == 0
+
+
+async def test_create_checks_merge_fields_of_the_html_body(conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    await seed_account(conn)
+    (tmp_path / "b.html").write_text("<p>{{ unsubscribe }}</p>")
+    result = einmal("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S", "--from",
+                    "a@example.org", "--text", "Hi", "--html-file", str(tmp_path / "b.html"), dsn=dsn)
+    assert one_line_error(result).startswith("einmal: html body: unknown merge field")
+    assert await campaign_count(conn) == 0
+
+
+# --- transitions --------------------------------------------------------------------------------
+
+DONE_WORD = {"approve": "approved", "pause": "paused", "resume": "resumed", "cancel": "cancelled"}
+
+
+async def test_every_allowed_transition_moves_the_campaign_and_notifies(conn: asyncpg.Connection, dsn: str) -> None:
+    campaign = await seed_campaign(conn)
+    heard: list[str] = []
+    await conn.add_listener("einmal_campaign", lambda *a: heard.append(a[3]))
+    path = []
+    for verb, then in (("approve", "approved"), (None, "sending"), ("pause", "paused"), ("resume", "sending"),
+                       ("cancel", "cancelled")):
+        if verb is None:  # the scheduler's start, done here by hand
+            await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
+        else:
+            result = einmal("campaign", verb, str(campaign), dsn=dsn)
+            assert (result.returncode, result.stdout) == (0, f"campaign {campaign} {DONE_WORD[verb]}\n"), result.stderr
+        path.append(await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", campaign))
+        assert path[-1] == then
+    with anyio.fail_after(5):
+        while len(heard) < 4:
+            await anyio.sleep(0.01)
+    assert heard == [str(campaign)] * 4
+
+
+@pytest.mark.parametrize(("status", "verb"), [
+    ("sent", "approve"), ("approved", "approve"), ("sending", "approve"), ("draft", "pause"),
+    ("approved", "pause"), ("paused", "pause"), ("sending", "resume"), ("draft", "resume"),
+    ("sent", "cancel"), ("cancelled", "cancel"), ("cancelled", "resume"),
+])
+async def test_a_refused_transition_is_one_line_and_changes_nothing(
+        conn: asyncpg.Connection, dsn: str, status: str, verb: str) -> None:
+    campaign = await seed_campaign(conn, status)
+    before = await conn.fetchval("SELECT updated_at FROM einmal.campaigns WHERE id = $1", campaign)
+    result = einmal("campaign", verb, str(campaign), dsn=dsn)
+    assert one_line_error(result) == f"einmal: cannot {verb} campaign {campaign}: it is {status}"
+    row = await conn.fetchrow("SELECT status, updated_at FROM einmal.campaigns WHERE id = $1", campaign)
+    assert tuple(row) == (status, before)
+
+
+@pytest.mark.parametrize("command", [["campaign", "approve"], ["campaign", "cancel"], ["campaign", "status"],
+                                     ["campaign", "status", "--json"], ["reconcile"], ["reconcile", "--resend"],
+                                     ["reconcile", "--mark-sent"]])
+async def test_an_unknown_campaign_id_is_one_line(conn: asyncpg.Connection, dsn: str, command: list[str]) -> None:
+    await seed_campaign(conn)
+    args = [*command[:2], "4242", *command[2:]] if command[0] == "campaign" else [command[0], "4242", *command[1:]]
+    assert one_line_error(einmal(*args, dsn=dsn)) == "einmal: no campaign with id 4242"
+
+
+async def test_two_racing_approve_cas_statements_exactly_one_wins(conn: asyncpg.Connection, dsn: str) -> None:
+    campaign = await seed_campaign(conn)
+    other = await asyncpg.connect(dsn)
+    results: list[int | None] = []
+
+    async def second() -> None:
+        results.append(await other.fetchval(db.query("campaign_approve"), campaign))
+
+    try:
+        first = conn.transaction()
+        await first.start()
+        won = await conn.fetchval(db.query("campaign_approve"), campaign)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(second)
+            with anyio.fail_after(5):  # the second statement waits for the first one's row lock
+                while not await conn.fetchval("SELECT count(*) FROM pg_stat_activity "
+                                              "WHERE wait_event_type = 'Lock' AND datname = current_database()"):
+                    await anyio.sleep(0.01)
+            assert results == []
+            await first.commit()  # the second now re-checks `status = 'draft'` on the committed row
+    finally:
+        await other.close()
+    assert (won, results) == (campaign, [None])
+    assert await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", campaign) == "approved"
+
+
+async def test_two_racing_approve_processes_one_exits_0_and_one_exits_1(conn: asyncpg.Connection, dsn: str) -> None:
+    campaign = await seed_campaign(conn)
+    results: list[subprocess.CompletedProcess] = []
+
+    async def approve() -> None:
+        results.append(await anyio.to_thread.run_sync(lambda: einmal("campaign", "approve", str(campaign), dsn=dsn)))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(2):
+            tg.start_soon(approve)
+    winner, loser = sorted(results, key=lambda r: r.returncode)
+    assert (winner.returncode, winner.stdout) == (0, f"campaign {campaign} approved\n"), winner.stderr
+    assert one_line_error(loser) == f"einmal: cannot approve campaign {campaign}: it is approved"
+
+
+# --- status -------------------------------------------------------------------------------------
+
+async def test_status_json_has_every_state_including_zeros(conn: asyncpg.Connection, dsn: str) -> None:
+    campaign = await seed_campaign(conn, "sending", sends=("sent", "sent", "queued", "in_doubt"))
+    result = einmal("campaign", "status", str(campaign), "--json", dsn=dsn)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == json.dumps({
+        "id": campaign, "status": "sending", "total": 4,
+        "counts": {"queued": 1, "claimed": 0, "sending": 0, "sent": 2, "suppressed": 0, "failed": 0, "in_doubt": 1},
+    }) + "\n"
+
+
+async def test_status_json_of_a_campaign_without_send_rows_is_all_zeros(conn: asyncpg.Connection, dsn: str) -> None:
+    campaign = await seed_campaign(conn, "draft")
+    result = einmal("campaign", "status", str(campaign), "--json", dsn=dsn)
+    assert json.loads(result.stdout) == {"id": campaign, "status": "draft", "total": 0,
+                                         "counts": dict.fromkeys(campaign_status.STATES, 0)}
+
+
+async def test_status_table_shows_status_name_each_state_and_total(conn: asyncpg.Connection, dsn: str) -> None:
+    campaign = await seed_campaign(conn, "paused", sends=("sent", "failed", "suppressed", "claimed"))
+    result = einmal("campaign", "status", str(campaign), dsn=dsn)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"campaign {campaign} 'spring': paused"
+    assert [line.split() for line in lines[1:]] == [
+        ["queued", "0"], ["claimed", "1"], ["sending", "0"], ["sent", "1"], ["suppressed", "1"], ["failed", "1"],
+        ["in_doubt", "0"], ["total", "4"]]
+
+
+def test_progress_line_counts_every_finished_state_as_done() -> None:
+    counts = dict.fromkeys(campaign_status.STATES, 0) | {"sent": 1000, "suppressed": 150, "failed": 40,
+                                                         "in_doubt": 10, "queued": 3800}
+    snap = campaign_status.Snapshot(7, "spring", "sending", counts)
+    assert campaign_status.progress_line(snap, 850.0) == (
+        "[####................] sent 1200/5000   24%  850/s  ETA 4s")
+    paused = campaign_status.Snapshot(7, "spring", "paused", counts)
+    assert "paused" in campaign_status.progress_line(paused, 0.0)
+    assert "ETA --" in campaign_status.progress_line(paused, 0.0)
+
+
+def test_rate_is_measured_over_the_recent_samples() -> None:
+    rate = campaign_status.Rate(window=5.0)
+    assert rate.add(0.0, 0) == 0.0
+    assert rate.add(1.0, 100) == 100.0
+    assert rate.add(2.0, 300) == 150.0
+    assert rate.add(10.0, 300) == 0.0  # nothing moved in the last window
+
+
+class FakeTty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("tty", [True, False], ids=["tty", "pipe"])
+async def test_follow_ends_when_the_campaign_is_sent(conn: asyncpg.Connection, dsn: str, tty: bool) -> None:
+    campaign = await seed_campaign(conn, "sending", sends=("queued", "queued", "sent"))
+    out = FakeTty() if tty else io.StringIO()
+    args = Namespace(id=campaign, json=False, follow=True)
+    settings = Settings(database_url=dsn)
+    codes = []
+
+    async def run() -> None:
+        codes.append(await campaign_status.command(args, settings, out=out, interval=0.01))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            while "sent 1/3" not in out.getvalue():  # noqa: ASYNC110 -- the command's output is the signal
+                await anyio.sleep(0.01)
+            await conn.execute("UPDATE einmal.sends SET status = 'sent' WHERE campaign_id = $1", campaign)
+            await conn.execute("UPDATE einmal.campaigns SET status = 'sent' WHERE id = $1", campaign)
+    assert codes == [0]
+    text = out.getvalue()
+    assert "sent 3/3  100%" in text
+    assert text.rstrip().endswith("  total          3")
+    if tty:
+        assert "\r" in text and "\n" not in text.split("campaign ")[0].rstrip("\n")
+    else:
+        assert "\r" not in text
+
+
+async def test_follow_on_the_command_line_keeps_following_a_paused_campaign_until_sent(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    campaign = await seed_campaign(conn, "paused", sends=("queued", "sent"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
+    proc = subprocess.Popen([sys.executable, "-m", "service", "campaign", "status", str(campaign), "--follow"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env=env | {"EINMAL_DATABASE_URL": dsn})
+    try:
+        first = await anyio.to_thread.run_sync(proc.stdout.readline)
+        assert "sent 1/2" in first and "paused" in first, first + proc.stderr.read()
+        await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
+        await conn.execute("UPDATE einmal.sends SET status = 'sent' WHERE campaign_id = $1", campaign)
+        await conn.execute("UPDATE einmal.campaigns SET status = 'sent' WHERE id = $1", campaign)
+        rest, err = await anyio.to_thread.run_sync(lambda: proc.communicate(timeout=20))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "sent 2/2  100%" in rest
+    assert f"campaign {campaign} 'spring': sent" in rest
