@@ -1,0 +1,86 @@
+"""One-click unsubscribe tokens (RFC 8058 links).
+
+A token names one recipient of one campaign and proves that einmal made it:
+
+    <account_id>.<campaign_id>.<subscriber_id>.<signature>
+
+where the signature is HMAC-SHA256, keyed with EINMAL_UNSUBSCRIBE_SECRET, over the
+text ``<account_id>:<campaign_id>:<subscriber_id>``, in unpadded url-safe base64.
+Every character is url-safe, so the token goes into a query string unquoted.
+The ids are not secret; the signature is what the unsubscribe endpoint must check,
+with ``verify_token``.
+"""
+
+import binascii
+import hashlib
+import hmac
+
+from pydantic import SecretStr
+
+Secret = SecretStr | str | bytes
+
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+_MAX_ID_DIGITS = 19  # a PostgreSQL bigint
+
+
+def _key(secret: Secret) -> bytes:
+    if isinstance(secret, SecretStr):
+        secret = secret.get_secret_value()
+    return secret.encode() if isinstance(secret, str) else secret
+
+
+def _signature(key: bytes, account_id: int, campaign_id: int, subscriber_id: int) -> bytes:
+    mac = hmac.digest(key, f"{account_id}:{campaign_id}:{subscriber_id}".encode(), hashlib.sha256)
+    return binascii.b2a_base64(mac, newline=False).translate(_URLSAFE).rstrip(b"=")
+
+
+class Signer:
+    """make_token with the key prepared once: the sender calls it for every message."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, secret: Secret):
+        self._key = _key(secret)
+
+    def token(self, account_id: int, campaign_id: int, subscriber_id: int) -> str:
+        signature = _signature(self._key, account_id, campaign_id, subscriber_id).decode()
+        return f"{account_id}.{campaign_id}.{subscriber_id}.{signature}"
+
+
+def make_token(secret: Secret, account_id: int, campaign_id: int, subscriber_id: int) -> str:
+    return Signer(secret).token(account_id, campaign_id, subscriber_id)
+
+
+def _parse_id(text: str) -> int | None:
+    """A canonical non-negative decimal: no sign, no leading zero, no non-ASCII digit."""
+    if not (0 < len(text) <= _MAX_ID_DIGITS and text.isascii() and text.isdigit()):
+        return None
+    if len(text) > 1 and text[0] == "0":
+        return None
+    return int(text)
+
+
+def verify_token(secret: Secret, token: str) -> tuple[int, int, int] | None:
+    """(account_id, campaign_id, subscriber_id) when the token is genuine, else None."""
+    if not isinstance(token, str) or len(token) > 200:
+        return None
+    parts = token.split(".")
+    if len(parts) != 4:
+        return None
+    ids = [_parse_id(part) for part in parts[:3]]
+    if None in ids or not parts[3].isascii():
+        return None
+    account_id, campaign_id, subscriber_id = ids
+    expected = _signature(_key(secret), account_id, campaign_id, subscriber_id)
+    if not hmac.compare_digest(expected, parts[3].encode()):
+        return None
+    return account_id, campaign_id, subscriber_id
+
+
+def link(base_url: str, token: str) -> str:
+    """The unsubscribe URL: base_url plus ``?token=`` (``&token=`` when it has a query)."""
+    if "?" in base_url:
+        separator = "" if base_url.endswith(("?", "&")) else "&"
+    else:
+        separator = "?"
+    return f"{base_url}{separator}token={token}"
