@@ -97,7 +97,8 @@ def progress_line(snap: Snapshot, rate: float, width: int = 20) -> str:
     fraction = done / total if total else 0.0
     filled = int(fraction * width)
     eta = duration((total - done) / rate) if rate > 0 else "--"
-    line = f"[{'#' * filled}{'.' * (width - filled)}] sent {done}/{total}  {fraction:4.0%}  {rate:.0f}/s  ETA {eta}"
+    bar = "#" * filled + "." * (width - filled)
+    line = f"[{bar}] sent {done}/{total}  {fraction:4.0%}  {rate:.0f}/s  ETA {eta}"
     if snap.status == "paused":
         return f"{line}  paused: following until it is resumed and sent, or cancelled"
     return line if snap.status == "sending" else f"{line}  ({snap.status})"

@@ -14,7 +14,8 @@ async def statuses(conn: asyncpg.Connection, campaign: int) -> dict[str, str]:
     return dict(await conn.fetch("SELECT email, status FROM einmal.sends WHERE campaign_id = $1", campaign))
 
 
-async def test_reconcile_lists_only_the_in_doubt_rows_then_a_count(conn: asyncpg.Connection, dsn: str) -> None:
+async def test_reconcile_lists_only_the_in_doubt_rows_then_a_count(
+        conn: asyncpg.Connection, dsn: str) -> None:
     campaign = await seed_campaign(conn, "sent", sends=("sent", "in_doubt", "failed", "in_doubt"))
     result = einmal("reconcile", str(campaign), dsn=dsn)
     assert result.returncode == 0, result.stderr
@@ -36,7 +37,8 @@ async def test_reconcile_of_a_campaign_without_doubt_says_zero(conn: asyncpg.Con
     assert (result.returncode, result.stdout) == (0, f"0 in-doubt rows in campaign {campaign}\n")
 
 
-async def test_resend_queues_the_rows_again_and_reopens_a_sent_campaign(conn: asyncpg.Connection, dsn: str) -> None:
+async def test_resend_queues_the_rows_again_and_reopens_a_sent_campaign(
+        conn: asyncpg.Connection, dsn: str) -> None:
     campaign = await seed_campaign(conn, "sent", sends=("sent", "in_doubt", "in_doubt"))
     await conn.execute("UPDATE einmal.campaigns SET sent_at = now() WHERE id = $1", campaign)
     heard = anyio.Event()
@@ -45,8 +47,9 @@ async def test_resend_queues_the_rows_again_and_reopens_a_sent_campaign(conn: as
     assert result.returncode == 0, result.stderr
     assert result.stdout == (f"2 in-doubt rows of campaign {campaign} queued again\n"
                              f"campaign {campaign} is sending again\n")
-    rows = await conn.fetch("SELECT status, claimed_by, next_attempt_at = '-infinity' AS due FROM einmal.sends "
-                            "WHERE campaign_id = $1 AND email <> 'r0@example.org'", campaign)
+    rows = await conn.fetch("SELECT status, claimed_by, next_attempt_at = '-infinity' AS due "
+                            "FROM einmal.sends WHERE campaign_id = $1 AND email <> 'r0@example.org'",
+                            campaign)
     assert [tuple(r) for r in rows] == [("queued", None, True)] * 2
     assert (await statuses(conn, campaign))["r0@example.org"] == "sent"
     row = await conn.fetchrow("SELECT status, sent_at FROM einmal.campaigns WHERE id = $1", campaign)
@@ -55,7 +58,8 @@ async def test_resend_queues_the_rows_again_and_reopens_a_sent_campaign(conn: as
         await heard.wait()
 
 
-async def test_resend_leaves_a_sending_or_paused_campaign_in_its_state(conn: asyncpg.Connection, dsn: str) -> None:
+async def test_resend_leaves_a_sending_or_paused_campaign_in_its_state(
+        conn: asyncpg.Connection, dsn: str) -> None:
     for state in ("sending", "paused"):
         campaign = await seed_campaign(conn, state, sends=("in_doubt",))
         result = einmal("reconcile", str(campaign), "--resend", dsn=dsn)
@@ -63,7 +67,8 @@ async def test_resend_leaves_a_sending_or_paused_campaign_in_its_state(conn: asy
         assert await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", campaign) == state
 
 
-async def test_resend_refuses_a_cancelled_campaign_and_moves_nothing(conn: asyncpg.Connection, dsn: str) -> None:
+async def test_resend_refuses_a_cancelled_campaign_and_moves_nothing(
+        conn: asyncpg.Connection, dsn: str) -> None:
     campaign = await seed_campaign(conn, "cancelled", sends=("in_doubt",))
     result = einmal("reconcile", str(campaign), "--resend", dsn=dsn)
     assert one_line_error(result) == (f"einmal: cannot resend in-doubt rows of campaign {campaign}: "
