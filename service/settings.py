@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     node_timeout_seconds: float = Field(30.0, gt=0)
     in_doubt: Literal["hold", "resend"] = "hold"
     max_attempts: int = Field(5, ge=1)
+    retry_base_seconds: float = Field(60.0, ge=0)
+    retry_max_seconds: float = Field(3600.0, ge=0)
     rate_limit: float = Field(0.0, ge=0)
     message_id_domain: str | None = None
     unsubscribe_url: str | None = None

@@ -1,0 +1,73 @@
+"""Batch claimer: claims due rows with FOR UPDATE SKIP LOCKED for the sender.
+
+It claims only when the sender's channel has room, so a node never holds
+more than it can send; it takes campaigns in turn (interleaved by account)
+so one big campaign does not starve a small one.
+"""
+
+import logging
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectSendStream
+from opentelemetry import trace
+
+from service import db, telemetry
+from service.context import Batch, NodeContext, Row
+
+log = logging.getLogger("einmal.claimer")
+
+IDLE_SECONDS = 0.5
+ROOM_POLL_SECONDS = 0.002
+
+
+async def _wait_for_room(stream: MemoryObjectSendStream[Batch]) -> None:
+    while True:
+        stats = stream.statistics()
+        if stats.current_buffer_used < stats.max_buffer_size or stats.tasks_waiting_receive:
+            return
+        await anyio.sleep(ROOM_POLL_SECONDS)
+
+
+async def claim(ctx: NodeContext, token: str, campaign_id: int, account_id: int) -> Batch | None:
+    """Claim one batch of a campaign; None when nothing of it is due."""
+    tracer = telemetry.tracer()
+    root = tracer.start_span("batch", attributes={
+        "einmal.campaign_id": campaign_id, "einmal.account_id": account_id, "einmal.node_id": token})
+    with tracer.start_as_current_span("claim", context=trace.set_span_in_context(root)) as span:
+        async with ctx.pool.acquire() as conn:
+            records = await conn.fetch(db.query("send_claim_batch"), campaign_id, token, ctx.settings.batch_size)
+        rows = [Row(r["id"], r["account_id"], r["subscriber_id"], r["email"], r["email_lower"], r["attempts"],
+                    r["name"]) for r in records if r["status"] == "claimed"]
+        span.set_attribute("einmal.claimed", len(rows))
+        span.set_attribute("einmal.suppressed", len(records) - len(rows))
+    if not rows:
+        root.set_attribute("einmal.batch_size", 0)
+        root.end()
+        return None
+    root.set_attribute("einmal.batch_size", len(rows))
+    return Batch(campaign_id, account_id, token, rows, root)
+
+
+async def run(ctx: NodeContext, token: str, to_sender: MemoryObjectSendStream[Batch], *,
+              task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    async with to_sender:
+        task_status.started()
+        turn = 0
+        while not ctx.stopping.is_set():
+            await _wait_for_room(to_sender)
+            if ctx.stopping.is_set():
+                break
+            async with ctx.pool.acquire() as conn:
+                campaigns = await conn.fetch(db.query("campaign_sending"))
+            batch = None
+            for i in range(len(campaigns)):
+                campaign = campaigns[(turn + i) % len(campaigns)]
+                batch = await claim(ctx, token, campaign["id"], campaign["account_id"])
+                if batch:
+                    turn = (turn + i + 1) % len(campaigns)
+                    break
+            if batch is None:
+                await ctx.claim_nudge.wait(IDLE_SECONDS)
+                continue
+            await to_sender.send(batch)

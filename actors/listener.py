@@ -1,0 +1,65 @@
+"""Suppression listener: LISTEN einmal_suppression (and einmal_campaign).
+
+Keeps the node's in-memory set of addresses suppressed since it started,
+fed by notifications. A notification is only a hint: after every (re)connect
+the table is read for what a lost notification could have carried. Campaign
+notifications wake the scheduler at once instead of at its next tick.
+"""
+
+import datetime as dt
+import logging
+
+import anyio
+import asyncpg
+from anyio.abc import TaskStatus
+
+from service import db
+from service.context import NodeContext
+
+log = logging.getLogger("einmal.listener")
+
+HEALTH_CHECK_SECONDS = 1.0
+# suppressions.created_at is its transaction's start, which can precede the commit
+RELOAD_MARGIN = dt.timedelta(minutes=5)
+
+
+class Listener:
+    def __init__(self, ctx: NodeContext) -> None:
+        self.ctx = ctx
+        self.since: dt.datetime | None = None  # reload from here after a reconnect
+
+    def _on_suppression(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        account, _, email_lower = payload.partition(":")
+        self.ctx.suppressed.add((int(account), email_lower))
+
+    def _on_campaign(self, _conn: object, _pid: int, _channel: str, _payload: str) -> None:
+        self.ctx.campaign_nudge.set()
+        self.ctx.claim_nudge.set()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        conn = await db.connect(self.ctx.dsn)
+        lost = anyio.Event()
+        conn.add_termination_listener(lambda _c: lost.set())
+        try:
+            await conn.add_listener("einmal_suppression", self._on_suppression)
+            await conn.add_listener("einmal_campaign", self._on_campaign)
+            now = await conn.fetchval("SELECT now()")
+            if self.since is not None:  # a reconnect: read what the lost connection may have missed
+                rows = await conn.fetch(db.query("suppression_since"), self.since - RELOAD_MARGIN)
+                self.ctx.suppressed.update((r["account_id"], r["email_lower"]) for r in rows)
+                log.info("listener reconnected; reloaded %d suppressions", len(rows))
+            self.since = now
+            self.ctx.campaign_nudge.set()
+            task_status.started()
+            while True:
+                with anyio.move_on_after(HEALTH_CHECK_SECONDS):
+                    await lost.wait()
+                if lost.is_set():
+                    raise ConnectionError("LISTEN connection lost")
+                self.since = await conn.fetchval("SELECT now()")
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                try:
+                    await conn.close()
+                except (OSError, asyncpg.InterfaceError, asyncpg.PostgresError):
+                    conn.terminate()

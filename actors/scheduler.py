@@ -1,0 +1,64 @@
+"""Scheduler: starts due campaigns, finishes done ones, keeps this node alive
+and returns the rows of dead nodes.
+
+Runs every EINMAL_TICK_SECONDS, and at once when a campaign notification
+arrives. Starting is a compare-and-set: of several nodes exactly one moves a
+campaign approved -> sending; every node then helps send it.
+"""
+
+import logging
+import os
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectSendStream
+
+from service import db, telemetry
+from service.context import NodeContext
+
+log = logging.getLogger("einmal.scheduler")
+
+
+async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> None:
+    settings = ctx.settings
+    async with ctx.pool.acquire() as conn:
+        await conn.execute(db.query("node_heartbeat"), ctx.token, ctx.hostname, os.getpid())
+        rescued = await conn.fetchrow(db.query("node_rescue"), settings.node_timeout_seconds,
+                                      settings.in_doubt, ctx.retired_tokens)
+        ctx.retired_tokens.clear()
+        if rescued["nodes"] or rescued["queued"] or rescued["in_doubt"]:
+            log.warning("returned rows of %d dead node(s): %d queued again, %d in doubt",
+                        rescued["nodes"], rescued["queued"], rescued["in_doubt"])
+            ctx.claim_nudge.set()
+        for due in await conn.fetch(db.query("campaign_due")):
+            with telemetry.tracer().start_as_current_span("campaign.start") as span:
+                span.set_attribute("einmal.campaign_id", due["id"])
+                started = await conn.fetchrow(db.query("campaign_start"), due["id"])
+                span.set_attribute("einmal.won", started is not None)
+            if started:
+                log.info("campaign %d: approved -> sending", due["id"])
+        unbuilt = [r["id"] for r in await conn.fetch(db.query("campaign_unbuilt"))]
+        sending = await conn.fetch(db.query("campaign_sending"))
+        for campaign in sending:
+            if campaign["built"] and await conn.fetchrow(db.query("campaign_finish"), campaign["id"]):
+                log.info("campaign %d: sending -> sent", campaign["id"])
+    for campaign_id in unbuilt:
+        if _room(to_builder):
+            to_builder.send_nowait(campaign_id)
+    if sending:
+        ctx.claim_nudge.set()
+
+
+def _room(stream: MemoryObjectSendStream[int]) -> bool:
+    stats = stream.statistics()
+    return stats.current_buffer_used < stats.max_buffer_size
+
+
+async def run(ctx: NodeContext, to_builder: MemoryObjectSendStream[int], *,
+              task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    async with to_builder:
+        await tick(ctx, to_builder)
+        task_status.started()
+        while True:
+            await ctx.campaign_nudge.wait(ctx.settings.tick_seconds)
+            await tick(ctx, to_builder)

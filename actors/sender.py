@@ -1,0 +1,183 @@
+"""Sender: delivers claimed batches over a pool of persistent SMTP connections.
+
+For each group of messages (one per connection) it first moves the group
+claimed -> sending in one statement that re-checks the claim fence, the
+suppressions and the campaign's status; only the rows that statement
+returns go on the wire, each after one last look at the in-memory
+suppression set. A crash can therefore leave at most one message per
+connection in doubt.
+"""
+
+import logging
+import time
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from opentelemetry import trace
+
+from service import db, render, telemetry
+from service.context import Batch, BatchResult, NodeContext, Outcome, Row
+from service.smtp import Outcome as Smtp
+from service.smtp import SmtpConnection, SmtpUnavailable
+
+log = logging.getLogger("einmal.sender")
+
+
+def columns(outcomes: list[Outcome]) -> tuple[list, ...]:
+    """The outcomes as the six arrays the recording statements take."""
+    return ([o.id for o in outcomes], [o.status for o in outcomes], [o.reply[:1000] for o in outcomes],
+            [o.attempts for o in outcomes], [o.retry_after for o in outcomes], [o.bounce for o in outcomes])
+
+
+class RateLimiter:
+    """At most `rate` messages per second for the node (0 = no limit)."""
+
+    def __init__(self, rate: float) -> None:
+        self.interval = 1.0 / rate if rate else 0.0
+        self.next = time.monotonic()
+
+    async def take(self, n: int) -> None:
+        if not self.interval:
+            return
+        now = time.monotonic()
+        self.next = max(self.next, now)
+        wait, self.next = self.next - now, self.next + n * self.interval
+        if wait > 0:
+            await anyio.sleep(wait)
+
+
+class Sender:
+    def __init__(self, ctx: NodeContext, token: str) -> None:
+        self.ctx, self.token = ctx, token
+        self.connections = [SmtpConnection(ctx.settings) for _ in range(ctx.settings.smtp_connections)]
+        self.templates: dict[int, render.CampaignTemplate] = {}
+        self.rate = RateLimiter(ctx.settings.rate_limit)
+        self.unavailable_since: float | None = None
+        self.backoff = 0.5
+        self.pending: list[Outcome] = []  # outcomes of the last group, not yet recorded
+
+    async def template(self, campaign_id: int) -> render.CampaignTemplate:
+        if campaign_id not in self.templates:
+            if len(self.templates) > 64:
+                self.templates.clear()
+            async with self.ctx.pool.acquire() as conn:
+                campaign = await conn.fetchrow(db.query("campaign_for_render"), campaign_id)
+            self.templates[campaign_id] = render.CampaignTemplate.compile(dict(campaign), self.ctx.settings)
+        return self.templates[campaign_id]
+
+    def outcome(self, row: Row, status: Smtp, reply: str) -> Outcome:
+        settings = self.ctx.settings
+        if status is Smtp.SENT:
+            return Outcome(row.id, "sent", reply)
+        if status is Smtp.PERMANENT:
+            bounce = reply[4:9].startswith("5.1.") or reply.startswith("550 5.1.")
+            return Outcome(row.id, "failed", reply, attempts=1, bounce=bounce)
+        if status is Smtp.IN_DOUBT:
+            return Outcome(row.id, "queued" if settings.in_doubt == "resend" else "in_doubt", reply, attempts=1)
+        if row.attempts + 1 >= settings.max_attempts:
+            return Outcome(row.id, "failed", f"{reply} (gave up after {row.attempts + 1} attempts)", attempts=1)
+        return Outcome(row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts))
+
+    async def deliver(self, connection: SmtpConnection, template: render.CampaignTemplate, row: Row) -> Outcome:
+        if (row.account_id, row.email_lower) in self.ctx.suppressed:
+            return Outcome(row.id, "suppressed", "suppressed before sending")
+        try:
+            message = template.render(row.subscriber_id, row.email, row.name)
+        except ValueError as exc:
+            return Outcome(row.id, "failed", f"cannot render: {exc}", attempts=1)
+        try:
+            result = await connection.send(template.envelope_from, row.email, message)
+        except SmtpUnavailable as exc:
+            self.note_unavailable(str(exc))
+            return Outcome(row.id, "queued", f"not sent: {exc}")  # nothing reached the server
+        self.unavailable_since = None
+        return self.outcome(row, result.outcome, result.reply)
+
+    def note_unavailable(self, reason: str) -> None:
+        if self.unavailable_since is None:
+            self.unavailable_since = time.monotonic()
+        log.warning("SMTP unavailable: %s", reason)
+
+    async def advance(self, group: list[Row]) -> set[int]:
+        """Record the outcomes waiting from the last group and start `group`: one statement."""
+        pending, self.pending = self.pending, []
+        async with self.ctx.pool.acquire() as conn:
+            rows = await conn.fetch(db.query("send_advance"), *columns(pending), self.token,
+                                    [row.id for row in group])
+        self._check_recorded(len(pending), rows[0]["recorded"] if rows else 0)
+        return {r["id"] for r in rows if r["id"] is not None}
+
+    async def flush(self) -> None:
+        """Record what is waiting when no next group follows at once."""
+        pending, self.pending = self.pending, []
+        if pending:
+            async with self.ctx.pool.acquire() as conn:
+                recorded = await conn.fetchval(db.query("send_record_results"), *columns(pending), self.token)
+            self._check_recorded(len(pending), recorded)
+
+    def _check_recorded(self, expected: int, recorded: int) -> None:
+        if recorded < expected:
+            log.warning("%d of %d results were not recorded: their rows are no longer this node's",
+                        expected - recorded, expected)
+
+    async def send_batch(self, batch: Batch) -> BatchResult:
+        result = BatchResult(batch, [])
+        template = await self.template(batch.campaign_id)
+        n = len(self.connections)
+        with telemetry.tracer().start_as_current_span("send", context=trace.set_span_in_context(batch.span)):
+            for start in range(0, len(batch.rows), n):
+                group = batch.rows[start:start + n]
+                if self.ctx.stopping.is_set() or self.unavailable_since is not None:
+                    # draining, or the server is down or refuses us: give the rest back
+                    await self.release(batch.rows[start:])
+                    result.settled["released"] = len(batch.rows) - start
+                    break
+                await self.rate.take(len(group))
+                started = await self.advance(group)
+                if len(started) < len(group):
+                    result.settled["not_started"] = result.settled.get("not_started", 0) + len(group) - len(started)
+                outcomes: list[Outcome] = []
+
+                async def one(connection: SmtpConnection, row: Row) -> None:
+                    outcomes.append(await self.deliver(connection, template, row))  # noqa: B023
+
+                async with anyio.create_task_group() as tg:
+                    for connection, row in zip(self.connections, [r for r in group if r.id in started]):
+                        tg.start_soon(one, connection, row)
+                self.pending = outcomes
+                result.outcomes.extend(outcomes)
+        return result
+
+    async def release(self, rows: list[Row]) -> None:
+        if rows:
+            async with self.ctx.pool.acquire() as conn:
+                await conn.execute(db.query("send_release"), [row.id for row in rows], self.token)
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            for connection in self.connections:
+                await connection.close()
+
+
+async def run(ctx: NodeContext, token: str, batches: MemoryObjectReceiveStream[Batch],
+              to_recorder: MemoryObjectSendStream[BatchResult], *,
+              task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    sender = Sender(ctx, token)
+    try:
+        async with batches, to_recorder:
+            task_status.started()
+            async for batch in batches:
+                result = await sender.send_batch(batch)
+                if not batches.statistics().current_buffer_used:
+                    await sender.flush()  # no next group follows at once
+                await to_recorder.send(result)
+                if sender.unavailable_since is not None:
+                    await anyio.sleep(sender.backoff)
+                    sender.backoff = min(sender.backoff * 2, 30.0)
+                    sender.unavailable_since = None
+                else:
+                    sender.backoff = 0.5
+            await sender.flush()
+    finally:
+        await sender.close()

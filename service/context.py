@@ -1,0 +1,103 @@
+"""What the actors of one node share: settings, the pool, the fencing token,
+the in-memory suppression set and the wake-ups between actors."""
+
+import math
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+
+import anyio
+import asyncpg
+
+from service.settings import Settings
+
+
+class Nudge:
+    """A wake-up hint: `wait()` returns when nudged or after a timeout."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout: float) -> bool:
+        with anyio.move_on_after(timeout):
+            await self._event.wait()
+        nudged = self._event.is_set()
+        if nudged:
+            self._event = anyio.Event()
+        return nudged
+
+
+@dataclass
+class Row:
+    """One claimed recipient."""
+    id: int
+    account_id: int
+    subscriber_id: int
+    email: str
+    email_lower: str
+    attempts: int
+    name: str
+
+
+@dataclass
+class Batch:
+    campaign_id: int
+    account_id: int
+    token: str
+    rows: list[Row]
+    span: object = None  # the batch's root span, ended by the recorder
+
+
+@dataclass
+class Outcome:
+    id: int
+    status: str  # sent | failed | queued | in_doubt | suppressed
+    reply: str
+    attempts: int = 0  # added to the row's count
+    retry_after: float = 0.0
+    bounce: bool = False
+
+
+@dataclass
+class BatchResult:
+    batch: Batch
+    outcomes: list[Outcome]
+    settled: dict[str, int] = field(default_factory=dict)  # rows settled without SMTP, by status
+
+
+@dataclass
+class NodeContext:
+    settings: Settings
+    pool: asyncpg.Pool
+    dsn: str
+    node_id: str = ""
+    token: str = ""
+    incarnation: int = 0
+    hostname: str = field(default_factory=socket.gethostname)
+    suppressed: set[tuple[int, str]] = field(default_factory=set)
+    campaign_nudge: Nudge = field(default_factory=Nudge)
+    claim_nudge: Nudge = field(default_factory=Nudge)
+    stopping: anyio.Event = field(default_factory=anyio.Event)
+    retired_tokens: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.node_id:
+            self.node_id = self.settings.node_id or f"{self.hostname}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+    def new_token(self) -> str:
+        """A fresh fencing token for a new incarnation of the send pipeline."""
+        if self.token:
+            self.retired_tokens.append(self.token)
+        self.incarnation += 1
+        self.token = f"{self.node_id}/{self.incarnation}"
+        return self.token
+
+    def retry_after(self, attempts: int) -> float:
+        import random
+
+        base = self.settings.retry_base_seconds * math.pow(2, attempts)
+        return min(base, self.settings.retry_max_seconds) * random.uniform(0.8, 1.2)

@@ -1,0 +1,2 @@
+SELECT id, account_id, subject, from_address, body_text, body_html
+FROM einmal.campaigns WHERE id = $1

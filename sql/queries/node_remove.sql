@@ -1,0 +1,1 @@
+DELETE FROM einmal.nodes WHERE id = $1

@@ -1,0 +1,25 @@
+-- return the rows of dead nodes ($1: heartbeat older than this many seconds,
+-- or the ids in $3, or no longer in the table at all): claimed rows never reached the wire and go back to the
+-- queue; a sending row may have been accepted, so it is in doubt ($2 = 'hold')
+-- or queued again under at-least-once ($2 = 'resend').
+WITH dead AS (
+    DELETE FROM einmal.nodes
+    WHERE heartbeat_at < now() - make_interval(secs => $1) OR id = ANY ($3::text[])
+    RETURNING id
+), rescued AS (
+    UPDATE einmal.sends s SET
+        status = CASE WHEN s.status = 'claimed' OR $2 = 'resend' THEN 'queued' ELSE 'in_doubt' END,
+        claimed_by = CASE WHEN s.status = 'sending' AND $2 = 'hold' THEN s.claimed_by END,
+        last_reply = CASE WHEN s.status = 'sending' THEN 'node ' || s.claimed_by || ' died during the SMTP transaction'
+                          ELSE s.last_reply END,
+        updated_at = now()
+    WHERE s.status IN ('claimed', 'sending')
+      AND (s.claimed_by IN (SELECT id FROM dead) OR s.claimed_by = ANY ($3::text[])
+           -- a token with no node row at all (its row was removed as dead before)
+           OR NOT EXISTS (SELECT 1 FROM einmal.nodes n WHERE n.id = s.claimed_by))
+    RETURNING s.status
+)
+SELECT (SELECT count(*) FROM dead) AS nodes,
+       count(*) FILTER (WHERE status = 'queued') AS queued,
+       count(*) FILTER (WHERE status = 'in_doubt') AS in_doubt
+FROM rescued

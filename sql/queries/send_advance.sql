@@ -1,0 +1,51 @@
+-- one round trip per group: record the outcomes of the group just sent
+-- ($1-$6, guarded by the claim fence $7) and move the next group ($8)
+-- claimed -> sending, so that at any moment at most one group per node is
+-- on the wire unrecorded. The next group starts only where the row is still
+-- ours, the address is not suppressed and the campaign is still sending; the
+-- others are settled at once: suppressed, back to the queue (campaign
+-- paused), or failed (campaign cancelled). Returns the started ids.
+WITH r AS (
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[], $6::bool[])
+        AS r(id, status, reply, attempts, retry_after, bounce)
+), moved AS (
+    UPDATE einmal.sends s SET
+        status = r.status,
+        last_reply = r.reply,
+        attempts = s.attempts + r.attempts,
+        next_attempt_at = CASE WHEN r.status = 'queued' THEN now() + make_interval(secs => r.retry_after)
+                               ELSE s.next_attempt_at END,
+        claimed_by = CASE WHEN r.status = 'queued' THEN NULL ELSE s.claimed_by END,
+        sent_at = CASE WHEN r.status = 'sent' THEN now() END,
+        updated_at = now()
+    FROM r
+    -- a row another node declared in doubt while this one stalled still takes this node's answer
+    WHERE s.id = r.id AND s.claimed_by = $7 AND s.status IN ('sending', 'in_doubt')
+    RETURNING s.id, s.account_id, s.email_lower, r.bounce
+), bounced AS (
+    INSERT INTO einmal.suppressions (account_id, email_lower, reason)
+    SELECT account_id, email_lower, 'bounce' FROM moved WHERE bounce
+    ON CONFLICT DO NOTHING
+), started AS (
+    UPDATE einmal.sends s SET status = 'sending', updated_at = now()
+    WHERE s.id = ANY ($8::bigint[]) AND s.status = 'claimed' AND s.claimed_by = $7
+      AND NOT EXISTS (SELECT 1 FROM einmal.suppressions x
+                      WHERE x.account_id = s.account_id AND x.email_lower = s.email_lower)
+      AND EXISTS (SELECT 1 FROM einmal.campaigns c WHERE c.id = s.campaign_id AND c.status = 'sending')
+    RETURNING s.id
+), settled AS (
+    UPDATE einmal.sends s SET
+        status = CASE
+            WHEN EXISTS (SELECT 1 FROM einmal.suppressions x
+                         WHERE x.account_id = s.account_id AND x.email_lower = s.email_lower) THEN 'suppressed'
+            WHEN c.status = 'cancelled' THEN 'failed'
+            ELSE 'queued' END,
+        last_reply = CASE WHEN c.status = 'cancelled' THEN 'campaign cancelled' ELSE s.last_reply END,
+        claimed_by = NULL, updated_at = now()
+    FROM einmal.campaigns c
+    WHERE c.id = s.campaign_id AND s.id = ANY ($8::bigint[]) AND s.status = 'claimed' AND s.claimed_by = $7
+      AND s.id NOT IN (SELECT id FROM started)
+)
+SELECT id, (SELECT count(*) FROM moved) AS recorded FROM started
+UNION ALL
+SELECT NULL, (SELECT count(*) FROM moved) WHERE NOT EXISTS (SELECT 1 FROM started)

@@ -1,0 +1,2 @@
+-- what a lost notification could have carried
+SELECT account_id, email_lower FROM einmal.suppressions WHERE created_at >= $1
