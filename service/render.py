@@ -187,10 +187,7 @@ def qp_lines(text: str) -> bytes:
     """Quoted-printable of ``text`` with CRLF line breaks, ending with CRLF."""
     if "\r" in text or "\n" in text:
         text = _NEWLINE.sub("\r\n", text)
-        if not text.endswith("\r\n"):
-            text += "\r\n"
-    else:
-        text += "\r\n"
+    text += "\r\n"
     return b2a_qp(text.encode("utf-8", "replace"), istext=True)
 
 
