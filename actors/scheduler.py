@@ -40,13 +40,21 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
         unbuilt = [r["id"] for r in await conn.fetch(db.query("campaign_unbuilt"))]
         sending = await conn.fetch(db.query("campaign_sending"))
         for campaign in sending:
-            if campaign["built"] and await conn.fetchrow(db.query("campaign_finish"), campaign["id"]):
+            if campaign["built"] and await finish(conn, campaign["id"]):
                 log.info("campaign %d: sending -> sent", campaign["id"])
     for campaign_id in unbuilt:
         if _room(to_builder):
             to_builder.send_nowait(campaign_id)
     if sending:
         ctx.claim_nudge.set()
+
+
+async def finish(conn, campaign_id: int) -> bool:
+    """CAS sending -> sent when nothing is left; under the campaign's lock."""
+    async with conn.transaction():
+        if await conn.fetchval(db.query("campaign_lock"), campaign_id) is None:
+            return False
+        return await conn.fetchrow(db.query("campaign_finish"), campaign_id) is not None
 
 
 def _room(stream: MemoryObjectSendStream[int]) -> bool:

@@ -133,6 +133,10 @@ async def transition(conn: asyncpg.Connection, verb: str, campaign_id: int) -> N
     async with conn.transaction():
         moved = await conn.fetchval(db.query(query), campaign_id)
         if moved is not None:
+            if verb == "cancel":
+                # a statement of its own, after the CAS took the campaign's lock, so that it
+                # sees the rows a recipient build committed meanwhile
+                await conn.execute(db.query("sends_cancel"), campaign_id)
             await conn.execute(db.query("campaign_notify"), campaign_id)
             return
     status = await current_status(conn, campaign_id)

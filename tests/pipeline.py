@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -142,3 +143,32 @@ class recording_server:
             if protocol.transport is not None:
                 protocol.transport.close()
         await self.server.wait_closed()
+
+
+@asynccontextmanager
+async def running_node(settings):
+    """`async with running_node(settings):` a node in this event loop, drained on exit."""
+    from service import node
+
+    stop = anyio.Event()
+    codes: list[int] = []
+
+    async def serve() -> None:
+        codes.append(await node.serve(settings, stop))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve)
+        try:
+            yield
+        finally:
+            stop.set()
+    assert codes == [0]
+
+
+def node_settings(dsn: str, port: int, **overrides):
+    from service.settings import Settings
+
+    values = dict(database_url=dsn, smtp_host="127.0.0.1", smtp_port=port, tick_seconds=0.5,
+                  node_timeout_seconds=3, retry_base_seconds=0.1, smtp_timeout_seconds=5)
+    values.update(overrides)
+    return Settings(**values)

@@ -8,12 +8,15 @@ WITH dead AS (
     RETURNING id
 ), rescued AS (
     UPDATE einmal.sends s SET
-        status = CASE WHEN s.status = 'claimed' OR $2 = 'resend' THEN 'queued' ELSE 'in_doubt' END,
+        status = CASE WHEN s.status = 'claimed' AND c.status = 'cancelled' THEN 'failed'
+                      WHEN s.status = 'claimed' OR $2 = 'resend' THEN 'queued' ELSE 'in_doubt' END,
         claimed_by = CASE WHEN s.status = 'sending' AND $2 = 'hold' THEN s.claimed_by END,
-        last_reply = CASE WHEN s.status = 'sending' THEN 'node ' || s.claimed_by || ' died during the SMTP transaction'
+        last_reply = CASE WHEN s.status = 'claimed' AND c.status = 'cancelled' THEN 'campaign cancelled'
+                          WHEN s.status = 'sending' THEN 'node ' || s.claimed_by || ' died during the SMTP transaction'
                           ELSE s.last_reply END,
         updated_at = now()
-    WHERE s.status IN ('claimed', 'sending')
+    FROM einmal.campaigns c
+    WHERE c.id = s.campaign_id AND s.status IN ('claimed', 'sending')
       AND (s.claimed_by IN (SELECT id FROM dead) OR s.claimed_by = ANY ($3::text[])
            -- a token with no node row at all (its row was removed as dead before)
            OR NOT EXISTS (SELECT 1 FROM einmal.nodes n WHERE n.id = s.claimed_by))

@@ -4,7 +4,10 @@
 -- already suppressed gets its row in state 'suppressed'. Re-running a chunk
 -- adds nothing (ON CONFLICT DO NOTHING). Returns the chunk's upper bound.
 WITH c AS (
-    SELECT id, account_id, list_ids FROM einmal.campaigns WHERE id = $1
+    -- the share lock orders a chunk and a cancel: no queued row appears after a cancel
+    SELECT id, account_id, list_ids FROM einmal.campaigns
+    WHERE id = $1 AND status IN ('sending', 'paused')
+    FOR SHARE
 ), bound AS (
     SELECT max(email_lower) AS upper FROM (
         SELECT s.email_lower
