@@ -38,8 +38,26 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _server_running(pgdata: Path) -> bool:
+    """True when postmaster.pid names a live postgres process."""
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (FileNotFoundError, ValueError):
+        return False
+    except PermissionError:
+        return True  # cannot tell: let only the PIDs' own liveness decide
+    try:
+        return _alive(pid) and psutil.Process(pid).name() == "postgres"
+    except psutil.Error:
+        return False
+
+
 def drop_stale_handles(pgdata: Path) -> list[int]:
-    """Remove PIDs of processes that no longer exist; return the ones removed."""
+    """Remove the PIDs of processes that no longer exist; return the ones removed.
+
+    When the server itself is not running (after a reboot, or a container
+    restart), every recorded PID is stale, even one a new process now has.
+    """
     path = pgdata / ".handle_pids.json"
     try:
         pids = json.loads(path.read_text() or "[]")
@@ -47,7 +65,8 @@ def drop_stale_handles(pgdata: Path) -> list[int]:
         return []
     if not isinstance(pids, list):
         return []
-    stale = [pid for pid in pids if not isinstance(pid, int) or not _alive(pid)]
+    running = _server_running(pgdata)
+    stale = [pid for pid in pids if not running or not isinstance(pid, int) or not _alive(pid)]
     if stale:
         path.write_text(json.dumps([pid for pid in pids if pid not in stale]))
     return stale

@@ -6,8 +6,10 @@ so they never touch the embedded server other tests or a person may be using.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,12 +43,19 @@ def _pids(pgdata: Path) -> list[int]:
 
 
 @pytest.fixture
-def embedded_dir(tmp_path: Path) -> Iterator[Path]:
-    """A fresh EINMAL_EMBEDDED_DIR; any server left in it is stopped afterwards."""
-    yield tmp_path
-    for proc in _postgres_processes((tmp_path / "pgdata").resolve()):
+def embedded_dir() -> Iterator[Path]:
+    """A fresh EINMAL_EMBEDDED_DIR; any server left in it is stopped afterwards.
+
+    Not under pytest's tmp_path: each pytest session takes group and other
+    access away from /tmp/pytest-of-<user>, which the `pgserver` user (as
+    root) needs to traverse, so a concurrent session would break the server.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="einmal-embedded-"))
+    yield folder
+    for proc in _postgres_processes((folder / "pgdata").resolve()):
         proc.terminate()
         psutil.wait_procs([proc], timeout=5)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _env(embedded_dir: Path) -> dict[str, str]:
@@ -102,20 +111,31 @@ def test_two_concurrent_commands_share_one_embedded_server(embedded_dir: Path) -
     assert _pids(pgdata) == []
 
 
-def test_drop_stale_handles_keeps_live_pids_and_drops_dead_and_unreaped_ones(tmp_path: Path) -> None:
+def test_drop_stale_handles_keeps_live_pids_and_drops_dead_and_unreaped_ones(embedded_dir: Path) -> None:
+    pgdata = (embedded_dir / "pgdata").resolve()
+    attached = _start_attached_client(embedded_dir)  # a running server, and a live user of it
     finished = subprocess.Popen([sys.executable, "-c", "pass"])
     finished.wait()
     unreaped = subprocess.Popen([sys.executable, "-c", "pass"])
-    while psutil.Process(unreaped.pid).status() != psutil.STATUS_ZOMBIE:
-        time.sleep(0.01)
     try:
-        (tmp_path / ".handle_pids.json").write_text(json.dumps([os.getpid(), finished.pid, unreaped.pid]))
+        while psutil.Process(unreaped.pid).status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.01)
+        (pgdata / ".handle_pids.json").write_text(json.dumps([attached.pid, finished.pid, unreaped.pid]))
 
-        assert sorted(embedded.drop_stale_handles(tmp_path)) == sorted([finished.pid, unreaped.pid])
-        assert _pids(tmp_path) == [os.getpid()]
-        assert embedded.drop_stale_handles(tmp_path) == []
+        assert sorted(embedded.drop_stale_handles(pgdata)) == sorted([finished.pid, unreaped.pid])
+        assert _pids(pgdata) == [attached.pid]
+        assert embedded.drop_stale_handles(pgdata) == []
     finally:
         unreaped.wait()
+        attached.kill()
+        attached.communicate(timeout=10)
+
+
+def test_drop_stale_handles_drops_every_pid_when_the_server_is_not_running(tmp_path: Path) -> None:
+    # after a reboot the recorded PIDs may belong to unrelated live processes, like this one
+    (tmp_path / ".handle_pids.json").write_text(json.dumps([os.getpid()]))
+    assert embedded.drop_stale_handles(tmp_path) == [os.getpid()]
+    assert _pids(tmp_path) == []
 
 
 def test_drop_stale_handles_without_a_pids_file_does_nothing(tmp_path: Path) -> None:
