@@ -80,7 +80,7 @@ async def capture_server(folder: Path, host: str = "127.0.0.1",
         await asyncio.sleep(0)  # let the closed sessions' tasks finish
 
 
-def _message_ids(folder: Path) -> list[str]:
+def message_ids(folder: Path) -> list[str]:
     parser = BytesHeaderParser()
     ids = []
     for path in sorted(folder.glob(f"*{SUFFIX}")):
@@ -98,4 +98,4 @@ def count(folder: Path) -> int:
 
 def duplicates(folder: Path) -> dict[str, int]:
     """Message-IDs captured more than once, with how many times each was."""
-    return {mid: n for mid, n in Counter(_message_ids(folder)).items() if n > 1}
+    return {mid: n for mid, n in Counter(message_ids(folder)).items() if n > 1}

@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         settings = settings_module.load()
-        code = anyio.run(args.func, args, settings, backend_options=_backend_options())
+        code = run(args.func, args, settings)
     except EinmalError as exc:
         print(f"einmal: {exc}", file=sys.stderr)
         code = exc.exit_code
@@ -97,6 +97,23 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         code = 130
     sys.exit(code)
+
+
+def run(func, args: argparse.Namespace, settings) -> int:
+    """Run a command; an EinmalError inside a task group comes out on its own."""
+    try:
+        return anyio.run(func, args, settings, backend_options=_backend_options())
+    except BaseExceptionGroup as group:
+        errors = [e for e in _leaves(group) if isinstance(e, EinmalError | KeyboardInterrupt)]
+        if errors:
+            raise errors[0] from None
+        raise
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
 
 
 def _backend_options() -> dict:

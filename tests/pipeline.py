@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import asyncpg
 
-from service.capture import _message_ids
+from service.capture import message_ids as _message_ids
 from tests.conftest import ROOT
 
 

@@ -1,0 +1,90 @@
+"""`einmal demo`: one campaign end to end on this machine, nothing configured.
+
+The embedded PostgreSQL (unless a database URL is set), a local capture SMTP
+server writing each message to a folder, a sample account whose list holds
+the same addresses in another case, members of two lists and suppressed
+addresses — and one node, in this process, sending the campaign.
+"""
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+from pydantic import SecretStr
+
+from service import campaign_status, campaigns, capture, db, importer, node, suppressions
+from service.migrate import migrate
+from service.settings import Settings
+
+BODY = """Hello {{ name }},
+
+this is einmal's demo campaign, sent once to {{ email }}.
+
+Unsubscribe: {{ unsubscribe_url }}
+"""
+
+
+def sample_csv(path: Path, n: int) -> None:
+    """n subscribers on list 'newsletter'; every 10th again on 'product'; every 25th
+    once more in upper case (the same address, another row)."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("email,name,list\n")
+        for i in range(n):
+            f.write(f"reader{i}@example.com,Reader {i},newsletter\n")
+            if i % 10 == 0:
+                f.write(f"reader{i}@example.com,Reader {i},product\n")
+            if i % 25 == 0:
+                f.write(f"READER{i}@Example.com,Reader {i} (again),newsletter\n")
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> int:
+    node.setup_logging()
+    out = Path(args.out or f"demo-out/{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    dsn = db.url(settings)
+    async with db.connection(dsn) as conn:
+        await migrate(conn)
+    account = "demo"
+    print(f"einmal demo: {args.subscribers} sample subscribers, messages captured in {out}")
+    with tempfile.TemporaryDirectory() as tmp:
+        csv_path = Path(tmp) / "subscribers.csv"
+        sample_csv(csv_path, args.subscribers)
+        await importer.command(argparse.Namespace(account=account, file=str(csv_path)), settings)
+    async with db.connection(dsn) as conn:
+        account_id = await conn.fetchval(db.query("account_find"), account)
+        await suppressions.suppress(conn, account_id, [f"reader{i}@example.com" for i in range(7, 100, 31)],
+                                    "unsubscribe")
+    async with capture.capture_server(out) as (host, port):
+        node_settings = settings.model_copy(update={
+            "database_url": dsn, "smtp_host": host, "smtp_port": port, "smtp_tls": "none",
+            "smtp_username": None, "tick_seconds": 1.0, "message_id_domain": "demo.einmal.invalid",
+            "unsubscribe_url": settings.unsubscribe_url or "https://example.com/unsubscribe",
+            "unsubscribe_secret": settings.unsubscribe_secret or SecretStr("demo-secret")})
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(node.serve, node_settings, stop)
+            async with db.connection(dsn) as conn:
+                campaign_id = await create(conn, account, node_settings)
+                await campaigns.transition(conn, "approve", campaign_id)
+                print(f"campaign {campaign_id} approved; sending")
+                began = time.monotonic()
+                snap = await campaign_status.follow(conn, campaign_id, sys.stdout, tty=sys.stdout.isatty(),
+                                                    interval=0.5)
+            stop.set()
+    counts = snap.as_json()["counts"]
+    ids = [i for i in capture.message_ids(out) if i.startswith(f"<campaign.{campaign_id}.")]
+    dupes = len(ids) - len(set(ids))
+    print(f"campaign {campaign_id} {snap.status} in {time.monotonic() - began:.1f}s: sent {counts['sent']}, "
+          f"suppressed {counts['suppressed']}, failed {counts['failed']}, in doubt {counts['in_doubt']}; "
+          f"{len(ids)} of its messages captured, {dupes} duplicates")
+    print(f"the messages are in {out}")
+    return 0 if not dupes and counts["sent"] == len(ids) else 1
+
+
+async def create(conn, account: str, settings: Settings) -> int:
+    account_id, list_ids = await campaigns.resolve(conn, account, ["newsletter", "product"])
+    campaigns.check_templates("einmal demo for {{ name }}", BODY, None)
+    return await conn.fetchval(db.query("campaign_create"), account_id, "demo", "einmal demo for {{ name }}",
+                               "news@example.com", BODY, None, list_ids, None)
