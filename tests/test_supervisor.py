@@ -1,0 +1,64 @@
+"""The supervisor restarts one failed actor alone and gives up past its limit."""
+
+import anyio
+import pytest
+from anyio.abc import TaskStatus
+
+from service.supervisor import Child, GaveUp, Supervisor
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_failed_actor_is_restarted_alone() -> None:
+    starts = {"steady": 0, "flaky": 0}
+    done = anyio.Event()
+
+    async def steady(*, task_status: TaskStatus[None]) -> None:
+        starts["steady"] += 1
+        task_status.started()
+        await anyio.sleep_forever()
+
+    async def flaky(*, task_status: TaskStatus[None]) -> None:
+        starts["flaky"] += 1
+        task_status.started()
+        if starts["flaky"] < 3:
+            raise ConnectionError("database went away")
+        done.set()
+        await anyio.sleep_forever()
+
+    supervisor = Supervisor(intensity=5, period=10, backoff=0.01)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(supervisor.run, [Child("steady", steady), Child("flaky", flaky)])
+            await done.wait()
+            tg.cancel_scope.cancel()
+    assert starts == {"steady": 1, "flaky": 3}
+    assert supervisor.restarts == {"flaky": 2}
+
+
+async def test_children_start_in_order_each_once_ready() -> None:
+    order: list[str] = []
+
+    def child(name: str):
+        async def run(*, task_status: TaskStatus[None]) -> None:
+            await anyio.sleep(0.01)
+            order.append(name)
+            task_status.started()
+            await anyio.sleep_forever()
+        return Child(name, run)
+
+    with anyio.move_on_after(0.5):
+        await Supervisor().run([child("listener"), child("scheduler"), child("sender")])
+    assert order == ["listener", "scheduler", "sender"]
+
+
+async def test_a_crash_loop_gives_up_naming_the_actor_and_the_reason() -> None:
+    async def crashing(*, task_status: TaskStatus[None]) -> None:
+        raise ValueError("bad SMTP credentials")
+
+    supervisor = Supervisor(intensity=3, period=10, backoff=0.001)
+    with anyio.fail_after(5), pytest.raises(BaseExceptionGroup) as caught:
+        await supervisor.run([Child("sender", crashing)])
+    gave_up = caught.value.exceptions[0]
+    assert isinstance(gave_up, GaveUp)
+    assert str(gave_up) == "actor sender failed 4 times within 10s, giving up: ValueError: bad SMTP credentials"
