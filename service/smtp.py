@@ -188,7 +188,10 @@ class SmtpConnection:
             await asyncio.wait_for(protocol._drain_helper(), timeout)  # aiosmtplib's writer drain
             if not protocol.is_connected:
                 raise SMTPServerDisconnected("Connection lost")
-            protocol.write(b".\r\n")  # from here on the server may have accepted the message
+            # From here on the server may have accepted the message. No await may come between
+            # this write and read_response(): aiosmtplib drops reply bytes that arrive while no
+            # read is pending.
+            protocol.write(b".\r\n")
         except _NETWORK_ERRORS as exc:
             smtp.close()
             reason = f"connection lost before end of DATA ({stage}): {_describe(exc, timeout)}"

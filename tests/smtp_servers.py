@@ -8,6 +8,8 @@
     server.inject("data_end", DROP, probability=0.002)   # the dot arrived, no reply ever
     server.inject("data_end", None, delay=3)    # a slow 250
     server.messages                             # every message the server has (Received)
+    server.wait_for(3) / await server.arrived(3)   # block / await until it has 3
+    server.duplicates()                         # Message-IDs it holds more than once
     server.stop(); server.start()               # down, then up again on the same port
 
 Stages: "mail", "rcpt", "data" (the DATA command), "data_end" (after the final dot).
@@ -27,10 +29,12 @@ import socket
 import ssl
 import subprocess
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import MISSING, SMTP, AuthResult
@@ -261,6 +265,15 @@ class FaultServer:
             if not self._lock.wait_for(lambda: len(self._messages) >= count, timeout):
                 raise AssertionError(f"server has {len(self._messages)} messages, expected {count}")
             return list(self._messages)
+
+    async def arrived(self, count: int) -> list[Received]:
+        """wait_for() that leaves the test's event loop running (bound it with anyio.fail_after)."""
+        return await anyio.to_thread.run_sync(self.wait_for, count, 600.0, abandon_on_cancel=True)
+
+    def duplicates(self) -> dict[str, int]:
+        """Message-IDs the server holds more than once, with their counts."""
+        counts = Counter(m.message_id for m in self.messages)
+        return {message_id: n for message_id, n in counts.items() if n > 1}
 
     # -- called on the server's loop -------------------------------------------------
 

@@ -179,7 +179,7 @@ async def test_connection_dropped_after_the_final_dot_without_reply_is_in_doubt(
     assert first.outcome is Outcome.IN_DOUBT
     assert first.reply.startswith("connection lost after end of DATA")
     assert second.outcome is Outcome.SENT
-    assert [m.answered for m in smtp_server.messages] == [False, True]
+    assert [m.answered for m in await smtp_server.arrived(2)] == [False, True]
 
 
 async def test_slow_reply_after_the_final_dot_is_in_doubt(smtp_server, connect):
@@ -301,6 +301,7 @@ async def test_many_messages_share_one_connection(smtp_server, connect):
         f"<campaign.7.{n}@example.test>" for n in range(50)]
     assert after_close.outcome is Outcome.SENT
     assert smtp_server.connections == 2
+    assert smtp_server.duplicates() == {}
 
 
 async def test_address_with_a_line_break_is_permanent_and_nothing_is_sent(smtp_server, connect):
