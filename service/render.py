@@ -31,6 +31,7 @@ import time
 from binascii import b2a_base64, b2a_qp
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from email.errors import HeaderParseError
 from email.headerregistry import Address
 from email.policy import default as default_policy
 from email.utils import format_datetime
@@ -231,10 +232,16 @@ _HTML_PART = b"Content-Type: text/html; charset=utf-8\r\nContent-Transfer-Encodi
 def _sender(from_address: str) -> Address:
     if not isinstance(from_address, str) or _UNSAFE.search(from_address):
         raise UsageError("from address: must be one line of printable text")
-    header = default_policy.header_factory("From", from_address)
-    if len(header.addresses) != 1 or not header.addresses[0].domain or not header.addresses[0].username:
+    try:
+        header = default_policy.header_factory("From", from_address)
+        groups, defects = header.groups, header.defects
+        addresses = groups[0].addresses if len(groups) == 1 and groups[0].display_name is None else ()
+        valid = len(addresses) == 1 and addresses[0].username and addresses[0].domain and not defects
+    except (HeaderParseError, AttributeError, IndexError, TypeError, ValueError):  # the parser's ways to fail
+        valid = False
+    if not valid:
         raise UsageError(f"from address: expected one address like 'Name <a@example.org>': {from_address!r}")
-    return header.addresses[0]
+    return addresses[0]
 
 
 def _domain(domain: str) -> bytes:

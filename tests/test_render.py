@@ -143,8 +143,15 @@ def test_envelope_from_is_the_bare_address_and_from_keeps_a_non_ascii_name():
     assert str(message["Message-ID"]) == "<campaign.42.1@bakery.example>"
 
 
-@pytest.mark.parametrize("from_address", ["", "not an address", "a@example.org, b@example.org",
-                                          "News <news@acme.example>\r\nBcc: x@evil.example"])
+@pytest.mark.parametrize("from_address", ["news@acme.example", "Acme <news@acme.example>",
+                                          '"A, B" <news@acme.example>'])
+def test_a_from_address_that_is_one_mailbox_is_accepted(from_address):
+    template = CampaignTemplate.compile(campaign(from_address=from_address), make_settings())
+    assert template.envelope_from == "news@acme.example"
+
+
+@pytest.mark.parametrize("from_address", ["", "not an address", "a@example.org, b@example.org", "<", "0@",
+                                          ":;", "News <news@acme.example>\r\nBcc: x@evil.example"])
 def test_a_from_address_that_is_not_one_mailbox_is_refused(from_address):
     with pytest.raises(UsageError, match="from address"):
         CampaignTemplate.compile(campaign(from_address=from_address), make_settings())
@@ -198,6 +205,14 @@ def test_very_long_names_are_folded_and_round_trip(name):
     assert str(message["Subject"]) == name.strip() and decoded(raw, "Subject") == name.strip()
     assert display_name(raw, message) == name.strip()
     assert message["To"].addresses[0].addr_spec == "jane@example.org"
+
+
+def test_text_that_looks_like_an_encoded_word_stays_literal():
+    name = "=?utf-8?b?QmNjOiB4QGV2aWwuZXhhbXBsZQ==?="  # "Bcc: x@evil.example" when decoded
+    raw = render(name=name, subject="{{ name }}")
+    message = parse(raw)
+    assert str(message["Subject"]) == name
+    assert display_name(raw, message) == name
 
 
 def test_empty_name_gives_a_bare_address():
