@@ -45,7 +45,7 @@ def describe(exc: BaseException) -> str:
 
 
 class Supervisor:
-    def __init__(self, intensity: int = 5, period: float = 30.0,
+    def __init__(self, intensity: int = 10, period: float = 60.0,
                  backoff: float = 0.2, max_backoff: float = 5.0) -> None:
         self.intensity, self.period = intensity, period
         self.backoff, self.max_backoff = backoff, max_backoff

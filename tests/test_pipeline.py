@@ -89,3 +89,21 @@ async def test_kill_9_mid_campaign_sends_nobody_twice(conn: asyncpg.Connection, 
     sent = await conn.fetch("SELECT campaign_id, subscriber_id FROM einmal.sends WHERE status = 'sent'")
     assert expected_ids(sent) <= set(ids), "every row marked sent was received"
     assert len(ids) - len(sent) <= final.get("in_doubt", 0), "only in-doubt rows may be received unrecorded"
+
+
+async def test_sigterm_during_a_busy_send_drains_and_exits_0(conn: asyncpg.Connection, dsn: str,
+                                                             tmp_path: Path) -> None:
+    campaign = await seed(conn, [f"t{i}@example.com" for i in range(3000)])
+    received = Received(delay=0.005)
+    async with recording_server(received) as port:
+        node = start_node(node_env(dsn, port, EINMAL_SHUTDOWN_GRACE_SECONDS="5"), tmp_path / "node.log")
+        await approve(conn, campaign)
+        with anyio.fail_after(30):
+            while len(received.messages) < 200:
+                await anyio.sleep(0.02)
+        began = anyio.current_time()
+        assert await stop_node(node, timeout=10) == 0, (tmp_path / "node.log").read_text()
+        assert anyio.current_time() - began < 5
+    final = await counts(conn, campaign)
+    assert set(final) == {"sent", "queued"}, "nothing left claimed, sending or in doubt"
+    assert final["sent"] == len(received.messages)
