@@ -147,14 +147,17 @@ def unstructured(name: bytes, text: str) -> bytes:
 
 def _address_bytes(address: str) -> bytes:
     if not address.isprintable() or " " in address or "<" in address or ">" in address or "@" not in address:
-        raise ValueError(f"refusing to put {address!r} in a header")
+        raise ValueError(f"refusing to put {address[:100]!r} in a header")
+    if len(address) > 320:  # RFC 5321: 64 octets of local part, 255 of domain
+        raise ValueError(f"address longer than 320 characters: {address[:100]!r}...")
     return b"<" + address.encode("utf-8") + b">"
 
 
 def mailbox(name: bytes, display_name: str, address: str) -> bytes:
     """``Name: "Display Name" <address>``, or ``Name: address`` when display_name is empty.
 
-    ValueError when the address holds a control character, a space or angle brackets.
+    ValueError when the address holds a control character, a space or angle brackets, or is
+    longer than an address can be.
     """
     addr = _address_bytes(address)
     display_name = clean(display_name).strip()
@@ -285,7 +288,7 @@ class CampaignTemplate:
         self._id_prefix = b"Message-ID: <campaign.%d." % self.campaign_id
         self._id_suffix = b"@" + domain + b">\r\n"
         self._compile_unsubscribe(settings)
-        self._compile_mime(settings)
+        self._compile_mime()
         return self
 
     def _compile_unsubscribe(self, settings: Settings) -> None:
@@ -299,14 +302,15 @@ class CampaignTemplate:
             return
         if settings.unsubscribe_secret is None or not settings.unsubscribe_secret.get_secret_value():
             raise UsageError("EINMAL_UNSUBSCRIBE_SECRET must be set when EINMAL_UNSUBSCRIBE_URL is")
-        if not settings.unsubscribe_url.isprintable() or any(c in settings.unsubscribe_url for c in " <>"):
-            raise UsageError("EINMAL_UNSUBSCRIBE_URL: must be a URL without spaces or angle brackets")
+        url = settings.unsubscribe_url
+        if not (url.isascii() and url.isprintable()) or any(c in url for c in " <>"):
+            raise UsageError("EINMAL_UNSUBSCRIBE_URL: must be an ASCII URL without spaces or angle brackets")
         if len(settings.unsubscribe_url) > 800:
             raise UsageError("EINMAL_UNSUBSCRIBE_URL: longer than 800 characters")
         self._signer = unsubscribe.Signer(settings.unsubscribe_secret)
         self._url_prefix = unsubscribe.link(settings.unsubscribe_url, "")
 
-    def _compile_mime(self, settings: Settings) -> None:
+    def _compile_mime(self) -> None:
         head = b"MIME-Version: 1.0\r\n"
         if self._signer is not None:
             head = b"List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n" + head
@@ -323,7 +327,8 @@ class CampaignTemplate:
     def render(self, subscriber_id: int, email: str, name: str) -> bytes:
         """The complete message for one recipient, CRLF line endings, not dot-stuffed.
 
-        ValueError when ``email`` holds a control character, a space or angle brackets.
+        ValueError when ``email`` holds a control character, a space or angle brackets, lacks
+        an "@", or is longer than 320 characters: the caller marks that recipient failed.
         """
         out = [self._from, mailbox(b"To", name, email)]
         url = ""

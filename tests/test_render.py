@@ -2,8 +2,10 @@
 
 import email.policy
 import re
+import timeit
 from datetime import UTC, datetime
 from email.header import decode_header, make_header
+from email.message import EmailMessage
 from email.parser import BytesParser
 from email.utils import parsedate_to_datetime
 
@@ -226,6 +228,27 @@ def test_plain_ascii_name_with_quotes_and_backslashes_is_quoted():
     assert parse(raw)["To"].addresses[0].display_name == 'Jane "JD" Doe \\ Co.'
 
 
+def test_long_lines_dots_and_equals_signs_survive_the_transfer_encoding():
+    text = "x" * 5000 + "\n.\n..leading dots\nFrom the start\n=?utf-8?b?QQ==?= 100% = done\t \n"
+    raw = render(body_text="{{ name }}\n" + text, name="N")
+    assert body(parse(raw)) == "N\n" + text
+
+
+def test_rendering_is_far_cheaper_than_building_an_email_message():
+    text = "Hello {{ name }},\n" + "A line of a newsletter, long enough to be typical of one.\n" * 70
+    template = CampaignTemplate.compile(campaign(body_text=text + "{{ unsubscribe_url }}\n"), make_settings())
+
+    def stdlib() -> bytes:
+        message = EmailMessage()
+        message["From"], message["To"], message["Subject"] = "a@example.org", "Jane <j@example.org>", "News"
+        message.set_content(text)
+        return message.as_bytes(policy=email.policy.SMTP)
+
+    ours = min(timeit.repeat(lambda: template.render(1, "j@example.org", "Jane"), number=200, repeat=5)) / 200
+    theirs = min(timeit.repeat(stdlib, number=20, repeat=5)) / 20
+    assert ours * 10 < theirs, f"render takes {ours * 1e6:.1f} µs, EmailMessage {theirs * 1e6:.1f} µs"
+
+
 # -- unsubscribe --------------------------------------------------------------------------
 
 
@@ -330,9 +353,9 @@ def test_a_name_cannot_add_a_header(name):
 
 @pytest.mark.parametrize("address", [
     "a@example.org\r\nBcc: b@example.org", "a@example.org\n", "a\0@example.org", "a@exa\rmple.org",
-    "a@example.org\x85", "a b@example.org", "<a@example.org>", "nobody",
+    "a@example.org\x85", "a b@example.org", "<a@example.org>", "nobody", "a@" + "x" * 1000 + ".example",
 ])
-def test_an_address_with_control_characters_is_refused(address):
+def test_an_address_that_cannot_go_in_a_header_is_refused(address):
     template = CampaignTemplate.compile(campaign(), make_settings())
     with pytest.raises(ValueError):
         template.render(1, address, "Name")
