@@ -143,7 +143,7 @@ class Sender:
                     outcomes.append(await self.deliver(connection, template, row))  # noqa: B023
 
                 async with anyio.create_task_group() as tg:
-                    for connection, row in zip(self.connections, [r for r in group if r.id in started]):
+                    for connection, row in zip(self.connections, [r for r in group if r.id in started], strict=False):
                         tg.start_soon(one, connection, row)
                 self.pending = outcomes
                 result.outcomes.extend(outcomes)

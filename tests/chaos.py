@@ -53,7 +53,8 @@ class Verdict:
 
 SEED_SQL = """
 WITH a AS (INSERT INTO einmal.accounts (name) VALUES ('chaos') RETURNING id),
-l AS (INSERT INTO einmal.lists (account_id, name) SELECT id, n FROM a, unnest(ARRAY['one', 'two']) n RETURNING id, name),
+l AS (INSERT INTO einmal.lists (account_id, name)
+      SELECT id, n FROM a, unnest(ARRAY['one', 'two']) n RETURNING id, name),
 s AS (
     INSERT INTO einmal.subscribers (account_id, email, name)
     SELECT a.id, 'user' || i || '@example.com', 'User ' || i FROM a, generate_series(1, $1) i

@@ -246,7 +246,7 @@ async def test_two_racing_approve_cas_statements_exactly_one_wins(conn: asyncpg.
         async with anyio.create_task_group() as tg:
             tg.start_soon(second)
             with anyio.fail_after(5):  # the second statement waits for the first one's row lock
-                while not await conn.fetchval(  # noqa: ASYNC110 -- polling the server is the point
+                while not await conn.fetchval(
                         "SELECT count(*) FROM pg_stat_activity "
                         "WHERE wait_event_type = 'Lock' AND datname = current_database()"):
                     await anyio.sleep(0.01)
@@ -346,7 +346,7 @@ async def test_follow_ends_when_the_campaign_is_sent(conn: asyncpg.Connection, d
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
-            while "sent 1/3" not in out.getvalue():  # noqa: ASYNC110 -- the command's output is the signal
+            while "sent 1/3" not in out.getvalue():
                 await anyio.sleep(0.01)
             await conn.execute("UPDATE einmal.sends SET status = 'sent' WHERE campaign_id = $1", campaign)
             await conn.execute("UPDATE einmal.campaigns SET status = 'sent' WHERE id = $1", campaign)

@@ -9,8 +9,17 @@ import anyio
 import asyncpg
 import pytest
 
-from tests.pipeline import (Received, approve, counts, node_env, recording_server, seed, start_node,
-                            stop_node, wait_status)
+from tests.pipeline import (
+    Received,
+    approve,
+    counts,
+    node_env,
+    recording_server,
+    seed,
+    start_node,
+    stop_node,
+    wait_status,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -1,18 +1,10 @@
 """SmtpConnection against real SMTP servers on loopback: every outcome class, exactly."""
-# ruff: noqa: F811  (the fixtures imported from tests.smtp_servers are test parameters here)
 
 import pytest
 
 from service.settings import Settings
 from service.smtp import Outcome, SmtpConnection, SmtpUnavailable, dot_stuff
-from tests.smtp_servers import (  # noqa: F401
-    DROP,
-    MID_DATA,
-    FaultServer,
-    make_smtp_server,
-    smtp_certificate,
-    smtp_server,
-)
+from tests.smtp_servers import DROP, MID_DATA, FaultServer
 
 pytestmark = pytest.mark.anyio
 
