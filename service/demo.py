@@ -7,7 +7,6 @@ addresses — and one node, in this process, sending the campaign.
 """
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -43,7 +42,7 @@ def sample_csv(path: Path, n: int) -> None:
 
 async def run(args: argparse.Namespace, settings: Settings) -> int:
     node.setup_logging()
-    out = Path(os.path.abspath(args.out or f"demo-out/{time.strftime('%Y%m%d-%H%M%S')}"))
+    out = Path.cwd() / (args.out or f"demo-out/{time.strftime('%Y%m%d-%H%M%S')}")
     dsn = db.url(settings)
     async with db.connection(dsn) as conn:
         await migrate(conn)

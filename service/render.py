@@ -10,7 +10,8 @@ Whitespace inside the braces is optional: ``{{name}}`` works too. Anything else 
 ``{{`` and ``}}`` is an unknown field and is refused when the campaign is created, as is a
 ``{{`` that is never closed; a lone ``}}`` is plain text. In the bodies the values go in
 as they are (in the HTML body HTML-escaped); in the subject, and in the To header, control
-characters of a name are replaced by spaces, so no value can ever add a header line.
+characters of a name are replaced by spaces, so no value can ever add a header line, and
+the subject loses the spaces around it.
 
 Speed: ``CampaignTemplate.compile`` does all the work that is the same for every recipient
 (header encoding, quoted-printable encoding of every body line without a merge field, the
@@ -133,11 +134,12 @@ def _fold(name: bytes, atoms: list[bytes]) -> bytes | None:
 
 
 def _plain_ascii(text: str) -> bool:
-    return text.isascii() and "=?" not in text and text == text.strip(" ")
+    return text.isascii() and "=?" not in text
 
 
 def unstructured(name: bytes, text: str) -> bytes:
-    """A Subject-like header line; ``text`` must already be clean()."""
+    """A Subject-like header line, without surrounding spaces; ``text`` must already be clean()."""
+    text = text.strip(" ")
     if _plain_ascii(text):
         line = _fold(name, text.encode().split(b" ")) if text else name + b":" + CRLF
         if line is not None:
@@ -324,12 +326,14 @@ class CampaignTemplate:
         self._between = b"\r\n--" + boundary + CRLF + _HTML_PART
         self._end = b"\r\n--" + boundary + b"--\r\n"
 
-    def render(self, subscriber_id: int, email: str, name: str) -> bytes:
+    def render(self, subscriber_id: int, email: str, name: str | None) -> bytes:
         """The complete message for one recipient, CRLF line endings, not dot-stuffed.
 
         ValueError when ``email`` holds a control character, a space or angle brackets, lacks
         an "@", or is longer than 320 characters: the caller marks that recipient failed.
         """
+        if name is None:  # a NULL name reads as no name
+            name = ""
         out = [self._from, mailbox(b"To", name, email)]
         url = ""
         if self._signer is not None:

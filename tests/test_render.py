@@ -222,6 +222,15 @@ def test_empty_name_gives_a_bare_address():
     assert str(message["To"]) == "jane@example.org"
 
 
+def test_a_missing_name_reads_as_no_name():
+    raw = render(name=None)
+    message = parse(raw)
+    assert str(message["To"]) == "jane@example.org"
+    assert str(message["Subject"]) == "News for"
+    assert b"Subject: News for\r\n" in raw
+    assert body(message).startswith("Hello ,\n")
+
+
 def test_plain_ascii_name_with_quotes_and_backslashes_is_quoted():
     raw = render(name='Jane "JD" Doe \\ Co.')
     assert b'To: "Jane \\"JD\\" Doe \\\\ Co." <jane@example.org>\r\n' in raw
@@ -378,7 +387,7 @@ def test_any_name_and_subject_give_exactly_the_expected_headers(name, subject, s
     assert header_names(message) == sorted(BASE_HEADERS | UNSUBSCRIBE_HEADERS)
     assert_headers_clean(message)
     assert str(message["Message-ID"]) == f"<campaign.42.{subscriber_id}@acme.example>"
-    assert str(message["Subject"]) == CONTROL.sub(" ", subject) + expected_display(name)
+    assert str(message["Subject"]) == (CONTROL.sub(" ", subject) + expected_display(name)).strip(" ")
     assert display_name(raw, message) == expected_display(name)
     assert body(next(message.iter_parts())).startswith(re.sub(r"\r\n|\r", "\n", f"Hello {name},"))
 
