@@ -1,1 +1,0 @@
-DELETE FROM einmal.nodes WHERE id = $1
