@@ -25,6 +25,7 @@ def test_every_query_file_is_used() -> None:
 
 @pytest.mark.parametrize("name", sorted(db.QUERIES))
 async def test_every_query_prepares_against_the_schema(conn: asyncpg.Connection, name: str) -> None:
-    if name.endswith("_staged"):  # they read the import's temporary staging table
-        await conn.execute(db.query("subscribers_stage_create"))
-    await conn.prepare(db.query(name))
+    async with conn.transaction():
+        if name.endswith("_staged"):  # they read the import's staging table, dropped at commit
+            await conn.execute(db.query("subscribers_stage_create"))
+        await conn.prepare(db.query(name))
