@@ -15,8 +15,10 @@ EINMAL_SHUTDOWN_GRACE_SECONDS.
 import logging
 import os
 import signal
+from collections.abc import Callable
 
 import anyio
+import asyncpg
 from anyio.abc import TaskStatus
 
 from actors import builder, claimer, listener, recorder, scheduler, sender
@@ -64,12 +66,18 @@ class SendPipeline:
         self.drained.set()  # reached only when the claimer stopped and the rest drained
 
 
-async def serve(settings: Settings, stop: anyio.Event) -> int:
-    """Run a node until `stop` is set, then drain; return the exit code."""
+async def serve(settings: Settings, stop: anyio.Event,
+                on_start: Callable[[NodeContext], None] | None = None) -> int:
+    """Run a node until `stop` is set, then drain; return the exit code.
+
+    `on_start` is handed the node's context before the actors start (tests
+    look at its suppression set and its token through it)."""
     dsn = db.url(settings)
     pool = await db.create_pool(dsn, size=6)
     ctx = NodeContext(settings, pool, dsn)
     ctx.new_token()
+    if on_start is not None:
+        on_start(ctx)
     log.info("node %s starting", ctx.node_id)
     to_builder, from_scheduler = anyio.create_memory_object_stream[int](16)
     the_listener, pipeline = listener.Listener(ctx), SendPipeline(ctx)
@@ -79,7 +87,7 @@ async def serve(settings: Settings, stop: anyio.Event) -> int:
         Child("builder", lambda **kw: builder.run(ctx, from_scheduler.clone(), **kw)),
         Child("send pipeline", pipeline.run),
     ]
-    supervisor = Supervisor()
+    supervisor = Supervisor(settings.restart_intensity, settings.restart_period_seconds)
     try:
         async with to_builder, from_scheduler, anyio.create_task_group() as tg:
             async def drain_on_stop() -> None:
@@ -114,8 +122,10 @@ async def _leave(ctx: NodeContext) -> None:
                                           ctx.settings.in_doubt, [*ctx.retired_tokens, ctx.token])
         if rescued["in_doubt"]:
             log.warning("%d message(s) left in doubt", rescued["in_doubt"])
-    except (OSError, ConnectionError) as exc:
-        log.warning("could not release this node's rows (%s); other nodes will after the timeout", exc)
+    except (OSError, ConnectionError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        # e.g. the database is down, or the node gave up because its schema is gone: keep that reason
+        log.warning("could not release this node's rows (%s); other nodes will after the timeout",
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 
 async def run(settings: Settings) -> int:

@@ -33,6 +33,8 @@ class Settings(BaseSettings):
     unsubscribe_url: str | None = None
     unsubscribe_secret: SecretStr | None = None
     shutdown_grace_seconds: float = Field(10.0, gt=0)
+    restart_intensity: int = Field(10, ge=0)
+    restart_period_seconds: float = Field(60.0, gt=0)
     node_id: str | None = None
 
     @field_validator("message_id_domain", "unsubscribe_url", "smtp_host")
