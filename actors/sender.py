@@ -23,6 +23,8 @@ from service.smtp import SmtpConnection, SmtpUnavailable
 
 log = logging.getLogger("einmal.sender")
 
+MIN_PAUSE, MAX_FIRST_PAUSE, MAX_PAUSE = 0.05, 0.5, 30.0  # seconds, while the server is unreachable
+
 
 def columns(outcomes: list[Outcome]) -> tuple[list, ...]:
     """The outcomes as the six arrays the recording statements take."""
@@ -53,8 +55,10 @@ class Sender:
         self.connections = [SmtpConnection(ctx.settings) for _ in range(ctx.settings.smtp_connections)]
         self.templates: dict[int, render.CampaignTemplate] = {}
         self.rate = RateLimiter(ctx.settings.rate_limit)
-        self.unavailable_since: float | None = None
-        self.backoff = 0.5
+        self.first_pause = min(MAX_FIRST_PAUSE, max(ctx.settings.retry_base_seconds, MIN_PAUSE))
+        self.pause = self.first_pause  # grows while the server stays down or refuses us
+        self.unavailable: str | None = None  # why the last group reached no server at all
+        self.returned = 0  # rows of the last batch given back because of it
         self.pending: list[Outcome] = []  # outcomes of the last group, not yet recorded
 
     async def template(self, campaign_id: int) -> render.CampaignTemplate:
@@ -80,24 +84,48 @@ class Sender:
         return Outcome(row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts))
 
     async def deliver(self, connection: SmtpConnection, template: render.CampaignTemplate, row: Row) -> Outcome:
+        """The row's outcome; raises SmtpUnavailable when nothing could reach the server."""
         if (row.account_id, row.email_lower) in self.ctx.suppressed:
             return Outcome(row.id, "suppressed", "suppressed before sending")
         try:
             message = template.render(row.subscriber_id, row.email, row.name)
         except ValueError as exc:
             return Outcome(row.id, "failed", f"cannot render: {exc}", attempts=1)
-        try:
-            result = await connection.send(template.envelope_from, row.email, message)
-        except SmtpUnavailable as exc:
-            self.note_unavailable(str(exc))
-            return Outcome(row.id, "queued", f"not sent: {exc}")  # nothing reached the server
-        self.unavailable_since = None
+        result = await connection.send(template.envelope_from, row.email, message)
         return self.outcome(row, result.outcome, result.reply)
 
-    def note_unavailable(self, reason: str) -> None:
-        if self.unavailable_since is None:
-            self.unavailable_since = time.monotonic()
-        log.warning("SMTP unavailable: %s", reason)
+    async def send_group(self, template: render.CampaignTemplate, group: list[Row]) -> list[Outcome]:
+        """One message per connection at once. A connection that cannot reach the server puts its row
+        back in the queue with no attempt counted; when none got through, the sender pauses."""
+        outcomes: list[Outcome] = []
+        down: list[str] = []
+
+        async def one(connection: SmtpConnection, row: Row) -> None:
+            try:
+                outcomes.append(await self.deliver(connection, template, row))
+            except SmtpUnavailable as exc:
+                down.append(str(exc))
+                outcomes.append(Outcome(row.id, "queued", f"not sent: {exc}"))
+
+        async with anyio.create_task_group() as tg:
+            for connection, row in zip(self.connections, group, strict=False):
+                tg.start_soon(one, connection, row)
+        if down and len(down) == len(outcomes):
+            self.unavailable = down[0]
+            self.returned += len(down)
+        elif outcomes:
+            self.pause = self.first_pause
+        return outcomes
+
+    async def back_off(self) -> None:
+        """One line per failed try, then no next batch (so no claim beyond the one buffered) for a
+        pause that doubles while the server stays unreachable; cut short by a drain."""
+        log.warning("%s; nothing sent, %d row(s) back in the queue with no attempt counted; next try in %.1fs",
+                    self.unavailable, self.returned, self.pause)
+        with anyio.move_on_after(self.pause):
+            await self.ctx.stopping.wait()
+        self.pause = min(self.pause * 2, MAX_PAUSE)
+        self.unavailable, self.returned = None, 0
 
     async def advance(self, group: list[Row]) -> set[int]:
         """Record the outcomes waiting from the last group and start `group`: one statement."""
@@ -128,23 +156,17 @@ class Sender:
         with telemetry.tracer().start_as_current_span("send", context=trace.set_span_in_context(batch.span)):
             for start in range(0, len(batch.rows), n):
                 group = batch.rows[start:start + n]
-                if self.ctx.stopping.is_set() or self.unavailable_since is not None:
+                if self.ctx.stopping.is_set() or self.unavailable is not None:
                     # draining, or the server is down or refuses us: give the rest back
                     await self.release(batch.rows[start:])
                     result.settled["released"] = len(batch.rows) - start
+                    self.returned += len(batch.rows) - start
                     break
                 await self.rate.take(len(group))
                 started = await self.advance(group)
                 if len(started) < len(group):
                     result.settled["not_started"] = result.settled.get("not_started", 0) + len(group) - len(started)
-                outcomes: list[Outcome] = []
-
-                async def one(connection: SmtpConnection, row: Row) -> None:
-                    outcomes.append(await self.deliver(connection, template, row))  # noqa: B023
-
-                async with anyio.create_task_group() as tg:
-                    for connection, row in zip(self.connections, [r for r in group if r.id in started], strict=False):
-                        tg.start_soon(one, connection, row)
+                outcomes = await self.send_group(template, [r for r in group if r.id in started])
                 self.pending = outcomes
                 result.outcomes.extend(outcomes)
         return result
@@ -169,15 +191,11 @@ async def run(ctx: NodeContext, token: str, batches: MemoryObjectReceiveStream[B
             task_status.started()
             async for batch in batches:
                 result = await sender.send_batch(batch)
-                if not batches.statistics().current_buffer_used:
+                if sender.unavailable or not batches.statistics().current_buffer_used:
                     await sender.flush()  # no next group follows at once
                 await to_recorder.send(result)
-                if sender.unavailable_since is not None:
-                    await anyio.sleep(sender.backoff)
-                    sender.backoff = min(sender.backoff * 2, 30.0)
-                    sender.unavailable_since = None
-                else:
-                    sender.backoff = 0.5
+                if sender.unavailable:
+                    await sender.back_off()
             await sender.flush()
     finally:
         await sender.close()
