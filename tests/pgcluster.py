@@ -41,8 +41,9 @@ SYSTEM_USER = "pgserver"
 SETTINGS = {
     "listen_addresses": "127.0.0.1",
     "unix_socket_directories": "",  # TCP only: no socket file to clean up
+    # a crash of the server (stop -m immediate) must keep every commit: fsync=off is safe while the
+    # machine stays up, synchronous_commit=off would not be (its last commits are lost with the server)
     "fsync": "off",
-    "synchronous_commit": "off",
     "full_page_writes": "off",
     "max_connections": "200",
     "shared_buffers": "32MB",
