@@ -111,6 +111,9 @@ class _FaultSMTP(SMTP):
             return
         if text in (DROP, MID_DATA):
             self.transport.abort()
+            # connection_lost() (scheduled by abort) cancels this session: wait for it, or aiosmtpd would
+            # go on parsing what is left in its read buffer (the rest of a body) as commands
+            await asyncio.sleep(0)
             return
         await super().push(status)
         if text.startswith("421") and self.transport is not None:
