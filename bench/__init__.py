@@ -1,0 +1,1 @@
+"""einmal's throughput benchmark: `make bench`, or `python -m bench --help`."""

@@ -1,0 +1,97 @@
+"""einmal's throughput benchmark, in one run on one machine:
+
+1. the wire's limit: Postfix's smtp-source -> smtp-sink, 10 persistent sessions, ~4 KB messages;
+2. einmal end to end, one node (`einmal run`), 10 SMTP connections, to the same smtp-sink,
+   timed from the approval to the campaign's `sent`;
+3. the same with two nodes;
+4. the recipient build of 1,000,000 subscribers against one bare INSERT … SELECT DISTINCT ON.
+
+Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
+bench could not run, 3 when smtp-sink is missing and cannot be installed.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import anyio
+import asyncpg
+
+from bench import build, database, report, send
+from bench.sink import Sink, Unavailable, ensure_tools, wire
+from service.errors import EinmalError
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, help="messages per measurement (default 20000; --big: 1000000)")
+    parser.add_argument("--subscribers", type=int, default=1_000_000,
+                        help="subscribers of the recipient-build benchmark (default 1000000)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a few thousand messages and 20000 subscribers, for CI")
+    parser.add_argument("--big", action="store_true",
+                        help="only the 1,000,000-recipient campaign on one node: its peak RSS (long)")
+    parser.add_argument("--tick", type=float,
+                        help="EINMAL_TICK_SECONDS of the nodes (default 60; --quick: 5)")
+    args = parser.parse_args(argv)
+    if args.messages is None:
+        args.messages = 1_000_000 if args.big else 3_000 if args.quick else 20_000
+    if args.quick:
+        args.subscribers = min(args.subscribers, 20_000)
+    if args.tick is None:
+        args.tick = 5.0 if args.quick else 60.0
+    if args.messages < 100 or args.subscribers < 1_000 or not 0 < args.tick <= 3600:
+        parser.error("--messages must be at least 100, --subscribers at least 1000, --tick in (0, 3600]")
+    return args
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+async def measure(args: argparse.Namespace, source: str, sink: Sink) -> None:
+    server, where = database.server_url()
+    header = report.Header(args.messages, where, await database.version(server), os.cpu_count() or 0, args.tick)
+    if args.big:
+        say(f"big: one node, a {args.messages:,}-recipient campaign; RSS sampled while it goes out")
+        run = await send.campaign(server, sink, nodes=1, messages=args.messages, tick=args.tick,
+                                  timeout=3 * 3600, sample_rss=True, say=say)
+        report.big(header, run, say)
+        return
+    say(f"wire: smtp-source -> smtp-sink, {args.messages:,} messages, best of 3")
+    wires = [wire(source, sink, args.messages) for _ in range(3)]
+    for seconds, sessions in wires:
+        say(f"  {args.messages / seconds:,.0f} msg/s ({seconds:.2f} s, {sessions} sessions)")
+    runs = []
+    for nodes in (1, 2):
+        say(f"einmal: {nodes} node{'s' if nodes > 1 else ''}, {args.messages:,} recipients")
+        runs.append(await send.campaign(server, sink, nodes=nodes, messages=args.messages, tick=args.tick,
+                                        say=say))
+        say(f"  {report.run_line(runs[-1])}")
+    say(f"recipient build: {args.subscribers:,} subscribers")
+    built = await build.compare(server, args.subscribers)
+    say(f"  seeded in {built.seed_seconds:.1f} s; {built.rows:,} recipients")
+    report.default(header, min(s for s, _ in wires), runs, built, say)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    began = time.monotonic()
+    try:
+        sink_path, source = ensure_tools(say)
+    except Unavailable as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 3
+    try:
+        with Sink(sink_path) as sink:
+            anyio.run(measure, args, source, sink)
+    except (RuntimeError, OSError, TimeoutError, asyncpg.PostgresError, EinmalError) as exc:
+        print(f"bench: could not run: {exc}", file=sys.stderr)
+        return 1
+    say(f"bench took {time.monotonic() - began:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The figures next to their targets, each with an honest PASS or MISS."""
+
+from dataclasses import dataclass
+
+from bench.build import Build
+from bench.send import Run
+
+MB = 1024 * 1024
+RSS_LIMIT = 150 * MB
+
+
+@dataclass
+class Header:
+    messages: int
+    server: str
+    version: str
+    cpus: int
+    tick: float
+
+    def lines(self) -> list[str]:
+        return [f"einmal bench: ~4 KB messages, 10 SMTP connections per node, batch 500, "
+                f"EINMAL_TICK_SECONDS={self.tick:g}",
+                f"PostgreSQL {self.version} ({self.server}), {self.cpus} CPUs, smtp-sink on 127.0.0.1"]
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def row(figure: str, measured: str, target: str, ok: bool | None) -> str:
+    return f"{figure:<46} {measured:<36} {target:<16} {'-' if ok is None else verdict(ok)}"
+
+
+def run_line(run: Run) -> str:
+    parts = [f"{run.rate:,.0f} msg/s to sent ({run.seconds:.2f} s)"]
+    if last := run.last_seconds:
+        parts.append(f"{run.delivered / last:,.0f} msg/s to the last message at the sink ({last:.2f} s)")
+    parts.append(f"delivered {run.delivered:,}, rows {dict(sorted(run.counts.items()))}")
+    return "; ".join(parts)
+
+
+def _nodes(run: Run) -> str:
+    return f"{run.nodes} node{'s' if run.nodes > 1 else ''}"
+
+
+def default(header: Header, wire_seconds: float, runs: list[Run], built: Build, say=print) -> None:
+    wire_rate = header.messages / wire_seconds
+    one, two = runs
+    lines = [*header.lines(), "", row("figure", "measured", "target", None).replace(" -", "  verdict"),
+             row(f"wire: smtp-source -> smtp-sink, {header.messages:,} msgs", f"{wire_rate:,.0f} msg/s",
+                 "(the limit)", None)]
+    lines.append(row("einmal 1 node: approval -> sent", f"{one.rate:,.0f} msg/s = {one.rate / wire_rate:.3f} × wire",
+                     ">= 0.25 × wire", one.rate >= 0.25 * wire_rate))
+    lines.append(row("einmal 2 nodes: approval -> sent", f"{two.rate:,.0f} msg/s = {two.rate / wire_rate:.3f} × wire",
+                     ">= 1 node", two.rate >= one.rate))
+    for run in runs:
+        if run.last_seconds:
+            rate = run.delivered / run.last_seconds
+            lines.append(row(f"  {_nodes(run)}: approval -> last message at sink",
+                             f"{rate:,.0f} msg/s = {rate / wire_rate:.3f} × wire", "", None))
+            lines.append(row(f"  {_nodes(run)}: last message -> campaign sent",
+                             f"{run.seconds - run.last_seconds:.2f} s", "", None))
+    for run in runs:
+        per = run.statements / run.messages
+        lines.append(row(f"statements per message, {_nodes(run)}",
+                         f"{per:.3f} ({run.statements:,} {run.statement_method})", "<= 0.1", per <= 0.1))
+    for run in runs:
+        for calls, query in run.top_statements:
+            lines.append(f"    {_nodes(run)}: {calls:>7,} × {query[:100]}")
+    for run in runs:
+        peak = max(run.rss)
+        lines.append(row(f"peak RSS per node, {_nodes(run)}", " / ".join(f"{r / MB:.0f} MB" for r in run.rss),
+                         "<= 150 MB", peak <= RSS_LIMIT))
+    lines.append(row("peak RSS, 1,000,000-recipient campaign", "not measured: --big", "<= 150 MB, flat", None))
+    for run in runs:
+        first = run.first_seconds
+        lines.append(row(f"approve -> first message, {_nodes(run)}", "none" if first is None else f"{first:.3f} s",
+                         "<= 1 s", first is not None and first <= 1.0))
+    lines.append(row(f"recipient build, {built.subscribers:,} subscribers",
+                     f"{built.einmal_seconds:.2f} s = {built.ratio:.2f} × bare", "<= 1.3 × bare", built.ratio <= 1.3))
+    lines.append(row("  bare INSERT … SELECT DISTINCT ON", f"{built.bare_seconds:.2f} s ({built.rows:,} rows)", "",
+                     None))
+    for line in lines:
+        say(line)
+
+
+def big(header: Header, run: Run, say=print) -> None:
+    peak = max(run.rss)
+    samples = [s for s in run.rss_samples if s[1]]
+    lines = [*header.lines(), "", f"  {run_line(run)}"]
+    if samples:
+        quarters = [samples[min(len(samples) - 1, len(samples) * q // 4)] for q in (1, 2, 3, 4)]
+        lines.append("RSS while sending: " + ", ".join(f"{m:,} sent: {r / MB:.0f} MB" for m, r in quarters))
+    lines.append(row(f"peak RSS, {run.messages:,}-recipient campaign", f"{peak / MB:.0f} MB", "<= 150 MB",
+                     peak <= RSS_LIMIT))
+    for line in lines:
+        say(line)

@@ -1,0 +1,174 @@
+"""einmal end to end: a campaign approved, `einmal run` node processes sending it to
+smtp-sink, timed from the approval to the campaign's `sent`."""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import asyncpg
+
+from bench import database
+from bench.sink import Sink
+from service import campaigns
+
+ROOT = Path(__file__).resolve().parent.parent
+BODY_BYTES = 4096
+
+
+def body() -> str:
+    """A text body of about 4 KB with a merge field, in lines of 70-odd characters."""
+    line = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod {n:03d}.\n"
+    text = "Hello {{ name }},\n\n"
+    n = 0
+    while len(text) + len(line) < BODY_BYTES - 40:
+        text += line.format(n=n)
+        n += 1
+    return text + "\nRegards,\nThe bench\n"
+
+
+@dataclass
+class Run:
+    nodes: int
+    messages: int
+    seconds: float = 0.0  # approval -> the campaign's sent_at
+    first_seconds: float | None = None  # approval -> the first message at smtp-sink
+    last_seconds: float | None = None  # approval -> the last message at smtp-sink
+    statements: int = 0
+    statement_method: str = ""
+    top_statements: list[tuple[int, str]] = field(default_factory=list)  # (calls, query), pg_stat_statements
+    rss: list[int] = field(default_factory=list)  # peak RSS (VmHWM) per node, bytes
+    rss_samples: list[tuple[int, int]] = field(default_factory=list)  # (messages at sink, RSS) of node 0
+    delivered: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds if self.seconds else 0.0
+
+
+def node_env(dsn: str, port: int, connections: int, batch: int, tick: float) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EINMAL_", "OTEL_")) and k != "DATABASE_URL"}
+    env.update(EINMAL_DATABASE_URL=dsn, EINMAL_SMTP_HOST="127.0.0.1", EINMAL_SMTP_PORT=str(port),
+               EINMAL_SMTP_CONNECTIONS=str(connections), EINMAL_BATCH_SIZE=str(batch),
+               EINMAL_TICK_SECONDS=str(tick), EINMAL_NODE_TIMEOUT_SECONDS=str(max(3 * tick, 30)),
+               EINMAL_LOG_LEVEL="WARNING")
+    return env
+
+
+def start_node(env: dict[str, str], log: Path) -> subprocess.Popen:
+    with open(log, "ab") as stderr:
+        return subprocess.Popen([sys.executable, "-m", "service", "run"], env=env, cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=stderr)
+
+
+def memory(pid: int, key: str) -> int:
+    """VmHWM (peak) or VmRSS of a process, in bytes; 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    except FileNotFoundError:
+        pass
+    return 0
+
+
+class Monitor:
+    """The bench's own connection to the bench database; counts its own transactions."""
+
+    def __init__(self, conn: asyncpg.Connection, counter: database.Statements) -> None:
+        self.conn, self.counter, self.prepared = conn, counter, set()
+
+    async def fetchval(self, query: str, *args):
+        query = f"{database.Statements.OWN} {query}"
+        self.counter.own += 1 + (query not in self.prepared)  # asyncpg prepares once: one more
+        self.prepared.add(query)
+        return await self.conn.fetchval(query, *args)
+
+
+async def _stop(proc: subprocess.Popen, timeout: float = 30) -> int | None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    with anyio.move_on_after(timeout):
+        while proc.poll() is None:
+            await anyio.sleep(0.05)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    return proc.returncode
+
+
+async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, connections: int = 10,
+                   batch: int = 500, tick: float = 60, timeout: float = 300, sample_rss: bool = False,
+                   say=print) -> Run:
+    name = f"einmal_bench_{os.getpid()}_{nodes}n"
+    dsn = await database.fresh(server, name)
+    logs = Path(tempfile.mkdtemp(prefix="einmal-bench-"))
+    procs: list[subprocess.Popen] = []
+    run = Run(nodes, messages)
+    try:
+        conn = await asyncpg.connect(dsn)
+        try:
+            campaign_id = await conn.fetchval(database.sql("seed_campaign"), messages, body())
+            await conn.execute("VACUUM ANALYZE")
+        finally:
+            await conn.close()
+        counter = database.Statements(server, name)
+        await counter.start()
+        run.statement_method = counter.method
+        env = node_env(dsn, sink.port, connections, batch, tick)
+        procs.extend(start_node(env, logs / f"node{i}.log") for i in range(nodes))
+        monitor = Monitor(await asyncpg.connect(dsn), counter)
+        try:
+            with anyio.fail_after(60):  # each node heartbeats once its listener runs
+                while await monitor.fetchval("SELECT count(*) FROM einmal.nodes") < nodes:
+                    if any(p.poll() is not None for p in procs):
+                        raise RuntimeError(f"a node exited at start; see {logs}")
+                    await anyio.sleep(0.05)
+            base = sink.arm()
+            approved_wall, approved = time.time(), time.monotonic()
+            await campaigns.transition(monitor.conn, "approve", campaign_id)
+            deadline = approved + timeout
+            while True:
+                sent_at = await monitor.fetchval(
+                    "SELECT sent_at FROM einmal.campaigns WHERE id = $1 AND status = 'sent'", campaign_id)
+                if sent_at is not None:
+                    break
+                if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                    raise RuntimeError(f"campaign not sent after {time.monotonic() - approved:.0f} s "
+                                       f"({sink.messages - base} of {messages} at the sink); see {logs}")
+                if sample_rss:
+                    run.rss_samples.append((sink.messages - base, memory(procs[0].pid, "VmRSS")))
+                await anyio.sleep(0.25 if sample_rss else 0.1)
+            run.seconds = sent_at.timestamp() - approved_wall
+            run.first_seconds = sink.first_at - approved if sink.first_at is not None else None
+            run.rss = [memory(p.pid, "VmHWM") for p in procs]
+            sink.wait_messages(base + messages, timeout=5)
+            run.delivered = sink.messages - base
+            run.last_seconds = sink.last_at - approved if run.delivered else None
+        finally:
+            await monitor.conn.close()
+        for proc in procs:
+            code = await _stop(proc)
+            if code:
+                say(f"warning: a node exited with {code}; see {logs}")
+        run.statements = await counter.stop()
+        run.top_statements = counter.top
+        conn = await asyncpg.connect(dsn)
+        try:
+            run.counts = {r["status"]: r["count"] for r in await conn.fetch(
+                "SELECT status, count(*) FROM einmal.sends WHERE campaign_id = $1 GROUP BY status", campaign_id)}
+        finally:
+            await conn.close()
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        await database.drop(server, name)
+    return run

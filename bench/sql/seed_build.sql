@@ -1,0 +1,23 @@
+-- $1 subscriber rows of one account: every 50th is an upper-case copy of the address before
+-- it (the same recipient); all on list 'one', every 10th also on list 'two'; one address
+-- in a thousand suppressed
+WITH a AS (
+    INSERT INTO einmal.accounts (name) VALUES ('bench') RETURNING id
+), l AS (
+    INSERT INTO einmal.lists (account_id, name) SELECT a.id, n FROM a, unnest(ARRAY['one', 'two']) n
+    RETURNING id, name
+), s AS (
+    INSERT INTO einmal.subscribers (account_id, email, name)
+    SELECT a.id,
+           CASE WHEN i % 50 = 0 THEN 'USER' || (i - 1) || '@EXAMPLE.COM' ELSE 'user' || i || '@example.com' END,
+           'User ' || i
+    FROM a, generate_series(1, $1) i
+    RETURNING id, email
+), m AS (
+    INSERT INTO einmal.list_members (list_id, subscriber_id)
+    SELECT l.id, s.id FROM l, s WHERE l.name = 'one' OR s.id % 10 = 0
+), x AS (
+    INSERT INTO einmal.suppressions (account_id, email_lower, reason)
+    SELECT a.id, 'user' || i || '@example.com', 'manual' FROM a, generate_series(7, $1, 1000) i
+)
+SELECT count(*) FROM s
