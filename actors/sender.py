@@ -6,6 +6,14 @@ suppressions and the campaign's status; only the rows that statement
 returns go on the wire, each after one last look at the in-memory
 suppression set. A crash can therefore leave at most one message per
 connection in doubt.
+
+When no connection of a group reaches the server (down, TLS or AUTH
+refused) nothing was sent: the group goes back to the queue with no
+attempt counted, the rest of the batch is released, one line is logged,
+and the sender takes no next batch for a pause that doubles (from
+EINMAL_RETRY_BASE_SECONDS, at most 0.5 s, up to 30 s) while it lasts. The
+claimer, blocked by the full channel, claims no more than the one batch
+the channel buffers meanwhile.
 """
 
 import logging

@@ -19,6 +19,7 @@ was sent at all.
 
 import asyncio
 import enum
+import os
 import re
 import ssl
 from dataclasses import dataclass
@@ -76,6 +77,9 @@ def _reply(response: SMTPResponse) -> str:
 def _describe(exc: BaseException, timeout: float) -> str:
     if isinstance(exc, TimeoutError):
         return f"timed out after {timeout:g}s"
+    cause = exc.__cause__
+    if isinstance(cause, OSError) and cause.errno:  # "connection refused", not the host and port again
+        return os.strerror(cause.errno).lower()
     return _one_line(str(exc)) or type(exc).__name__
 
 
