@@ -26,6 +26,7 @@ from opentelemetry import trace
 
 from service import db, render, telemetry
 from service.context import Batch, BatchResult, NodeContext, Outcome, Row
+from service.errors import UsageError
 from service.smtp import Outcome as Smtp
 from service.smtp import SmtpConnection, SmtpUnavailable
 
@@ -157,9 +158,22 @@ class Sender:
             log.warning("%d of %d results were not recorded: their rows are no longer this node's",
                         expected - recorded, expected)
 
+    async def pause_campaign(self, batch: Batch, reason: str) -> None:
+        """A campaign that cannot be rendered here is paused for the operator, its batch released."""
+        await self.release(batch.rows)
+        async with self.ctx.pool.acquire() as conn, conn.transaction():
+            if await conn.fetchval(db.query("campaign_pause"), batch.campaign_id) is not None:
+                await conn.execute(db.query("campaign_notify"), batch.campaign_id)
+        log.error("campaign %d paused: it cannot be rendered: %s", batch.campaign_id, reason)
+
     async def send_batch(self, batch: Batch) -> BatchResult:
         result = BatchResult(batch, [])
-        template = await self.template(batch.campaign_id)
+        try:
+            template = await self.template(batch.campaign_id)
+        except UsageError as exc:
+            await self.pause_campaign(batch, str(exc))
+            result.settled["released"] = len(batch.rows)
+            return result
         n = len(self.connections)
         with telemetry.tracer().start_as_current_span("send", context=trace.set_span_in_context(batch.span)):
             for start in range(0, len(batch.rows), n):

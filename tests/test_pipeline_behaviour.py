@@ -162,3 +162,21 @@ async def test_two_schedulers_racing_to_start_a_campaign_one_wins(conn: asyncpg.
             assert sum(r is not None for r in results) == 1
     finally:
         await other.close()
+
+
+async def test_a_campaign_that_cannot_be_rendered_is_paused_not_a_crash_loop(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    # {{ unsubscribe_url }} needs EINMAL_UNSUBSCRIBE_URL, which this node lacks
+    broken = await seed(conn, ["a@example.com"], body="Leave: {{ unsubscribe_url }}")
+    fine = await conn.fetchval("""
+        INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids)
+        SELECT account_id, 'fine', 'Hi', 'news@example.com', 'Hello {{ name }}', list_ids
+        FROM einmal.campaigns WHERE id = $1 RETURNING id""", broken)
+    received = Received()
+    async with recording_server(received) as port, running_node(node_settings(dsn, port)):
+        await approve(conn, broken)
+        await wait_status(conn, broken, "paused")
+        await approve(conn, fine)
+        await wait_status(conn, fine, "sent")
+    assert await counts(conn, broken) == {"queued": 1}
+    assert [rcpt for _, rcpt, _ in received.messages] == ["a@example.com"]
