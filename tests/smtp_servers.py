@@ -127,6 +127,10 @@ class _FaultSMTP(SMTP):
             if fault.reply == MID_DATA:
                 await super().push("354 End data with <CR><LF>.<CR><LF>")
                 await self._reader.readuntil(b"\r\n")
+                # stop reading and give a client with a body bigger than the socket buffers time to block
+                # on them, so the reset reaches it before it could write the final dot
+                self.transport.pause_reading()
+                await asyncio.sleep(0.3)
                 await self.push(DROP)
                 return
             if fault.reply is not None:
