@@ -1,5 +1,6 @@
-"""A short, bounded chaos run on every CI: two node processes, SIGKILLed
-mid-campaign and restarted; nobody receives twice, nobody is lost."""
+"""A short, bounded chaos run on every CI: node processes SIGKILLed and
+stalled mid-campaign, SMTP faults, opt-outs mid-send; nobody receives twice,
+nobody is lost."""
 
 import pytest
 
@@ -8,12 +9,14 @@ from tests import chaos
 pytestmark = pytest.mark.anyio
 
 
-async def test_sigkilled_nodes_send_nobody_twice_and_lose_nobody(tmp_path) -> None:
-    verdict = await chaos.run(recipients=2000, nodes=2, kills=3, seed=20261130, time_limit=120,
-                              log_dir=tmp_path)
+async def test_killed_and_stalled_nodes_send_nobody_twice_and_lose_nobody(tmp_path) -> None:
+    scenario = chaos.Scenario(recipients=3000, nodes=2, kills=3, stalls=1, smtp_faults=True, opt_outs=20,
+                              seed=20261130, time_limit=150)
+    verdict = await chaos.run(scenario, log_dir=tmp_path)
     print(verdict.line())
-    assert verdict.kills == 3
+    assert (verdict.kills, verdict.stalls) == (3, 1)
     assert verdict.duplicates == 0
     assert verdict.lost == 0
     assert verdict.in_doubt <= verdict.bound
-    assert verdict.delivered + verdict.suppressed + verdict.failed + verdict.in_doubt >= 2000
+    assert verdict.failed >= 3000 // 500, "the 5xx domain's rows failed"
+    assert verdict.opt_outs_leaked <= 2 * chaos.CONNECTIONS, "only opt-outs already on the wire went out"
