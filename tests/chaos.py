@@ -67,8 +67,9 @@ class Verdict:
     def line(self) -> str:
         return (f"verdict: {'PASS' if self.passed else 'FAIL'} delivered {self.delivered}, duplicates "
                 f"{self.duplicates}, lost {self.lost}, in doubt {self.in_doubt} (bound {self.bound}), "
-                f"suppressed {self.suppressed}, failed {self.failed}, opt-outs already in flight {self.opt_outs_leaked}, "
-                f"kills {self.kills}, stalls {self.stalls}, seconds {self.seconds:.1f}")
+                f"suppressed {self.suppressed}, failed {self.failed}, "
+                f"opt-outs already in flight {self.opt_outs_leaked}, kills {self.kills}, stalls {self.stalls}, "
+                f"seconds {self.seconds:.1f}")
 
 
 SEED_SQL = """
