@@ -22,9 +22,16 @@ from bench import build, database, report, send
 from bench.sink import Sink, Unavailable, ensure_tools, wire
 from service.errors import EinmalError
 
+TIME_BUDGET = 540  # seconds: einmal's recipient build is stopped when the run reaches it
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not the usage block
+        self.exit(2, f"{self.prog}: {message}\n")
+
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, help="messages per measurement (default 20000; --big: 1000000)")
     parser.add_argument("--subscribers", type=int, default=1_000_000,
                         help="subscribers of the recipient-build benchmark (default 1000000)")
@@ -50,9 +57,10 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
-async def measure(args: argparse.Namespace, source: str, sink: Sink) -> None:
+async def measure(args: argparse.Namespace, source: str, sink: Sink, began: float) -> None:
     server, where = database.server_url()
-    header = report.Header(args.messages, where, await database.version(server), os.cpu_count() or 0, args.tick)
+    header = report.Header(args.messages, where, await database.version(server), os.cpu_count() or 0, args.tick,
+                           os.getloadavg()[0])
     if args.big:
         say(f"big: one node, a {args.messages:,}-recipient campaign; RSS sampled while it goes out")
         run = await send.campaign(server, sink, nodes=1, messages=args.messages, tick=args.tick,
@@ -67,10 +75,10 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink) -> None:
     for nodes in (1, 2):
         say(f"einmal: {nodes} node{'s' if nodes > 1 else ''}, {args.messages:,} recipients")
         runs.append(await send.campaign(server, sink, nodes=nodes, messages=args.messages, tick=args.tick,
-                                        say=say))
+                                        timeout=max(120.0, args.messages / 120), say=say))
         say(f"  {report.run_line(runs[-1])}")
     say(f"recipient build: {args.subscribers:,} subscribers")
-    built = await build.compare(server, args.subscribers)
+    built = await build.compare(server, args.subscribers, deadline=began + TIME_BUDGET)
     say(f"  seeded in {built.seed_seconds:.1f} s; {built.rows:,} recipients")
     report.default(header, min(s for s, _ in wires), runs, built, say)
 
@@ -85,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     try:
         with Sink(sink_path) as sink:
-            anyio.run(measure, args, source, sink)
+            anyio.run(measure, args, source, sink, began)
     except (RuntimeError, OSError, TimeoutError, asyncpg.PostgresError, EinmalError) as exc:
         print(f"bench: could not run: {exc}", file=sys.stderr)
         return 1

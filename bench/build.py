@@ -5,6 +5,7 @@ import os
 import time
 from dataclasses import dataclass
 
+import anyio
 import asyncpg
 
 from actors import builder
@@ -19,8 +20,13 @@ class Build:
     subscribers: int
     rows: int
     seed_seconds: float
-    einmal_seconds: float
+    einmal_seconds: float  # when not `complete`: the time limit it was stopped at
     bare_seconds: float
+    einmal_rows: int  # rows einmal's builder wrote (fewer than `rows` when stopped)
+
+    @property
+    def complete(self) -> bool:
+        return self.einmal_rows == self.rows
 
     @property
     def ratio(self) -> float:
@@ -42,19 +48,27 @@ async def _bare(conn: asyncpg.Connection, campaign_id: int) -> tuple[float, int]
     return seconds, await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE campaign_id = $1", campaign_id)
 
 
-async def _einmal(dsn: str, campaign_id: int) -> tuple[float, int]:
+async def _einmal(dsn: str, campaign_id: int, limit: float) -> tuple[float, int]:
+    """einmal's builder, stopped after `limit` seconds: (seconds, rows it wrote)."""
     pool = await db.create_pool(dsn, size=2)
     try:
         ctx = NodeContext(Settings(database_url=dsn), pool, dsn)
         started = time.monotonic()
-        rows = await builder.build(ctx, campaign_id)
-        return time.monotonic() - started, rows
+        with anyio.move_on_after(limit):
+            await builder.build(ctx, campaign_id)
+        seconds = time.monotonic() - started
     finally:
-        await pool.close()
+        pool.terminate()  # a build stopped mid-statement leaves its connection busy
+    conn = await asyncpg.connect(dsn)
+    try:
+        return seconds, await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE campaign_id = $1", campaign_id)
+    finally:
+        await conn.close()
 
 
-async def compare(server: str, subscribers: int) -> Build:
-    """Seed once; time the bare statement, then einmal's builder, each into an empty sends table."""
+async def compare(server: str, subscribers: int, deadline: float) -> Build:
+    """Seed once; time the bare statement, then einmal's builder, each into an empty sends table.
+    einmal's builder is stopped at the monotonic `deadline` (then its figure is a lower bound)."""
     name = f"einmal_bench_{os.getpid()}_build"
     dsn = await database.fresh(server, name)
     try:
@@ -75,9 +89,10 @@ async def compare(server: str, subscribers: int) -> Build:
             await _checkpoint(conn)
         finally:
             await conn.close()
-        einmal_seconds, einmal_rows = await _einmal(dsn, einmal_id)
-        if einmal_rows != bare_rows:
+        limit = max(deadline - time.monotonic(), 1.4 * bare_seconds)
+        einmal_seconds, einmal_rows = await _einmal(dsn, einmal_id, limit)
+        if einmal_rows > bare_rows or (einmal_rows < bare_rows and einmal_seconds < limit):
             raise RuntimeError(f"einmal's builder wrote {einmal_rows} rows, the bare statement {bare_rows}")
-        return Build(subscribers, bare_rows, seed_seconds, einmal_seconds, bare_seconds)
+        return Build(subscribers, bare_rows, seed_seconds, einmal_seconds, bare_seconds, einmal_rows)
     finally:
         await database.drop(server, name)
