@@ -184,6 +184,7 @@ async def run(scenario: Scenario, log_dir: Path | None = None, cluster=None) -> 
                   + [(rng.uniform(0.3, 0.7), "pg-restart")] * bool(s.pg_restart and cluster))
     done = Counter()
     opted_out: set[str] = set()
+    stalls: list[asyncio.Task] = []
     began = time.monotonic()
     conn = await asyncpg.connect(dsn)
     try:
@@ -204,7 +205,7 @@ async def run(scenario: Scenario, log_dir: Path | None = None, cluster=None) -> 
                     await asyncio.sleep(rng.uniform(0, 0.1))
                     nodes.kill(rng.randrange(s.nodes))
                 elif what == "stall":
-                    asyncio.get_running_loop().create_task(nodes.stall(rng.randrange(s.nodes), NODE_TIMEOUT * 2))
+                    stalls.append(asyncio.create_task(nodes.stall(rng.randrange(s.nodes), NODE_TIMEOUT * 2)))
                 elif what == "opt-out":
                     opted_out, _ = await opt_out(conn, campaign, s.opt_outs)
                 else:
@@ -213,6 +214,8 @@ async def run(scenario: Scenario, log_dir: Path | None = None, cluster=None) -> 
                     conn = await asyncpg.connect(dsn)
             await asyncio.sleep(0.02)
         seconds = time.monotonic() - began
+        await asyncio.gather(*stalls)
+        nodes.stop()  # drained: what a woken node knew is recorded before the count
         counts = {r["status"]: r["count"] for r in await conn.fetch(
             "SELECT status, count(*) FROM einmal.sends WHERE campaign_id = $1 GROUP BY status", campaign)}
         expected = await conn.fetchval("""SELECT count(DISTINCT s.email_lower) FROM einmal.subscribers s
@@ -232,13 +235,18 @@ async def run(scenario: Scenario, log_dir: Path | None = None, cluster=None) -> 
                  and message_id[mid]["status"] != "suppressed")
     verdict = Verdict(delivered=len(received), duplicates=sum(n - 1 for n in received.values() if n > 1),
                       lost=sent_not_received + unfinished + max(expected - len(rows), 0),
+                      # a stalled node records its own answers when it wakes; a restarted server fails
+                      # every node's pipeline at once
                       in_doubt=counts.get("in_doubt", 0), bound=done["kill"] * CONNECTIONS + dropped
-                      + (done["stall"] + done["pg-restart"]) * CONNECTIONS,
+                      + done["pg-restart"] * s.nodes * CONNECTIONS,
                       suppressed=counts.get("suppressed", 0), failed=counts.get("failed", 0),
                       opt_outs_leaked=leaked, kills=done["kill"], stalls=done["stall"], seconds=seconds)
-    admin = await asyncpg.connect(with_database(server, "postgres"))
-    await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    await admin.close()
+    if os.environ.get("EINMAL_CHAOS_KEEP"):
+        print(f"database kept: {dsn}")
+    else:
+        admin = await asyncpg.connect(with_database(server, "postgres"))
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await admin.close()
     print(f"node logs in {log_dir}")
     return verdict
 
