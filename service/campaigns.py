@@ -16,6 +16,7 @@ from email_validator import EmailNotValidError, validate_email
 
 from service import campaign_status, db
 from service.errors import UsageError
+from service.importer import MAX_LIST, check_account, shown, unsafe_text
 from service.settings import Settings
 
 DEFAULT_LIST = "default"
@@ -31,12 +32,30 @@ TRANSITIONS = {
 
 # --- create -------------------------------------------------------------------------------------
 
-def one_line(value: str, option: str) -> str:
-    if any(c in value for c in "\r\n\0"):
+MAX_CAMPAIGN_NAME, MAX_SUBJECT, MAX_FROM = 200, 998, 500
+
+
+def one_line(value: str, option: str, limit: int = 998) -> str:
+    """``value`` stripped; UsageError unless it is 1 to ``limit`` printable characters of UTF-8."""
+    problem = unsafe_text(value)
+    if problem == "line break inside a field" or "\0" in value:
         raise UsageError(f"{option} must not contain line breaks")
+    if problem:
+        raise UsageError(f"{option}: {problem.replace(' in a field', '')}: must be printable text")
     if not value.strip():
         raise UsageError(f"{option} must not be empty")
+    if len(value.strip()) > limit:
+        raise UsageError(f"{option} is longer than {limit} characters")
     return value.strip()
+
+
+def body_text(value: str, option: str) -> str:
+    """A body: any text PostgreSQL can store (UTF-8, no NUL)."""
+    if "\0" in value:
+        raise UsageError(f"{option}: contains a NUL character")
+    if any("\ud800" <= c <= "\udfff" for c in value):
+        raise UsageError(f"{option}: not valid UTF-8")
+    return value
 
 
 _NAMED = re.compile(r"^(?P<name>[^<>]*)<(?P<addr>[^<>]*)>$")
@@ -44,16 +63,16 @@ _NAMED = re.compile(r"^(?P<name>[^<>]*)<(?P<addr>[^<>]*)>$")
 
 def from_address(value: str) -> str:
     """A bare address or `Display Name <address>`; returned with the address normalised."""
-    value = one_line(value, "--from")
+    value = one_line(value, "--from", MAX_FROM)
     named = _NAMED.match(value)
     name, addr = (named["name"].strip(), named["addr"].strip()) if named else ("", value)
     try:
         valid = validate_email(addr, check_deliverability=False)
     except EmailNotValidError as exc:
-        raise UsageError(f"--from {value!r} is not a valid address: {exc}") from None
+        raise UsageError(f"--from {shown(value)} is not a valid address: {exc}") from None
     result = f"{name} <{valid.normalized}>" if name else valid.normalized
     if parseaddr(result)[1] != valid.normalized:  # the display name would be misread in a header
-        raise UsageError(f"--from {value!r}: quote the display name, e.g. '\"{name}\" <{addr}>'")
+        raise UsageError(f"--from {shown(value)}: quote the display name, e.g. '\"{name}\" <{addr}>'")
     return result
 
 
@@ -64,8 +83,11 @@ def scheduled_for(value: str | None) -> datetime | None:
     try:
         at = datetime.fromisoformat(value.strip())
     except ValueError:
-        raise UsageError(f"--at {value!r} is not an ISO-8601 time, e.g. 2030-01-31T09:00:00+01:00") from None
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
+        raise UsageError(f"--at {shown(value)} is not an ISO-8601 time, e.g. 2030-01-31T09:00:00+01:00") from None
+    try:
+        return (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError:  # before year 1 or after 9999 in UTC
+        raise UsageError(f"--at {shown(value)} is out of range") from None
 
 
 def read_body(path: str, option: str) -> str:
@@ -91,25 +113,39 @@ def check_templates(subject: str, text: str, html: str | None) -> None:
 async def resolve(conn: asyncpg.Connection, account: str, lists: list[str]) -> tuple[int, list[int]]:
     rows = await conn.fetch(db.query("campaign_create_resolve"), account, lists)
     if not rows:
-        raise UsageError(f"no account named {account!r}")
+        raise UsageError(f"no account named {shown(account)}")
     found = {r["list_name"]: r["list_id"] for r in rows if r["list_id"] is not None}
     missing = [name for name in lists if name not in found]
     if missing:
-        raise UsageError(f"account {account!r} has no list named {', '.join(map(repr, missing))}")
+        raise UsageError(f"account {shown(account)} has no list named {', '.join(map(shown, missing))}")
     return rows[0]["account_id"], [found[name] for name in lists]
 
 
+def list_names(given: list[str]) -> list[str]:
+    """The --list names, each given once; UsageError for one no import could have created."""
+    for name in given:
+        if not name.strip() or unsafe_text(name) or len(name) > MAX_LIST:
+            raise UsageError(f"--list {shown(name)}: 1 to {MAX_LIST} printable characters")
+    return list(dict.fromkeys(given or [DEFAULT_LIST]))
+
+
 async def create_command(args: argparse.Namespace, settings: Settings) -> int:
-    name = one_line(args.name, "--name")
-    subject = one_line(args.subject, "--subject")
+    check_account(args.account)
+    name = one_line(args.name, "--name", MAX_CAMPAIGN_NAME)
+    subject = one_line(args.subject, "--subject", MAX_SUBJECT)
     sender = from_address(args.from_address)
     at = scheduled_for(args.at)
-    text = args.text if args.text is not None else read_body(args.text_file, "--text-file")
+    if args.text is not None:
+        text = body_text(args.text, "--text")
+    else:
+        text = body_text(read_body(args.text_file, "--text-file"), f"--text-file {args.text_file}")
     if not text.strip():
         raise UsageError("the text body must not be empty")
     html = read_body(args.html_file, "--html-file") if args.html_file else None
+    if html is not None:
+        html = body_text(html, f"--html-file {args.html_file}")
     check_templates(subject, text, html)
-    lists = list(dict.fromkeys(args.lists or [DEFAULT_LIST]))
+    lists = list_names(args.lists)
     async with db.connection(db.url(settings)) as conn:
         account_id, list_ids = await resolve(conn, args.account, lists)
         campaign_id = await conn.fetchval(db.query("campaign_create"), account_id, name, subject, sender,

@@ -24,7 +24,13 @@ Exit code: 0 when the file was imported, even when some rows were rejected —
 the good rows are in, the summary line on stdout counts the rejected ones
 (`imported N, already present M, rejected K`), and re-running after a fix
 adds only what is missing. 1, with one line and nothing written, when the
-file cannot be used at all: missing or unreadable, empty, no email column.
+file cannot be used at all: missing or unreadable, empty, no email column,
+a header that is not UTF-8 (UTF-16, say), or a record the CSV reader cannot
+delimit — longer than MAX_RECORD characters (a binary file, a line without
+end) or with a field longer than the csv module's field_size_limit. Past
+such a record nobody can tell where the next one starts (it may sit inside
+a quoted field), so no row of the file is trusted. Memory stays bounded:
+lines are read at most MAX_RECORD characters at a time.
 
 An address is a subscriber of the account as written, so `A@x.org` and
 `a@x.org` are two subscribers (UNIQUE (account_id, email)); one recipient per
@@ -53,6 +59,7 @@ from service.settings import Settings
 DEFAULT_LIST = "default"
 MAX_EMAIL, MAX_NAME, MAX_LIST, MAX_ACCOUNT = 254, 1000, 200, 200
 CHUNK_ROWS = 10_000
+MAX_RECORD = 1 << 20  # characters in one record (its lines together): far beyond any real row
 COLUMNS = ["line", "email", "name", "list_name"]
 
 # C0 and C1 controls (CR, LF and TAB included), DEL, the Unicode line and paragraph
@@ -94,6 +101,41 @@ def unsafe_text(value: str) -> str | None:
     return f"control character U+{ord(char):04X} in a field"
 
 
+def shown(value: str, limit: int = 60) -> str:
+    """``value`` quoted for a message: one line, at most about ``limit`` characters."""
+    return repr(value if len(value) <= limit else value[: limit - 3] + "...")
+
+
+class Lines:
+    """The file's lines for csv.reader, each read at most MAX_RECORD characters at a time.
+
+    ``start_record()`` before each record; a record whose lines together pass MAX_RECORD
+    raises UsageError instead of growing without bound."""
+
+    def __init__(self, file: IO[str], path: str):
+        self.file, self.path = file, path
+        self.line = 0  # physical lines handed out
+        self.start = 1
+        self.room = MAX_RECORD
+
+    def start_record(self) -> None:
+        self.start, self.room = self.line + 1, MAX_RECORD
+
+    def __iter__(self) -> "Lines":
+        return self
+
+    def __next__(self) -> str:
+        text = self.file.readline(self.room + 1)
+        if not text:
+            raise StopIteration
+        if len(text) > self.room:
+            raise UsageError(f"{self.path}: the record on line {self.start} is longer than {MAX_RECORD} "
+                             "characters (not a CSV file of subscribers?); nothing imported")
+        self.room -= len(text)
+        self.line += 1
+        return text
+
+
 class Header(NamedTuple):
     width: int
     email: int
@@ -108,14 +150,18 @@ class Counts:
     rejected: int = 0
 
 
-def read_header(reader: "csv._reader", path: str) -> Header:
+def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
+    lines.start_record()
     try:
         row = next(reader)
     except StopIteration:
         raise UsageError(f"{path} is empty: a header row with an email column is required") from None
     except csv.Error as exc:
         raise UsageError(f"{path}: the header row is not valid CSV: {exc}") from None
-    if any("\udc80" <= c <= "\udcff" for field in row for c in field):
+    text = "".join(row)
+    if text.startswith(("\udcff\udcfe", "\udcfe\udcff")) or "\0" in text:
+        raise UsageError(f"{path}: the header row is not UTF-8 (UTF-16?): save the file as UTF-8")
+    if any("\udc80" <= c <= "\udcff" for c in text):
         raise UsageError(f"{path}: the header row is not valid UTF-8")
     names = [field.strip().lower() for field in row]
     for name in ("email", "name", "list"):
@@ -148,32 +194,35 @@ def check_row(row: list[str], header: Header) -> tuple[str, str, str] | str:
         return f"list name longer than {MAX_LIST} characters"
     problem = address_problem(email)
     if problem:
-        shown = email if len(email) <= 60 else email[:57] + "..."
-        return f"invalid address {shown!r}: {problem}"
+        return f"invalid address {shown(email)}: {problem}"
     return email, name, list_name
 
 
-def records(reader: "csv._reader") -> Iterator[tuple[int, list[str] | str]]:
-    """(line the record starts on, its fields or why it cannot be parsed); blank lines skipped."""
+def records(reader: "csv._reader", lines: Lines) -> Iterator[tuple[int, list[str]]]:
+    """(line the record starts on, its fields); blank lines skipped.
+
+    UsageError for a record the reader cannot delimit: after one, the reader would start
+    afresh in what may be the middle of a quoted field, and read its lines as records."""
     while True:
-        start = reader.line_num + 1
+        lines.start_record()
         try:
             row = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:
-            yield start, f"malformed CSV: {exc}"
-            continue
+            problem = (f"has a field longer than {csv.field_size_limit()} characters" if "field larger" in str(exc)
+                       else f"is malformed CSV ({exc})")
+            raise UsageError(f"{lines.path}: the record on line {lines.start} {problem}; nothing imported") from None
         if row:
-            yield start, row
+            yield lines.start, row
 
 
-def produce(reader: "csv._reader", header: Header, send, counts: Counts) -> None:
+def produce(reader: "csv._reader", lines: Lines, header: Header, send, counts: Counts) -> None:
     """Worker thread: validate rows, report bad ones, send chunks of good ones."""
     chunk: list[tuple[int, str, str, str]] = []
     try:
-        for line, row in records(reader):
-            result = row if isinstance(row, str) else check_row(row, header)
+        for line, row in records(reader, lines):
+            result = check_row(row, header)
             if isinstance(result, str):
                 counts.rejected += 1
                 print(f"line {line}: {result}", file=sys.stderr)
@@ -200,8 +249,9 @@ async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tupl
 
 async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], path: str) -> Counts:
     """Stream an open CSV file into the account, inside the caller's transaction."""
-    reader = csv.reader(file)
-    header = await anyio.to_thread.run_sync(read_header, reader, path)
+    lines = Lines(file, path)
+    reader = csv.reader(lines)
+    header = await anyio.to_thread.run_sync(read_header, reader, lines, path)
     await conn.execute(db.query("subscribers_stage_create"))
     counts = Counts()
     send, receive = anyio.create_memory_object_stream[list[tuple]](2)
@@ -209,7 +259,7 @@ async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], 
     async def read() -> None:
         async with send:
             try:
-                await anyio.to_thread.run_sync(produce, reader, header, send, counts)
+                await anyio.to_thread.run_sync(produce, reader, lines, header, send, counts)
             except OSError as exc:
                 raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
 
@@ -234,7 +284,7 @@ def _first(group: BaseExceptionGroup) -> BaseException:
 
 def check_account(name: str) -> str:
     if not name.strip() or unsafe_text(name) or len(name) > MAX_ACCOUNT:
-        raise UsageError(f"invalid account name {name!r}: 1 to {MAX_ACCOUNT} printable characters")
+        raise UsageError(f"invalid account name {shown(name)}: 1 to {MAX_ACCOUNT} printable characters")
     return name
 
 
