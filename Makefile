@@ -41,10 +41,10 @@ chaos: ## kill nodes with SIGKILL mid-campaign; check every recipient got it onc
 	@$(MAKE) --no-print-directory setup
 	$(BIN)/python -m tests.chaos
 
-bench: ## measure sending throughput
+bench: ## measure throughput against the wire's limit (BENCH_ARGS='--quick', '--big', '--help')
 	@$(call available,bench/__main__.py bench.py,bench)
 	@$(MAKE) --no-print-directory setup
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean: ## remove the virtualenv and caches
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
