@@ -12,6 +12,7 @@ import itertools
 import os
 import random
 import re
+import resource
 import subprocess
 import sys
 import threading
@@ -159,12 +160,17 @@ async def test_a_fifo_is_read_like_a_file(dsn: str, conn: asyncpg.Connection, tm
     assert (result.returncode, result.stdout, result.stderr) == (0, "imported 2, already present 0, rejected 0\n", "")
 
 
-def run_measured(*args: str, dsn: str) -> tuple[subprocess.CompletedProcess, int]:
-    """einmal in a child process, and its peak resident memory in bytes."""
+def _limit_memory() -> None:
+    """In the child: a regression fails with MemoryError instead of eating the machine."""
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+def run_measured(*args: str, dsn: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess, int]:
+    """einmal in a child process of at most 2 GiB, and its peak resident memory in bytes."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_")} | {"EINMAL_DATABASE_URL": dsn}
     with subprocess.Popen([sys.executable, "-m", "service", *args], cwd=ROOT, env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
-        timer = threading.Timer(60, child.kill)
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_limit_memory) as child:
+        timer = threading.Timer(timeout, child.kill)
         timer.start()
         try:
             _, status, usage = os.wait4(child.pid, 0)  # its output is a line or two: no pipe fills up
@@ -197,7 +203,7 @@ async def test_a_50_mb_line_without_end_is_refused_in_bounded_memory(
 
 
 def test_an_endless_line_is_refused_not_read_to_its_end(dsn: str) -> None:
-    result = einmal("subscribers", "import", "--account", "acme", "/dev/zero", dsn=dsn, timeout=30)
+    result, _ = run_measured("subscribers", "import", "--account", "acme", "/dev/zero", dsn=dsn, timeout=30)
     assert one_line_refusal(result).startswith("einmal: /dev/zero: the record on line 1 is longer than")
 
 
@@ -360,21 +366,23 @@ def test_a_100_kb_name_full_of_line_breaks_nul_and_non_ascii_stays_out_of_the_he
     assert markup.get_content().replace("\r\n", "\n") == expected_text(f"<p>{html.escape(HUNDRED_KB)}</p>\n")
 
 
-@pytest.mark.parametrize(("display", "subject"), [
-    ("x" * 100_000, ("Grüße, 山田! " * 10_000)[:100_000]),
-    ("Ünïcödé 山田 " * 2000, "S"),  # 26,000 characters: the stdlib parser is slow on non-ASCII
-    ('"' + "q\\\"uoted " * 10_000 + '"', "x" * 100_000),
+@pytest.mark.parametrize(("display", "subject", "shown"), [
+    ("x" * 100_000, ("Grüße, 山田! " * 10_000)[:100_000], "x" * 100_000),
+    ("Ünïcödé 山田 " * 2000, "S", ("Ünïcödé 山田 " * 2000).strip()),  # the stdlib parser is slow on non-ASCII
+    ('"' + 'q\\"uoted ' * 10_000 + '"', "x" * 100_000, ('q"uoted ' * 10_000).strip()),
 ])
-def test_a_100_kb_from_name_and_subject_are_folded_into_valid_headers(display: str, subject: str) -> None:
+def test_a_100_kb_from_name_and_subject_are_folded_into_valid_headers(display: str, subject: str, shown: str) -> None:
     raw = CampaignTemplate.compile(campaign(subject=subject, from_address=f"{display} <news@acme.example>"),
                                    make_settings()).render(1, "a@example.org", "A")
     message = parse(raw)
     assert sorted(message.keys()) == TEXT_ONLY_HEADERS
     assert_headers_clean(message)
     assert decoded(raw, "Subject") == subject.strip()
+    if b"From: =?" in raw:  # encoded-words: decoded the RFC 2047 way
+        assert decoded(raw, "From") == f"{shown} <news@acme.example>"
+    else:  # a quoted string
+        assert message["From"].addresses[0].display_name == shown
     assert message["From"].addresses[0].addr_spec == "news@acme.example"
-    from_text = decoded(raw, "From")
-    assert from_text.endswith(" <news@acme.example>") and len(from_text) > 50_000
 
 
 @pytest.mark.parametrize("display", ["Eve\r\nBcc: v@example.org", "Eve\nX", "Eve\rX", "Eve\0X", "Eve\x85X",
@@ -575,6 +583,17 @@ def test_a_garbage_variable_is_taken_as_a_valid_value_or_named_in_one_line(name:
     assert loaded.smtp_password.get_secret_value() == PASSWORD and PASSWORD not in repr(loaded)
 
 
+@settings(max_examples=30, deadline=None)
+@given(name=st.sampled_from(["EINMAL_SMTP_PASSWORD", "EINMAL_UNSUBSCRIBE_SECRET"]), garbage=env_value)
+def test_a_garbage_secret_is_never_shown(name: str, garbage: str) -> None:
+    try:
+        loaded = load_with({name: PASSWORD + garbage})
+    except ConfigError as exc:  # a secret that is not text (bytes that are not UTF-8)
+        assert str(exc).startswith(f"{name}: ") and PASSWORD not in str(exc)
+        return
+    assert PASSWORD not in repr(loaded) and PASSWORD not in str(loaded)
+
+
 @pytest.mark.xfail(strict=True, reason="service/settings.py accepts inf: a node that never heartbeats (reported)")
 @pytest.mark.parametrize("value", ["inf", "1e999"])
 def test_an_infinite_tick_is_refused(value: str) -> None:
@@ -586,7 +605,7 @@ def test_an_infinite_tick_is_refused(value: str) -> None:
                                              ("EINMAL_SMTP_TLS", "starttls\n"), ("EINMAL_IN_DOUBT", "hold" * 500)])
 def test_a_garbage_variable_stops_the_command_line_with_exit_2(name: str, value: str) -> None:
     result = einmal("campaign", "status", "1", dsn="postgresql://postgres@127.0.0.1:1/nowhere",
-                    env={name: value, "EINMAL_SMTP_PASSWORD": PASSWORD})
+                    env={"EINMAL_SMTP_PASSWORD": PASSWORD, name: value})
     assert (result.returncode, result.stdout) == (2, ""), result.stderr
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"einmal: {name}: "), result.stderr
     assert "Traceback" not in result.stderr and PASSWORD not in result.stderr
