@@ -3,14 +3,14 @@
 import os
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.errors import ConfigError
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="EINMAL_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="EINMAL_", extra="ignore", frozen=True, allow_inf_nan=False)
 
     database_url: str | None = None
     smtp_host: str = "127.0.0.1"
@@ -22,7 +22,7 @@ class Settings(BaseSettings):
     smtp_connections: int = Field(4, ge=1, le=256)
     smtp_timeout_seconds: float = Field(30.0, gt=0)
     batch_size: int = Field(200, ge=1, le=10_000)
-    tick_seconds: float = Field(5.0, gt=0)
+    tick_seconds: float = Field(5.0, ge=0.05, le=3600)
     node_timeout_seconds: float = Field(30.0, gt=0)
     in_doubt: Literal["hold", "resend"] = "hold"
     max_attempts: int = Field(5, ge=1)
@@ -36,6 +36,14 @@ class Settings(BaseSettings):
     restart_intensity: int = Field(10, ge=0)
     restart_period_seconds: float = Field(60.0, gt=0)
     node_id: str | None = None
+
+    @model_validator(mode="after")
+    def _heartbeat_outpaces_the_timeout(self) -> "Settings":
+        # the scheduler heartbeats once per tick: a tick near the timeout gets a live node declared dead
+        if self.tick_seconds * 2 > self.node_timeout_seconds:
+            raise ValueError(f"EINMAL_TICK_SECONDS ({self.tick_seconds:g}) must be at most half of "
+                             f"EINMAL_NODE_TIMEOUT_SECONDS ({self.node_timeout_seconds:g})")
+        return self
 
     @field_validator("message_id_domain", "unsubscribe_url", "smtp_host")
     @classmethod
@@ -54,7 +62,11 @@ def load() -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         error = exc.errors()[0]
-        name = "EINMAL_" + str(error["loc"][0]).upper() if error["loc"] else "environment"
+        if not error["loc"]:  # a rule across variables names them itself
+            raise ConfigError(error["msg"].removeprefix("Value error, ")) from None
+        name = "EINMAL_" + str(error["loc"][0]).upper()
         given = os.environ.get(name)
+        if given is not None and len(given) > 60:
+            given = given[:57] + "..."
         shown = "" if given is None or "PASSWORD" in name or "SECRET" in name else f" (got {given!r})"
         raise ConfigError(f"{name}: {error['msg']}{shown}") from None
