@@ -4,7 +4,7 @@ bounces, opt-outs committed mid-send, optionally a PostgreSQL restart — and a
 verdict on what every recipient received.
 
     python -m tests.chaos [--recipients 50000] [--nodes 3] [--kills 20] [--stalls 2]
-                          [--smtp-faults] [--opt-outs 50] [--pg-restart] [--seed N]
+                          [--no-smtp-faults] [--opt-outs 50] [--no-pg-restart] [--seed N]
 
 Bounded in count (kills, stalls) and time (--time-limit). Ends with one
 verdict line; zero duplicates and zero lost is the only passing verdict (exit 0).
@@ -41,7 +41,7 @@ class Scenario:
     stalls: int = 2
     smtp_faults: bool = True  # 2% 4xx, 0.2% dropped after the end of DATA, a 5xx domain
     opt_outs: int = 50
-    pg_restart: bool = False
+    pg_restart: bool = True  # on a throwaway cluster of PostgreSQL 18 from the embedded package
     seed: int = field(default_factory=lambda: random.randrange(1_000_000))
     time_limit: float = 540
 
@@ -58,6 +58,7 @@ class Verdict:
     opt_outs_leaked: int
     kills: int
     stalls: int
+    pg_restarts: int
     seconds: float
 
     @property
@@ -69,7 +70,7 @@ class Verdict:
                 f"{self.duplicates}, lost {self.lost}, in doubt {self.in_doubt} (bound {self.bound}), "
                 f"suppressed {self.suppressed}, failed {self.failed}, "
                 f"opt-outs already in flight {self.opt_outs_leaked}, kills {self.kills}, stalls {self.stalls}, "
-                f"seconds {self.seconds:.1f}")
+                f"postgres restarts {self.pg_restarts}, seconds {self.seconds:.1f}")
 
 
 SEED_SQL = """
@@ -114,6 +115,18 @@ async def prepare(server: str, name: str, recipients: int) -> tuple[str, int]:
     return dsn, campaign
 
 
+async def connect(dsn: str, seconds: float = 30) -> asyncpg.Connection:
+    """Connect, retrying while the server comes back."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return await asyncpg.connect(dsn)
+        except (OSError, asyncpg.PostgresError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
 class Nodes:
     def __init__(self, env: dict, count: int, log_dir: Path) -> None:
         self.env, self.log_dir = env, log_dir
@@ -156,7 +169,20 @@ async def opt_out(conn: asyncpg.Connection, campaign: int, n: int) -> tuple[set[
     return {r["email_lower"] for r in rows}, set()
 
 
-async def run(scenario: Scenario, log_dir: Path | None = None, cluster=None) -> Verdict:
+async def run(scenario: Scenario, log_dir: Path | None = None) -> Verdict:
+    if not scenario.pg_restart:
+        return await _run(scenario, log_dir, None)
+    from tests.pgcluster import PgCluster
+
+    cluster = PgCluster.create()
+    cluster.start()
+    try:
+        return await _run(scenario, log_dir, cluster)
+    finally:
+        cluster.destroy()
+
+
+async def _run(scenario: Scenario, log_dir: Path | None, cluster) -> Verdict:
     s, rng = scenario, random.Random(scenario.seed)
     print(f"chaos: seed {s.seed}, {s.recipients} recipients, {s.nodes} nodes, {s.kills} kills, {s.stalls} stalls, "
           f"smtp faults {'on' if s.smtp_faults else 'off'}, {s.opt_outs} opt-outs, "
@@ -192,9 +218,8 @@ async def run(scenario: Scenario, log_dir: Path | None = None, cluster=None) -> 
             try:
                 status = await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", campaign)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                await conn.close()
-                await asyncio.sleep(0.5)
-                conn = await asyncpg.connect(dsn)
+                conn.terminate()
+                conn = await connect(dsn)
                 continue
             if status == "sent":
                 break
@@ -208,10 +233,12 @@ async def run(scenario: Scenario, log_dir: Path | None = None, cluster=None) -> 
                     stalls.append(asyncio.create_task(nodes.stall(rng.randrange(s.nodes), NODE_TIMEOUT * 2)))
                 elif what == "opt-out":
                     opted_out, _ = await opt_out(conn, campaign, s.opt_outs)
-                else:
+                else:  # the database goes away for a few seconds, mid-send
                     await conn.close()
-                    cluster.restart()
-                    conn = await asyncpg.connect(dsn)
+                    cluster.stop(mode="fast")
+                    await asyncio.sleep(2)
+                    cluster.start()
+                    conn = await connect(dsn)
             await asyncio.sleep(0.02)
         seconds = time.monotonic() - began
         await asyncio.gather(*stalls)
@@ -240,7 +267,8 @@ async def run(scenario: Scenario, log_dir: Path | None = None, cluster=None) -> 
                       in_doubt=counts.get("in_doubt", 0), bound=done["kill"] * CONNECTIONS + dropped
                       + done["pg-restart"] * s.nodes * CONNECTIONS,
                       suppressed=counts.get("suppressed", 0), failed=counts.get("failed", 0),
-                      opt_outs_leaked=leaked, kills=done["kill"], stalls=done["stall"], seconds=seconds)
+                      opt_outs_leaked=leaked, kills=done["kill"], stalls=done["stall"], pg_restarts=done["pg-restart"],
+                      seconds=seconds)
     if os.environ.get("EINMAL_CHAOS_KEEP"):
         print(f"database kept: {dsn}")
     else:
@@ -259,7 +287,7 @@ def main() -> None:
     parser.add_argument("--stalls", type=int, default=2)
     parser.add_argument("--opt-outs", type=int, default=50)
     parser.add_argument("--no-smtp-faults", dest="smtp_faults", action="store_false")
-    parser.add_argument("--pg-restart", action="store_true")
+    parser.add_argument("--no-pg-restart", dest="pg_restart", action="store_false")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--time-limit", type=float, default=540)
     args = parser.parse_args()

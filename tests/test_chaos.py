@@ -11,10 +11,10 @@ pytestmark = pytest.mark.anyio
 
 async def test_killed_and_stalled_nodes_send_nobody_twice_and_lose_nobody(tmp_path) -> None:
     scenario = chaos.Scenario(recipients=3000, nodes=2, kills=3, stalls=1, smtp_faults=True, opt_outs=20,
-                              seed=20261130, time_limit=150)
+                              pg_restart=True, seed=20261130, time_limit=150)
     verdict = await chaos.run(scenario, log_dir=tmp_path)
     print(verdict.line())
-    assert (verdict.kills, verdict.stalls) == (3, 1)
+    assert (verdict.kills, verdict.stalls, verdict.pg_restarts) == (3, 1, 1)
     assert verdict.duplicates == 0
     assert verdict.lost == 0
     assert verdict.in_doubt <= verdict.bound
