@@ -138,19 +138,19 @@ class Sender:
 
     async def advance(self, group: list[Row]) -> set[int]:
         """Record the outcomes waiting from the last group and start `group`: one statement."""
-        pending, self.pending = self.pending, []
         async with self.ctx.pool.acquire() as conn:
-            rows = await conn.fetch(db.query("send_advance"), *columns(pending), self.token,
+            rows = await conn.fetch(db.query("send_advance"), *columns(self.pending), self.token,
                                     [row.id for row in group])
+        pending, self.pending = self.pending, []  # kept until written: see run()
         self._check_recorded(len(pending), rows[0]["recorded"] if rows else 0)
         return {r["id"] for r in rows if r["id"] is not None}
 
     async def flush(self) -> None:
         """Record what is waiting when no next group follows at once."""
-        pending, self.pending = self.pending, []
-        if pending:
+        if self.pending:
             async with self.ctx.pool.acquire() as conn:
-                recorded = await conn.fetchval(db.query("send_record_results"), *columns(pending), self.token)
+                recorded = await conn.fetchval(db.query("send_record_results"), *columns(self.pending), self.token)
+            pending, self.pending = self.pending, []
             self._check_recorded(len(pending), recorded)
 
     def _check_recorded(self, expected: int, recorded: int) -> None:
@@ -220,4 +220,6 @@ async def run(ctx: NodeContext, token: str, batches: MemoryObjectReceiveStream[B
                     await sender.back_off()
             await sender.flush()
     finally:
+        if sender.pending:  # known answers: the next incarnation records them before any rescue
+            ctx.unrecorded.append((token, sender.pending))
         await sender.close()

@@ -83,6 +83,8 @@ class NodeContext:
     claim_nudge: Nudge = field(default_factory=Nudge)
     stopping: anyio.Event = field(default_factory=anyio.Event)
     retired_tokens: list[str] = field(default_factory=list)
+    # (token, outcomes) a failed send pipeline got from the SMTP server but could not record
+    unrecorded: list[tuple[str, list[Outcome]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.node_id:

@@ -52,6 +52,12 @@ class SendPipeline:
         async with ctx.pool.acquire() as conn:
             # the token's node row exists before it claims anything
             await conn.execute(db.query("node_heartbeat"), token, ctx.hostname, os.getpid())
+            # answers a failed incarnation got but could not record (the database went away) are
+            # recorded under its own token first; what is left of its rows is then returned
+            while ctx.unrecorded:
+                old_token, outcomes = ctx.unrecorded[0]
+                await conn.fetchval(db.query("send_record_results"), *sender.columns(outcomes), old_token)
+                ctx.unrecorded.pop(0)
             if ctx.retired_tokens:
                 await conn.fetchrow(db.query("node_rescue"), ctx.settings.node_timeout_seconds,
                                     ctx.settings.in_doubt, ctx.retired_tokens)
