@@ -37,6 +37,15 @@ def setup_logging() -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+async def record_unrecorded(ctx: NodeContext, conn: asyncpg.Connection) -> None:
+    """Answers a failed incarnation got but could not record (the database went away) are recorded
+    under its own token, before what is left of its rows is returned as a dead node's."""
+    while ctx.unrecorded:
+        token, outcomes = ctx.unrecorded[0]
+        await conn.fetchval(db.query("send_record_results"), *sender.columns(outcomes), token)
+        ctx.unrecorded.pop(0)
+
+
 class SendPipeline:
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx
@@ -52,12 +61,7 @@ class SendPipeline:
         async with ctx.pool.acquire() as conn:
             # the token's node row exists before it claims anything
             await conn.execute(db.query("node_heartbeat"), token, ctx.hostname, os.getpid())
-            # answers a failed incarnation got but could not record (the database went away) are
-            # recorded under its own token first; what is left of its rows is then returned
-            while ctx.unrecorded:
-                old_token, outcomes = ctx.unrecorded[0]
-                await conn.fetchval(db.query("send_record_results"), *sender.columns(outcomes), old_token)
-                ctx.unrecorded.pop(0)
+            await record_unrecorded(ctx, conn)
             if ctx.retired_tokens:
                 await conn.fetchrow(db.query("node_rescue"), ctx.settings.node_timeout_seconds,
                                     ctx.settings.in_doubt, ctx.retired_tokens)
@@ -124,6 +128,7 @@ async def _leave(ctx: NodeContext) -> None:
     """Give back what this node still holds; its tasks have all ended."""
     try:
         async with ctx.pool.acquire() as conn:
+            await record_unrecorded(ctx, conn)
             rescued = await conn.fetchrow(db.query("node_rescue"), ctx.settings.node_timeout_seconds,
                                           ctx.settings.in_doubt, [*ctx.retired_tokens, ctx.token])
         if rescued["in_doubt"]:
