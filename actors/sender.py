@@ -36,7 +36,7 @@ MIN_PAUSE, MAX_FIRST_PAUSE, MAX_PAUSE = 0.05, 0.5, 30.0  # seconds, while the se
 
 
 def columns(outcomes: list[Outcome]) -> tuple[list, ...]:
-    """The outcomes as the six arrays the recording statements take."""
+    """The outcomes as the six arrays send_advance takes."""
     return ([o.id for o in outcomes], [o.status for o in outcomes], [o.reply[:1000] for o in outcomes],
             [o.attempts for o in outcomes], [o.retry_after for o in outcomes], [o.bounce for o in outcomes])
 
@@ -148,10 +148,7 @@ class Sender:
     async def flush(self) -> None:
         """Record what is waiting when no next group follows at once."""
         if self.pending:
-            async with self.ctx.pool.acquire() as conn:
-                recorded = await conn.fetchval(db.query("send_record_results"), *columns(self.pending), self.token)
-            pending, self.pending = self.pending, []
-            self._check_recorded(len(pending), recorded)
+            await self.advance([])
 
     def _check_recorded(self, expected: int, recorded: int) -> None:
         if recorded < expected:

@@ -42,7 +42,7 @@ async def record_unrecorded(ctx: NodeContext, conn: asyncpg.Connection) -> None:
     under its own token, before what is left of its rows is returned as a dead node's."""
     while ctx.unrecorded:
         token, outcomes = ctx.unrecorded[0]
-        await conn.fetchval(db.query("send_record_results"), *sender.columns(outcomes), token)
+        await conn.fetch(db.query("send_advance"), *sender.columns(outcomes), token, [])  # no next group
         ctx.unrecorded.pop(0)
 
 

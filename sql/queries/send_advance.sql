@@ -4,7 +4,8 @@
 -- on the wire unrecorded. The next group starts only where the row is still
 -- ours, the address is not suppressed and the campaign is still sending; the
 -- others are settled at once: suppressed, back to the queue (campaign
--- paused), or failed (campaign cancelled). Returns the started ids.
+-- paused), or failed (campaign cancelled). Returns the started ids (a NULL id
+-- when none), each with the count recorded. An empty $8 only records.
 WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[], $6::bool[])
         AS r(id, status, reply, attempts, retry_after, bounce)
