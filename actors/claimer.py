@@ -6,6 +6,7 @@ so one big campaign does not starve a small one.
 """
 
 import logging
+import time
 
 import anyio
 from anyio.abc import TaskStatus
@@ -30,22 +31,22 @@ async def _wait_for_room(stream: MemoryObjectSendStream[Batch]) -> None:
 
 
 async def claim(ctx: NodeContext, token: str, campaign_id: int, account_id: int) -> Batch | None:
-    """Claim one batch of a campaign; None when nothing of it is due."""
-    tracer = telemetry.tracer()
-    root = tracer.start_span("batch", attributes={
-        "einmal.campaign_id": campaign_id, "einmal.account_id": account_id, "einmal.node_id": token})
-    with tracer.start_as_current_span("claim", context=trace.set_span_in_context(root)) as span:
-        async with ctx.pool.acquire() as conn:
-            records = await conn.fetch(db.query("send_claim_batch"), campaign_id, token, ctx.settings.batch_size)
-        rows = [Row(r["id"], r["account_id"], r["subscriber_id"], r["email"], r["email_lower"], r["attempts"],
-                    r["name"]) for r in records if r["status"] == "claimed"]
-        span.set_attribute("einmal.claimed", len(rows))
-        span.set_attribute("einmal.suppressed", len(records) - len(rows))
+    """Claim one batch of a campaign; None when nothing of it is due (and no trace for that)."""
+    began = time.time_ns()
+    async with ctx.pool.acquire() as conn:
+        records = await conn.fetch(db.query("send_claim_batch"), campaign_id, token, ctx.settings.batch_size)
+    rows = [Row(r["id"], r["account_id"], r["subscriber_id"], r["email"], r["email_lower"], r["attempts"],
+                r["name"]) for r in records if r["status"] == "claimed"]
     if not rows:
-        root.set_attribute("einmal.batch_size", 0)
-        root.end()
         return None
-    root.set_attribute("einmal.batch_size", len(rows))
+    tracer = telemetry.tracer()
+    root = tracer.start_span("batch", start_time=began, attributes={
+        "einmal.campaign_id": campaign_id, "einmal.account_id": account_id, "einmal.node_id": token,
+        "einmal.batch_size": len(rows)})
+    span = tracer.start_span("claim", context=trace.set_span_in_context(root), start_time=began)
+    span.set_attribute("einmal.claimed", len(rows))
+    span.set_attribute("einmal.suppressed", len(records) - len(rows))
+    span.end()
     return Batch(campaign_id, account_id, token, rows, root)
 
 

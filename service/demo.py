@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 from pydantic import SecretStr
 
-from service import campaign_status, campaigns, capture, db, importer, node, suppressions
+from service import campaign_status, campaigns, capture, db, importer, node, suppressions, telemetry
 from service.migrate import migrate
 from service.settings import Settings
 
@@ -63,6 +63,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
             "unsubscribe_url": settings.unsubscribe_url or "https://example.com/unsubscribe",
             "unsubscribe_secret": settings.unsubscribe_secret or SecretStr("demo-secret")})
         stop = anyio.Event()
+        telemetry.setup()  # OTEL_TRACES_EXPORTER=console shows the batch traces
         async with anyio.create_task_group() as tg:
             tg.start_soon(node.serve, node_settings, stop)
             async with db.connection(dsn) as conn:
@@ -73,6 +74,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
                 snap = await campaign_status.follow(conn, campaign_id, sys.stdout, tty=sys.stdout.isatty(),
                                                     interval=0.5)
             stop.set()
+    telemetry.shutdown()
     counts = snap.as_json()["counts"]
     ids = [i for i in capture.message_ids(out) if i.startswith(f"<campaign.{campaign_id}.")]
     dupes = len(ids) - len(set(ids))
