@@ -98,8 +98,16 @@ def default(header: Header, wire_seconds: float, runs: list[Run], built: Build, 
                      built.complete and built.ratio <= 1.3))
     lines.append(row("  bare INSERT … SELECT DISTINCT ON", f"{built.bare_seconds:.2f} s ({built.rows:,} rows)", "",
                      None))
+    lines += _checks(runs)
     for line in lines:
         say(line)
+
+
+def _checks(runs: list[Run]) -> list[str]:
+    """Warnings when what arrived does not match the campaign's rows (the figures are then suspect)."""
+    return [f"warning: {_nodes(run)}: {run.delivered:,} messages at the sink, {run.counts.get('sent', 0):,} rows "
+            f"sent, of {run.messages:,} recipients" for run in runs
+            if not run.delivered == run.counts.get("sent", 0) == run.messages]
 
 
 def big(header: Header, run: Run, say=print) -> None:
@@ -111,5 +119,6 @@ def big(header: Header, run: Run, say=print) -> None:
         lines.append("RSS while sending: " + ", ".join(f"{m:,} sent: {r / MB:.0f} MB" for m, r in quarters))
     lines.append(row(f"peak RSS, {run.messages:,}-recipient campaign", f"{peak / MB:.0f} MB", "<= 150 MB",
                      peak <= RSS_LIMIT))
+    lines += _checks([run])
     for line in lines:
         say(line)

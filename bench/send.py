@@ -2,6 +2,7 @@
 smtp-sink, timed from the approval to the campaign's `sent`."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -158,10 +159,9 @@ async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, connec
             run.last_seconds = sink.last_at - approved if run.delivered == messages else None
         finally:
             await monitor.conn.close()
-        for proc in procs:
-            code = await _stop(proc)
-            if code:
-                say(f"warning: a node exited with {code}; see {logs}")
+        codes = [await _stop(proc) for proc in procs]
+        if any(codes):
+            say(f"warning: node exit codes {codes}; see {logs}")
         run.statements = await counter.stop()
         run.top_statements = counter.top
         conn = await asyncpg.connect(dsn)
@@ -170,6 +170,8 @@ async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, connec
                 "SELECT status, count(*) FROM einmal.sends WHERE campaign_id = $1 GROUP BY status", campaign_id)}
         finally:
             await conn.close()
+        if run.sent and not any(codes):
+            shutil.rmtree(logs, ignore_errors=True)  # kept when something went wrong
     finally:
         for proc in procs:
             if proc.poll() is None:

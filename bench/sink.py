@@ -29,9 +29,8 @@ class Unavailable(Exception):
 
 
 def _tools() -> tuple[str, str] | None:
-    sink, source = shutil.which("smtp-sink") or "/usr/sbin/smtp-sink", shutil.which("smtp-source") or \
-        "/usr/sbin/smtp-source"
-    return (sink, source) if os.access(sink, os.X_OK) and os.access(source, os.X_OK) else None
+    paths = tuple(shutil.which(name) or f"/usr/sbin/{name}" for name in ("smtp-sink", "smtp-source"))
+    return paths if all(os.access(path, os.X_OK) for path in paths) else None
 
 
 def _masters() -> set[int]:
