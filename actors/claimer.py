@@ -9,6 +9,7 @@ import logging
 import time
 
 import anyio
+import asyncpg
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 from opentelemetry import trace
@@ -20,6 +21,7 @@ log = logging.getLogger("einmal.claimer")
 
 IDLE_SECONDS = 0.5
 ROOM_POLL_SECONDS = 0.002
+LIST_SECONDS = 1.0  # how long the list of sending campaigns is reused while claiming
 
 
 async def _wait_for_room(stream: MemoryObjectSendStream[Batch]) -> None:
@@ -30,11 +32,11 @@ async def _wait_for_room(stream: MemoryObjectSendStream[Batch]) -> None:
         await anyio.sleep(ROOM_POLL_SECONDS)
 
 
-async def claim(ctx: NodeContext, token: str, campaign_id: int, account_id: int) -> Batch | None:
+async def claim(ctx: NodeContext, conn: asyncpg.Connection, token: str, campaign_id: int,
+                account_id: int) -> Batch | None:
     """Claim one batch of a campaign; None when nothing of it is due (and no trace for that)."""
     began = time.time_ns()
-    async with ctx.pool.acquire() as conn:
-        records = await conn.fetch(db.query("send_claim_batch"), campaign_id, token, ctx.settings.batch_size)
+    records = await conn.fetch(db.query("send_claim_batch"), campaign_id, token, ctx.settings.batch_size)
     rows = [Row(r["id"], r["account_id"], r["subscriber_id"], r["email"], r["email_lower"], r["attempts"],
                 r["name"]) for r in records if r["status"] == "claimed"]
     if not rows:
@@ -52,23 +54,24 @@ async def claim(ctx: NodeContext, token: str, campaign_id: int, account_id: int)
 
 async def run(ctx: NodeContext, token: str, to_sender: MemoryObjectSendStream[Batch], *,
               task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-    async with to_sender:
+    async with to_sender, ctx.pool.acquire() as conn:  # one connection for the claimer's life
         task_status.started()
-        turn = 0
+        turn, campaigns, listed_at = 0, [], -LIST_SECONDS
         while not ctx.stopping.is_set():
             await _wait_for_room(to_sender)
             if ctx.stopping.is_set():
                 break
-            async with ctx.pool.acquire() as conn:
-                campaigns = await conn.fetch(db.query("campaign_sending"))
+            if time.monotonic() - listed_at >= LIST_SECONDS:  # the claim re-checks the status itself
+                campaigns, listed_at = await conn.fetch(db.query("campaign_sending")), time.monotonic()
             batch = None
             for i in range(len(campaigns)):
                 campaign = campaigns[(turn + i) % len(campaigns)]
-                batch = await claim(ctx, token, campaign["id"], campaign["account_id"])
+                batch = await claim(ctx, conn, token, campaign["id"], campaign["account_id"])
                 if batch:
                     turn = (turn + i + 1) % len(campaigns)
                     break
             if batch is None:
-                await ctx.claim_nudge.wait(IDLE_SECONDS)
+                if await ctx.claim_nudge.wait(IDLE_SECONDS) or campaigns:
+                    listed_at = -LIST_SECONDS  # something changed, or idle: list again
                 continue
             await to_sender.send(batch)

@@ -18,6 +18,8 @@ from service.context import NodeContext
 
 log = logging.getLogger("einmal.scheduler")
 
+MIN_NUDGED_GAP = 0.2  # seconds between ticks that a nudge brings forward
+
 
 async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> None:
     settings = ctx.settings
@@ -69,5 +71,8 @@ async def run(ctx: NodeContext, to_builder: MemoryObjectSendStream[int], *,
         await tick(ctx, to_builder)
         task_status.started()
         while True:
-            await ctx.campaign_nudge.wait(ctx.settings.tick_seconds)
+            last = anyio.current_time()
+            if await ctx.campaign_nudge.wait(ctx.settings.tick_seconds):
+                # nudges come in bursts (every node's sender, every notification): one tick per gap
+                await anyio.sleep(last + MIN_NUDGED_GAP - anyio.current_time())
             await tick(ctx, to_builder)

@@ -20,6 +20,7 @@ import logging
 import time
 
 import anyio
+import asyncpg
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from opentelemetry import trace
@@ -69,13 +70,13 @@ class Sender:
         self.unavailable: str | None = None  # why the last group reached no server at all
         self.returned = 0  # rows of the last batch given back because of it
         self.pending: list[Outcome] = []  # outcomes of the last group, not yet recorded
+        self.db: asyncpg.Connection  # set by run()
 
     async def template(self, campaign_id: int) -> render.CampaignTemplate:
         if campaign_id not in self.templates:
             if len(self.templates) > 64:
                 self.templates.clear()
-            async with self.ctx.pool.acquire() as conn:
-                campaign = await conn.fetchrow(db.query("campaign_for_render"), campaign_id)
+            campaign = await self.db.fetchrow(db.query("campaign_for_render"), campaign_id)
             self.templates[campaign_id] = render.CampaignTemplate.compile(dict(campaign), self.ctx.settings)
         return self.templates[campaign_id]
 
@@ -138,9 +139,8 @@ class Sender:
 
     async def advance(self, group: list[Row]) -> set[int]:
         """Record the outcomes waiting from the last group and start `group`: one statement."""
-        async with self.ctx.pool.acquire() as conn:
-            rows = await conn.fetch(db.query("send_advance"), *columns(self.pending), self.token,
-                                    [row.id for row in group])
+        rows = await self.db.fetch(db.query("send_advance"), *columns(self.pending), self.token,
+                                   [row.id for row in group])
         pending, self.pending = self.pending, []  # kept until written: see run()
         self._check_recorded(len(pending), rows[0]["recorded"] if rows else 0)
         return {r["id"] for r in rows if r["id"] is not None}
@@ -149,6 +149,7 @@ class Sender:
         """Record what is waiting when no next group follows at once."""
         if self.pending:
             await self.advance([])
+            self.ctx.campaign_nudge.set()  # this node's share may be done: the scheduler checks at once
 
     def _check_recorded(self, expected: int, recorded: int) -> None:
         if recorded < expected:
@@ -158,9 +159,9 @@ class Sender:
     async def pause_campaign(self, batch: Batch, reason: str) -> None:
         """A campaign that cannot be rendered here is paused for the operator, its batch released."""
         await self.release(batch.rows)
-        async with self.ctx.pool.acquire() as conn, conn.transaction():
-            if await conn.fetchval(db.query("campaign_pause"), batch.campaign_id) is not None:
-                await conn.execute(db.query("campaign_notify"), batch.campaign_id)
+        async with self.db.transaction():
+            if await self.db.fetchval(db.query("campaign_pause"), batch.campaign_id) is not None:
+                await self.db.execute(db.query("campaign_notify"), batch.campaign_id)
         log.error("campaign %d paused: it cannot be rendered: %s", batch.campaign_id, reason)
 
     async def send_batch(self, batch: Batch) -> BatchResult:
@@ -192,8 +193,7 @@ class Sender:
 
     async def release(self, rows: list[Row]) -> None:
         if rows:
-            async with self.ctx.pool.acquire() as conn:
-                await conn.execute(db.query("send_release"), [row.id for row in rows], self.token)
+            await self.db.execute(db.query("send_release"), [row.id for row in rows], self.token)
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -206,7 +206,8 @@ async def run(ctx: NodeContext, token: str, batches: MemoryObjectReceiveStream[B
               task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     sender = Sender(ctx, token)
     try:
-        async with batches, to_recorder:
+        # one connection for the sender's life: no pool round trip (and reset) per group
+        async with batches, to_recorder, ctx.pool.acquire() as sender.db:
             task_status.started()
             async for batch in batches:
                 result = await sender.send_batch(batch)

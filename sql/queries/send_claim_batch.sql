@@ -6,6 +6,7 @@ WITH picked AS MATERIALIZED (
                    WHERE x.account_id = s.account_id AND x.email_lower = s.email_lower) AS suppressed
     FROM einmal.sends s JOIN einmal.subscribers sub ON sub.id = s.subscriber_id
     WHERE s.campaign_id = $1 AND s.status = 'queued' AND s.next_attempt_at <= now()
+      AND EXISTS (SELECT 1 FROM einmal.campaigns c WHERE c.id = $1 AND c.status = 'sending')
     ORDER BY s.next_attempt_at, s.id
     LIMIT $3
     FOR UPDATE OF s SKIP LOCKED
