@@ -10,11 +10,22 @@ that decides whether the message may have been accepted (DESIGN.md §1, §2):
     IN_DOUBT    the connection was lost, reset or timed out after the terminating dot
                 was written and before its reply arrived
 
-To make the TRANSIENT / IN_DOUBT line exact, DATA is not sent with aiosmtplib's
-data(): the dot-stuffed body is written and drained first, and the final dot line
-is a separate write; everything that fails before that write cannot have been
-accepted. Connect, EHLO, STARTTLS and AUTH failures raise SmtpUnavailable: nothing
-was sent at all.
+To make the TRANSIENT / IN_DOUBT line exact, the dot-stuffed body is written and
+drained first, and the final dot line is a separate write; everything that fails
+before that write cannot have been accepted. Connect, EHLO, STARTTLS and AUTH
+failures raise SmtpUnavailable: nothing was sent at all.
+
+When the server offers PIPELINING (RFC 2920), MAIL, RCPT and DATA go out in one
+write and their three replies are read in order: two round trips per message, not
+four. A refused MAIL or RCPT is classified by its own reply; the DATA behind it is
+answered 503/554, read and ignored before the RSET (a 354 there, from a broken
+server, closes the connection: no body, no dot). Without PIPELINING the commands go
+one at a time. Either way one message at most is in flight per connection.
+
+aiosmtplib opens the connection (connect, EHLO, STARTTLS, AUTH); then the transport
+is handed to _Wire, which queues every reply as it arrives. aiosmtplib's own protocol
+keeps only a reply that a read is already waiting for: it would drop the second and
+third replies of a pipelined write.
 """
 
 import asyncio
@@ -22,6 +33,7 @@ import enum
 import os
 import re
 import ssl
+from collections import deque
 from dataclasses import dataclass
 
 from aiosmtplib import (
@@ -38,7 +50,11 @@ from service.errors import EinmalError
 from service.settings import Settings
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_ATEXT = "A-Za-z0-9!#$%&'*+/=?^_`{|}~-"
+# A plain dot-atom address: quote_address() would return it unchanged in <>, at a tenth of the cost.
+_PLAIN = re.compile(rf"[{_ATEXT}]+(?:\.[{_ATEXT}]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*")
 _NETWORK_ERRORS = (SMTPException, OSError, TimeoutError)  # ssl.SSLError is an OSError
+_MAX_LINE, _MAX_REPLIES = 8192, 8  # bytes of an unfinished reply line; replies queued and not read
 
 
 class Outcome(enum.Enum):
@@ -66,6 +82,10 @@ def dot_stuff(message: bytes) -> bytes:
     return b"." + stuffed if stuffed.startswith(b".") else stuffed
 
 
+def _quote(address: str) -> str:
+    return f"<{address}>" if _PLAIN.fullmatch(address) else quote_address(address)
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -83,6 +103,120 @@ def _describe(exc: BaseException, timeout: float) -> str:
     return _one_line(str(exc)) or type(exc).__name__
 
 
+class _Wire(asyncio.Protocol):
+    """The connection after setup: replies are parsed as they arrive and queued in order, so a read
+    may start after its reply came. Any failure (lost, EOF, timeout, garbage) ends it for good."""
+
+    def __init__(self, transport: asyncio.Transport, timeout: float) -> None:
+        self.transport, self.timeout = transport, timeout
+        self._loop = asyncio.get_running_loop()
+        self._buffer = bytearray()
+        self._lines: list[bytes] = []  # the lines so far of a multiline reply
+        self._replies: deque[SMTPResponse] = deque()
+        self._waiter: asyncio.Future | None = None  # a read() or drain() waiting
+        self._paused = False  # the transport's write buffer is over its high-water mark
+        self._error: SMTPException | TimeoutError | None = None
+        transport.set_protocol(self)
+
+    @property
+    def idle(self) -> bool:
+        """Usable for a new transaction: alive, and nothing unread (an unsolicited 421 is stale)."""
+        return (self._error is None and not self.transport.is_closing()
+                and not self._replies and not self._lines and not self._buffer)
+
+    def write(self, data: bytes) -> None:
+        if self._error is not None or self.transport.is_closing():
+            raise self._failure()
+        self.transport.write(data)
+
+    async def read(self, timeout: float | None = None) -> SMTPResponse:
+        if not self._replies and self._error is None:
+            await self._wait(timeout or self.timeout)
+        if self._replies:
+            return self._replies.popleft()
+        raise self._failure()
+
+    async def drain(self) -> None:
+        if self._paused and self._error is None:
+            await self._wait(self.timeout)
+        if self._error is not None:
+            raise self._failure()
+
+    def close(self) -> None:
+        self._fail(SMTPServerDisconnected("Connection closed"))
+        self.transport.close()
+
+    # -- asyncio.Protocol ----------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        start = 0
+        while (end := buffer.find(b"\n", start)) >= 0:
+            line = bytes(buffer[start:end + 1])
+            start = end + 1
+            if not line[:3].isdigit() or line[3:4] not in (b" ", b"-", b"\r", b"\n"):
+                text = _one_line(line.decode("utf-8", "replace"))[:200]
+                self._fail(SMTPResponseException(-1, f"Malformed SMTP response line: {text}"))
+                self.transport.close()
+                return
+            self._lines.append(line[4:].strip(b" \t\r\n"))
+            if line[3:4] != b"-":
+                message = b"\n".join(self._lines).decode("utf-8", "surrogateescape")
+                self._replies.append(SMTPResponse(int(line[:3]), message))
+                self._lines = []
+        del buffer[:start]
+        if len(buffer) > _MAX_LINE or len(self._lines) > 100 or len(self._replies) > _MAX_REPLIES:
+            self._fail(SMTPResponseException(-1, "Response too long"))
+            self.transport.close()
+            return
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._fail(SMTPServerDisconnected("Unexpected EOF received"))
+        return False  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        lost = SMTPServerDisconnected("Connection lost")
+        lost.__cause__ = exc
+        self._fail(lost)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake()
+
+    # -- inside ----------------------------------------------------------------------------
+
+    async def _wait(self, timeout: float) -> None:
+        waiter = self._waiter = self._loop.create_future()
+        timer = self._loop.call_later(timeout, self._expire, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+    def _expire(self, waiter: asyncio.Future) -> None:
+        if not waiter.done():  # a late reply would be taken for the next command's: end the wire
+            self._fail(TimeoutError())
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _fail(self, error: SMTPException | TimeoutError) -> None:
+        if self._error is None:
+            self._error = error
+        self._wake()
+
+    def _failure(self) -> BaseException:
+        # raised again at most a few times: the connection is dropped at its first failure
+        return self._error or SMTPServerDisconnected("Connection lost")
+
+
 class SmtpConnection:
     def __init__(self, settings: Settings):
         self._settings = settings
@@ -96,13 +230,22 @@ class SmtpConnection:
             start_tls=False,  # done by hand below, so that "required but not offered" fails
             cert_bundle=settings.smtp_tls_ca_file,
         )
+        self._wire: _Wire | None = None
+        self._pipelining = self._utf8 = self._8bitmime = False  # what the server offers
+        self._sender: tuple[str, str] = ("", "<>")  # the last envelope sender and its quoted form
         self._lock = asyncio.Lock()
         self._fresh = False  # connected for the current send (a stale pooled connection is retried)
+
+    @property
+    def pipelining(self) -> bool:
+        """Whether the open connection pipelines MAIL, RCPT and DATA."""
+        return self._wire is not None and self._pipelining
 
     async def send(self, envelope_from: str, recipient: str, message: bytes) -> Result:
         async with self._lock:
             try:
-                if not self._smtp.is_connected:
+                if self._wire is None or not self._wire.idle:
+                    self._drop()
                     await self._connect()
                 result, lost_at_mail = await self._transaction(envelope_from, recipient, message)
                 if lost_at_mail and not self._fresh:
@@ -111,19 +254,28 @@ class SmtpConnection:
                     result, _ = await self._transaction(envelope_from, recipient, message)
                 return result
             except BaseException:  # cancelled or a bug: where it stopped is unknown, never reuse it
-                self._smtp.close()
+                self._drop()
                 raise
             finally:
                 self._fresh = False
 
     async def close(self) -> None:
         async with self._lock:
-            if self._smtp.is_connected:
+            wire = self._wire
+            if wire is not None and wire.idle:
                 try:
-                    await self._smtp.quit(timeout=min(self._timeout, 5.0))
+                    wire.write(b"QUIT\r\n")
+                    await wire.read(min(self._timeout, 5.0))
                 except _NETWORK_ERRORS:
                     pass
-            self._smtp.close()
+            self._drop()
+
+    def _drop(self) -> None:
+        """Close the connection, if any: the next send opens a new one."""
+        if self._wire is not None:
+            self._wire.close()
+            self._wire = None
+        self._smtp.close()  # resets aiosmtplib's state (the transport is closed already)
 
     async def _connect(self) -> None:
         smtp, settings = self._smtp, self._settings
@@ -143,6 +295,8 @@ class SmtpConnection:
                 stage = "AUTH"
                 password = settings.smtp_password.get_secret_value() if settings.smtp_password else ""
                 await smtp.login(settings.smtp_username, password)
+            if smtp.transport is None or smtp.transport.is_closing():
+                raise SMTPServerDisconnected("Connection lost")
         except SmtpUnavailable:
             smtp.close()
             raise
@@ -157,87 +311,110 @@ class SmtpConnection:
         except (*_NETWORK_ERRORS, ssl.SSLError) as exc:
             smtp.close()
             raise SmtpUnavailable(f"{self._where}: {stage} failed: {_describe(exc, self._timeout)}") from None
+        self._pipelining = smtp.supports_extension("pipelining")
+        self._utf8 = smtp.supports_extension("smtputf8")
+        self._8bitmime = smtp.supports_extension("8bitmime")
+        self._wire = _Wire(smtp.transport, self._timeout)
         self._fresh = True
 
     async def _transaction(self, sender: str, recipient: str, message: bytes) -> tuple[Result, bool]:
         """Returns the result, and whether the connection was lost at MAIL (safe to retry)."""
-        smtp, timeout = self._smtp, self._timeout
-        bad = self._bad_addresses(sender, recipient)
-        if bad:
-            return Result(Outcome.PERMANENT, bad), False
-        utf8 = not (sender + recipient).isascii()
-        options = [b"SMTPUTF8"] if utf8 else []
-        if not message.isascii() and smtp.supports_extension("8bitmime"):
-            options.append(b"BODY=8BITMIME")
-        encoding = "utf-8" if utf8 else "ascii"
+        envelope = self._envelope(sender, recipient, message)
+        if isinstance(envelope, str):
+            return Result(Outcome.PERMANENT, envelope), False
+        mail, rcpt = envelope
+        wire = self._wire
         stage = "MAIL"
         try:
-            from_arg = b"FROM:" + quote_address(sender).encode(encoding)
-            response = await smtp.execute_command(b"MAIL", from_arg, *options, timeout=timeout)
-            if response.code != 250:
-                return await self._refused(response), False
-            stage = "RCPT"
-            to_arg = b"TO:" + quote_address(recipient).encode(encoding)
-            response = await smtp.execute_command(b"RCPT", to_arg, timeout=timeout)
-            if response.code not in (250, 251):
-                return await self._refused(response), False
-            stage = "DATA"
-            response = await smtp.execute_command(b"DATA", timeout=timeout)
+            if self._pipelining:
+                wire.write(mail + rcpt + b"DATA\r\n")
+                response = await wire.read()
+                if response.code != 250:
+                    return await self._refused(response, unread=2), False
+                stage = "RCPT"
+                response = await wire.read()
+                if response.code not in (250, 251):
+                    return await self._refused(response, unread=1), False
+                stage = "DATA"
+                response = await wire.read()
+            else:
+                wire.write(mail)
+                response = await wire.read()
+                if response.code != 250:
+                    return await self._refused(response), False
+                stage = "RCPT"
+                wire.write(rcpt)
+                response = await wire.read()
+                if response.code not in (250, 251):
+                    return await self._refused(response), False
+                stage = "DATA"
+                wire.write(b"DATA\r\n")
+                response = await wire.read()
             if response.code != 354:
                 return await self._refused(response), False
-            protocol = smtp.protocol
-            if protocol is None:
-                raise SMTPServerDisconnected("Connection lost")
-            protocol.write(dot_stuff(message))
-            await asyncio.wait_for(protocol._drain_helper(), timeout)  # aiosmtplib's writer drain
-            if not protocol.is_connected:
-                raise SMTPServerDisconnected("Connection lost")
-            # From here on the server may have accepted the message. No await may come between
-            # this write and read_response(): aiosmtplib drops reply bytes that arrive while no
-            # read is pending.
-            protocol.write(b".\r\n")
+            wire.write(dot_stuff(message))
+            await wire.drain()
+            # From here on the server may have accepted the message; the reply is queued by the
+            # wire whenever it comes, and nothing is awaited before the read anyway.
+            wire.write(b".\r\n")
         except _NETWORK_ERRORS as exc:
-            smtp.close()
-            reason = f"connection lost before end of DATA ({stage}): {_describe(exc, timeout)}"
+            self._drop()
+            reason = f"connection lost before end of DATA ({stage}): {_describe(exc, self._timeout)}"
             return Result(Outcome.TRANSIENT, reason), stage == "MAIL" and isinstance(exc, ConnectionError)
         try:
-            response = await protocol.read_response(timeout=timeout)
+            response = await wire.read()
         except _NETWORK_ERRORS as exc:
-            smtp.close()
-            reason = f"connection lost after end of DATA, reply unknown: {_describe(exc, timeout)}"
+            self._drop()
+            reason = f"connection lost after end of DATA, reply unknown: {_describe(exc, self._timeout)}"
             return Result(Outcome.IN_DOUBT, reason), False
         if 200 <= response.code < 300:
             return Result(Outcome.SENT, _reply(response)), False
         if 400 <= response.code < 600:
             return await self._refused(response), False
-        smtp.close()
+        self._drop()
         return Result(Outcome.IN_DOUBT, f"unexpected reply to end of DATA: {_reply(response)}"), False
 
-    def _bad_addresses(self, sender: str, recipient: str) -> str | None:
+    def _envelope(self, sender: str, recipient: str, message: bytes) -> tuple[bytes, bytes] | str:
+        """The MAIL and RCPT command lines, or why the addresses cannot be sent (PERMANENT)."""
+        utf8 = not (sender.isascii() and recipient.isascii())
         for address in (sender, recipient):
             if _CONTROL.search(address):
                 return f"address contains a control character: {address!r}"
-            if not address.isascii() and not self._smtp.supports_extension("smtputf8"):
+            if utf8 and not address.isascii() and not self._utf8:
                 return f"address {address!r} needs SMTPUTF8, which the server does not offer"
         try:
-            quote_address(sender), quote_address(recipient)
+            if self._sender[0] != sender:
+                self._sender = (sender, _quote(sender))
+            quoted = _quote(recipient)
         except ValueError as exc:
             return _one_line(str(exc))
-        return None
+        encoding = "utf-8" if utf8 else "ascii"
+        mail = b"MAIL FROM:" + self._sender[1].encode(encoding)
+        if utf8:
+            mail += b" SMTPUTF8"
+        if self._8bitmime and not message.isascii():
+            mail += b" BODY=8BITMIME"
+        return mail + b"\r\n", b"RCPT TO:" + quoted.encode(encoding) + b"\r\n"
 
-    async def _refused(self, response: SMTPResponse) -> Result:
-        """A 4xx/5xx (or unexpected) reply on a live connection: RSET so it can be reused."""
+    async def _refused(self, response: SMTPResponse, unread: int = 0) -> Result:
+        """A 4xx/5xx (or unexpected) reply on a live connection: RSET so it can be reused. `unread`:
+        replies still due to commands pipelined behind the refused one (503/554 to DATA, ignored)."""
         if 500 <= response.code < 600:
-            outcome = Outcome.PERMANENT
+            result = Result(Outcome.PERMANENT, _reply(response))
         else:
-            outcome = Outcome.TRANSIENT
+            result = Result(Outcome.TRANSIENT, _reply(response))
         if response.code == 421 or not 400 <= response.code < 600:
-            self._smtp.close()
-        elif self._smtp.is_connected:
-            try:
-                reset = await self._smtp.execute_command(b"RSET", timeout=self._timeout)
-                if reset.code != 250:
-                    self._smtp.close()
-            except _NETWORK_ERRORS:
-                self._smtp.close()
-        return Result(outcome, _reply(response))
+            self._drop()
+            return result
+        wire = self._wire
+        try:
+            for _ in range(unread):
+                if (await wire.read()).code == 354:  # DATA accepted all the same: only closing ends it
+                    self._drop()
+                    return result
+            wire.write(b"RSET\r\n")
+            if (await wire.read()).code != 250:
+                self._drop()
+        except _NETWORK_ERRORS:
+            self._drop()
+        return result
