@@ -1,23 +1,29 @@
--- one chunk of a campaign's recipient list: the addresses after $2 up to the
--- one $3 eligible subscribers further, every copy of each address inside the
--- chunk, the oldest confirmed subscriber of each address winning. An address
+-- one chunk of a campaign's recipient list: the next $3 subscribers after
+-- address $2 along the (account_id, email_lower) index, plus every other copy
+-- of the chunk's last address, so that a chunk holds all copies of its
+-- addresses; the oldest confirmed subscriber of each address wins. An address
 -- already suppressed gets its row in state 'suppressed'. Re-running a chunk
--- adds nothing (ON CONFLICT DO NOTHING). Returns the chunk's upper bound.
+-- adds nothing (ON CONFLICT DO NOTHING). Returns the chunk's upper bound
+-- (NULL: nothing left). Every step reads only its chunk, through indexes.
 WITH c AS (
     -- the share lock orders a chunk and a cancel: no queued row appears after a cancel
     SELECT id, account_id, list_ids FROM einmal.campaigns
     WHERE id = $1 AND status IN ('sending', 'paused')
     FOR SHARE
+), walk AS MATERIALIZED (
+    SELECT s.id, s.email, s.email_lower, s.created_at, s.status
+    FROM einmal.subscribers s
+    WHERE s.account_id = (SELECT account_id FROM c) AND s.email_lower > $2
+    ORDER BY s.account_id, s.email_lower
+    LIMIT $3
 ), bound AS (
-    SELECT max(email_lower) AS upper FROM (
-        SELECT s.email_lower
-        FROM c JOIN einmal.subscribers s ON s.account_id = c.account_id
-        WHERE s.email_lower > $2 AND s.status = 'confirmed'
-          AND EXISTS (SELECT 1 FROM einmal.list_members m
-                      WHERE m.subscriber_id = s.id AND m.list_id = ANY (c.list_ids))
-        ORDER BY s.email_lower
-        LIMIT $3
-    ) chunk
+    SELECT max(email_lower) AS upper FROM walk
+), chunk AS (
+    SELECT * FROM walk
+    UNION  -- the copies of the last address the walk stopped inside
+    SELECT s.id, s.email, s.email_lower, s.created_at, s.status
+    FROM einmal.subscribers s, bound
+    WHERE s.account_id = (SELECT account_id FROM c) AND s.email_lower = bound.upper
 ), inserted AS (
     INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, status)
     SELECT DISTINCT ON (s.email_lower)
@@ -25,10 +31,11 @@ WITH c AS (
            CASE WHEN EXISTS (SELECT 1 FROM einmal.suppressions x
                              WHERE x.account_id = c.account_id AND x.email_lower = s.email_lower)
                 THEN 'suppressed' ELSE 'queued' END
-    FROM c JOIN einmal.subscribers s ON s.account_id = c.account_id, bound
-    WHERE s.email_lower > $2 AND s.email_lower <= bound.upper AND s.status = 'confirmed'
+    FROM c, chunk s
+    WHERE s.status = 'confirmed'
+      -- OFFSET 0 keeps this a probe of the membership index per subscriber, not a join of every list
       AND EXISTS (SELECT 1 FROM einmal.list_members m
-                  WHERE m.subscriber_id = s.id AND m.list_id = ANY (c.list_ids))
+                  WHERE m.subscriber_id = s.id AND m.list_id = ANY (c.list_ids) OFFSET 0)
     ORDER BY s.email_lower, s.created_at, s.id
     ON CONFLICT DO NOTHING
     RETURNING 1
