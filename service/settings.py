@@ -41,8 +41,8 @@ class Settings(BaseSettings):
     def _heartbeat_outpaces_the_timeout(self) -> "Settings":
         # the scheduler heartbeats once per tick: a tick near the timeout gets a live node declared dead
         if self.tick_seconds * 2 > self.node_timeout_seconds:
-            raise ValueError(f"EINMAL_TICK_SECONDS ({self.tick_seconds:g}) must be at most half of "
-                             f"EINMAL_NODE_TIMEOUT_SECONDS ({self.node_timeout_seconds:g})")
+            raise ValueError(f"EINMAL_TICK_SECONDS: must be at most half of EINMAL_NODE_TIMEOUT_SECONDS "
+                             f"({self.node_timeout_seconds:g}) (got {self.tick_seconds:g})")
         return self
 
     @field_validator("message_id_domain", "unsubscribe_url", "smtp_host")

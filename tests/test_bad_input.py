@@ -554,7 +554,9 @@ CHECKED = {  # variable -> a test of the loaded value
 }
 numberish = st.one_of(st.integers().map(str), st.floats().map(str), st.from_regex(r"\s*[-+]?[0-9_.eE]{0,8}\s*",
                                                                                    fullmatch=True))
-env_value = st.one_of(st.text(st.characters(blacklist_characters="\0"), max_size=30), numberish,
+# an environment can hold only what bytes decode to: no NUL, no lone surrogate but the escaped bytes
+env_value = st.one_of(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=30),
+                      numberish,
                       st.sampled_from(["", " ", "hold ", "TLS", "StartTLS", "inf", "-inf", "nan", "1e999", "0x19",
                                        "２５", "25\n", "١٢", "\udcff", "true", "null", "[]", "{}"]))
 
