@@ -1,6 +1,7 @@
 """Real SMTP servers on 127.0.0.1 for tests, with faults injected at runtime.
 
-    server = FaultServer()                      # a free port, picked now
+    server = FaultServer()                      # a free port, picked now; advertises PIPELINING
+    FaultServer(pipelining=False)               # does not: a client must send one command at a time
     server.start()                              # a thread with its own event loop (aiosmtpd)
     server.inject("rcpt", "550 5.1.1 no such user", domain="bounce.test")
     server.inject("mail", "421 4.3.2 shutting down", times=1)     # replies, then closes
@@ -10,6 +11,7 @@
     server.messages                             # every message the server has (Received)
     server.wait_for(3) / await server.arrived(3)   # block / await until it has 3
     server.duplicates()                         # Message-IDs it holds more than once
+    server.pipelined                            # MAIL commands that arrived with RCPT already behind them
     server.stop(); server.start()               # down, then up again on the same port
 
 Stages: "mail", "rcpt", "data" (the DATA command), "data_end" (after the final dot).
@@ -17,6 +19,13 @@ A fault's reply is the reply text, DROP (close without replying), MID_DATA (only
 "data"), or None (the normal reply, after `delay` seconds). Faults are tried in the
 order injected; the first that matches fires. Probabilities draw from one
 random.Random(seed), so a run is repeatable for a given order of commands.
+
+aiosmtpd reads each command line from a buffered stream and answers in order, so
+pipelined commands (RFC 2920) are handled as they should be: offering PIPELINING is
+a one-line EHLO change. Replies to pipelined commands are sent in one write, when no
+command is left to read (as Postfix does). A fault at "mail" or "rcpt" then also answers the commands
+the client pipelined behind it: 503 for RCPT and DATA after a refused MAIL, 503 for
+DATA after a refused RCPT, nothing after a 421 or DROP (the connection is gone).
 
 A message whose final dot arrived is recorded even when the fault then drops the
 connection (answered=False): the server has it, so it counts as delivered.
@@ -96,6 +105,7 @@ class _FaultSMTP(SMTP):
         super().__init__(*args, **kwargs)
         self.owner = owner
         self.number = owner._next_number()
+        self._held = bytearray()  # replies to pipelined commands, sent when no command is left unread
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -105,15 +115,28 @@ class _FaultSMTP(SMTP):
         self.owner._live.discard(self)
         super().connection_lost(error)
 
+    async def smtp_MAIL(self, arg: str) -> None:
+        if self._reader is not None and bytes(self._reader._buffer[:5]).upper() == b"RCPT ":
+            self.owner._count_pipelined()  # RCPT was sent before MAIL's reply
+        await super().smtp_MAIL(arg)
+
     async def push(self, status: str | bytes) -> None:
         text = status.decode() if isinstance(status, bytes) else status
         if self.transport is None or self.transport.is_closing():
             return
+        if self._held:
+            self.transport.write(bytes(self._held))  # before anything else, in order
+            self._held.clear()
         if text in (DROP, MID_DATA):
             self.transport.abort()
             # connection_lost() (scheduled by abort) cancels this session: wait for it, or aiosmtpd would
             # go on parsing what is left in its read buffer (the rest of a body) as commands
             await asyncio.sleep(0)
+            return
+        if self.owner.pipelining and not text.startswith("421") and self._reader._buffer:
+            # More commands are waiting: batch the replies into one write, as Postfix does (RFC 2920 §3.2)
+            # so a client must be ready for several replies in one read
+            self._held += text.encode("utf-8" if self.enable_SMTPUTF8 else "ascii") + b"\r\n"
             return
         await super().push(status)
         if text.startswith("421") and self.transport is not None:
@@ -125,7 +148,7 @@ class _FaultSMTP(SMTP):
         if fault is not None:
             await asyncio.sleep(fault.delay)
             if fault.reply == MID_DATA:
-                await super().push("354 End data with <CR><LF>.<CR><LF>")
+                await self.push("354 End data with <CR><LF>.<CR><LF>")
                 await self._reader.readuntil(b"\r\n")
                 # stop reading and give a client with a body bigger than the socket buffers time to block
                 # on them, so the reset reaches it before it could write the final dot
@@ -142,6 +165,12 @@ class _FaultSMTP(SMTP):
 class _Hooks:
     def __init__(self, owner: "FaultServer"):
         self.owner = owner
+
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):
+        session.host_name = hostname  # what aiosmtpd does itself when there is no hook
+        if self.owner.pipelining:
+            responses.insert(-1, "250-PIPELINING")
+        return responses
 
     async def handle_MAIL(self, server, session, envelope, address, options):
         if self.owner.users is not None and not session.authenticated:
@@ -165,17 +194,19 @@ class _Hooks:
 class FaultServer:
     def __init__(self, *, port: int | None = None, tls: str | None = None,
                  certificate: Certificate | None = None, users: dict[str, str] | None = None,
-                 seed: int = 0):
+                 seed: int = 0, pipelining: bool = True):
         assert tls in (None, "starttls", "tls")
         assert tls is None or certificate is not None, "TLS needs a certificate"
         self.port = port or free_port()
         self.host = "127.0.0.1"
         self.tls, self.certificate, self.users = tls, certificate, users
+        self.pipelining = pipelining
         self._lock = threading.Condition()
         self._faults: list[_Fault] = []
         self._random = random.Random(seed)
         self._messages: list[Received] = []
         self._mail_connections: set[int] = set()
+        self._pipelined = 0
         self._numbers = 0
         self._live: set[_FaultSMTP] = set()  # touched only on the server's loop
         self._controller: Controller | None = None
@@ -277,6 +308,12 @@ class FaultServer:
         """wait_for() that leaves the test's event loop running (bound it with anyio.fail_after)."""
         return await anyio.to_thread.run_sync(self.wait_for, count, 600.0, abandon_on_cancel=True)
 
+    @property
+    def pipelined(self) -> int:
+        """How many MAIL commands arrived with a RCPT already sent behind them (pipelined)."""
+        with self._lock:
+            return self._pipelined
+
     def duplicates(self) -> dict[str, int]:
         """Message-IDs the server holds more than once, with their counts."""
         counts = Counter(m.message_id for m in self.messages)
@@ -288,6 +325,10 @@ class FaultServer:
         with self._lock:
             self._numbers += 1
             return self._numbers
+
+    def _count_pipelined(self) -> None:
+        with self._lock:
+            self._pipelined += 1
 
     def _decide(self, stage: str, address: str | None) -> _Fault | None:
         domain = address.rpartition("@")[2].lower() if address else None

@@ -1,4 +1,8 @@
-"""SmtpConnection against real SMTP servers on loopback: every outcome class, exactly."""
+"""SmtpConnection against real SMTP servers on loopback: every outcome class, exactly.
+
+The tests that take `smtp_server` run twice: against a server that offers PIPELINING
+(MAIL, RCPT and DATA arrive in one write) and against one that does not.
+"""
 
 import pytest
 
@@ -23,6 +27,11 @@ def message(n: int = 1, body: bytes = b"Hello.\r\n") -> bytes:
     head = (b"From: news@example.test\r\nTo: someone@example.test\r\nSubject: hello\r\n"
             b"Message-ID: <campaign.7.%d@example.test>\r\n\r\n" % n)
     return head + body
+
+
+@pytest.fixture(params=[True, False], ids=["pipelining", "one-at-a-time"])
+def smtp_server(request, make_smtp_server) -> FaultServer:
+    return make_smtp_server(pipelining=request.param)
 
 
 @pytest.fixture
@@ -106,8 +115,9 @@ async def test_unknown_user_in_one_domain_is_permanent_others_are_sent(smtp_serv
     assert delivered.outcome is Outcome.SENT
 
 
-async def test_421_is_transient_and_the_next_send_reconnects(smtp_server, connect):
-    smtp_server.inject("mail", "421 4.3.2 shutting down", times=1)
+@pytest.mark.parametrize("stage", ["mail", "rcpt", "data"])
+async def test_421_is_transient_and_the_next_send_reconnects(smtp_server, connect, stage):
+    smtp_server.inject(stage, "421 4.3.2 shutting down", times=1)
     connection = connect(smtp_server)
 
     first = await connection.send(SENDER, "ann@example.test", message(1))
@@ -116,6 +126,7 @@ async def test_421_is_transient_and_the_next_send_reconnects(smtp_server, connec
     assert (first.outcome, first.reply) == (Outcome.TRANSIENT, "421 4.3.2 shutting down")
     assert second.outcome is Outcome.SENT
     assert smtp_server.connections == 2
+    assert len(smtp_server.messages) == 1
 
 
 async def test_421_after_end_of_data_is_transient_and_the_next_send_reconnects(smtp_server, connect):
@@ -130,8 +141,9 @@ async def test_421_after_end_of_data_is_transient_and_the_next_send_reconnects(s
     assert smtp_server.connections == 2
 
 
-async def test_connection_dropped_at_the_data_command_is_transient(smtp_server, connect):
-    smtp_server.inject("data", DROP, times=1)
+@pytest.mark.parametrize("stage", ["mail", "rcpt", "data"])
+async def test_connection_dropped_before_data_is_transient(smtp_server, connect, stage):
+    smtp_server.inject(stage, DROP, times=1)  # on a fresh connection: not retried
     connection = connect(smtp_server)
 
     first = await connection.send(SENDER, "ann@example.test", message(1))
@@ -318,3 +330,52 @@ async def test_seeded_random_faults_repeat_exactly(make_smtp_server, connect):
 
     assert outcomes[0] == outcomes[1]
     assert 0 < outcomes[0].count(Outcome.TRANSIENT) < 30
+
+
+async def test_a_server_offering_pipelining_gets_mail_rcpt_and_data_in_one_write(make_smtp_server, connect):
+    server = make_smtp_server(pipelining=True)
+    connection = connect(server)
+
+    results = [await connection.send(SENDER, f"r{n}@example.test", message(n)) for n in range(5)]
+
+    assert {r.outcome for r in results} == {Outcome.SENT}
+    assert connection.pipelining
+    assert server.pipelined == 5
+    assert len(server.messages) == 5
+
+
+async def test_a_server_without_pipelining_gets_one_command_at_a_time(make_smtp_server, connect):
+    server = make_smtp_server(pipelining=False)
+    connection = connect(server)
+    server.inject("rcpt", "550 5.1.1 no such user", times=1)
+
+    results = [await connection.send(SENDER, f"r{n}@example.test", message(n)) for n in range(5)]
+
+    assert [r.outcome for r in results] == [Outcome.PERMANENT] + [Outcome.SENT] * 4
+    assert not connection.pipelining
+    assert server.pipelined == 0
+    assert len(server.messages) == 4
+
+
+async def test_refusals_pipelined_behind_each_other_keep_replies_in_step(make_smtp_server, connect):
+    # MAIL refused: RCPT and DATA were already sent and get 503s; RCPT refused: DATA gets a 503.
+    # Each is read and ignored before the RSET, so no reply is ever taken for a later command's.
+    server = make_smtp_server(pipelining=True)
+    server.inject("mail", "451 4.3.0 busy", times=1)
+    server.inject("rcpt", "550 5.1.1 no such user", domain="bounce.test")
+    server.inject("rcpt", "452 4.2.2 mailbox full", domain="full.test")
+    connection = connect(server)
+    plan = [("ann@example.test", Outcome.TRANSIENT, "451 4.3.0 busy"),
+            ("gone@bounce.test", Outcome.PERMANENT, "550 5.1.1 no such user"),
+            ("bob@example.test", Outcome.SENT, "250 "),
+            ("max@full.test", Outcome.TRANSIENT, "452 4.2.2 mailbox full"),
+            ("gone@bounce.test", Outcome.PERMANENT, "550 5.1.1 no such user"),
+            ("cy@example.test", Outcome.SENT, "250 ")]
+
+    results = [await connection.send(SENDER, to, message(n)) for n, (to, _, _) in enumerate(plan)]
+
+    assert [(r.outcome, r.reply[:len(p[2])]) for r, p in zip(results, plan, strict=True)] == [
+        (outcome, reply) for _, outcome, reply in plan]
+    assert [m.rcpt_tos for m in server.messages] == [("bob@example.test",), ("cy@example.test",)]
+    assert server.connections == 1
+    assert server.pipelined == len(plan)
