@@ -18,5 +18,5 @@ async def test_killed_and_stalled_nodes_send_nobody_twice_and_lose_nobody(tmp_pa
     assert verdict.duplicates == 0
     assert verdict.lost == 0
     assert verdict.in_doubt <= verdict.bound
-    assert verdict.failed >= 3000 // 500, "the 5xx domain's rows failed"
+    assert 0 < verdict.failed <= 3000 // 500, "the 5xx domain's rows failed (some may have been opted out first)"
     assert verdict.opt_outs_leaked <= 2 * chaos.CONNECTIONS, "only opt-outs already on the wire went out"
