@@ -21,6 +21,8 @@ from service import campaigns
 ROOT = Path(__file__).resolve().parent.parent
 BODY_BYTES = 4096
 
+CONNECTIONS = 20  # SMTP connections per node: each group statement starts this many messages
+
 
 def body() -> str:
     """A text body of about 4 KB with a merge field, in lines of 70-odd characters."""
@@ -106,7 +108,7 @@ async def _stop(proc: subprocess.Popen, timeout: float = 30) -> int | None:
     return proc.returncode
 
 
-async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, connections: int = 10,
+async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, connections: int = CONNECTIONS,
                    batch: int = 500, tick: float = 60, timeout: float = 300, sample_rss: bool = False,
                    say=print) -> Run:
     name = f"einmal_bench_{os.getpid()}_{nodes}n"

@@ -83,7 +83,7 @@ async def serve(settings: Settings, stop: anyio.Event,
     `on_start` is handed the node's context before the actors start (tests
     look at its suppression set and its token through it)."""
     dsn = db.url(settings)
-    pool = await db.create_pool(dsn, size=6)
+    pool = await db.create_pool(dsn, size=8)  # scheduler, builder, claimer, two sender lanes, spare
     ctx = NodeContext(settings, pool, dsn)
     ctx.new_token()
     if on_start is not None:
