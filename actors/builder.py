@@ -20,6 +20,7 @@ from service.context import NodeContext
 log = logging.getLogger("einmal.builder")
 
 CHUNK = 5_000
+FIRST_CHUNK = 500
 
 
 async def build(ctx: NodeContext, campaign_id: int, chunk: int = CHUNK) -> int:
@@ -29,8 +30,10 @@ async def build(ctx: NodeContext, campaign_id: int, chunk: int = CHUNK) -> int:
         span.set_attribute("einmal.campaign_id", campaign_id)
         async with ctx.pool.acquire() as conn:
             after = await conn.fetchval(db.query("recipients_build_resume"), campaign_id)
+            size = min(FIRST_CHUNK, chunk)  # a small first chunk: sending starts sooner
             while True:
-                row = await conn.fetchrow(db.query("recipients_build_chunk"), campaign_id, after, chunk)
+                row = await conn.fetchrow(db.query("recipients_build_chunk"), campaign_id, after, size)
+                size = chunk
                 added += row["inserted"]
                 if row["inserted"]:
                     ctx.claim_nudge.set()

@@ -18,7 +18,7 @@ from service.context import NodeContext
 
 log = logging.getLogger("einmal.scheduler")
 
-MIN_NUDGED_GAP = 0.2  # seconds between ticks that a nudge brings forward
+MIN_NUDGED_GAP = 0.05  # seconds between ticks that a nudge brings forward
 
 
 async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> None:
@@ -74,5 +74,5 @@ async def run(ctx: NodeContext, to_builder: MemoryObjectSendStream[int], *,
             last = anyio.current_time()
             if await ctx.campaign_nudge.wait(ctx.settings.tick_seconds):
                 # nudges come in bursts (every node's sender, every notification): one tick per gap
-                await anyio.sleep(last + MIN_NUDGED_GAP - anyio.current_time())
+                await anyio.sleep(max(last + MIN_NUDGED_GAP - anyio.current_time(), 0))
             await tick(ctx, to_builder)

@@ -43,6 +43,7 @@ async def test_every_address_receives_exactly_one_message(conn: asyncpg.Connecti
             await wait_status(conn, campaign, "sent")
         finally:
             assert await stop_node(node) == 0, (tmp_path / "node.log").read_text()
+    assert "restarting in" not in (tmp_path / "node.log").read_text(), "no actor failed on an ordinary day"
     odd = await conn.fetch("SELECT status, last_reply FROM einmal.sends WHERE status NOT IN ('sent', 'suppressed')")
     assert await counts(conn, campaign) == {"sent": 299, "suppressed": 1}, odd
     rcpts = Counter(rcpt.lower() for _, rcpt, _ in received.messages)

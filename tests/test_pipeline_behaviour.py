@@ -180,3 +180,17 @@ async def test_a_campaign_that_cannot_be_rendered_is_paused_not_a_crash_loop(
         await wait_status(conn, fine, "sent")
     assert await counts(conn, broken) == {"queued": 1}
     assert [rcpt for _, rcpt, _ in received.messages] == ["a@example.com"]
+
+
+async def test_a_notification_wakes_the_scheduler_at_once_and_nothing_restarts(
+        conn: asyncpg.Connection, dsn: str, caplog: pytest.LogCaptureFixture) -> None:
+    campaign = await seed(conn, [f"n{i}@example.com" for i in range(5)])
+    caplog.set_level("INFO", logger="einmal")
+    async with recording_server(Received()) as port, \
+            running_node(node_settings(dsn, port, tick_seconds=30, node_timeout_seconds=60)):
+        await anyio.sleep(0.5)  # the first tick is long past; the next is 30 s away
+        began = anyio.current_time()
+        await approve(conn, campaign)
+        await wait_status(conn, campaign, "sent", timeout=5)
+        assert anyio.current_time() - began < 2
+    assert "restarting" not in caplog.text, caplog.text
