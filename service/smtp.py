@@ -54,6 +54,7 @@ _ATEXT = "A-Za-z0-9!#$%&'*+/=?^_`{|}~-"
 # A plain dot-atom address: quote_address() would return it unchanged in <>, at a tenth of the cost.
 _PLAIN = re.compile(rf"[{_ATEXT}]+(?:\.[{_ATEXT}]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*")
 _NETWORK_ERRORS = (SMTPException, OSError, TimeoutError)  # ssl.SSLError is an OSError
+ONE_WRITE = 16 * 1024  # a stuffed body up to this size goes out with its final dot in one write
 _MAX_LINE, _MAX_REPLIES = 8192, 8  # bytes of an unfinished reply line; replies queued and not read
 
 
@@ -352,11 +353,17 @@ class SmtpConnection:
                 response = await wire.read()
             if response.code != 354:
                 return await self._refused(response), False
-            wire.write(dot_stuff(message))
-            await wire.drain()
-            # From here on the server may have accepted the message; the reply is queued by the
-            # wire whenever it comes, and nothing is awaited before the read anyway.
-            wire.write(b".\r\n")
+            body = dot_stuff(message)
+            if len(body) <= ONE_WRITE and not wire.transport.get_write_buffer_size():
+                # far below the transport's high-water mark: the path below would not pause at its
+                # drain, so nothing could be seen between its two writes; one write is the same
+                wire.write(body + b".\r\n")
+            else:
+                wire.write(body)
+                await wire.drain()
+                # From here on the server may have accepted the message; the reply is queued by the
+                # wire whenever it comes, and nothing is awaited before the read anyway.
+                wire.write(b".\r\n")
         except _NETWORK_ERRORS as exc:
             self._drop()
             reason = f"connection lost before end of DATA ({stage}): {_describe(exc, self._timeout)}"
