@@ -12,7 +12,7 @@ import anyio
 import asyncpg
 
 from service import settings as settings_module
-from service.errors import EinmalError
+from service.errors import EinmalError, leaves
 
 
 class _Parser(argparse.ArgumentParser):
@@ -104,16 +104,10 @@ def run(func, args: argparse.Namespace, settings) -> int:
     try:
         return anyio.run(func, args, settings, backend_options=_backend_options())
     except BaseExceptionGroup as group:
-        errors = [e for e in _leaves(group) if isinstance(e, EinmalError | KeyboardInterrupt)]
+        errors = [e for e in leaves(group) if isinstance(e, EinmalError | KeyboardInterrupt)]
         if errors:
             raise errors[0] from None
         raise
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
 
 
 def _backend_options() -> dict:

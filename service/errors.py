@@ -13,6 +13,13 @@ The command line translates these at its boundary; nothing else prints them.
 """
 
 
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The errors inside (possibly nested) exception groups, depth first; or the error itself."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
 class EinmalError(Exception):
     exit_code = 1
 

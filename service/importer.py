@@ -53,7 +53,7 @@ import asyncpg
 from email_validator import SPECIAL_USE_DOMAIN_NAMES, EmailNotValidError, validate_email
 
 from service import db
-from service.errors import UsageError
+from service.errors import UsageError, leaves
 from service.settings import Settings
 
 DEFAULT_LIST = "default"
@@ -271,15 +271,10 @@ async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], 
                     counts.good += len(chunk)
                     counts.imported += await load_chunk(conn, account_id, chunk)
     except BaseExceptionGroup as group:
-        raise _first(group) from None
+        # the error that failed the import; a broken channel is only its echo in the other task
+        errors = leaves(group)
+        raise next((e for e in errors if not isinstance(e, anyio.BrokenResourceError)), errors[0]) from None
     return counts
-
-
-def _first(group: BaseExceptionGroup) -> BaseException:
-    """The error that failed the import, out of its task group."""
-    errors = [e for e in group.exceptions if not isinstance(e, anyio.BrokenResourceError)] or group.exceptions
-    first = errors[0]
-    return _first(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def check_account(name: str) -> str:

@@ -25,7 +25,7 @@ from actors import builder, claimer, listener, recorder, scheduler, sender
 from service import db, telemetry
 from service.context import Batch, BatchResult, NodeContext
 from service.settings import Settings
-from service.supervisor import Child, GaveUp, Supervisor, leaf
+from service.supervisor import Child, Supervisor
 
 log = logging.getLogger("einmal.node")
 
@@ -110,12 +110,7 @@ async def serve(settings: Settings, stop: anyio.Event,
                 tg.cancel_scope.cancel()
 
             tg.start_soon(drain_on_stop)
-            await supervisor.run(children)
-    except BaseExceptionGroup as group:
-        gave_up = leaf(group)
-        if isinstance(gave_up, GaveUp):
-            raise gave_up from None
-        raise
+            await supervisor.run(children)  # GaveUp comes out in a task group; the CLI unwraps it
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             await _leave(ctx)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import TaskStatus
 
-from service.errors import EinmalError
+from service.errors import EinmalError, leaves
 
 log = logging.getLogger("einmal.supervisor")
 
@@ -31,15 +31,8 @@ class Child:
     run: Callable[..., Awaitable[None]]  # async def run(*, task_status) -> None
 
 
-def leaf(exc: BaseException) -> BaseException:
-    """The first real error inside (possibly nested) exception groups."""
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
-
-
 def describe(exc: BaseException) -> str:
-    exc = leaf(exc)
+    exc = leaves(exc)[0]
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
