@@ -18,6 +18,7 @@ the channel buffers meanwhile.
 
 import logging
 import time
+from contextlib import suppress
 
 import anyio
 import asyncpg
@@ -25,7 +26,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from opentelemetry import trace
 
-from service import db, render, telemetry
+from service import campaigns, db, render, telemetry
 from service.context import Batch, BatchResult, NodeContext, Outcome, Row
 from service.errors import UsageError
 from service.smtp import Outcome as Smtp
@@ -85,7 +86,7 @@ class Sender:
         if status is Smtp.SENT:
             return Outcome(row.id, "sent", reply)
         if status is Smtp.PERMANENT:
-            bounce = reply[4:9].startswith("5.1.") or reply.startswith("550 5.1.")
+            bounce = reply[4:8] == "5.1."  # "550 5.1.1 no such user": the address does not exist
             return Outcome(row.id, "failed", reply, attempts=1, bounce=bounce)
         if status is Smtp.IN_DOUBT:
             return Outcome(row.id, "queued" if settings.in_doubt == "resend" else "in_doubt", reply, attempts=1)
@@ -159,9 +160,8 @@ class Sender:
     async def pause_campaign(self, batch: Batch, reason: str) -> None:
         """A campaign that cannot be rendered here is paused for the operator, its batch released."""
         await self.release(batch.rows)
-        async with self.db.transaction():
-            if await self.db.fetchval(db.query("campaign_pause"), batch.campaign_id) is not None:
-                await self.db.execute(db.query("campaign_notify"), batch.campaign_id)
+        with suppress(UsageError):  # another node paused it first
+            await campaigns.transition(self.db, "pause", batch.campaign_id)
         log.error("campaign %d paused: it cannot be rendered: %s", batch.campaign_id, reason)
 
     async def send_batch(self, batch: Batch) -> BatchResult:
