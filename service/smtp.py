@@ -23,7 +23,7 @@ server, closes the connection: no body, no dot). Without PIPELINING the commands
 one at a time. Either way one message at most is in flight per connection.
 
 aiosmtplib opens the connection (connect, EHLO, STARTTLS, AUTH); then the transport
-is handed to _Wire, which queues every reply as it arrives. aiosmtplib's own protocol
+is handed to Wire, which queues every reply as it arrives. aiosmtplib's own protocol
 keeps only a reply that a read is already waiting for: it would drop the second and
 third replies of a pipelined write.
 """
@@ -33,7 +33,6 @@ import enum
 import os
 import re
 import ssl
-from collections import deque
 from dataclasses import dataclass
 
 from aiosmtplib import (
@@ -48,6 +47,7 @@ from aiosmtplib.email import quote_address
 
 from service.errors import EinmalError
 from service.settings import Settings
+from service.smtp_wire import Wire, one_line
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _ATEXT = "A-Za-z0-9!#$%&'*+/=?^_`{|}~-"
@@ -55,7 +55,6 @@ _ATEXT = "A-Za-z0-9!#$%&'*+/=?^_`{|}~-"
 _PLAIN = re.compile(rf"[{_ATEXT}]+(?:\.[{_ATEXT}]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*")
 _NETWORK_ERRORS = (SMTPException, OSError, TimeoutError)  # ssl.SSLError is an OSError
 ONE_WRITE = 16 * 1024  # a stuffed body up to this size goes out with its final dot in one write
-_MAX_LINE, _MAX_REPLIES = 8192, 8  # bytes of an unfinished reply line; replies queued and not read
 
 
 class Outcome(enum.Enum):
@@ -87,12 +86,8 @@ def _quote(address: str) -> str:
     return f"<{address}>" if _PLAIN.fullmatch(address) else quote_address(address)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _reply(response: SMTPResponse) -> str:
-    return _one_line(f"{response.code} {response.message}")
+    return one_line(f"{response.code} {response.message}")
 
 
 def _describe(exc: BaseException, timeout: float) -> str:
@@ -101,121 +96,7 @@ def _describe(exc: BaseException, timeout: float) -> str:
     cause = exc.__cause__
     if isinstance(cause, OSError) and cause.errno:  # "connection refused", not the host and port again
         return os.strerror(cause.errno).lower()
-    return _one_line(str(exc)) or type(exc).__name__
-
-
-class _Wire(asyncio.Protocol):
-    """The connection after setup: replies are parsed as they arrive and queued in order, so a read
-    may start after its reply came. Any failure (lost, EOF, timeout, garbage) ends it for good."""
-
-    def __init__(self, transport: asyncio.Transport, timeout: float) -> None:
-        self.transport, self.timeout = transport, timeout
-        self._loop = asyncio.get_running_loop()
-        self._buffer = bytearray()
-        self._lines: list[bytes] = []  # the lines so far of a multiline reply
-        self._replies: deque[SMTPResponse] = deque()
-        self._waiter: asyncio.Future | None = None  # a read() or drain() waiting
-        self._paused = False  # the transport's write buffer is over its high-water mark
-        self._error: SMTPException | TimeoutError | None = None
-        transport.set_protocol(self)
-
-    @property
-    def idle(self) -> bool:
-        """Usable for a new transaction: alive, and nothing unread (an unsolicited 421 is stale)."""
-        return (self._error is None and not self.transport.is_closing()
-                and not self._replies and not self._lines and not self._buffer)
-
-    def write(self, data: bytes) -> None:
-        if self._error is not None or self.transport.is_closing():
-            raise self._failure()
-        self.transport.write(data)
-
-    async def read(self, timeout: float | None = None) -> SMTPResponse:
-        if not self._replies and self._error is None:
-            await self._wait(timeout or self.timeout)
-        if self._replies:
-            return self._replies.popleft()
-        raise self._failure()
-
-    async def drain(self) -> None:
-        if self._paused and self._error is None:
-            await self._wait(self.timeout)
-        if self._error is not None:
-            raise self._failure()
-
-    def close(self) -> None:
-        self._fail(SMTPServerDisconnected("Connection closed"))
-        self.transport.close()
-
-    # -- asyncio.Protocol ----------------------------------------------------------------
-
-    def data_received(self, data: bytes) -> None:
-        buffer = self._buffer
-        buffer += data
-        start = 0
-        while (end := buffer.find(b"\n", start)) >= 0:
-            line = bytes(buffer[start:end + 1])
-            start = end + 1
-            if not line[:3].isdigit() or line[3:4] not in (b" ", b"-", b"\r", b"\n"):
-                text = _one_line(line.decode("utf-8", "replace"))[:200]
-                self._fail(SMTPResponseException(-1, f"Malformed SMTP response line: {text}"))
-                self.transport.close()
-                return
-            self._lines.append(line[4:].strip(b" \t\r\n"))
-            if line[3:4] != b"-":
-                message = b"\n".join(self._lines).decode("utf-8", "surrogateescape")
-                self._replies.append(SMTPResponse(int(line[:3]), message))
-                self._lines = []
-        del buffer[:start]
-        if len(buffer) > _MAX_LINE or len(self._lines) > 100 or len(self._replies) > _MAX_REPLIES:
-            self._fail(SMTPResponseException(-1, "Response too long"))
-            self.transport.close()
-            return
-        self._wake()
-
-    def eof_received(self) -> bool:
-        self._fail(SMTPServerDisconnected("Unexpected EOF received"))
-        return False  # close the transport
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        lost = SMTPServerDisconnected("Connection lost")
-        lost.__cause__ = exc
-        self._fail(lost)
-
-    def pause_writing(self) -> None:
-        self._paused = True
-
-    def resume_writing(self) -> None:
-        self._paused = False
-        self._wake()
-
-    # -- inside ----------------------------------------------------------------------------
-
-    async def _wait(self, timeout: float) -> None:
-        waiter = self._waiter = self._loop.create_future()
-        timer = self._loop.call_later(timeout, self._expire, waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            self._waiter = None
-
-    def _expire(self, waiter: asyncio.Future) -> None:
-        if not waiter.done():  # a late reply would be taken for the next command's: end the wire
-            self._fail(TimeoutError())
-
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    def _fail(self, error: SMTPException | TimeoutError) -> None:
-        if self._error is None:
-            self._error = error
-        self._wake()
-
-    def _failure(self) -> BaseException:
-        # raised again at most a few times: the connection is dropped at its first failure
-        return self._error or SMTPServerDisconnected("Connection lost")
+    return one_line(str(exc)) or type(exc).__name__
 
 
 class SmtpConnection:
@@ -231,7 +112,7 @@ class SmtpConnection:
             start_tls=False,  # done by hand below, so that "required but not offered" fails
             cert_bundle=settings.smtp_tls_ca_file,
         )
-        self._wire: _Wire | None = None
+        self._wire: Wire | None = None
         self._pipelining = self._utf8 = self._8bitmime = False  # what the server offers
         self._sender: tuple[str, str] = ("", "<>")  # the last envelope sender and its quoted form
         self._lock = asyncio.Lock()
@@ -303,11 +184,11 @@ class SmtpConnection:
             raise
         except SMTPAuthenticationError as exc:
             smtp.close()
-            reply = _one_line(f"{exc.code} {exc.message}")
+            reply = one_line(f"{exc.code} {exc.message}")
             raise SmtpUnavailable(f"{self._where}: authentication rejected: {reply}") from None
         except SMTPResponseException as exc:
             smtp.close()
-            reply = _one_line(f"{exc.code} {exc.message}")
+            reply = one_line(f"{exc.code} {exc.message}")
             raise SmtpUnavailable(f"{self._where}: {stage} refused: {reply}") from None
         except (*_NETWORK_ERRORS, ssl.SSLError) as exc:
             smtp.close()
@@ -315,7 +196,7 @@ class SmtpConnection:
         self._pipelining = smtp.supports_extension("pipelining")
         self._utf8 = smtp.supports_extension("smtputf8")
         self._8bitmime = smtp.supports_extension("8bitmime")
-        self._wire = _Wire(smtp.transport, self._timeout)
+        self._wire = Wire(smtp.transport, self._timeout)
         self._fresh = True
 
     async def _transaction(self, sender: str, recipient: str, message: bytes) -> tuple[Result, bool]:
@@ -394,7 +275,7 @@ class SmtpConnection:
                 self._sender = (sender, _quote(sender))
             quoted = _quote(recipient)
         except ValueError as exc:
-            return _one_line(str(exc))
+            return one_line(str(exc))
         encoding = "utf-8" if utf8 else "ascii"
         mail = b"MAIL FROM:" + self._sender[1].encode(encoding)
         if utf8:
