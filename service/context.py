@@ -3,6 +3,7 @@ the in-memory suppression set and the wake-ups between actors."""
 
 import math
 import os
+import random
 import socket
 import uuid
 from dataclasses import dataclass, field
@@ -99,7 +100,5 @@ class NodeContext:
         return self.token
 
     def retry_after(self, attempts: int) -> float:
-        import random
-
         base = self.settings.retry_base_seconds * math.pow(2, attempts)
         return min(base, self.settings.retry_max_seconds) * random.uniform(0.8, 1.2)
