@@ -199,7 +199,7 @@ async def test_every_allowed_transition_moves_the_campaign_and_notifies(
             assert (result.returncode, result.stdout) == expected, result.stderr
         path.append(await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", campaign))
         assert path[-1] == then
-    with anyio.fail_after(5):
+    with anyio.fail_after(30):
         await all_heard.wait()
     assert heard == [str(campaign)] * 4
 
@@ -245,7 +245,7 @@ async def test_two_racing_approve_cas_statements_exactly_one_wins(conn: asyncpg.
         won = await conn.fetchval(db.query("campaign_approve"), campaign)
         async with anyio.create_task_group() as tg:
             tg.start_soon(second)
-            with anyio.fail_after(5):  # the second statement waits for the first one's row lock
+            with anyio.fail_after(30):  # the second statement waits for the first one's row lock
                 while not await conn.fetchval(
                         "SELECT count(*) FROM pg_stat_activity "
                         "WHERE wait_event_type = 'Lock' AND datname = current_database()"):

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from tests.conftest import einmal
-from tests.pipeline import approve, counts, node_env, seed, start_node, stop_node, wait_status
+from tests.pipeline import TAKEOVER_TIMEOUT, approve, counts, node_env, seed, start_node, stop_node, wait_status
 from tests.smtp_servers import FaultServer
 
 pytestmark = pytest.mark.anyio
@@ -35,7 +35,7 @@ async def kill_mid_transaction(conn: asyncpg.Connection, dsn: str, server: Fault
     campaign = await seed(conn, [f"d{i}@example.com" for i in range(RECIPIENTS)])
     server.inject("data_end", None, delay=4, times=CONNECTIONS)  # the first message on each connection waits
     env = node_env(dsn, server.port, EINMAL_IN_DOUBT=in_doubt, EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS),
-                   EINMAL_BATCH_SIZE="10")
+                   EINMAL_BATCH_SIZE="10", EINMAL_NODE_TIMEOUT_SECONDS=str(TAKEOVER_TIMEOUT))
     victim = start_node(env, log)
     try:
         await approve(conn, campaign)

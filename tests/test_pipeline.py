@@ -10,6 +10,7 @@ import asyncpg
 import pytest
 
 from tests.pipeline import (
+    TAKEOVER_TIMEOUT,
     Received,
     approve,
     counts,
@@ -76,7 +77,8 @@ async def test_kill_9_mid_campaign_sends_nobody_twice(conn: asyncpg.Connection, 
     campaign = await seed(conn, [f"k{i}@example.com" for i in range(1500)])
     received = Received(delay=0.003)
     async with recording_server(received) as port:
-        env = node_env(dsn, port, EINMAL_BATCH_SIZE="40", EINMAL_SMTP_CONNECTIONS="4")
+        env = node_env(dsn, port, EINMAL_BATCH_SIZE="40", EINMAL_SMTP_CONNECTIONS="4",
+                       EINMAL_NODE_TIMEOUT_SECONDS=str(TAKEOVER_TIMEOUT))
         victim = start_node(env, tmp_path / "victim.log")
         await approve(conn, campaign)
         with anyio.fail_after(60):

@@ -96,7 +96,7 @@ async def test_a_5xx_fails_the_row_and_a_5_1_x_suppresses_the_address(conn: asyn
     assert [tuple(r) for r in suppressions] == [("gone@bounce.test", "bounce")]
 
 
-async def test_pause_stops_sending_within_a_second_and_resume_finishes(conn: asyncpg.Connection, dsn: str) -> None:
+async def test_pause_stops_sending_and_resume_finishes(conn: asyncpg.Connection, dsn: str) -> None:
     campaign = await seed(conn, [f"p{i}@example.com" for i in range(600)])
     received = Received(delay=0.01)
     async with recording_server(received) as port, running_node(node_settings(dsn, port, smtp_connections=2)):
@@ -104,12 +104,14 @@ async def test_pause_stops_sending_within_a_second_and_resume_finishes(conn: asy
         await wait_received(received, 50)
         result = await anyio.to_thread.run_sync(lambda: einmal("campaign", "pause", str(campaign), dsn=dsn))
         assert result.returncode == 0, result.stderr
-        await anyio.sleep(1.0)
-        after_a_second = len(received.messages)
-        await anyio.sleep(1.0)
-        assert len(received.messages) == after_a_second, "nothing is sent while paused"
-        assert after_a_second < 600
-        assert (await counts(conn, campaign)).get("sending", 0) == 0
+        # the node settles what it holds: the rows on the wire are recorded, the claimed ones go back
+        with anyio.fail_after(60):
+            while {"claimed", "sending"} & set(await counts(conn, campaign)):
+                await anyio.sleep(0.05)
+        settled = len(received.messages)
+        await anyio.sleep(1.0)  # a window to watch, not a bound: a slower machine would only send less
+        assert len(received.messages) == settled, "nothing is sent while paused"
+        assert settled < 600
         result = await anyio.to_thread.run_sync(lambda: einmal("campaign", "resume", str(campaign), dsn=dsn))
         assert result.returncode == 0, result.stderr
         await wait_status(conn, campaign, "sent")
@@ -125,7 +127,7 @@ async def test_cancel_mid_send_leaves_nothing_queued(conn: asyncpg.Connection, d
         await wait_received(received, 50)
         result = await anyio.to_thread.run_sync(lambda: einmal("campaign", "cancel", str(campaign), dsn=dsn))
         assert result.returncode == 0, result.stderr
-        with anyio.fail_after(5):
+        with anyio.fail_after(60):
             while {"queued", "claimed", "sending"} & set(await counts(conn, campaign)):
                 await anyio.sleep(0.1)
         sent_then = len(received.messages)
@@ -187,10 +189,8 @@ async def test_a_notification_wakes_the_scheduler_at_once_and_nothing_restarts(
     campaign = await seed(conn, [f"n{i}@example.com" for i in range(5)])
     caplog.set_level("INFO", logger="einmal")
     async with recording_server(Received()) as port, \
-            running_node(node_settings(dsn, port, tick_seconds=30, node_timeout_seconds=60)):
-        await anyio.sleep(0.5)  # the first tick is long past; the next is 30 s away
-        began = anyio.current_time()
+            running_node(node_settings(dsn, port, tick_seconds=600, node_timeout_seconds=1200)):
+        await anyio.sleep(0.5)  # the first tick is long past; the next is 600 s away
         await approve(conn, campaign)
-        await wait_status(conn, campaign, "sent", timeout=5)
-        assert anyio.current_time() - began < 2
+        await wait_status(conn, campaign, "sent", timeout=120)  # long before the next tick: the notification
     assert "restarting" not in caplog.text, caplog.text

@@ -54,7 +54,7 @@ async def test_resend_queues_the_rows_again_and_reopens_a_sent_campaign(
     assert (await statuses(conn, campaign))["r0@example.org"] == "sent"
     row = await conn.fetchrow("SELECT status, sent_at FROM einmal.campaigns WHERE id = $1", campaign)
     assert tuple(row) == ("sending", None)
-    with anyio.fail_after(5):
+    with anyio.fail_after(30):
         await heard.wait()
 
 

@@ -2,10 +2,8 @@
 
 import email.policy
 import re
-import timeit
 from datetime import UTC, datetime
 from email.header import decode_header, make_header
-from email.message import EmailMessage
 from email.parser import BytesParser
 from email.utils import parsedate_to_datetime
 
@@ -241,21 +239,6 @@ def test_long_lines_dots_and_equals_signs_survive_the_transfer_encoding():
     text = "x" * 5000 + "\n.\n..leading dots\nFrom the start\n=?utf-8?b?QQ==?= 100% = done\t \n"
     raw = render(body_text="{{ name }}\n" + text, name="N")
     assert body(parse(raw)) == "N\n" + text
-
-
-def test_rendering_is_far_cheaper_than_building_an_email_message():
-    text = "Hello {{ name }},\n" + "A line of a newsletter, long enough to be typical of one.\n" * 70
-    template = CampaignTemplate.compile(campaign(body_text=text + "{{ unsubscribe_url }}\n"), make_settings())
-
-    def stdlib() -> bytes:
-        message = EmailMessage()
-        message["From"], message["To"], message["Subject"] = "a@example.org", "Jane <j@example.org>", "News"
-        message.set_content(text)
-        return message.as_bytes(policy=email.policy.SMTP)
-
-    ours = min(timeit.repeat(lambda: template.render(1, "j@example.org", "Jane"), number=200, repeat=5)) / 200
-    theirs = min(timeit.repeat(stdlib, number=20, repeat=5)) / 20
-    assert ours * 10 < theirs, f"render takes {ours * 1e6:.1f} µs, EmailMessage {theirs * 1e6:.1f} µs"
 
 
 # -- unsubscribe --------------------------------------------------------------------------
