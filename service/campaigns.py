@@ -1,7 +1,7 @@
 """`einmal campaign create|approve|pause|resume|cancel|status` and `einmal reconcile`.
 
 Every campaign transition is one compare-and-set UPDATE followed, in the same
-transaction, by NOTIFY einmal_campaign (DESIGN.md §2). When the CAS moves
+transaction, by NOTIFY einmal_campaign (docs/design.md §2). When the CAS moves
 nothing, the campaign is read once more only to say why.
 """
 
