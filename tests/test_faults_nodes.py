@@ -147,3 +147,38 @@ async def test_sigterm_while_replies_are_slow_finishes_the_messages_on_the_wire(
                                    "AND status <> 'sent'")
     assert not await conn.fetchval("SELECT count(*) FROM einmal.nodes WHERE id LIKE 'drained/%'")
     print(f"\nSIGTERM with slow replies: exit 0 after {took:.2f}s; final {final}")
+
+
+@pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_second_signal_during_the_drain_is_absorbed_and_the_node_still_exits_0(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path, second: signal.Signals) -> None:
+    campaign = await seed(conn, [f"t{i}@example.com" for i in range(200)])
+    with FaultServer() as server:
+        server.inject("data_end", None, delay=2.0)  # the drain waits on the replies of the group on the wire
+        log = tmp_path / "node.log"
+        proc = start_node(node_env(dsn, server.port, EINMAL_SHUTDOWN_GRACE_SECONDS="8", EINMAL_NODE_ID="twice",
+                                   EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS), EINMAL_BATCH_SIZE="20"), log)
+        try:
+            await approve(conn, campaign)
+            with anyio.fail_after(30):
+                await server.arrived(CONNECTIONS + 1)  # a second group is on the wire, its replies pending
+            proc.send_signal(signal.SIGTERM)
+            with anyio.fail_after(30):
+                while "stopping: draining" not in log.read_text():
+                    await anyio.sleep(0.05)
+            await anyio.sleep(0.5)
+            assert proc.poll() is None, "still draining when the second signal comes"
+            proc.send_signal(second)
+            code = await stop_node(proc, timeout=30)  # sends a third one, SIGTERM
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert code == 0, log.read_text()
+    assert f"{second.name} ignored: already draining" in log.read_text()
+    final = await counts(conn, campaign)
+    assert set(final) == {"sent", "queued"}, f"nothing claimed, sending or in doubt: {final}"
+    assert final["sent"] == len(server.messages) > CONNECTIONS, "the group on the wire was answered and recorded"
+    assert not server.duplicates()
+    assert not await conn.fetchval("SELECT count(*) FROM einmal.nodes WHERE id LIKE 'twice/%'")
+    print(f"\nSIGTERM then {second.name}: exit {code}; final {final}")

@@ -7,6 +7,7 @@ import signal
 from collections import Counter
 from dataclasses import dataclass
 from functools import partial
+from itertools import pairwise
 from pathlib import Path
 
 import anyio
@@ -156,7 +157,7 @@ async def test_resend_counts_in_doubt_answers_as_attempts_backs_off_and_stops_at
     # each resend waited its retry delay (at least 0.8 x base x 2^n) on top of the timeout
     for message_id in received:
         at = [m.at for m in server.messages if m.message_id == message_id]
-        gaps = [b - a for a, b in zip(at, at[1:], strict=False)]
+        gaps = [b - a for a, b in pairwise(at)]
         assert all(gap >= timeout + 0.8 * base * 2 ** n for n, gap in enumerate(gaps)), gaps
     listed = await reconcile(dsn, campaign)
     assert listed.stdout.splitlines()[-1].startswith(f"{recipients} in-doubt rows in campaign {campaign}")
