@@ -89,7 +89,13 @@ class Sender:
             bounce = reply[4:8] == "5.1."  # "550 5.1.1 no such user": the address does not exist
             return Outcome(row.id, "failed", reply, attempts=1, bounce=bounce)
         if status is Smtp.IN_DOUBT:
-            return Outcome(row.id, "queued" if settings.in_doubt == "resend" else "in_doubt", reply, attempts=1)
+            # resend: an attempt like any other, with its backoff; past the limit it waits for reconcile
+            if settings.in_doubt == "hold":
+                return Outcome(row.id, "in_doubt", reply, attempts=1)
+            if row.attempts + 1 >= settings.max_attempts:
+                return Outcome(row.id, "in_doubt", f"{reply} (still in doubt after {row.attempts + 1} attempts)",
+                               attempts=1)
+            return Outcome(row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts))
         if row.attempts + 1 >= settings.max_attempts:
             return Outcome(row.id, "failed", f"{reply} (gave up after {row.attempts + 1} attempts)", attempts=1)
         return Outcome(row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts))

@@ -9,7 +9,8 @@ incarnation might still hold can pass the claim fence.
 
 SIGTERM or SIGINT drains: stop claiming, release what is claimed, finish the
 SMTP transactions under way, record their results, exit 0 — within
-EINMAL_SHUTDOWN_GRACE_SECONDS.
+EINMAL_SHUTDOWN_GRACE_SECONDS. Further signals during the drain are logged
+and ignored.
 """
 
 import logging
@@ -140,10 +141,18 @@ async def run(settings: Settings) -> int:
     stop = anyio.Event()
 
     async def on_signal() -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for _ in signals:
-                stop.set()
-                return
+        # the receiver stays open for the whole drain: a second SIGTERM or SIGINT is absorbed, not the
+        # default action that would kill the node mid-drain; once draining, they stay ignored to the exit
+        try:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    if stop.is_set():
+                        log.info("%s ignored: already draining", signal.Signals(signum).name)
+                    stop.set()
+        finally:
+            if stop.is_set():
+                for signum in (signal.SIGTERM, signal.SIGINT):
+                    signal.signal(signum, signal.SIG_IGN)
 
     try:
         async with anyio.create_task_group() as tg:

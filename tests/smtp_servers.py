@@ -38,6 +38,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -68,6 +69,7 @@ class Received:
     message_id: str | None
     answered: bool  # False: the final dot arrived but the connection was dropped unanswered
     connection: int
+    at: float = 0.0  # time.monotonic() when the final dot arrived
 
 
 @dataclass
@@ -358,7 +360,7 @@ class FaultServer:
         found = _MESSAGE_ID.search(head)
         message_id = found.group(1).decode("ascii", "replace") if found else None
         received = Received(envelope.mail_from, tuple(envelope.rcpt_tos), data, message_id, answered,
-                            connection)
+                            connection, time.monotonic())
         with self._lock:
             self._messages.append(received)
             self._lock.notify_all()

@@ -1,6 +1,7 @@
 """The recipient build: one row per address, the oldest confirmed subscriber
-wins, copies split by a chunk boundary still count once, a rerun adds nothing."""
+wins, copies split by a chunk boundary still count once, a rerun or a second build at the same time adds nothing."""
 
+import anyio
 import asyncpg
 import pytest
 
@@ -44,3 +45,54 @@ async def test_a_build_stopped_half_way_resumes_without_adding_twice(conn: async
     assert first["inserted"] == 20
     assert await builder.build(ctx, campaign, chunk=7) == 30
     assert await conn.fetchval("SELECT count(DISTINCT email_lower) FROM einmal.sends") == 50
+
+
+async def test_a_chunk_built_twice_adds_nothing_the_second_time(conn: asyncpg.Connection, ctx: NodeContext) -> None:
+    campaign = await seed(conn, [f"w{i:03}@example.com" for i in range(30)])
+    await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
+    first = await conn.fetchrow(db.query("recipients_build_chunk"), campaign, "", 20)
+    again = await conn.fetchrow(db.query("recipients_build_chunk"), campaign, "", 20)  # e.g. a lost commit reply
+    assert (first["inserted"], again["inserted"]) == (20, 0) and first["upper"] == again["upper"]
+    assert await builder.build(ctx, campaign, chunk=7) == 10
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sends") == 30
+
+
+async def test_two_builds_racing_on_one_campaign_add_each_address_once(conn: asyncpg.Connection, dsn: str,
+                                                                      ctx: NodeContext) -> None:
+    campaign = await seed(conn, [f"x{i:03}@example.com" for i in range(40)])
+    await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
+    # the same chunk in two transactions at once: the second waits on the first's uncommitted rows
+    first, second = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    results = []
+
+    async def build_second() -> None:
+        results.append(await second.fetchrow(db.query("recipients_build_chunk"), campaign, "", 25))
+
+    try:
+        async with anyio.create_task_group() as tg:
+            transaction = first.transaction()
+            await transaction.start()
+            assert (await first.fetchrow(db.query("recipients_build_chunk"), campaign, "", 25))["inserted"] == 25
+            tg.start_soon(build_second)
+            with anyio.fail_after(30):
+                while not await conn.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 "
+                                              "AND wait_event_type = 'Lock'", second.get_server_pid()):
+                    await anyio.sleep(0.01)
+            await transaction.commit()
+    finally:
+        await first.close()
+        await second.close()
+    assert results[0]["inserted"] == 0, "the second build found the first's rows and added none"
+    # and two whole builds at once, each in its own chunking, from nothing
+    await conn.execute("DELETE FROM einmal.sends")
+    other = NodeContext(ctx.settings, ctx.pool, dsn)
+    added: list[int] = []
+
+    async def build(c: NodeContext, chunk: int) -> None:
+        added.append(await builder.build(c, campaign, chunk=chunk))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(build, ctx, 6)
+        tg.start_soon(build, other, 9)
+    assert sum(added) == 40
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sends") == 40

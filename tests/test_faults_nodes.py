@@ -20,6 +20,7 @@ from tests.pipeline import (
     seed,
     start_node,
     stop_node,
+    wait_status,
 )
 from tests.smtp_servers import FaultServer
 
@@ -148,3 +149,102 @@ async def test_sigterm_while_replies_are_slow_finishes_the_messages_on_the_wire(
                                    "AND status <> 'sent'")
     assert not await conn.fetchval("SELECT count(*) FROM einmal.nodes WHERE id LIKE 'drained/%'")
     print(f"\nSIGTERM with slow replies: exit 0 after {took:.2f}s; final {final}")
+
+
+@pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_second_signal_during_the_drain_is_absorbed_and_the_node_still_exits_0(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path, second: signal.Signals) -> None:
+    campaign = await seed(conn, [f"t{i}@example.com" for i in range(200)])
+    with FaultServer() as server:
+        server.inject("data_end", None, delay=2.0)  # the drain waits on the replies of the group on the wire
+        log = tmp_path / "node.log"
+        proc = start_node(node_env(dsn, server.port, EINMAL_SHUTDOWN_GRACE_SECONDS="8", EINMAL_NODE_ID="twice",
+                                   EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS), EINMAL_BATCH_SIZE="20"), log)
+        try:
+            await approve(conn, campaign)
+            with anyio.fail_after(30):
+                await server.arrived(CONNECTIONS + 1)  # a second group is on the wire, its replies pending
+            proc.send_signal(signal.SIGTERM)
+            with anyio.fail_after(30):
+                while "stopping: draining" not in log.read_text():
+                    await anyio.sleep(0.05)
+            await anyio.sleep(0.5)
+            assert proc.poll() is None, "still draining when the second signal comes"
+            proc.send_signal(second)
+            code = await stop_node(proc, timeout=30)  # sends a third one, SIGTERM
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert code == 0, log.read_text()
+    assert f"{second.name} ignored: already draining" in log.read_text()
+    final = await counts(conn, campaign)
+    assert set(final) == {"sent", "queued"}, f"nothing claimed, sending or in doubt: {final}"
+    assert final["sent"] == len(server.messages) > CONNECTIONS, "the group on the wire was answered and recorded"
+    assert not server.duplicates()
+    assert not await conn.fetchval("SELECT count(*) FROM einmal.nodes WHERE id LIKE 'twice/%'")
+    print(f"\nSIGTERM then {second.name}: exit {code}; final {final}")
+
+
+class Gates:
+    """An SMTP handler that keeps the reply to the n-th message until `release[n]` is set; each reply
+    names its delivery ("250 2.0.0 Ok: delivery 2"), so a row's last_reply tells whose answer it took."""
+
+    def __init__(self, gated: int) -> None:
+        self.arrived = [anyio.Event() for _ in range(gated)]
+        self.release = [anyio.Event() for _ in range(gated)]
+        self.rcpts: list[str] = []
+
+    async def handle_DATA(self, server, session, envelope) -> str:
+        n = len(self.rcpts)
+        self.rcpts.append(envelope.rcpt_tos[0])
+        if n < len(self.release):
+            self.arrived[n].set()
+            await self.release[n].wait()
+        return f"250 2.0.0 Ok: delivery {n + 1}"
+
+
+async def test_under_resend_a_node_woken_past_its_timeout_records_no_answer_on_a_row_taken_over(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    """Frozen with a message on the wire, the node is declared dead; resend queues the row and another
+    node sends it. The woken node then gets its 250: the message went out twice (the window resend
+    accepts), but that answer must not be written onto the row the other node now holds."""
+    campaign = await seed(conn, ["woken@example.com"])
+    gates = Gates(2)
+    async with recording_server(gates) as port:
+        env = node_env(dsn, port, EINMAL_IN_DOUBT="resend", EINMAL_SMTP_CONNECTIONS="1", EINMAL_BATCH_SIZE="1",
+                       EINMAL_SMTP_TIMEOUT_SECONDS="120")
+        frozen = start_node({**env, "EINMAL_NODE_ID": "frozen"}, tmp_path / "frozen.log")
+        other = None
+        try:
+            await approve(conn, campaign)
+            with anyio.fail_after(30):
+                await gates.arrived[0].wait()  # the frozen node's message is at the server, unanswered
+            frozen.send_signal(signal.SIGSTOP)
+            gates.release[0].set()  # its 250 waits in the stopped node's socket
+            other = start_node({**env, "EINMAL_NODE_ID": "other"}, tmp_path / "other.log")
+            with anyio.fail_after(30):
+                await gates.arrived[1].wait()  # declared dead, queued again, and on the wire from the other node
+            row = await conn.fetchrow("SELECT status, claimed_by FROM einmal.sends WHERE campaign_id = $1", campaign)
+            assert row["status"] == "sending" and row["claimed_by"].startswith("other/"), dict(row)
+            frozen.send_signal(signal.SIGCONT)  # it reads its 250 and records it
+            with anyio.fail_after(30):
+                while ("were not recorded" not in (tmp_path / "frozen.log").read_text()
+                       and await conn.fetchval("SELECT status FROM einmal.sends WHERE campaign_id = $1",
+                                               campaign) == "sending"):
+                    await anyio.sleep(0.05)
+            gates.release[1].set()
+            await wait_status(conn, campaign, "sent", timeout=30)
+        finally:
+            for gate in gates.release:
+                gate.set()
+            frozen.send_signal(signal.SIGCONT)
+            codes = [await stop_node(frozen)] + ([await stop_node(other)] if other else [])
+        assert codes == [0, 0], (tmp_path / "frozen.log").read_text()
+    row = await conn.fetchrow("SELECT status, claimed_by, last_reply FROM einmal.sends WHERE campaign_id = $1",
+                              campaign)
+    assert row["status"] == "sent" and row["claimed_by"].startswith("other/"), dict(row)
+    assert row["last_reply"] == "250 2.0.0 Ok: delivery 2", "the row took the answer of its own delivery"
+    assert gates.rcpts == ["woken@example.com"] * 2, "sent by the frozen node and once more by the other"
+    assert "1 of 1 results were not recorded" in (tmp_path / "frozen.log").read_text()
+    assert "were not recorded" not in (tmp_path / "other.log").read_text()

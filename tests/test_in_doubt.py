@@ -7,6 +7,7 @@ import signal
 from collections import Counter
 from dataclasses import dataclass
 from functools import partial
+from itertools import pairwise
 from pathlib import Path
 
 import anyio
@@ -122,3 +123,43 @@ async def test_resend_queues_the_rows_of_a_killed_node_again_with_the_same_messa
     received = times_received(server)
     assert {i for i, n in received.items() if n == 2} == killed.in_flight, "at least once, same Message-ID"
     assert set(received.values()) == {1, 2} and len(received) == RECIPIENTS
+
+
+async def test_resend_counts_in_doubt_answers_as_attempts_backs_off_and_stops_at_the_limit(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    """A server that keeps each message but answers the final dot only after the SMTP timeout: every
+    try is in doubt. Resend tries again after a growing delay, at most EINMAL_MAX_ATTEMPTS times."""
+    recipients, max_attempts, timeout, base = 3, 3, 1.0, 1.0
+    campaign = await seed(conn, [f"slow{i}@example.com" for i in range(recipients)])
+    with FaultServer() as server:
+        server.inject("data_end", None, delay=timeout + 2)  # kept, but the 250 comes too late
+        env = node_env(dsn, server.port, EINMAL_IN_DOUBT="resend", EINMAL_SMTP_CONNECTIONS="4",
+                       EINMAL_SMTP_TIMEOUT_SECONDS=str(timeout), EINMAL_MAX_ATTEMPTS=str(max_attempts),
+                       EINMAL_RETRY_BASE_SECONDS=str(base))
+        node = start_node(env, tmp_path / "node.log")
+        try:
+            await approve(conn, campaign)
+            with anyio.fail_after(90):
+                while await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE campaign_id = $1 "
+                                          "AND status = 'in_doubt'", campaign) < recipients:
+                    assert len(server.messages) <= recipients * max_attempts, \
+                        f"{len(server.messages)} deliveries: resent past the limit"
+                    await anyio.sleep(0.05)
+            await wait_status(conn, campaign, "sent", timeout=30)
+        finally:
+            assert await stop_node(node) == 0, (tmp_path / "node.log").read_text()
+    received = times_received(server)
+    assert len(received) == recipients and set(received.values()) == {max_attempts}, received
+    rows = await conn.fetch("SELECT status, attempts, last_reply FROM einmal.sends WHERE campaign_id = $1",
+                            campaign)
+    assert {(r["status"], r["attempts"]) for r in rows} == {("in_doubt", max_attempts)}
+    assert all(f"still in doubt after {max_attempts} attempts" in r["last_reply"] for r in rows)
+    # each resend waited its retry delay (at least 0.8 x base x 2^n) on top of the timeout
+    for message_id in received:
+        at = [m.at for m in server.messages if m.message_id == message_id]
+        gaps = [b - a for a, b in pairwise(at)]
+        assert all(gap >= timeout + 0.8 * base * 2 ** n for n, gap in enumerate(gaps)), gaps
+    listed = await reconcile(dsn, campaign)
+    assert listed.stdout.splitlines()[-1].startswith(f"{recipients} in-doubt rows in campaign {campaign}")
+    print(f"\nslow 250 under resend: {sum(received.values())} deliveries for {recipients} recipients, "
+          f"rows {await counts(conn, campaign)}")

@@ -194,3 +194,45 @@ async def test_a_notification_wakes_the_scheduler_at_once_and_nothing_restarts(
         await approve(conn, campaign)
         await wait_status(conn, campaign, "sent", timeout=120)  # long before the next tick: the notification
     assert "restarting" not in caplog.text, caplog.text
+
+
+class Gated(Received):
+    """Holds every message's reply until `release` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting, self.release = anyio.Event(), anyio.Event()
+
+    async def handle_DATA(self, server, session, envelope) -> str:
+        if not self.release.is_set():
+            self.waiting.set()
+            await self.release.wait()
+        return await super().handle_DATA(server, session, envelope)
+
+
+async def test_an_opt_out_the_node_never_heard_of_stops_a_claimed_row_at_the_move_to_sending(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    campaign = await seed(conn, [f"q{i}@example.com" for i in range(10)])
+    received = Gated()
+    async with recording_server(received) as port:
+        async with running_node(node_settings(dsn, port, smtp_connections=1, batch_size=10)):
+            await approve(conn, campaign)
+            with anyio.fail_after(30):
+                await received.waiting.wait()  # one message on the wire, the rest of the batch claimed
+            target = await conn.fetchrow("""
+                SELECT account_id, email_lower FROM einmal.sends
+                WHERE campaign_id = $1 AND status = 'claimed' ORDER BY id DESC LIMIT 1""", campaign)
+            assert target is not None
+            # the opt-out commits without its notification (as when the listener is disconnected): only
+            # the table knows it, after the row was claimed
+            async with conn.transaction():
+                await conn.execute("ALTER TABLE einmal.suppressions DISABLE TRIGGER suppressions_notify")
+                await conn.execute("INSERT INTO einmal.suppressions (account_id, email_lower, reason) "
+                                   "VALUES ($1, $2, 'unsubscribe')", *target)
+                await conn.execute("ALTER TABLE einmal.suppressions ENABLE TRIGGER suppressions_notify")
+            assert await conn.fetchval("SELECT status FROM einmal.sends WHERE email_lower = $1",
+                                       target["email_lower"]) == "claimed"
+            received.release.set()
+            await wait_status(conn, campaign, "sent")
+    assert target["email_lower"] not in {rcpt for _, rcpt, _ in received.messages}
+    assert await counts(conn, campaign) == {"sent": 9, "suppressed": 1}
