@@ -207,7 +207,7 @@ async def run(ctx: NodeContext, token: str, batches: MemoryObjectReceiveStream[B
     sender = Sender(ctx, token)
     try:
         # one connection for the sender's life: no pool round trip (and reset) per group
-        async with batches, to_recorder, ctx.pool.acquire() as sender.db:
+        async with batches, to_recorder, db.actor_connection(ctx.pool, "sender", token) as sender.db:
             task_status.started()
             async for batch in batches:
                 result = await sender.send_batch(batch)

@@ -64,6 +64,14 @@ async def connect(dsn: str, timeout: float = 10) -> asyncpg.Connection:
 
 
 @asynccontextmanager
+async def actor_connection(pool: asyncpg.Pool, actor: str, token: str) -> AsyncIterator[asyncpg.Connection]:
+    """A pool connection an actor keeps for its life, named `einmal <actor> <token>` in pg_stat_activity."""
+    async with pool.acquire() as conn:
+        await conn.execute(query("session_name"), f"einmal {actor} {token}"[:63])
+        yield conn
+
+
+@asynccontextmanager
 async def connection(dsn: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await connect(dsn)
     try:
@@ -72,8 +80,9 @@ async def connection(dsn: str) -> AsyncIterator[asyncpg.Connection]:
         await conn.close()
 
 
-async def create_pool(dsn: str, size: int = 4) -> asyncpg.Pool:
+async def create_pool(dsn: str, size: int = 4, name: str = "einmal") -> asyncpg.Pool:
     try:
-        return await asyncpg.create_pool(dsn, min_size=1, max_size=size, init=_init, timeout=10)
+        return await asyncpg.create_pool(dsn, min_size=1, max_size=size, init=_init, timeout=10,
+                                         server_settings={"application_name": name[:63]})
     except UNAVAILABLE as exc:
         raise DatabaseUnavailable(f"cannot reach PostgreSQL at {describe(dsn)}: {exc}") from exc
