@@ -14,6 +14,7 @@ import anyio
 import asyncpg
 import pytest
 
+from service import db
 from tests.pgcluster import PgCluster, cluster_dsn, pg_cluster  # noqa: F401  (fixtures)
 from tests.pipeline import (
     Received,
@@ -148,3 +149,29 @@ async def test_losing_the_claimers_connection_finishes_the_messages_on_the_wire(
     assert "DatabaseConnectionLost: the claimer's connection to PostgreSQL was closed" in failed[0], failed[0]
     assert "released back to the pool" not in text, text
     print(f"\nclaimer's backend terminated mid-group: final {final}; log: {failed[0]}")
+
+
+async def test_returning_a_dead_nodes_rows_does_not_wait_for_a_row_another_backend_has_locked(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    campaign = await seed(conn, [f"l{i}@example.com" for i in range(6)])
+    await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
+    await conn.execute("""
+        INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id)
+        SELECT $1::bigint, account_id, id, email, lower(email), 'campaign:' || $1::bigint || ':' || id
+        FROM einmal.subscribers""", campaign)
+    await conn.execute("INSERT INTO einmal.nodes (id, heartbeat_at) VALUES ('gone/1', now() - interval '1 hour')")
+    await conn.execute("UPDATE einmal.sends SET status = 'claimed', claimed_by = 'gone/1' WHERE campaign_id = $1",
+                       campaign)
+    locked = await conn.fetchval("SELECT min(id) FROM einmal.sends WHERE campaign_id = $1", campaign)
+    holder = await asyncpg.connect(dsn)  # a backend that holds one row's lock and does not move
+    try:
+        async with holder.transaction():
+            await holder.execute("SELECT 1 FROM einmal.sends WHERE id = $1 FOR UPDATE", locked)
+            with anyio.fail_after(60):  # before: waits for the lock as long as it is held
+                rescued = await conn.fetchrow(db.query("node_rescue"), 3.0, "hold", [])
+            assert rescued["queued"] == 5, dict(rescued)
+        again = await conn.fetchrow(db.query("node_rescue"), 3.0, "hold", [])  # the next tick
+    finally:
+        await holder.close()
+    assert again["queued"] == 1, "the token without a node row is still recognised at the next tick"
+    assert await counts(conn, campaign) == {"queued": 6}
