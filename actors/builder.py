@@ -28,7 +28,7 @@ async def build(ctx: NodeContext, campaign_id: int, chunk: int = CHUNK) -> int:
     added = 0
     with telemetry.tracer().start_as_current_span("campaign.build") as span:
         span.set_attribute("einmal.campaign_id", campaign_id)
-        async with ctx.pool.acquire() as conn:
+        async with db.actor_connection(ctx.pool, "builder", ctx.token, ctx.settings.db_timeout_seconds) as conn:
             after = await conn.fetchval(db.query("recipients_build_resume"), campaign_id)
             size = min(FIRST_CHUNK, chunk)  # a small first chunk: sending starts sooner
             while True:

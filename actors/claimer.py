@@ -54,7 +54,8 @@ async def claim(ctx: NodeContext, conn: asyncpg.Connection, token: str, campaign
 
 async def run(ctx: NodeContext, token: str, to_sender: MemoryObjectSendStream[Batch], *,
               task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-    async with to_sender, ctx.pool.acquire() as conn:  # one connection for the claimer's life
+    # one connection for the claimer's life
+    async with to_sender, db.actor_connection(ctx.pool, "claimer", token, ctx.settings.db_timeout_seconds) as conn:
         task_status.started()
         turn, campaigns, listed_at = 0, [], -LIST_SECONDS
         while not ctx.stopping.is_set():

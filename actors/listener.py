@@ -37,7 +37,8 @@ class Listener:
         self.ctx.claim_nudge.set()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        conn = await db.connect(self.ctx.dsn)
+        conn = await db.connect(self.ctx.dsn, command_timeout=self.ctx.settings.db_timeout_seconds,
+                                name=f"einmal listener {self.ctx.node_id}")
         lost = anyio.Event()
         conn.add_termination_listener(lambda _c: lost.set())
         try:

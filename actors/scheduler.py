@@ -24,7 +24,7 @@ MIN_NUDGED_GAP = 0.05  # seconds between ticks that a nudge brings forward
 
 async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> None:
     settings = ctx.settings
-    async with ctx.pool.acquire() as conn:
+    async with db.actor_connection(ctx.pool, "scheduler", ctx.token, settings.db_timeout_seconds) as conn:
         await conn.execute(db.query("node_heartbeat"), ctx.token, ctx.hostname, os.getpid())
         # this node's own retired tokens are the send pipeline's to return, after it recorded
         # what they got answered (service/node.py)

@@ -61,8 +61,9 @@ class RateLimiter:
 
 
 class Sender:
-    def __init__(self, ctx: NodeContext, token: str) -> None:
+    def __init__(self, ctx: NodeContext, token: str, halt: anyio.Event | None = None) -> None:
         self.ctx, self.token = ctx, token
+        self.halt = halt or anyio.Event()  # set when the claimer failed: finish the group, give back the rest
         self.connections = [SmtpConnection(ctx.settings) for _ in range(ctx.settings.smtp_connections)]
         self.templates: dict[int, render.CampaignTemplate] = {}
         self.rate = RateLimiter(ctx.settings.rate_limit)
@@ -71,6 +72,7 @@ class Sender:
         self.unavailable: str | None = None  # why the last group reached no server at all
         self.returned = 0  # rows of the last batch given back because of it
         self.pending: list[Outcome] = []  # outcomes of the last group, not yet recorded
+        self.starting: list[Row] = []  # the group being moved to sending: none of it is on the wire yet
         self.db: asyncpg.Connection  # set by run()
 
     async def template(self, campaign_id: int) -> render.CampaignTemplate:
@@ -146,9 +148,10 @@ class Sender:
 
     async def advance(self, group: list[Row]) -> set[int]:
         """Record the outcomes waiting from the last group and start `group`: one statement."""
+        self.starting = group
         rows = await self.db.fetch(db.query("send_advance"), *columns(self.pending), self.token,
                                    [row.id for row in group])
-        pending, self.pending = self.pending, []  # kept until written: see run()
+        pending, self.pending, self.starting = self.pending, [], []  # kept until written: see run()
         self._check_recorded(len(pending), rows[0]["recorded"] if rows else 0)
         return {r["id"] for r in rows if r["id"] is not None}
 
@@ -182,8 +185,8 @@ class Sender:
         with telemetry.tracer().start_as_current_span("send", context=trace.set_span_in_context(batch.span)):
             for start in range(0, len(batch.rows), n):
                 group = batch.rows[start:start + n]
-                if self.ctx.stopping.is_set() or self.unavailable is not None:
-                    # draining, or the server is down or refuses us: give the rest back
+                if self.ctx.stopping.is_set() or self.halt.is_set() or self.unavailable is not None:
+                    # draining, the claimer failed, or the server is down or refuses us: give the rest back
                     await self.release(batch.rows[start:])
                     result.settled["released"] = len(batch.rows) - start
                     self.returned += len(batch.rows) - start
@@ -208,12 +211,13 @@ class Sender:
 
 
 async def run(ctx: NodeContext, token: str, batches: MemoryObjectReceiveStream[Batch],
-              to_recorder: MemoryObjectSendStream[BatchResult], *,
+              to_recorder: MemoryObjectSendStream[BatchResult], halt: anyio.Event | None = None, *,
               task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-    sender = Sender(ctx, token)
+    sender = Sender(ctx, token, halt)
     try:
         # one connection for the sender's life: no pool round trip (and reset) per group
-        async with batches, to_recorder, ctx.pool.acquire() as sender.db:
+        async with batches, to_recorder, db.actor_connection(ctx.pool, "sender", token,
+                                                             ctx.settings.db_timeout_seconds) as sender.db:
             task_status.started()
             async for batch in batches:
                 result = await sender.send_batch(batch)
@@ -224,6 +228,9 @@ async def run(ctx: NodeContext, token: str, batches: MemoryObjectReceiveStream[B
                     await sender.back_off()
             await sender.flush()
     finally:
-        if sender.pending:  # known answers: the next incarnation records them before any rescue
-            ctx.unrecorded.append((token, sender.pending))
+        # known answers, and a group whose move to sending may or may not have committed but that never
+        # reached the wire (back to the queue, no attempt): the next incarnation records them before any rescue
+        unsent = [Outcome(row.id, "queued", "not sent: the database connection failed") for row in sender.starting]
+        if sender.pending or unsent:
+            ctx.unrecorded.append((token, sender.pending + unsent))
         await sender.close()

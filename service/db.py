@@ -1,7 +1,7 @@
 """Database access: connections, the SQL files, and errors translated once."""
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from importlib import resources
 from urllib.parse import urlsplit
 
@@ -50,17 +50,82 @@ UNAVAILABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.InvalidCatalogN
                asyncpg.InvalidAuthorizationSpecificationError, asyncpg.InvalidPasswordError, TimeoutError)
 
 
+class DatabaseStalled(ConnectionError):
+    """A statement of a node's got no answer within EINMAL_DB_TIMEOUT_SECONDS: its connection is dropped."""
+
+
+class DatabaseConnectionLost(ConnectionError):
+    """An actor's connection was closed under it."""
+
+
+# A node's sessions: named for pg_stat_activity, and probed by the server's TCP keepalives so that the
+# backend of a node that vanished (half-open connection) is ended and its locks freed within about a minute.
+KEEPALIVES = {"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10", "tcp_keepalives_count": "3"}
+
+
+def _session(name: str) -> dict[str, str]:
+    return {"application_name": name[:63], **KEEPALIVES}
+
+
 async def _init(conn: asyncpg.Connection) -> None:
     await conn.execute("SET search_path = einmal, public")
 
 
-async def connect(dsn: str, timeout: float = 10) -> asyncpg.Connection:
+async def connect(dsn: str, timeout: float = 10, command_timeout: float | None = None,
+                  name: str = "einmal") -> asyncpg.Connection:
     try:
-        conn = await asyncpg.connect(dsn, timeout=timeout)
+        conn = await asyncpg.connect(dsn, timeout=timeout, command_timeout=command_timeout,
+                                     server_settings=_session(name))
     except UNAVAILABLE as exc:
         raise DatabaseUnavailable(f"cannot reach PostgreSQL at {describe(dsn)}: {exc}") from exc
     await _init(conn)
     return conn
+
+
+@asynccontextmanager
+async def actor_connection(pool: asyncpg.Pool, actor: str, token: str,
+                           timeout: float) -> AsyncIterator[asyncpg.Connection]:
+    """A pool connection for an actor, named `einmal <actor> <token>` in pg_stat_activity.
+
+    The pool's command timeout (`timeout`, EINMAL_DB_TIMEOUT_SECONDS) bounds every statement. When the
+    actor fails on it (a statement timed out, the connection was lost, anything) the connection is dropped,
+    not reset: its state is unknown, and a reset would wait on a backend that may never answer. A timeout
+    comes out as DatabaseStalled; a connection that died under the actor as DatabaseConnectionLost (asyncpg
+    hands a dead connection back to the pool at once, so the actor's next call would only say that)."""
+    lost: list[bool] = []
+
+    def on_lost(_conn: object) -> None:
+        lost.append(True)
+
+    async with pool.acquire() as conn:
+        conn.add_termination_listener(on_lost)
+        try:
+            await conn.execute(query("session_name"), f"einmal {actor} {token}"[:63])
+            yield conn
+        except TimeoutError as exc:
+            _drop(conn)
+            raise DatabaseStalled(f"PostgreSQL did not answer the {actor} within {timeout:g}s; "
+                                  "its connection is dropped") from exc
+        except Exception as exc:
+            _drop(conn)
+            if lost:
+                detail = "" if isinstance(exc, asyncpg.InterfaceError) else f": {type(exc).__name__}: {exc}"
+                raise DatabaseConnectionLost(f"the {actor}'s connection to PostgreSQL was closed under it "
+                                             f"(backend terminated, server restarted or network lost){detail}"
+                                             ) from exc
+            raise
+        except BaseException:
+            _drop(conn)
+            raise
+        finally:
+            if not lost:
+                with suppress(asyncpg.InterfaceError):
+                    conn.remove_termination_listener(on_lost)
+
+
+def _drop(conn: asyncpg.Connection) -> None:
+    with suppress(asyncpg.InterfaceError):  # already handed back to the pool: it is closed
+        conn.terminate()
 
 
 @asynccontextmanager
@@ -72,8 +137,10 @@ async def connection(dsn: str) -> AsyncIterator[asyncpg.Connection]:
         await conn.close()
 
 
-async def create_pool(dsn: str, size: int = 4) -> asyncpg.Pool:
+async def create_pool(dsn: str, size: int = 4, name: str = "einmal",
+                      command_timeout: float | None = None) -> asyncpg.Pool:
     try:
-        return await asyncpg.create_pool(dsn, min_size=1, max_size=size, init=_init, timeout=10)
+        return await asyncpg.create_pool(dsn, min_size=1, max_size=size, init=_init, timeout=10,
+                                         command_timeout=command_timeout, server_settings=_session(name))
     except UNAVAILABLE as exc:
         raise DatabaseUnavailable(f"cannot reach PostgreSQL at {describe(dsn)}: {exc}") from exc

@@ -59,7 +59,7 @@ class SendPipeline:
         if self.runs > 1:
             ctx.new_token()
         token = ctx.token
-        async with ctx.pool.acquire() as conn:
+        async with db.actor_connection(ctx.pool, "pipeline", token, ctx.settings.db_timeout_seconds) as conn:
             # the token's node row exists before it claims anything
             await conn.execute(db.query("node_heartbeat"), token, ctx.hostname, os.getpid())
             await record_unrecorded(ctx, conn)
@@ -69,11 +69,24 @@ class SendPipeline:
                 ctx.retired_tokens.clear()
         to_sender, batches = anyio.create_memory_object_stream[Batch](1)
         to_recorder, results = anyio.create_memory_object_stream[BatchResult](8)
+        halt = anyio.Event()  # the claimer failed: the sender finishes its group, gives back the rest
+        failed: list[Exception] = []
+
+        async def claim(*, task_status: TaskStatus[None]) -> None:
+            task_status.started()
+            try:
+                await claimer.run(ctx, token, to_sender)
+            except Exception as exc:  # its own connection: no reason to cut the SMTP transactions under way
+                failed.append(exc)
+                halt.set()
+
         async with anyio.create_task_group() as tg:
             await tg.start(recorder.run, ctx, token, results)
-            await tg.start(sender.run, ctx, token, batches, to_recorder)
-            await tg.start(claimer.run, ctx, token, to_sender)
+            await tg.start(sender.run, ctx, token, batches, to_recorder, halt)
+            await tg.start(claim)
             task_status.started()
+        if failed:
+            raise failed[0]  # after the drain; the supervisor restarts the pipeline under a new token
         self.drained.set()  # reached only when the claimer stopped and the rest drained
 
 
@@ -84,7 +97,8 @@ async def serve(settings: Settings, stop: anyio.Event,
     `on_start` is handed the node's context before the actors start (tests
     look at its suppression set and its token through it)."""
     dsn = db.url(settings)
-    pool = await db.create_pool(dsn, size=8)  # scheduler, builder, claimer, two sender lanes, spare
+    # scheduler, builder, claimer, two sender lanes, spare
+    pool = await db.create_pool(dsn, size=8, command_timeout=settings.db_timeout_seconds)
     ctx = NodeContext(settings, pool, dsn)
     ctx.new_token()
     if on_start is not None:

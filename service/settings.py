@@ -24,6 +24,7 @@ class Settings(BaseSettings):
     batch_size: int = Field(200, ge=1, le=10_000)
     tick_seconds: float = Field(5.0, ge=0.05, le=3600)
     node_timeout_seconds: float = Field(30.0, gt=0)
+    db_timeout_seconds: float = Field(10.0, gt=0)
     in_doubt: Literal["hold", "resend"] = "hold"
     max_attempts: int = Field(5, ge=1)
     retry_base_seconds: float = Field(60.0, ge=0)

@@ -6,6 +6,15 @@ WITH dead AS (
     DELETE FROM einmal.nodes
     WHERE heartbeat_at < now() - make_interval(secs => $1) OR id = ANY ($3::text[])
     RETURNING id
+), held AS MATERIALIZED (
+    -- a row locked by a statement still running (or by a frozen backend) is skipped, not waited for: one
+    -- hung connection must not stall every node's scheduler, hence every heartbeat; the next tick retries
+    SELECT s.id FROM einmal.sends s
+    WHERE s.status IN ('claimed', 'sending')
+      AND (s.claimed_by IN (SELECT id FROM dead) OR s.claimed_by = ANY ($3::text[])
+           -- a token with no node row at all (its row was removed as dead before)
+           OR NOT EXISTS (SELECT 1 FROM einmal.nodes n WHERE n.id = s.claimed_by))
+    FOR UPDATE OF s SKIP LOCKED
 ), rescued AS (
     UPDATE einmal.sends s SET
         status = CASE WHEN s.status = 'claimed' AND c.status = 'cancelled' THEN 'failed'
@@ -15,11 +24,8 @@ WITH dead AS (
                           WHEN s.status = 'sending' THEN 'node ' || s.claimed_by || ' died during the SMTP transaction'
                           ELSE s.last_reply END,
         updated_at = now()
-    FROM einmal.campaigns c
-    WHERE c.id = s.campaign_id AND s.status IN ('claimed', 'sending')
-      AND (s.claimed_by IN (SELECT id FROM dead) OR s.claimed_by = ANY ($3::text[])
-           -- a token with no node row at all (its row was removed as dead before)
-           OR NOT EXISTS (SELECT 1 FROM einmal.nodes n WHERE n.id = s.claimed_by))
+    FROM einmal.campaigns c, held h
+    WHERE s.id = h.id AND c.id = s.campaign_id
     RETURNING s.status
 )
 SELECT (SELECT count(*) FROM dead) AS nodes,
