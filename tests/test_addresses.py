@@ -8,6 +8,7 @@ import unicodedata
 import uuid
 from pathlib import Path
 
+import anyio
 import asyncpg
 import pytest
 
@@ -16,7 +17,7 @@ from service.addresses import email_key
 from service.capture import capture_server
 from service.migrate import BOOTSTRAP, migrate
 from tests.conftest import _admin, einmal, with_database
-from tests.pipeline import node_env, start_node, stop_node, wait_status
+from tests.pipeline import Received, approve, node_env, recording_server, seed, start_node, stop_node, wait_status
 
 pytestmark = pytest.mark.anyio
 
@@ -214,3 +215,34 @@ async def test_the_migration_rekeys_existing_rows_and_merges_what_became_one_mai
         assert await migrate(conn) == []
     finally:
         await conn.close()
+
+
+async def test_an_opt_out_by_the_a_label_form_after_the_build_is_honoured_at_claim(
+        dsn: str, conn: asyncpg.Connection) -> None:
+    campaign = await seed(conn, ["Bob@Bücher.example", "carl@example.com"])
+    await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
+    await conn.fetchrow(db.query("recipients_build_chunk"), campaign, "", 100)
+    assert set((await sends(conn, campaign)).values()) == {"queued"}
+
+    result = await anyio.to_thread.run_sync(
+        lambda: einmal("suppress", "--account", "acme", "bob@xn--bcher-kva.example", dsn=dsn))
+    assert result.returncode == 0, result.stderr
+    claimed = await conn.fetch(db.query("send_claim_batch"), campaign, "node-a/1", 10)
+    assert {r["email"]: r["status"] for r in claimed} == {"Bob@Bücher.example": "suppressed",
+                                                        "carl@example.com": "claimed"}
+
+
+async def test_a_no_such_user_bounce_suppresses_the_mailbox_not_only_its_spelling(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    campaign = await seed(conn, ["BOB@XN--BCHER-KVA.EXAMPLE", "carl@example.com"])
+    received = Received(decide=lambda rcpt: "550 5.1.1 no such user" if rcpt.startswith("BOB") else None)
+    async with recording_server(received) as port:
+        node = start_node(node_env(dsn, port), tmp_path / "node.log")
+        try:
+            await approve(conn, campaign)
+            await wait_status(conn, campaign, "sent", timeout=120)
+        finally:
+            assert await stop_node(node) == 0, (tmp_path / "node.log").read_text()
+    assert await sends(conn, campaign) == {"BOB@XN--BCHER-KVA.EXAMPLE": "failed", "carl@example.com": "sent"}
+    rows = await conn.fetch("SELECT email_lower, reason FROM einmal.suppressions")
+    assert [tuple(r) for r in rows] == [("bob@bücher.example", "bounce")], "the key of every spelling of bob"
