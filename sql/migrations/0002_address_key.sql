@@ -13,6 +13,8 @@
 -- furthest along (sent, then sending, in_doubt, suppressed, failed, claimed,
 -- queued; the oldest row first among equals), so a 'sent' is never lost.
 
+ANALYZE pg_temp.einmal_rekey;  -- usually empty or small: lets the planner use the indexes below
+
 -- subscribers: the key becomes an ordinary column, written by whoever adds a subscriber
 ALTER TABLE einmal.subscribers ALTER COLUMN email_lower DROP EXPRESSION;
 UPDATE einmal.subscribers s SET email_lower = r.key
