@@ -41,9 +41,10 @@ def url(settings: Settings) -> str:
 def describe(dsn: str) -> str:
     """The URL without its password, for messages."""
     parts = urlsplit(dsn)
-    host = parts.hostname or dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p).get("host", "")
-    port = f":{parts.port}" if parts.port else ""
-    return f"{host}{port}{parts.path}"
+    hosts = parts.netloc.rpartition("@")[2]  # h, h:port, [v6]:port, or several joined by commas
+    if not hosts:
+        hosts = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p).get("host", "")
+    return f"{hosts}{parts.path}"
 
 
 UNAVAILABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.InvalidCatalogNameError,

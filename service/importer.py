@@ -33,8 +33,10 @@ a quoted field), so no row of the file is trusted. Memory stays bounded:
 lines are read at most MAX_RECORD characters at a time.
 
 An address is a subscriber of the account as written, so `A@x.org` and
-`a@x.org` are two subscribers (UNIQUE (account_id, email)); one recipient per
-lower-cased address is chosen when a campaign's recipients are built. An
+`a@x.org` are two subscribers (UNIQUE (account_id, email)); each row also
+gets its mailbox key (`email_lower`, service/addresses.py: `a@x.org` for
+both), and one recipient per key is chosen when a campaign's recipients are
+built. An
 existing subscriber keeps its name and status; a new list adds a membership.
 """
 
@@ -53,6 +55,7 @@ import asyncpg
 from email_validator import SPECIAL_USE_DOMAIN_NAMES, EmailNotValidError, validate_email
 
 from service import db
+from service.addresses import email_key
 from service.errors import UsageError, leaves
 from service.settings import Settings
 
@@ -60,7 +63,7 @@ DEFAULT_LIST = "default"
 MAX_EMAIL, MAX_NAME, MAX_LIST, MAX_ACCOUNT = 254, 1000, 200, 200
 CHUNK_ROWS = 10_000
 MAX_RECORD = 1 << 20  # characters in one record (its lines together): far beyond any real row
-COLUMNS = ["line", "email", "name", "list_name"]
+COLUMNS = ["line", "email", "email_key", "name", "list_name"]
 
 # C0 and C1 controls (CR, LF and TAB included), DEL, the Unicode line and paragraph
 # separators, and the lone surrogates that stand for bytes that are not UTF-8.
@@ -173,8 +176,8 @@ def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
     return Header(len(row), names.index("email"), where.get("name"), where.get("list"))
 
 
-def check_row(row: list[str], header: Header) -> tuple[str, str, str] | str:
-    """(email, name, list) of a good row, or why it is rejected."""
+def check_row(row: list[str], header: Header) -> tuple[str, str, str, str] | str:
+    """(email, its key, name, list) of a good row, or why it is rejected."""
     if len(row) != header.width:
         return f"expected {header.width} fields, found {len(row)}"
     for field in row:
@@ -195,7 +198,7 @@ def check_row(row: list[str], header: Header) -> tuple[str, str, str] | str:
     problem = address_problem(email)
     if problem:
         return f"invalid address {shown(email)}: {problem}"
-    return email, name, list_name
+    return email, email_key(email), name, list_name
 
 
 def records(reader: "csv._reader", lines: Lines) -> Iterator[tuple[int, list[str]]]:

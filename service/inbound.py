@@ -15,7 +15,8 @@ from collections.abc import Mapping
 
 import asyncpg
 
-from service import db
+from service import db, suppressions
+from service.addresses import email_key
 from service.errors import UsageError
 
 KINDS = {"unsubscribe", "bounce", "complaint"}
@@ -32,11 +33,11 @@ async def apply(conn: asyncpg.Connection, event_id: str, kind: str, account_id: 
         raise UsageError(f"inbound event id {event_id!r} must be namespaced: <source>:<id>")
     if kind not in KINDS:
         raise UsageError(f"inbound event kind must be one of {', '.join(sorted(KINDS))}, not {kind!r}")
-    digest = payload_hash({"kind": kind, "account_id": account_id, "email": email.lower(), **(payload or {})})
+    digest = payload_hash({"kind": kind, "account_id": account_id, "email": email_key(email), **(payload or {})})
     async with conn.transaction():
         if await conn.fetchval(db.query("inbound_event_claim"), event_id, digest) is None:
             if await conn.fetchval(db.query("inbound_event_get"), event_id) != digest:
                 raise UsageError(f"inbound event {event_id} was already received with a different payload")
             return False
-        await conn.fetchrow(db.query("suppression_insert"), account_id, [email], kind)
+        await suppressions.suppress(conn, account_id, [email], kind)
     return True

@@ -1,7 +1,9 @@
 """Configuration: environment variables only, prefix EINMAL_."""
 
 import os
+import re
 from typing import Literal
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -54,11 +56,75 @@ class Settings(BaseSettings):
         return value
 
 
+_ENCODE_HINT = " (percent-encode '/', '?', '#' and '@' in the user name and password: %2F %3F %23 %40)"
+_IPV6_HOST = re.compile(r"\[[^\]]+\](?::(.*))?")
+
+
+def _port_problem(port: str) -> str | None:
+    port = unquote(port)
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        return "a port is not a number from 1 to 65535" + _ENCODE_HINT
+    return None
+
+
+def database_url_problem(url: str) -> str | None:
+    """Why `url` is not a PostgreSQL URL einmal can use, or None when it is.
+
+    Parses as asyncpg does (several hosts `h1:p1,h2:p2`, `[v6]:port`, `?host=/socket/dir`),
+    so a URL that passes here does not fail later with a parser's traceback. The answer
+    never quotes the URL: any part of it may be the password."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # urllib's messages may quote the URL: never show them
+        if "IPv6" in str(exc):
+            return "the '[' or ']' around an IPv6 host is not closed or not opened" + _ENCODE_HINT
+        return "not a valid URL" + _ENCODE_HINT
+    if parts.scheme not in ("postgresql", "postgres"):
+        return "must start with postgresql:// (or postgres://)"
+    if "#" in url:
+        return "has a '#' (a URL fragment means nothing here)" + _ENCODE_HINT
+    try:
+        query = parse_qs(parts.query, strict_parsing=True) if parts.query else {}
+    except ValueError:
+        return "the part after '?' is not name=value pairs joined by '&'" + _ENCODE_HINT
+    auth, _, hosts = parts.netloc.rpartition("@")
+    if "@" in auth:
+        return "has more than one '@' before the host" + _ENCODE_HINT
+    if hosts:
+        for host in hosts.split(","):
+            if not host:
+                return "has an empty host in its list of hosts"
+            if host.startswith("["):
+                match = _IPV6_HOST.fullmatch(host)
+                if match is None:
+                    return "an IPv6 host must be written [address] or [address]:port" + _ENCODE_HINT
+                port = match.group(1)
+            else:
+                port = host.partition(":")[2]
+            if port and (problem := _port_problem(port)):
+                return problem
+    for port in ",".join(query.get("port", [])).split(","):
+        if port and (problem := _port_problem(port)):
+            return problem
+    return None
+
+
+def _database_url() -> tuple[str, str] | None:
+    """(variable, value) of the database URL in use: EINMAL_DATABASE_URL, else DATABASE_URL."""
+    for name in ("EINMAL_DATABASE_URL", "DATABASE_URL"):
+        if os.environ.get(name):
+            return name, os.environ[name]
+    return None
+
+
 def load() -> Settings:
     """Read the environment; a malformed value raises ConfigError naming the variable."""
     overrides = {}
-    if not os.environ.get("EINMAL_DATABASE_URL") and os.environ.get("DATABASE_URL"):
-        overrides["database_url"] = os.environ["DATABASE_URL"]
+    if found := _database_url():
+        name, value = found
+        if problem := database_url_problem(value):
+            raise ConfigError(f"{name}: {problem}")
+        overrides["database_url"] = value
     try:
         return Settings(**overrides)
     except ValidationError as exc:
@@ -69,5 +135,6 @@ def load() -> Settings:
         given = os.environ.get(name)
         if given is not None and len(given) > 60:
             given = given[:57] + "..."
-        shown = "" if given is None or "PASSWORD" in name or "SECRET" in name else f" (got {given!r})"
+        hidden = given is None or any(word in name for word in ("PASSWORD", "SECRET", "DATABASE_URL"))
+        shown = "" if hidden else f" (got {given!r})"
         raise ConfigError(f"{name}: {error['msg']}{shown}") from None

@@ -2,11 +2,12 @@
 
 `einmal suppress --account A EMAIL... [--reason R]` adds them; it is
 idempotent (`suppressed N, already suppressed M`, counted over the distinct
-lower-cased addresses given). Addresses are compared in lower case, lowered
-by PostgreSQL as `subscribers.email_lower` is, so both always agree. Every
-new row NOTIFYs `einmal_suppression` with `<account_id>:<email_lower>`
-(a trigger in the schema), which running nodes use to drop the address from
-work in flight.
+mailboxes given). A suppression is stored under the address's mailbox key
+(service/addresses.py), the key `subscribers.email_lower` holds, so it
+stops every spelling of the mailbox: `bob@xn--bcher-kva.example`, as a
+bounce feed reports it, stops `Bob@bücher.example`. Every new row NOTIFYs
+`einmal_suppression` with `<account_id>:<email_lower>` (a trigger in the
+schema), which running nodes use to drop the address from work in flight.
 
 An unknown account is an error, not created: suppressing for an account
 that does not exist is most likely a typo. An invalid address or reason
@@ -18,6 +19,7 @@ import argparse
 import asyncpg
 
 from service import db
+from service.addresses import email_key
 from service.errors import UsageError
 from service.importer import address_problem, check_account, shown, unsafe_text
 from service.settings import Settings
@@ -29,7 +31,7 @@ async def suppress(conn: asyncpg.Connection, account_id: int, emails: list[str],
     """Suppress `emails` for the account; return how many were not suppressed before.
 
     Addresses are taken as given (no syntax check: a bounce may name anything);
-    duplicates and case variants count once."""
+    spellings of one mailbox count once."""
     added, _ = await _insert(conn, account_id, emails, reason)
     return added
 
@@ -38,7 +40,8 @@ async def _insert(conn: asyncpg.Connection, account_id: int, emails: list[str],
                   reason: str) -> tuple[int, int]:
     if not emails:
         return 0, 0
-    row = await conn.fetchrow(db.query("suppression_insert"), account_id, emails, reason)
+    keys = [email_key(email) for email in emails]
+    row = await conn.fetchrow(db.query("suppression_insert"), account_id, keys, reason)
     return row["added"], row["given"]
 
 

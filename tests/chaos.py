@@ -78,11 +78,12 @@ WITH a AS (INSERT INTO einmal.accounts (name) VALUES ('chaos') RETURNING id),
 l AS (INSERT INTO einmal.lists (account_id, name)
       SELECT id, n FROM a, unnest(ARRAY['one', 'two']) n RETURNING id, name),
 s AS (
-    INSERT INTO einmal.subscribers (account_id, email, name)
-    SELECT a.id, 'user' || i || CASE WHEN i % 500 = 3 THEN '@bounce.test' ELSE '@example.com' END, 'User ' || i
-    FROM a, generate_series(1, $1) i
+    INSERT INTO einmal.subscribers (account_id, email, email_lower, name)  -- ASCII: lower() is its key
+    SELECT a.id, e, lower(e), 'User ' || i FROM a, generate_series(1, $1) i,
+        LATERAL (SELECT 'user' || i || CASE WHEN i % 500 = 3 THEN '@bounce.test' ELSE '@example.com' END) AS x (e)
     UNION ALL  -- every 50th address again, in upper case: the same recipient
-    SELECT a.id, 'USER' || i || '@EXAMPLE.com', 'User ' || i FROM a, generate_series(1, $1, 50) i
+    SELECT a.id, 'USER' || i || '@EXAMPLE.com', 'user' || i || '@example.com', 'User ' || i
+    FROM a, generate_series(1, $1, 50) i
     RETURNING id, email
 )
 INSERT INTO einmal.list_members (list_id, subscriber_id)

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from service import embedded
+from service import db, embedded
 from service.migrate import migrate
 from tests.smtp_servers import make_smtp_server, smtp_certificate, smtp_server  # noqa: F401  (fixtures)
 
@@ -75,6 +75,11 @@ async def conn(dsn: str):
     connection = await asyncpg.connect(dsn)
     yield connection
     await connection.close()
+
+
+def applied_everything() -> str:
+    """What `einmal migrate` prints when it applies every migration to an empty database."""
+    return "applied " + ", ".join(f"{version:04d}_{name}" for version, name, _ in db.migrations())
 
 
 def einmal(*args: str, dsn: str | None = None, env: dict | None = None, input: str | None = None,

@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import asyncpg
 
+from service.addresses import email_key
 from service.capture import message_ids as _message_ids
 from tests.conftest import ROOT
 
@@ -31,16 +32,16 @@ async def seed(conn: asyncpg.Connection, addresses: list[str], *, lists: dict[st
             "INSERT INTO einmal.lists (account_id, name) VALUES ($1, $2) RETURNING id", account, name)
         list_ids.append(list_id)
         await conn.execute("""
-            INSERT INTO einmal.subscribers (account_id, email, name)
-            SELECT $1, e, 'Name ' || ordinality FROM unnest($2::text[]) WITH ORDINALITY e
-            ON CONFLICT DO NOTHING""", account, members)
+            INSERT INTO einmal.subscribers (account_id, email, email_lower, name)
+            SELECT $1, e, k, 'Name ' || ordinality FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS m (e, k)
+            ON CONFLICT DO NOTHING""", account, members, [email_key(e) for e in members])
         await conn.execute("""
             INSERT INTO einmal.list_members (list_id, subscriber_id)
             SELECT $1, id FROM einmal.subscribers WHERE account_id = $2 AND email = ANY ($3::text[])""",
                            list_id, account, members)
     for email in suppressed:
-        await conn.execute("INSERT INTO einmal.suppressions (account_id, email_lower) VALUES ($1, lower($2))",
-                           account, email)
+        await conn.execute("INSERT INTO einmal.suppressions (account_id, email_lower) VALUES ($1, $2)",
+                           account, email_key(email))
     return await conn.fetchval("""
         INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids)
         VALUES ($1, 'test', 'Hi {{ name }}', 'news@example.com', $2, $3) RETURNING id""",

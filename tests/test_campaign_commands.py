@@ -42,7 +42,7 @@ async def seed_campaign(conn: asyncpg.Connection, status: str = "draft", sends: 
     for i, send_status in enumerate(sends):
         email = f"r{i}@example.org"
         subscriber = await conn.fetchval(
-            "INSERT INTO einmal.subscribers (account_id, email) VALUES ($1, $2) "
+            "INSERT INTO einmal.subscribers (account_id, email, email_lower) VALUES ($1, $2, $2) "
             "ON CONFLICT (account_id, email) DO UPDATE SET name = '' RETURNING id", account, email)
         await conn.execute(
             "INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, "

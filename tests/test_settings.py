@@ -92,3 +92,44 @@ def test_the_example_environment_file_lists_every_setting_with_its_default(
         else:
             assert field.default is None, f"EINMAL_{name.upper()} has a default: show it, uncommented"
     assert {"OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME"} <= set(example)
+
+
+SECRET_PART = "Zq7-not-for-your-eyes"
+MALFORMED_URLS = {
+    "port not a number": f"postgresql://einmal:{SECRET_PART}@127.0.0.1:notaport/einmal",
+    "port out of range": f"postgresql://einmal:{SECRET_PART}@127.0.0.1:99999/einmal",
+    "unclosed IPv6 host": f"postgresql://einmal:{SECRET_PART}@[::1/einmal",
+    "unescaped ? in the password": f"postgresql://einmal:ab?{SECRET_PART}@127.0.0.1/einmal",
+    "unescaped # in the password": f"postgresql://einmal:ab#{SECRET_PART}@127.0.0.1/einmal",
+    "unescaped / in the password": f"postgresql://einmal:ab/{SECRET_PART}@127.0.0.1/einmal",
+    "unescaped @ in the password": f"postgresql://einmal:ab@{SECRET_PART}@127.0.0.1/einmal",
+    "empty host in a host list": f"postgresql://einmal:{SECRET_PART}@127.0.0.1,/einmal",
+}
+
+
+@pytest.mark.parametrize("variable", ["EINMAL_DATABASE_URL", "DATABASE_URL"])
+@pytest.mark.parametrize("url", MALFORMED_URLS.values(), ids=MALFORMED_URLS.keys())
+def test_a_malformed_database_url_is_one_line_naming_its_variable_without_the_password(
+        variable: str, url: str) -> None:
+    result = einmal("migrate", env={variable: url})
+
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"einmal: {variable}: "), lines[0]
+    assert result.stdout == ""
+    for secret in (SECRET_PART, SECRET_PART[:8], SECRET_PART[-8:]):
+        assert secret not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://einmal:p%3Fw%23d%40x@127.0.0.1:1,127.0.0.1:2/nowhere",  # encoded secrets, two hosts
+    "postgresql://einmal@[::1]:1/nowhere",
+    "postgres://einmal@127.0.0.1/nowhere?port=1&sslmode=disable",
+])
+def test_a_well_formed_database_url_goes_on_to_connect(url: str) -> None:
+    result = einmal("migrate", dsn=url)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("einmal: cannot reach PostgreSQL at "), result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert "p%3Fw" not in result.stderr

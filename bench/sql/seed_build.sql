@@ -7,9 +7,10 @@ WITH a AS (
     INSERT INTO einmal.lists (account_id, name) SELECT a.id, n FROM a, unnest(ARRAY['one', 'two']) n
     RETURNING id, name
 ), s AS (
-    INSERT INTO einmal.subscribers (account_id, email, name)
+    INSERT INTO einmal.subscribers (account_id, email, email_lower, name)  -- ASCII: lower() is the key
     SELECT a.id,
            CASE WHEN i % 50 = 0 THEN 'USER' || (i - 1) || '@EXAMPLE.COM' ELSE 'user' || i || '@example.com' END,
+           CASE WHEN i % 50 = 0 THEN 'user' || (i - 1) || '@example.com' ELSE 'user' || i || '@example.com' END,
            'User ' || i
     FROM a, generate_series(1, $1) i
     RETURNING id, email

@@ -4,8 +4,9 @@ WITH a AS (
 ), l AS (
     INSERT INTO einmal.lists (account_id, name) SELECT id, 'default' FROM a RETURNING id
 ), s AS (
-    INSERT INTO einmal.subscribers (account_id, email, name)
-    SELECT a.id, 'user' || i || '@example.com', 'User ' || i FROM a, generate_series(1, $1) i
+    INSERT INTO einmal.subscribers (account_id, email, email_lower, name)
+    SELECT a.id, 'user' || i || '@example.com', 'user' || i || '@example.com', 'User ' || i
+    FROM a, generate_series(1, $1) i
     RETURNING id
 ), m AS (
     INSERT INTO einmal.list_members (list_id, subscriber_id) SELECT l.id, s.id FROM l, s

@@ -3,6 +3,7 @@
 CREATE TEMP TABLE pg_temp.einmal_import (
     line      bigint NOT NULL,
     email     text NOT NULL,
+    email_key text NOT NULL,
     name      text NOT NULL,
     list_name text NOT NULL
 ) ON COMMIT DROP

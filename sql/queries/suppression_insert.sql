@@ -1,9 +1,9 @@
--- Suppress the addresses $2 (compared in lower case, as PostgreSQL lowers them)
--- for account $1 with reason $3. Returns how many distinct addresses were given
--- and how many of those were newly suppressed; each new row NOTIFYs
+-- Suppress the mailbox keys $2 (service/addresses.py: email_key of each
+-- address) for account $1 with reason $3. Returns how many distinct keys were
+-- given and how many of those were newly suppressed; each new row NOTIFYs
 -- einmal_suppression through the table's trigger.
 WITH given AS (
-    SELECT DISTINCT lower(address) AS email_lower FROM unnest($2::text[]) AS address
+    SELECT DISTINCT key AS email_lower FROM unnest($2::text[]) AS key
 ), added AS (
     INSERT INTO einmal.suppressions (account_id, email_lower, reason)
     SELECT $1::bigint, email_lower, $3 FROM given

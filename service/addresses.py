@@ -1,0 +1,70 @@
+"""The key of a mailbox: one string however its address is spelled.
+
+`email_key(address)` is the only place einmal decides when two addresses are
+one mailbox. Its result is what the `email_lower` columns hold — of
+einmal.subscribers, einmal.sends and einmal.suppressions — so the recipient
+build (one send row per key and campaign: `sends_one_per_address`), the
+suppressions (`einmal suppress`, inbound events, 5.1.x bounces) and every
+claim-time check compare keys, never raw addresses. It is computed here, in
+Python, where the address enters einmal (import, suppress, inbound), and
+never by PostgreSQL: `lower()` there depends on the database's LC_CTYPE
+(with `C` it leaves `Ü` alone) and PostgreSQL knows nothing of IDNA.
+
+The rules, applied to the part before the last `@` (the local part) and the
+part after it (the domain) separately:
+
+- Local part: Unicode canonical caseless matching (the Unicode Standard,
+  §3.13: case folding of the canonical decomposition), then NFC. So NFC and
+  NFD spellings are one, `ANNA` is `anna`, `Ü` is `ü`, the final sigma `ς`
+  is `σ` — and, as full case folding does, `ß` is `ss`. The result does not
+  depend on any locale.
+- Domain: UTS #46 mapping, non-transitional (what IDNA 2008 resolvers do:
+  lower case, NFC, full-width forms and the ideographic full stop mapped;
+  `ß` stays `ß`), then every valid A-label (`xn--…`) decoded to its U-label.
+  The key's domain is therefore the Unicode form: `bücher.example` for both
+  `BÜCHER.EXAMPLE` and `xn--bcher-kva.example`. A label that is not a valid
+  A-label stays as it is (lower case); a domain UTS #46 refuses (a code point
+  IDNA disallows) is folded like a local part.
+- No `@` at all (a suppression may name anything): the whole text is folded
+  like a local part.
+
+The key is idempotent: `email_key(email_key(a)) == email_key(a)`. The
+address itself (`email`) is kept as written and is what a message is sent
+to; when several spellings of one mailbox are on a campaign's lists, the
+oldest confirmed subscriber's spelling is used.
+"""
+
+import unicodedata
+
+import idna
+
+_ACE_PREFIX = "xn--"
+
+
+def email_key(address: str) -> str:
+    """The key of the mailbox `address` names (see the module's rules)."""
+    local, at, domain = address.rpartition("@")
+    if not at:
+        return _fold(address)
+    return f"{_fold(local)}@{_domain_key(domain)}"
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", text).casefold())
+
+
+def _domain_key(domain: str) -> str:
+    try:
+        mapped = idna.uts46_remap(domain, std3_rules=False, transitional=False)
+    except idna.IDNAError:
+        return _fold(domain)
+    return unicodedata.normalize("NFC", ".".join(_u_label(label) for label in mapped.split(".")))
+
+
+def _u_label(label: str) -> str:
+    if not label.startswith(_ACE_PREFIX):  # uts46_remap has lowered it
+        return label
+    try:
+        return idna.ulabel(label)  # only the canonical A-label of a valid U-label decodes
+    except (idna.IDNAError, UnicodeError):
+        return label
