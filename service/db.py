@@ -50,7 +50,7 @@ UNAVAILABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.InvalidCatalogN
                asyncpg.InvalidAuthorizationSpecificationError, asyncpg.InvalidPasswordError, TimeoutError)
 
 
-async def _init(conn: asyncpg.Connection) -> None:
+async def init(conn: asyncpg.Connection) -> None:
     await conn.execute("SET search_path = einmal, public")
 
 
@@ -59,7 +59,7 @@ async def connect(dsn: str, timeout: float = 10) -> asyncpg.Connection:
         conn = await asyncpg.connect(dsn, timeout=timeout)
     except UNAVAILABLE as exc:
         raise DatabaseUnavailable(f"cannot reach PostgreSQL at {describe(dsn)}: {exc}") from exc
-    await _init(conn)
+    await init(conn)
     return conn
 
 
@@ -74,6 +74,6 @@ async def connection(dsn: str) -> AsyncIterator[asyncpg.Connection]:
 
 async def create_pool(dsn: str, size: int = 4) -> asyncpg.Pool:
     try:
-        return await asyncpg.create_pool(dsn, min_size=1, max_size=size, init=_init, timeout=10)
+        return await asyncpg.create_pool(dsn, min_size=1, max_size=size, init=init, timeout=10)
     except UNAVAILABLE as exc:
         raise DatabaseUnavailable(f"cannot reach PostgreSQL at {describe(dsn)}: {exc}") from exc
