@@ -81,6 +81,7 @@ class Web:
     async def database_down(self, exc: BaseException) -> None:
         """A connection-level failure: the idle connections are stale too; renew them all."""
         log.warning("database unreachable: %s", _first_line(exc))
+        self.db_answered_at = -READY_FRESH_SECONDS  # readiness asks again
         await self.pool.expire_connections()
 
     # -- health ----------------------------------------------------------------------------------
