@@ -143,3 +143,23 @@ async def test_metrics_show_the_progress_of_a_sending_campaign_and_in_doubt_rows
     assert progress[(("campaign_id", str(campaign)), ("status", "in_doubt"))] == 4
     assert progress[(("campaign_id", str(campaign)), ("status", "queued"))] == 36
     assert samples(sending, "einmal_database_up")[()] == 1
+
+
+async def test_readiness_is_503_with_the_reason_while_the_smtp_relay_refuses(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    campaign = await seed(conn, ["a@example.com", "b@example.com"])
+    http_port = free_port()
+    nothing_listens = free_port()
+    base = f"http://127.0.0.1:{http_port}"
+    async with httpx.AsyncClient() as client:
+        async with running_node(node_settings(dsn, nothing_listens, http_address=f"127.0.0.1:{http_port}")):
+            await wait_ready(client, f"{base}/readyz")
+            assert (await client.get(f"{base}/readyz")).json() == {"ready": True}
+            await approve(conn, campaign)
+            with anyio.fail_after(60):
+                while (answer := await client.get(f"{base}/readyz")).status_code == 200:
+                    await anyio.sleep(0.05)
+            assert (await client.get(f"{base}/healthz")).status_code == 200
+    assert answer.status_code == 503
+    assert answer.json()["ready"] is False
+    assert answer.json()["reason"].startswith("SMTP relay refusing"), answer.json()
