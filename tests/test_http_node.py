@@ -137,12 +137,15 @@ async def test_metrics_show_the_progress_of_a_sending_campaign_and_in_doubt_rows
             await conn.execute("UPDATE einmal.campaigns SET status = 'sending', recipients_built_at = now() "
                                "WHERE id = $1", campaign)
             sending = (await client.get(f"{base}/metrics")).text
+            await conn.execute("UPDATE einmal.campaigns SET status = 'paused' WHERE id = $1", campaign)
+            paused_again = (await client.get(f"{base}/metrics")).text
     assert samples(paused, "einmal_in_doubt_rows")[()] == 4
     assert samples(paused, "einmal_campaign_rows") == {}
     progress = samples(sending, "einmal_campaign_rows")
     assert progress[(("campaign_id", str(campaign)), ("status", "in_doubt"))] == 4
     assert progress[(("campaign_id", str(campaign)), ("status", "queued"))] == 36
     assert samples(sending, "einmal_database_up")[()] == 1
+    assert samples(paused_again, "einmal_campaign_rows") == {}  # no longer sending: gone from the metric
 
 
 async def test_readiness_is_503_with_the_reason_while_the_smtp_relay_refuses(
