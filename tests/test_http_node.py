@@ -5,6 +5,7 @@ batch's trace ids; readiness follows the node."""
 
 import email.parser
 import json
+import re
 from pathlib import Path
 
 import anyio
@@ -166,3 +167,37 @@ async def test_readiness_is_503_with_the_reason_while_the_smtp_relay_refuses(
     assert answer.status_code == 503
     assert answer.json()["ready"] is False
     assert answer.json()["reason"].startswith("SMTP relay refusing"), answer.json()
+
+
+async def test_readiness_is_503_draining_once_the_node_is_told_to_stop(conn: asyncpg.Connection, dsn: str) -> None:
+    from service import node
+    from tests.pipeline import Received, recording_server
+
+    campaign = await seed(conn, [f"d{i}@example.com" for i in range(20)])
+    received = Received(delay=2)  # each SMTP transaction takes 2 s: the drain waits for those under way
+    http_port = free_port()
+    base = f"http://127.0.0.1:{http_port}"
+    stop = anyio.Event()
+    async with recording_server(received) as port, httpx.AsyncClient(timeout=30) as client:
+        settings = node_settings(dsn, port, http_address=f"127.0.0.1:{http_port}", smtp_connections=2)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(node.serve, settings, stop)
+            await wait_ready(client, f"{base}/readyz")
+            await approve(conn, campaign)
+            with anyio.fail_after(60):
+                while await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE status = 'sending'") == 0:
+                    await anyio.sleep(0.01)
+            stop.set()
+            draining = await client.get(f"{base}/readyz")
+    assert draining.status_code == 503
+    assert draining.json()["reason"].startswith("draining"), draining.json()
+
+
+def test_the_demo_serves_http_and_follows_a_captured_messages_unsubscribe_link(dsn: str, tmp_path: Path) -> None:
+    from tests.conftest import einmal
+
+    result = einmal("demo", "--subscribers", "40", "--out", str(tmp_path / "out"), dsn=dsn, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = re.search(r"unsubscribe link of \d+\.eml \(to (\S+)\):\n  http://127\.0\.0\.1:\d+/unsubscribe\?token=\S+\n"
+                      r"  one-click POST: HTTP 200; (\S+) suppressed: yes\n", result.stdout)
+    assert found and found[1] == found[2], result.stdout
