@@ -165,8 +165,10 @@ class Web:
         try:
             return await inbound.apply(conn, event_id, "unsubscribe", account_id, email,
                                        {"campaign_id": campaign_id, "subscriber_id": subscriber_id})
-        except UsageError as exc:  # the same link once applied for another address: the subscriber's changed
-            raise Refused(409, "Already used", "This link was already used for another address.") from exc
+        except UsageError as exc:  # e.g. the link was applied before for another address (it changed since)
+            log.warning("unsubscribe %s not applied: %s", event_id, exc)
+            raise Refused(409, "Not applied", "This unsubscribe could not be applied; please contact the "
+                                              "sender.") from exc
 
 
 async def _one_click_body(request: Request) -> None:

@@ -180,3 +180,15 @@ def test_unsubscribe_secret_keys_sign_with_the_first_and_verify_with_all() -> No
     assert make_token("new,old", 1, 2, 3) == make_token("new", 1, 2, 3)
     assert verify_token("new, old", make_token("old", 1, 2, 3)) == (1, 2, 3)
     assert verify_token("new", make_token("old", 1, 2, 3)) is None
+
+
+async def test_a_link_applied_before_for_another_address_is_409_and_changes_nothing(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    ids = await subscriber(conn)
+    async with http_server(dsn) as base, httpx.AsyncClient() as client:
+        url = f"{base}/unsubscribe?token={token(ids)}"
+        assert (await client.post(url, data=ONE_CLICK)).status_code == 200
+        await conn.execute("UPDATE einmal.subscribers SET email = 'new@example.org' WHERE id = $1", ids[2])
+        again = await client.post(url, data=ONE_CLICK)
+    assert again.status_code == 409 and "new@example.org" not in again.text
+    assert await written(conn) == (1, 1)
