@@ -39,8 +39,13 @@ async def claim(ctx: NodeContext, conn: asyncpg.Connection, token: str, campaign
     records = await conn.fetch(db.query("send_claim_batch"), campaign_id, token, ctx.settings.batch_size)
     rows = [Row(r["id"], r["account_id"], r["subscriber_id"], r["email"], r["email_lower"], r["attempts"],
                 r["name"]) for r in records if r["status"] == "claimed"]
+    metrics = ctx.metrics
+    if len(records) > len(rows):
+        metrics.count({"suppressed": len(records) - len(rows)})
     if not rows:
         return None
+    metrics.rows_claimed.inc(len(rows))
+    metrics.rows_in_flight.inc(len(rows))
     tracer = telemetry.tracer()
     root = tracer.start_span("batch", start_time=began, attributes={
         "einmal.campaign_id": campaign_id, "einmal.account_id": account_id, "einmal.node_id": token,
@@ -49,7 +54,7 @@ async def claim(ctx: NodeContext, conn: asyncpg.Connection, token: str, campaign
     span.set_attribute("einmal.claimed", len(rows))
     span.set_attribute("einmal.suppressed", len(records) - len(rows))
     span.end()
-    return Batch(campaign_id, account_id, token, rows, root)
+    return Batch(campaign_id, account_id, token, rows, root, time.monotonic())
 
 
 async def run(ctx: NodeContext, token: str, to_sender: MemoryObjectSendStream[Batch], *,

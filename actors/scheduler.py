@@ -8,6 +8,7 @@ campaign approved -> sending; every node then helps send it.
 
 import logging
 import os
+import time
 from contextlib import suppress
 
 import anyio
@@ -26,6 +27,7 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
     settings = ctx.settings
     async with db.actor_connection(ctx.pool, "scheduler", ctx.token, settings.db_timeout_seconds) as conn:
         await conn.execute(db.query("node_heartbeat"), ctx.token, ctx.hostname, os.getpid())
+        ctx.heartbeat_at = time.monotonic()
         # this node's own retired tokens are the send pipeline's to return, after it recorded
         # what they got answered (service/node.py)
         rescued = await conn.fetchrow(db.query("node_rescue"), settings.node_timeout_seconds,

@@ -130,10 +130,11 @@ class Sender:
             for connection, row in zip(self.connections, group, strict=False):
                 tg.start_soon(one, connection, row)
         if down and len(down) == len(outcomes):
-            self.unavailable = down[0]
+            self.unavailable = self.ctx.smtp_unavailable = down[0]
             self.returned += len(down)
         elif outcomes:
             self.pause = self.first_pause
+            self.ctx.smtp_unavailable = None
         return outcomes
 
     async def back_off(self) -> None:
@@ -149,8 +150,10 @@ class Sender:
     async def advance(self, group: list[Row]) -> set[int]:
         """Record the outcomes waiting from the last group and start `group`: one statement."""
         self.starting = group
+        began = time.monotonic()
         rows = await self.db.fetch(db.query("send_advance"), *columns(self.pending), self.token,
                                    [row.id for row in group])
+        self.ctx.metrics.group_commit_seconds.observe(time.monotonic() - began)
         pending, self.pending, self.starting = self.pending, [], []  # kept until written: see run()
         self._check_recorded(len(pending), rows[0]["recorded"] if rows else 0)
         return {r["id"] for r in rows if r["id"] is not None}

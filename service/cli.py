@@ -24,13 +24,18 @@ def build_parser() -> argparse.ArgumentParser:
     from service import commands
 
     parser = _Parser(prog="einmal", description="Send email campaigns from PostgreSQL, each recipient once.")
+    parser.add_argument("--version", action="version", version=f"einmal {version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     sub.add_parser("migrate", help="apply pending migrations (idempotent)").set_defaults(func=commands.migrate)
     sub.add_parser("run", help="run one node until SIGTERM").set_defaults(func=commands.run)
+    sub.add_parser("serve", help="serve only HTTP (EINMAL_HTTP_ADDRESS) until SIGTERM").set_defaults(
+        func=commands.serve)
     demo = sub.add_parser("demo", help="embedded PostgreSQL + capture SMTP + sample data, end to end")
     demo.add_argument("--subscribers", type=int, default=3000)
     demo.add_argument("--out", default=None, help="folder for captured messages")
+    demo.add_argument("--keep-serving", action="store_true",
+                      help="after the campaign, keep the node and its HTTP surface up until Ctrl-C")
     demo.set_defaults(func=commands.demo)
 
     subscribers = sub.add_parser("subscribers", help="manage subscribers").add_subparsers(
@@ -77,6 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
     decide.add_argument("--mark-sent", action="store_true", help="record them as sent")
     reconcile.set_defaults(func=commands.reconcile)
     return parser
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("einmal")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> None:

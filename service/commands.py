@@ -20,6 +20,12 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
     return await node.run(settings)
 
 
+async def serve(args: argparse.Namespace, settings: Settings) -> int:
+    from service import node
+
+    return await node.run(settings, node.serve_http)
+
+
 async def demo(args: argparse.Namespace, settings: Settings) -> int:
     from service import demo
 

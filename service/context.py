@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import anyio
 import asyncpg
 
+from service.metrics import Metrics
 from service.settings import Settings
 
 
@@ -51,6 +52,7 @@ class Batch:
     token: str
     rows: list[Row]
     span: object = None  # the batch's root span, ended by the recorder
+    began: float = 0.0  # time.monotonic() at its claim
 
 
 @dataclass
@@ -86,6 +88,9 @@ class NodeContext:
     retired_tokens: list[str] = field(default_factory=list)
     # (token, outcomes) a failed send pipeline got from the SMTP server but could not record
     unrecorded: list[tuple[str, list[Outcome]]] = field(default_factory=list)
+    metrics: Metrics = field(default_factory=Metrics)
+    heartbeat_at: float = 0.0  # time.monotonic() of this node's last heartbeat
+    smtp_unavailable: str | None = None  # why the last group reached no SMTP server; None once one did
 
     def __post_init__(self) -> None:
         if not self.node_id:

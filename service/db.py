@@ -68,7 +68,7 @@ def _session(name: str) -> dict[str, str]:
     return {"application_name": name[:63], **KEEPALIVES}
 
 
-async def _init(conn: asyncpg.Connection) -> None:
+async def init(conn: asyncpg.Connection) -> None:
     await conn.execute("SET search_path = einmal, public")
 
 
@@ -79,7 +79,7 @@ async def connect(dsn: str, timeout: float = 10, command_timeout: float | None =
                                      server_settings=_session(name))
     except UNAVAILABLE as exc:
         raise DatabaseUnavailable(f"cannot reach PostgreSQL at {describe(dsn)}: {exc}") from exc
-    await _init(conn)
+    await init(conn)
     return conn
 
 
@@ -141,7 +141,7 @@ async def connection(dsn: str) -> AsyncIterator[asyncpg.Connection]:
 async def create_pool(dsn: str, size: int = 4, name: str = "einmal",
                       command_timeout: float | None = None) -> asyncpg.Pool:
     try:
-        return await asyncpg.create_pool(dsn, min_size=1, max_size=size, init=_init, timeout=10,
+        return await asyncpg.create_pool(dsn, min_size=1, max_size=size, init=init, timeout=10,
                                          command_timeout=command_timeout, server_settings=_session(name))
     except UNAVAILABLE as exc:
         raise DatabaseUnavailable(f"cannot reach PostgreSQL at {describe(dsn)}: {exc}") from exc

@@ -3,18 +3,26 @@
 The embedded PostgreSQL (unless a database URL is set), a local capture SMTP
 server writing each message to a folder, a sample account whose list holds
 the same addresses in another case, members of two lists and suppressed
-addresses — and one node, in this process, sending the campaign.
+addresses — and one node, in this process, sending the campaign, with its
+HTTP surface on (EINMAL_HTTP_ADDRESS, else a free loopback port). At the end
+it prints one captured message's unsubscribe link and follows it as a mail
+provider would (RFC 8058 one-click POST); `--keep-serving` keeps the node
+and its HTTP surface up until Ctrl-C, to open the link in a browser.
 """
 
 import argparse
+import email.parser
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import anyio
 from pydantic import SecretStr
 
+from actors import http
 from service import campaign_status, campaigns, capture, db, importer, node, suppressions, telemetry
 from service.migrate import migrate
 from service.settings import Settings
@@ -41,7 +49,7 @@ def sample_csv(path: Path, n: int) -> None:
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> int:
-    node.setup_logging()
+    node.setup_logging(settings)
     out = Path.cwd() / (args.out or f"demo-out/{time.strftime('%Y%m%d-%H%M%S')}")
     dsn = db.url(settings)
     async with db.connection(dsn) as conn:
@@ -56,33 +64,81 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
         account_id = await conn.fetchval(db.query("account_find"), account)
         await suppressions.suppress(conn, account_id, [f"reader{i}@example.com" for i in range(7, 100, 31)],
                                     "unsubscribe")
+    sock = http.bind(settings.http_address or "127.0.0.1:0")
     async with capture.capture_server(out) as (host, port):
         node_settings = settings.model_copy(update={
             "database_url": dsn, "smtp_host": host, "smtp_port": port, "smtp_tls": "none",
             "smtp_username": None, "tick_seconds": 1.0, "message_id_domain": "demo.einmal.invalid",
-            "unsubscribe_url": settings.unsubscribe_url or "https://example.com/unsubscribe",
+            "unsubscribe_url": settings.unsubscribe_url or f"{http.url(sock)}/unsubscribe",
             "unsubscribe_secret": settings.unsubscribe_secret or SecretStr("demo-secret")})
         stop = anyio.Event()
         telemetry.setup()  # OTEL_TRACES_EXPORTER=console shows the batch traces
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(node.serve, node_settings, stop)
-            async with db.connection(dsn) as conn:
-                campaign_id = await create(conn, account, node_settings)
-                await campaigns.transition(conn, "approve", campaign_id)
-                print(f"campaign {campaign_id} approved; sending")
-                began = time.monotonic()
-                snap = await campaign_status.follow(conn, campaign_id, sys.stdout, tty=sys.stdout.isatty(),
-                                                    interval=0.5)
-            stop.set()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(node.serve, node_settings, stop, None, sock)
+                async with db.connection(dsn) as conn:
+                    campaign_id = await create(conn, account, node_settings)
+                    await campaigns.transition(conn, "approve", campaign_id)
+                    print(f"campaign {campaign_id} approved; sending")
+                    began = time.monotonic()
+                    snap = await campaign_status.follow(conn, campaign_id, sys.stdout, tty=sys.stdout.isatty(),
+                                                        interval=0.5)
+                    took = time.monotonic() - began
+                    clicked = await follow_one_link(conn, out, campaign_id, account_id)
+                if args.keep_serving:
+                    print(f"serving {http.url(sock)} (/unsubscribe, /healthz, /readyz, /metrics) until Ctrl-C")
+                    await anyio.sleep_forever()
+                stop.set()
+        finally:
+            sock.close()
     telemetry.shutdown()
     counts = snap.as_json()["counts"]
     ids = [i for i in capture.message_ids(out) if i.startswith(f"<campaign.{campaign_id}.")]
     dupes = len(ids) - len(set(ids))
-    print(f"campaign {campaign_id} {snap.status} in {time.monotonic() - began:.1f}s: sent {counts['sent']}, "
+    print(f"campaign {campaign_id} {snap.status} in {took:.1f}s: sent {counts['sent']}, "
           f"suppressed {counts['suppressed']}, failed {counts['failed']}, in doubt {counts['in_doubt']}; "
           f"{len(ids)} of its messages captured, {dupes} duplicates")
     print(f"the messages are in {out}")
-    return 0 if not dupes and counts["sent"] == len(ids) else 1
+    return 0 if not dupes and counts["sent"] == len(ids) and clicked else 1
+
+
+def unsubscribe_link(out: Path, campaign_id: int) -> tuple[str, str, str] | None:
+    """(file name, recipient, List-Unsubscribe URL) of the campaign's first captured message."""
+    for path in sorted(out.glob(f"*{capture.SUFFIX}"), key=lambda p: int(p.stem) if p.stem.isdigit() else 0):
+        with open(path, "rb") as f:
+            headers = email.parser.BytesHeaderParser().parse(f)
+        if str(headers["Message-ID"]).startswith(f"<campaign.{campaign_id}.") and headers["List-Unsubscribe"]:
+            url = headers["List-Unsubscribe"].strip().removeprefix("<").removesuffix(">")
+            return path.name, headers["Delivered-To"], url
+    return None
+
+
+def one_click(url: str) -> int:
+    """POST List-Unsubscribe=One-Click as a mail provider does (RFC 8058); the status."""
+    request = urllib.request.Request(url, data=b"List-Unsubscribe=One-Click", method="POST",
+                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+async def follow_one_link(conn, out: Path, campaign_id: int, account_id: int) -> bool:
+    """Print the unsubscribe link of the campaign's first captured message and follow it; True if it worked."""
+    found = await anyio.to_thread.run_sync(unsubscribe_link, out, campaign_id)
+    if found is None:
+        print("no captured message to unsubscribe from")
+        return False
+    name, recipient, url = found
+    print(f"unsubscribe link of {name} (to {recipient}):\n  {url}")
+    if not url.startswith("http://127.0.0.1") and not url.startswith("http://["):
+        print("  (EINMAL_UNSUBSCRIBE_URL is set elsewhere: not followed)")
+        return True
+    status = await anyio.to_thread.run_sync(one_click, url)
+    suppressed = await conn.fetchval(db.query("suppression_exists"), account_id, recipient)
+    print(f"  one-click POST: HTTP {status}; {recipient} suppressed: {'yes' if suppressed else 'no'}")
+    return status == 200 and suppressed
 
 
 async def create(conn, account: str, settings: Settings) -> int:

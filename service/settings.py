@@ -1,5 +1,6 @@
 """Configuration: environment variables only, prefix EINMAL_."""
 
+import ipaddress
 import os
 import re
 from typing import Literal
@@ -39,6 +40,9 @@ class Settings(BaseSettings):
     restart_intensity: int = Field(10, ge=0)
     restart_period_seconds: float = Field(60.0, gt=0)
     node_id: str | None = None
+    http_address: str | None = None  # host:port; unset: no HTTP listener
+    log_format: Literal["text", "json"] = "text"
+    log_level: str = "INFO"
 
     @model_validator(mode="after")
     def _heartbeat_outpaces_the_timeout(self) -> "Settings":
@@ -54,6 +58,63 @@ class Settings(BaseSettings):
         if value is not None and any(c in value for c in "\r\n\0"):
             raise ValueError("must not contain line breaks")
         return value
+
+
+    @field_validator("unsubscribe_url")
+    @classmethod
+    def _https_unless_loopback(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme == "https" and parts.hostname:
+            return value
+        if parts.scheme == "http" and parts.hostname and is_loopback(parts.hostname):
+            return value
+        raise ValueError("must be an https:// URL (http:// only for a loopback host)")
+
+    @field_validator("unsubscribe_secret")
+    @classmethod
+    def _keys_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            parts = value.get_secret_value().split(",")
+            if any(not part.strip() for part in parts):
+                raise ValueError("one or more comma-separated keys, none of them empty")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _a_level(cls, value: str) -> str:
+        if value.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise ValueError("expected DEBUG, INFO, WARNING or ERROR")
+        return value.upper()
+
+    @field_validator("http_address")
+    @classmethod
+    def _host_and_port(cls, value: str | None) -> str | None:
+        if value is not None:
+            split_address(value)
+        return value
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """host:port ([v6]:port) -> (host, port); port 0 picks a free one."""
+    host, sep, port = address.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or any(c.isspace() for c in host) or not (port.isascii() and port.isdigit()):
+        raise ValueError("expected host:port, e.g. 127.0.0.1:8080 or [::1]:8080")
+    if int(port) > 65535:
+        raise ValueError("port must be 0-65535")
+    return host, int(port)
 
 
 _ENCODE_HINT = " (percent-encode '/', '?', '#' and '@' in the user name and password: %2F %3F %23 %40)"
@@ -137,4 +198,4 @@ def load() -> Settings:
             given = given[:57] + "..."
         hidden = given is None or any(word in name for word in ("PASSWORD", "SECRET", "DATABASE_URL"))
         shown = "" if hidden else f" (got {given!r})"
-        raise ConfigError(f"{name}: {error['msg']}{shown}") from None
+        raise ConfigError(f"{name}: {error['msg'].removeprefix('Value error, ')}{shown}") from None

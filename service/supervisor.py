@@ -5,6 +5,10 @@ ready (`task_status.started()`). A child that fails is restarted alone after
 an exponential backoff. More than `intensity` failures within `period`
 seconds stop the supervisor: the process exits non-zero, so that systemd or
 the container runtime restarts it whole.
+
+`states` tells readiness what each child is doing (starting, running,
+restarting); `on_restart(name)` is called for every restart (the metrics
+count them).
 """
 
 import logging
@@ -39,10 +43,20 @@ def describe(exc: BaseException) -> str:
 
 class Supervisor:
     def __init__(self, intensity: int = 10, period: float = 60.0,
-                 backoff: float = 0.2, max_backoff: float = 5.0) -> None:
+                 backoff: float = 0.2, max_backoff: float = 5.0,
+                 on_restart: Callable[[str], None] | None = None) -> None:
         self.intensity, self.period = intensity, period
         self.backoff, self.max_backoff = backoff, max_backoff
         self.restarts: dict[str, int] = {}
+        self.states: dict[str, str] = {}  # child name -> starting | running | restarting
+        self.on_restart = on_restart
+
+    def not_running(self) -> str | None:
+        """The first child that is not running, as 'name (state)'; None when all are."""
+        for name, state in self.states.items():
+            if state != "running":
+                return f"{name} ({state})"
+        return None
 
     async def run(self, children: list[Child]) -> None:
         async with anyio.create_task_group() as tg:
@@ -53,11 +67,13 @@ class Supervisor:
         failures: deque[float] = deque()
         delay = self.backoff
         reported = False
+        self.states[child.name] = "starting"
         while True:
             began = time.monotonic()
             try:
                 async with anyio.create_task_group() as tg:
                     await tg.start(child.run)
+                    self.states[child.name] = "running"
                     if not reported:
                         reported = True
                         task_status.started()
@@ -73,6 +89,9 @@ class Supervisor:
                 if now - began > self.period:
                     delay = self.backoff
                 self.restarts[child.name] = self.restarts.get(child.name, 0) + 1
+                self.states[child.name] = "restarting"
+                if self.on_restart is not None:
+                    self.on_restart(child.name)
                 log.warning("actor %s failed (%s); restarting in %.1fs", child.name, describe(exc), delay)
                 await anyio.sleep(delay)
                 delay = min(delay * 2, self.max_backoff)

@@ -9,6 +9,11 @@ text ``<account_id>:<campaign_id>:<subscriber_id>``, in unpadded url-safe base64
 Every character is url-safe, so the token goes into a query string unquoted.
 The ids are not secret; the signature is what the unsubscribe endpoint must check,
 with ``verify_token``.
+
+Rotation: EINMAL_UNSUBSCRIBE_SECRET may hold several keys, comma-separated. The
+first signs; every one verifies, so links in mail already delivered keep working
+while a new key is introduced. Removing a key retires (expires) the links it signed.
+Tokens carry no time of their own.
 """
 
 import binascii
@@ -23,10 +28,20 @@ _URLSAFE = bytes.maketrans(b"+/", b"-_")
 _MAX_ID_DIGITS = 19  # a PostgreSQL bigint
 
 
-def _key(secret: Secret) -> bytes:
+def keys(secret: Secret) -> list[bytes]:
+    """The keys in a secret: comma-separated, each stripped of surrounding spaces; empty ones dropped."""
     if isinstance(secret, SecretStr):
         secret = secret.get_secret_value()
-    return secret.encode() if isinstance(secret, str) else secret
+    raw = secret.encode() if isinstance(secret, str) else secret
+    return [key for key in (part.strip() for part in raw.split(b",")) if key]
+
+
+def _key(secret: Secret) -> bytes:
+    """The signing key: the first one."""
+    found = keys(secret)
+    if not found:
+        raise ValueError("the unsubscribe secret holds no key")
+    return found[0]
 
 
 def _signature(key: bytes, account_id: int, campaign_id: int, subscriber_id: int) -> bytes:
@@ -61,7 +76,7 @@ def _parse_id(text: str) -> int | None:
 
 
 def verify_token(secret: Secret, token: str) -> tuple[int, int, int] | None:
-    """(account_id, campaign_id, subscriber_id) when the token is genuine, else None."""
+    """(account_id, campaign_id, subscriber_id) when the token was signed by any key of `secret`, else None."""
     if not isinstance(token, str) or len(token) > 200:
         return None
     parts = token.split(".")
@@ -71,10 +86,12 @@ def verify_token(secret: Secret, token: str) -> tuple[int, int, int] | None:
     if None in ids or not parts[3].isascii():
         return None
     account_id, campaign_id, subscriber_id = ids
-    expected = _signature(_key(secret), account_id, campaign_id, subscriber_id)
-    if not hmac.compare_digest(expected, parts[3].encode()):
-        return None
-    return account_id, campaign_id, subscriber_id
+    given = parts[3].encode()
+    # every key is tried, also after a match: the time taken does not tell which key signed
+    matched = False
+    for key in keys(secret):
+        matched |= hmac.compare_digest(_signature(key, account_id, campaign_id, subscriber_id), given)
+    return (account_id, campaign_id, subscriber_id) if matched else None
 
 
 def link(base_url: str, token: str) -> str:

@@ -62,3 +62,32 @@ async def test_a_crash_loop_gives_up_naming_the_actor_and_the_reason() -> None:
     gave_up = caught.value.exceptions[0]
     assert isinstance(gave_up, GaveUp)
     assert str(gave_up) == "actor sender failed 4 times within 10s, giving up: ValueError: bad SMTP credentials"
+
+
+async def test_states_show_a_restarting_actor_and_each_restart_is_reported() -> None:
+    restarted: list[str] = []
+    runs = 0
+
+    async def steady(*, task_status: TaskStatus[None]) -> None:
+        task_status.started()
+        await anyio.sleep_forever()
+
+    async def fails_once(*, task_status: TaskStatus[None]) -> None:
+        nonlocal runs
+        runs += 1
+        task_status.started()
+        if runs == 1:
+            raise ConnectionError("database went away")
+        await anyio.sleep_forever()
+
+    supervisor = Supervisor(intensity=5, period=10, backoff=0.5, on_restart=restarted.append)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(supervisor.run, [Child("steady", steady), Child("flaky", fails_once)])
+        with anyio.fail_after(10):
+            while supervisor.not_running() != "flaky (restarting)":
+                await anyio.sleep(0.001)
+            assert restarted == ["flaky"]
+            while supervisor.not_running() is not None:
+                await anyio.sleep(0.01)
+        assert supervisor.states == {"steady": "running", "flaky": "running"}
+        tg.cancel_scope.cancel()

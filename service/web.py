@@ -1,0 +1,241 @@
+"""The HTTP surface: one-click unsubscribe, health, readiness and metrics (a Starlette app).
+
+    POST /unsubscribe?token=T   RFC 8058 one-click: body `List-Unsubscribe=One-Click` (form-urlencoded or
+                                multipart/form-data), or empty. 200, empty body (the confirmation page when
+                                the client asks for HTML). Records the inbound event `unsubscribe:<a>.<c>.<s>`
+                                and the suppression in one transaction (service.inbound.apply): a repeat
+                                changes nothing. A bad, tampered or retired token: 400, nothing written.
+    GET  /unsubscribe?token=T   a page with one button that posts the form; a GET never unsubscribes
+    GET  /healthz               200 while the event loop answers
+    GET  /readyz                200 when the database answered within the last seconds and every actor runs;
+                                503 and {"ready": false, "reason": …} otherwise
+    GET  /metrics               Prometheus text format
+
+Bad input never reaches the database and never gives a traceback: bodies over 64 KiB are 413, other
+content types 415, other methods 405, other paths 404. A database that cannot be reached is 503 with
+Retry-After, and the pool's connections are renewed so that the retry gets fresh ones.
+"""
+
+import json
+import logging
+import time
+from collections.abc import Callable
+
+import anyio
+import asyncpg
+from python_multipart.exceptions import FormParserError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from service import db, inbound, pages, unsubscribe
+from service.errors import UsageError
+from service.metrics import CONTENT_TYPE, Metrics
+from service.settings import Settings
+
+log = logging.getLogger("einmal.http")
+
+MAX_BODY = 64 * 1024
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+DB_SECONDS = 10.0  # the most a request waits for the database (pool and statements)
+READY_FRESH_SECONDS = 1.0  # a database answer this recent needs no new ping
+DB_DOWN = (*db.UNAVAILABLE, asyncpg.InterfaceError, asyncpg.OperatorInterventionError, ConnectionError)
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'",
+    "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+class Refused(Exception):
+    """A request answered with a 4xx or 503 before anything was written."""
+
+    def __init__(self, status: int, title: str, text: str) -> None:
+        super().__init__(text)
+        self.status, self.title, self.text = status, title, text
+
+
+class Web:
+    """The app's state: settings, its own database pool, the metrics and what readiness asks of the node.
+
+    `checks()` returns the reasons, other than the database, why this process is not ready (draining,
+    an actor restarting, the SMTP relay refusing): an empty list when there are none."""
+
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, metrics: Metrics,
+                 checks: Callable[[], list[str]] = list) -> None:
+        self.settings, self.pool, self.metrics, self.checks = settings, pool, metrics, checks
+        self.db_answered_at = -READY_FRESH_SECONDS
+        routes = [
+            Route("/unsubscribe", self.unsubscribe, methods=["GET", "POST"]),
+            Route("/healthz", self.healthz, methods=["GET"]),
+            Route("/readyz", self.readyz, methods=["GET"]),
+            Route("/metrics", self.metrics_text, methods=["GET"]),
+        ]
+        self.app: ASGIApp = NoTraceback(Starlette(routes=routes))
+
+    async def database_down(self, exc: BaseException) -> None:
+        """A connection-level failure: the idle connections are stale too; renew them all."""
+        log.warning("database unreachable: %s", _first_line(exc))
+        self.db_answered_at = -READY_FRESH_SECONDS  # readiness asks again
+        await self.pool.expire_connections()
+
+    # -- health ----------------------------------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(self, request: Request) -> Response:
+        reasons = self.checks()
+        if time.monotonic() - self.db_answered_at > READY_FRESH_SECONDS:
+            try:
+                with anyio.fail_after(2):
+                    async with self.pool.acquire() as conn:
+                        await conn.fetchval("SELECT 1")
+                self.db_answered_at = time.monotonic()
+            except (*DB_DOWN, asyncpg.PostgresError) as exc:
+                await self.database_down(exc)
+                reasons.insert(0, f"database unreachable: {_first_line(exc)}")
+        if reasons:
+            return JSONResponse({"ready": False, "reason": reasons[0], "reasons": reasons}, status_code=503)
+        return JSONResponse({"ready": True})
+
+    async def metrics_text(self, request: Request) -> Response:
+        try:
+            with anyio.fail_after(5):
+                async with self.pool.acquire() as conn:
+                    await self.metrics.refresh(conn)
+            self.metrics.database_up.set(1)
+        except DB_DOWN as exc:
+            await self.database_down(exc)
+            self.metrics.database_up.set(0)
+        except asyncpg.PostgresError as exc:  # it answered, but not as expected (e.g. not migrated)
+            log.warning("metrics: %s", _first_line(exc))
+            self.metrics.database_up.set(1)
+        return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)
+
+    # -- unsubscribe ------------------------------------------------------------------------------
+
+    async def unsubscribe(self, request: Request) -> Response:
+        try:
+            ids = self._token(request)
+            if request.method == "POST":
+                await _one_click_body(request)
+            with anyio.fail_after(DB_SECONDS):
+                async with self.pool.acquire() as conn:
+                    recipient = await conn.fetchrow(db.query("unsubscribe_recipient"), *ids)
+                    if recipient is None:
+                        raise Refused(404, "Unknown recipient", "This link names a recipient that no longer exists.")
+                    if request.method != "POST":
+                        return HTMLResponse(pages.question(request.query_params["token"], recipient["email"],
+                                                           recipient["account_name"], recipient["campaign_name"]),
+                                            headers=PAGE_HEADERS)
+                    applied = await self._apply(conn, ids, recipient["email"])
+        except Refused as refused:
+            if refused.status < 500:
+                self.metrics.unsubscribes.labels("refused").inc()
+            return _problem(request, refused)
+        except (*DB_DOWN, TimeoutError) as exc:
+            await self.database_down(exc)
+            return _problem(request, Refused(503, "Try again later", "The service is briefly unavailable."))
+        self.metrics.unsubscribes.labels("applied" if applied else "repeated").inc()
+        if _wants_html(request):
+            return HTMLResponse(pages.confirmation(recipient["email"], recipient["account_name"]),
+                                headers=PAGE_HEADERS)
+        return Response(status_code=200)
+
+    def _token(self, request: Request) -> tuple[int, int, int]:
+        secret = self.settings.unsubscribe_secret
+        if secret is None or not unsubscribe.keys(secret):
+            raise Refused(404, "Not found", "Unsubscribe links are not served here.")
+        tokens = request.query_params.getlist("token")
+        ids = unsubscribe.verify_token(secret, tokens[0]) if len(tokens) == 1 else None
+        if ids is None:
+            raise Refused(400, "Invalid link", "This unsubscribe link is not valid: it is incomplete, "
+                                               "altered or expired.")
+        return ids
+
+    async def _apply(self, conn: asyncpg.Connection, ids: tuple[int, int, int], email: str) -> bool:
+        account_id, campaign_id, subscriber_id = ids
+        event_id = f"unsubscribe:{account_id}.{campaign_id}.{subscriber_id}"
+        try:
+            return await inbound.apply(conn, event_id, "unsubscribe", account_id, email,
+                                       {"campaign_id": campaign_id, "subscriber_id": subscriber_id})
+        except UsageError as exc:  # e.g. the link was applied before for another address (it changed since)
+            log.warning("unsubscribe %s not applied: %s", event_id, exc)
+            raise Refused(409, "Not applied", "This unsubscribe could not be applied; please contact the "
+                                              "sender.") from exc
+
+
+async def _one_click_body(request: Request) -> None:
+    """An empty body, or a form whose List-Unsubscribe field is One-Click (RFC 8058); else Refused."""
+    length = request.headers.get("content-length")
+    if length is not None and (not (length.isascii() and length.isdigit()) or int(length) > MAX_BODY):
+        raise Refused(413 if length.isdigit() else 400, "Too large", "The request body is too large.")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            raise Refused(413, "Too large", "The request body is too large.")
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if not body and media in ("", *FORM_TYPES):
+        return
+    if media not in FORM_TYPES:
+        raise Refused(415, "Unsupported", "Send List-Unsubscribe=One-Click as a form.")
+
+    async def replay() -> dict:
+        return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+    try:
+        form = await Request(request.scope, replay).form(max_files=0, max_fields=20, max_part_size=MAX_BODY)
+    except (HTTPException, MultiPartException, FormParserError, ValueError) as exc:
+        raise Refused(400, "Bad form", "The form could not be read.") from exc
+    if form.get("List-Unsubscribe") != "One-Click":
+        raise Refused(400, "Bad form", "Expected List-Unsubscribe=One-Click.")
+
+
+def _wants_html(request: Request) -> bool:
+    return request.method == "GET" or "text/html" in request.headers.get("accept", "")
+
+
+def _problem(request: Request, refused: Refused) -> Response:
+    headers = {"Retry-After": "5"} if refused.status == 503 else {}
+    if _wants_html(request):
+        return HTMLResponse(pages.problem(refused.title, refused.text), status_code=refused.status,
+                            headers={**PAGE_HEADERS, **headers})
+    return PlainTextResponse(refused.text, status_code=refused.status, headers=headers)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class NoTraceback:
+    """Outermost: an error no handler expected is one log line and a 500, never a traceback."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def tracking_send(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:  # the boundary: anything unexpected becomes one line
+            log.error("%s %s failed: %s", scope.get("method", ""), scope.get("path", ""), _first_line(exc))
+            if scope["type"] == "http" and not started:
+                body = json.dumps({"error": "internal error"}).encode()
+                await send({"type": "http.response.start", "status": 500,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,2 @@
+-- Send rows in doubt across every campaign (for /metrics).
+SELECT count(*) FROM einmal.sends WHERE status = 'in_doubt'
