@@ -5,9 +5,13 @@ verdict on what every recipient received.
 
     python -m tests.chaos [--recipients 50000] [--nodes 3] [--kills 20] [--stalls 2]
                           [--no-smtp-faults] [--opt-outs 50] [--no-pg-restart] [--seed N]
+                          [--in-doubt hold|resend]
 
 Bounded in count (kills, stalls) and time (--time-limit). Ends with one
-verdict line; zero duplicates and zero lost is the only passing verdict (exit 0).
+verdict line. Under `hold` (the default), zero duplicates and zero lost is the
+only passing verdict (exit 0). Under `resend` (at least once), zero lost, and
+duplicates plus rows still in doubt within the in-doubt bound: each duplicate
+is a message that was in doubt and sent again with the same Message-ID.
 """
 
 import argparse
@@ -44,10 +48,12 @@ class Scenario:
     pg_restart: bool = True  # on a throwaway cluster of PostgreSQL 18 from the embedded package
     seed: int = field(default_factory=lambda: random.randrange(1_000_000))
     time_limit: float = 540
+    in_doubt: str = "hold"  # EINMAL_IN_DOUBT of the nodes
 
 
 @dataclass
 class Verdict:
+    mode: str
     delivered: int
     duplicates: int
     lost: int
@@ -63,10 +69,12 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
+        if self.mode == "resend":  # at least once: what was in doubt may arrive twice, within the bound
+            return self.lost == 0 and self.duplicates + self.in_doubt <= self.bound
         return self.duplicates == 0 and self.lost == 0 and self.in_doubt <= self.bound
 
     def line(self) -> str:
-        return (f"verdict: {'PASS' if self.passed else 'FAIL'} delivered {self.delivered}, duplicates "
+        return (f"verdict ({self.mode}): {'PASS' if self.passed else 'FAIL'} delivered {self.delivered}, duplicates "
                 f"{self.duplicates}, lost {self.lost}, in doubt {self.in_doubt} (bound {self.bound}), "
                 f"suppressed {self.suppressed}, failed {self.failed}, "
                 f"opt-outs already in flight {self.opt_outs_leaked}, kills {self.kills}, stalls {self.stalls}, "
@@ -202,7 +210,7 @@ async def _run(scenario: Scenario, log_dir: Path | None, cluster) -> Verdict:
     env.update(EINMAL_DATABASE_URL=dsn, EINMAL_SMTP_HOST="127.0.0.1", EINMAL_SMTP_PORT=str(smtp.port),
                EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS), EINMAL_NODE_TIMEOUT_SECONDS=str(NODE_TIMEOUT),
                EINMAL_TICK_SECONDS="0.5", EINMAL_BATCH_SIZE="100", EINMAL_RETRY_BASE_SECONDS="0.2",
-               EINMAL_MAX_ATTEMPTS="10", EINMAL_LOG_LEVEL="WARNING")
+               EINMAL_MAX_ATTEMPTS="10", EINMAL_LOG_LEVEL="WARNING", EINMAL_IN_DOUBT=s.in_doubt)
     nodes = Nodes(env, s.nodes, log_dir)
     # the moments (as fractions of the campaign delivered) at which each disturbance happens
     plan = sorted([(rng.uniform(0.05, 0.9), "kill") for _ in range(s.kills)]
@@ -261,12 +269,15 @@ async def _run(scenario: Scenario, log_dir: Path | None, cluster) -> Verdict:
     sent_not_received = sum(1 for mid, r in message_id.items() if r["status"] == "sent" and mid not in received)
     leaked = sum(1 for mid in received if mid in message_id and message_id[mid]["email_lower"] in opted_out
                  and message_id[mid]["status"] != "suppressed")
-    verdict = Verdict(delivered=len(received), duplicates=sum(n - 1 for n in received.values() if n > 1),
+    verdict = Verdict(mode=s.in_doubt, delivered=len(received),
+                      duplicates=sum(n - 1 for n in received.values() if n > 1),
                       lost=sent_not_received + unfinished + max(expected - len(rows), 0),
                       # a stalled node records its own answers when it wakes; a restarted server fails
                       # every node's pipeline at once
                       in_doubt=counts.get("in_doubt", 0), bound=done["kill"] * CONNECTIONS + dropped
-                      + done["pg-restart"] * s.nodes * CONNECTIONS,
+                      + done["pg-restart"] * s.nodes * CONNECTIONS
+                      # under resend a stalled node's rows on the wire are sent again by another node
+                      + (done["stall"] * CONNECTIONS if s.in_doubt == "resend" else 0),
                       suppressed=counts.get("suppressed", 0), failed=counts.get("failed", 0),
                       opt_outs_leaked=leaked, kills=done["kill"], stalls=done["stall"], pg_restarts=done["pg-restart"],
                       seconds=seconds)
@@ -291,9 +302,10 @@ def main() -> None:
     parser.add_argument("--no-pg-restart", dest="pg_restart", action="store_false")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--time-limit", type=float, default=540)
+    parser.add_argument("--in-doubt", choices=("hold", "resend"), default="hold")
     args = parser.parse_args()
     scenario = Scenario(args.recipients, args.nodes, args.kills, args.stalls, args.smtp_faults, args.opt_outs,
-                        args.pg_restart, time_limit=args.time_limit,
+                        args.pg_restart, time_limit=args.time_limit, in_doubt=args.in_doubt,
                         **({"seed": args.seed} if args.seed is not None else {}))
     verdict = asyncio.run(run(scenario))
     print(verdict.line())
