@@ -99,7 +99,7 @@ class Sender:
         if (row.account_id, row.email_lower) in self.ctx.suppressed:
             return Outcome(row.id, "suppressed", "suppressed before sending")
         try:
-            message = template.render(row.subscriber_id, row.email, row.name)
+            message = template.render(row.subscriber_id, row.email, row.name, row.attributes)
         except ValueError as exc:
             return Outcome(row.id, "failed", f"cannot render: {exc}", attempts=1)
         result = await connection.send(template.envelope_from, row.email, message)

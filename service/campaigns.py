@@ -107,7 +107,7 @@ def check_templates(subject: str, text: str, html: str | None) -> None:
     check_template(subject, "subject")
     check_template(text, "text body")
     if html is not None:
-        check_template(html, "html body")
+        check_template(html, "html body", html=True)
 
 
 async def resolve(conn: asyncpg.Connection, account: str, lists: list[str]) -> tuple[int, list[int]]:

@@ -135,8 +135,12 @@ BAD_CREATE = {
                            "einmal: --from must not contain line breaks"),
     "empty subject": (["--subject", " "], "einmal: --subject must not be empty"),
     "unparseable at": (["--at", "next tuesday"], "einmal: --at 'next tuesday' is not an ISO-8601 time"),
-    "unknown merge field in subject": (["--subject", "Hi {{ nme }}"], "einmal: subject: unknown merge field"),
-    "unknown merge field in text": (["--text", "Hi {{nmae}}"], "einmal: text body: unknown merge field"),
+    "unknown variable in subject": (["--subject", "Hi {{ nme }}"], "einmal: subject: line 1: unknown variable 'nme'"),
+    "unknown variable in text": (["--text", "Hi\n{{nmae}}"], "einmal: text body: line 2: unknown variable 'nmae'"),
+    "template syntax error": (["--text", "Hi\n\n{% if name %}x"], "einmal: text body: line 3: Unexpected end"),
+    "sandbox escape": (["--text", "{{ ''.__class__.__mro__ }}"], "einmal: text body: line 1: names starting"),
+    "template import": (["--text", "{% import 'os' as os %}"], "einmal: text body: line 1: import is not allowed"),
+    "loop of 10**9": (["--text", "{% for i in range(10**9) %}x{% endfor %}"], "einmal: text body: more than"),
 }
 
 
@@ -167,7 +171,17 @@ async def test_create_checks_merge_fields_of_the_html_body(
     (tmp_path / "b.html").write_text("<p>{{ unsubscribe }}</p>")
     result = einmal("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S", "--from",
                     "a@example.org", "--text", "Hi", "--html-file", str(tmp_path / "b.html"), dsn=dsn)
-    assert one_line_error(result).startswith("einmal: html body: unknown merge field")
+    assert one_line_error(result).startswith("einmal: html body: line 1: unknown variable 'unsubscribe'")
+    assert await campaign_count(conn) == 0
+
+
+async def test_create_refuses_a_template_of_1_mb_in_one_line(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    await seed_account(conn)
+    (tmp_path / "big.txt").write_text("Hello {{ name }}\n" + "x" * 1_000_000)
+    result = einmal("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S", "--from",
+                    "a@example.org", "--text-file", str(tmp_path / "big.txt"), dsn=dsn)
+    assert one_line_error(result) == "einmal: text body: longer than 500,000 characters"
     assert await campaign_count(conn) == 0
 
 
