@@ -35,9 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     subscribers = sub.add_parser("subscribers", help="manage subscribers").add_subparsers(
         dest="subcommand", required=True, parser_class=_Parser)
-    imp = subscribers.add_parser("import", help="import a CSV file (header row; email, name, list)")
-    imp.add_argument("--account", required=True)
-    imp.add_argument("file")
+    imp = subscribers.add_parser("import", help="import a CSV file (header row; email, name, list, attributes)")
+    imp.add_argument("--account", required=True, help="the account the subscribers belong to; it must exist")
+    imp.add_argument("--create-account", action="store_true", help="create the account when it does not exist")
+    imp.add_argument("file", help="UTF-8 CSV: a header row, then one subscriber a line (, ; or tab separated)")
     imp.set_defaults(func=commands.subscribers_import)
 
     campaign = sub.add_parser("campaign", help="manage campaigns").add_subparsers(

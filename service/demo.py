@@ -51,7 +51,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "subscribers.csv"
         sample_csv(csv_path, args.subscribers)
-        await importer.command(argparse.Namespace(account=account, file=str(csv_path)), settings)
+        await importer.command(argparse.Namespace(account=account, file=str(csv_path), create_account=True), settings)
     async with db.connection(dsn) as conn:
         account_id = await conn.fetchval(db.query("account_find"), account)
         await suppressions.suppress(conn, account_id, [f"reader{i}@example.com" for i in range(7, 100, 31)],

@@ -4,5 +4,6 @@ CREATE TEMP TABLE pg_temp.einmal_import (
     line      bigint NOT NULL,
     email     text NOT NULL,
     name      text NOT NULL,
-    list_name text NOT NULL
+    list_name text NOT NULL,
+    attributes jsonb NOT NULL
 ) ON COMMIT DROP
