@@ -161,7 +161,7 @@ class Sender:
         """A campaign that cannot be rendered here is paused for the operator, its batch released."""
         await self.release(batch.rows)
         with suppress(UsageError):  # another node paused it first
-            await campaigns.transition(self.db, "pause", batch.campaign_id)
+            await campaigns.transition(self.db, "pause", batch.campaign_id, f"cannot render: {reason}")
         log.error("campaign %d paused: it cannot be rendered: %s", batch.campaign_id, reason)
 
     async def send_batch(self, batch: Batch) -> BatchResult:

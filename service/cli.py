@@ -22,6 +22,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from service import commands
+    from service.campaign_view import STATUSES
 
     parser = _Parser(prog="einmal", description="Send email campaigns from PostgreSQL, each recipient once.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -44,26 +45,42 @@ def build_parser() -> argparse.ArgumentParser:
     campaign = sub.add_parser("campaign", help="manage campaigns").add_subparsers(
         dest="subcommand", required=True, parser_class=_Parser)
     create = campaign.add_parser("create", help="create a draft; prints its id")
-    create.add_argument("--account", required=True)
-    create.add_argument("--name", required=True)
-    create.add_argument("--subject", required=True)
-    create.add_argument("--from", dest="from_address", required=True)
+    create.add_argument("--account", required=True, help="the account whose lists it goes to")
+    create.add_argument("--name", required=True, help="a name for operators (campaign.name in templates)")
+    create.add_argument("--subject", required=True, help="the subject line: a Jinja2 template")
+    create.add_argument("--from", dest="from_address", required=True,
+                        help="the sender, 'Name <address>' or an address")
     body = create.add_mutually_exclusive_group(required=True)
-    body.add_argument("--text-file")
-    body.add_argument("--text")
-    create.add_argument("--html-file")
-    create.add_argument("--list", dest="lists", action="append", default=[])
-    create.add_argument("--at", help="ISO-8601 time to start sending")
+    body.add_argument("--text-file", help="the text body from a UTF-8 file: a Jinja2 template")
+    body.add_argument("--text", help="the text body itself: a Jinja2 template")
+    create.add_argument("--html-file", help="an HTML body from a UTF-8 file (autoescaped Jinja2 template)")
+    create.add_argument("--list", dest="lists", action="append", default=[],
+                        help="a list to send to; repeat for several (default: default)")
+    create.add_argument("--at", help="when to start: ISO-8601 with an offset or an IANA zone after a space "
+                                     "('2026-12-01T09:00 Europe/Berlin'; neither: UTC), or 'now' (the default)")
     create.set_defaults(func=commands.campaign_create)
     for verb in ("approve", "pause", "resume", "cancel"):
         p = campaign.add_parser(verb, help=f"{verb} a campaign")
-        p.add_argument("id", type=int)
+        p.add_argument("id", type=int, help="the campaign's id")
         p.set_defaults(func=commands.campaign_transition, verb=verb)
-    status = campaign.add_parser("status", help="counts per state")
-    status.add_argument("id", type=int)
-    status.add_argument("--json", action="store_true")
+    status = campaign.add_parser("status", help="counts per state, the pause reason, the top failure replies")
+    status.add_argument("id", type=int, help="the campaign's id")
+    status.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     status.add_argument("--follow", action="store_true", help="show a progress bar until the campaign ends")
     status.set_defaults(func=commands.campaign_status)
+    listing = campaign.add_parser("list", help="campaigns, newest first")
+    listing.add_argument("--status", choices=STATUSES, help="only campaigns in this status")
+    listing.set_defaults(func=commands.campaign_list)
+    preview = campaign.add_parser("preview", help="the exact message one subscriber would get")
+    preview.add_argument("id", type=int, help="the campaign's id")
+    preview.add_argument("--subscriber", metavar="EMAIL", help="whose message (default: the first on its lists)")
+    preview.add_argument("--out", metavar="FILE.eml", help="write the message's bytes there instead of stdout")
+    preview.set_defaults(func=commands.campaign_preview)
+    test = campaign.add_parser("test", help="send one message through the relay, outside the campaign")
+    test.add_argument("id", type=int, help="the campaign's id")
+    test.add_argument("--to", required=True, metavar="ADDR", help="the mailbox that gets the test message")
+    test.add_argument("--subscriber", metavar="EMAIL", help="whose message (default: the first on its lists)")
+    test.set_defaults(func=commands.campaign_test)
 
     suppress = sub.add_parser("suppress", help="suppress addresses for an account")
     suppress.add_argument("--account", required=True)

@@ -50,6 +50,24 @@ async def campaign_status(args: argparse.Namespace, settings: Settings) -> int:
     return await campaigns.status_command(args, settings)
 
 
+async def campaign_list(args: argparse.Namespace, settings: Settings) -> int:
+    from service import campaign_view
+
+    return await campaign_view.list_command(args, settings)
+
+
+async def campaign_preview(args: argparse.Namespace, settings: Settings) -> int:
+    from service import campaign_view
+
+    return await campaign_view.preview_command(args, settings)
+
+
+async def campaign_test(args: argparse.Namespace, settings: Settings) -> int:
+    from service import campaign_view
+
+    return await campaign_view.test_command(args, settings)
+
+
 async def suppress(args: argparse.Namespace, settings: Settings) -> int:
     from service import suppressions
 

@@ -20,8 +20,8 @@ octets where it can be folded and never over 998, bodies quoted-printable, heade
 in as UTF-8 (RFC 6532; the SMTP layer must then use SMTPUTF8). It is not dot-stuffed.
 """
 
+import hashlib
 import re
-import secrets
 import time
 from binascii import b2a_base64, b2a_qp
 from collections.abc import Mapping
@@ -212,7 +212,7 @@ def _domain(domain: str) -> bytes:
 class CampaignTemplate:
     """A campaign ready to render: ``CampaignTemplate.compile(campaign, settings).render(…)``."""
 
-    __slots__ = ("_between", "_campaign", "_end", "_from", "_head", "_html", "_id_prefix", "_id_suffix",
+    __slots__ = ("_between", "_campaign", "_digest", "_end", "_from", "_head", "_html", "_id_prefix", "_id_suffix",
                  "_jinja", "_signer", "_subject", "_subject_piece", "_text", "_url_prefix",
                  "account_id", "campaign_id", "clock", "envelope_from")
 
@@ -244,6 +244,9 @@ class CampaignTemplate:
         self._id_prefix = b"Message-ID: <campaign.%d." % self.campaign_id
         self._id_suffix = b"@" + domain + b">\r\n"
         self._compile_unsubscribe(settings, used | self._text.fields | (self._html.fields if self._html else set()))
+        # the same campaign always gets the same boundary: a preview is the message that goes out
+        content = "\0".join((campaign["subject"], campaign["body_text"], campaign.get("body_html") or ""))
+        self._digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         self._compile_mime()
         return self
 
@@ -271,7 +274,7 @@ class CampaignTemplate:
             self._head = head + _TEXT_PART
             return
         # "=_" cannot occur in quoted-printable output, so the bodies cannot contain the boundary
-        boundary = b"=_einmal.%d.%s" % (self.campaign_id, secrets.token_hex(8).encode())
+        boundary = b"=_einmal.%d.%s" % (self.campaign_id, self._digest.encode())
         self._head = (head + b'Content-Type: multipart/alternative;\r\n boundary="' + boundary
                       + b'"\r\n\r\n--' + boundary + CRLF + _TEXT_PART)
         self._between = b"\r\n--" + boundary + CRLF + _HTML_PART

@@ -299,6 +299,7 @@ async def test_status_json_has_every_state_including_zeros(conn: asyncpg.Connect
         "id": campaign, "status": "sending", "total": 4,
         "counts": {"queued": 1, "claimed": 0, "sending": 0, "sent": 2, "suppressed": 0, "failed": 0,
                    "in_doubt": 1},
+        "pause_reason": None, "failures": [],
     }) + "\n"
 
 
@@ -307,7 +308,8 @@ async def test_status_json_of_a_campaign_without_send_rows_is_all_zeros(
     campaign = await seed_campaign(conn, "draft")
     result = einmal("campaign", "status", str(campaign), "--json", dsn=dsn)
     assert json.loads(result.stdout) == {"id": campaign, "status": "draft", "total": 0,
-                                         "counts": dict.fromkeys(campaign_status.STATES, 0)}
+                                         "counts": dict.fromkeys(campaign_status.STATES, 0),
+                                         "pause_reason": None, "failures": []}
 
 
 async def test_status_table_shows_status_name_each_state_and_total(
@@ -317,7 +319,7 @@ async def test_status_table_shows_status_name_each_state_and_total(
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"campaign {campaign} 'spring': paused"
-    assert [line.split() for line in lines[1:]] == [
+    assert [line.split() for line in lines[1:9]] == [
         ["queued", "0"], ["claimed", "1"], ["sending", "0"], ["sent", "1"], ["suppressed", "1"],
         ["failed", "1"], ["in_doubt", "0"], ["total", "4"]]
 
@@ -327,7 +329,8 @@ def test_progress_line_counts_every_finished_state_as_done() -> None:
                                                          "in_doubt": 10, "queued": 3800}
     snap = campaign_status.Snapshot(7, "spring", "sending", counts)
     assert campaign_status.progress_line(snap, 850.0) == (
-        "[####................] sent 1200/5000   24%  850/s  ETA 4s")
+        "[####................] done 1200/5000 (sent 1000, suppressed 150, failed 40, in_doubt 10)   24%  850/s"
+        "  ETA 4s")
     paused = campaign_status.Snapshot(7, "spring", "paused", counts)
     assert "paused" in campaign_status.progress_line(paused, 0.0)
     assert "ETA --" in campaign_status.progress_line(paused, 0.0)
@@ -360,13 +363,13 @@ async def test_follow_ends_when_the_campaign_is_sent(conn: asyncpg.Connection, d
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
-            while "sent 1/3" not in out.getvalue():
+            while "done 1/3" not in out.getvalue():
                 await anyio.sleep(0.01)
             await conn.execute("UPDATE einmal.sends SET status = 'sent' WHERE campaign_id = $1", campaign)
             await conn.execute("UPDATE einmal.campaigns SET status = 'sent' WHERE id = $1", campaign)
     assert codes == [0]
     text = out.getvalue()
-    assert "sent 3/3  100%" in text
+    assert "done 3/3 (sent 3)  100%" in text
     assert text.rstrip().endswith("  total          3")
     if tty:
         assert "\r" in text and "\n" not in text.split("campaign ")[0].rstrip("\n")
@@ -383,7 +386,7 @@ async def test_follow_on_the_command_line_keeps_following_a_paused_campaign_unti
                             text=True, cwd=ROOT, env=env | {"EINMAL_DATABASE_URL": dsn})
     try:
         first = await anyio.to_thread.run_sync(proc.stdout.readline)
-        assert "sent 1/2" in first and "paused" in first, first + proc.stderr.read()
+        assert "done 1/2 (sent 1)" in first and "paused" in first, first + proc.stderr.read()
         await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
         await conn.execute("UPDATE einmal.sends SET status = 'sent' WHERE campaign_id = $1", campaign)
         await conn.execute("UPDATE einmal.campaigns SET status = 'sent' WHERE id = $1", campaign)
@@ -393,5 +396,5 @@ async def test_follow_on_the_command_line_keeps_following_a_paused_campaign_unti
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, err
-    assert "sent 2/2  100%" in rest
+    assert "done 2/2 (sent 2)  100%" in rest
     assert f"campaign {campaign} 'spring': sent" in rest
