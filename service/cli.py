@@ -7,6 +7,7 @@ stderr and its exit code; nothing else prints a traceback to a person.
 
 import argparse
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
 import anyio
 import asyncpg
@@ -20,22 +21,48 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
+# the environment variables `einmal run` reads, for its --help (all of them: README.md)
+RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for every variable):
+  EINMAL_DATABASE_URL (or DATABASE_URL)   PostgreSQL; unset: the embedded one
+  EINMAL_SMTP_HOST, EINMAL_SMTP_PORT       the relay every message goes to
+  EINMAL_SMTP_TLS, EINMAL_SMTP_TLS_CA_FILE none | starttls | tls, and the CAs to check it with
+  EINMAL_SMTP_USERNAME, EINMAL_SMTP_PASSWORD   SMTP AUTH
+  EINMAL_SMTP_CONNECTIONS, EINMAL_SMTP_TIMEOUT_SECONDS, EINMAL_RATE_LIMIT
+  EINMAL_BATCH_SIZE, EINMAL_TICK_SECONDS, EINMAL_NODE_TIMEOUT_SECONDS, EINMAL_NODE_ID
+  EINMAL_IN_DOUBT                          hold | resend: rows a dead node left unanswered
+  EINMAL_MAX_ATTEMPTS, EINMAL_RETRY_BASE_SECONDS, EINMAL_RETRY_MAX_SECONDS
+  EINMAL_MESSAGE_ID_DOMAIN, EINMAL_UNSUBSCRIBE_URL, EINMAL_UNSUBSCRIBE_SECRET
+  EINMAL_SHUTDOWN_GRACE_SECONDS, EINMAL_RESTART_INTENSITY, EINMAL_RESTART_PERIOD_SECONDS
+  EINMAL_LOG_LEVEL                         DEBUG | INFO | WARNING | ERROR
+  OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME"""
+
+
+def einmal_version() -> str:
+    try:
+        return version("einmal")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from service import commands
     from service.campaign_view import STATUSES
 
     parser = _Parser(prog="einmal", description="Send email campaigns from PostgreSQL, each recipient once.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.add_argument("--version", action="version", version=f"einmal {einmal_version()}",
+                        help="print einmal's version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     sub.add_parser("migrate", help="apply pending migrations (idempotent)").set_defaults(func=commands.migrate)
-    sub.add_parser("run", help="run one node until SIGTERM").set_defaults(func=commands.run)
+    sub.add_parser("run", help="run one node until SIGTERM", epilog=RUN_VARIABLES,
+                   formatter_class=argparse.RawDescriptionHelpFormatter).set_defaults(func=commands.run)
     demo = sub.add_parser("demo", help="embedded PostgreSQL + capture SMTP + sample data, end to end")
-    demo.add_argument("--subscribers", type=int, default=3000)
+    demo.add_argument("--subscribers", type=int, default=3000, help="how many sample subscribers (default 3000)")
     demo.add_argument("--out", default=None, help="folder for captured messages")
     demo.set_defaults(func=commands.demo)
 
     subscribers = sub.add_parser("subscribers", help="manage subscribers").add_subparsers(
-        dest="subcommand", required=True, parser_class=_Parser)
+        dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
     imp = subscribers.add_parser("import", help="import a CSV file (header row; email, name, list, attributes)")
     imp.add_argument("--account", required=True, help="the account the subscribers belong to; it must exist")
     imp.add_argument("--create-account", action="store_true", help="create the account when it does not exist")
@@ -43,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp.set_defaults(func=commands.subscribers_import)
 
     campaign = sub.add_parser("campaign", help="manage campaigns").add_subparsers(
-        dest="subcommand", required=True, parser_class=_Parser)
+        dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
     create = campaign.add_parser("create", help="create a draft; prints its id")
     create.add_argument("--account", required=True, help="the account whose lists it goes to")
     create.add_argument("--name", required=True, help="a name for operators (campaign.name in templates)")
@@ -83,13 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
     test.set_defaults(func=commands.campaign_test)
 
     suppress = sub.add_parser("suppress", help="suppress addresses for an account")
-    suppress.add_argument("--account", required=True)
-    suppress.add_argument("--reason", default="manual")
-    suppress.add_argument("emails", nargs="+")
+    suppress.add_argument("--account", required=True, help="the account the addresses are suppressed for")
+    suppress.add_argument("--reason", default="manual", help="recorded with each suppression (default: manual)")
+    suppress.add_argument("emails", nargs="+", metavar="EMAIL", help="the addresses")
     suppress.set_defaults(func=commands.suppress)
 
     reconcile = sub.add_parser("reconcile", help="list or decide a campaign's in-doubt rows")
-    reconcile.add_argument("id", type=int)
+    reconcile.add_argument("id", type=int, help="the campaign's id")
     decide = reconcile.add_mutually_exclusive_group()
     decide.add_argument("--resend", action="store_true", help="queue them again (same Message-ID)")
     decide.add_argument("--mark-sent", action="store_true", help="record them as sent")
@@ -100,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:  # `einmal` alone, or `einmal campaign`: what there is to do
+        parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "--help"])
     try:
         settings = settings_module.load()
         code = run(args.func, args, settings)
