@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="embedded PostgreSQL + capture SMTP + sample data, end to end")
     demo.add_argument("--subscribers", type=int, default=3000, help="how many sample subscribers (default 3000)")
     demo.add_argument("--out", default=None, help="folder for captured messages")
+    demo.add_argument("--database-url", help="seed and use this database (default: the embedded one; a URL "
+                                             "only in the environment is refused)")
     demo.set_defaults(func=commands.demo)
 
     subscribers = sub.add_parser("subscribers", help="manage subscribers").add_subparsers(
