@@ -1,10 +1,18 @@
 """The bodies of the commands: each opens what it needs and delegates."""
 
 import argparse
+import importlib
 
 from service import db
 from service.migrate import migrate as apply_migrations
 from service.settings import Settings
+
+
+def lazy(module: str, name: str):
+    """A command whose module is imported only when it runs."""
+    async def command(args: argparse.Namespace, settings: Settings) -> int:
+        return await getattr(importlib.import_module(f"service.{module}"), name)(args, settings)
+    return command
 
 
 async def migrate(args: argparse.Namespace, settings: Settings) -> int:
