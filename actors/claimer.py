@@ -38,7 +38,7 @@ async def claim(ctx: NodeContext, conn: asyncpg.Connection, token: str, campaign
     began = time.time_ns()
     records = await conn.fetch(db.query("send_claim_batch"), campaign_id, token, ctx.settings.batch_size)
     rows = [Row(r["id"], r["account_id"], r["subscriber_id"], r["email"], r["email_lower"], r["attempts"],
-                r["name"]) for r in records if r["status"] == "claimed"]
+                r["name"], r["attributes"]) for r in records if r["status"] == "claimed"]
     metrics = ctx.metrics
     if len(records) > len(rows):
         metrics.count({"suppressed": len(records) - len(rows)})

@@ -107,7 +107,7 @@ class Sender:
         if (row.account_id, row.email_lower) in self.ctx.suppressed:
             return Outcome(row.id, "suppressed", "suppressed before sending")
         try:
-            message = template.render(row.subscriber_id, row.email, row.name)
+            message = template.render(row.subscriber_id, row.email, row.name, row.attributes)
         except ValueError as exc:
             return Outcome(row.id, "failed", f"cannot render: {exc}", attempts=1)
         result = await connection.send(template.envelope_from, row.email, message)
@@ -173,7 +173,7 @@ class Sender:
         """A campaign that cannot be rendered here is paused for the operator, its batch released."""
         await self.release(batch.rows)
         with suppress(UsageError):  # another node paused it first
-            await campaigns.transition(self.db, "pause", batch.campaign_id)
+            await campaigns.transition(self.db, "pause", batch.campaign_id, f"cannot render: {reason}")
         log.error("campaign %d paused: it cannot be rendered: %s", batch.campaign_id, reason)
 
     async def send_batch(self, batch: Batch) -> BatchResult:

@@ -52,7 +52,11 @@ def _nodes(run: Run) -> str:
     return f"{run.nodes} node{'s' if run.nodes > 1 else ''}"
 
 
-def default(header: Header, wire_seconds: float, runs: list[Run], built: Build, say=print) -> None:
+RENDER_BEFORE_JINJA = 5.0  # µs per message of the merge-field renderer Jinja templates replaced (same body)
+
+
+def default(header: Header, wire_seconds: float, runs: list[Run], built: Build, say=print,
+            renders: list[tuple[str, float | None]] = ()) -> None:
     wire_rate = header.messages / wire_seconds
     one, two = runs
     lines = [*header.lines(), "", row("figure", "measured", "target", None).replace(" -", "  verdict"),
@@ -98,6 +102,10 @@ def default(header: Header, wire_seconds: float, runs: list[Run], built: Build, 
                      built.complete and built.ratio <= 1.3))
     lines.append(row("  bare INSERT … SELECT DISTINCT ON", f"{built.bare_seconds:.2f} s ({built.rows:,} rows)", "",
                      None))
+    for kind, us in renders:
+        ok = None if us is None or not kind.startswith("merge") else us <= 2 * RENDER_BEFORE_JINJA
+        lines.append(row(f"render, {kind}", "not supported" if us is None else f"{us:.1f} µs/message",
+                         f"<= {2 * RENDER_BEFORE_JINJA:.0f} µs" if kind.startswith("merge") else "", ok))
     lines += _checks(runs)
     for line in lines:
         say(line)

@@ -25,6 +25,7 @@ from service.settings import Settings
 STATES = ("queued", "claimed", "sending", "sent", "suppressed", "failed", "in_doubt")
 DONE = ("sent", "suppressed", "failed", "in_doubt")
 FINAL = ("sent", "cancelled")
+TOP_FAILURES = 5
 TTY_INTERVAL = 0.5
 PIPE_INTERVAL = 1.0
 
@@ -35,6 +36,8 @@ class Snapshot:
     name: str
     status: str
     counts: dict[str, int]
+    pause_reason: str | None = None
+    failures: tuple[tuple[str, int], ...] = ()  # the most frequent replies of failed rows, with their counts
 
     @property
     def total(self) -> int:
@@ -45,7 +48,9 @@ class Snapshot:
         return sum(self.counts[s] for s in DONE)
 
     def as_json(self) -> dict:
-        return {"id": self.id, "status": self.status, "total": self.total, "counts": dict(self.counts)}
+        return {"id": self.id, "status": self.status, "total": self.total, "counts": dict(self.counts),
+                "pause_reason": self.pause_reason,
+                "failures": [{"reply": reply, "count": n} for reply, n in self.failures]}
 
 
 async def fetch(conn: asyncpg.Connection, campaign_id: int) -> Snapshot:
@@ -56,14 +61,23 @@ async def fetch(conn: asyncpg.Connection, campaign_id: int) -> Snapshot:
     for r in rows:
         if r["send_status"] is not None:
             counts[r["send_status"]] = r["n"]
-    return Snapshot(rows[0]["id"], rows[0]["name"], rows[0]["status"], counts)
+    failures = ()
+    if counts["failed"]:
+        failures = tuple((r["reply"], r["n"]) for r in await conn.fetch(db.query("sends_top_failures"),
+                                                                        campaign_id, TOP_FAILURES))
+    first = rows[0]
+    return Snapshot(first["id"], first["name"], first["status"], counts, first["pause_reason"], failures)
 
 
 def table(snap: Snapshot) -> str:
     width = max(len(str(snap.total)), 5)
-    lines = [f"campaign {snap.id} {snap.name!r}: {snap.status}"]
+    reason = f" ({snap.pause_reason})" if snap.status == "paused" and snap.pause_reason else ""
+    lines = [f"campaign {snap.id} {snap.name!r}: {snap.status}{reason}"]
     lines += [f"  {state:<11}{snap.counts[state]:>{width}}" for state in STATES]
     lines.append(f"  {'total':<11}{snap.total:>{width}}")
+    if snap.failures:
+        lines.append("top failure replies:")
+        lines += [f"  {n:>{width}}  {reply[:200]}" for reply, n in snap.failures]
     return "\n".join(lines)
 
 
@@ -92,13 +106,15 @@ def duration(seconds: float) -> str:
 
 
 def progress_line(snap: Snapshot, rate: float, width: int = 20) -> str:
-    """`[#####...............] sent 1200/5000  24%  850/s  ETA 4s`, done = sent+suppressed+failed+in_doubt."""
+    """`[####....] done 1200/5000 (sent 1000, suppressed 150, failed 40, in_doubt 10)   24%  850/s  ETA 4s`:
+    done counts every finished state, each named."""
     done, total = snap.done, snap.total
     fraction = done / total if total else 0.0
     filled = int(fraction * width)
     eta = duration((total - done) / rate) if rate > 0 else "--"
     bar = "#" * filled + "." * (width - filled)
-    line = f"[{bar}] sent {done}/{total}  {fraction:4.0%}  {rate:.0f}/s  ETA {eta}"
+    states = ", ".join(f"{state} {snap.counts[state]}" for state in DONE if snap.counts[state] or state == "sent")
+    line = f"[{bar}] done {done}/{total} ({states})  {fraction:4.0%}  {rate:.0f}/s  ETA {eta}"
     if snap.status == "paused":
         return f"{line}  paused: following until it is resumed and sent, or cancelled"
     return line if snap.status == "sending" else f"{line}  ({snap.status})"

@@ -10,6 +10,7 @@ import re
 from datetime import UTC, datetime
 from email.utils import parseaddr
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import asyncpg
 from email_validator import EmailNotValidError, validate_email
@@ -76,18 +77,33 @@ def from_address(value: str) -> str:
     return result
 
 
-def scheduled_for(value: str | None) -> datetime | None:
-    """--at as an aware datetime; without a timezone it is UTC."""
-    if value is None:
+def scheduled_for(value: str | None, now: datetime | None = None) -> datetime | None:
+    """--at as an aware datetime (None: when approved). An ISO-8601 time, with an offset, an IANA
+    zone after a space (`2026-12-01T09:00 Europe/Berlin`) or neither (UTC); `now`; never the past."""
+    if value is None or value.strip().lower() == "now":
         return None
+    text, _, zone = value.strip().partition(" ")
     try:
-        at = datetime.fromisoformat(value.strip())
+        at = datetime.fromisoformat(text)
     except ValueError:
-        raise UsageError(f"--at {shown(value)} is not an ISO-8601 time, e.g. 2030-01-31T09:00:00+01:00") from None
+        raise UsageError(f"--at {shown(value)} is not an ISO-8601 time, e.g. 2030-01-31T09:00:00+01:00 "
+                         "or 2030-01-31T09:00 Europe/Berlin") from None
+    if zone.strip():
+        if at.tzinfo is not None:
+            raise UsageError(f"--at {shown(value)}: give an offset or a time zone, not both")
+        try:
+            at = at.replace(tzinfo=ZoneInfo(zone.strip()))
+        except (ZoneInfoNotFoundError, ValueError):
+            raise UsageError(f"--at {shown(value)}: unknown time zone {shown(zone.strip())}, "
+                             "e.g. Europe/Berlin") from None
     try:
-        return (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC)
+        at = (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC)
     except OverflowError:  # before year 1 or after 9999 in UTC
         raise UsageError(f"--at {shown(value)} is out of range") from None
+    if at < (now or datetime.now(UTC)):
+        raise UsageError(f"--at {shown(value)} is in the past ({at.isoformat(timespec='seconds')}); "
+                         "--at now sends when approved")
+    return at
 
 
 def read_body(path: str, option: str) -> str:
@@ -107,7 +123,7 @@ def check_templates(subject: str, text: str, html: str | None) -> None:
     check_template(subject, "subject")
     check_template(text, "text body")
     if html is not None:
-        check_template(html, "html body")
+        check_template(html, "html body", html=True)
 
 
 async def resolve(conn: asyncpg.Connection, account: str, lists: list[str]) -> tuple[int, list[int]]:
@@ -163,11 +179,12 @@ async def current_status(conn: asyncpg.Connection, campaign_id: int) -> str:
     return row["status"]
 
 
-async def transition(conn: asyncpg.Connection, verb: str, campaign_id: int) -> None:
-    """One CAS and its NOTIFY, in one transaction; UsageError saying why when refused."""
+async def transition(conn: asyncpg.Connection, verb: str, campaign_id: int, reason: str = "by operator") -> None:
+    """One CAS and its NOTIFY, in one transaction; UsageError saying why when refused.
+    A pause records ``reason``; `campaign status` shows it until the campaign is resumed."""
     query, _ = TRANSITIONS[verb]
     async with conn.transaction():
-        moved = await conn.fetchval(db.query(query), campaign_id)
+        moved = await conn.fetchval(db.query(query), campaign_id, *([reason[:1000]] if verb == "pause" else []))
         if moved is not None:
             if verb == "cancel":
                 # a statement of its own, after the CAS took the campaign's lock, so that it

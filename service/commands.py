@@ -1,10 +1,18 @@
 """The bodies of the commands: each opens what it needs and delegates."""
 
 import argparse
+import importlib
 
 from service import db
 from service.migrate import migrate as apply_migrations
 from service.settings import Settings
+
+
+def lazy(module: str, name: str):
+    """A command whose module is imported only when it runs."""
+    async def command(args: argparse.Namespace, settings: Settings) -> int:
+        return await getattr(importlib.import_module(f"service.{module}"), name)(args, settings)
+    return command
 
 
 async def migrate(args: argparse.Namespace, settings: Settings) -> int:
@@ -54,6 +62,24 @@ async def campaign_status(args: argparse.Namespace, settings: Settings) -> int:
     from service import campaigns
 
     return await campaigns.status_command(args, settings)
+
+
+async def campaign_list(args: argparse.Namespace, settings: Settings) -> int:
+    from service import campaign_view
+
+    return await campaign_view.list_command(args, settings)
+
+
+async def campaign_preview(args: argparse.Namespace, settings: Settings) -> int:
+    from service import campaign_view
+
+    return await campaign_view.preview_command(args, settings)
+
+
+async def campaign_test(args: argparse.Namespace, settings: Settings) -> int:
+    from service import campaign_view
+
+    return await campaign_view.test_command(args, settings)
 
 
 async def suppress(args: argparse.Namespace, settings: Settings) -> int:

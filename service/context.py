@@ -43,6 +43,7 @@ class Row:
     email_lower: str
     attempts: int
     name: str
+    attributes: str = "{}"  # the subscriber's jsonb attributes as asyncpg gives them: JSON text
 
 
 @dataclass

@@ -24,6 +24,7 @@ from pydantic import SecretStr
 
 from actors import http
 from service import campaign_status, campaigns, capture, db, importer, node, suppressions, telemetry
+from service.errors import UsageError
 from service.migrate import migrate
 from service.settings import Settings
 
@@ -48,10 +49,25 @@ def sample_csv(path: Path, n: int) -> None:
                 f.write(f"READER{i}@Example.com,Reader {i} (again),newsletter\n")
 
 
+def database(args: argparse.Namespace, settings: Settings) -> Settings:
+    """The settings the demo runs with: its own embedded database unless --database-url names one.
+    A URL only in the environment is refused: the demo writes sample data into the database."""
+    given = getattr(args, "database_url", None)
+    if given:
+        return settings.model_copy(update={"database_url": given})
+    if settings.database_url:
+        raise UsageError(f"the environment names a database ({db.describe(settings.database_url)}) and the demo "
+                         "writes sample data into it: pass --database-url to mean it, or unset "
+                         "EINMAL_DATABASE_URL and DATABASE_URL to use the embedded one")
+    return settings
+
+
 async def run(args: argparse.Namespace, settings: Settings) -> int:
+    settings = database(args, settings)
     node.setup_logging(settings)
     out = Path.cwd() / (args.out or f"demo-out/{time.strftime('%Y%m%d-%H%M%S')}")
     dsn = db.url(settings)
+    print(f"einmal demo: database {db.describe(dsn)}" + ("" if settings.database_url else " (embedded)"))
     async with db.connection(dsn) as conn:
         await migrate(conn)
     account = "demo"
@@ -59,7 +75,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "subscribers.csv"
         sample_csv(csv_path, args.subscribers)
-        await importer.command(argparse.Namespace(account=account, file=str(csv_path)), settings)
+        await importer.command(argparse.Namespace(account=account, file=str(csv_path), create_account=True), settings)
     async with db.connection(dsn) as conn:
         account_id = await conn.fetchval(db.query("account_find"), account)
         await suppressions.suppress(conn, account_id, [f"reader{i}@example.com" for i in range(7, 100, 31)],

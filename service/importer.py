@@ -10,8 +10,15 @@ transaction: a database error or a file that fails half-way leaves nothing
 half-written, and a re-import of the same file adds nothing.
 
 The file: a header row (names case-insensitive, surrounding spaces ignored);
-`email` required, `name` and `list` optional (an empty list means `default`),
-other columns ignored. UTF-8, with or without a BOM. A blank line is skipped.
+`email` required (also spelt `E-Mail`, `Email Address`, `mail`), `name` and
+`list` optional (an empty list means `default`; `news|vip` puts the address on
+both). Every other column is kept as a string attribute of a new subscriber
+(`{{ attributes.city }}` in a template), named by its header in lower case;
+a column named like a reserved field (`attributes`, `campaign`, `id`, …), a
+header row of more than MAX_COLUMNS columns or an attribute value over
+MAX_ATTRIBUTE characters is refused. Fields are separated by `,`, `;` or a
+tab: whichever the header row holds most of. UTF-8, with or without a BOM. A
+blank line is skipped. The account must exist unless --create-account is given.
 
 A bad row is not fatal: it is reported on stderr as `line N: reason` (N is
 the physical line the record starts on; the header is line 1) and skipped.
@@ -42,6 +49,7 @@ existing subscriber keeps its name and status; a new list adds a membership.
 
 import argparse
 import csv
+import json
 import re
 import sys
 from collections.abc import Iterator
@@ -63,7 +71,13 @@ DEFAULT_LIST = "default"
 MAX_EMAIL, MAX_NAME, MAX_LIST, MAX_ACCOUNT = 254, 1000, 200, 200
 CHUNK_ROWS = 10_000
 MAX_RECORD = 1 << 20  # characters in one record (its lines together): far beyond any real row
-COLUMNS = ["line", "email", "email_key", "name", "list_name"]
+COLUMNS = ["line", "email", "email_key", "name", "list_name", "attributes"]
+MAX_COLUMNS, MAX_ATTRIBUTE = 200, 10_000
+DELIMITERS = (",", ";", "\t")
+# header spellings, compared without case, spaces, "-" and "_"
+SPELLINGS = {"email": "email", "emailaddress": "email", "mail": "email", "mailaddress": "email",
+             "name": "name", "fullname": "name", "list": "list", "lists": "list"}
+RESERVED = frozenset(("attributes", "campaign", "unsubscribe_url", "id", "account", "status", "subscriber"))
 
 # C0 and C1 controls (CR, LF and TAB included), DEL, the Unicode line and paragraph
 # separators, and the lone surrogates that stand for bytes that are not UTF-8.
@@ -120,6 +134,12 @@ class Lines:
         self.line = 0  # physical lines handed out
         self.start = 1
         self.room = MAX_RECORD
+        self.first: str | None = None  # the first line, when it was read ahead to find the delimiter
+
+    def peek(self) -> str:
+        """The first line, read ahead and handed to the reader later all the same."""
+        self.first = self.file.readline(MAX_RECORD + 1)
+        return self.first
 
     def start_record(self) -> None:
         self.start, self.room = self.line + 1, MAX_RECORD
@@ -128,7 +148,10 @@ class Lines:
         return self
 
     def __next__(self) -> str:
-        text = self.file.readline(self.room + 1)
+        if self.first is not None:
+            text, self.first = self.first, None
+        else:
+            text = self.file.readline(self.room + 1)
         if not text:
             raise StopIteration
         if len(text) > self.room:
@@ -144,6 +167,7 @@ class Header(NamedTuple):
     email: int
     name: int | None
     list: int | None
+    attributes: tuple[tuple[int, str], ...] = ()  # (column, attribute name) of the other columns
 
 
 @dataclass
@@ -166,18 +190,32 @@ def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
         raise UsageError(f"{path}: the header row is not UTF-8 (UTF-16?): save the file as UTF-8")
     if any("\udc80" <= c <= "\udcff" for c in text):
         raise UsageError(f"{path}: the header row is not valid UTF-8")
-    names = [field.strip().lower() for field in row]
+    if len(row) > MAX_COLUMNS:
+        raise UsageError(f"{path}: the header row has {len(row)} columns, at most {MAX_COLUMNS} are allowed")
+    written = [field.strip().lower() for field in row]
+    names = [SPELLINGS.get(re.sub(r"[\s_-]", "", name), name) for name in written]
     for name in ("email", "name", "list"):
         if names.count(name) > 1:
             raise UsageError(f"{path}: the header row names the {name} column twice")
     if "email" not in names:
         raise UsageError(f"{path}: the header row has no email column")
+    attributes = []
+    for column, name in enumerate(names):
+        if name in ("email", "name", "list"):
+            continue
+        if not name or unsafe_text(name) or len(name) > MAX_LIST:
+            raise UsageError(f"{path}: column {column + 1} of the header row has no usable name")
+        if name in RESERVED:
+            raise UsageError(f"{path}: column {shown(name)} is named like a reserved field; rename it")
+        if name in dict(attributes).values():
+            raise UsageError(f"{path}: the header row names the {shown(name)} column twice")
+        attributes.append((column, name))
     where = {name: names.index(name) for name in ("name", "list") if name in names}
-    return Header(len(row), names.index("email"), where.get("name"), where.get("list"))
+    return Header(len(row), names.index("email"), where.get("name"), where.get("list"), tuple(attributes))
 
 
-def check_row(row: list[str], header: Header) -> tuple[str, str, str, str] | str:
-    """(email, its key, name, list) of a good row, or why it is rejected."""
+def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str], str] | str:
+    """(email, its key, name, lists, attributes as JSON) of a good row, or why it is rejected."""
     if len(row) != header.width:
         return f"expected {header.width} fields, found {len(row)}"
     for field in row:
@@ -186,19 +224,23 @@ def check_row(row: list[str], header: Header) -> tuple[str, str, str, str] | str
             return problem
     email = row[header.email].strip(" ")
     name = row[header.name].strip(" ") if header.name is not None else ""
-    list_name = (row[header.list].strip(" ") if header.list is not None else "") or DEFAULT_LIST
+    cell = row[header.list] if header.list is not None else ""
+    lists = list(dict.fromkeys(name.strip(" ") for name in cell.split("|") if name.strip(" "))) or [DEFAULT_LIST]
     if not email:
         return "empty email"
     if len(email) > MAX_EMAIL:
         return f"email longer than {MAX_EMAIL} characters"
     if len(name) > MAX_NAME:
         return f"name longer than {MAX_NAME} characters"
-    if len(list_name) > MAX_LIST:
+    if any(len(list_name) > MAX_LIST for list_name in lists):
         return f"list name longer than {MAX_LIST} characters"
+    attributes = {name: row[column].strip(" ") for column, name in header.attributes}
+    if any(len(value) > MAX_ATTRIBUTE for value in attributes.values()):
+        return f"attribute longer than {MAX_ATTRIBUTE} characters"
     problem = address_problem(email)
     if problem:
         return f"invalid address {shown(email)}: {problem}"
-    return email, email_key(email), name, list_name
+    return email, email_key(email), name, lists, json.dumps(attributes, ensure_ascii=False)
 
 
 def records(reader: "csv._reader", lines: Lines) -> Iterator[tuple[int, list[str]]]:
@@ -230,7 +272,9 @@ def produce(reader: "csv._reader", lines: Lines, header: Header, send, counts: C
                 counts.rejected += 1
                 print(f"line {line}: {result}", file=sys.stderr)
                 continue
-            chunk.append((line, *result))
+            email, key, name, lists, attributes = result
+            counts.good += 1
+            chunk.extend((line, email, key, name, list_name, attributes) for list_name in lists)
             if len(chunk) >= CHUNK_ROWS:
                 anyio.from_thread.run(send.send, chunk)
                 chunk = []
@@ -253,7 +297,11 @@ async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tupl
 async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], path: str) -> Counts:
     """Stream an open CSV file into the account, inside the caller's transaction."""
     lines = Lines(file, path)
-    reader = csv.reader(lines)
+    try:
+        first = await anyio.to_thread.run_sync(lines.peek)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    reader = csv.reader(lines, delimiter=max(DELIMITERS, key=first.count))  # a comma on a tie
     header = await anyio.to_thread.run_sync(read_header, reader, lines, path)
     await conn.execute(db.query("subscribers_stage_create"))
     counts = Counts()
@@ -271,7 +319,6 @@ async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], 
             tg.start_soon(read)
             async with receive:
                 async for chunk in receive:
-                    counts.good += len(chunk)
                     counts.imported += await load_chunk(conn, account_id, chunk)
     except BaseExceptionGroup as group:
         # the error that failed the import; a broken channel is only its echo in the other task
@@ -299,7 +346,12 @@ async def command(args: argparse.Namespace, settings: Settings) -> int:
     file = await anyio.to_thread.run_sync(open_csv, args.file)
     with file:
         async with db.connection(db.url(settings)) as conn, conn.transaction():
-            account_id = await conn.fetchval(db.query("account_ensure"), account)
+            if getattr(args, "create_account", False):
+                account_id = await conn.fetchval(db.query("account_ensure"), account)
+            else:
+                account_id = await conn.fetchval(db.query("account_find"), account)
+                if account_id is None:
+                    raise UsageError(f"no account named {shown(account)}; --create-account creates it")
             counts = await import_file(conn, account_id, file, args.file)
     print(f"imported {counts.imported}, already present {counts.good - counts.imported}, "
           f"rejected {counts.rejected}")

@@ -1,21 +1,16 @@
 """Message rendering: a campaign compiled once, each recipient's message joined from bytes.
 
-Template syntax (subject, text body and HTML body alike)::
-
-    {{ name }}              the subscriber's name (may be empty)
-    {{ email }}             the subscriber's address
-    {{ unsubscribe_url }}   the one-click unsubscribe link (needs EINMAL_UNSUBSCRIBE_URL)
-
-Whitespace inside the braces is optional: ``{{name}}`` works too. Anything else between
-``{{`` and ``}}`` is an unknown field and is refused when the campaign is created, as is a
-``{{`` that is never closed; a lone ``}}`` is plain text. In the bodies the values go in
-as they are (in the HTML body HTML-escaped); in the subject, and in the To header, control
-characters of a name are replaced by spaces, so no value can ever add a header line, and
-the subject loses the spaces around it.
+Templates are Jinja2 in a sandbox (service/templates.py): ``{{ name }}``, ``{{ email }}``,
+``{{ unsubscribe_url }}``, ``{{ attributes.city | default("") }}``, ``{{ campaign.name }}``,
+conditionals and filters; checked when the campaign is created. In the HTML body values are
+autoescaped. Whatever the subject renders to, and the name in the To header, has its control
+characters replaced by spaces, so no value can ever add a header line, and the subject loses
+the spaces around it.
 
 Speed: ``CampaignTemplate.compile`` does all the work that is the same for every recipient
-(header encoding, quoted-printable encoding of every body line without a merge field, the
-MIME skeleton). ``render`` then encodes only the lines that hold a merge field and joins
+(header encoding, quoted-printable encoding of every body line without template syntax, the
+MIME skeleton). ``render`` then encodes only the lines that hold a field, filling plain
+fields with ``str.format`` and running Jinja only for the lines that need it, and joins
 byte strings: a few microseconds per message instead of the hundreds an
 ``email.message.EmailMessage`` costs.
 
@@ -25,9 +20,8 @@ octets where it can be folded and never over 998, bodies quoted-printable, heade
 in as UTF-8 (RFC 6532; the SMTP layer must then use SMTPUTF8). It is not dot-stuffed.
 """
 
-import html
+import hashlib
 import re
-import secrets
 import time
 from binascii import b2a_base64, b2a_qp
 from collections.abc import Mapping
@@ -37,12 +31,10 @@ from email.headerregistry import Address
 from email.policy import default as default_policy
 from email.utils import format_datetime
 
-from service import unsubscribe
+from service import templates, unsubscribe
 from service.errors import UsageError
 from service.settings import Settings
 
-FIELDS = ("name", "email", "unsubscribe_url")
-_FIELD = re.compile(r"\{\{(.*?)\}\}", re.S)
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _FOLD_AT = 78
@@ -54,43 +46,9 @@ CRLF = b"\r\n"
 # -- templates --------------------------------------------------------------------------
 
 
-def _show(text: str) -> str:
-    text = _UNSAFE.sub(" ", text)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def parse_template(text: str, where: str) -> list[str]:
-    """Literal text at even indices, field names at odd ones; UsageError when malformed."""
-    parts: list[str] = []
-    position = 0
-    for match in _FIELD.finditer(text):
-        field = match.group(1).strip()
-        if field not in FIELDS:
-            raise UsageError(
-                f"{where}: unknown merge field {{{{ {_show(field)} }}}}; known: {', '.join(FIELDS)}"
-            )
-        parts += [text[position : match.start()], field]
-        position = match.end()
-    tail = text[position:]
-    if "{{" in tail:
-        offset = position + tail.index("{{")
-        line = text.count("\n", 0, offset) + 1
-        raise UsageError(f"{where}: unclosed {{{{ on line {line}; write it {{{{ field }}}}")
-    parts.append(tail)
-    return parts
-
-
-def check_template(text: str, where: str) -> None:
-    """Raise UsageError, one line naming ``where``, for an unknown field or an unclosed ``{{``."""
-    parse_template(text, where)
-
-
-def _format_string(parts: list[str]) -> str:
-    """The parts as a str.format template: filled in C by ``format_map``."""
-    return "".join(
-        part.replace("{", "{{").replace("}", "}}") if i % 2 == 0 else f"{{{part}}}"
-        for i, part in enumerate(parts)
-    )
+def check_template(text: str, where: str, html: bool = False) -> None:
+    """Raise UsageError, one line naming ``where`` and the line, for a template that is refused."""
+    templates.check(text, where, html)
 
 
 # -- headers ----------------------------------------------------------------------------
@@ -198,34 +156,26 @@ def qp_lines(text: str) -> bytes:
 
 
 class _Body:
-    """A body as bytes: runs of lines without merge fields encoded once, the rest per recipient."""
+    """A body as bytes: runs of lines without template syntax encoded once, the rest per recipient."""
 
-    __slots__ = ("fields", "pieces")
+    __slots__ = ("fields", "jinja", "pieces")
 
-    def __init__(self, text: str, where: str):
-        check_template(text, where)  # reports the line of an unclosed "{{"
-        self.pieces: list[bytes | str] = []  # encoded lines, or a format string per line
-        self.fields: set[str] = set()
-        static: list[str] = []
-        lines = _NEWLINE.split(text)
-        if lines[-1] == "":
-            lines.pop()  # the text ended with a line break
-        for line in lines:
-            parts = parse_template(line, where)
-            if len(parts) == 1:
-                static.append(line)
-                continue
-            if static:
-                self.pieces.append(qp_lines("\r\n".join(static)))
-                static = []
-            self.pieces.append(_format_string(parts))
-            self.fields.update(parts[1::2])
-        if static or not self.pieces:
-            self.pieces.append(qp_lines("\r\n".join(static)))
+    def __init__(self, text: str, where: str, html: bool = False):
+        env = templates.HTML if html else templates.TEXT
+        self.fields = templates.check(text, where, html)
+        self.pieces: list[bytes | str | object] = []  # encoded lines, format strings, Jinja templates
+        for dynamic, item in templates.compiled(env, text):
+            self.pieces.append(item if dynamic else qp_lines(item))
+        self.jinja = any(piece.__class__ not in (bytes, str) for piece in self.pieces)
 
-    def render(self, values: Mapping[str, str], out: list[bytes]) -> None:
+    def render(self, values: Mapping[str, str], context: templates.Context | None, out: list[bytes]) -> None:
         for piece in self.pieces:
-            out.append(piece if piece.__class__ is bytes else qp_lines(piece.format_map(values)))
+            if piece.__class__ is bytes:
+                out.append(piece)
+            elif piece.__class__ is str:
+                out.append(qp_lines(piece.format_map(values)))
+            else:
+                out.append(qp_lines(templates.run(piece, context)))
 
 
 # -- the campaign -----------------------------------------------------------------------
@@ -262,8 +212,8 @@ def _domain(domain: str) -> bytes:
 class CampaignTemplate:
     """A campaign ready to render: ``CampaignTemplate.compile(campaign, settings).render(…)``."""
 
-    __slots__ = ("_between", "_end", "_from", "_head", "_html", "_id_prefix", "_id_suffix", "_signer",
-                 "_subject", "_subject_format", "_subject_parts", "_text", "_url_prefix",
+    __slots__ = ("_between", "_campaign", "_digest", "_end", "_from", "_head", "_html", "_id_prefix", "_id_suffix",
+                 "_jinja", "_signer", "_subject", "_subject_piece", "_text", "_url_prefix",
                  "account_id", "campaign_id", "clock", "envelope_from")
 
     @classmethod
@@ -272,14 +222,18 @@ class CampaignTemplate:
         self = cls()
         self.campaign_id = int(campaign["id"])
         self.account_id = int(campaign["account_id"])
+        self._campaign = {"id": self.campaign_id, "name": campaign.get("name") or ""}
         self.clock = time.time
-        self._subject_parts = parse_template(clean(campaign["subject"]), "subject")
+        subject = clean(campaign["subject"])
+        used = templates.check(subject, "subject")
+        self._subject_piece = templates.piece(templates.TEXT, subject)
         self._subject = None
-        if len(self._subject_parts) == 1:
-            self._subject = unstructured(b"Subject", self._subject_parts[0])
-        self._subject_format = _format_string(self._subject_parts)
+        if not used and self._subject_piece.__class__ is str:
+            self._subject = unstructured(b"Subject", clean(self._subject_piece.format_map({})))
         self._text = _Body(campaign["body_text"], "body_text")
-        self._html = _Body(campaign["body_html"], "body_html") if campaign.get("body_html") else None
+        self._html = _Body(campaign["body_html"], "body_html", html=True) if campaign.get("body_html") else None
+        self._jinja = self._subject_piece.__class__ is not str or self._text.jinja or bool(
+            self._html and self._html.jinja)
         sender = _sender(campaign["from_address"])
         self.envelope_from = sender.addr_spec
         try:
@@ -289,14 +243,14 @@ class CampaignTemplate:
         domain = _domain(settings.message_id_domain or sender.domain)
         self._id_prefix = b"Message-ID: <campaign.%d." % self.campaign_id
         self._id_suffix = b"@" + domain + b">\r\n"
-        self._compile_unsubscribe(settings)
+        self._compile_unsubscribe(settings, used | self._text.fields | (self._html.fields if self._html else set()))
+        # the same campaign always gets the same boundary: a preview is the message that goes out
+        content = "\0".join((campaign["subject"], campaign["body_text"], campaign.get("body_html") or ""))
+        self._digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         self._compile_mime()
         return self
 
-    def _compile_unsubscribe(self, settings: Settings) -> None:
-        used = set(self._subject_parts[1::2]) | self._text.fields
-        if self._html is not None:
-            used |= self._html.fields
+    def _compile_unsubscribe(self, settings: Settings, used: set[str]) -> None:
         self._signer = None
         if not settings.unsubscribe_url:
             if "unsubscribe_url" in used:
@@ -320,17 +274,20 @@ class CampaignTemplate:
             self._head = head + _TEXT_PART
             return
         # "=_" cannot occur in quoted-printable output, so the bodies cannot contain the boundary
-        boundary = b"=_einmal.%d.%s" % (self.campaign_id, secrets.token_hex(8).encode())
+        boundary = b"=_einmal.%d.%s" % (self.campaign_id, self._digest.encode())
         self._head = (head + b'Content-Type: multipart/alternative;\r\n boundary="' + boundary
                       + b'"\r\n\r\n--' + boundary + CRLF + _TEXT_PART)
         self._between = b"\r\n--" + boundary + CRLF + _HTML_PART
         self._end = b"\r\n--" + boundary + b"--\r\n"
 
-    def render(self, subscriber_id: int, email: str, name: str | None) -> bytes:
+    def render(self, subscriber_id: int, email: str, name: str | None,
+               attributes: str | Mapping | None = None) -> bytes:
         """The complete message for one recipient, CRLF line endings, not dot-stuffed.
 
-        ValueError when ``email`` holds a control character, a space or angle brackets, lacks
-        an "@", or is longer than 320 characters: the caller marks that recipient failed.
+        ``attributes`` are the subscriber's, a mapping or its JSON text. ValueError when ``email``
+        holds a control character, a space or angle brackets, lacks an "@", or is longer than 320
+        characters, or when the templates fail for this recipient (templates.RenderError): the
+        caller marks that recipient failed.
         """
         if name is None:  # a NULL name reads as no name
             name = ""
@@ -338,9 +295,15 @@ class CampaignTemplate:
         url = ""
         if self._signer is not None:
             url = self._url_prefix + self._signer.token(self.account_id, self.campaign_id, subscriber_id)
+        values = {"name": name, "email": email, "unsubscribe_url": url}
+        variables = None
+        if self._jinja:
+            variables = {**values, "attributes": templates.attributes(attributes), "campaign": self._campaign}
         if self._subject is None:
-            values = {"name": clean(name).strip(), "email": email, "unsubscribe_url": url}
-            out.append(unstructured(b"Subject", self._subject_format.format_map(values)))
+            subject = {**(variables or values), "name": clean(name).strip()}
+            piece = self._subject_piece
+            text = piece.format_map(subject) if piece.__class__ is str else templates.run(piece, subject)
+            out.append(unstructured(b"Subject", clean(text)))
         else:
             out.append(self._subject)
         out.append(date_header(self.clock()))
@@ -348,10 +311,12 @@ class CampaignTemplate:
         if url:
             out.append(b"List-Unsubscribe: <" + url.encode() + b">\r\n")
         out.append(self._head)
-        self._text.render({"name": name, "email": email, "unsubscribe_url": url}, out)
+        jinja = self._text.jinja and variables is not None
+        self._text.render(values, templates.context(templates.TEXT, variables) if jinja else None, out)
         if self._html is not None:
             out.append(self._between)
-            escaped = {"name": html.escape(name), "email": html.escape(email)}
-            self._html.render({**escaped, "unsubscribe_url": html.escape(url)}, out)
+            jinja = self._html.jinja and variables is not None
+            context = templates.context(templates.HTML, variables) if jinja else None
+            self._html.render(templates.escaped(values), context, out)
             out.append(self._end)
         return b"".join(out)

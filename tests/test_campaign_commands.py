@@ -135,8 +135,12 @@ BAD_CREATE = {
                            "einmal: --from must not contain line breaks"),
     "empty subject": (["--subject", " "], "einmal: --subject must not be empty"),
     "unparseable at": (["--at", "next tuesday"], "einmal: --at 'next tuesday' is not an ISO-8601 time"),
-    "unknown merge field in subject": (["--subject", "Hi {{ nme }}"], "einmal: subject: unknown merge field"),
-    "unknown merge field in text": (["--text", "Hi {{nmae}}"], "einmal: text body: unknown merge field"),
+    "unknown variable in subject": (["--subject", "Hi {{ nme }}"], "einmal: subject: line 1: unknown variable 'nme'"),
+    "unknown variable in text": (["--text", "Hi\n{{nmae}}"], "einmal: text body: line 2: unknown variable 'nmae'"),
+    "template syntax error": (["--text", "Hi\n\n{% if name %}x"], "einmal: text body: line 3: Unexpected end"),
+    "sandbox escape": (["--text", "{{ ''.__class__.__mro__ }}"], "einmal: text body: line 1: names starting"),
+    "template import": (["--text", "{% import 'os' as os %}"], "einmal: text body: line 1: import is not allowed"),
+    "loop of 10**9": (["--text", "{% for i in range(10**9) %}x{% endfor %}"], "einmal: text body: more than"),
 }
 
 
@@ -167,7 +171,17 @@ async def test_create_checks_merge_fields_of_the_html_body(
     (tmp_path / "b.html").write_text("<p>{{ unsubscribe }}</p>")
     result = einmal("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S", "--from",
                     "a@example.org", "--text", "Hi", "--html-file", str(tmp_path / "b.html"), dsn=dsn)
-    assert one_line_error(result).startswith("einmal: html body: unknown merge field")
+    assert one_line_error(result).startswith("einmal: html body: line 1: unknown variable 'unsubscribe'")
+    assert await campaign_count(conn) == 0
+
+
+async def test_create_refuses_a_template_of_1_mb_in_one_line(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    await seed_account(conn)
+    (tmp_path / "big.txt").write_text("Hello {{ name }}\n" + "x" * 1_000_000)
+    result = einmal("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S", "--from",
+                    "a@example.org", "--text-file", str(tmp_path / "big.txt"), dsn=dsn)
+    assert one_line_error(result) == "einmal: text body: longer than 500,000 characters"
     assert await campaign_count(conn) == 0
 
 
@@ -285,6 +299,7 @@ async def test_status_json_has_every_state_including_zeros(conn: asyncpg.Connect
         "id": campaign, "status": "sending", "total": 4,
         "counts": {"queued": 1, "claimed": 0, "sending": 0, "sent": 2, "suppressed": 0, "failed": 0,
                    "in_doubt": 1},
+        "pause_reason": None, "failures": [],
     }) + "\n"
 
 
@@ -293,7 +308,8 @@ async def test_status_json_of_a_campaign_without_send_rows_is_all_zeros(
     campaign = await seed_campaign(conn, "draft")
     result = einmal("campaign", "status", str(campaign), "--json", dsn=dsn)
     assert json.loads(result.stdout) == {"id": campaign, "status": "draft", "total": 0,
-                                         "counts": dict.fromkeys(campaign_status.STATES, 0)}
+                                         "counts": dict.fromkeys(campaign_status.STATES, 0),
+                                         "pause_reason": None, "failures": []}
 
 
 async def test_status_table_shows_status_name_each_state_and_total(
@@ -303,7 +319,7 @@ async def test_status_table_shows_status_name_each_state_and_total(
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"campaign {campaign} 'spring': paused"
-    assert [line.split() for line in lines[1:]] == [
+    assert [line.split() for line in lines[1:9]] == [
         ["queued", "0"], ["claimed", "1"], ["sending", "0"], ["sent", "1"], ["suppressed", "1"],
         ["failed", "1"], ["in_doubt", "0"], ["total", "4"]]
 
@@ -313,7 +329,8 @@ def test_progress_line_counts_every_finished_state_as_done() -> None:
                                                          "in_doubt": 10, "queued": 3800}
     snap = campaign_status.Snapshot(7, "spring", "sending", counts)
     assert campaign_status.progress_line(snap, 850.0) == (
-        "[####................] sent 1200/5000   24%  850/s  ETA 4s")
+        "[####................] done 1200/5000 (sent 1000, suppressed 150, failed 40, in_doubt 10)   24%  850/s"
+        "  ETA 4s")
     paused = campaign_status.Snapshot(7, "spring", "paused", counts)
     assert "paused" in campaign_status.progress_line(paused, 0.0)
     assert "ETA --" in campaign_status.progress_line(paused, 0.0)
@@ -346,13 +363,13 @@ async def test_follow_ends_when_the_campaign_is_sent(conn: asyncpg.Connection, d
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
-            while "sent 1/3" not in out.getvalue():
+            while "done 1/3" not in out.getvalue():
                 await anyio.sleep(0.01)
             await conn.execute("UPDATE einmal.sends SET status = 'sent' WHERE campaign_id = $1", campaign)
             await conn.execute("UPDATE einmal.campaigns SET status = 'sent' WHERE id = $1", campaign)
     assert codes == [0]
     text = out.getvalue()
-    assert "sent 3/3  100%" in text
+    assert "done 3/3 (sent 3)  100%" in text
     assert text.rstrip().endswith("  total          3")
     if tty:
         assert "\r" in text and "\n" not in text.split("campaign ")[0].rstrip("\n")
@@ -369,7 +386,7 @@ async def test_follow_on_the_command_line_keeps_following_a_paused_campaign_unti
                             text=True, cwd=ROOT, env=env | {"EINMAL_DATABASE_URL": dsn})
     try:
         first = await anyio.to_thread.run_sync(proc.stdout.readline)
-        assert "sent 1/2" in first and "paused" in first, first + proc.stderr.read()
+        assert "done 1/2 (sent 1)" in first and "paused" in first, first + proc.stderr.read()
         await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
         await conn.execute("UPDATE einmal.sends SET status = 'sent' WHERE campaign_id = $1", campaign)
         await conn.execute("UPDATE einmal.campaigns SET status = 'sent' WHERE id = $1", campaign)
@@ -379,5 +396,5 @@ async def test_follow_on_the_command_line_keeps_following_a_paused_campaign_unti
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, err
-    assert "sent 2/2  100%" in rest
+    assert "done 2/2 (sent 2)  100%" in rest
     assert f"campaign {campaign} 'spring': sent" in rest

@@ -1,6 +1,7 @@
 """`einmal subscribers import`: streaming CSV import with per-line rejections."""
 
 import argparse
+import json
 from pathlib import Path
 
 import asyncpg
@@ -23,7 +24,7 @@ def write(tmp_path: Path, content: bytes | str, name: str = "subscribers.csv") -
 
 
 def run_import(dsn: str, path: str, account: str = "acme"):
-    return einmal("subscribers", "import", "--account", account, path, dsn=dsn)
+    return einmal("subscribers", "import", "--account", account, "--create-account", path, dsn=dsn)
 
 
 async def members(conn: asyncpg.Connection) -> set[tuple[str, str, str]]:
@@ -203,7 +204,7 @@ csv_text = st.lists(
 ))
 async def test_arbitrary_content_never_fails_with_anything_but_a_usage_error(
         dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture, content: bytes) -> None:
-    args = argparse.Namespace(account="fuzz", file=write(tmp_path, content))
+    args = argparse.Namespace(account="fuzz", file=write(tmp_path, content), create_account=True)
     try:
         code = await importer.command(args, Settings(database_url=dsn))
     except UsageError:
@@ -214,3 +215,64 @@ async def test_arbitrary_content_never_fails_with_anything_but_a_usage_error(
     assert all(line.startswith("line ") for line in err.splitlines()), err
     if code == 0:
         assert out.startswith("imported ")
+
+
+# -- attributes, delimiters, header spellings, several lists, the account ---------------
+
+
+async def test_extra_columns_become_string_attributes_of_new_subscribers(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    path = write(tmp_path, "email,name,City,plan,zip\na@example.org,A,Berlin,pro,01234\nb@example.org,B,,free,\n")
+    result = run_import(dsn, path)
+    assert result.returncode == 0, result.stderr
+    rows = await conn.fetch("SELECT email, attributes FROM einmal.subscribers ORDER BY email")
+    assert [(r["email"], json.loads(r["attributes"])) for r in rows] == [
+        ("a@example.org", {"city": "Berlin", "plan": "pro", "zip": "01234"}),
+        ("b@example.org", {"city": "", "plan": "free", "zip": ""})]
+
+
+@pytest.mark.parametrize("delimiter", [",", ";", "\t"])
+@pytest.mark.parametrize("email_header", ["email", "E-Mail", "Email Address", "e_mail", "MAIL"])
+async def test_semicolon_and_tab_delimiters_and_common_email_spellings_are_read(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path, delimiter: str, email_header: str) -> None:
+    lines = [[email_header, "Name", "city"], ["a@example.org", "Ann, Jr.", "Köln"]]
+    content = "".join(delimiter.join(f'"{x}"' if delimiter in x else x for x in line) + "\n" for line in lines)
+    result = run_import(dsn, write(tmp_path, content))
+    assert result.returncode == 0, result.stderr
+    row = await conn.fetchrow("SELECT email, name, attributes FROM einmal.subscribers")
+    assert (row["email"], row["name"], json.loads(row["attributes"])) == ("a@example.org", "Ann, Jr.",
+                                                                        {"city": "Köln"})
+
+
+async def test_a_list_cell_split_on_bars_puts_the_address_on_each_list(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    result = run_import(dsn, write(tmp_path, "email,list\na@example.org,news| vip |news\nb@example.org,|\n"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "imported 2, already present 0, rejected 0\n"
+    assert await members(conn) == {("acme", "a@example.org", "news"), ("acme", "a@example.org", "vip"),
+                                   ("acme", "b@example.org", "default")}
+
+
+@pytest.mark.parametrize(("header", "starts"), [
+    ("email,campaign", "einmal: {path}: column 'campaign' is named like a reserved field"),
+    ("email,Attributes", "einmal: {path}: column 'attributes' is named like a reserved field"),
+    ("email,city,City", "einmal: {path}: the header row names the 'city' column twice"),
+    ("E-Mail,email", "einmal: {path}: the header row names the email column twice"),
+    ("email," + ",".join(f"c{i}" for i in range(10_000)), "einmal: {path}: the header row has 10001 columns"),
+])
+async def test_a_header_with_reserved_duplicate_or_too_many_columns_is_refused_in_one_line(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path, header: str, starts: str) -> None:
+    path = write(tmp_path, header + "\n" + "a@example.org" + "," * header.count(",") + "\n")
+    assert_one_line_error(run_import(dsn, path), starts.format(path=path))
+    assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers") == 0
+
+
+async def test_an_unknown_account_is_refused_unless_create_account_is_given(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    path = write(tmp_path, "email\na@example.org\n")
+    result = einmal("subscribers", "import", "--account", "acmee", path, dsn=dsn)
+    assert_one_line_error(result, "einmal: no account named 'acmee'; --create-account creates it")
+    assert await conn.fetchval("SELECT count(*) FROM einmal.accounts") == 0
+    assert run_import(dsn, path).returncode == 0  # with --create-account
+    again = einmal("subscribers", "import", "--account", "acme", path, dsn=dsn)  # now it exists
+    assert again.returncode == 0 and again.stdout == "imported 0, already present 1, rejected 0\n"

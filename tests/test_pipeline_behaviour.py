@@ -182,6 +182,8 @@ async def test_a_campaign_that_cannot_be_rendered_is_paused_not_a_crash_loop(
         await wait_status(conn, fine, "sent")
     assert await counts(conn, broken) == {"queued": 1}
     assert [rcpt for _, rcpt, _ in received.messages] == ["a@example.com"]
+    reason = await conn.fetchval("SELECT pause_reason FROM einmal.campaigns WHERE id = $1", broken)
+    assert reason == "cannot render: {{ unsubscribe_url }} is used but EINMAL_UNSUBSCRIBE_URL is not set"
 
 
 async def test_a_notification_wakes_the_scheduler_at_once_and_nothing_restarts(

@@ -83,7 +83,7 @@ def test_the_example_environment_file_lists_every_setting_with_its_default(
     example = _example()
     fields = Settings.model_fields
 
-    assert {f"EINMAL_{name.upper()}" for name in fields} | {"EINMAL_EMBEDDED_DIR"} == {
+    assert {f"EINMAL_{name.upper()}" for name in fields} | {"EINMAL_EMBEDDED_DIR", "EINMAL_LOG_LEVEL"} == {
         name for name in example if name.startswith("EINMAL_")}
     for name, field in fields.items():
         value, is_set = example[f"EINMAL_{name.upper()}"]

@@ -1,2 +1,2 @@
-SELECT id, account_id, subject, from_address, body_text, body_html
+SELECT id, account_id, name, subject, from_address, body_text, body_html
 FROM einmal.campaigns WHERE id = $1

@@ -1,7 +1,7 @@
 -- claim up to $3 due rows of campaign $1 for node $2 in one statement;
 -- rows whose address is suppressed are settled as 'suppressed' instead
 WITH picked AS MATERIALIZED (
-    SELECT s.id, sub.name,
+    SELECT s.id, sub.name, sub.attributes,
            EXISTS (SELECT 1 FROM einmal.suppressions x
                    WHERE x.account_id = s.account_id AND x.email_lower = s.email_lower) AS suppressed
     FROM einmal.sends s JOIN einmal.subscribers sub ON sub.id = s.subscriber_id
@@ -18,4 +18,5 @@ UPDATE einmal.sends s SET
     updated_at = now()
 FROM picked p
 WHERE s.id = p.id
-RETURNING s.id, s.account_id, s.subscriber_id, s.email, s.email_lower, s.attempts, p.name, s.status
+RETURNING s.id, s.account_id, s.subscriber_id, s.email, s.email_lower, s.attempts, p.name, s.status,
+          p.attributes

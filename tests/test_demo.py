@@ -1,0 +1,31 @@
+"""`einmal demo` seeds only the database it was told to: its embedded one, or --database-url."""
+
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from tests.conftest import einmal
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_demo_refuses_a_database_named_only_by_the_environment(dsn: str, conn: asyncpg.Connection,
+                                                                       tmp_path: Path) -> None:
+    for variable in ("EINMAL_DATABASE_URL", "DATABASE_URL"):
+        result = einmal("demo", "--subscribers", "20", "--out", str(tmp_path / "out"), env={variable: dsn})
+        assert result.returncode != 0 and result.stdout == ""
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+        assert "the demo writes sample data into it: pass --database-url" in result.stderr
+    assert await conn.fetchval("SELECT count(*) FROM einmal.accounts") == 0
+    assert not (tmp_path / "out").exists()
+
+
+async def test_demo_with_database_url_says_which_database_and_sends_there(dsn: str, conn: asyncpg.Connection,
+                                                                          tmp_path: Path) -> None:
+    result = einmal("demo", "--subscribers", "20", "--out", str(tmp_path / "out"), "--database-url", dsn,
+                    timeout=240)
+    assert result.returncode == 0, result.stderr
+    database = dsn.rsplit("/", 1)[1]
+    assert result.stdout.splitlines()[0].startswith("einmal demo: database ") and database in result.stdout
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE status = 'sent'") > 0
