@@ -71,7 +71,7 @@ async def send_campaign(dsn: str, tmp_path: Path, addresses: list[str], suppress
     """Import `addresses`, suppress `suppress`, then send a campaign to them with a real node; its id."""
     csv_file = tmp_path / "subscribers.csv"
     csv_file.write_text("email\n" + "\n".join(addresses) + "\n", encoding="utf-8")
-    check(einmal("subscribers", "import", "--account", "acme", str(csv_file), dsn=dsn))
+    check(einmal("subscribers", "import", "--account", "acme", "--create-account", str(csv_file), dsn=dsn))
     if suppress:
         check(einmal("suppress", "--account", "acme", *suppress, dsn=dsn))
     campaign = int(check(einmal("campaign", "create", "--account", "acme", "--name", "n", "--subject", "Hi",
@@ -194,7 +194,7 @@ async def test_the_migration_rekeys_existing_rows_and_merges_what_became_one_mai
                 ($1, $2, 'manual', now()),
                 ($1, 'dora@example.com', 'manual', now())""", acme, unicodedata.normalize("NFD", "eve@bücher.example"))
 
-        assert await migrate(conn) == ["0002_address_key"]
+        assert (await migrate(conn))[0] == "0002_address_key"  # and any later ones
 
         keys = await conn.fetch("SELECT email, email_lower FROM einmal.subscribers")
         assert {r["email"]: r["email_lower"] for r in keys} == {

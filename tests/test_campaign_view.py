@@ -32,8 +32,8 @@ async def seed_subscribers(conn: asyncpg.Connection) -> None:
     list_id = await conn.fetchval("SELECT id FROM einmal.lists WHERE name = 'default'")
     for email, name, attributes in [("ann@example.org", "Ann", {"city": "Köln", "plan": "pro"}),
                                     ("bob@example.org", "Bob", {"plan": "free"})]:
-        subscriber = await conn.fetchval("INSERT INTO einmal.subscribers (account_id, email, name, attributes) "
-                                         "VALUES ($1, $2, $3, $4) RETURNING id", account, email, name,
+        subscriber = await conn.fetchval("INSERT INTO einmal.subscribers (account_id, email, email_lower, name, "
+                                         "attributes) VALUES ($1, $2, $2, $3, $4) RETURNING id", account, email, name,
                                          json.dumps(attributes))
         await conn.execute("INSERT INTO einmal.list_members VALUES ($1, $2)", list_id, subscriber)
 
