@@ -22,7 +22,7 @@ import asyncpg
 from anyio.abc import TaskStatus
 
 from actors import builder, claimer, listener, recorder, scheduler, sender
-from service import db, telemetry
+from service import db, dkim, telemetry
 from service.context import Batch, BatchResult, NodeContext
 from service.settings import Settings
 from service.supervisor import Child, Supervisor
@@ -135,6 +135,7 @@ async def _leave(ctx: NodeContext) -> None:
 
 
 async def run(settings: Settings) -> int:
+    dkim.signer(settings)  # a missing or unusable DKIM key stops start-up: one line, exit 2
     setup_logging()
     telemetry.setup()
     stop = anyio.Event()

@@ -37,7 +37,7 @@ from email.headerregistry import Address
 from email.policy import default as default_policy
 from email.utils import format_datetime
 
-from service import unsubscribe
+from service import dkim, unsubscribe
 from service.errors import UsageError
 from service.settings import Settings
 
@@ -262,7 +262,8 @@ def _domain(domain: str) -> bytes:
 class CampaignTemplate:
     """A campaign ready to render: ``CampaignTemplate.compile(campaign, settings).render(…)``."""
 
-    __slots__ = ("_between", "_end", "_from", "_head", "_html", "_id_prefix", "_id_suffix", "_signer",
+    __slots__ = ("_between", "_body_hash", "_dkim", "_end", "_from", "_head", "_html", "_id_prefix", "_id_suffix",
+                 "_signer", "_static_body",
                  "_subject", "_subject_format", "_subject_parts", "_text", "_url_prefix",
                  "account_id", "campaign_id", "clock", "envelope_from")
 
@@ -291,6 +292,10 @@ class CampaignTemplate:
         self._id_suffix = b"@" + domain + b">\r\n"
         self._compile_unsubscribe(settings)
         self._compile_mime()
+        # DKIM: a body without merge fields is hashed for the first message only
+        self._dkim = dkim.signer(settings)
+        self._body_hash = None
+        self._static_body = not self._text.fields and (self._html is None or not self._html.fields)
         return self
 
     def _compile_unsubscribe(self, settings: Settings) -> None:
@@ -354,4 +359,10 @@ class CampaignTemplate:
             escaped = {"name": html.escape(name), "email": html.escape(email)}
             self._html.render({**escaped, "unsubscribe_url": html.escape(url)}, out)
             out.append(self._end)
-        return b"".join(out)
+        if self._dkim is None:
+            return b"".join(out)
+        message = b"".join(out)
+        signature, body_hash = self._dkim.sign(message, self._body_hash, self.clock())
+        if self._static_body:
+            self._body_hash = body_hash
+        return signature + message
