@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--html-file")
     create.add_argument("--list", dest="lists", action="append", default=[])
     create.add_argument("--at", help="ISO-8601 time to start sending")
+    create.add_argument("--reply-to", help="Reply-To address")
+    create.add_argument("--list-id", help="List-Id: 'Name <id.example.org>' or 'id.example.org'")
+    create.add_argument("--header", dest="headers", action="append", default=[],
+                        help="an extra header 'X-Name: value' (repeatable)")
     create.set_defaults(func=commands.campaign_create)
     for verb in ("approve", "pause", "resume", "cancel"):
         p = campaign.add_parser(verb, help=f"{verb} a campaign")

@@ -37,7 +37,7 @@ from email.headerregistry import Address
 from email.policy import default as default_policy
 from email.utils import format_datetime
 
-from service import dkim, unsubscribe
+from service import dkim, headers, unsubscribe
 from service.errors import UsageError
 from service.settings import Settings
 
@@ -262,10 +262,30 @@ def _domain(domain: str) -> bytes:
 class CampaignTemplate:
     """A campaign ready to render: ``CampaignTemplate.compile(campaign, settings).render(…)``."""
 
-    __slots__ = ("_between", "_body_hash", "_dkim", "_end", "_from", "_head", "_html", "_id_prefix", "_id_suffix",
-                 "_signer", "_static_body",
-                 "_subject", "_subject_format", "_subject_parts", "_text", "_url_prefix",
-                 "account_id", "campaign_id", "clock", "envelope_from")
+    __slots__ = (
+        "_between",
+        "_body_hash",
+        "_dkim",
+        "_end",
+        "_extra",
+        "_from",
+        "_head",
+        "_html",
+        "_id_prefix",
+        "_id_suffix",
+        "_mailto",
+        "_signer",
+        "_static_body",
+        "_subject",
+        "_subject_format",
+        "_subject_parts",
+        "_text",
+        "_url_prefix",
+        "account_id",
+        "campaign_id",
+        "clock",
+        "envelope_from",
+    )
 
     @classmethod
     def compile(cls, campaign: Mapping, settings: Settings) -> "CampaignTemplate":
@@ -291,6 +311,7 @@ class CampaignTemplate:
         self._id_prefix = b"Message-ID: <campaign.%d." % self.campaign_id
         self._id_suffix = b"@" + domain + b">\r\n"
         self._compile_unsubscribe(settings)
+        self._extra = self._campaign_headers(campaign, settings, domain)
         self._compile_mime()
         # DKIM: a body without merge fields is hashed for the first message only
         self._dkim = dkim.signer(settings)
@@ -298,17 +319,51 @@ class CampaignTemplate:
         self._static_body = not self._text.fields and (self._html is None or not self._html.fields)
         return self
 
+    # -- the headers an operator chooses (service/headers.py checks them) ----------------------
+
+    def _campaign_headers(self, campaign: Mapping, settings: Settings, domain: bytes) -> bytes:
+        """Reply-To, List-Id, Feedback-ID and the campaign's own headers: the same for every recipient."""
+        lines = []
+        if campaign.get("reply_to"):
+            reply_to = _sender(campaign["reply_to"])
+            try:
+                lines.append(mailbox(b"Reply-To", reply_to.display_name, reply_to.addr_spec))
+            except ValueError as exc:
+                raise UsageError(f"reply-to address: {exc}") from None
+        if campaign.get("list_id"):
+            phrase, identifier = headers.list_id(campaign["list_id"])
+            atoms = [b"<" + identifier.encode() + b">"]
+            if phrase and _plain_ascii(phrase):
+                atoms[:0] = ('"' + phrase.replace("\\", "\\\\").replace('"', '\\"') + '"').encode().split(b" ")
+            elif phrase:
+                atoms[:0] = _encoded_words(phrase)
+            lines.append(_fold(b"List-Id", atoms))
+        sender_id = settings.dkim_domain.encode() if settings.dkim_domain else domain
+        lines.append(b"Feedback-ID: %d:%d:einmal:%s\r\n" % (self.campaign_id, self.account_id, sender_id))
+        for name, value in headers.stored_headers(campaign.get("headers")):
+            lines.append(unstructured(name.encode(), value))
+        return b"".join(lines)
+
     def _compile_unsubscribe(self, settings: Settings) -> None:
         used = set(self._subject_parts[1::2]) | self._text.fields
         if self._html is not None:
             used |= self._html.fields
         self._signer = None
+        self._url_prefix = ""
+        self._mailto = b""
+        if settings.unsubscribe_mailto:
+            self._mailto = b"<mailto:" + settings.unsubscribe_mailto.encode() + b"?subject=unsubscribe%20"
         if not settings.unsubscribe_url:
             if "unsubscribe_url" in used:
                 raise UsageError("{{ unsubscribe_url }} is used but EINMAL_UNSUBSCRIBE_URL is not set")
-            return
+            if not self._mailto:
+                return
         if settings.unsubscribe_secret is None or not settings.unsubscribe_secret.get_secret_value():
-            raise UsageError("EINMAL_UNSUBSCRIBE_SECRET must be set when EINMAL_UNSUBSCRIBE_URL is")
+            which = "EINMAL_UNSUBSCRIBE_URL" if settings.unsubscribe_url else "EINMAL_UNSUBSCRIBE_MAILTO"
+            raise UsageError(f"EINMAL_UNSUBSCRIBE_SECRET must be set when {which} is")
+        self._signer = unsubscribe.Signer(settings.unsubscribe_secret)
+        if not settings.unsubscribe_url:
+            return
         url = settings.unsubscribe_url
         if not (url.isascii() and url.isprintable()) or any(c in url for c in " <>"):
             raise UsageError("EINMAL_UNSUBSCRIBE_URL: must be an ASCII URL without spaces or angle brackets")
@@ -318,8 +373,8 @@ class CampaignTemplate:
         self._url_prefix = unsubscribe.link(settings.unsubscribe_url, "")
 
     def _compile_mime(self) -> None:
-        head = b"MIME-Version: 1.0\r\n"
-        if self._signer is not None:
+        head = self._extra + b"MIME-Version: 1.0\r\n"
+        if self._url_prefix:
             head = b"List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n" + head
         if self._html is None:
             self._head = head + _TEXT_PART
@@ -340,9 +395,10 @@ class CampaignTemplate:
         if name is None:  # a NULL name reads as no name
             name = ""
         out = [self._from, mailbox(b"To", name, email)]
-        url = ""
+        url = token = ""
         if self._signer is not None:
-            url = self._url_prefix + self._signer.token(self.account_id, self.campaign_id, subscriber_id)
+            token = self._signer.token(self.account_id, self.campaign_id, subscriber_id)
+            url = self._url_prefix + token if self._url_prefix else ""
         if self._subject is None:
             values = {"name": clean(name).strip(), "email": email, "unsubscribe_url": url}
             out.append(unstructured(b"Subject", self._subject_format.format_map(values)))
@@ -350,8 +406,11 @@ class CampaignTemplate:
             out.append(self._subject)
         out.append(date_header(self.clock()))
         out.append(self._id_prefix + b"%d" % subscriber_id + self._id_suffix)
-        if url:
+        if url and not self._mailto:
             out.append(b"List-Unsubscribe: <" + url.encode() + b">\r\n")
+        elif self._mailto:
+            mailto = self._mailto + token.encode() + b">"
+            out.append(b"List-Unsubscribe: " + (b"<" + url.encode() + b">,\r\n " if url else b"") + mailto + CRLF)
         out.append(self._head)
         self._text.render({"name": name, "email": email, "unsubscribe_url": url}, out)
         if self._html is not None:

@@ -37,6 +37,7 @@ class Settings(BaseSettings):
     message_id_domain: str | None = None
     unsubscribe_url: str | None = None
     unsubscribe_secret: SecretStr | None = None
+    unsubscribe_mailto: str | None = None
     shutdown_grace_seconds: float = Field(10.0, gt=0)
     restart_intensity: int = Field(10, ge=0)
     restart_period_seconds: float = Field(60.0, gt=0)
@@ -80,6 +81,20 @@ class Settings(BaseSettings):
     def _dkim_selector_labels(cls, value: str | None) -> str | None:
         if value is not None and not _SELECTOR.fullmatch(value):
             raise ValueError("must be one or more DNS labels of letters, digits, '-' and '_', e.g. mail2026")
+        return value
+
+    @field_validator("unsubscribe_mailto")
+    @classmethod
+    def _mailto_address(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from service.importer import address_problem  # importer imports this module
+
+        value = value.strip()
+        problem = address_problem(value)
+        if problem is not None or not value.isascii() or any(c in value for c in "<>?&%, "):
+            why = f" ({problem})" if problem else ""
+            raise ValueError(f"must be a plain ASCII address, e.g. unsubscribe@example.org{why}")
         return value
 
     @field_validator("message_id_domain", "unsubscribe_url", "smtp_host")

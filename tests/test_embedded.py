@@ -17,8 +17,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from service import db as _db
 from service import embedded
 from tests.conftest import ROOT, einmal
+
+APPLIED_ALL = "applied " + ", ".join(f"{version:04d}_{name}" for version, name, _ in _db.migrations())
 
 ATTACH_AND_WAIT = (
     "from service import embedded; embedded.url(); print('attached', flush=True); "
@@ -89,7 +92,7 @@ def test_a_sigkilled_client_does_not_keep_the_server_running(embedded_dir: Path)
 
     result = einmal("migrate", env={"EINMAL_EMBEDDED_DIR": str(embedded_dir)})
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "applied 0001_schema"
+    assert result.stdout.strip() == APPLIED_ALL
 
     deadline = time.monotonic() + 5
     while _postgres_processes(pgdata) and time.monotonic() < deadline:
@@ -106,7 +109,7 @@ def test_two_concurrent_commands_share_one_embedded_server(embedded_dir: Path) -
     results = [(*proc.communicate(timeout=60), proc.returncode) for proc in procs]
 
     assert [code for _, _, code in results] == [0, 0], [err for _, err, _ in results]
-    assert sorted(out.strip() for out, _, _ in results) == ["applied 0001_schema", "database is up to date"]
+    assert sorted(out.strip() for out, _, _ in results) == [APPLIED_ALL, "database is up to date"]
     assert _postgres_processes(pgdata) == [], "the last of them to exit stops the server"
     assert _pids(pgdata) == []
 
