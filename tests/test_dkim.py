@@ -168,3 +168,28 @@ def test_incomplete_or_injected_dkim_settings_are_one_line_and_exit_2(env, says)
 def test_an_international_dkim_domain_is_signed_as_its_a_label():
     assert Settings(dkim_domain="bücher.example", dkim_selector="s", dkim_private_key_file="/k").dkim_domain \
         == "xn--bcher-kva.example"
+
+
+# -- through a node ---------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_every_message_a_node_sends_carries_a_signature_dkimpy_verifies(key, key_file, conn, dsn, tmp_path):
+    from service.capture import capture_server
+    from tests.pipeline import approve, node_env, seed, start_node, stop_node, wait_status
+
+    campaign_id = await seed(conn, [f"user{i}@example.com" for i in range(200)],
+                             body="Hello {{ name }},\n..a line that starts with a dot\nyou are {{ email }}.\n")
+    await conn.execute("UPDATE einmal.campaigns SET subject = 'Für {{ name }}' WHERE id = $1", campaign_id)
+    async with capture_server(tmp_path / "mail") as (_, port):
+        env = node_env(dsn, port, EINMAL_DKIM_DOMAIN=DOMAIN, EINMAL_DKIM_SELECTOR=SELECTOR,
+                       EINMAL_DKIM_PRIVATE_KEY_FILE=key_file)
+        node = start_node(env, tmp_path / "node.log")
+        try:
+            await approve(conn, campaign_id)
+            await wait_status(conn, campaign_id, "sent", timeout=300)
+        finally:
+            assert await stop_node(node) == 0, (tmp_path / "node.log").read_text()
+    captured = [path.read_bytes() for path in (tmp_path / "mail").glob("*.eml")]
+    assert len(captured) == 200
+    assert all(verified(data, key) for data in captured)
