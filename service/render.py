@@ -22,7 +22,8 @@ byte strings: a few microseconds per message instead of the hundreds an
 The output is a complete RFC 5322 message with CRLF line endings, every line at most 78
 octets where it can be folded and never over 998, bodies quoted-printable, headers ASCII
 (RFC 2047 encoded-words for non-ASCII text) except an internationalised address, which goes
-in as UTF-8 (RFC 6532; the SMTP layer must then use SMTPUTF8). It is not dot-stuffed.
+in as UTF-8 (RFC 6532). It is not dot-stuffed. With EINMAL_DKIM_* set, a DKIM-Signature
+(service/dkim.py) goes in front; a body without merge fields is hashed once per campaign.
 """
 
 import html
@@ -262,30 +263,9 @@ def _domain(domain: str) -> bytes:
 class CampaignTemplate:
     """A campaign ready to render: ``CampaignTemplate.compile(campaign, settings).render(…)``."""
 
-    __slots__ = (
-        "_between",
-        "_body_hash",
-        "_dkim",
-        "_end",
-        "_extra",
-        "_from",
-        "_head",
-        "_html",
-        "_id_prefix",
-        "_id_suffix",
-        "_mailto",
-        "_signer",
-        "_static_body",
-        "_subject",
-        "_subject_format",
-        "_subject_parts",
-        "_text",
-        "_url_prefix",
-        "account_id",
-        "campaign_id",
-        "clock",
-        "envelope_from",
-    )
+    __slots__ = ("_between", "_body_hash", "_dkim", "_end", "_extra", "_from", "_head", "_html", "_id_prefix",
+                 "_id_suffix", "_mailto", "_signer", "_static_body", "_subject", "_subject_format", "_subject_parts",
+                 "_text", "_url_prefix", "account_id", "campaign_id", "clock", "envelope_from")
 
     @classmethod
     def compile(cls, campaign: Mapping, settings: Settings) -> "CampaignTemplate":
@@ -313,7 +293,6 @@ class CampaignTemplate:
         self._compile_unsubscribe(settings)
         self._extra = self._campaign_headers(campaign, settings, domain)
         self._compile_mime()
-        # DKIM: a body without merge fields is hashed for the first message only
         self._dkim = dkim.signer(settings)
         self._body_hash = None
         self._static_body = not self._text.fields and (self._html is None or not self._html.fields)
@@ -325,19 +304,13 @@ class CampaignTemplate:
         """Reply-To, List-Id, Feedback-ID and the campaign's own headers: the same for every recipient."""
         lines = []
         if campaign.get("reply_to"):
-            reply_to = _sender(campaign["reply_to"])
-            try:
-                lines.append(mailbox(b"Reply-To", reply_to.display_name, reply_to.addr_spec))
-            except ValueError as exc:
-                raise UsageError(f"reply-to address: {exc}") from None
+            reply_to = _sender(campaign["reply_to"])  # checked as --from is: mailbox() cannot refuse it
+            lines.append(mailbox(b"Reply-To", reply_to.display_name, reply_to.addr_spec))
         if campaign.get("list_id"):
             phrase, identifier = headers.list_id(campaign["list_id"])
-            atoms = [b"<" + identifier.encode() + b">"]
-            if phrase and _plain_ascii(phrase):
-                atoms[:0] = ('"' + phrase.replace("\\", "\\\\").replace('"', '\\"') + '"').encode().split(b" ")
-            elif phrase:
-                atoms[:0] = _encoded_words(phrase)
-            lines.append(_fold(b"List-Id", atoms))
+            quoted = ('"' + phrase.replace("\\", "\\\\").replace('"', '\\"') + '"').encode().split(b" ")
+            words = (quoted if _plain_ascii(phrase) else _encoded_words(phrase)) if phrase else []
+            lines.append(_fold(b"List-Id", [*words, b"<" + identifier.encode() + b">"]))
         sender_id = settings.dkim_domain.encode() if settings.dkim_domain else domain
         lines.append(b"Feedback-ID: %d:%d:einmal:%s\r\n" % (self.campaign_id, self.account_id, sender_id))
         for name, value in headers.stored_headers(campaign.get("headers")):
@@ -418,9 +391,9 @@ class CampaignTemplate:
             escaped = {"name": html.escape(name), "email": html.escape(email)}
             self._html.render({**escaped, "unsubscribe_url": html.escape(url)}, out)
             out.append(self._end)
-        if self._dkim is None:
-            return b"".join(out)
         message = b"".join(out)
+        if self._dkim is None:
+            return message
         signature, body_hash = self._dkim.sign(message, self._body_hash, self.clock())
         if self._static_body:
             self._body_hash = body_hash
