@@ -118,6 +118,18 @@ def _checks(runs: list[Run]) -> list[str]:
             if not run.delivered == run.counts.get("sent", 0) == run.messages]
 
 
+def dkim(unsigned: Run, signed: dict[str, Run], say=print) -> None:
+    """Signed throughput next to the unsigned run of the same bench: Ed25519 must keep 0.8 of it."""
+    for kind, run in signed.items():
+        ratio = run.rate / unsigned.rate if unsigned.rate else 0.0
+        measured = (f"{run.rate:,.0f} msg/s = {ratio:.2f} × unsigned" if run.sent
+                    else f"< {run.rate:,.0f} msg/s: not sent in {run.seconds:.0f} s")
+        target, ok = (">= 0.8 × unsigned", run.sent and ratio >= 0.8) if kind == "ed25519" else ("(beside it)", None)
+        say(row(f"einmal 1 node, DKIM {kind}: approval -> sent", measured, target, ok))
+    for line in _checks(list(signed.values())):
+        say(line)
+
+
 def big(header: Header, run: Run, say=print) -> None:
     peak = max(run.rss)
     samples = [s for s in run.rss_samples if s[1]]

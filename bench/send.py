@@ -110,8 +110,8 @@ async def _stop(proc: subprocess.Popen, timeout: float = 30) -> int | None:
 
 async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, connections: int = CONNECTIONS,
                    batch: int = 500, tick: float = 60, timeout: float = 300, sample_rss: bool = False,
-                   say=print) -> Run:
-    name = f"einmal_bench_{os.getpid()}_{nodes}n"
+                   say=print, extra_env: dict[str, str] | None = None, label: str = "") -> Run:
+    name = f"einmal_bench_{os.getpid()}_{nodes}n{label}"
     dsn = await database.fresh(server, name)
     logs = Path(tempfile.mkdtemp(prefix="einmal-bench-"))
     procs: list[subprocess.Popen] = []
@@ -126,7 +126,7 @@ async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, connec
         counter = database.Statements(server, name)
         await counter.start()
         run.statement_method = counter.method
-        env = node_env(dsn, sink.port, connections, batch, tick)
+        env = node_env(dsn, sink.port, connections, batch, tick) | (extra_env or {})
         procs.extend(start_node(env, logs / f"node{i}.log") for i in range(nodes))
         monitor = Monitor(await asyncpg.connect(dsn), counter)
         try:

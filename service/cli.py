@@ -106,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a list to send to; repeat for several (default: default)")
     create.add_argument("--at", help="when to start: ISO-8601 with an offset or an IANA zone after a space "
                                      "('2026-12-01T09:00 Europe/Berlin'; neither: UTC), or 'now' (the default)")
+    create.add_argument("--reply-to", help="Reply-To address")
+    create.add_argument("--list-id", help="List-Id: 'Name <id.example.org>' or 'id.example.org'")
+    create.add_argument("--header", dest="headers", action="append", default=[],
+                        help="an extra header 'X-Name: value' (repeatable)")
     create.set_defaults(func=commands.campaign_create)
     for verb in ("approve", "pause", "resume", "cancel"):
         p = campaign.add_parser(verb, help=f"{verb} a campaign")

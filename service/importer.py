@@ -89,17 +89,25 @@ _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\udc80-\udcff]")
 _SPECIAL = frozenset(SPECIAL_USE_DOMAIN_NAMES) - {"test"}
 
 
-def address_problem(address: str) -> str | None:
-    """Why `address` is not a syntactically valid email address, or None when it is.
+def normalized_address(address: str) -> str:
+    """`address` as email_validator normalises it (the domain lower-cased); EmailNotValidError
+    when it is not a syntactically valid email address.
 
     Syntax only: no DNS; any domain syntax is allowed, dotless (`localhost`) and
     special-use ones (`.test`, `.invalid`, `.local`, …) included."""
     last = address.rpartition("@")[2].rpartition(".")[2]
-    if last.lower() in _SPECIAL:
+    special = last.lower() in _SPECIAL
+    if special:
         address = address[: len(address) - len(last)] + "test"
+    normalized = validate_email(address, check_deliverability=False, test_environment=True,
+                                globally_deliverable=False).normalized
+    return normalized[: -len("test")] + last.lower() if special else normalized
+
+
+def address_problem(address: str) -> str | None:
+    """Why `address` is not a syntactically valid email address (normalized_address), or None."""
     try:
-        validate_email(address, check_deliverability=False, test_environment=True,
-                       globally_deliverable=False)
+        normalized_address(address)
     except EmailNotValidError as exc:
         return str(exc)
     return None

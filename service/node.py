@@ -29,7 +29,7 @@ import asyncpg
 from anyio.abc import TaskStatus
 
 from actors import builder, claimer, http, listener, recorder, scheduler, sender
-from service import db, logs, telemetry, web
+from service import db, dkim, logs, telemetry, web
 from service.context import Batch, BatchResult, NodeContext
 from service.errors import ConfigError
 from service.metrics import Metrics
@@ -228,6 +228,7 @@ async def _leave(ctx: NodeContext) -> None:
 async def run(settings: Settings, body: Callable[[Settings, anyio.Event], Awaitable[int]] = serve) -> int:
     """`einmal run` (body=serve) and `einmal serve` (body=serve_http): until SIGTERM or SIGINT."""
     setup_logging(settings)
+    dkim.signer(settings)  # a missing or unusable DKIM key stops start-up: one line, exit 2
     telemetry.setup()
     stop = anyio.Event()
 

@@ -17,7 +17,8 @@ byte strings: a few microseconds per message instead of the hundreds an
 The output is a complete RFC 5322 message with CRLF line endings, every line at most 78
 octets where it can be folded and never over 998, bodies quoted-printable, headers ASCII
 (RFC 2047 encoded-words for non-ASCII text) except an internationalised address, which goes
-in as UTF-8 (RFC 6532; the SMTP layer must then use SMTPUTF8). It is not dot-stuffed.
+in as UTF-8 (RFC 6532). It is not dot-stuffed. With EINMAL_DKIM_* set, a DKIM-Signature
+(service/dkim.py) goes in front; a body without merge fields is hashed once per campaign.
 """
 
 import hashlib
@@ -31,7 +32,7 @@ from email.headerregistry import Address
 from email.policy import default as default_policy
 from email.utils import format_datetime
 
-from service import templates, unsubscribe
+from service import dkim, headers, templates, unsubscribe
 from service.errors import UsageError
 from service.settings import Settings
 
@@ -212,9 +213,9 @@ def _domain(domain: str) -> bytes:
 class CampaignTemplate:
     """A campaign ready to render: ``CampaignTemplate.compile(campaign, settings).render(…)``."""
 
-    __slots__ = ("_between", "_campaign", "_digest", "_end", "_from", "_head", "_html", "_id_prefix", "_id_suffix",
-                 "_jinja", "_signer", "_subject", "_subject_piece", "_text", "_url_prefix",
-                 "account_id", "campaign_id", "clock", "envelope_from")
+    __slots__ = ("_between", "_body_hash", "_campaign", "_digest", "_dkim", "_end", "_extra", "_from", "_head",
+                 "_html", "_id_prefix", "_id_suffix", "_jinja", "_mailto", "_signer", "_static_body", "_subject",
+                 "_subject_piece", "_text", "_url_prefix", "account_id", "campaign_id", "clock", "envelope_from")
 
     @classmethod
     def compile(cls, campaign: Mapping, settings: Settings) -> "CampaignTemplate":
@@ -247,17 +248,49 @@ class CampaignTemplate:
         # the same campaign always gets the same boundary: a preview is the message that goes out
         content = "\0".join((campaign["subject"], campaign["body_text"], campaign.get("body_html") or ""))
         self._digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        self._extra = self._campaign_headers(campaign, settings, domain)
         self._compile_mime()
+        self._dkim = dkim.signer(settings)
+        self._body_hash = None
+        self._static_body = not self._text.fields and (self._html is None or not self._html.fields)
         return self
+
+    # -- the headers an operator chooses (service/headers.py checks them) ----------------------
+
+    def _campaign_headers(self, campaign: Mapping, settings: Settings, domain: bytes) -> bytes:
+        """Reply-To, List-Id, Feedback-ID and the campaign's own headers: the same for every recipient."""
+        lines = []
+        if campaign.get("reply_to"):
+            reply_to = _sender(campaign["reply_to"])  # checked as --from is: mailbox() cannot refuse it
+            lines.append(mailbox(b"Reply-To", reply_to.display_name, reply_to.addr_spec))
+        if campaign.get("list_id"):
+            phrase, identifier = headers.list_id(campaign["list_id"])
+            quoted = ('"' + phrase.replace("\\", "\\\\").replace('"', '\\"') + '"').encode().split(b" ")
+            words = (quoted if _plain_ascii(phrase) else _encoded_words(phrase)) if phrase else []
+            lines.append(_fold(b"List-Id", [*words, b"<" + identifier.encode() + b">"]))
+        sender_id = settings.dkim_domain.encode() if settings.dkim_domain else domain
+        lines.append(b"Feedback-ID: %d:%d:einmal:%s\r\n" % (self.campaign_id, self.account_id, sender_id))
+        for name, value in headers.stored_headers(campaign.get("headers")):
+            lines.append(unstructured(name.encode(), value))
+        return b"".join(lines)
 
     def _compile_unsubscribe(self, settings: Settings, used: set[str]) -> None:
         self._signer = None
+        self._url_prefix = ""
+        self._mailto = b""
+        if settings.unsubscribe_mailto:
+            self._mailto = b"<mailto:" + settings.unsubscribe_mailto.encode() + b"?subject=unsubscribe%20"
         if not settings.unsubscribe_url:
             if "unsubscribe_url" in used:
                 raise UsageError("{{ unsubscribe_url }} is used but EINMAL_UNSUBSCRIBE_URL is not set")
-            return
+            if not self._mailto:
+                return
         if settings.unsubscribe_secret is None or not settings.unsubscribe_secret.get_secret_value():
-            raise UsageError("EINMAL_UNSUBSCRIBE_SECRET must be set when EINMAL_UNSUBSCRIBE_URL is")
+            which = "EINMAL_UNSUBSCRIBE_URL" if settings.unsubscribe_url else "EINMAL_UNSUBSCRIBE_MAILTO"
+            raise UsageError(f"EINMAL_UNSUBSCRIBE_SECRET must be set when {which} is")
+        self._signer = unsubscribe.Signer(settings.unsubscribe_secret)
+        if not settings.unsubscribe_url:
+            return
         url = settings.unsubscribe_url
         if not (url.isascii() and url.isprintable()) or any(c in url for c in " <>"):
             raise UsageError("EINMAL_UNSUBSCRIBE_URL: must be an ASCII URL without spaces or angle brackets")
@@ -267,8 +300,8 @@ class CampaignTemplate:
         self._url_prefix = unsubscribe.link(settings.unsubscribe_url, "")
 
     def _compile_mime(self) -> None:
-        head = b"MIME-Version: 1.0\r\n"
-        if self._signer is not None:
+        head = self._extra + b"MIME-Version: 1.0\r\n"
+        if self._url_prefix:
             head = b"List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n" + head
         if self._html is None:
             self._head = head + _TEXT_PART
@@ -292,9 +325,10 @@ class CampaignTemplate:
         if name is None:  # a NULL name reads as no name
             name = ""
         out = [self._from, mailbox(b"To", name, email)]
-        url = ""
+        url = token = ""
         if self._signer is not None:
-            url = self._url_prefix + self._signer.token(self.account_id, self.campaign_id, subscriber_id)
+            token = self._signer.token(self.account_id, self.campaign_id, subscriber_id)
+            url = self._url_prefix + token if self._url_prefix else ""
         values = {"name": name, "email": email, "unsubscribe_url": url}
         variables = None
         if self._jinja:
@@ -308,8 +342,11 @@ class CampaignTemplate:
             out.append(self._subject)
         out.append(date_header(self.clock()))
         out.append(self._id_prefix + b"%d" % subscriber_id + self._id_suffix)
-        if url:
+        if url and not self._mailto:
             out.append(b"List-Unsubscribe: <" + url.encode() + b">\r\n")
+        elif self._mailto:
+            mailto = self._mailto + token.encode() + b">"
+            out.append(b"List-Unsubscribe: " + (b"<" + url.encode() + b">,\r\n " if url else b"") + mailto + CRLF)
         out.append(self._head)
         jinja = self._text.jinja and variables is not None
         self._text.render(values, templates.context(templates.TEXT, variables) if jinja else None, out)
@@ -319,4 +356,10 @@ class CampaignTemplate:
             context = templates.context(templates.HTML, variables) if jinja else None
             self._html.render(templates.escaped(values), context, out)
             out.append(self._end)
-        return b"".join(out)
+        message = b"".join(out)
+        if self._dkim is None:
+            return message
+        signature, body_hash = self._dkim.sign(message, self._body_hash, self.clock())
+        if self._static_body:
+            self._body_hash = body_hash
+        return signature + message

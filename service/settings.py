@@ -6,10 +6,14 @@ import re
 from typing import Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import idna
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.errors import ConfigError
+
+_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_SELECTOR = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 
 
 class Settings(BaseSettings):
@@ -36,6 +40,7 @@ class Settings(BaseSettings):
     message_id_domain: str | None = None
     unsubscribe_url: str | None = None
     unsubscribe_secret: SecretStr | None = None
+    unsubscribe_mailto: str | None = None
     shutdown_grace_seconds: float = Field(10.0, gt=0)
     restart_intensity: int = Field(10, ge=0)
     restart_period_seconds: float = Field(60.0, gt=0)
@@ -43,6 +48,9 @@ class Settings(BaseSettings):
     http_address: str | None = None  # host:port; unset: no HTTP listener
     log_format: Literal["text", "json"] = "text"
     log_level: str = "INFO"
+    dkim_domain: str | None = None
+    dkim_selector: str | None = None
+    dkim_private_key_file: str | None = None
 
     @model_validator(mode="after")
     def _heartbeat_outpaces_the_timeout(self) -> "Settings":
@@ -51,6 +59,49 @@ class Settings(BaseSettings):
             raise ValueError(f"EINMAL_TICK_SECONDS: must be at most half of EINMAL_NODE_TIMEOUT_SECONDS "
                              f"({self.node_timeout_seconds:g}) (got {self.tick_seconds:g})")
         return self
+
+    @model_validator(mode="after")
+    def _dkim_all_or_nothing(self) -> "Settings":
+        given = {"EINMAL_DKIM_DOMAIN": self.dkim_domain, "EINMAL_DKIM_SELECTOR": self.dkim_selector,
+                 "EINMAL_DKIM_PRIVATE_KEY_FILE": self.dkim_private_key_file}
+        missing = [name for name, value in given.items() if value is None]
+        if missing and len(missing) < len(given):
+            raise ValueError(f"{', '.join(missing)}: must be set too, when any of EINMAL_DKIM_* is")
+        return self
+
+    @field_validator("dkim_domain")
+    @classmethod
+    def _dkim_domain_a_label(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            ascii_domain = idna.encode(value.strip().rstrip("."), uts46=True).decode()
+        except (idna.IDNAError, UnicodeError):
+            raise ValueError("must be a domain name, e.g. example.org") from None
+        if "." not in ascii_domain:
+            raise ValueError("must be a domain name with a dot, e.g. example.org")
+        return ascii_domain
+
+    @field_validator("dkim_selector")
+    @classmethod
+    def _dkim_selector_labels(cls, value: str | None) -> str | None:
+        if value is not None and not _SELECTOR.fullmatch(value):
+            raise ValueError("must be one or more DNS labels of letters, digits, '-' and '_', e.g. mail2026")
+        return value
+
+    @field_validator("unsubscribe_mailto")
+    @classmethod
+    def _mailto_address(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from service.importer import address_problem  # importer imports this module
+
+        value = value.strip()
+        problem = address_problem(value)
+        if problem is not None or not value.isascii() or any(c in value for c in "<>?&%, "):
+            why = f" ({problem})" if problem else ""
+            raise ValueError(f"must be a plain ASCII address, e.g. unsubscribe@example.org{why}")
+        return value
 
     @field_validator("message_id_domain", "unsubscribe_url", "smtp_host")
     @classmethod

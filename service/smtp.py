@@ -30,11 +30,13 @@ third replies of a pipelined write.
 
 import asyncio
 import enum
+import functools
 import os
 import re
 import ssl
 from dataclasses import dataclass
 
+import idna
 from aiosmtplib import (
     SMTP,
     SMTPAuthenticationError,
@@ -80,6 +82,22 @@ def dot_stuff(message: bytes) -> bytes:
         message += b"\r\n"
     stuffed = message.replace(b"\r\n.", b"\r\n..")
     return b"." + stuffed if stuffed.startswith(b".") else stuffed
+
+
+@functools.lru_cache(maxsize=4096)
+def ascii_address(address: str) -> str:
+    """``address`` with an international domain as its A-label (hans@bücher.example ->
+    hans@xn--bcher-kva.example). ValueError when the local part is not ASCII (only SMTPUTF8 can
+    carry it) or the domain is no valid international name."""
+    if address.isascii():
+        return address
+    local, at, domain = address.rpartition("@")
+    if not local.isascii():
+        raise ValueError(f"address {address!r} has a non-ASCII local part: it needs SMTPUTF8")
+    try:
+        return local + at + idna.encode(domain, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError) as exc:
+        raise ValueError(f"address {address!r}: the domain is not a valid international name ({exc})") from None
 
 
 def _quote(address: str) -> str:
@@ -264,12 +282,15 @@ class SmtpConnection:
 
     def _envelope(self, sender: str, recipient: str, message: bytes) -> tuple[bytes, bytes] | str:
         """The MAIL and RCPT command lines, or why the addresses cannot be sent (PERMANENT)."""
-        utf8 = not (sender.isascii() and recipient.isascii())
         for address in (sender, recipient):
             if _CONTROL.search(address):
                 return f"address contains a control character: {address!r}"
-            if utf8 and not address.isascii() and not self._utf8:
-                return f"address {address!r} needs SMTPUTF8, which the server does not offer"
+        if not self._utf8 and not (sender.isascii() and recipient.isascii()):
+            try:  # without SMTPUTF8 an ASCII local part still goes, with its domain as an A-label
+                sender, recipient = ascii_address(sender), ascii_address(recipient)
+            except ValueError as exc:
+                return f"{exc}, which the server does not offer" if "SMTPUTF8" in str(exc) else str(exc)
+        utf8 = not (sender.isascii() and recipient.isascii())
         try:
             if self._sender[0] != sender:
                 self._sender = (sender, _quote(sender))

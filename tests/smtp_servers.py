@@ -2,6 +2,7 @@
 
     server = FaultServer()                      # a free port, picked now; advertises PIPELINING
     FaultServer(pipelining=False)               # does not: a client must send one command at a time
+    FaultServer(smtputf8=True)                  # offers SMTPUTF8 (by default it does not)
     server.start()                              # a thread with its own event loop (aiosmtpd)
     server.inject("rcpt", "550 5.1.1 no such user", domain="bounce.test")
     server.inject("mail", "421 4.3.2 shutting down", times=1)     # replies, then closes
@@ -196,13 +197,13 @@ class _Hooks:
 class FaultServer:
     def __init__(self, *, port: int | None = None, tls: str | None = None,
                  certificate: Certificate | None = None, users: dict[str, str] | None = None,
-                 seed: int = 0, pipelining: bool = True):
+                 seed: int = 0, pipelining: bool = True, smtputf8: bool = False):
         assert tls in (None, "starttls", "tls")
         assert tls is None or certificate is not None, "TLS needs a certificate"
         self.port = port or free_port()
         self.host = "127.0.0.1"
         self.tls, self.certificate, self.users = tls, certificate, users
-        self.pipelining = pipelining
+        self.pipelining, self.smtputf8 = pipelining, smtputf8
         self._lock = threading.Condition()
         self._faults: list[_Fault] = []
         self._random = random.Random(seed)
@@ -218,7 +219,8 @@ class FaultServer:
     def start(self) -> "FaultServer":
         assert self._controller is None, "already running"
         kwargs: dict = {"hostname": self.host, "port": self.port, "server_hostname": "einmal-test.local",
-                        "ready_timeout": 10.0, "data_size_limit": None}
+                        "ready_timeout": 10.0, "data_size_limit": None,
+                        "enable_SMTPUTF8": self.smtputf8}
         if self.tls is not None:
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             context.load_cert_chain(self.certificate.cert, self.certificate.key)

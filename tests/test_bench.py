@@ -25,6 +25,8 @@ FIGURES = [
     r"peak RSS per node, 2 nodes\s+\d+ MB / \d+ MB\s.*(PASS|MISS)$",
     r"approve -> first message, 1 node\s+\d+\.\d+ s\s.*(PASS|MISS)$",
     r"approve -> first message, 2 nodes\s+\d+\.\d+ s\s.*(PASS|MISS)$",
+    r"einmal 1 node, DKIM ed25519: approval -> sent\s+.*× unsigned.*(PASS|MISS)$",
+    r"einmal 1 node, DKIM rsa-2048: approval -> sent\s+.*msg/s",
     r"recipient build, 20,000 subscribers\s+.*× bare.*(PASS|MISS)$",
     r"bare INSERT … SELECT DISTINCT ON\s+\d+\.\d+ s \([\d,]+ rows\)",
 ]

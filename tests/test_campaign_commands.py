@@ -103,6 +103,20 @@ async def test_create_with_named_lists_and_a_display_name_from(conn: asyncpg.Con
     assert row["body_html"] is None
 
 
+@pytest.mark.parametrize("sender, stored", [
+    ("news@acme.test", "news@acme.test"),
+    ("Acme <news@Acme.LOCAL>", "Acme <news@acme.local>"),
+    ("ops@mail.invalid", "ops@mail.invalid"),
+])
+async def test_create_accepts_the_from_addresses_the_import_accepts_special_use_domains_too(
+        conn: asyncpg.Connection, dsn: str, sender: str, stored: str) -> None:
+    await seed_account(conn)
+    result = einmal("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S",
+                    "--from", sender, "--text", "Hi", dsn=dsn)
+    assert result.returncode == 0, result.stderr
+    assert await conn.fetchval("SELECT from_address FROM einmal.campaigns WHERE id = $1", int(result.stdout)) == stored
+
+
 async def test_create_at_a_future_time_stores_scheduled_for(conn: asyncpg.Connection, dsn: str) -> None:
     await seed_account(conn)
     common = ("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S",

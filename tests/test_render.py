@@ -23,7 +23,7 @@ UNSUBSCRIBE = "https://news.example.org/unsubscribe"
 PARSER = BytesParser(policy=email.policy.default)
 RAW_PARSER = BytesParser(policy=email.policy.compat32)
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-BASE_HEADERS = {"From", "To", "Subject", "Date", "Message-ID", "MIME-Version", "Content-Type"}
+BASE_HEADERS = {"From", "To", "Subject", "Date", "Message-ID", "MIME-Version", "Content-Type", "Feedback-ID"}
 UNSUBSCRIBE_HEADERS = {"List-Unsubscribe", "List-Unsubscribe-Post"}
 
 

@@ -379,3 +379,31 @@ async def test_refusals_pipelined_behind_each_other_keep_replies_in_step(make_sm
     assert [m.rcpt_tos for m in server.messages] == [("bob@example.test",), ("cy@example.test",)]
     assert server.connections == 1
     assert server.pipelined == len(plan)
+
+
+# -- international addresses --------------------------------------------------------------
+
+
+async def test_an_international_domain_goes_as_its_a_label_to_a_relay_without_smtputf8(smtp_server, connect):
+    result = await connect(smtp_server).send("news@bücher.example", "hans@bücher.example", message(1))
+
+    assert result.outcome is Outcome.SENT, result.reply
+    [received] = smtp_server.messages
+    assert (received.mail_from, received.rcpt_tos) == ("news@xn--bcher-kva.example", ("hans@xn--bcher-kva.example",))
+
+
+async def test_a_non_ascii_local_part_fails_saying_it_needs_smtputf8(smtp_server, connect):
+    result = await connect(smtp_server).send(SENDER, "jörg@bücher.example", message(1))
+
+    assert result.outcome is Outcome.PERMANENT
+    assert "non-ASCII local part" in result.reply and "SMTPUTF8" in result.reply
+    assert smtp_server.messages == []
+
+
+async def test_a_relay_with_smtputf8_gets_the_address_as_written(make_smtp_server, connect):
+    server = make_smtp_server(smtputf8=True)
+
+    result = await connect(server).send(SENDER, "jörg@bücher.example", message(1))
+
+    assert result.outcome is Outcome.SENT, result.reply
+    assert server.messages[0].rcpt_tos == ("jörg@bücher.example",)

@@ -1,2 +1,2 @@
-SELECT id, account_id, name, subject, from_address, body_text, body_html
+SELECT id, account_id, name, subject, from_address, body_text, body_html, reply_to, list_id, headers
 FROM einmal.campaigns WHERE id = $1

@@ -1,0 +1,195 @@
+"""DKIM signatures made by einmal, checked by dkimpy as the independent verifier (its DNS answered
+by a stub that knows only our selector)."""
+
+import os
+import subprocess
+import sys
+
+import dkim as dkimpy
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+from service import dkim
+from service.render import CampaignTemplate
+from service.settings import Settings
+from tests.conftest import ROOT
+from tests.test_render import campaign, make_settings, parse
+
+DOMAIN, SELECTOR = "acme.example", "mail2026"
+NAMES = ["Jane Doe", "Jörg  Müller ", "  spaced   out  ", "山田 太郎", "", "Ann\tTab", "x" * 90, "O'Brien \"Bob\""]
+
+
+def pem(key) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+@pytest.fixture(scope="module", params=["ed25519", "rsa"])
+def key(request):
+    if request.param == "ed25519":
+        return ed25519.Ed25519PrivateKey.generate()
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture
+def key_file(key, tmp_path) -> str:
+    path = tmp_path / "dkim.pem"
+    path.write_bytes(pem(key))
+    return str(path)
+
+
+def dns_stub(key):
+    record = dkim.public_record(key)
+
+    def dnsfunc(name, timeout=5):
+        name = name.decode() if isinstance(name, bytes) else name
+        return record if name.rstrip(".") == f"{SELECTOR}._domainkey.{DOMAIN}" else None
+
+    return dnsfunc
+
+
+def signed_settings(key_file: str, **overrides) -> Settings:
+    base = make_settings().model_dump()
+    return Settings(**base | {"dkim_domain": DOMAIN, "dkim_selector": SELECTOR, "dkim_private_key_file": key_file}
+                    | overrides)
+
+
+def verified(message: bytes, key) -> bool:
+    return dkimpy.verify(message, dnsfunc=dns_stub(key), minkey=1024)
+
+
+@pytest.mark.parametrize("html", [None, "<p>Hi {{ name }}</p>\n<p>You are   {{ email }}.  </p>\n"])
+def test_hundreds_of_messages_with_merge_fields_in_subject_and_body_verify(key, key_file, html):
+    settings = signed_settings(key_file)
+    template = CampaignTemplate.compile(campaign(body_html=html, subject="Grüße, {{ name }}!"), settings)
+    for i in range(300):
+        name = NAMES[i % len(NAMES)] + (f" {i}" if i % 3 else "")
+        raw = template.render(1000 + i, f"user{i}@example.org", name)
+        assert raw.startswith(b"DKIM-Signature: v=1; a=" + (b"ed25519" if isinstance(key, ed25519.Ed25519PrivateKey)
+                                                              else b"rsa") + b"-sha256; c=relaxed/relaxed;")
+        assert verified(raw, key), raw[:600]
+        message = parse(raw)
+        assert str(message["To"]).endswith(f"user{i}@example.org>") or str(message["To"]) == f"user{i}@example.org"
+
+
+def test_a_body_without_merge_fields_is_hashed_once_and_every_message_still_verifies(key, key_file):
+    template = CampaignTemplate.compile(campaign(body_text="The same for all.  \n\n\n", body_html="<p>Same</p>"),
+                                        signed_settings(key_file))
+    messages = [template.render(i, f"u{i}@example.org", f"Name {i}") for i in range(50)]
+    assert template._body_hash is not None
+    assert all(verified(raw, key) for raw in messages)
+
+
+def test_a_changed_body_or_header_fails_verification(key, key_file):
+    raw = CampaignTemplate.compile(campaign(), signed_settings(key_file)).render(7, "jane@example.org", "Jane")
+    assert verified(raw, key)
+    assert not verified(raw.replace(b"Hello Jane", b"Hello Joan"), key)
+    assert not verified(raw.replace(b"Subject: News for Jane", b"Subject: News for Joan"), key)
+
+
+def test_signing_with_a_raw_ed25519_seed_as_dkimpy_writes_it(tmp_path):
+    key = ed25519.Ed25519PrivateKey.generate()
+    seed = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
+                             serialization.NoEncryption())
+    path = tmp_path / "seed.key"
+    path.write_text(__import__("base64").b64encode(seed).decode() + "\n")
+    raw = CampaignTemplate.compile(campaign(), signed_settings(str(path))).render(1, "a@example.org", "A")
+    assert verified(raw, key)
+
+
+def test_relaxed_body_canonicalisation_matches_the_rfc_examples():
+    assert dkim.relaxed_body(b" C \r\nD \t E\r\n\r\n\r\n") == b" C\r\nD E\r\n"
+    assert dkim.relaxed_body(b"") == b""
+    assert dkim.relaxed_body(b"\r\n\r\n") == b""
+    assert dkim.relaxed_body(b"no end") == b"no end\r\n"
+
+
+def test_relaxed_header_canonicalisation_matches_the_rfc_example():
+    fields = dkim.relaxed_headers(b"A: X\r\nB : Y\t\r\n\tZ  ")
+    assert [canonical for _, canonical in fields] == [b"a:X\r\n", b"b:Y Z\r\n"]
+
+
+# -- start-up -------------------------------------------------------------------------------
+
+
+def einmal_run(env_overrides: dict[str, str]) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_")}
+    env.update(EINMAL_DATABASE_URL="postgresql://nobody@127.0.0.1:1/none", **env_overrides)
+    return subprocess.run([sys.executable, "-m", "service", "run"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def unreadable(tmp_path) -> str:
+    path = tmp_path / "secret.pem"
+    path.write_bytes(pem(ed25519.Ed25519PrivateKey.generate()))
+    path.chmod(0)
+    return str(path)
+
+
+def wrong_kind(tmp_path) -> str:
+    path = tmp_path / "ec.pem"
+    path.write_bytes(pem(ec.generate_private_key(ec.SECP256R1())))
+    return str(path)
+
+
+def not_a_key(tmp_path) -> str:
+    path = tmp_path / "cert.txt"
+    path.write_text("hello\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda tmp: str(tmp / "missing.pem"), "no such file"),
+    (not_a_key, "not a PEM private key"),
+    (wrong_kind, "RSA or Ed25519"),
+    pytest.param(unreadable, "cannot read it", marks=pytest.mark.skipif(os.geteuid() == 0, reason="root reads all")),
+])
+def test_a_bad_key_file_stops_einmal_run_with_one_line_and_exit_2(tmp_path, make, says):
+    done = einmal_run({"EINMAL_DKIM_DOMAIN": DOMAIN, "EINMAL_DKIM_SELECTOR": SELECTOR,
+                       "EINMAL_DKIM_PRIVATE_KEY_FILE": make(tmp_path)})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "EINMAL_DKIM_PRIVATE_KEY_FILE" in done.stderr and says in done.stderr
+
+
+@pytest.mark.parametrize("env, says", [
+    ({"EINMAL_DKIM_DOMAIN": DOMAIN}, "EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE: must be set too"),
+    ({"EINMAL_DKIM_DOMAIN": "acme.example\r\nBcc: x@evil.example", "EINMAL_DKIM_SELECTOR": SELECTOR,
+      "EINMAL_DKIM_PRIVATE_KEY_FILE": "/k"}, "EINMAL_DKIM_DOMAIN"),
+    ({"EINMAL_DKIM_DOMAIN": DOMAIN, "EINMAL_DKIM_SELECTOR": "s; h=from", "EINMAL_DKIM_PRIVATE_KEY_FILE": "/k"},
+     "EINMAL_DKIM_SELECTOR"),
+])
+def test_incomplete_or_injected_dkim_settings_are_one_line_and_exit_2(env, says):
+    done = einmal_run(env)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and says in done.stderr
+
+
+def test_an_international_dkim_domain_is_signed_as_its_a_label():
+    assert Settings(dkim_domain="bücher.example", dkim_selector="s", dkim_private_key_file="/k").dkim_domain \
+        == "xn--bcher-kva.example"
+
+
+# -- through a node ---------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_every_message_a_node_sends_carries_a_signature_dkimpy_verifies(key, key_file, conn, dsn, tmp_path):
+    from service.capture import capture_server
+    from tests.pipeline import approve, node_env, seed, start_node, stop_node, wait_status
+
+    campaign_id = await seed(conn, [f"user{i}@example.com" for i in range(200)],
+                             body="Hello {{ name }},\n..a line that starts with a dot\nyou are {{ email }}.\n")
+    await conn.execute("UPDATE einmal.campaigns SET subject = 'Für {{ name }}' WHERE id = $1", campaign_id)
+    async with capture_server(tmp_path / "mail") as (_, port):
+        env = node_env(dsn, port, EINMAL_DKIM_DOMAIN=DOMAIN, EINMAL_DKIM_SELECTOR=SELECTOR,
+                       EINMAL_DKIM_PRIVATE_KEY_FILE=key_file)
+        node = start_node(env, tmp_path / "node.log")
+        try:
+            await approve(conn, campaign_id)
+            await wait_status(conn, campaign_id, "sent", timeout=300)
+        finally:
+            assert await stop_node(node) == 0, (tmp_path / "node.log").read_text()
+    captured = [path.read_bytes() for path in (tmp_path / "mail").glob("*.eml")]
+    assert len(captured) == 200
+    assert all(verified(data, key) for data in captured)
