@@ -20,7 +20,6 @@ import pytest
 from service import embedded
 from tests.conftest import ROOT, applied_everything, einmal
 
-
 ATTACH_AND_WAIT = (
     "from service import embedded; embedded.url(); print('attached', flush=True); "
     "import time; time.sleep(60)"

@@ -5,7 +5,6 @@ from service import db
 from service.migrate import migrate
 from tests.conftest import applied_everything, einmal
 
-
 pytestmark = pytest.mark.anyio
 
 
