@@ -32,6 +32,8 @@ RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for 
   EINMAL_IN_DOUBT                          hold | resend: rows a dead node left unanswered
   EINMAL_MAX_ATTEMPTS, EINMAL_RETRY_BASE_SECONDS, EINMAL_RETRY_MAX_SECONDS
   EINMAL_MESSAGE_ID_DOMAIN, EINMAL_UNSUBSCRIBE_URL, EINMAL_UNSUBSCRIBE_SECRET
+  EINMAL_UNSUBSCRIBE_MAILTO                mailto: form of List-Unsubscribe
+  EINMAL_DKIM_DOMAIN, EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE   DKIM signing
   EINMAL_SHUTDOWN_GRACE_SECONDS, EINMAL_RESTART_INTENSITY, EINMAL_RESTART_PERIOD_SECONDS
   EINMAL_DB_TIMEOUT_SECONDS                longest wait for one database statement
   EINMAL_HTTP_ADDRESS                      host:port of the HTTP surface (unsubscribe, health, metrics)

@@ -1,6 +1,6 @@
 """DKIM signatures (RFC 6376), relaxed/relaxed, rsa-sha256 or ed25519-sha256 (RFC 8463).
 
-    signer = dkim.signer(settings)         # None when EINMAL_DKIM_* are unset; cached per key file
+    signer = dkim.signer(settings)         # None when the DKIM variables are unset; cached per key file
     header, body_hash = signer.sign(message, body_hash=None, now=time.time())
     signed = header + message
 
@@ -153,7 +153,7 @@ def _signer(domain: str, selector: str, path: str) -> Signer:
 
 
 def signer(settings: Settings) -> Signer | None:
-    """The signer EINMAL_DKIM_* describe, or None when unset; the key file is read once per process."""
+    """The signer the DKIM variables describe, or None when unset; the key file is read once per process."""
     if settings.dkim_private_key_file is None:
         return None
     return _signer(settings.dkim_domain, settings.dkim_selector, settings.dkim_private_key_file)

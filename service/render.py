@@ -17,7 +17,7 @@ byte strings: a few microseconds per message instead of the hundreds an
 The output is a complete RFC 5322 message with CRLF line endings, every line at most 78
 octets where it can be folded and never over 998, bodies quoted-printable, headers ASCII
 (RFC 2047 encoded-words for non-ASCII text) except an internationalised address, which goes
-in as UTF-8 (RFC 6532). It is not dot-stuffed. With EINMAL_DKIM_* set, a DKIM-Signature
+in as UTF-8 (RFC 6532). It is not dot-stuffed. With the DKIM variables set, a DKIM-Signature
 (service/dkim.py) goes in front; a body without merge fields is hashed once per campaign.
 """
 

@@ -66,7 +66,7 @@ class Settings(BaseSettings):
                  "EINMAL_DKIM_PRIVATE_KEY_FILE": self.dkim_private_key_file}
         missing = [name for name, value in given.items() if value is None]
         if missing and len(missing) < len(given):
-            raise ValueError(f"{', '.join(missing)}: must be set too, when any of EINMAL_DKIM_* is")
+            raise ValueError(f"{', '.join(missing)}: must be set too, when any of {', '.join(given)} is")
         return self
 
     @field_validator("dkim_domain")
