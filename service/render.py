@@ -31,7 +31,7 @@ from email.headerregistry import Address
 from email.policy import default as default_policy
 from email.utils import format_datetime
 
-from service import templates, unsubscribe
+from service import templates, unsubscribe, verp
 from service.errors import UsageError
 from service.settings import Settings
 
@@ -214,7 +214,7 @@ class CampaignTemplate:
 
     __slots__ = ("_between", "_campaign", "_digest", "_end", "_from", "_head", "_html", "_id_prefix", "_id_suffix",
                  "_jinja", "_signer", "_subject", "_subject_piece", "_text", "_url_prefix",
-                 "account_id", "campaign_id", "clock", "envelope_from")
+                 "_verp", "account_id", "campaign_id", "clock", "envelope_from")
 
     @classmethod
     def compile(cls, campaign: Mapping, settings: Settings) -> "CampaignTemplate":
@@ -236,6 +236,7 @@ class CampaignTemplate:
             self._html and self._html.jinja)
         sender = _sender(campaign["from_address"])
         self.envelope_from = sender.addr_spec
+        self._verp = verp.ReturnPath.from_settings(settings)
         try:
             self._from = mailbox(b"From", sender.display_name, sender.addr_spec)
         except ValueError as exc:
@@ -249,6 +250,12 @@ class CampaignTemplate:
         self._digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         self._compile_mime()
         return self
+
+    def envelope_sender(self, subscriber_id: int) -> str:
+        """MAIL FROM for one recipient: the From address, or with EINMAL_RETURN_PATH its VERP address."""
+        if self._verp is None:
+            return self.envelope_from
+        return self._verp.address(self.campaign_id, subscriber_id)
 
     def _compile_unsubscribe(self, settings: Settings, used: set[str]) -> None:
         self._signer = None
