@@ -131,7 +131,7 @@ class InboundActor:
         sessions: list[SMTP] = []
 
         def factory() -> SMTP:
-            session = protocol(self.handler, hostname="einmal-inbound", loop=loop,
+            session = protocol(self.handler, hostname="einmal-inbound", ident="einmal", loop=loop,
                                data_size_limit=self.settings.inbound_max_bytes,
                                timeout=self.settings.inbound_timeout_seconds)
             sessions[:] = [s for s in sessions if s.transport is not None and not s.transport.is_closing()]

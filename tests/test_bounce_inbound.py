@@ -4,6 +4,7 @@ Real parts: a node sends a campaign to a real SMTP server on loopback with VERP 
 client (aiosmtplib) then hands DSNs and ARF reports to the node's inbound listener."""
 
 import logging
+import smtplib
 import socket
 from contextlib import asynccontextmanager
 
@@ -17,6 +18,7 @@ from service import node
 from service.metrics import Metrics
 from service.verp import ReturnPath
 from tests import reports
+from tests.conftest import einmal
 from tests.pipeline import approve, node_settings, seed, wait_status
 
 pytestmark = pytest.mark.anyio
@@ -203,3 +205,47 @@ async def test_the_same_report_id_with_other_content_is_refused(conn: asyncpg.Co
         assert (await hand_over(port, to[0], reports.dsn("a@example.com"))).startswith("250")
         assert (await hand_over(port, to[1], reports.dsn("b@example.com"))).startswith("554")
     assert await written(conn) == dict.fromkeys(TABLES, 1)
+
+
+async def one_sent_row(conn: asyncpg.Connection) -> str:
+    """A campaign sent to a@example.com; the VERP recipient of its bounces."""
+    campaign = await seed(conn, ["a@example.com"])
+    subscriber = await conn.fetchval("SELECT id FROM einmal.subscribers")
+    await conn.execute("""INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id,
+                          status) SELECT id, account_id, $2::bigint, 'a@example.com', 'a@example.com',
+                          'campaign:' || id || ':' || $2::bigint, 'sent' FROM einmal.campaigns WHERE id = $1""",
+                       campaign, subscriber)
+    return "bounces+" + ReturnPath(RETURN_PATH, SECRET).token(campaign, subscriber) + "@example.org"
+
+
+async def test_lmtp_takes_a_bounce_as_smtp_does(conn: asyncpg.Connection, dsn: str) -> None:
+    to = await one_sent_row(conn)
+
+    def deliver() -> dict:
+        with smtplib.LMTP("127.0.0.1", port, timeout=30) as client:
+            return client.sendmail("", [to], reports.dsn("a@example.com"))
+
+    async with listener(dsn, inbound_protocol="lmtp") as port:
+        assert await anyio.to_thread.run_sync(deliver) == {}
+    assert [tuple(r) for r in await conn.fetch("SELECT email_lower, reason FROM einmal.suppressions")] == [
+        ("a@example.com", "bounce")]
+
+
+async def test_an_idle_connection_is_closed_after_the_timeout(dsn: str) -> None:
+    async with listener(dsn, inbound_timeout_seconds=0.2) as port:
+        stream = await anyio.connect_tcp("127.0.0.1", port)
+        received, closed = b"", False
+        with anyio.fail_after(60):  # the client says nothing: only the server's timeout ends this
+            try:
+                while True:
+                    received += await stream.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                closed = True
+        await stream.aclose()
+    assert closed and received == b"220 einmal-inbound einmal\r\n"
+
+
+def test_an_inbound_listener_without_a_return_path_stops_the_node_with_one_line() -> None:
+    result = einmal("run", env={"EINMAL_INBOUND_SMTP_ADDRESS": "127.0.0.1:0", "EINMAL_RETURN_PATH_SECRET": "k"})
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "EINMAL_RETURN_PATH must be set" in result.stderr
