@@ -164,6 +164,7 @@ async def record(conn: asyncpg.Connection, settings: Settings, report: Report,
                            report.kind, report.status)
         if report.kind != "soft":
             return True
+        await conn.execute(db.query("bounce_lock_mailbox"), row["account_id"], row["email_lower"])
         return await conn.fetchval(db.query("bounce_soft_count"), row["account_id"], row["email_lower"],
                                    window) >= limit
 
