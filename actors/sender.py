@@ -110,7 +110,7 @@ class Sender:
             message = template.render(row.subscriber_id, row.email, row.name, row.attributes)
         except ValueError as exc:
             return Outcome(row.id, "failed", f"cannot render: {exc}", attempts=1)
-        result = await connection.send(template.envelope_from, row.email, message)
+        result = await connection.send(template.envelope_sender(row.subscriber_id), row.email, message)
         return self.outcome(row, result.outcome, result.reply)
 
     async def send_group(self, template: render.CampaignTemplate, group: list[Row]) -> list[Outcome]:

@@ -85,7 +85,7 @@ async def compare(server: str, subscribers: int, deadline: float) -> Build:
                                    WHERE EXISTS (SELECT 1 FROM einmal.list_members m WHERE m.subscriber_id = s.id)""")
             await _checkpoint(conn)
             bare_seconds, bare_rows = await _bare(conn, bare_id)
-            await conn.execute("TRUNCATE einmal.sends")
+            await conn.execute("TRUNCATE einmal.bounces, einmal.sends")
             await _checkpoint(conn)
         finally:
             await conn.close()

@@ -37,6 +37,10 @@ RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for 
   EINMAL_SHUTDOWN_GRACE_SECONDS, EINMAL_RESTART_INTENSITY, EINMAL_RESTART_PERIOD_SECONDS
   EINMAL_DB_TIMEOUT_SECONDS                longest wait for one database statement
   EINMAL_HTTP_ADDRESS                      host:port of the HTTP surface (unsubscribe, health, metrics)
+  EINMAL_RETURN_PATH, EINMAL_RETURN_PATH_SECRET   VERP envelope senders bounces+<token>@domain, and their keys
+  EINMAL_INBOUND_SMTP_ADDRESS              host:port of the listener for bounces and complaints
+  EINMAL_INBOUND_PROTOCOL, EINMAL_INBOUND_MAX_BYTES, EINMAL_INBOUND_TIMEOUT_SECONDS
+  EINMAL_SOFT_BOUNCE_LIMIT, EINMAL_SOFT_BOUNCE_DAYS   soft bounces within the days that suppress
   EINMAL_LOG_LEVEL                         DEBUG | INFO | WARNING | ERROR
   EINMAL_LOG_FORMAT                        text | json
   OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME"""

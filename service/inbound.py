@@ -7,11 +7,15 @@ event's effect (a suppression for the account), so a redelivered event
 changes nothing. The same id with a different payload is refused: the sender
 reused an id, and applying either payload silently would hide that. Keep the
 rows as long as the source may redeliver.
+
+An `effect` (bounces) runs in that transaction after the id is claimed, writes
+what it keeps (an einmal.bounces row) and says whether the address is
+suppressed now (a soft bounce only past its limit).
 """
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import asyncpg
 
@@ -27,7 +31,8 @@ def payload_hash(payload: Mapping) -> str:
 
 
 async def apply(conn: asyncpg.Connection, event_id: str, kind: str, account_id: int, email: str,
-                payload: Mapping | None = None) -> bool:
+                payload: Mapping | None = None,
+                effect: Callable[[asyncpg.Connection], Awaitable[bool]] | None = None) -> bool:
     """Apply the event once; True if it took effect now, False if it already had."""
     if ":" not in event_id or not event_id.split(":", 1)[1]:
         raise UsageError(f"inbound event id {event_id!r} must be namespaced: <source>:<id>")
@@ -39,5 +44,6 @@ async def apply(conn: asyncpg.Connection, event_id: str, kind: str, account_id: 
             if await conn.fetchval(db.query("inbound_event_get"), event_id) != digest:
                 raise UsageError(f"inbound event {event_id} was already received with a different payload")
             return False
-        await suppressions.suppress(conn, account_id, [email], kind)
+        if effect is None or await effect(conn):
+            await suppressions.suppress(conn, account_id, [email], kind)
     return True

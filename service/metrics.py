@@ -52,6 +52,9 @@ class Metrics:
                                  registry=r)
         self.unsubscribes = Counter("einmal_unsubscribes", "One-click unsubscribe requests by result "
                                     "(applied, repeated, refused)", ["result"], registry=r)
+        self.inbound = Counter("einmal_inbound_messages", "Messages to the return path by result (applied, "
+                               "repeated, ignored: not a report, dropped: names no send row, refused)",
+                               ["result"], registry=r)
         self._outcome = {name: self.messages.labels(name) for name in OUTCOMES}
         self._reply = {digit: self.smtp_replies.labels(label) for digit, label in REPLY_CLASSES.items()}
 

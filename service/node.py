@@ -15,7 +15,9 @@ and ignored.
 With EINMAL_HTTP_ADDRESS set, the HTTP actor (actors/http.py) starts first,
 so /healthz and /readyz answer while the others start; it has a database
 pool of its own, so a burst of unsubscribes never takes the senders'
-connections. `einmal serve` runs it alone (serve_http).
+connections. `einmal serve` runs it alone (serve_http). With
+EINMAL_INBOUND_SMTP_ADDRESS set, the inbound actor (actors/inbound_smtp.py)
+takes bounces and complaints there, with a small pool of its own too.
 """
 
 import logging
@@ -28,7 +30,7 @@ import anyio
 import asyncpg
 from anyio.abc import TaskStatus
 
-from actors import builder, claimer, http, listener, recorder, scheduler, sender
+from actors import builder, claimer, http, inbound_smtp, listener, recorder, scheduler, sender
 from service import db, dkim, logs, telemetry, web
 from service.context import Batch, BatchResult, NodeContext
 from service.errors import ConfigError
@@ -122,14 +124,17 @@ def node_checks(ctx: NodeContext, supervisor: Supervisor) -> Callable[[], list[s
 
 async def serve(settings: Settings, stop: anyio.Event,
                 on_start: Callable[[NodeContext], None] | None = None,
-                http_socket: socket.socket | None = None) -> int:
+                http_socket: socket.socket | None = None, inbound_socket: socket.socket | None = None) -> int:
     """Run a node until `stop` is set, then drain; return the exit code.
 
     `on_start` is handed the node's context before the actors start (tests
     look at its suppression set and its token through it). `http_socket`, a
-    bound socket, serves HTTP on it (else EINMAL_HTTP_ADDRESS, when set)."""
+    bound socket, serves HTTP on it (else EINMAL_HTTP_ADDRESS, when set); `inbound_socket`, a bound
+    socket, takes bounces on it (else EINMAL_INBOUND_SMTP_ADDRESS, when set)."""
     dsn = db.url(settings)
     sock = http_socket or (http.bind(settings.http_address) if settings.http_address else None)
+    inbound_sock = inbound_socket or (inbound_smtp.bind(settings.inbound_smtp_address)
+                                      if settings.inbound_smtp_address else None)
     # scheduler, builder, claimer, two sender lanes, spare
     pool = await db.create_pool(dsn, size=8, command_timeout=settings.db_timeout_seconds)
     ctx = NodeContext(settings, pool, dsn)
@@ -153,6 +158,11 @@ async def serve(settings: Settings, stop: anyio.Event,
         web_pool = await http_pool(dsn)
         app = web.Web(settings, web_pool, ctx.metrics, node_checks(ctx, supervisor)).app
         children.insert(0, Child("http", http.HttpActor(app, sock).run))
+    inbound_pool = None
+    if inbound_sock is not None:
+        inbound_pool = await http_pool(dsn)
+        children.append(Child("inbound", inbound_smtp.InboundActor(settings, inbound_pool, ctx.metrics,
+                                                                   inbound_sock).run))
     try:
         async with to_builder, from_scheduler, anyio.create_task_group() as tg:
             async def drain_on_stop() -> None:
@@ -172,8 +182,12 @@ async def serve(settings: Settings, stop: anyio.Event,
             await pool.close()
             if web_pool is not None:
                 await web_pool.close()
+            if inbound_pool is not None:
+                await inbound_pool.close()
         if sock is not None and http_socket is None:
             sock.close()
+        if inbound_sock is not None and inbound_socket is None:
+            inbound_sock.close()
     log.info("node %s stopped", ctx.node_id)
     return 0
 

@@ -32,7 +32,7 @@ from email.headerregistry import Address
 from email.policy import default as default_policy
 from email.utils import format_datetime
 
-from service import dkim, headers, templates, unsubscribe
+from service import dkim, headers, templates, unsubscribe, verp
 from service.errors import UsageError
 from service.settings import Settings
 
@@ -215,7 +215,8 @@ class CampaignTemplate:
 
     __slots__ = ("_between", "_body_hash", "_campaign", "_digest", "_dkim", "_end", "_extra", "_from", "_head",
                  "_html", "_id_prefix", "_id_suffix", "_jinja", "_mailto", "_signer", "_static_body", "_subject",
-                 "_subject_piece", "_text", "_url_prefix", "account_id", "campaign_id", "clock", "envelope_from")
+                 "_subject_piece", "_text", "_url_prefix", "_verp", "account_id", "campaign_id", "clock",
+                 "envelope_from")
 
     @classmethod
     def compile(cls, campaign: Mapping, settings: Settings) -> "CampaignTemplate":
@@ -237,6 +238,7 @@ class CampaignTemplate:
             self._html and self._html.jinja)
         sender = _sender(campaign["from_address"])
         self.envelope_from = sender.addr_spec
+        self._verp = verp.ReturnPath.from_settings(settings)
         try:
             self._from = mailbox(b"From", sender.display_name, sender.addr_spec)
         except ValueError as exc:
@@ -254,6 +256,12 @@ class CampaignTemplate:
         self._body_hash = None
         self._static_body = not self._text.fields and (self._html is None or not self._html.fields)
         return self
+
+    def envelope_sender(self, subscriber_id: int) -> str:
+        """MAIL FROM for one recipient: the From address, or with EINMAL_RETURN_PATH its VERP address."""
+        if self._verp is None:
+            return self.envelope_from
+        return self._verp.address(self.campaign_id, subscriber_id)
 
     # -- the headers an operator chooses (service/headers.py checks them) ----------------------
 

@@ -46,6 +46,14 @@ class Settings(BaseSettings):
     restart_period_seconds: float = Field(60.0, gt=0)
     node_id: str | None = None
     http_address: str | None = None  # host:port; unset: no HTTP listener
+    return_path: str | None = None  # bounces@example.org: VERP envelope senders bounces+<token>@example.org
+    return_path_secret: SecretStr | None = None  # signs VERP tokens; unset: EINMAL_UNSUBSCRIBE_SECRET
+    inbound_smtp_address: str | None = None  # host:port; unset: no inbound (bounce) listener
+    inbound_protocol: Literal["smtp", "lmtp"] = "smtp"
+    inbound_max_bytes: int = Field(10_000_000, ge=1_000, le=100_000_000)
+    inbound_timeout_seconds: float = Field(60.0, gt=0)
+    soft_bounce_limit: int = Field(3, ge=1)
+    soft_bounce_days: float = Field(7.0, gt=0)
     log_format: Literal["text", "json"] = "text"
     log_level: str = "INFO"
     dkim_domain: str | None = None
@@ -103,6 +111,27 @@ class Settings(BaseSettings):
             raise ValueError(f"must be a plain ASCII address, e.g. unsubscribe@example.org{why}")
         return value
 
+    @model_validator(mode="after")
+    def _return_path_is_signed(self) -> "Settings":
+        if (self.return_path or self.inbound_smtp_address) and not (self.return_path_secret
+                                                                    or self.unsubscribe_secret):
+            raise ValueError("EINMAL_RETURN_PATH_SECRET (or EINMAL_UNSUBSCRIBE_SECRET) must be set "
+                             "when EINMAL_RETURN_PATH or EINMAL_INBOUND_SMTP_ADDRESS is")
+        if self.inbound_smtp_address and not self.return_path:
+            raise ValueError("EINMAL_RETURN_PATH must be set when EINMAL_INBOUND_SMTP_ADDRESS is")
+        return self
+
+    @field_validator("return_path")
+    @classmethod
+    def _plain_address(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        local, at, domain = value.rpartition("@")
+        if (not at or not local or not domain or "+" in local or len(value) > 200 or not value.isascii()
+                or any(c in value for c in " <>\"(),;:[]") or not value.isprintable()):
+            raise ValueError("expected a plain ASCII address without '+', e.g. bounces@example.org")
+        return value
+
     @field_validator("message_id_domain", "unsubscribe_url", "smtp_host")
     @classmethod
     def _no_line_breaks(cls, value: str | None) -> str | None:
@@ -123,7 +152,7 @@ class Settings(BaseSettings):
             return value
         raise ValueError("must be an https:// URL (http:// only for a loopback host)")
 
-    @field_validator("unsubscribe_secret")
+    @field_validator("unsubscribe_secret", "return_path_secret")
     @classmethod
     def _keys_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None:
@@ -139,7 +168,7 @@ class Settings(BaseSettings):
             raise ValueError("expected DEBUG, INFO, WARNING or ERROR")
         return value.upper()
 
-    @field_validator("http_address")
+    @field_validator("http_address", "inbound_smtp_address")
     @classmethod
     def _host_and_port(cls, value: str | None) -> str | None:
         if value is not None:

@@ -1,0 +1,174 @@
+"""Bounces (RFC 3464 DSNs) and complaints (RFC 5965 ARF reports): parsed, tied to a send row, applied once.
+
+``parse(data)`` reads one inbound message with the stdlib ``email`` package (compat32, which
+keeps going on broken input and exposes a report's field blocks as header sets; flufl.bounce
+only guesses addresses, and einmal needs the Action and Status fields and the returned
+Message-ID). It answers:
+
+- ``Report(kind="hard")``: a DSN whose first failed or delayed recipient has ``Action: failed``
+  and a ``5.x.x`` Status;
+- ``Report(kind="soft")``: ``Action: delayed``, or failed with a ``4.x.x`` Status;
+- ``Report(kind="complaint")``: an ARF report with ``Feedback-Type: abuse``;
+- ``None``: anything else (auto-replies, other feedback types, delivered/relayed DSNs): ignored;
+- ``Malformed``: a ``multipart/report`` einmal cannot read. It never raises anything else.
+
+Each report has a stable event id: ``dsn:`` (``arf:`` for complaints) and the report's own
+Message-ID, or ``sha256:<hash of the message>`` when it has none, so a redelivered report is
+the same event. ``record`` finds the send row (the VERP token, else the returned
+``Message-ID: <campaign.C.S@…>``) and applies the event through ``inbound.apply``: a hard
+bounce or a complaint suppresses the address (reason ``bounce`` or ``complaint``); a soft bounce
+is kept and suppresses once EINMAL_SOFT_BOUNCE_LIMIT of them fell within EINMAL_SOFT_BOUNCE_DAYS.
+Every event that names a send row leaves one einmal.bounces row.
+"""
+
+import email
+import hashlib
+import re
+from dataclasses import dataclass
+from email import policy
+from email.message import Message
+from email.parser import HeaderParser
+
+import asyncpg
+
+from service import db, inbound
+from service.addresses import email_key
+from service.settings import Settings
+
+_STATUS = re.compile(r"([245])\.\d{1,3}\.\d{1,3}")
+_OUR_ID = re.compile(r"<campaign\.([1-9]\d{0,18})\.([1-9]\d{0,18})@[^<>\s]+>")
+MAX_ID = 250
+
+
+class Malformed(Exception):
+    """A report that cannot be read; the listener refuses it."""
+
+
+@dataclass(frozen=True)
+class Report:
+    kind: str  # hard | soft | complaint
+    status: str  # 5.1.1, 4.2.2, abuse
+    recipient: str | None  # the DSN's Final-Recipient (Original-Recipient) address, if it gives one
+    original: tuple[int, int] | None  # (campaign, subscriber) from the returned Message-ID
+    event_id: str
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value).strip()
+
+
+def _event_id(message: Message, data: bytes, source: str) -> str:
+    own = _text(message.get("Message-ID"))
+    if own and len(own) <= MAX_ID and own.isascii() and own.isprintable():
+        return f"{source}:{own}"
+    return f"{source}:sha256:{hashlib.sha256(data).hexdigest()}"
+
+
+def _original(message: Message) -> tuple[int, int] | None:
+    """(campaign, subscriber) from the Message-ID of the returned message or headers."""
+    for part in message.walk():
+        kind = part.get_content_type()
+        if kind == "message/rfc822" and isinstance(part.get_payload(), list) and part.get_payload():
+            headers = part.get_payload()[0]
+        elif kind == "text/rfc822-headers":
+            payload = part.get_payload(decode=True) or b""
+            headers = HeaderParser(policy=policy.compat32).parsestr(payload.decode("ascii", "replace"))
+        else:
+            continue
+        if found := _OUR_ID.fullmatch(_text(headers.get("Message-ID"))):
+            return int(found[1]), int(found[2])
+    return None
+
+
+def _blocks(message: Message, content_type: str) -> list[Message]:
+    for part in message.walk():
+        if part.get_content_type() == content_type:
+            payload = part.get_payload()
+            if isinstance(payload, list) and all(isinstance(block, Message) for block in payload):
+                return payload
+            raise Malformed(f"its {content_type} part holds no fields")
+    raise Malformed(f"a report without a {content_type} part")
+
+
+def _address(field: str) -> str | None:
+    """``rfc822; a@example.com`` -> ``a@example.com``."""
+    kind, _, address = field.partition(";")
+    address = address.strip().strip("<>")
+    return address if kind.strip().lower() == "rfc822" and "@" in address and len(address) <= 320 else None
+
+
+def _dsn(message: Message, data: bytes) -> Report | None:
+    recipients = [block for block in _blocks(message, "message/delivery-status")[1:] if block.get("Action")]
+    if not recipients:  # the first block is per message; each after it is one recipient's
+        raise Malformed("a delivery status without a recipient's Action")
+    for block in recipients:
+        action = _text(block.get("Action")).lower()
+        if action not in ("failed", "delayed"):
+            continue
+        status = _STATUS.match(_text(block.get("Status")))
+        if status is None:
+            raise Malformed(f"Action: {action} without a Status like 5.1.1")
+        if action == "failed" and status[1] == "5":
+            kind = "hard"
+        elif action == "delayed" or status[1] == "4":
+            kind = "soft"
+        else:
+            continue
+        recipient = _address(_text(block.get("Final-Recipient"))) or _address(_text(block.get("Original-Recipient")))
+        return Report(kind, status[0], recipient, _original(message), _event_id(message, data, "dsn"))
+    return None
+
+
+def _arf(message: Message, data: bytes) -> Report | None:
+    blocks = _blocks(message, "message/feedback-report")
+    if not blocks:
+        raise Malformed("a feedback report without fields")
+    feedback = _text(blocks[0].get("Feedback-Type")).lower()
+    if feedback != "abuse":
+        return None
+    return Report("complaint", feedback, None, _original(message), _event_id(message, data, "arf"))
+
+
+def parse(data: bytes) -> Report | None:
+    """The report in one inbound message, None for mail that is not one; Malformed when unreadable."""
+    try:
+        message = email.message_from_bytes(data, policy=policy.compat32)
+        if message.get_content_type() != "multipart/report":
+            return None
+        if message.defects:
+            raise Malformed(f"broken MIME: {type(message.defects[0]).__name__}")
+        report_type = _text(message.get_param("report-type")).lower()
+        if report_type == "delivery-status":
+            return _dsn(message, data)
+        if report_type == "feedback-report":
+            return _arf(message, data)
+        return None
+    except Malformed:
+        raise
+    except Exception as exc:  # the email package's failures on hostile input are not documented
+        raise Malformed(f"unreadable ({type(exc).__name__})") from None
+
+
+async def record(conn: asyncpg.Connection, settings: Settings, report: Report,
+                 row_ids: tuple[int, int], by_token: bool) -> str:
+    """Apply the report to its send row; a word for the log: applied, repeated, or why it was dropped."""
+    row = await conn.fetchrow(db.query("bounce_send_row"), *row_ids)
+    if row is None:
+        return "dropped: no such send row"
+    if not by_token and report.recipient is not None and email_key(report.recipient) != row["email_lower"]:
+        return "dropped: the report's recipient is not the address of the message it returns"
+    limit, window = settings.soft_bounce_limit, settings.soft_bounce_days * 86400
+
+    async def keep(conn: asyncpg.Connection) -> bool:
+        await conn.execute(db.query("bounce_insert"), report.event_id, row["account_id"], row["id"],
+                           report.kind, report.status)
+        if report.kind != "soft":
+            return True
+        await conn.execute(db.query("bounce_lock_mailbox"), row["account_id"], row["email_lower"])
+        return await conn.fetchval(db.query("bounce_soft_count"), row["account_id"], row["email_lower"],
+                                   window) >= limit
+
+    kind = "complaint" if report.kind == "complaint" else "bounce"
+    payload = {"report": report.kind, "status": report.status, "send_id": row["id"]}
+    applied = await inbound.apply(conn, report.event_id, kind, row["account_id"], row["email"], payload, keep)
+    return "applied" if applied else "repeated"

@@ -1,0 +1,93 @@
+"""The report parser: DSNs and ARF reports classified, anything else ignored or refused, never a crash."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from service import bounces
+from tests import reports
+
+
+def test_a_failed_5xx_dsn_is_a_hard_bounce_naming_the_returned_message() -> None:
+    report = bounces.parse(reports.dsn("a@example.com", original_id="<campaign.7.42@example.com>"))
+    assert report == bounces.Report("hard", "5.1.1", "a@example.com", (7, 42), "dsn:<r1@relay.test>")
+
+
+@pytest.mark.parametrize(("action", "status"), [("delayed", "4.4.1"), ("failed", "4.2.2"), ("Delayed", "4.7.0")])
+def test_delayed_or_4xx_is_a_soft_bounce(action: str, status: str) -> None:
+    assert bounces.parse(reports.dsn("a@example.com", action=action, status=status)).kind == "soft"
+
+
+@pytest.mark.parametrize("action", ["delivered", "relayed", "expanded"])
+def test_a_dsn_of_success_is_ignored(action: str) -> None:
+    assert bounces.parse(reports.dsn("a@example.com", action=action, status="2.0.0")) is None
+
+
+def test_an_abuse_report_is_a_complaint_and_other_feedback_is_ignored() -> None:
+    report = bounces.parse(reports.arf(original_id="<campaign.3.9@example.com>"))
+    assert (report.kind, report.original, report.event_id) == ("complaint", (3, 9), "arf:<arf1@isp.test>")
+    assert bounces.parse(reports.arf(feedback="not-spam")) is None
+
+
+def test_mail_that_is_not_a_report_is_ignored() -> None:
+    assert bounces.parse(reports.auto_reply()) is None
+    assert bounces.parse(b"") is None
+
+
+def test_a_report_without_a_message_id_gets_an_id_from_its_content() -> None:
+    first = bounces.parse(reports.dsn("a@example.com", report_id=None)).event_id
+    assert first.startswith("dsn:sha256:")
+    assert bounces.parse(reports.dsn("a@example.com", report_id=None)).event_id == first
+    assert bounces.parse(reports.dsn("b@example.com", report_id=None)).event_id != first
+
+
+def test_a_message_id_not_made_by_einmal_names_no_row() -> None:
+    assert bounces.parse(reports.dsn("a@example.com", original_id="<abc@example.com>")).original is None
+    assert bounces.parse(reports.dsn("a@example.com", original_id="<campaign.0.1@x>")).original is None
+
+
+@pytest.mark.parametrize("data", [
+    reports.dsn("a@example.com").replace(b"Status: 5.1.1", b"Status: bogus"),
+    reports.dsn("a@example.com").replace(b"message/delivery-status", b"text/plain"),
+    reports.dsn("a@example.com").replace(b"Action: failed", b"X-Action: failed"),
+    reports.dsn("a@example.com").replace(b"--BOUNDARY--", b""),
+    reports.arf().replace(b"message/feedback-report", b"text/plain"),
+    b"Content-Type: multipart/report; report-type=delivery-status\r\n\r\nno boundary at all\r\n",
+])
+def test_a_report_that_cannot_be_read_is_malformed(data: bytes) -> None:
+    with pytest.raises(bounces.Malformed):
+        bounces.parse(data)
+
+
+def _outcome(data: bytes) -> None:
+    try:
+        report = bounces.parse(data)
+    except bounces.Malformed as exc:
+        assert str(exc)
+        return
+    assert report is None or report.kind in ("hard", "soft", "complaint")
+    assert report is None or (report.event_id.startswith(("dsn:", "arf:")) and len(report.event_id) < 300)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=3000))
+def test_garbage_bytes_never_crash_the_parser(data: bytes) -> None:
+    _outcome(data)
+
+
+_PIECES = [b"\r\n", b"\n", b"--BOUNDARY", b"--BOUNDARY--", b"Content-Type: ", b"message/delivery-status",
+           b"message/rfc822", b"text/rfc822-headers", b"multipart/report; report-type=delivery-status",
+           b"boundary=", b"Action: failed", b"Status: 5.1.1", b"Final-Recipient: rfc822;", b"=?utf-8?b?", b"\xff",
+           b"\x00", b";", b'"', b"Message-ID: <campaign.1.2@x>", b"Content-Transfer-Encoding: base64"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([reports.dsn("a@example.com", original_id="<campaign.1.2@x>"), reports.arf()]),
+       st.lists(st.tuples(st.integers(0, 2500), st.integers(0, 40),
+                          st.one_of(st.sampled_from(_PIECES), st.binary(max_size=20))), max_size=8))
+def test_mangled_reports_never_crash_the_parser(base: bytes, edits: list[tuple[int, int, bytes]]) -> None:
+    data = base
+    for at, cut, piece in edits:
+        at = at % (len(data) + 1)
+        data = data[:at] + piece + data[at + cut:]
+    _outcome(data)
