@@ -49,6 +49,7 @@ def browser():
 async def test_the_page_in_a_browser_unsubscribes_when_the_button_is_pressed(
         conn: asyncpg.Connection, dsn: str, browser) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.wait import WebDriverWait
 
     ids = await subscriber(conn, email="jane.doe@example.org", account="Acme News")
     ARTEFACTS.mkdir(exist_ok=True)
@@ -68,7 +69,8 @@ async def test_the_page_in_a_browser_unsubscribes_when_the_button_is_pressed(
         def press() -> tuple[str, str, str]:
             button = browser.find_element(By.TAG_NAME, "button")
             button.click()
-            browser.find_element(By.CSS_SELECTOR, "h1[role=status]")  # the confirmation has loaded
+            # the confirmation has loaded: wait for it, however slowly the form post is answered
+            WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "h1[role=status]"))
             browser.save_screenshot(str(ARTEFACTS / "unsubscribe-confirmation.png"))
             return browser.title, browser.find_element(By.TAG_NAME, "main").text, browser.current_url
 
