@@ -18,8 +18,7 @@ import uvicorn
 from anyio.abc import TaskStatus
 from starlette.types import ASGIApp
 
-from service.errors import EinmalError
-from service.settings import split_address
+from service import sockets
 
 log = logging.getLogger("einmal.http")
 
@@ -34,21 +33,8 @@ class _Server(uvicorn.Server):
 
 
 def bind(address: str) -> socket.socket:
-    """A socket bound to host:port (port 0: a free one); EinmalError naming the address if it cannot be."""
-    host, port = split_address(address)
-    try:
-        family, kind, proto, _, where = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                           flags=socket.AI_PASSIVE)[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(where)
-        except OSError:
-            sock.close()
-            raise
-    except OSError as exc:
-        raise EinmalError(f"EINMAL_HTTP_ADDRESS: cannot listen on {address}: {exc.strerror or exc}") from None
-    return sock
+    """The HTTP socket for EINMAL_HTTP_ADDRESS (port 0: a free one)."""
+    return sockets.bind(address, "EINMAL_HTTP_ADDRESS")
 
 
 def url(sock: socket.socket) -> str:

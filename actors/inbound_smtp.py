@@ -27,32 +27,18 @@ from aiosmtpd.lmtp import LMTP
 from aiosmtpd.smtp import SMTP, Envelope, Session
 from anyio.abc import TaskStatus
 
-from service import bounces
-from service.errors import EinmalError, UsageError
+from service import bounces, sockets
+from service.errors import UsageError
 from service.metrics import Metrics
-from service.settings import Settings, split_address
+from service.settings import Settings
 from service.verp import ReturnPath
 
 log = logging.getLogger("einmal.inbound")
 
 
 def bind(address: str) -> socket.socket:
-    host, port = split_address(address)
-    try:
-        family, kind, proto, _, where = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                           flags=socket.AI_PASSIVE)[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(where)
-            sock.listen(128)
-        except OSError:
-            sock.close()
-            raise
-    except OSError as exc:
-        raise EinmalError(f"EINMAL_INBOUND_SMTP_ADDRESS: cannot listen on {address}: "
-                          f"{exc.strerror or exc}") from None
-    return sock
+    """The listening socket for EINMAL_INBOUND_SMTP_ADDRESS (port 0: a free one)."""
+    return sockets.bind(address, "EINMAL_INBOUND_SMTP_ADDRESS", backlog=128)
 
 
 class Handler:
