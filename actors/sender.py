@@ -90,15 +90,15 @@ class Sender:
         if status is Smtp.PERMANENT:
             bounce = reply[4:8] == "5.1."  # "550 5.1.1 no such user": the address does not exist
             return Outcome(row.id, "failed", reply, attempts=1, bounce=bounce)
-        if status is Smtp.IN_DOUBT:
-            # resend: an attempt like any other, with its backoff; past the limit it waits for reconcile
-            if settings.in_doubt == "hold":
-                return Outcome(row.id, "in_doubt", reply, attempts=1)
-            if row.attempts + 1 >= settings.max_attempts:
+        in_doubt = status is Smtp.IN_DOUBT
+        if in_doubt and settings.in_doubt == "hold":
+            return Outcome(row.id, "in_doubt", reply, attempts=1)
+        # a 4xx, or under resend a reply lost after the dot: an attempt, retried with backoff up to the limit;
+        # past it an in-doubt row waits for reconcile
+        if row.attempts + 1 >= settings.max_attempts:
+            if in_doubt:
                 return Outcome(row.id, "in_doubt", f"{reply} (still in doubt after {row.attempts + 1} attempts)",
                                attempts=1)
-            return Outcome(row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts))
-        if row.attempts + 1 >= settings.max_attempts:
             return Outcome(row.id, "failed", f"{reply} (gave up after {row.attempts + 1} attempts)", attempts=1)
         return Outcome(row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts))
 
