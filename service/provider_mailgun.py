@@ -13,14 +13,13 @@ with it) or `envelope.sender` (a VERP token).
 """
 
 import hmac
-import json
 import logging
 import time
 from collections.abc import Callable
 from hashlib import sha256
 
 from service.settings import Settings
-from service.webhooks import Event, Rejected, address, event_id, short, text
+from service.webhooks import Event, Rejected, address, event_id, json_object, short, text
 
 log = logging.getLogger("einmal.webhooks")
 
@@ -47,12 +46,7 @@ class Mailgun:
             raise Rejected(403, f"the Mailgun timestamp {timestamp} is too old or ahead of this clock")
 
     def events(self, headers: dict, body: bytes) -> list[Event]:
-        try:
-            document = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            raise Rejected(400, "the body is not JSON") from None
-        if not isinstance(document, dict):
-            raise Rejected(400, "the body is not a JSON object")
+        document = json_object(body)
         self.verify(document.get("signature"))
         data = document.get("event-data")
         if not isinstance(data, dict):

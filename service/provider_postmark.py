@@ -13,12 +13,11 @@ includes it) holds einmal's Message-ID; else the event is tied by its Email addr
 import base64
 import binascii
 import hmac
-import json
 import logging
 import re
 
 from service.settings import Settings
-from service.webhooks import Event, Rejected, address, event_id, short
+from service.webhooks import Event, Rejected, address, event_id, json_object, short
 
 log = logging.getLogger("einmal.webhooks")
 
@@ -44,12 +43,7 @@ class Postmark:
 
     def events(self, headers: dict, body: bytes) -> list[Event]:
         self.verify(headers)
-        try:
-            record = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            raise Rejected(400, "the body is not JSON") from None
-        if not isinstance(record, dict):
-            raise Rejected(400, "the body is not a JSON object")
+        record = json_object(body)
         record_type = record.get("RecordType")
         if record_type == "SpamComplaint":
             kind = "complaint"

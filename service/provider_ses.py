@@ -19,7 +19,6 @@ when AWS rotates it) and, with EINMAL_SES_TOPIC_ARN, that the topic is one of th
 
 import base64
 import binascii
-import json
 import logging
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from service.addresses import email_key
 from service.errors import ConfigError
 from service.settings import Settings
-from service.webhooks import Event, Rejected, address, event_id, short, text
+from service.webhooks import Event, Rejected, address, event_id, json_object, short, text
 
 log = logging.getLogger("einmal.webhooks")
 
@@ -97,12 +96,7 @@ class Ses:
             raise Rejected(403, f"SNS topic {str(message.get('TopicArn'))[:200]!r} is not in EINMAL_SES_TOPIC_ARN")
 
     def events(self, headers: dict, body: bytes) -> list[Event]:
-        try:
-            message = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            raise Rejected(400, "the body is not JSON") from None
-        if not isinstance(message, dict):
-            raise Rejected(400, "the body is not a JSON object")
+        message = json_object(body)
         kind = message.get("Type")
         if kind not in ("Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation"):
             raise Rejected(400, f"SNS message of Type {str(kind)[:40]!r}")
@@ -112,13 +106,7 @@ class Ses:
             log.warning("webhook ses: %s for topic %s: to confirm it, visit %s", kind,
                         str(message.get("TopicArn"))[:200], url)
             return []
-        try:
-            notification = json.loads(message["Message"])
-        except ValueError:
-            raise Rejected(400, "the SNS Message is not JSON") from None
-        if not isinstance(notification, dict):
-            raise Rejected(400, "the SNS Message is not a JSON object")
-        return _ses_events(notification)
+        return _ses_events(json_object(message["Message"], "the SNS Message"))
 
 
 def _identities(mail: object) -> tuple[str, ...]:

@@ -223,7 +223,8 @@ class Web:
     async def _account(self, conn: asyncpg.Connection, name: str | None) -> int | None:
         if name is None:
             return None
-        account_id = await conn.fetchval(db.query("account_find"), name)
+        usable = len(name) <= 200 and name.isprintable()  # a NUL cannot even be looked up
+        account_id = await conn.fetchval(db.query("account_find"), name) if usable else None
         if account_id is None:
             raise webhooks.Rejected(404, f"no account named {name[:100]!r}")
         return account_id

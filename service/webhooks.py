@@ -22,6 +22,7 @@ An event einmal cannot tie to a row of its own is dropped: one log line, nothing
 (kind, status, address), not the row found, so a redelivery after a newer campaign is the same.
 """
 
+import json
 import logging
 import re
 from collections.abc import Iterable
@@ -56,6 +57,17 @@ class Event:
     recipient: str
     event_id: str  # <provider>:<the provider's id>
     identities: tuple[str, ...] = ()  # envelope senders and Message-IDs of the original message
+
+
+def json_object(body: bytes | str, what: str = "the body") -> dict:
+    """The JSON object in `body`; Rejected (400) when it is not JSON or not an object."""
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise Rejected(400, f"{what} is not JSON") from None
+    if not isinstance(document, dict):
+        raise Rejected(400, f"{what} is not a JSON object")
+    return document
 
 
 def text(value: object, what: str, limit: int = 320) -> str:

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from service.verp import ReturnPath
 from tests import webhook_fixtures as fx
 from tests.conftest import einmal
 from tests.web import http_server
@@ -226,6 +227,8 @@ def bad_requests(key) -> dict[str, tuple[str, dict, int]]:
                                                   "headers": fx.postmark_auth()}, 413),
         "chunked body over 1 MiB": ("/inbound/ses", {"content": _chunks()}, 413),
         "an unknown provider": ("/inbound/sendgrid", {"json": {}}, 404),
+        "an account name no database holds": ("/inbound/postmark/a%00b", {
+            "json": fx.postmark_bounce("john@example.com"), "headers": fx.postmark_auth()}, 404),
     }
 
 
@@ -264,3 +267,36 @@ def test_an_unusable_webhook_setting_stops_the_node_with_one_line(env: dict, sai
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and said in result.stderr, result.stderr
     assert "no-colon-here" not in result.stderr
+
+
+async def test_the_message_named_in_the_payload_picks_the_row_among_accounts(conn: asyncpg.Connection, dsn: str,
+                                                                             sns_key) -> None:
+    acme = (await sent(conn, ["tom@example.com"], account="acme"))["tom@example.com"]
+    globex = (await sent(conn, ["tom@example.com"], account="globex"))["tom@example.com"]
+    verp = "bounces+" + ReturnPath("bounces@example.org", "verp-key").token(*globex) + "@example.org"
+    forged = "bounces+" + ReturnPath("bounces@example.org", "other-key").token(*acme) + "@example.org"
+    async with serving(dsn, sns_key, return_path="bounces@example.org",
+                       return_path_secret=SecretStr("verp-key")) as client:
+        by_token = await client.post("/inbound/ses", json=fx.sns_notification(
+            sns_key[0], fx.ses_bounce(["tom@example.com"], source=verp, feedback_id="f1")))
+        by_forged_token = await client.post("/inbound/ses", json=fx.sns_notification(
+            sns_key[0], fx.ses_bounce(["tom@example.com"], source=forged, feedback_id="f2")))
+        by_message_id = await client.post("/inbound/mailgun", json=fx.mailgun_event(
+            "tom@example.com", event="complained", severity=None,
+            message_id=f"<campaign.{acme[0]}.{acme[1]}@example.com>"))
+    assert [a.json()["applied"] for a in (by_token, by_forged_token, by_message_id)] == [1, 0, 1]
+    rows = await conn.fetch("""SELECT a.name, x.reason FROM einmal.suppressions x
+                               JOIN einmal.accounts a ON a.id = x.account_id ORDER BY 1""")
+    assert [tuple(r) for r in rows] == [("acme", "complaint"), ("globex", "bounce")]
+
+
+async def test_soft_bounces_reported_by_a_provider_suppress_at_the_limit(conn: asyncpg.Connection, dsn: str,
+                                                                         sns_key) -> None:
+    await sent(conn, ["bob@example.com"])
+    async with serving(dsn, sns_key, soft_bounce_limit=2) as client:
+        answers = []
+        for n in (1, 2):
+            await client.post("/inbound/postmark", json=fx.postmark_bounce("bob@example.com", type_="SoftBounce",
+                                                                           id_=n), headers=fx.postmark_auth())
+            answers.append(await conn.fetchval("SELECT count(*) FROM einmal.suppressions"))
+    assert answers == [0, 1]
