@@ -15,7 +15,7 @@ with it) or `envelope.sender` (a VERP token).
 import hmac
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from hashlib import sha256
 
 from service.settings import Settings
@@ -45,7 +45,7 @@ class Mailgun:
         if not timestamp.isdigit() or not -MAX_AHEAD_SECONDS <= self.clock() - int(timestamp) <= MAX_AGE_SECONDS:
             raise Rejected(403, f"the Mailgun timestamp {timestamp} is too old or ahead of this clock")
 
-    def events(self, headers: dict, body: bytes) -> list[Event]:
+    def events(self, headers: Mapping[str, str], body: bytes) -> list[Event]:
         document = json_object(body)
         self.verify(document.get("signature"))
         data = document.get("event-data")

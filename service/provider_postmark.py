@@ -15,6 +15,7 @@ import binascii
 import hmac
 import logging
 import re
+from collections.abc import Mapping
 
 from service.settings import Settings
 from service.webhooks import Event, Rejected, address, event_id, json_object, short
@@ -32,7 +33,7 @@ class Postmark:
     def __init__(self, settings: Settings) -> None:
         self.expected = settings.postmark_webhook_secret.get_secret_value().encode()
 
-    def verify(self, headers: dict) -> None:
+    def verify(self, headers: Mapping[str, str]) -> None:
         scheme, _, credentials = headers.get("authorization", "").partition(" ")
         try:
             given = base64.b64decode(credentials.strip(), validate=True)
@@ -41,7 +42,7 @@ class Postmark:
         if scheme.lower() != "basic" or not hmac.compare_digest(given, self.expected):
             raise Rejected(401, "wrong or missing basic auth credentials")
 
-    def events(self, headers: dict, body: bytes) -> list[Event]:
+    def events(self, headers: Mapping[str, str], body: bytes) -> list[Event]:
         self.verify(headers)
         record = json_object(body)
         record_type = record.get("RecordType")

@@ -20,6 +20,7 @@ when AWS rotates it) and, with EINMAL_SES_TOPIC_ARN, that the topic is one of th
 import base64
 import binascii
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 
 from cryptography import x509
@@ -95,7 +96,7 @@ class Ses:
         if self.topics and short(message.get("TopicArn"), "", 256) not in self.topics:
             raise Rejected(403, f"SNS topic {str(message.get('TopicArn'))[:200]!r} is not in EINMAL_SES_TOPIC_ARN")
 
-    def events(self, headers: dict, body: bytes) -> list[Event]:
+    def events(self, headers: Mapping[str, str], body: bytes) -> list[Event]:
         message = json_object(body)
         kind = message.get("Type")
         if kind not in ("Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation"):
