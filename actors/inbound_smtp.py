@@ -68,37 +68,43 @@ class Handler:
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         data = envelope.original_content or b""
         try:
-            report = bounces.parse(data)
+            found = bounces.parse(data)
         except bounces.Malformed as exc:
             log.info("inbound: refused a message from %.100r: %s", envelope.mail_from, exc)
             self.counted.labels("refused").inc()
             return "550 5.6.0 not a readable report"
-        if report is None:
+        if not found:
             log.info("inbound: ignored a message from %.100r: not a bounce or complaint report", envelope.mail_from)
             self.counted.labels("ignored").inc()
             return "250 2.0.0 OK, ignored"
         _, token = self.path.ours(envelope.rcpt_tos[0])
         row_ids = self.path.verify(token) if token else None
-        by_token = row_ids is not None
-        row_ids = row_ids or report.original
+        # the token names one message's row; a DSN naming several recipients is matched by address
+        by_token = row_ids is not None and len(found) == 1
+        row_ids = row_ids or found[0].original
         if row_ids is None:
-            return self._dropped(report, "no VERP token and no einmal Message-ID")
-        try:
-            async with self.pool.acquire() as conn:
-                result = await bounces.record(conn, self.settings, report, row_ids, by_token)
-        except UsageError as exc:  # the same report id with other content
-            log.warning("inbound: refused %s: %s", report.event_id[:120], exc)
-            self.counted.labels("refused").inc()
-            return "554 5.6.0 report id already used for other content"
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
-            log.warning("inbound: %s not recorded, the relay will retry: %s", report.event_id[:120], exc)
-            return "451 4.3.0 cannot record the report now, try again later"
-        if result.startswith("dropped"):
-            return self._dropped(report, result.removeprefix("dropped: "))
-        log.info("inbound: %s %s (%s) for campaign %d subscriber %d: %s", report.kind, report.event_id[:120],
-                 report.status, *row_ids, result)
-        self.counted.labels(result).inc()
-        return "250 2.0.0 OK"
+            return self._dropped(found[0], "no VERP token and no einmal Message-ID")
+        results = []
+        for report in found:  # each its own transaction: a retry repeats those already applied
+            try:
+                async with self.pool.acquire() as conn:
+                    results.append(await bounces.record(conn, self.settings, report, row_ids, by_token))
+            except UsageError as exc:  # the same report id with other content
+                log.warning("inbound: refused %s: %s", report.event_id[:120], exc)
+                self.counted.labels("refused").inc()
+                return "554 5.6.0 report id already used for other content"
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+                log.warning("inbound: %s not recorded, the relay will retry: %s", report.event_id[:120], exc)
+                return "451 4.3.0 cannot record the report now, try again later"
+        for report, result in zip(found, results, strict=True):
+            if result.startswith("dropped"):
+                self._dropped(report, result.removeprefix("dropped: "))
+                continue
+            where = f"campaign {row_ids[0]} subscriber {row_ids[1]}" if by_token or len(found) == 1 \
+                else f"a recipient of campaign {row_ids[0]}"
+            log.info("inbound: %s %s (%s) for %s: %s", report.kind, report.event_id[:120], report.status, where, result)
+            self.counted.labels(result).inc()
+        return "250 2.0.0 OK, dropped" if all(r.startswith("dropped") for r in results) else "250 2.0.0 OK"
 
     def _dropped(self, report: bounces.Report, why: str) -> str:
         log.info("inbound: dropped %s %s: %s", report.kind, report.event_id[:120], why)

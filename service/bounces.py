@@ -3,22 +3,26 @@
 ``parse(data)`` reads one inbound message with the stdlib ``email`` package (compat32, which
 keeps going on broken input and exposes a report's field blocks as header sets; flufl.bounce
 only guesses addresses, and einmal needs the Action and Status fields and the returned
-Message-ID). It answers:
+Message-ID). It answers a tuple of reports, one for each recipient the report acts on:
 
-- ``Report(kind="hard")``: a DSN whose first failed or delayed recipient has ``Action: failed``
-  and a ``5.x.x`` Status;
+- ``Report(kind="hard")``: a DSN recipient block with ``Action: failed`` and a ``5.x.x`` Status;
 - ``Report(kind="soft")``: ``Action: delayed``, or failed with a ``4.x.x`` Status;
-- ``Report(kind="complaint")``: an ARF report with ``Feedback-Type: abuse``;
-- ``None``: anything else (auto-replies, other feedback types, delivered/relayed DSNs): ignored;
+- ``Report(kind="complaint")``: an ARF report with ``Feedback-Type: abuse`` (one report);
+- ``()``: anything else (auto-replies, other feedback types, delivered/relayed DSNs): ignored;
 - ``Malformed``: a ``multipart/report`` einmal cannot read. It never raises anything else.
+
+A DSN naming several failed or delayed recipients yields one report for each of them.
 
 Each report has a stable event id: ``dsn:`` (``arf:`` for complaints) and the report's own
 Message-ID, or ``sha256:<hash of the message>`` when it has none, so a redelivered report is
-the same event. ``record`` finds the send row (the VERP token, else the returned
-``Message-ID: <campaign.C.S@…>``) and applies the event through ``inbound.apply``: a hard
-bounce or a complaint suppresses the address (reason ``bounce`` or ``complaint``); a soft bounce
-is kept and suppresses once EINMAL_SOFT_BOUNCE_LIMIT of them fell within EINMAL_SOFT_BOUNCE_DAYS.
-Every event that names a send row leaves one einmal.bounces row.
+the same event; when a DSN names several recipients, each one's id ends in ``:<its address>``.
+``record`` finds the send row (the VERP token, else the returned
+``Message-ID: <campaign.C.S@…>``; another recipient of the same DSN: its row in that campaign)
+and ``apply`` applies the event through ``inbound.apply``: a hard bounce or a complaint
+suppresses the address (reason ``bounce`` or ``complaint``); a soft bounce is kept and
+suppresses once EINMAL_SOFT_BOUNCE_LIMIT of them fell within EINMAL_SOFT_BOUNCE_DAYS. Every
+event that names a send row leaves one einmal.bounces row. Provider webhooks
+(service/webhooks.py) find their rows their own way and end in ``apply`` too.
 """
 
 import email
@@ -97,10 +101,11 @@ def _address(field: str) -> str | None:
     return address if kind.strip().lower() == "rfc822" and "@" in address and len(address) <= 320 else None
 
 
-def _dsn(message: Message, data: bytes) -> Report | None:
+def _dsn(message: Message, data: bytes) -> tuple[Report, ...]:
     recipients = [block for block in _blocks(message, "message/delivery-status")[1:] if block.get("Action")]
     if not recipients:  # the first block is per message; each after it is one recipient's
         raise Malformed("a delivery status without a recipient's Action")
+    found: list[tuple[str, str, str | None]] = []
     for block in recipients:
         action = _text(block.get("Action")).lower()
         if action not in ("failed", "delayed"):
@@ -115,26 +120,32 @@ def _dsn(message: Message, data: bytes) -> Report | None:
         else:
             continue
         recipient = _address(_text(block.get("Final-Recipient"))) or _address(_text(block.get("Original-Recipient")))
-        return Report(kind, status[0], recipient, _original(message), _event_id(message, data, "dsn"))
-    return None
+        found.append((kind, status[0], recipient))
+    event_id, original = _event_id(message, data, "dsn"), _original(message)
+    if len(found) == 1:
+        return (Report(*found[0], original, event_id),)
+    # several recipients: one event each, named by its address (or its place, when it names none)
+    return tuple(Report(kind, status, recipient, original,
+                        f"{event_id}:{email_key(recipient) if recipient else n}")
+                 for n, (kind, status, recipient) in enumerate(found, 1))
 
 
-def _arf(message: Message, data: bytes) -> Report | None:
+def _arf(message: Message, data: bytes) -> tuple[Report, ...]:
     blocks = _blocks(message, "message/feedback-report")
     if not blocks:
         raise Malformed("a feedback report without fields")
     feedback = _text(blocks[0].get("Feedback-Type")).lower()
     if feedback != "abuse":
-        return None
-    return Report("complaint", feedback, None, _original(message), _event_id(message, data, "arf"))
+        return ()
+    return (Report("complaint", feedback, None, _original(message), _event_id(message, data, "arf")),)
 
 
-def parse(data: bytes) -> Report | None:
-    """The report in one inbound message, None for mail that is not one; Malformed when unreadable."""
+def parse(data: bytes) -> tuple[Report, ...]:
+    """The reports in one inbound message, () for mail that is not one; Malformed when unreadable."""
     try:
         message = email.message_from_bytes(data, policy=policy.compat32)
         if message.get_content_type() != "multipart/report":
-            return None
+            return ()
         if message.defects:
             raise Malformed(f"broken MIME: {type(message.defects[0]).__name__}")
         report_type = _text(message.get_param("report-type")).lower()
@@ -142,21 +153,37 @@ def parse(data: bytes) -> Report | None:
             return _dsn(message, data)
         if report_type == "feedback-report":
             return _arf(message, data)
-        return None
+        return ()
     except Malformed:
         raise
     except Exception as exc:  # the email package's failures on hostile input are not documented
         raise Malformed(f"unreadable ({type(exc).__name__})") from None
 
 
-async def record(conn: asyncpg.Connection, settings: Settings, report: Report,
-                 row_ids: tuple[int, int], by_token: bool) -> str:
-    """Apply the report to its send row; a word for the log: applied, repeated, or why it was dropped."""
+async def find_row(conn: asyncpg.Connection, report: Report, row_ids: tuple[int, int],
+                   by_token: bool) -> asyncpg.Record | str:
+    """The send row a report is about, or why there is none.
+
+    The row (campaign, subscriber) the message names, when the report's recipient is its address
+    (or the report names none, or a verified VERP token named it: relays may rewrite recipients);
+    else that campaign's row for the report's recipient (a DSN naming several recipients)."""
     row = await conn.fetchrow(db.query("bounce_send_row"), *row_ids)
     if row is None:
-        return "dropped: no such send row"
-    if not by_token and report.recipient is not None and email_key(report.recipient) != row["email_lower"]:
-        return "dropped: the report's recipient is not the address of the message it returns"
+        return "no such send row"
+    if report.recipient is None or email_key(report.recipient) == row["email_lower"]:
+        return row
+    other = await conn.fetchrow(db.query("bounce_send_row_address"), row_ids[0], email_key(report.recipient))
+    if other is not None:
+        return other
+    if by_token:
+        return row
+    return "the report's recipient is not the address of the message it returns"
+
+
+async def apply(conn: asyncpg.Connection, settings: Settings, report: Report, row: asyncpg.Record,
+                payload: dict | None = None) -> str:
+    """Apply the report to its send row once: applied or repeated. `payload` is what identifies the
+    event's content (default: its kind, status and row)."""
     limit, window = settings.soft_bounce_limit, settings.soft_bounce_days * 86400
 
     async def keep(conn: asyncpg.Connection) -> bool:
@@ -169,6 +196,15 @@ async def record(conn: asyncpg.Connection, settings: Settings, report: Report,
                                    window) >= limit
 
     kind = "complaint" if report.kind == "complaint" else "bounce"
-    payload = {"report": report.kind, "status": report.status, "send_id": row["id"]}
+    payload = payload or {"report": report.kind, "status": report.status, "send_id": row["id"]}
     applied = await inbound.apply(conn, report.event_id, kind, row["account_id"], row["email"], payload, keep)
     return "applied" if applied else "repeated"
+
+
+async def record(conn: asyncpg.Connection, settings: Settings, report: Report,
+                 row_ids: tuple[int, int], by_token: bool) -> str:
+    """Apply the report to its send row; a word for the log: applied, repeated, or why it was dropped."""
+    row = await find_row(conn, report, row_ids, by_token)
+    if isinstance(row, str):
+        return f"dropped: {row}"
+    return await apply(conn, settings, report, row)

@@ -1,9 +1,10 @@
 """`einmal campaign status ID [--json] [--follow]`: counts per send state, and a live progress bar.
 
 The counts come from one GROUP BY over einmal.sends, read in the same statement as the
-campaign's own status. --follow polls (twice a second on a terminal, once a second into a
-pipe or file) until the campaign is sent or cancelled; a paused campaign is shown as paused
-and still followed.
+campaign's own status and the messages that came back (einmal.bounces, docs/design.md §8): send
+rows with a hard bounce (bounced), with a soft one (soft bounced) and with a complaint
+(complained). --follow polls (twice a second on a terminal, once a second into a pipe or file)
+until the campaign is sent or cancelled; a paused campaign is shown as paused and still followed.
 """
 
 import argparse
@@ -23,6 +24,7 @@ from service.errors import UsageError
 from service.settings import Settings
 
 STATES = ("queued", "claimed", "sending", "sent", "suppressed", "failed", "in_doubt")
+CAME_BACK = ("bounced", "soft_bounced", "complained")
 DONE = ("sent", "suppressed", "failed", "in_doubt")
 FINAL = ("sent", "cancelled")
 TOP_FAILURES = 5
@@ -38,6 +40,7 @@ class Snapshot:
     counts: dict[str, int]
     pause_reason: str | None = None
     failures: tuple[tuple[str, int], ...] = ()  # the most frequent replies of failed rows, with their counts
+    came_back: dict[str, int] | None = None  # send rows that bounced (hard, soft) or drew a complaint
 
     @property
     def total(self) -> int:
@@ -49,7 +52,7 @@ class Snapshot:
 
     def as_json(self) -> dict:
         return {"id": self.id, "status": self.status, "total": self.total, "counts": dict(self.counts),
-                "pause_reason": self.pause_reason,
+                "pause_reason": self.pause_reason, **(self.came_back or dict.fromkeys(CAME_BACK, 0)),
                 "failures": [{"reply": reply, "count": n} for reply, n in self.failures]}
 
 
@@ -66,15 +69,19 @@ async def fetch(conn: asyncpg.Connection, campaign_id: int) -> Snapshot:
         failures = tuple((r["reply"], r["n"]) for r in await conn.fetch(db.query("sends_top_failures"),
                                                                         campaign_id, TOP_FAILURES))
     first = rows[0]
-    return Snapshot(first["id"], first["name"], first["status"], counts, first["pause_reason"], failures)
+    return Snapshot(first["id"], first["name"], first["status"], counts, first["pause_reason"], failures,
+                    {name: first[name] for name in CAME_BACK})
 
 
 def table(snap: Snapshot) -> str:
     width = max(len(str(snap.total)), 5)
     reason = f" ({snap.pause_reason})" if snap.status == "paused" and snap.pause_reason else ""
     lines = [f"campaign {snap.id} {snap.name!r}: {snap.status}{reason}"]
-    lines += [f"  {state:<11}{snap.counts[state]:>{width}}" for state in STATES]
-    lines.append(f"  {'total':<11}{snap.total:>{width}}")
+    lines += [f"  {state:<13}{snap.counts[state]:>{width}}" for state in STATES]
+    lines.append(f"  {'total':<13}{snap.total:>{width}}")
+    came_back = snap.came_back or dict.fromkeys(CAME_BACK, 0)
+    lines.append("came back:")
+    lines += [f"  {name.replace('_', ' '):<13}{came_back[name]:>{width}}" for name in CAME_BACK]
     if snap.failures:
         lines.append("top failure replies:")
         lines += [f"  {n:>{width}}  {reply[:200]}" for reply, n in snap.failures]

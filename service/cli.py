@@ -41,6 +41,9 @@ RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for 
   EINMAL_INBOUND_SMTP_ADDRESS              host:port of the listener for bounces and complaints
   EINMAL_INBOUND_PROTOCOL, EINMAL_INBOUND_MAX_BYTES, EINMAL_INBOUND_TIMEOUT_SECONDS
   EINMAL_SOFT_BOUNCE_LIMIT, EINMAL_SOFT_BOUNCE_DAYS   soft bounces within the days that suppress
+  EINMAL_SES_CERTIFICATE_FILE, EINMAL_SES_TOPIC_ARN   POST /inbound/ses: SNS's signing certificate, the topics
+  EINMAL_POSTMARK_WEBHOOK_SECRET           POST /inbound/postmark: user:password of its basic auth
+  EINMAL_MAILGUN_WEBHOOK_SIGNING_KEY       POST /inbound/mailgun: the webhook signing key
   EINMAL_LOG_LEVEL                         DEBUG | INFO | WARNING | ERROR
   EINMAL_LOG_FORMAT                        text | json
   OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME"""

@@ -55,6 +55,9 @@ class Metrics:
         self.inbound = Counter("einmal_inbound_messages", "Messages to the return path by result (applied, "
                                "repeated, ignored: not a report, dropped: names no send row, refused)",
                                ["result"], registry=r)
+        self.webhooks = Counter("einmal_webhook_events", "Provider webhook events by provider and result (applied, "
+                                "repeated, ignored, dropped: names no send row, refused: the request)",
+                                ["provider", "result"], registry=r)
         self._outcome = {name: self.messages.labels(name) for name in OUTCOMES}
         self._reply = {digit: self.smtp_replies.labels(label) for digit, label in REPLY_CLASSES.items()}
 

@@ -244,6 +244,7 @@ async def run(settings: Settings, body: Callable[[Settings, anyio.Event], Awaita
     """`einmal run` (body=serve) and `einmal serve` (body=serve_http): until SIGTERM or SIGINT."""
     setup_logging(settings)
     dkim.signer(settings)  # a missing or unusable DKIM key stops start-up: one line, exit 2
+    web.providers(settings)  # so does an unusable EINMAL_SES_CERTIFICATE_FILE
     telemetry.setup()
     stop = anyio.Event()
 

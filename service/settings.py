@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     inbound_timeout_seconds: float = Field(60.0, gt=0)
     soft_bounce_limit: int = Field(3, ge=1)
     soft_bounce_days: float = Field(7.0, gt=0)
+    ses_certificate_file: str | None = None  # PEM: SNS's signing certificate(s); unset: /inbound/ses answers 404
+    ses_topic_arn: str | None = None  # comma-separated topics /inbound/ses accepts; unset: any the certificate signs
+    postmark_webhook_secret: SecretStr | None = None  # user:password of /inbound/postmark's basic auth
+    mailgun_webhook_signing_key: SecretStr | None = None  # Mailgun's HTTP webhook signing key
     log_format: Literal["text", "json"] = "text"
     log_level: str = "INFO"
     dkim_domain: str | None = None
@@ -159,6 +163,15 @@ class Settings(BaseSettings):
             parts = value.get_secret_value().split(",")
             if any(not part.strip() for part in parts):
                 raise ValueError("one or more comma-separated keys, none of them empty")
+        return value
+
+    @field_validator("postmark_webhook_secret")
+    @classmethod
+    def _user_and_password(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            user, colon, password = value.get_secret_value().partition(":")
+            if not (user and colon and password):
+                raise ValueError("expected user:password, the basic auth credentials of the webhook's URL")
         return value
 
     @field_validator("log_level")
@@ -276,6 +289,6 @@ def load() -> Settings:
         given = os.environ.get(name)
         if given is not None and len(given) > 60:
             given = given[:57] + "..."
-        hidden = given is None or any(word in name for word in ("PASSWORD", "SECRET", "DATABASE_URL"))
+        hidden = given is None or any(word in name for word in ("PASSWORD", "SECRET", "SIGNING_KEY", "DATABASE_URL"))
         shown = "" if hidden else f" (got {given!r})"
         raise ConfigError(f"{name}: {error['msg'].removeprefix('Value error, ')}{shown}") from None

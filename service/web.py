@@ -10,6 +10,10 @@
     GET  /readyz                200 when the database answered within the last seconds and every actor runs;
                                 503 and {"ready": false, "reason": …} otherwise
     GET  /metrics               Prometheus text format
+    POST /inbound/PROVIDER[/ACCOUNT]   bounces and complaints from Amazon SES (through SNS), Postmark and
+                                Mailgun (service/webhooks.py): 200 once the events are applied (or were
+                                before); 404 while the provider's secret is not configured; bodies over
+                                1 MiB 413, wrong signatures or credentials 401/403, unreadable ones 400
 
 Bad input never reaches the database and never gives a traceback: bodies over 64 KiB are 413, other
 content types 415, other methods 405, other paths 404. A database that cannot be reached is 503 with
@@ -32,10 +36,14 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service import db, inbound, pages, unsubscribe
+from service import db, inbound, pages, unsubscribe, webhooks
 from service.errors import UsageError
 from service.metrics import CONTENT_TYPE, Metrics
+from service.provider_mailgun import Mailgun
+from service.provider_postmark import Postmark
+from service.provider_ses import Ses
 from service.settings import Settings
+from service.verp import ReturnPath
 
 log = logging.getLogger("einmal.http")
 
@@ -75,7 +83,11 @@ class Web:
             Route("/healthz", self.healthz, methods=["GET"]),
             Route("/readyz", self.readyz, methods=["GET"]),
             Route("/metrics", self.metrics_text, methods=["GET"]),
+            Route("/inbound/{provider}", self.webhook, methods=["POST"]),
+            Route("/inbound/{provider}/{account}", self.webhook, methods=["POST"]),
         ]
+        self.providers = providers(settings)
+        self.return_path = ReturnPath.from_settings(settings)
         self.app: ASGIApp = NoTraceback(Starlette(routes=routes))
 
     async def database_down(self, exc: BaseException) -> None:
@@ -170,17 +182,70 @@ class Web:
             raise Refused(409, "Not applied", "This unsubscribe could not be applied; please contact the "
                                               "sender.") from exc
 
+    # -- provider webhooks (service/webhooks.py) -------------------------------------------------
 
-async def _one_click_body(request: Request) -> None:
-    """An empty body, or a form whose List-Unsubscribe field is One-Click (RFC 8058); else Refused."""
+    async def webhook(self, request: Request) -> Response:
+        name = request.path_params["provider"]
+        provider = self.providers.get(name)
+        label = name if provider is not None else "unknown"
+        try:
+            if provider is None:
+                raise webhooks.Rejected(404, "not served: no such provider, or its secret is not configured")
+            try:
+                body = await read_body(request, webhooks.MAX_BODY)
+            except Refused as refused:
+                raise webhooks.Rejected(refused.status, refused.text) from None
+            events = provider.events(request.headers, body)
+            with anyio.fail_after(DB_SECONDS):
+                async with self.pool.acquire() as conn:
+                    account_id = await self._account(conn, request.path_params.get("account"))
+                    results = [await webhooks.record(conn, self.settings, self.return_path, event, account_id)
+                               for event in events]
+        except webhooks.Rejected as exc:
+            log.info("webhook %.20s refused (%d): %s", name, exc.status, exc)
+            self.metrics.webhooks.labels(label, "refused").inc()
+            return _webhook_refusal(exc)
+        except UsageError as exc:  # an event id that came before with another payload
+            log.warning("webhook %s refused (409): %s", name, exc)
+            self.metrics.webhooks.labels(label, "refused").inc()
+            return PlainTextResponse("event id already used for another event", status_code=409)
+        except (*DB_DOWN, TimeoutError) as exc:
+            await self.database_down(exc)
+            return PlainTextResponse("try again later", status_code=503, headers={"Retry-After": "5"})
+        for event, result in zip(events, results, strict=True):
+            log.info("webhook %s: %s %s (%s): %s", name, event.kind, event.event_id[:250], event.status, result)
+            self.metrics.webhooks.labels(name, result.partition(":")[0]).inc()
+        if not events:
+            self.metrics.webhooks.labels(name, "ignored").inc()
+        tally = {word: sum(r.startswith(word) for r in results) for word in ("applied", "repeated", "dropped")}
+        return JSONResponse(tally)
+
+    async def _account(self, conn: asyncpg.Connection, name: str | None) -> int | None:
+        if name is None:
+            return None
+        usable = len(name) <= 200 and name.isprintable()  # a NUL cannot even be looked up
+        account_id = await conn.fetchval(db.query("account_find"), name) if usable else None
+        if account_id is None:
+            raise webhooks.Rejected(404, f"no account named {name[:100]!r}")
+        return account_id
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request's body, read no further than `limit` bytes: Refused 413 past it (400: a bad Content-Length)."""
     length = request.headers.get("content-length")
-    if length is not None and (not (length.isascii() and length.isdigit()) or int(length) > MAX_BODY):
+    if length is not None and (not (length.isascii() and length.isdigit()) or int(length) > limit):
         raise Refused(413 if length.isdigit() else 400, "Too large", "The request body is too large.")
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
-        if len(body) > MAX_BODY:
+        if len(body) > limit:
             raise Refused(413, "Too large", "The request body is too large.")
+    return bytes(body)
+
+
+async def _one_click_body(request: Request) -> None:
+    """An empty body, or a form whose List-Unsubscribe field is One-Click (RFC 8058); else Refused."""
+    body = await read_body(request, MAX_BODY)
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if not body and media in ("", *FORM_TYPES):
         return
@@ -198,8 +263,28 @@ async def _one_click_body(request: Request) -> None:
         raise Refused(400, "Bad form", "Expected List-Unsubscribe=One-Click.")
 
 
+def providers(settings: Settings) -> dict[str, Ses | Postmark | Mailgun]:
+    """The webhook providers whose secret or certificate is configured (the others are not served)."""
+    found: list[Ses | Postmark | Mailgun] = []
+    if settings.ses_certificate_file:
+        found.append(Ses(settings))
+    if settings.postmark_webhook_secret:
+        found.append(Postmark(settings))
+    if settings.mailgun_webhook_signing_key:
+        found.append(Mailgun(settings))
+    return {provider.name: provider for provider in found}
+
+
 def _wants_html(request: Request) -> bool:
     return request.method == "GET" or "text/html" in request.headers.get("accept", "")
+
+
+def _webhook_refusal(exc: webhooks.Rejected) -> Response:
+    if exc.status == 401:
+        return PlainTextResponse("unauthorized", status_code=401, headers={"WWW-Authenticate": 'Basic realm="einmal"'})
+    if exc.status == 403:
+        return PlainTextResponse("forbidden", status_code=403)
+    return PlainTextResponse(str(exc), status_code=exc.status)
 
 
 def _problem(request: Request, refused: Refused) -> Response:

@@ -3,8 +3,21 @@
 
 def dsn(recipient: str, *, action: str = "failed", status: str = "5.1.1", report_id: str | None = "<r1@relay.test>",
         original_id: str | None = None) -> bytes:
+    return dsn_of([(recipient, action, status)], report_id=report_id, original_id=original_id)
+
+
+def dsn_of(blocks: list[tuple[str, str, str]], *, report_id: str | None = "<r1@relay.test>",
+           original_id: str | None = None) -> bytes:
+    """A DSN with one per-recipient block for each (recipient, action, status)."""
     own = f"Message-ID: {report_id}\n" if report_id else ""
     returned = f"Message-ID: {original_id}\n" if original_id else ""
+    per_recipient = "\n".join(f"""Final-Recipient: rfc822; {recipient}
+Original-Recipient: rfc822;{recipient}
+Action: {action}
+Status: {status}
+Diagnostic-Code: smtp; 550 5.1.1 <{recipient}>: Recipient address rejected
+""" for recipient, action, status in blocks)
+    recipient = blocks[0][0]
     return f"""From: MAILER-DAEMON@relay.test
 To: bounces@example.org
 Subject: Undelivered Mail Returned to Sender
@@ -22,12 +35,7 @@ Content-Type: message/delivery-status
 Reporting-MTA: dns; relay.test
 Arrival-Date: Tue, 1 Dec 2026 02:00:00 +0000
 
-Final-Recipient: rfc822; {recipient}
-Original-Recipient: rfc822;{recipient}
-Action: {action}
-Status: {status}
-Diagnostic-Code: smtp; 550 5.1.1 <{recipient}>: Recipient address rejected
-
+{per_recipient}
 --BOUNDARY
 Content-Type: text/rfc822-headers
 

@@ -249,3 +249,26 @@ def test_an_inbound_listener_without_a_return_path_stops_the_node_with_one_line(
     result = einmal("run", env={"EINMAL_INBOUND_SMTP_ADDRESS": "127.0.0.1:0", "EINMAL_RETURN_PATH_SECRET": "k"})
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "EINMAL_RETURN_PATH must be set" in result.stderr
+
+
+async def test_a_dsn_naming_several_recipients_acts_on_every_failed_one_once(conn: asyncpg.Connection,
+                                                                              dsn: str) -> None:
+    campaign = await seed(conn, ["a@example.com", "b@example.com", "c@example.com"])
+    await conn.execute("""INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id,
+                          status) SELECT $1::bigint, account_id, id, email, email_lower,
+                          'campaign:' || $1::bigint || ':' || id, 'sent' FROM einmal.subscribers""", campaign)
+    first = await conn.fetchval("SELECT id FROM einmal.subscribers WHERE email = 'a@example.com'")
+    to = "bounces+" + ReturnPath(RETURN_PATH, SECRET).token(campaign, first) + "@example.org"
+    report = reports.dsn_of([("a@example.com", "failed", "5.1.1"), ("b@example.com", "failed", "5.2.2"),
+                             ("c@example.com", "delivered", "2.0.0"), ("stranger@example.net", "failed", "5.1.1")])
+    async with listener(dsn) as port:
+        for _ in range(2):  # delivered twice: each recipient's event once
+            assert (await hand_over(port, to, report)).startswith("250 ")
+    suppressed = [tuple(r) for r in await conn.fetch(
+        "SELECT email_lower, reason FROM einmal.suppressions ORDER BY 1")]
+    assert suppressed == [("a@example.com", "bounce"), ("b@example.com", "bounce")]
+    kept = [tuple(r) for r in await conn.fetch("""SELECT s.email, b.kind, b.status, b.event_id FROM einmal.bounces b
+                                                  JOIN einmal.sends s ON s.id = b.send_id ORDER BY 1""")]
+    assert kept == [("a@example.com", "hard", "5.1.1", "dsn:<r1@relay.test>:a@example.com"),
+                    ("b@example.com", "hard", "5.2.2", "dsn:<r1@relay.test>:b@example.com")]
+    assert await conn.fetchval("SELECT count(*) FROM einmal.inbound_events") == 2

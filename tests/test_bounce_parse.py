@@ -9,41 +9,51 @@ from tests import reports
 
 
 def test_a_failed_5xx_dsn_is_a_hard_bounce_naming_the_returned_message() -> None:
-    report = bounces.parse(reports.dsn("a@example.com", original_id="<campaign.7.42@example.com>"))
+    (report,) = bounces.parse(reports.dsn("a@example.com", original_id="<campaign.7.42@example.com>"))
     assert report == bounces.Report("hard", "5.1.1", "a@example.com", (7, 42), "dsn:<r1@relay.test>")
+
+
+def test_a_dsn_naming_several_recipients_is_one_report_for_each_that_failed_or_was_delayed() -> None:
+    found = bounces.parse(reports.dsn_of([("a@example.com", "failed", "5.1.1"), ("B@Example.com", "delivered", "2.0.0"),
+                                          ("c@example.com", "delayed", "4.4.1"), ("d@example.com", "failed", "5.2.1")],
+                                         original_id="<campaign.7.42@example.com>"))
+    assert [(r.kind, r.status, r.recipient, r.original) for r in found] == [
+        ("hard", "5.1.1", "a@example.com", (7, 42)), ("soft", "4.4.1", "c@example.com", (7, 42)),
+        ("hard", "5.2.1", "d@example.com", (7, 42))]
+    assert [r.event_id for r in found] == [f"dsn:<r1@relay.test>:{who}@example.com" for who in "acd"]
 
 
 @pytest.mark.parametrize(("action", "status"), [("delayed", "4.4.1"), ("failed", "4.2.2"), ("Delayed", "4.7.0")])
 def test_delayed_or_4xx_is_a_soft_bounce(action: str, status: str) -> None:
-    assert bounces.parse(reports.dsn("a@example.com", action=action, status=status)).kind == "soft"
+    assert [r.kind for r in bounces.parse(reports.dsn("a@example.com", action=action, status=status))] == ["soft"]
 
 
 @pytest.mark.parametrize("action", ["delivered", "relayed", "expanded"])
 def test_a_dsn_of_success_is_ignored(action: str) -> None:
-    assert bounces.parse(reports.dsn("a@example.com", action=action, status="2.0.0")) is None
+    assert bounces.parse(reports.dsn("a@example.com", action=action, status="2.0.0")) == ()
 
 
 def test_an_abuse_report_is_a_complaint_and_other_feedback_is_ignored() -> None:
-    report = bounces.parse(reports.arf(original_id="<campaign.3.9@example.com>"))
+    (report,) = bounces.parse(reports.arf(original_id="<campaign.3.9@example.com>"))
     assert (report.kind, report.original, report.event_id) == ("complaint", (3, 9), "arf:<arf1@isp.test>")
-    assert bounces.parse(reports.arf(feedback="not-spam")) is None
+    assert bounces.parse(reports.arf(feedback="not-spam")) == ()
 
 
 def test_mail_that_is_not_a_report_is_ignored() -> None:
-    assert bounces.parse(reports.auto_reply()) is None
-    assert bounces.parse(b"") is None
+    assert bounces.parse(reports.auto_reply()) == ()
+    assert bounces.parse(b"") == ()
 
 
 def test_a_report_without_a_message_id_gets_an_id_from_its_content() -> None:
-    first = bounces.parse(reports.dsn("a@example.com", report_id=None)).event_id
+    first = bounces.parse(reports.dsn("a@example.com", report_id=None))[0].event_id
     assert first.startswith("dsn:sha256:")
-    assert bounces.parse(reports.dsn("a@example.com", report_id=None)).event_id == first
-    assert bounces.parse(reports.dsn("b@example.com", report_id=None)).event_id != first
+    assert bounces.parse(reports.dsn("a@example.com", report_id=None))[0].event_id == first
+    assert bounces.parse(reports.dsn("b@example.com", report_id=None))[0].event_id != first
 
 
 def test_a_message_id_not_made_by_einmal_names_no_row() -> None:
-    assert bounces.parse(reports.dsn("a@example.com", original_id="<abc@example.com>")).original is None
-    assert bounces.parse(reports.dsn("a@example.com", original_id="<campaign.0.1@x>")).original is None
+    assert bounces.parse(reports.dsn("a@example.com", original_id="<abc@example.com>"))[0].original is None
+    assert bounces.parse(reports.dsn("a@example.com", original_id="<campaign.0.1@x>"))[0].original is None
 
 
 @pytest.mark.parametrize("data", [
@@ -61,12 +71,12 @@ def test_a_report_that_cannot_be_read_is_malformed(data: bytes) -> None:
 
 def _outcome(data: bytes) -> None:
     try:
-        report = bounces.parse(data)
+        found = bounces.parse(data)
     except bounces.Malformed as exc:
         assert str(exc)
         return
-    assert report is None or report.kind in ("hard", "soft", "complaint")
-    assert report is None or (report.event_id.startswith(("dsn:", "arf:")) and len(report.event_id) < 300)
+    assert all(report.kind in ("hard", "soft", "complaint") for report in found)
+    assert all(report.event_id.startswith(("dsn:", "arf:")) and len(report.event_id) < 700 for report in found)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -313,7 +313,7 @@ async def test_status_json_has_every_state_including_zeros(conn: asyncpg.Connect
         "id": campaign, "status": "sending", "total": 4,
         "counts": {"queued": 1, "claimed": 0, "sending": 0, "sent": 2, "suppressed": 0, "failed": 0,
                    "in_doubt": 1},
-        "pause_reason": None, "failures": [],
+        "pause_reason": None, "bounced": 0, "soft_bounced": 0, "complained": 0, "failures": [],
     }) + "\n"
 
 
@@ -323,7 +323,36 @@ async def test_status_json_of_a_campaign_without_send_rows_is_all_zeros(
     result = einmal("campaign", "status", str(campaign), "--json", dsn=dsn)
     assert json.loads(result.stdout) == {"id": campaign, "status": "draft", "total": 0,
                                          "counts": dict.fromkeys(campaign_status.STATES, 0),
-                                         "pause_reason": None, "failures": []}
+                                         "pause_reason": None, "bounced": 0, "soft_bounced": 0,
+                                         "complained": 0, "failures": []}
+
+
+async def test_status_counts_the_send_rows_that_bounced_or_drew_a_complaint(conn: asyncpg.Connection,
+                                                                            dsn: str) -> None:
+    campaign = await seed_campaign(conn, "sent", sends=("sent",) * 5)
+    other = await conn.fetchval("""INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text,
+                                   list_ids, status) SELECT account_id, 'other', 's', 'f@example.org', 'b', '{}',
+                                   'sent' FROM einmal.campaigns WHERE id = $1 RETURNING id""", campaign)
+    await conn.execute("""INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id,
+                          status) SELECT $2::bigint, account_id, subscriber_id, email, email_lower,
+                          'campaign:' || $2::bigint || ':' || subscriber_id, 'sent'
+                          FROM einmal.sends WHERE campaign_id = $1""", campaign, other)
+    rows = [r["id"] for r in await conn.fetch("SELECT id FROM einmal.sends WHERE campaign_id = $1 ORDER BY id",
+                                              campaign)]
+    elsewhere = await conn.fetchval("SELECT min(id) FROM einmal.sends WHERE campaign_id = $1", other)
+    came_back = [(rows[0], "hard"), (rows[1], "soft"), (rows[1], "soft"), (rows[2], "soft"), (rows[3], "complaint"),
+                 (rows[4], "hard"), (rows[4], "complaint"), (elsewhere, "hard")]
+    for n, (send_id, kind) in enumerate(came_back):
+        await conn.execute("INSERT INTO einmal.inbound_events (event_id, payload_hash) VALUES ($1, 'x')", f"t:{n}")
+        await conn.execute("""INSERT INTO einmal.bounces (event_id, account_id, send_id, kind, status)
+                              SELECT $1, account_id, id, $3, '5.1.1' FROM einmal.sends WHERE id = $2""",
+                           f"t:{n}", send_id, kind)
+    shown = json.loads(einmal("campaign", "status", str(campaign), "--json", dsn=dsn).stdout)
+    assert (shown["bounced"], shown["soft_bounced"], shown["complained"]) == (2, 2, 2)
+    text = einmal("campaign", "status", str(campaign), dsn=dsn).stdout.splitlines()
+    at = text.index("came back:")
+    assert [line.strip().rsplit(maxsplit=1) for line in text[at + 1:at + 4]] == [
+        ["bounced", "2"], ["soft bounced", "2"], ["complained", "2"]]
 
 
 async def test_status_table_shows_status_name_each_state_and_total(
@@ -384,7 +413,7 @@ async def test_follow_ends_when_the_campaign_is_sent(conn: asyncpg.Connection, d
     assert codes == [0]
     text = out.getvalue()
     assert "done 3/3 (sent 3)  100%" in text
-    assert text.rstrip().endswith("  total          3")
+    assert "  total            3\ncame back:\n" in text and text.rstrip().endswith("  complained       0")
     if tty:
         assert "\r" in text and "\n" not in text.split("campaign ")[0].rstrip("\n")
     else:

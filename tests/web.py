@@ -19,9 +19,10 @@ ONE_CLICK = {"List-Unsubscribe": "One-Click"}
 
 
 @asynccontextmanager
-async def http_server(dsn: str, secret: str | None = SECRET) -> AsyncIterator[str]:
-    """`async with http_server(dsn) as base_url:` einmal serve on a free loopback port, in this loop."""
-    settings = Settings(database_url=dsn, unsubscribe_secret=SecretStr(secret) if secret else None)
+async def http_server(dsn: str, secret: str | None = SECRET, **overrides) -> AsyncIterator[str]:
+    """`async with http_server(dsn) as base_url:` einmal serve on a free loopback port, in this loop
+    (`overrides`: other settings, e.g. a webhook's secret)."""
+    settings = Settings(database_url=dsn, unsubscribe_secret=SecretStr(secret) if secret else None, **overrides)
     sock = http.bind("127.0.0.1:0")
     stop = anyio.Event()
     codes: list[int] = []

@@ -1,6 +1,8 @@
--- The campaign and its send rows counted per state, in one snapshot.
+-- The campaign, its send rows counted per state, and the send rows that came back as a hard bounce,
+-- a soft bounce or a complaint (einmal.bounces), in one snapshot.
 -- No row when the campaign is unknown; one row with NULL send_status when it has no send rows.
-SELECT c.id, c.name, c.status, c.pause_reason, s.send_status, coalesce(s.n, 0) AS n
+SELECT c.id, c.name, c.status, c.pause_reason, s.send_status, coalesce(s.n, 0) AS n,
+       b.bounced, b.soft_bounced, b.complained
 FROM einmal.campaigns AS c
 LEFT JOIN LATERAL (
     SELECT status AS send_status, count(*) AS n
@@ -8,4 +10,12 @@ LEFT JOIN LATERAL (
     WHERE campaign_id = c.id
     GROUP BY status
 ) AS s ON true
+CROSS JOIN LATERAL (
+    SELECT count(DISTINCT bo.send_id) FILTER (WHERE bo.kind = 'hard') AS bounced,
+           count(DISTINCT bo.send_id) FILTER (WHERE bo.kind = 'soft') AS soft_bounced,
+           count(DISTINCT bo.send_id) FILTER (WHERE bo.kind = 'complaint') AS complained
+    FROM einmal.bounces AS bo
+    JOIN einmal.sends AS se ON se.id = bo.send_id
+    WHERE se.campaign_id = c.id
+) AS b
 WHERE c.id = $1
