@@ -47,6 +47,7 @@ _FILTERS = frozenset((
 _BLOCKS = frozenset(("if", "for", "filter", "with", "autoescape", "call"))  # tags closed by end<tag>
 _STATEFUL = frozenset(("set", "macro", "block", "extends", "include", "import", "from"))
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+_CR = re.compile(r"\r\n?")
 
 
 class RenderError(ValueError):
@@ -187,14 +188,36 @@ def run(template, variables: Mapping | Context) -> str:
     return "".join(out)
 
 
+def line_breaks(value: str) -> str:
+    """``value`` with each CRLF and each bare CR as "\n".
+
+    A value's line break must be one line break however its line is rendered: Jinja running
+    several lines at once would join a value's trailing CR with the template's own LF into one
+    CRLF, while a line filled alone ends with its own CRLF after the value's CR, two breaks."""
+    return _CR.sub("\n", value) if "\r" in value else value
+
+
+def _without_cr(value):
+    if isinstance(value, str):
+        return line_breaks(value)
+    if isinstance(value, dict):
+        return {line_breaks(k): _without_cr(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_cr(item) for item in value]
+    return value
+
+
 def attributes(raw: str | Mapping | None) -> Mapping:
-    """The subscriber's attributes as a mapping: asyncpg hands jsonb over as text."""
+    """The subscriber's attributes as a mapping (asyncpg hands jsonb over as text), every string's
+    line breaks as "\n" (line_breaks)."""
     if raw is None:
         return {}
     if isinstance(raw, str):
         value = json.loads(raw)
-        return value if isinstance(value, dict) else {}
-    return raw
+        if not isinstance(value, dict):
+            return {}
+        return _without_cr(value) if "\\r" in raw else value  # JSON writes a CR as \r
+    return _without_cr(dict(raw))
 
 
 # -- cutting a body into pieces ---------------------------------------------------------
