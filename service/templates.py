@@ -106,6 +106,8 @@ def parse(env: _Sandbox, text: str, where: str) -> nodes.Template:
     try:
         tree = env.parse(text)
     except TemplateSyntaxError as exc:
+        if found := _loading_tag(env, text):  # `{% import os %}` is refused for what it tries, not its syntax
+            raise _refuse(where, found[0], f"{found[1]} is not allowed: a campaign template stands alone") from None
         raise _refuse(where, exc.lineno, exc.message or "syntax error") from None
     for node_type, what in ((nodes.Extends, "extends"), (nodes.Include, "include"), (nodes.Import, "import"),
                             (nodes.FromImport, "import")):
@@ -124,6 +126,22 @@ def parse(env: _Sandbox, text: str, where: str) -> nodes.Template:
         name, line = unknown
         raise _refuse(where, line, f"unknown variable {name!r}; known: {', '.join(VARIABLES)}")
     return tree
+
+
+_LOADING = {"extends": "extends", "include": "include", "import": "import", "from": "import"}
+
+
+def _loading_tag(env: _Sandbox, text: str) -> tuple[int, str] | None:
+    """(line, what) of the first tag that would load another template, found by the lexer alone."""
+    tag_next = False
+    try:
+        for lineno, kind, value in env.lex(text):
+            if kind == "name" and tag_next and value in _LOADING:
+                return lineno, _LOADING[value]
+            tag_next = kind == "block_begin" or (tag_next and kind == "whitespace")
+    except TemplateSyntaxError:
+        return None
+    return None
 
 
 def _unknown_names(env: _Sandbox, tree: nodes.Template) -> tuple[str, int] | None:
