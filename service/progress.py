@@ -44,15 +44,16 @@ class ConsoleHandler(logging.Handler):
 def logs_through(console: Console) -> Iterator[None]:
     """While inside, the root logger's handlers that write to a terminal write through `console`."""
     root = logging.getLogger()
-    swapped = [(i, h) for i, h in enumerate(root.handlers)
-               if type(h) is logging.StreamHandler and isatty(h.stream)]
-    for i, handler in swapped:
-        root.handlers[i] = ConsoleHandler(console, handler)
+    swapped = {h: ConsoleHandler(console, h) for h in root.handlers
+               if type(h) is logging.StreamHandler and isatty(h.stream)}
+    for original, stand_in in swapped.items():
+        root.handlers[root.handlers.index(original)] = stand_in
     try:
         yield
     finally:
-        for i, handler in swapped:
-            root.handlers[i] = handler
+        for original, stand_in in swapped.items():
+            if stand_in in root.handlers:
+                root.handlers[root.handlers.index(stand_in)] = original
 
 
 class Display:

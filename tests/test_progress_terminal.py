@@ -1,8 +1,11 @@
 """The progress bar in a real terminal: `einmal demo` in a tmux pane of fixed size, logging at INFO
 while its bar is up. Every captured screen is checked: a log line is a whole line of its own, a bar
 line is nothing but the bar, and the last screen shows the final count with each state under the
-log lines written while it was sending."""
+log lines written while it was sending. Below it, the display itself: log lines handed to the bar's
+console and back, plain lines into a pipe."""
 
+import io
+import logging
 import os
 import re
 import shlex
@@ -15,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from service import progress
 from tests.conftest import ROOT
 
 LOG = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [\w.]+: ")
@@ -63,7 +67,7 @@ def test_log_lines_print_above_the_bar_never_inside_it(dsn: str, tmp_path: Path)
             if BAR_TEXT.search(line) and not line.startswith("campaign "):
                 assert BAR_LINE.fullmatch(line.rstrip()), f"the bar line holds something else: {line!r}"
     live = [BAR_LINE.fullmatch(line.rstrip()) for screen in screens for line in screen]
-    assert any(m and int(m[1]) < int(m[2]) for m in live), "the bar was never seen before the end"
+    assert any(m and m[5] != "sent" for m in live), "the bar was never seen before the campaign was sent"
 
     bars = [i for i, line in enumerate(last) if BAR_LINE.fullmatch(line.rstrip())]
     assert len(bars) == 1, "\n".join(last)
@@ -72,3 +76,36 @@ def test_log_lines_print_above_the_bar_never_inside_it(dsn: str, tmp_path: Path)
     assert final[3] == f"sent {SUBSCRIBERS - SUPPRESSED}, suppressed {SUPPRESSED}"
     sent_log = [i for i, line in enumerate(last) if LOG.match(line) and "sending -> sent" in line]
     assert sent_log and sent_log[0] < bars[0], "the log line written while the bar was up is not above it"
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_while_the_bar_is_up_terminal_log_lines_go_through_its_console_and_come_back_after() -> None:
+    screen, log_stream = Terminal(), Terminal()
+    handler = logging.StreamHandler(log_stream)
+    handler.setFormatter(logging.Formatter("LOG %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with progress.Display(screen, tty=True) as display:
+            display.show("done 1/4 (sent 1)", 1, 4)
+            logging.getLogger("einmal.test").warning("a warning while sending")
+            display.show("done 4/4 (sent 3, suppressed 1)", 4, 4)
+        logging.getLogger("einmal.test").warning("after the bar")
+    finally:
+        root.removeHandler(handler)
+    text = screen.getvalue()
+    assert "LOG a warning while sending\n" in text and text.index("LOG a warning") < text.rindex("done 4/4")
+    assert log_stream.getvalue() == "LOG after the bar\n"
+
+
+def test_into_a_pipe_the_display_is_plain_lines() -> None:
+    out = io.StringIO()
+    with progress.Display(out, tty=False) as display:
+        display.show("done 1/4 (sent 1)", 1, 4)
+        display.show("done 4/4 (sent 3, suppressed 1)", 4, 4)
+    assert out.getvalue() == ("[#####...............] done 1/4 (sent 1)\n"
+                              "[####################] done 4/4 (sent 3, suppressed 1)\n")
