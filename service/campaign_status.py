@@ -5,6 +5,8 @@ campaign's own status and the messages that came back (einmal.bounces, docs/desi
 rows with a hard bounce (bounced), with a soft one (soft bounced) and with a complaint
 (complained). --follow polls (twice a second on a terminal, once a second into a pipe or file)
 until the campaign is sent or cancelled; a paused campaign is shown as paused and still followed.
+The display itself (a live bar with log lines above it on a terminal, plain lines elsewhere) is
+service/progress.py.
 """
 
 import argparse
@@ -19,7 +21,7 @@ from typing import TextIO
 import anyio
 import asyncpg
 
-from service import db
+from service import db, progress
 from service.errors import UsageError
 from service.settings import Settings
 
@@ -112,19 +114,22 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def progress_line(snap: Snapshot, rate: float, width: int = 20) -> str:
-    """`[####....] done 1200/5000 (sent 1000, suppressed 150, failed 40, in_doubt 10)   24%  850/s  ETA 4s`:
+def summary(snap: Snapshot, rate: float) -> str:
+    """`done 1200/5000 (sent 1000, suppressed 150, failed 40, in_doubt 10)   24%  850/s  ETA 4s`:
     done counts every finished state, each named."""
     done, total = snap.done, snap.total
     fraction = done / total if total else 0.0
-    filled = int(fraction * width)
     eta = duration((total - done) / rate) if rate > 0 else "--"
-    bar = "#" * filled + "." * (width - filled)
     states = ", ".join(f"{state} {snap.counts[state]}" for state in DONE if snap.counts[state] or state == "sent")
-    line = f"[{bar}] done {done}/{total} ({states})  {fraction:4.0%}  {rate:.0f}/s  ETA {eta}"
+    line = f"done {done}/{total} ({states})  {fraction:4.0%}  {rate:.0f}/s  ETA {eta}"
     if snap.status == "paused":
         return f"{line}  paused: following until it is resumed and sent, or cancelled"
     return line if snap.status == "sending" else f"{line}  ({snap.status})"
+
+
+def progress_line(snap: Snapshot, rate: float) -> str:
+    """The line written into a pipe or file: `[####....] ` and the summary."""
+    return f"[{progress.bar(snap.done, snap.total)}] {summary(snap, rate)}"
 
 
 async def follow(conn: asyncpg.Connection, campaign_id: int, out: TextIO, *, tty: bool,
@@ -132,22 +137,14 @@ async def follow(conn: asyncpg.Connection, campaign_id: int, out: TextIO, *, tty
                  sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> Snapshot:
     """Show progress until the campaign is sent or cancelled; returns the last snapshot."""
     interval = interval if interval is not None else (TTY_INTERVAL if tty else PIPE_INTERVAL)
-    rate, shown = Rate(), 0
-    while True:
-        snap = await fetch(conn, campaign_id)
-        line = progress_line(snap, rate.add(clock(), snap.done))
-        if tty:
-            out.write("\r" + line.ljust(shown))
-            shown = len(line)
-        else:
-            out.write(line + "\n")
-        out.flush()
-        if snap.status in FINAL:
-            break
-        await sleep(interval)
-    if tty:
-        out.write("\n")
-    return snap
+    rate = Rate()
+    with progress.Display(out, tty=tty) as display:
+        while True:
+            snap = await fetch(conn, campaign_id)
+            display.show(summary(snap, rate.add(clock(), snap.done)), snap.done, snap.total)
+            if snap.status in FINAL:
+                return snap
+            await sleep(interval)
 
 
 async def command(args: argparse.Namespace, settings: Settings, *, out: TextIO | None = None,

@@ -6,6 +6,7 @@ stderr and its exit code; nothing else prints a traceback to a person.
 """
 
 import argparse
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
@@ -179,6 +180,9 @@ def main(argv: list[str] | None = None) -> None:
     except EinmalError as exc:
         print(f"einmal: {exc}", file=sys.stderr)
         code = exc.exit_code
+    except BrokenPipeError:  # the reader went away (`einmal … | head -1`): nothing more to say to anyone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's own flush must not fail too
+        code = 1
     except asyncpg.UndefinedTableError:
         print("einmal: the database has no einmal schema yet: run `einmal migrate`", file=sys.stderr)
         code = 1

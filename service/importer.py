@@ -12,7 +12,7 @@ half-written, and a re-import of the same file adds nothing.
 The file: a header row (names case-insensitive, surrounding spaces ignored);
 `email` required (also spelt `E-Mail`, `Email Address`, `mail`), `name` and
 `list` optional (an empty list means `default`; `news|vip` puts the address on
-both). Every other column is kept as a string attribute of a new subscriber
+both). Every other column is kept as a string attribute of the subscriber
 (`{{ attributes.city }}` in a template), named by its header in lower case;
 a column named like a reserved field (`attributes`, `campaign`, `id`, …), a
 header row of more than MAX_COLUMNS columns or an attribute value over
@@ -29,7 +29,8 @@ list name over 200, or an address whose syntax email_validator rejects.
 
 Exit code: 0 when the file was imported, even when some rows were rejected —
 the good rows are in, the summary line on stdout counts the rejected ones
-(`imported N, already present M, rejected K`), and re-running after a fix
+(`imported N, already present M, rejected K`; `already present M (attributes
+changed for C)` when the file changed some), and re-running after a fix
 adds only what is missing. 1, with one line and nothing written, when the
 file cannot be used at all: missing or unreadable, empty, no email column,
 a header that is not UTF-8 (UTF-16, say), or a record the CSV reader cannot
@@ -44,7 +45,10 @@ An address is a subscriber of the account as written, so `A@x.org` and
 gets its mailbox key (`email_lower`, service/addresses.py: `a@x.org` for
 both), and one recipient per key is chosen when a campaign's recipients are
 built. An
-existing subscriber keeps its name and status; a new list adds a membership.
+existing subscriber keeps its name and status; a new list adds a membership. Its
+attributes are merged with the file's: a column of the file sets that key (an
+empty cell sets it to ""), a key the file has no column for is kept. Rows of one
+address within the file merge in file order, the later winning.
 """
 
 import argparse
@@ -183,6 +187,7 @@ class Counts:
     good: int = 0
     imported: int = 0
     rejected: int = 0
+    changed: int = 0  # subscribers already present whose attributes the file changed
 
 
 def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
@@ -292,14 +297,15 @@ def produce(reader: "csv._reader", lines: Lines, header: Header, send, counts: C
         return  # the loader failed; its error is the one reported
 
 
-async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tuple]) -> int:
-    """Stage one chunk and move it; return how many subscribers were new."""
+async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tuple]) -> tuple[int, int]:
+    """Stage one chunk and move it; return how many subscribers were new and how many had their
+    attributes changed."""
     await conn.execute(db.query("subscribers_stage_clear"))
     await conn.copy_records_to_table("einmal_import", schema_name="pg_temp", columns=COLUMNS, records=chunk)
     await conn.execute(db.query("list_insert_staged"), account_id)
-    added = await conn.fetchval(db.query("subscribers_insert_staged"), account_id)
+    added, changed = await conn.fetchrow(db.query("subscribers_insert_staged"), account_id)
     await conn.execute(db.query("list_members_insert_staged"), account_id)
-    return added
+    return added, changed
 
 
 async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], path: str) -> Counts:
@@ -327,7 +333,9 @@ async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], 
             tg.start_soon(read)
             async with receive:
                 async for chunk in receive:
-                    counts.imported += await load_chunk(conn, account_id, chunk)
+                    added, changed = await load_chunk(conn, account_id, chunk)
+                    counts.imported += added
+                    counts.changed += changed
     except BaseExceptionGroup as group:
         # the error that failed the import; a broken channel is only its echo in the other task
         errors = leaves(group)
@@ -361,6 +369,7 @@ async def command(args: argparse.Namespace, settings: Settings) -> int:
                 if account_id is None:
                     raise UsageError(f"no account named {shown(account)}; --create-account creates it")
             counts = await import_file(conn, account_id, file, args.file)
-    print(f"imported {counts.imported}, already present {counts.good - counts.imported}, "
+    changed = f" (attributes changed for {counts.changed})" if counts.changed else ""
+    print(f"imported {counts.imported}, already present {counts.good - counts.imported}{changed}, "
           f"rejected {counts.rejected}")
     return 0

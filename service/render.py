@@ -5,7 +5,8 @@ Templates are Jinja2 in a sandbox (service/templates.py): ``{{ name }}``, ``{{ e
 conditionals and filters; checked when the campaign is created. In the HTML body values are
 autoescaped. Whatever the subject renders to, and the name in the To header, has its control
 characters replaced by spaces, so no value can ever add a header line, and the subject loses
-the spaces around it.
+the spaces around it. A value's own line breaks (CRLF, a bare CR, LF) are each one line
+break of the body, however its line is rendered (templates.line_breaks).
 
 Speed: ``CampaignTemplate.compile`` does all the work that is the same for every recipient
 (header encoding, quoted-printable encoding of every body line without template syntax, the
@@ -224,7 +225,7 @@ class CampaignTemplate:
         self = cls()
         self.campaign_id = int(campaign["id"])
         self.account_id = int(campaign["account_id"])
-        self._campaign = {"id": self.campaign_id, "name": campaign.get("name") or ""}
+        self._campaign = {"id": self.campaign_id, "name": templates.line_breaks(campaign.get("name") or "")}
         self.clock = time.time
         subject = clean(campaign["subject"])
         used = templates.check(subject, "subject")
@@ -332,6 +333,8 @@ class CampaignTemplate:
         """
         if name is None:  # a NULL name reads as no name
             name = ""
+        elif "\r" in name:
+            name = templates.line_breaks(name)
         out = [self._from, mailbox(b"To", name, email)]
         url = token = ""
         if self._signer is not None:

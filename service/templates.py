@@ -47,6 +47,7 @@ _FILTERS = frozenset((
 _BLOCKS = frozenset(("if", "for", "filter", "with", "autoescape", "call"))  # tags closed by end<tag>
 _STATEFUL = frozenset(("set", "macro", "block", "extends", "include", "import", "from"))
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+_CR = re.compile(r"\r\n?")
 
 
 class RenderError(ValueError):
@@ -105,6 +106,8 @@ def parse(env: _Sandbox, text: str, where: str) -> nodes.Template:
     try:
         tree = env.parse(text)
     except TemplateSyntaxError as exc:
+        if found := _loading_tag(env, text):  # `{% import os %}` is refused for what it tries, not its syntax
+            raise _refuse(where, found[0], f"{found[1]} is not allowed: a campaign template stands alone") from None
         raise _refuse(where, exc.lineno, exc.message or "syntax error") from None
     for node_type, what in ((nodes.Extends, "extends"), (nodes.Include, "include"), (nodes.Import, "import"),
                             (nodes.FromImport, "import")):
@@ -123,6 +126,22 @@ def parse(env: _Sandbox, text: str, where: str) -> nodes.Template:
         name, line = unknown
         raise _refuse(where, line, f"unknown variable {name!r}; known: {', '.join(VARIABLES)}")
     return tree
+
+
+_LOADING = {"extends": "extends", "include": "include", "import": "import", "from": "import"}
+
+
+def _loading_tag(env: _Sandbox, text: str) -> tuple[int, str] | None:
+    """(line, what) of the first tag that would load another template, found by the lexer alone."""
+    tag_next = False
+    try:
+        for lineno, kind, value in env.lex(text):
+            if kind == "name" and tag_next and value in _LOADING:
+                return lineno, _LOADING[value]
+            tag_next = kind == "block_begin" or (tag_next and kind == "whitespace")
+    except TemplateSyntaxError:
+        return None
+    return None
 
 
 def _unknown_names(env: _Sandbox, tree: nodes.Template) -> tuple[str, int] | None:
@@ -187,14 +206,36 @@ def run(template, variables: Mapping | Context) -> str:
     return "".join(out)
 
 
+def line_breaks(value: str) -> str:
+    """``value`` with each CRLF and each bare CR as "\n".
+
+    A value's line break must be one line break however its line is rendered: Jinja running
+    several lines at once would join a value's trailing CR with the template's own LF into one
+    CRLF, while a line filled alone ends with its own CRLF after the value's CR, two breaks."""
+    return _CR.sub("\n", value) if "\r" in value else value
+
+
+def _without_cr(value):
+    if isinstance(value, str):
+        return line_breaks(value)
+    if isinstance(value, dict):
+        return {line_breaks(k): _without_cr(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_cr(item) for item in value]
+    return value
+
+
 def attributes(raw: str | Mapping | None) -> Mapping:
-    """The subscriber's attributes as a mapping: asyncpg hands jsonb over as text."""
+    """The subscriber's attributes as a mapping (asyncpg hands jsonb over as text), every string's
+    line breaks as "\n" (line_breaks)."""
     if raw is None:
         return {}
     if isinstance(raw, str):
         value = json.loads(raw)
-        return value if isinstance(value, dict) else {}
-    return raw
+        if not isinstance(value, dict):
+            return {}
+        return _without_cr(value) if "\\r" in raw else value  # JSON writes a CR as \r
+    return _without_cr(dict(raw))
 
 
 # -- cutting a body into pieces ---------------------------------------------------------

@@ -363,7 +363,7 @@ def test_a_100_kb_name_full_of_line_breaks_nul_and_non_ascii_stays_out_of_the_he
     message = parse(raw)  # every line within 998 octets, headers ASCII, CRLF only
     assert sorted(message.keys()) == HEADERS
     assert_headers_clean(message)
-    shown = CONTROL.sub(" ", HUNDRED_KB).strip()
+    shown = CONTROL.sub(" ", expected_text(HUNDRED_KB)).strip()  # a line break of the value is one space
     assert decoded(raw, "Subject") == f"Hi {shown}!"
     assert display_name(raw, message) == shown
     text, markup = message.iter_parts()

@@ -1,7 +1,10 @@
 """`einmal campaign list|preview|test`, the pause reason and top failures in `status`, and --at."""
 
 import json
+import os
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -10,7 +13,8 @@ import pytest
 
 from service.campaigns import scheduled_for
 from service.errors import UsageError
-from tests.conftest import einmal
+from tests.conftest import ROOT, einmal
+from tests.pipeline import node_env, start_node, stop_node, wait_status
 from tests.test_campaign_commands import one_line_error, seed_account, seed_campaign
 
 pytestmark = pytest.mark.anyio
@@ -126,10 +130,53 @@ async def test_campaign_test_sends_the_preview_to_another_mailbox_and_touches_no
     assert await conn.fetchval("SELECT count(*) FROM einmal.sends") == 0
 
 
+async def test_preview_is_byte_for_byte_what_the_campaign_delivers_to_that_subscriber(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path, smtp_server) -> None:
+    await seed_subscribers(conn)
+    campaign = await create(dsn, "--html-file", str(_html(tmp_path)))
+    env = UNSUBSCRIBE | {"EINMAL_SMTP_HOST": smtp_server.host, "EINMAL_SMTP_PORT": str(smtp_server.port)}
+    previews = {}
+    for email in ("ann@example.org", "bob@example.org"):
+        out = tmp_path / f"{email}.eml"
+        result = einmal("campaign", "preview", str(campaign), "--subscriber", email, "--out", str(out), dsn=dsn,
+                        env=env)
+        assert result.returncode == 0, result.stderr
+        previews[email] = out.read_bytes()
+    assert einmal("campaign", "approve", str(campaign), dsn=dsn).returncode == 0
+    node = start_node(node_env(dsn, smtp_server.port, **UNSUBSCRIBE), tmp_path / "node.log")
+    try:
+        received = {m.rcpt_tos[0]: m.data for m in smtp_server.wait_for(2, timeout=60)}
+        await wait_status(conn, campaign, "sent")
+    finally:
+        assert await stop_node(node) == 0
+
+    def dateless(raw: bytes) -> bytes:  # the time of rendering aside
+        return re.sub(rb"(?m)^Date: [^\r]*\r\n", b"", raw)
+
+    assert sorted(received) == sorted(previews)
+    for email, preview in previews.items():
+        assert dateless(received[email]) == dateless(preview)
+
+
 def _html(tmp_path: Path) -> Path:
     path = tmp_path / "body.html"
     path.write_text("<p>{{ name }} &amp; {{ attributes.city | default('') }}</p>\n")
     return path
+
+
+async def test_a_reader_that_goes_away_is_not_reported_as_a_database_error(conn: asyncpg.Connection,
+                                                                           dsn: str) -> None:
+    await seed_campaign(conn, "paused", sends=("sent", "failed"))
+    read, write = os.pipe()
+    os.close(read)  # like `einmal campaign status 1 | head -1` once head has its line
+    try:
+        result = subprocess.run([sys.executable, "-m", "service", "campaign", "list"], stdout=write,  # noqa: ASYNC221 -- nothing else runs
+                                stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=60,
+                                env={k: v for k, v in os.environ.items() if not k.startswith("EINMAL_")}
+                                | {"EINMAL_DATABASE_URL": dsn})
+    finally:
+        os.close(write)
+    assert result.returncode == 1 and result.stderr == ""
 
 
 # -- --at ----------------------------------------------------------------------------------

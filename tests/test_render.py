@@ -83,7 +83,8 @@ def decoded(raw: bytes, name: str) -> str:
 
 
 def expected_display(name: str) -> str:
-    return CONTROL.sub(" ", name).strip()
+    """A line break of the name (CRLF, CR or LF) is one space, like each other control character."""
+    return CONTROL.sub(" ", re.sub(r"\r\n?", "\n", name)).strip()
 
 
 def display_name(raw: bytes, message) -> str:

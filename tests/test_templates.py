@@ -71,7 +71,8 @@ def test_attributes_with_line_breaks_cannot_add_a_header():
     message = parse(raw)
     assert header_names(message) == sorted(BASE_HEADERS | UNSUBSCRIBE_HEADERS)
     assert_headers_clean(message)
-    assert str(message["Subject"]) == "News for Berlin  Bcc: victim@example.org    body Cc: y@example.org"
+    # a value's CRLF is one line break (templates.line_breaks), then a space like every control character
+    assert str(message["Subject"]) == "News for Berlin Bcc: victim@example.org  body Cc: y@example.org"
 
 
 # -- the sandbox ------------------------------------------------------------------------
@@ -82,7 +83,8 @@ def test_attributes_with_line_breaks_cannot_add_a_header():
     ("x\n{{ ''.__class__.__mro__[1].__subclasses__() }}", "line 2: names starting with '_'"),
     ("{{ name['__class__'] }}", "line 1: names starting with '_'"),
     ("{{ cycler.__init__.__globals__ }}", "line 1: names starting with '_'"),
-    ("{% import os %}", "line 1:"),
+    ("{% import os %}", "line 1: import is not allowed"),
+    ("x\n{%import os%}{{ name", "line 2: import is not allowed"),
     ("{% import 'os' as os %}", "line 1: import is not allowed"),
     ("{% from 'x' import y %}", "line 1: import is not allowed"),
     ("{% include 'x' %}", "line 1: include is not allowed"),
@@ -171,10 +173,9 @@ def test_cutting_a_body_into_lines_renders_what_one_jinja_run_renders(text, html
 
 # -- round trips ------------------------------------------------------------------------
 
-# A value ending in a bare CR just before the template's own line break is one line break where Jinja fills
-# the line and two where the fast path does: both are safe (header injection has its own tests), so the
-# round trip leaves bare CRs out.
-value = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r"), max_size=80)
+# every character but lone surrogates: CR, CRLF and LF in a value are each one line break of the body, on the
+# fast path and in Jinja alike; in the subject they are spaces
+value = st.text(st.characters(blacklist_categories=("Cs",)), max_size=80)
 
 
 @hypothesis_settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -188,11 +189,37 @@ def test_every_variable_value_is_parsed_back_from_the_message(name, city, plan):
     message = parse(template.render(5, "jane@example.org", name, json.dumps({"city": city, "plan": plan})))
     assert header_names(message) == sorted(BASE_HEADERS | UNSUBSCRIBE_HEADERS)
     assert_headers_clean(message)
+    newline = re.compile(r"\r\n|\r")
+    name, city, plan = (newline.sub("\n", v) for v in (name, city, plan))  # a value's line break is one
     subject = CONTROL.sub(" ", city) + "|" + CONTROL.sub(" ", name).strip()
     assert str(message["Subject"]) == subject.strip(" ")
     text_part, html_part = (body(part) for part in message.iter_parts())
-    newline = re.compile(r"\r\n|\r")
     expected = (f"Hi {name}\ncity={city}\n" + (f"plan={plan}" if plan else "") + "\nto=jane@example.org c=spring\n")
     assert text_part == expected
     escaped = city.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&#34;")
     assert html_part == newline.sub("\n", f"<p>{escaped.replace(chr(39), '&#39;')}</p>\n")
+
+
+breaks = st.text(alphabet=st.sampled_from("ab \r\n\t\x85\u2028é<&"), max_size=20)
+LINES = "a {{ name }}\nb {{ email }} {{ name }}"
+# the same lines filled by str.format line by line, and by one Jinja run over a block that spans them
+FAST = campaign(name="spring", subject="{{ name }} news", body_text=LINES + "\nc {{ attributes.city }}\n",
+                body_html="<p>{{ name }}</p>\n" + LINES + "\n")
+JINJA = campaign(name="spring", subject="{{ name | string }} news",
+                 body_text="{% if name is string %}" + LINES + "{% endif %}\nc {{ attributes.city }}\n",
+                 body_html="<p>{{ name | string }}</p>\n{% if true %}" + LINES + "{% endif %}\n")
+
+
+@hypothesis_settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=breaks, city=breaks)
+def test_a_value_with_line_breaks_renders_the_same_on_the_fast_path_and_through_jinja(name, city):
+    """CR, CRLF and LF in a value give the same bytes either way, and never a header line."""
+    templates_ = [CampaignTemplate.compile(c, make_settings()) for c in (FAST, JINJA)]
+    assert [t._text.pieces[0].__class__ for t in templates_] == [str, templates.TEXT.template_class]
+    messages = [t.render(5, "jane@example.org", name, json.dumps({"city": city})) for t in templates_]
+    assert messages[0].split(b"\r\nDate: ")[0] == messages[1].split(b"\r\nDate: ")[0]  # From, To, Subject
+    bodies = [re.sub(rb"=_einmal\.\d+\.[0-9a-f]+", b"BOUNDARY", m.split(b"\r\n\r\n", 1)[1]) for m in messages]
+    assert bodies[0] == bodies[1]  # byte for byte, but for the boundary, which derives from the template
+    for message in messages:
+        assert_headers_clean(parse(message))
+        assert b"\r" not in message.replace(b"\r\n", b"") and b"\n" not in message.replace(b"\r\n", b"")
