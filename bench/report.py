@@ -131,7 +131,7 @@ def dkim(unsigned: Run, signed: dict[str, Run], say=print, verified: dict | None
     for kind, check in (verified or {}).items():
         measured = f"verified {check.good:,} of {check.received:,}" + (f" ({check.first_bad})" if check.first_bad
                                                                           else "")
-        say(row(f"  DKIM {kind}: dkimpy verifies what the sink got", measured, "all", check.ok))
+        say(row(f"  DKIM {kind}: dkimpy, what the sink got", measured, "all", check.ok))
     for line in _checks([unsigned, *signed.values()]):
         say(line)
 
