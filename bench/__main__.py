@@ -4,7 +4,7 @@
 2. einmal end to end, one node (`einmal run`), 20 SMTP connections, to the same smtp-sink,
    timed from the approval to the campaign's `sent`;
 3. the same with two nodes;
-4. one node again, DKIM-signed with Ed25519 and with RSA-2048 (against the unsigned run);
+4. one node again, unsigned and DKIM-signed with Ed25519 and RSA-2048, interleaved (bench/signing.py);
 5. the recipient build of 1,000,000 subscribers against one bare INSERT … SELECT DISTINCT ON;
 6. the render cost per message, in this process (bench/render.py).
 
@@ -79,12 +79,12 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
         runs.append(await send.campaign(server, sink, nodes=nodes, messages=args.messages, tick=args.tick,
                                         timeout=max(120.0, args.messages / 120), say=say))
         say(f"  {report.run_line(runs[-1])}")
-    signed = await signing.runs(server, sink, messages=args.messages, tick=args.tick, say=say)
+    signed, verified = await signing.runs(server, sink, messages=args.messages, tick=args.tick, say=say)
     say(f"recipient build: {args.subscribers:,} subscribers")
     built = await build.compare(server, args.subscribers, deadline=began + TIME_BUDGET)
     say(f"  seeded in {built.seed_seconds:.1f} s; {built.rows:,} recipients")
     report.default(header, min(s for s, _ in wires), runs, built, say, render.figures())
-    report.dkim(runs[0], signed, say)
+    report.dkim(signed.pop("unsigned"), signed, say, verified)
 
 
 def main(argv: list[str] | None = None) -> int:

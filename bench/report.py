@@ -118,15 +118,21 @@ def _checks(runs: list[Run]) -> list[str]:
             if not run.delivered == run.counts.get("sent", 0) == run.messages]
 
 
-def dkim(unsigned: Run, signed: dict[str, Run], say=print) -> None:
-    """Signed throughput next to the unsigned run of the same bench: Ed25519 must keep 0.8 of it."""
+def dkim(unsigned: Run, signed: dict[str, Run], say=print, verified: dict | None = None) -> None:
+    """Signed throughput next to the series' own unsigned runs (bench/signing.py): Ed25519 must keep 0.8
+    of it; and every message of the signed runs the sink kept verified by dkimpy."""
+    say(row("einmal 1 node, unsigned (the DKIM series' own)", f"{unsigned.rate:,.0f} msg/s", "(the reference)", None))
     for kind, run in signed.items():
         ratio = run.rate / unsigned.rate if unsigned.rate else 0.0
         measured = (f"{run.rate:,.0f} msg/s = {ratio:.2f} × unsigned" if run.sent
                     else f"< {run.rate:,.0f} msg/s: not sent in {run.seconds:.0f} s")
         target, ok = (">= 0.8 × unsigned", run.sent and ratio >= 0.8) if kind == "ed25519" else ("(beside it)", None)
         say(row(f"einmal 1 node, DKIM {kind}: approval -> sent", measured, target, ok))
-    for line in _checks(list(signed.values())):
+    for kind, check in (verified or {}).items():
+        measured = f"verified {check.good:,} of {check.received:,}" + (f" ({check.first_bad})" if check.first_bad
+                                                                          else "")
+        say(row(f"  DKIM {kind}: dkimpy, what the sink got", measured, "all", check.ok))
+    for line in _checks([unsigned, *signed.values()]):
         say(line)
 
 

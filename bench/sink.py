@@ -5,6 +5,9 @@ smtp-sink throws every message away; with `-c` it prints a running counter
 end) on its standard output, which a thread here reads as it comes: that is
 how the bench counts what arrived and sees when the first message of a
 campaign reached the server. smtp-sink advertises PIPELINING, as by default.
+With ``dump`` (a folder smtp-sink's user can write to) it also writes each message it
+receives to a file there (`-d`: the dot-unstuffed message with LF line ends, after a few
+lines of its own).
 """
 
 import os
@@ -86,8 +89,8 @@ def free_port() -> int:
 class Sink:
     """smtp-sink on 127.0.0.1, counting messages; `with Sink(path) as sink:`."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, path: str, dump: str | None = None) -> None:
+        self.path, self.dump = path, dump
         self.port = free_port()
         self.messages = 0
         self.sessions = 0
@@ -98,7 +101,8 @@ class Sink:
 
     def __enter__(self) -> "Sink":
         user = ["-u", "nobody"] if os.geteuid() == 0 else []
-        self.proc = subprocess.Popen([self.path, *user, "-c", f"127.0.0.1:{self.port}", "256"],
+        dump = ["-d", f"{self.dump}/m."] if self.dump else []
+        self.proc = subprocess.Popen([self.path, *user, *dump, "-c", f"127.0.0.1:{self.port}", "256"],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self._reader = threading.Thread(target=self._read, name="smtp-sink counter", daemon=True)
         self._reader.start()

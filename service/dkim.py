@@ -1,17 +1,24 @@
 """DKIM signatures (RFC 6376), relaxed/relaxed, rsa-sha256 or ed25519-sha256 (RFC 8463).
 
     signer = dkim.signer(settings)         # None when the DKIM variables are unset; cached per key file
-    header, body_hash = signer.sign(message, body_hash=None, now=time.time())
-    signed = header + message
+    campaign = signer.prepare(static_fields, static_pieces, static_body)      # once per campaign
+    signed = campaign.sign(fields, body_parts, now=time.time()) + message     # per message
 
-``sign`` takes a rendered message (CRLF line endings, not dot-stuffed) and returns the
-``DKIM-Signature:`` header line to put in front of it, and the body hash it used. A
-campaign whose body has no merge field passes that body hash back in for every further
-message: only the headers are then canonicalised and hashed per message.
+A campaign's messages differ in a few header fields (To, Subject, Date, Message-ID,
+List-Unsubscribe) and in the body lines that hold a merge field; everything else is the
+same for all of them. ``prepare`` canonicalises the same header fields once and keeps the
+SHA-256 state after them (they come first in ``h=``: a verifier looks fields up by name, so
+``h=`` need not follow the message's order), and the canonical form of each body piece
+that is the same for every message. ``sign`` then canonicalises only the message's own
+fields and body pieces, hashes the body (once per campaign when it has no merge field),
+continues a copy of the header hash with the message's fields and the DKIM-Signature
+field, and signs that digest: per message little more than the signature itself.
+``fields`` are whole header fields, each ending with CRLF; ``body_parts`` are the body's
+pieces in order, each of whole lines (the message is CRLF, not dot-stuffed).
 
-Every header field of the message is signed, in order. The key is read once per process
-(`einmal run` reads it at start-up: a missing, unreadable or unsupported key is one line
-and exit 2). The public key for DNS: ``public_record(key)`` (``v=DKIM1; k=…; p=…``).
+Every header field of the message is signed. The key is read once per process (`einmal
+run` reads it at start-up: a missing, unreadable or unsupported key is one line and exit
+2). The public key for DNS: ``public_record(key)`` (``v=DKIM1; k=…; p=…``).
 """
 
 import base64
@@ -23,6 +30,7 @@ from pathlib import Path
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
 from service.errors import ConfigError
 from service.settings import Settings
@@ -36,15 +44,25 @@ MIN_RSA_BITS = 1024
 PrivateKey = rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
 
 
-def relaxed_body(body: bytes) -> bytes:
-    """RFC 6376 3.4.4: runs of WSP become one SP, none at a line's end, no empty lines at the end."""
-    if body and not body.endswith(CRLF):
-        body += CRLF
-    if b"\t" in body or b"  " in body or b" \r\n" in body:  # quoted-printable rarely has any
-        body = _TRAILING_WSP.sub(CRLF, _WSP_RUN.sub(b" ", body))
+def _relaxed_lines(data: bytes) -> bytes:
+    """RFC 6376 3.4.4 within lines: runs of WSP become one SP, none at a line's end."""
+    if b"\t" in data or b"  " in data or b" \r\n" in data:  # quoted-printable rarely has any
+        return _TRAILING_WSP.sub(CRLF, _WSP_RUN.sub(b" ", data))
+    return data
+
+
+def _body_end(body: bytes) -> bytes:
+    """RFC 6376 3.4.4 at the body's end: no empty lines; an empty body hashes as nothing."""
     while body.endswith(b"\r\n\r\n"):
         body = body.rstrip(b"\r\n") + CRLF
     return b"" if body == CRLF else body
+
+
+def relaxed_body(body: bytes) -> bytes:
+    """The relaxed canonical form of a whole body (RFC 6376 3.4.4)."""
+    if body and not body.endswith(CRLF):
+        body += CRLF
+    return _body_end(_relaxed_lines(body))
 
 
 def relaxed_headers(head: bytes) -> list[tuple[bytes, bytes]]:
@@ -62,6 +80,23 @@ def relaxed_headers(head: bytes) -> list[tuple[bytes, bytes]]:
     return fields
 
 
+def _relaxed_fields(block: bytes) -> tuple[tuple[bytes, ...], bytes]:
+    """The names and the canonical form of whole header fields, each ending with CRLF."""
+    if not block:
+        return (), b""
+    if b"\t" in block or b"  " in block or b" \r\n" in block:
+        fields = relaxed_headers(block[:-2])
+        return tuple(name for name, _ in fields), b"".join(canonical for _, canonical in fields)
+    # no tab, no run of spaces, no space before a line break: unfolding is all there is to do
+    names, canonical = [], []
+    for line in block[:-2].replace(b"\r\n ", b" ").split(CRLF):
+        name, _, value = line.partition(b":")
+        name = name.rstrip(b" ").lower()
+        names.append(name)
+        canonical.append(name + b":" + value.lstrip(b" ") + CRLF)
+    return tuple(names), b"".join(canonical)
+
+
 def _fold(tags: list[bytes]) -> bytes:
     """``DKIM-Signature: tag; tag; …`` folded between tags (relaxed canonicalisation undoes it)."""
     lines, line = [], b"DKIM-Signature:"
@@ -75,42 +110,86 @@ def _fold(tags: list[bytes]) -> bytes:
 
 
 class Signer:
-    __slots__ = ("_algorithm", "_key", "_prefix", "_rsa", "domain", "selector")
+    """A key and the domain and selector it signs for; ``prepare`` a campaign to sign its messages."""
+
+    __slots__ = ("_algorithm", "_key", "_rsa", "domain", "selector")
 
     def __init__(self, domain: str, selector: str, key: PrivateKey):
         self.domain, self.selector, self._key = domain, selector, key
         self._rsa = isinstance(key, rsa.RSAPrivateKey)
         self._algorithm = b"rsa-sha256" if self._rsa else b"ed25519-sha256"
-        self._prefix: dict[tuple[bytes, ...], list[bytes]] = {}  # the tags up to h=, per list of names
 
-    def body_hash(self, body: bytes) -> bytes:
-        return base64.b64encode(hashlib.sha256(relaxed_body(body)).digest())
+    def prepare(self, static_fields: bytes, static_pieces: list[bytes] = (), static_body: bool = False
+                ) -> "CampaignSigner":
+        return CampaignSigner(self, static_fields, static_pieces, static_body)
 
-    def sign(self, message: bytes, body_hash: bytes | None = None, now: float = 0.0) -> tuple[bytes, bytes]:
-        """The DKIM-Signature header line (with CRLF) for ``message``, and the body hash used."""
-        end = message.find(b"\r\n\r\n")
-        head, body = (message, b"") if end < 0 else (message[:end], message[end + 4:])
-        if body_hash is None:
-            body_hash = self.body_hash(body)
-        fields = relaxed_headers(head)
-        names = tuple(name for name, _ in fields)
-        tags = self._prefix.get(names)
-        if tags is None:
+    def sign_digest(self, digest: bytes) -> bytes:
+        """The signature of a SHA-256 digest: RSA PKCS#1 v1.5 of it, or Ed25519 over it (RFC 8463)."""
+        if self._rsa:
+            return self._key.sign(digest, padding.PKCS1v15(), Prehashed(hashes.SHA256()))
+        return self._key.sign(digest)
+
+    def tags(self, names: tuple[bytes, ...]) -> list[bytes]:
+        """The tags up to ``h=``, the same for every message with these header fields."""
+        return [b"v=1;", b"a=" + self._algorithm + b";", b"c=relaxed/relaxed;", b"d=" + self.domain.encode() + b";",
+                b"s=" + self.selector.encode() + b";", b"h=" + b":".join(names) + b";"]
+
+
+class CampaignSigner:
+    """One campaign's signing state: the canonical fields and pieces that every message shares."""
+
+    __slots__ = ("_body_hash", "_pieces", "_prefix", "_signer", "_static", "_static_body", "_static_names")
+
+    def __init__(self, signer: Signer, static_fields: bytes, static_pieces: list[bytes], static_body: bool):
+        self._signer = signer
+        self._static_names, canonical = _relaxed_fields(static_fields)
+        self._static = hashlib.sha256(canonical)
+        # static body pieces of whole lines, by value: a piece's hash is cached on the bytes object
+        self._pieces = {piece: _relaxed_lines(piece) for piece in static_pieces if piece.endswith(CRLF)}
+        self._static_body = static_body
+        self._body_hash: bytes | None = None
+        self._prefix: dict[tuple[bytes, ...], tuple[bytes, bytes]] = {}  # per message field names
+
+    def body_hash(self, parts: list[bytes]) -> bytes:
+        """The base64 SHA-256 of the relaxed body made of ``parts``; once per campaign for a static body."""
+        if self._body_hash is not None:
+            return self._body_hash
+        pieces, canonical = self._pieces, []
+        for part in parts:
+            known = pieces.get(part)
+            if known is None:
+                if not part.endswith(CRLF):  # not whole lines: canonicalise the body as one
+                    canonical = [relaxed_body(b"".join(parts))]
+                    break
+                known = _relaxed_lines(part)
+            canonical.append(known)
+        body_hash = base64.b64encode(hashlib.sha256(_body_end(b"".join(canonical))).digest())
+        if self._static_body:
+            self._body_hash = body_hash
+        return body_hash
+
+    def _header_prefix(self, names: tuple[bytes, ...]) -> tuple[bytes, bytes]:
+        """The DKIM-Signature field up to ``h=``, folded, and its canonical form."""
+        found = self._prefix.get(names)
+        if found is None:
             if len(self._prefix) > 64:
                 self._prefix.clear()
-            tags = self._prefix[names] = [
-                b"v=1;", b"a=" + self._algorithm + b";", b"c=relaxed/relaxed;", b"d=" + self.domain.encode() + b";",
-                b"s=" + self.selector.encode() + b";", b"h=" + b":".join(names) + b";"]
-        header = _fold([*tags, b"t=%d;" % int(now), b"bh=" + body_hash + b";", b"b="])
-        data = b"".join(canonical for _, canonical in fields)
-        data += relaxed_headers(header)[0][1][:-2]  # its own field, b= empty, without the CRLF
-        if self._rsa:
-            signature = self._key.sign(data, padding.PKCS1v15(), hashes.SHA256())
-        else:
-            signature = self._key.sign(hashlib.sha256(data).digest())  # RFC 8463: Ed25519 over the hash
-        encoded = base64.b64encode(signature)
-        wrapped = [encoded[i:i + 72] for i in range(0, len(encoded), 72)]
-        return header + b"\r\n ".join(wrapped) + CRLF, body_hash
+            folded = _fold(self._signer.tags(self._static_names + names))
+            found = self._prefix[names] = (folded, relaxed_headers(folded)[0][1][:-2])
+        return found
+
+    def sign(self, fields: list[bytes], body_parts: list[bytes], now: float) -> bytes:
+        """The DKIM-Signature field (ending with CRLF) for the message made of the campaign's static
+        fields, ``fields`` and a body of ``body_parts``."""
+        names, canonical = _relaxed_fields(b"".join(fields))
+        folded, canonical_prefix = self._header_prefix(names)
+        times = b" t=%d; bh=%s;" % (int(now), self.body_hash(body_parts))
+        digest = self._static.copy()
+        digest.update(canonical)
+        digest.update(canonical_prefix + times + b" b=")  # its own field, b= empty, without the CRLF
+        encoded = base64.b64encode(self._signer.sign_digest(digest.digest()))
+        wrapped = b"\r\n ".join(encoded[i:i + 72] for i in range(0, len(encoded), 72))
+        return folded + b"\r\n" + times + b"\r\n b=" + wrapped + CRLF
 
 
 def load_key(path: str) -> PrivateKey:

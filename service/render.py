@@ -19,7 +19,8 @@ The output is a complete RFC 5322 message with CRLF line endings, every line at 
 octets where it can be folded and never over 998, bodies quoted-printable, headers ASCII
 (RFC 2047 encoded-words for non-ASCII text) except an internationalised address, which goes
 in as UTF-8 (RFC 6532). It is not dot-stuffed. With the DKIM variables set, a DKIM-Signature
-(service/dkim.py) goes in front; a body without merge fields is hashed once per campaign.
+(service/dkim.py) goes in front: the fields and body pieces the same for every recipient are
+canonicalised once per campaign, a body without merge fields is hashed once.
 """
 
 import hashlib
@@ -214,10 +215,9 @@ def _domain(domain: str) -> bytes:
 class CampaignTemplate:
     """A campaign ready to render: ``CampaignTemplate.compile(campaign, settings).render(…)``."""
 
-    __slots__ = ("_between", "_body_hash", "_campaign", "_digest", "_dkim", "_end", "_extra", "_from", "_head",
-                 "_html", "_id_prefix", "_id_suffix", "_jinja", "_mailto", "_signer", "_static_body", "_subject",
-                 "_subject_piece", "_text", "_url_prefix", "_verp", "account_id", "campaign_id", "clock",
-                 "envelope_from")
+    __slots__ = ("_between", "_campaign", "_digest", "_dkim", "_end", "_extra", "_from", "_head", "_html",
+                 "_id_prefix", "_id_suffix", "_jinja", "_mailto", "_signer", "_start", "_subject", "_subject_piece",
+                 "_text", "_url_prefix", "_verp", "account_id", "campaign_id", "clock", "envelope_from")
 
     @classmethod
     def compile(cls, campaign: Mapping, settings: Settings) -> "CampaignTemplate":
@@ -253,9 +253,13 @@ class CampaignTemplate:
         self._digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         self._extra = self._campaign_headers(campaign, settings, domain)
         self._compile_mime()
-        self._dkim = dkim.signer(settings)
-        self._body_hash = None
-        self._static_body = not self._text.fields and (self._html is None or not self._html.fields)
+        self._dkim = None
+        if signer := dkim.signer(settings):  # the fields and pieces every message shares, canonicalised once
+            static = [self._start, self._between, self._end, *self._text.pieces, *(self._html.pieces if self._html
+                                                                                    else ())]
+            no_fields = not self._text.fields and (self._html is None or not self._html.fields)
+            self._dkim = signer.prepare(self._from + self._head[:-2], [p for p in static if p.__class__ is bytes],
+                                        no_fields)
         return self
 
     def envelope_sender(self, subscriber_id: int) -> str:
@@ -312,13 +316,14 @@ class CampaignTemplate:
         head = self._extra + b"MIME-Version: 1.0\r\n"
         if self._url_prefix:
             head = b"List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n" + head
+        self._between = self._end = self._start = b""  # _head ends with the empty line, the body starts
         if self._html is None:
             self._head = head + _TEXT_PART
             return
         # "=_" cannot occur in quoted-printable output, so the bodies cannot contain the boundary
         boundary = b"=_einmal.%d.%s" % (self.campaign_id, self._digest.encode())
-        self._head = (head + b'Content-Type: multipart/alternative;\r\n boundary="' + boundary
-                      + b'"\r\n\r\n--' + boundary + CRLF + _TEXT_PART)
+        self._head = head + b'Content-Type: multipart/alternative;\r\n boundary="' + boundary + b'"\r\n\r\n'
+        self._start = b"--" + boundary + CRLF + _TEXT_PART
         self._between = b"\r\n--" + boundary + CRLF + _HTML_PART
         self._end = b"\r\n--" + boundary + b"--\r\n"
 
@@ -358,7 +363,10 @@ class CampaignTemplate:
         elif self._mailto:
             mailto = self._mailto + token.encode() + b">"
             out.append(b"List-Unsubscribe: " + (b"<" + url.encode() + b">,\r\n " if url else b"") + mailto + CRLF)
+        fields = len(out)
         out.append(self._head)
+        if self._start:
+            out.append(self._start)
         jinja = self._text.jinja and variables is not None
         self._text.render(values, templates.context(templates.TEXT, variables) if jinja else None, out)
         if self._html is not None:
@@ -370,7 +378,4 @@ class CampaignTemplate:
         message = b"".join(out)
         if self._dkim is None:
             return message
-        signature, body_hash = self._dkim.sign(message, self._body_hash, self.clock())
-        if self._static_body:
-            self._body_hash = body_hash
-        return signature + message
+        return self._dkim.sign(out[1:fields], out[fields + 1:], self.clock()) + message

@@ -27,6 +27,8 @@ FIGURES = [
     r"approve -> first message, 2 nodes\s+\d+\.\d+ s\s.*(PASS|MISS)$",
     r"einmal 1 node, DKIM ed25519: approval -> sent\s+.*× unsigned.*(PASS|MISS)$",
     r"einmal 1 node, DKIM rsa-2048: approval -> sent\s+.*msg/s",
+    r"DKIM ed25519: dkimpy, what the sink got\s+verified 3,000 of 3,000\s.*PASS$",
+    r"DKIM rsa-2048: dkimpy, what the sink got\s+verified 3,000 of 3,000\s.*PASS$",
     r"recipient build, 20,000 subscribers\s+.*× bare.*(PASS|MISS)$",
     r"bare INSERT … SELECT DISTINCT ON\s+\d+\.\d+ s \([\d,]+ rows\)",
 ]

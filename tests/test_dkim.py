@@ -9,6 +9,8 @@ import dkim as dkimpy
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from service import dkim
 from service.render import CampaignTemplate
@@ -77,7 +79,7 @@ def test_a_body_without_merge_fields_is_hashed_once_and_every_message_still_veri
     template = CampaignTemplate.compile(campaign(body_text="The same for all.  \n\n\n", body_html="<p>Same</p>"),
                                         signed_settings(key_file))
     messages = [template.render(i, f"u{i}@example.org", f"Name {i}") for i in range(50)]
-    assert template._body_hash is not None
+    assert template._dkim._body_hash is not None
     assert all(verified(raw, key) for raw in messages)
 
 
@@ -108,6 +110,36 @@ def test_relaxed_body_canonicalisation_matches_the_rfc_examples():
 def test_relaxed_header_canonicalisation_matches_the_rfc_example():
     fields = dkim.relaxed_headers(b"A: X\r\nB : Y\t\r\n\tZ  ")
     assert [canonical for _, canonical in fields] == [b"a:X\r\n", b"b:Y Z\r\n"]
+
+
+_LINE = st.text(st.sampled_from("ab \t=.:"), max_size=12).map(str.encode)
+_VALUE = st.lists(_LINE, min_size=1, max_size=3).map(lambda lines: b"\r\n ".join(lines))  # folded values
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([b"To", b"Subject", b"X-A ", b"date"]), _VALUE), min_size=1, max_size=5))
+def test_a_block_of_whole_fields_canonicalises_as_the_general_header_rule(fields):
+    block = b"".join(name + b":" + value + b"\r\n" for name, value in fields)
+    names, canonical = dkim._relaxed_fields(block)
+    reference = dkim.relaxed_headers(block[:-2])
+    assert names == tuple(name for name, _ in reference)
+    assert canonical == b"".join(field for _, field in reference)
+
+
+_PIECE = st.lists(st.text(st.sampled_from("ab \t"), max_size=6), min_size=1, max_size=3).map(
+    lambda lines: "".join(line + "\r\n" for line in lines).encode())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), _PIECE), max_size=6), st.binary(max_size=3))
+def test_a_body_hashed_by_pieces_hashes_as_the_whole_body(pieces, tail):
+    """Pieces known at prepare time and pieces seen only per message, empty lines at the end that
+    span pieces, and a last part that is not whole lines: the hash is the whole body's."""
+    signer = dkim.Signer(DOMAIN, SELECTOR, ed25519.Ed25519PrivateKey.generate())
+    campaign = signer.prepare(b"From: a@example.org\r\n", [piece for known, piece in pieces if known])
+    parts = [piece for _, piece in pieces] + ([tail] if tail else [])
+    expected = dkim.base64.b64encode(dkim.hashlib.sha256(dkim.relaxed_body(b"".join(parts))).digest())
+    assert campaign.body_hash(parts) == expected
 
 
 # -- start-up -------------------------------------------------------------------------------
