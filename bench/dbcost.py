@@ -83,11 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     from bench import report, send
     from bench.sink import Sink, Unavailable, ensure_tools
 
-    parser = argparse.ArgumentParser(prog="python -m bench.dbcost", description=__doc__.split("\n\n")[0])
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> None:  # one line, not the usage block
+            self.exit(2, f"{self.prog}: {message}\n")
+
+    parser = Parser(prog="python -m bench.dbcost", description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=20_000, help="recipients (default 20000)")
     args = parser.parse_args(argv)
     if args.messages < 100:
-        parser.exit(2, "python -m bench.dbcost: --messages must be at least 100\n")
+        parser.error("--messages must be at least 100")
     try:
         sink_path, _ = ensure_tools()
         server, _ = database.server_url()

@@ -78,6 +78,9 @@ class Relay(Sink):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 3 or not all(arg.isdigit() for arg in sys.argv[1:]):
+        print("usage: python -m bench.relay PORT SEED", file=sys.stderr)
+        sys.exit(2)
     try:
         asyncio.run(serve(int(sys.argv[1]), int(sys.argv[2])))
     except KeyboardInterrupt:
