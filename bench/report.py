@@ -11,14 +11,17 @@ RSS_LIMIT = 150 * MB
 
 # Today's engine (main before the send engine v2), for the database cost's target: CPU µs per message of
 # PostgreSQL's backends serving one node and of the node itself, by campaign size, at the defaults of then
-# (EINMAL_SMTP_CONNECTIONS=4, EINMAL_BATCH_SIZE=200), to smtp-sink. Measured 2026-12-01 on main at be0045a
-# with `python -m bench.dbcost [--messages 3000]` (no EINMAL_ variables: the embedded PostgreSQL 18) on the
-# 2-CPU bench machine, twice each: 20,000 messages: PostgreSQL 312.5 and 315.0 µs, the node 279.0 and 288.0 µs,
-# 0.262 transactions per message, 799 and 923 msg/s (load average ~3.9 from other work); 3,000 messages:
-# PostgreSQL 323.3 and 276.7 µs, the node 246.7 and 236.7 µs, 0.288 transactions per message. The means:
-TODAY_PG_US = {20_000: 314.0, 3_000: 300.0}
-TODAY_NODE_US = {20_000: 284.0, 3_000: 242.0}
-TODAY = "main at be0045a, 2026-12-01, `python -m bench.dbcost`, embedded PostgreSQL 18 (bench/report.py)"
+# (EINMAL_SMTP_CONNECTIONS=4, EINMAL_BATCH_SIZE=200), to smtp-sink, on the embedded PostgreSQL 18 of the
+# 2-CPU bench machine, 2026-12-01, main at be0045a. 20,000 messages, `python -m bench.dbcost` five times and
+# one full `python -m bench`: PostgreSQL 312.5, 315.0, 386.0, 237.0, 392.5, 257.0 µs; the node 279.0, 288.0,
+# 223.0, 218.5, 215.5, 201.5 µs; 0.261 transactions per message. 3,000 messages, `python -m bench.dbcost
+# --messages 3000` twice and `python -m bench --quick` once: PostgreSQL 323.3, 276.7, 200.0 µs; the node
+# 246.7, 236.7, 163.3 µs. The medians below. One run's figure varies by ±25% on this shared machine (the
+# slower runs, under load from other work, cost more CPU per message): a ratio near the target wants a rerun.
+TODAY_PG_US = {20_000: 314.0, 3_000: 277.0}
+TODAY_NODE_US = {20_000: 221.0, 3_000: 237.0}
+TODAY = ("medians of main at be0045a, 2026-12-01, `python -m bench.dbcost`, embedded PostgreSQL 18; one run "
+         "varies by ±25% (bench/report.py)")
 
 
 @dataclass
