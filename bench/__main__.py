@@ -1,12 +1,16 @@
 """einmal's throughput benchmark, in one run on one machine:
 
 1. the wire's limit: Postfix's smtp-source -> smtp-sink, 10 persistent sessions, ~4 KB messages;
-2. einmal end to end, one node (`einmal run`), 20 SMTP connections, to the same smtp-sink,
-   timed from the approval to the campaign's `sent`;
+2. einmal end to end, one node (`einmal run`) at einmal's defaults (any EINMAL_ variable of the
+   bench's environment is passed to the nodes), to the same smtp-sink, timed from the approval
+   to the campaign's `sent`; its database cost: transactions, and PostgreSQL's CPU per message
+   against today's engine (bench/dbcost.py);
 3. the same with two nodes;
 4. one node again, unsigned and DKIM-signed with Ed25519 and RSA-2048, interleaved (bench/signing.py);
 5. the recipient build of 1,000,000 subscribers against one bare INSERT … SELECT DISTINCT ON;
-6. the render cost per message, in this process (bench/render.py).
+6. a relay that answers the end of DATA after 0-100 ms: one node at 20 connections against a
+   pool of 20 aiosmtplib connections (bench/latency.py, bench/relay.py);
+7. the render cost per message, in this process (bench/render.py).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
 bench could not run, 3 when smtp-sink is missing and cannot be installed.
@@ -20,7 +24,7 @@ import time
 import anyio
 import asyncpg
 
-from bench import build, database, render, report, send, signing
+from bench import build, database, latency, render, report, send, signing
 from bench.sink import Sink, Unavailable, ensure_tools, wire
 from service.errors import EinmalError
 
@@ -83,8 +87,15 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
     say(f"recipient build: {args.subscribers:,} subscribers")
     built = await build.compare(server, args.subscribers, deadline=began + TIME_BUDGET)
     say(f"  seeded in {built.seed_seconds:.1f} s; {built.rows:,} recipients")
+    relayed = await latency.measure(server, relay_messages(args), args.tick, say)
     report.default(header, min(s for s, _ in wires), runs, built, say, render.figures())
     report.dkim(signed.pop("unsigned"), signed, say, verified)
+    report.latency(relayed, say)
+
+
+def relay_messages(args: argparse.Namespace) -> int:
+    """Messages to the relay that takes 0-100 ms: ~400 msg/s at best, so 5,000 at most (~15 s for the pool)."""
+    return max(100, min(5_000, args.messages // 4))
 
 
 def main(argv: list[str] | None = None) -> int:

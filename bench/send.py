@@ -15,13 +15,22 @@ import anyio
 import asyncpg
 
 from bench import database
+from bench.dbcost import Backends, cpu_seconds
 from bench.sink import Sink
 from service import campaigns
 
 ROOT = Path(__file__).resolve().parent.parent
 BODY_BYTES = 4096
 
-CONNECTIONS = 20  # SMTP connections per node: each group statement starts this many messages
+# set by the bench for each node; any other EINMAL_ variable in the bench's environment is passed to the
+# nodes (`EINMAL_SMTP_CONNECTIONS=20 make bench`); none: the nodes run at einmal's defaults
+BENCH_SETS = ("EINMAL_DATABASE_URL", "EINMAL_SMTP_HOST", "EINMAL_SMTP_PORT", "EINMAL_TICK_SECONDS",
+              "EINMAL_NODE_TIMEOUT_SECONDS", "EINMAL_LOG_LEVEL", "EINMAL_HTTP_ADDRESS", "EINMAL_INBOUND_SMTP_ADDRESS")
+
+
+def passed_settings() -> dict[str, str]:
+    """The EINMAL_ variables of the bench's environment that the nodes get as they are."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("EINMAL_") and k not in BENCH_SETS}
 
 
 def body() -> str:
@@ -45,6 +54,8 @@ class Run:
     statements: int = 0
     statement_method: str = ""
     top_statements: list[tuple[int, str]] = field(default_factory=list)  # (calls, query), pg_stat_statements
+    pg_cpu: float | None = None  # CPU seconds of PostgreSQL's backends serving the nodes (bench/dbcost.py)
+    node_cpu: float = 0.0  # CPU seconds of the node processes, approval -> sent
     rss: list[int] = field(default_factory=list)  # peak RSS (VmHWM) per node, bytes
     rss_samples: list[tuple[int, int]] = field(default_factory=list)  # (messages at sink, RSS) of node 0
     delivered: int = 0
@@ -57,10 +68,9 @@ class Run:
         return self.messages / self.seconds if self.seconds else 0.0
 
 
-def node_env(dsn: str, port: int, connections: int, batch: int, tick: float) -> dict[str, str]:
+def node_env(dsn: str, port: int, tick: float) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EINMAL_", "OTEL_")) and k != "DATABASE_URL"}
-    env.update(EINMAL_DATABASE_URL=dsn, EINMAL_SMTP_HOST="127.0.0.1", EINMAL_SMTP_PORT=str(port),
-               EINMAL_SMTP_CONNECTIONS=str(connections), EINMAL_BATCH_SIZE=str(batch),
+    env.update(passed_settings(), EINMAL_DATABASE_URL=dsn, EINMAL_SMTP_HOST="127.0.0.1", EINMAL_SMTP_PORT=str(port),
                EINMAL_TICK_SECONDS=str(tick), EINMAL_NODE_TIMEOUT_SECONDS=str(max(3 * tick, 30)),
                EINMAL_LOG_LEVEL="WARNING")
     return env
@@ -108,9 +118,9 @@ async def _stop(proc: subprocess.Popen, timeout: float = 30) -> int | None:
     return proc.returncode
 
 
-async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, connections: int = CONNECTIONS,
-                   batch: int = 500, tick: float = 60, timeout: float = 300, sample_rss: bool = False,
-                   say=print, extra_env: dict[str, str] | None = None, label: str = "") -> Run:
+async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, tick: float = 60, timeout: float = 300,
+                   sample_rss: bool = False, say=print, extra_env: dict[str, str] | None = None,
+                   label: str = "") -> Run:
     name = f"einmal_bench_{os.getpid()}_{nodes}n{label}"
     dsn = await database.fresh(server, name)
     logs = Path(tempfile.mkdtemp(prefix="einmal-bench-"))
@@ -126,15 +136,18 @@ async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, connec
         counter = database.Statements(server, name)
         await counter.start()
         run.statement_method = counter.method
-        env = node_env(dsn, sink.port, connections, batch, tick) | (extra_env or {})
+        env = node_env(dsn, sink.port, tick) | (extra_env or {})
         procs.extend(start_node(env, logs / f"node{i}.log") for i in range(nodes))
         monitor = Monitor(await asyncpg.connect(dsn), counter)
+        backends = Backends(server, name)
         try:
             with anyio.fail_after(60):  # each node heartbeats once its listener runs
                 while await monitor.fetchval("SELECT count(*) FROM einmal.nodes") < nodes:
                     if any(p.poll() is not None for p in procs):
                         raise RuntimeError(f"a node exited at start; see {logs}")
                     await anyio.sleep(0.05)
+            await backends.start(exclude={await monitor.fetchval("SELECT pg_backend_pid()")})
+            node_cpu = [cpu_seconds(p.pid) or 0.0 for p in procs]
             base = sink.arm()
             approved_wall, approved = time.time(), time.monotonic()
             await campaigns.transition(monitor.conn, "approve", campaign_id)
@@ -142,6 +155,7 @@ async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, connec
             while True:
                 sent_at = await monitor.fetchval(
                     "SELECT sent_at FROM einmal.campaigns WHERE id = $1 AND status = 'sent'", campaign_id)
+                await backends.sample()
                 if sent_at is not None:
                     run.seconds = sent_at.timestamp() - approved_wall
                     break
@@ -154,6 +168,8 @@ async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, connec
                 if sample_rss:
                     run.rss_samples.append((sink.messages - base, memory(procs[0].pid, "VmRSS")))
                 await anyio.sleep(0.25 if sample_rss else 0.1)
+            run.pg_cpu = await backends.stop()
+            run.node_cpu = sum((cpu_seconds(p.pid) or 0.0) - b for p, b in zip(procs, node_cpu, strict=True))
             run.first_seconds = sink.first_at - approved if sink.first_at is not None else None
             run.rss = [memory(p.pid, "VmHWM") for p in procs]
             sink.wait_messages(base + messages, timeout=5)
@@ -161,6 +177,7 @@ async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, connec
             run.last_seconds = sink.last_at - approved if run.delivered == messages else None
         finally:
             await monitor.conn.close()
+            await backends.close()
         codes = [await _stop(proc) for proc in procs]
         if any(codes):
             say(f"warning: node exit codes {codes}; see {logs}")

@@ -21,6 +21,7 @@ import time
 
 import psutil
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INSTALL_TIMEOUT = 600
 _COUNTER = re.compile(rb"sess=(\d+) quit=\d+ mesg=(\d+)")
 _NO_MAIL_SYSTEM = "postfix postfix/main_mailer_type select No configuration\n"
@@ -99,11 +100,13 @@ class Sink:
         self.last_at: float | None = None  # monotonic time of the latest message
         self._lock = threading.Lock()
 
-    def __enter__(self) -> "Sink":
+    def command(self) -> list[str]:
         user = ["-u", "nobody"] if os.geteuid() == 0 else []
         dump = ["-d", f"{self.dump}/m."] if self.dump else []
-        self.proc = subprocess.Popen([self.path, *user, *dump, "-c", f"127.0.0.1:{self.port}", "256"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return [self.path, *user, *dump, "-c", f"127.0.0.1:{self.port}", "256"]
+
+    def __enter__(self) -> "Sink":
+        self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
         self._reader = threading.Thread(target=self._read, name="smtp-sink counter", daemon=True)
         self._reader.start()
         deadline = time.monotonic() + 10
@@ -113,7 +116,9 @@ class Sink:
                 break
             except OSError as exc:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"smtp-sink did not start: {self.proc.stderr.read().decode()[:300]}") from exc
+                    self.__exit__()
+                    raise RuntimeError(f"the SMTP server did not start: {self.proc.stderr.read().decode()[:300]}"
+                                       ) from exc
                 time.sleep(0.05)
         self.wait_sessions(1, timeout=5)  # the probe's session ends in the counter
         return self
