@@ -59,7 +59,8 @@ async def test_a_connection_stalled_at_the_end_of_data_does_not_hold_the_others(
     campaign = await seed(conn, [f"w{i}@example.com" for i in range(total)])
     received = StallOne(total)
     async with recording_server(received) as port, \
-            running_node(node_settings(dsn, port, smtp_connections=4, batch_size=50)):
+            running_node(node_settings(dsn, port, smtp_connections=4, batch_size=50,
+                                      smtp_timeout_seconds=3 * STALL_SECONDS)):
         await approve(conn, campaign)
         await wait_status(conn, campaign, "sent", timeout=90)
     assert await counts(conn, campaign) == {"sent": total}
