@@ -37,6 +37,7 @@ from service.context import Batch, NodeContext, Outcome, Row
 log = logging.getLogger("einmal.sender")
 
 NOT_SENT = "not sent: the database connection failed"
+LINGER_TURNS = 4  # at most: a statement waits for no reply, only for steps already under way
 
 
 def columns(outcomes: list[Outcome]) -> tuple[list, ...]:
@@ -85,8 +86,12 @@ class Writer:
         try:
             while True:
                 await self.wake.wait()
-                # one turn of the event loop first: replies already read hand in their steps too
-                await anyio.lowlevel.checkpoint()
+                # turns of the event loop first, while they bring more: replies already in hand in their steps
+                for _ in range(LINGER_TURNS):
+                    waiting = len(self.waiting)
+                    await anyio.lowlevel.checkpoint()
+                    if len(self.waiting) == waiting:
+                        break
                 self.wake = anyio.Event()
                 if not self.waiting:
                     if self.stopping:

@@ -1,7 +1,7 @@
 """einmal's throughput benchmark, in one run on one machine:
 
 1. the wire's limit: Postfix's smtp-source -> smtp-sink, 10 persistent sessions, ~4 KB messages;
-2. einmal end to end, one node (`einmal run`), 20 SMTP connections, to the same smtp-sink,
+2. einmal end to end, one node (`einmal run`) at the default settings, to the same smtp-sink,
    timed from the approval to the campaign's `sent`;
 3. the same with two nodes;
 4. one node again, DKIM-signed with Ed25519 and with RSA-2048 (against the unsigned run);

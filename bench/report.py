@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from bench.build import Build
-from bench.send import CONNECTIONS, Run
+from bench.send import BATCH, CONNECTIONS, Run
 
 MB = 1024 * 1024
 RSS_LIMIT = 150 * MB
@@ -19,7 +19,7 @@ class Header:
     load: float  # the machine's load average over the minute before the bench
 
     def lines(self) -> list[str]:
-        return [f"einmal bench: ~4 KB messages, {CONNECTIONS} SMTP connections per node, batch 500, "
+        return [f"einmal bench: ~4 KB messages, {CONNECTIONS} SMTP connections per node, batch {BATCH}, "
                 f"EINMAL_TICK_SECONDS={self.tick:g}",
                 f"PostgreSQL {self.version} ({self.server}), {self.cpus} CPUs (load average {self.load:.2f} "
                 f"before the bench), smtp-sink on 127.0.0.1"]

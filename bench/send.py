@@ -17,11 +17,14 @@ import asyncpg
 from bench import database
 from bench.sink import Sink
 from service import campaigns
+from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 BODY_BYTES = 4096
 
-CONNECTIONS = 20  # SMTP connections per node: each group statement starts this many messages
+# the shipped defaults (EINMAL_SMTP_CONNECTIONS, EINMAL_BATCH_SIZE): the bench measures what a user gets
+CONNECTIONS = Settings.model_fields["smtp_connections"].default
+BATCH = Settings.model_fields["batch_size"].default
 
 
 def body() -> str:
@@ -109,7 +112,7 @@ async def _stop(proc: subprocess.Popen, timeout: float = 30) -> int | None:
 
 
 async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, connections: int = CONNECTIONS,
-                   batch: int = 500, tick: float = 60, timeout: float = 300, sample_rss: bool = False,
+                   batch: int = BATCH, tick: float = 60, timeout: float = 300, sample_rss: bool = False,
                    say=print, extra_env: dict[str, str] | None = None, label: str = "") -> Run:
     name = f"einmal_bench_{os.getpid()}_{nodes}n{label}"
     dsn = await database.fresh(server, name)
