@@ -131,6 +131,8 @@ class Sender:
         alone_until = 0.0
         while True:
             wait = max(self.paused_until, alone_until) - time.monotonic()
+            if wait <= 0 and self.feed.rows and not self.feed.closed:
+                await self.rate.take()  # before taking the row: a drain meanwhile leaves it to be released
             item = self.feed.take() if wait <= 0 else None
             if item is None:
                 if done is not None:  # nothing to send at once: record the last outcome now
@@ -144,7 +146,6 @@ class Sender:
                 else:
                     await self.feed.ready.wait()
                 continue
-            await self.rate.take()
             started = await self.writer.step(done, item)
             done = None
             if started:
