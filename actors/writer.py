@@ -26,7 +26,6 @@ import time
 from dataclasses import dataclass, field
 
 import anyio
-import anyio.lowlevel
 import asyncpg
 from anyio.streams.memory import MemoryObjectSendStream
 
@@ -37,7 +36,7 @@ from service.context import Batch, NodeContext, Outcome, Row
 log = logging.getLogger("einmal.sender")
 
 NOT_SENT = "not sent: the database connection failed"
-LINGER_TURNS = 4  # at most: a statement waits for no reply, only for steps already under way
+MAX_LINGER = 0.0025  # seconds
 
 
 def columns(outcomes: list[Outcome]) -> tuple[list, ...]:
@@ -64,6 +63,8 @@ class Writer:
         self.stopping = False
         self.error: Exception | None = None
         self.unrecorded: list[Outcome] = []  # for the next incarnation, under this token
+        self.busy = 0  # connections with a started row whose outcome they have not handed in yet
+        self.last_seconds = 0.0  # how long the last statement took
 
     async def step(self, done: tuple[Batch, Outcome] | None, start: tuple[Batch, Row] | None) -> bool:
         """Record `done` and start `start` in the next statement; True when `start` may go on the wire."""
@@ -71,6 +72,8 @@ class Writer:
             if done is not None:
                 self.unrecorded.append(done[1])
             return False
+        if done is not None:
+            self.busy -= 1
         step = Step(done, start)
         self.waiting.append(step)
         self.wake.set()
@@ -86,17 +89,12 @@ class Writer:
         try:
             while True:
                 await self.wake.wait()
-                # turns of the event loop first, while they bring more: replies already in hand in their steps
-                for _ in range(LINGER_TURNS):
-                    waiting = len(self.waiting)
-                    await anyio.lowlevel.checkpoint()
-                    if len(self.waiting) == waiting:
-                        break
                 self.wake = anyio.Event()
                 if not self.waiting:
                     if self.stopping:
                         return
                     continue
+                await self.gather()
                 self.writing, self.waiting = self.waiting, []
                 await self.write(self.writing)
                 self.writing = []
@@ -105,6 +103,20 @@ class Writer:
             self.feed.close()
         finally:
             self._give_up(self.writing + self.waiting)
+
+    async def gather(self) -> None:
+        """While other connections have a row on its way, wait for their steps, at most half as long as the
+        last statement took: otherwise the connections settle into two halves, each handing in while the
+        other's statement runs, and every statement's fixed cost (its commit) is paid for half of them.
+        A connection's reply never waits for another's: only its step does, briefly."""
+        deadline = time.monotonic() + min(self.last_seconds / 2, MAX_LINGER)
+        while self.busy and not self.stopping:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            with anyio.move_on_after(left):
+                await self.wake.wait()
+            self.wake = anyio.Event()
 
     def _give_up(self, steps: list[Step]) -> None:
         """Steps that may not have been written: their outcomes, and their unsent rows as never sent."""
@@ -121,7 +133,8 @@ class Writer:
         began = time.monotonic()
         rows = await self.conn.fetch(db.query("send_advance"), *columns(done), self.token,
                                      [step.start[1].id for step in steps if step.start is not None])
-        self.ctx.metrics.group_commit_seconds.observe(time.monotonic() - began)
+        self.last_seconds = time.monotonic() - began
+        self.ctx.metrics.group_commit_seconds.observe(self.last_seconds)
         recorded = rows[0]["recorded"] if rows else 0
         if recorded < len(done):
             log.warning("%d of %d results were not recorded: their rows are no longer this node's",
@@ -134,6 +147,7 @@ class Writer:
                 touched.append(step.done[0])
             if step.start is not None:
                 step.started = step.start[1].id in started
+                self.busy += step.started
                 if not step.started:  # settled by the statement: suppressed, paused or cancelled
                     settle(step.start[0], "not_started")
                     touched.append(step.start[0])
