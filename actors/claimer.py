@@ -1,39 +1,58 @@
 """Batch claimer: claims due rows with FOR UPDATE SKIP LOCKED for the sender.
 
-It claims only when the sender's channel has room, so a node never holds
-more than it can send; it takes campaigns in turn (interleaved by account)
-so one big campaign does not starve a small one.
+It claims only when the feed (actors/feed.py) wakes it, when the sender's
+rows run low, so a node never holds more than it can send; it takes
+campaigns in turn (interleaved by account) so one big campaign does not
+starve a small one. It compiles each campaign's template once, before its
+first claim: a campaign that cannot be rendered here is paused for the
+operator, and nothing of it is claimed.
 """
 
 import logging
 import time
+from contextlib import suppress
 
 import anyio
 import asyncpg
 from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectSendStream
 from opentelemetry import trace
 
-from service import db, telemetry
+from actors.feed import Feed
+from service import campaigns as campaign_ops
+from service import db, render, telemetry
 from service.context import Batch, NodeContext, Row
+from service.errors import UsageError
 
 log = logging.getLogger("einmal.claimer")
 
 IDLE_SECONDS = 0.5
-ROOM_POLL_SECONDS = 0.002
 LIST_SECONDS = 1.0  # how long the list of sending campaigns is reused while claiming
 
 
-async def _wait_for_room(stream: MemoryObjectSendStream[Batch]) -> None:
-    while True:
-        stats = stream.statistics()
-        if stats.current_buffer_used < stats.max_buffer_size or stats.tasks_waiting_receive:
-            return
-        await anyio.sleep(ROOM_POLL_SECONDS)
+class Templates:
+    """Each campaign's template, compiled once (a few dozen kept)."""
+
+    def __init__(self, ctx: NodeContext, conn: asyncpg.Connection) -> None:
+        self.ctx, self.conn, self.compiled = ctx, conn, {}
+
+    async def get(self, campaign_id: int) -> render.CampaignTemplate | None:
+        """The template; None when it cannot be rendered here (the campaign is paused then)."""
+        if campaign_id not in self.compiled:
+            if len(self.compiled) > 64:
+                self.compiled.clear()
+            campaign = await self.conn.fetchrow(db.query("campaign_for_render"), campaign_id)
+            try:
+                self.compiled[campaign_id] = render.CampaignTemplate.compile(dict(campaign), self.ctx.settings)
+            except UsageError as exc:
+                with suppress(UsageError):  # another node paused it first
+                    await campaign_ops.transition(self.conn, "pause", campaign_id, f"cannot render: {exc}")
+                log.error("campaign %d paused: it cannot be rendered: %s", campaign_id, exc)
+                return None
+        return self.compiled[campaign_id]
 
 
 async def claim(ctx: NodeContext, conn: asyncpg.Connection, token: str, campaign_id: int,
-                account_id: int) -> Batch | None:
+                account_id: int, template: render.CampaignTemplate) -> Batch | None:
     """Claim one batch of a campaign; None when nothing of it is due (and no trace for that)."""
     began = time.time_ns()
     records = await conn.fetch(db.query("send_claim_batch"), campaign_id, token, ctx.settings.batch_size)
@@ -54,25 +73,30 @@ async def claim(ctx: NodeContext, conn: asyncpg.Connection, token: str, campaign
     span.set_attribute("einmal.claimed", len(rows))
     span.set_attribute("einmal.suppressed", len(records) - len(rows))
     span.end()
-    return Batch(campaign_id, account_id, token, rows, root, time.monotonic())
+    return Batch(campaign_id, account_id, token, rows, root, time.monotonic(), template)
 
 
-async def run(ctx: NodeContext, token: str, to_sender: MemoryObjectSendStream[Batch], *,
+async def run(ctx: NodeContext, token: str, feed: Feed, *,
               task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     # one connection for the claimer's life
-    async with to_sender, db.actor_connection(ctx.pool, "claimer", token, ctx.settings.db_timeout_seconds) as conn:
+    async with db.actor_connection(ctx.pool, "claimer", token, ctx.settings.db_timeout_seconds) as conn:
         task_status.started()
+        templates = Templates(ctx, conn)
         turn, campaigns, listed_at = 0, [], -LIST_SECONDS
-        while not ctx.stopping.is_set():
-            await _wait_for_room(to_sender)
-            if ctx.stopping.is_set():
+        while not (ctx.stopping.is_set() or feed.closed):
+            await feed.room.wait()  # set by the sender when its rows run low
+            if ctx.stopping.is_set() or feed.closed:
                 break
             if time.monotonic() - listed_at >= LIST_SECONDS:  # the claim re-checks the status itself
                 campaigns, listed_at = await conn.fetch(db.query("campaign_sending")), time.monotonic()
             batch = None
             for i in range(len(campaigns)):
                 campaign = campaigns[(turn + i) % len(campaigns)]
-                batch = await claim(ctx, conn, token, campaign["id"], campaign["account_id"])
+                template = await templates.get(campaign["id"])
+                if template is None:
+                    listed_at = -LIST_SECONDS  # paused: list again
+                    break
+                batch = await claim(ctx, conn, token, campaign["id"], campaign["account_id"], template)
                 if batch:
                     turn = (turn + i + 1) % len(campaigns)
                     break
@@ -80,4 +104,4 @@ async def run(ctx: NodeContext, token: str, to_sender: MemoryObjectSendStream[Ba
                 if await ctx.claim_nudge.wait(IDLE_SECONDS) or campaigns:
                     listed_at = -LIST_SECONDS  # something changed, or idle: list again
                 continue
-            await to_sender.send(batch)
+            feed.put(batch)

@@ -1,10 +1,11 @@
 """Recorder: closes each batch — its counts, its log line, its trace.
 
-The outcomes themselves are written by the sender, grouped, in the same
-statement that starts the next group (or in one flush when none follows):
-that keeps at most one group per node on the wire unrecorded, the bound on
-what a crash can leave in doubt. By the time a batch reaches the recorder,
-its rows are final or back in the queue.
+The outcomes themselves are written by the sender's group-commit writer
+(actors/writer.py), each in the statement that starts its connection's next
+row, or alone when none follows: that keeps at most one message per
+connection on the wire unrecorded, the bound on what a crash can leave in
+doubt (docs/design.md §3). A batch reaches the recorder once every one of
+its rows is recorded, released or settled without SMTP.
 """
 
 import logging
@@ -17,16 +18,15 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from opentelemetry import trace
 
 from service import telemetry
-from service.context import BatchResult, NodeContext
+from service.context import Batch, NodeContext
 from service.metrics import Metrics
 
 log = logging.getLogger("einmal.recorder")
 
 
-def close(result: BatchResult, metrics: Metrics | None = None) -> Counter:
-    batch = result.batch
-    counts = Counter(o.status for o in result.outcomes)
-    counts.update(result.settled)
+def close(batch: Batch, metrics: Metrics | None = None) -> Counter:
+    counts = Counter(o.status for o in batch.outcomes)
+    counts.update(batch.settled)
     with telemetry.tracer().start_as_current_span("record", context=trace.set_span_in_context(batch.span)):
         for status, count in counts.items():
             batch.span.set_attribute(f"einmal.outcome.{status}", count)
@@ -34,16 +34,16 @@ def close(result: BatchResult, metrics: Metrics | None = None) -> Counter:
     batch.span.end()
     if metrics is not None:  # once per batch, with its counts
         metrics.count(counts)
-        metrics.count_replies(o.reply for o in result.outcomes)
+        metrics.count_replies(o.reply for o in batch.outcomes)
         metrics.rows_in_flight.dec(len(batch.rows))
         if batch.began:
             metrics.batch_seconds.observe(time.monotonic() - batch.began)
     return counts
 
 
-async def run(ctx: NodeContext, token: str, results: MemoryObjectReceiveStream[BatchResult], *,
+async def run(ctx: NodeContext, token: str, batches: MemoryObjectReceiveStream[Batch], *,
               task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-    async with results:
+    async with batches:
         task_status.started()
-        async for result in results:
-            close(result, ctx.metrics)
+        async for batch in batches:
+            close(batch, ctx.metrics)

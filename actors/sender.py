@@ -1,46 +1,45 @@
-"""Sender: delivers claimed batches over a pool of persistent SMTP connections.
+"""Sender: the SMTP connections, each a standing worker (docs/design.md §3, §5).
 
-For each group of messages (one per connection) it first moves the group
-claimed -> sending in one statement that re-checks the claim fence, the
-suppressions and the campaign's status; only the rows that statement
-returns go on the wire, each after one last look at the in-memory
-suppression set. A crash can therefore leave at most one message per
-connection in doubt.
+Each of the EINMAL_SMTP_CONNECTIONS connections takes its next claimed row
+from the feed as soon as its own reply is in; no connection waits for
+another's. Before its DATA goes out, the row's move claimed -> sending must
+have committed: the connection hands its last outcome and its next row to
+the group-commit writer (actors/writer.py), which records and starts them,
+together with every other connection's, in one statement that re-checks the
+claim fence, the suppressions and the campaign's status. A started row then
+gets one last look at the in-memory suppression set. A crash can therefore
+leave at most one message per connection in doubt.
 
-When no connection of a group reaches the server (down, TLS or AUTH
-refused) nothing was sent: the group goes back to the queue with no
-attempt counted, the rest of the batch is released, one line is logged,
-and the sender takes no next batch for a pause that doubles (from
+A connection that cannot reach the server (down, TLS or AUTH refused) sent
+nothing: its row goes back to the queue with no attempt counted, one line is
+logged, and no connection takes a row for a pause that doubles (from
 EINMAL_RETRY_BASE_SECONDS, at most 0.5 s, up to 30 s) while it lasts. The
-claimer, blocked by the full channel, claims no more than the one batch
-the channel buffers meanwhile.
+feed, no longer emptied, stops the claimer, so no more than about one batch
+stays claimed meanwhile. A connection refused while others got through waits
+one first pause alone.
+
+A drain, or a failed claimer, closes the feed: each connection finishes the
+message it has on the wire, hands in its outcome, and stops; the rows never
+handed out are released.
 """
 
 import logging
 import time
-from contextlib import suppress
 
 import anyio
-import asyncpg
 from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from opentelemetry import trace
+from anyio.streams.memory import MemoryObjectSendStream
 
-from service import campaigns, db, render, telemetry
-from service.context import Batch, BatchResult, NodeContext, Outcome, Row
-from service.errors import UsageError
+from actors.feed import Feed
+from actors.writer import Writer
+from service import db, render
+from service.context import Batch, NodeContext, Outcome, Row
 from service.smtp import Outcome as Smtp
 from service.smtp import SmtpConnection, SmtpUnavailable
 
 log = logging.getLogger("einmal.sender")
 
 MIN_PAUSE, MAX_FIRST_PAUSE, MAX_PAUSE = 0.05, 0.5, 30.0  # seconds, while the server is unreachable
-
-
-def columns(outcomes: list[Outcome]) -> tuple[list, ...]:
-    """The outcomes as the six arrays send_advance takes."""
-    return ([o.id for o in outcomes], [o.status for o in outcomes], [o.reply[:1000] for o in outcomes],
-            [o.attempts for o in outcomes], [o.retry_after for o in outcomes], [o.bounce for o in outcomes])
 
 
 class RateLimiter:
@@ -50,38 +49,26 @@ class RateLimiter:
         self.interval = 1.0 / rate if rate else 0.0
         self.next = time.monotonic()
 
-    async def take(self, n: int) -> None:
+    async def take(self) -> None:
         if not self.interval:
             return
         now = time.monotonic()
         self.next = max(self.next, now)
-        wait, self.next = self.next - now, self.next + n * self.interval
+        wait, self.next = self.next - now, self.next + self.interval
         if wait > 0:
             await anyio.sleep(wait)
 
 
 class Sender:
-    def __init__(self, ctx: NodeContext, token: str, halt: anyio.Event | None = None) -> None:
-        self.ctx, self.token = ctx, token
-        self.halt = halt or anyio.Event()  # set when the claimer failed: finish the group, give back the rest
+    def __init__(self, ctx: NodeContext, token: str, feed: Feed) -> None:
+        self.ctx, self.token, self.feed = ctx, token, feed
         self.connections = [SmtpConnection(ctx.settings) for _ in range(ctx.settings.smtp_connections)]
-        self.templates: dict[int, render.CampaignTemplate] = {}
         self.rate = RateLimiter(ctx.settings.rate_limit)
         self.first_pause = min(MAX_FIRST_PAUSE, max(ctx.settings.retry_base_seconds, MIN_PAUSE))
-        self.pause = self.first_pause  # grows while the server stays down or refuses us
-        self.unavailable: str | None = None  # why the last group reached no server at all
-        self.returned = 0  # rows of the last batch given back because of it
-        self.pending: list[Outcome] = []  # outcomes of the last group, not yet recorded
-        self.starting: list[Row] = []  # the group being moved to sending: none of it is on the wire yet
-        self.db: asyncpg.Connection  # set by run()
-
-    async def template(self, campaign_id: int) -> render.CampaignTemplate:
-        if campaign_id not in self.templates:
-            if len(self.templates) > 64:
-                self.templates.clear()
-            campaign = await self.db.fetchrow(db.query("campaign_for_render"), campaign_id)
-            self.templates[campaign_id] = render.CampaignTemplate.compile(dict(campaign), self.ctx.settings)
-        return self.templates[campaign_id]
+        self.pause = self.first_pause  # the next pause; grows while the server stays down or refuses us
+        self.paused_until = 0.0  # time.monotonic() until which no connection takes a row
+        self.reached = 0  # messages that reached the server, on any connection
+        self.writer: Writer  # set by run()
 
     def outcome(self, row: Row, status: Smtp, reply: str) -> Outcome:
         settings = self.ctx.settings
@@ -113,99 +100,73 @@ class Sender:
         result = await connection.send(template.envelope_sender(row.subscriber_id), row.email, message)
         return self.outcome(row, result.outcome, result.reply)
 
-    async def send_group(self, template: render.CampaignTemplate, group: list[Row]) -> list[Outcome]:
-        """One message per connection at once. A connection that cannot reach the server puts its row
-        back in the queue with no attempt counted; when none got through, the sender pauses."""
-        outcomes: list[Outcome] = []
-        down: list[str] = []
-
-        async def one(connection: SmtpConnection, row: Row) -> None:
-            try:
-                outcomes.append(await self.deliver(connection, template, row))
-            except SmtpUnavailable as exc:
-                down.append(str(exc))
-                outcomes.append(Outcome(row.id, "queued", f"not sent: {exc}"))
-
-        async with anyio.create_task_group() as tg:
-            for connection, row in zip(self.connections, group, strict=False):
-                tg.start_soon(one, connection, row)
-        if down and len(down) == len(outcomes):
-            self.unavailable = self.ctx.smtp_unavailable = down[0]
-            self.returned += len(down)
-        elif outcomes:
-            self.pause = self.first_pause
-            self.ctx.smtp_unavailable = None
-        return outcomes
-
-    async def back_off(self) -> None:
-        """One line per failed try, then no next batch (so no claim beyond the one buffered) for a
-        pause that doubles while the server stays unreachable; cut short by a drain."""
-        log.warning("%s; nothing sent, %d row(s) back in the queue with no attempt counted; next try in %.1fs",
-                    self.unavailable, self.returned, self.pause)
-        with anyio.move_on_after(self.pause):
-            await self.ctx.stopping.wait()
-        self.pause = min(self.pause * 2, MAX_PAUSE)
-        self.unavailable, self.returned = None, 0
-
-    async def advance(self, group: list[Row]) -> set[int]:
-        """Record the outcomes waiting from the last group and start `group`: one statement."""
-        self.starting = group
-        began = time.monotonic()
-        rows = await self.db.fetch(db.query("send_advance"), *columns(self.pending), self.token,
-                                   [row.id for row in group])
-        self.ctx.metrics.group_commit_seconds.observe(time.monotonic() - began)
-        pending, self.pending, self.starting = self.pending, [], []  # kept until written: see run()
-        self._check_recorded(len(pending), rows[0]["recorded"] if rows else 0)
-        return {r["id"] for r in rows if r["id"] is not None}
-
-    async def flush(self) -> None:
-        """Record what is waiting when no next group follows at once."""
-        if self.pending:
-            await self.advance([])
-            self.ctx.campaign_nudge.set()  # this node's share may be done: the scheduler checks at once
-
-    def _check_recorded(self, expected: int, recorded: int) -> None:
-        if recorded < expected:
-            log.warning("%d of %d results were not recorded: their rows are no longer this node's",
-                        expected - recorded, expected)
-
-    async def pause_campaign(self, batch: Batch, reason: str) -> None:
-        """A campaign that cannot be rendered here is paused for the operator, its batch released."""
-        await self.release(batch.rows)
-        with suppress(UsageError):  # another node paused it first
-            await campaigns.transition(self.db, "pause", batch.campaign_id, f"cannot render: {reason}")
-        log.error("campaign %d paused: it cannot be rendered: %s", batch.campaign_id, reason)
-
-    async def send_batch(self, batch: Batch) -> BatchResult:
-        result = BatchResult(batch, [])
+    async def attempt(self, connection: SmtpConnection, batch: Batch, row: Row) -> tuple[Outcome, float]:
+        """The row's outcome, and how long this connection alone should wait before its next row."""
+        seen = self.reached
         try:
-            template = await self.template(batch.campaign_id)
-        except UsageError as exc:
-            await self.pause_campaign(batch, str(exc))
-            result.settled["released"] = len(batch.rows)
-            return result
-        n = len(self.connections)
-        with telemetry.tracer().start_as_current_span("send", context=trace.set_span_in_context(batch.span)):
-            for start in range(0, len(batch.rows), n):
-                group = batch.rows[start:start + n]
-                if self.ctx.stopping.is_set() or self.halt.is_set() or self.unavailable is not None:
-                    # draining, the claimer failed, or the server is down or refuses us: give the rest back
-                    await self.release(batch.rows[start:])
-                    result.settled["released"] = len(batch.rows) - start
-                    self.returned += len(batch.rows) - start
-                    break
-                await self.rate.take(len(group))
-                started = await self.advance(group)
-                if len(started) < len(group):
-                    result.settled["not_started"] = result.settled.get("not_started", 0) + len(group) - len(started)
-                outcomes = await self.send_group(template, [r for r in group if r.id in started])
-                self.pending = outcomes
-                result.outcomes.extend(outcomes)
-        return result
+            outcome = await self.deliver(connection, batch.template, row)
+        except SmtpUnavailable as exc:
+            return Outcome(row.id, "queued", f"not sent: {exc}"), self.unreachable(str(exc), seen)
+        self.reached += 1
+        self.pause, self.ctx.smtp_unavailable = self.first_pause, None
+        return outcome, 0.0
 
-    async def release(self, rows: list[Row]) -> None:
-        if rows:
-            await self.db.execute(db.query("send_release"), [row.id for row in rows], self.token)
+    def unreachable(self, reason: str, seen: int) -> float:
+        """One line per failed try, then a pause of every connection that doubles while the server stays
+        unreachable; a connection refused while others got through waits alone."""
+        if self.reached > seen:
+            return self.first_pause
+        now = time.monotonic()
+        if now >= self.paused_until:  # else a try of the pause under way
+            self.ctx.smtp_unavailable = reason
+            log.warning("%s; nothing sent, the row is back in the queue with no attempt counted; "
+                        "next try in %.1fs", reason, self.pause)
+            self.paused_until = now + self.pause
+            self.pause = min(self.pause * 2, MAX_PAUSE)
+        return 0.0
+
+    async def work(self, connection: SmtpConnection) -> None:
+        """One connection: record the last outcome and start the next row in one step, send, repeat."""
+        done: tuple[Batch, Outcome] | None = None
+        alone_until = 0.0
+        while True:
+            wait = max(self.paused_until, alone_until) - time.monotonic()
+            if wait <= 0 and self.feed.rows and not self.feed.closed:
+                await self.rate.take()  # before taking the row: a drain meanwhile leaves it to be released
+            item = self.feed.take() if wait <= 0 else None
+            if item is None:
+                if done is not None:  # nothing to send at once: record the last outcome now
+                    await self.writer.step(done, None)
+                    done = None
+                elif self.feed.closed:
+                    return
+                elif wait > 0:
+                    with anyio.move_on_after(wait):  # cut short by a drain
+                        await self.feed.stopped.wait()
+                else:
+                    await self.feed.ready.wait()
+                continue
+            started = await self.writer.step(done, item)
+            done = None
+            if started:
+                outcome, alone = await self.attempt(connection, *item)
+                done, alone_until = (item[0], outcome), time.monotonic() + alone
+
+    async def send_all(self) -> None:
+        """The connections and the writer, until the feed is closed and the last outcome is written."""
+        async def close_on_stop() -> None:
+            await self.ctx.stopping.wait()
+            self.feed.close()
+
+        async with anyio.create_task_group() as watch:
+            watch.start_soon(close_on_stop)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.writer.run)
+                async with anyio.create_task_group() as workers:
+                    for connection in self.connections:
+                        workers.start_soon(self.work, connection)
+                self.writer.stop()
+            watch.cancel_scope.cancel()
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -213,27 +174,27 @@ class Sender:
                 await connection.close()
 
 
-async def run(ctx: NodeContext, token: str, batches: MemoryObjectReceiveStream[Batch],
-              to_recorder: MemoryObjectSendStream[BatchResult], halt: anyio.Event | None = None, *,
+async def run(ctx: NodeContext, token: str, feed: Feed, to_recorder: MemoryObjectSendStream[Batch], *,
               task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-    sender = Sender(ctx, token, halt)
+    sender = Sender(ctx, token, feed)
+    writer = None
     try:
-        # one connection for the sender's life: no pool round trip (and reset) per group
-        async with batches, to_recorder, db.actor_connection(ctx.pool, "sender", token,
-                                                             ctx.settings.db_timeout_seconds) as sender.db:
+        # one connection for the sender's life: the writer's
+        async with to_recorder, db.actor_connection(ctx.pool, "sender", token,
+                                                    ctx.settings.db_timeout_seconds) as conn:
+            # the writer's statement, prepared once, runs thousands of times with arrays of a few ids:
+            # planning it anew each time was a quarter of its cost (docs/design.md §2)
+            await conn.execute("SET plan_cache_mode = force_generic_plan")
+            sender.writer = writer = Writer(ctx, token, conn, feed, to_recorder)
             task_status.started()
-            async for batch in batches:
-                result = await sender.send_batch(batch)
-                if sender.unavailable or not batches.statistics().current_buffer_used:
-                    await sender.flush()  # no next group follows at once
-                await to_recorder.send(result)
-                if sender.unavailable:
-                    await sender.back_off()
-            await sender.flush()
+            await sender.send_all()
+            if writer.error is not None:
+                raise writer.error
+            await feed.claimer_done.wait()
+            await writer.release(feed.rest())
     finally:
-        # known answers, and a group whose move to sending may or may not have committed but that never
-        # reached the wire (back to the queue, no attempt): the next incarnation records them before any rescue
-        unsent = [Outcome(row.id, "queued", "not sent: the database connection failed") for row in sender.starting]
-        if sender.pending or unsent:
-            ctx.unrecorded.append((token, sender.pending + unsent))
+        # answers got but not written, and rows being started that never reached the wire (back to the
+        # queue, no attempt): the next incarnation records them before any rescue
+        if writer is not None and writer.unrecorded:
+            ctx.unrecorded.append((token, writer.unrecorded))
         await sender.close()

@@ -47,16 +47,6 @@ class Row:
 
 
 @dataclass
-class Batch:
-    campaign_id: int
-    account_id: int
-    token: str
-    rows: list[Row]
-    span: object = None  # the batch's root span, ended by the recorder
-    began: float = 0.0  # time.monotonic() at its claim
-
-
-@dataclass
 class Outcome:
     id: int
     status: str  # sent | failed | queued | in_doubt | suppressed
@@ -66,11 +56,24 @@ class Outcome:
     bounce: bool = False
 
 
-@dataclass
-class BatchResult:
-    batch: Batch
-    outcomes: list[Outcome]
+@dataclass(eq=False)  # hashed by identity: the writer tracks batches in flight
+class Batch:
+    """One claim's rows, from the claim until every row is settled (then the recorder closes it)."""
+    campaign_id: int
+    account_id: int
+    token: str
+    rows: list[Row]
+    span: object = None  # the batch's root span, ended by the recorder
+    began: float = 0.0  # time.monotonic() at its claim
+    template: object = None  # the campaign's render.CampaignTemplate, compiled by the claimer
+    outcomes: list[Outcome] = field(default_factory=list)  # recorded SMTP outcomes
     settled: dict[str, int] = field(default_factory=dict)  # rows settled without SMTP, by status
+    send_span: object = None  # from the batch's entry into the sender to its last row settled
+
+    @property
+    def left(self) -> int:
+        """Rows not settled yet."""
+        return len(self.rows) - len(self.outcomes) - sum(self.settled.values())
 
 
 @dataclass

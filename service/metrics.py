@@ -37,7 +37,7 @@ class Metrics:
         self.batch_seconds = Histogram("einmal_batch_duration_seconds", "From a batch's claim to its close",
                                        buckets=BATCH_BUCKETS, registry=r)
         self.group_commit_seconds = Histogram("einmal_group_commit_duration_seconds",
-                                              "One group-commit statement (outcomes recorded, next group started)",
+                                              "One group-commit statement (outcomes recorded, next rows started)",
                                               buckets=LATENCY_BUCKETS, registry=r)
         self.rows_claimed = Counter("einmal_rows_claimed", "Send rows claimed by this process", registry=r)
         self.rows_in_flight = Gauge("einmal_rows_in_flight", "Send rows this process holds: claimed, not yet "

@@ -31,8 +31,10 @@ import asyncpg
 from anyio.abc import TaskStatus
 
 from actors import builder, claimer, http, inbound_smtp, listener, recorder, scheduler, sender
+from actors.feed import Feed
+from actors.writer import columns
 from service import db, dkim, logs, telemetry, web
-from service.context import Batch, BatchResult, NodeContext
+from service.context import Batch, NodeContext
 from service.errors import ConfigError
 from service.metrics import Metrics
 from service.settings import Settings
@@ -60,7 +62,7 @@ async def record_unrecorded(ctx: NodeContext, conn: asyncpg.Connection) -> None:
     under its own token, before what is left of its rows is returned as a dead node's."""
     while ctx.unrecorded:
         token, outcomes = ctx.unrecorded[0]
-        await conn.fetch(db.query("send_advance"), *sender.columns(outcomes), token, [])  # no next group
+        await conn.fetch(db.query("send_advance"), *columns(outcomes), token, [])  # no next row
         ctx.unrecorded.pop(0)
 
 
@@ -85,22 +87,25 @@ class SendPipeline:
                 await conn.fetchrow(db.query("node_rescue"), ctx.settings.node_timeout_seconds,
                                     ctx.settings.in_doubt, ctx.retired_tokens, ctx.settings.max_attempts)
                 ctx.retired_tokens.clear()
-        to_sender, batches = anyio.create_memory_object_stream[Batch](1)
-        to_recorder, results = anyio.create_memory_object_stream[BatchResult](8)
-        halt = anyio.Event()  # the claimer failed: the sender finishes its group, gives back the rest
+        settings = ctx.settings
+        # the claimer is woken when fewer rows than this wait to be sent (docs/design.md §5)
+        feed = Feed(max(settings.smtp_connections, settings.batch_size // 2))
+        to_recorder, batches = anyio.create_memory_object_stream[Batch](8)
         failed: list[Exception] = []
 
         async def claim(*, task_status: TaskStatus[None]) -> None:
             task_status.started()
             try:
-                await claimer.run(ctx, token, to_sender)
+                await claimer.run(ctx, token, feed)
             except Exception as exc:  # its own connection: no reason to cut the SMTP transactions under way
                 failed.append(exc)
-                halt.set()
+                feed.close()  # the connections finish the messages on the wire; the rest is released
+            finally:
+                feed.claimer_done.set()
 
         async with anyio.create_task_group() as tg:
-            await tg.start(recorder.run, ctx, token, results)
-            await tg.start(sender.run, ctx, token, batches, to_recorder, halt)
+            await tg.start(recorder.run, ctx, token, batches)
+            await tg.start(sender.run, ctx, token, feed, to_recorder)
             await tg.start(claim)
             task_status.started()
         if failed:

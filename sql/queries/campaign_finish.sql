@@ -2,8 +2,10 @@
 WITH finished AS (
     UPDATE einmal.campaigns c SET status = 'sent', sent_at = now(), updated_at = now()
     WHERE c.id = $1 AND c.status = 'sending' AND c.recipients_built_at IS NOT NULL
+      -- two probes, each of a partial index (sends_claimable, sends_held): rows still open are few
+      AND NOT EXISTS (SELECT 1 FROM einmal.sends s WHERE s.campaign_id = c.id AND s.status = 'queued')
       AND NOT EXISTS (SELECT 1 FROM einmal.sends s
-                      WHERE s.campaign_id = c.id AND s.status IN ('queued', 'claimed', 'sending'))
+                      WHERE s.campaign_id = c.id AND s.status IN ('claimed', 'sending'))
     RETURNING c.id
 )
 SELECT id, pg_notify('einmal_campaign', id::text) FROM finished

@@ -1,0 +1,176 @@
+"""Group commit: the one writer of a send pipeline's row transitions (docs/design.md §3, §5).
+
+Each SMTP connection hands the writer a step: the outcome of its last
+message to record (if any) and the row it would send next to start,
+claimed -> sending (if any). The writer takes every step waiting at that
+moment, writes them all in one send_advance statement on the sender's
+database connection, and answers each connection whether its row started.
+A connection writes its next DATA only after that answer, and its previous
+outcome is recorded by the same statement that starts its next row: so each
+connection has at most one message on the wire unrecorded, whatever the
+others do. Steps that arrive while a statement runs wait for the next one.
+
+A statement that fails (the database went away, it timed out) fails the
+writer: the outcomes it carried, and each row it was starting as "back to
+the queue, never sent", are kept for the next incarnation, as are the
+outcomes the connections still hand in while they finish the message they
+have on the wire (NodeContext.unrecorded); the feed closes, and the
+pipeline fails once they are done.
+
+The writer also settles the batches: once every row of a batch is recorded,
+released or not started, the batch goes to the recorder.
+"""
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import anyio
+import asyncpg
+from anyio.streams.memory import MemoryObjectSendStream
+
+from actors.feed import Feed
+from service import db
+from service.context import Batch, NodeContext, Outcome, Row
+
+log = logging.getLogger("einmal.sender")
+
+NOT_SENT = "not sent: the database connection failed"
+MAX_LINGER = 0.0025  # seconds
+
+
+def columns(outcomes: list[Outcome]) -> tuple[list, ...]:
+    """The outcomes as the six arrays send_advance takes."""
+    return ([o.id for o in outcomes], [o.status for o in outcomes], [o.reply[:1000] for o in outcomes],
+            [o.attempts for o in outcomes], [o.retry_after for o in outcomes], [o.bounce for o in outcomes])
+
+
+@dataclass(eq=False)
+class Step:
+    done: tuple[Batch, Outcome] | None  # the connection's last outcome, to record
+    start: tuple[Batch, Row] | None  # the row it would send next, to start
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    started: bool = False
+
+
+class Writer:
+    def __init__(self, ctx: NodeContext, token: str, conn: asyncpg.Connection, feed: Feed,
+                 to_recorder: MemoryObjectSendStream[Batch]) -> None:
+        self.ctx, self.token, self.conn, self.feed, self.to_recorder = ctx, token, conn, feed, to_recorder
+        self.waiting: list[Step] = []
+        self.writing: list[Step] = []  # the steps of the statement under way
+        self.wake = anyio.Event()
+        self.stopping = False
+        self.error: Exception | None = None
+        self.unrecorded: list[Outcome] = []  # for the next incarnation, under this token
+        self.busy = 0  # connections with a started row whose outcome they have not handed in yet
+        self.last_seconds = 0.0  # how long the last statement took
+
+    async def step(self, done: tuple[Batch, Outcome] | None, start: tuple[Batch, Row] | None) -> bool:
+        """Record `done` and start `start` in the next statement; True when `start` may go on the wire."""
+        if self.error is not None:
+            if done is not None:
+                self.unrecorded.append(done[1])
+            return False
+        if done is not None:
+            self.busy -= 1
+        step = Step(done, start)
+        self.waiting.append(step)
+        self.wake.set()
+        await step.answered.wait()
+        return step.started
+
+    def stop(self) -> None:
+        """No connection hands in anything more: write what waits, then end."""
+        self.stopping = True
+        self.wake.set()
+
+    async def run(self) -> None:
+        try:
+            while True:
+                await self.wake.wait()
+                self.wake = anyio.Event()
+                if not self.waiting:
+                    if self.stopping:
+                        return
+                    continue
+                await self.gather()
+                self.writing, self.waiting = self.waiting, []
+                await self.write(self.writing)
+                self.writing = []
+        except Exception as exc:  # the pipeline fails with it once the connections are done
+            self.error = exc
+            self.feed.close()
+        finally:
+            self._give_up(self.writing + self.waiting)
+
+    async def gather(self) -> None:
+        """While other connections have a row on its way, wait for their steps, at most half as long as the
+        last statement took: otherwise the connections settle into two halves, each handing in while the
+        other's statement runs, and every statement's fixed cost (its commit) is paid for half of them.
+        A connection's reply never waits for another's: only its step does, briefly."""
+        deadline = time.monotonic() + min(self.last_seconds / 2, MAX_LINGER)
+        while self.busy and not self.stopping:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            with anyio.move_on_after(left):
+                await self.wake.wait()
+            self.wake = anyio.Event()
+
+    def _give_up(self, steps: list[Step]) -> None:
+        """Steps that may not have been written: their outcomes, and their unsent rows as never sent."""
+        for step in steps:
+            if step.done is not None:
+                self.unrecorded.append(step.done[1])
+            if step.start is not None:
+                self.unrecorded.append(Outcome(step.start[1].id, "queued", NOT_SENT))
+            step.answered.set()
+        self.writing, self.waiting = [], []
+
+    async def write(self, steps: list[Step]) -> None:
+        done = [step.done[1] for step in steps if step.done is not None]
+        began = time.monotonic()
+        rows = await self.conn.fetch(db.query("send_advance"), *columns(done), self.token,
+                                     [step.start[1].id for step in steps if step.start is not None])
+        self.last_seconds = time.monotonic() - began
+        self.ctx.metrics.group_commit_seconds.observe(self.last_seconds)
+        recorded = rows[0]["recorded"] if rows else 0
+        if recorded < len(done):
+            log.warning("%d of %d results were not recorded: their rows are no longer this node's",
+                        len(done) - recorded, len(done))
+        started = {r["id"] for r in rows if r["id"] is not None}
+        touched: list[Batch] = []
+        for step in steps:
+            if step.done is not None:
+                step.done[0].outcomes.append(step.done[1])
+                touched.append(step.done[0])
+            if step.start is not None:
+                step.started = step.start[1].id in started
+                self.busy += step.started
+                if not step.started:  # settled by the statement: suppressed, paused or cancelled
+                    settle(step.start[0], "not_started")
+                    touched.append(step.start[0])
+            step.answered.set()
+        self.writing = []
+        await self.close_settled(touched)
+
+    async def release(self, items: list[tuple[Batch, Row]]) -> None:
+        """Give rows never handed to a connection back to the queue."""
+        if items:
+            await self.conn.execute(db.query("send_release"), [row.id for _, row in items], self.token)
+        for batch, _ in items:
+            settle(batch, "released")
+        await self.close_settled([batch for batch, _ in items])
+
+    async def close_settled(self, batches: list[Batch]) -> None:
+        for batch in dict.fromkeys(batches):
+            if batch.left == 0:
+                batch.send_span.end()
+                await self.to_recorder.send(batch)
+                if not self.feed.rows:
+                    self.ctx.campaign_nudge.set()  # this node's share may be done: the scheduler checks at once
+
+
+def settle(batch: Batch, status: str) -> None:
+    batch.settled[status] = batch.settled.get(status, 0) + 1
