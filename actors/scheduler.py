@@ -31,7 +31,7 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
         # this node's own retired tokens are the send pipeline's to return, after it recorded
         # what they got answered (service/node.py)
         rescued = await conn.fetchrow(db.query("node_rescue"), settings.node_timeout_seconds,
-                                      settings.in_doubt, [])
+                                      settings.in_doubt, [], settings.max_attempts)
         if rescued["nodes"] or rescued["queued"] or rescued["in_doubt"]:
             log.warning("returned rows of %d dead node(s): %d queued again, %d in doubt",
                         rescued["nodes"], rescued["queued"], rescued["in_doubt"])

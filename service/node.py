@@ -85,7 +85,7 @@ class SendPipeline:
             await record_unrecorded(ctx, conn)
             if ctx.retired_tokens:
                 await conn.fetchrow(db.query("node_rescue"), ctx.settings.node_timeout_seconds,
-                                    ctx.settings.in_doubt, ctx.retired_tokens)
+                                    ctx.settings.in_doubt, ctx.retired_tokens, ctx.settings.max_attempts)
                 ctx.retired_tokens.clear()
         settings = ctx.settings
         # the claimer is woken when fewer rows than this wait to be sent (docs/design.md §5)
@@ -235,7 +235,8 @@ async def _leave(ctx: NodeContext) -> None:
         async with ctx.pool.acquire() as conn:
             await record_unrecorded(ctx, conn)
             rescued = await conn.fetchrow(db.query("node_rescue"), ctx.settings.node_timeout_seconds,
-                                          ctx.settings.in_doubt, [*ctx.retired_tokens, ctx.token])
+                                          ctx.settings.in_doubt, [*ctx.retired_tokens, ctx.token],
+                                          ctx.settings.max_attempts)
         if rescued["in_doubt"]:
             log.warning("%d message(s) left in doubt", rescued["in_doubt"])
     except (OSError, ConnectionError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:

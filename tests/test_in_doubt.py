@@ -123,6 +123,29 @@ async def test_resend_queues_the_rows_of_a_killed_node_again_with_the_same_messa
     received = times_received(server)
     assert {i for i, n in received.items() if n == 2} == killed.in_flight, "at least once, same Message-ID"
     assert set(received.values()) == {1, 2} and len(received) == RECIPIENTS
+    attempts = await conn.fetch("SELECT attempts, count(*) AS n FROM einmal.sends WHERE campaign_id = $1"
+                                " GROUP BY attempts", killed.campaign)
+    assert {r["attempts"]: r["n"] for r in attempts} == {0: RECIPIENTS - CONNECTIONS, 1: CONNECTIONS}, \
+        "the send cut short by the kill counts as an attempt"
+
+
+async def test_resend_leaves_a_killed_nodes_rows_in_doubt_once_they_have_had_their_attempts(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    """A node dying mid-transaction again and again must not resend without end: the rescue counts the
+    attempt, and at EINMAL_MAX_ATTEMPTS the row is in doubt, for reconcile, instead of queued again."""
+    with FaultServer() as server:
+        killed = await kill_mid_transaction(conn, dsn, server, tmp_path / "victim.log", "resend")
+        survivor = start_node({**killed.env, "EINMAL_MAX_ATTEMPTS": "1"}, tmp_path / "survivor.log")
+        try:
+            await wait_status(conn, killed.campaign, "sent", timeout=30)
+        finally:
+            assert await stop_node(survivor) == 0
+    assert await counts(conn, killed.campaign) == {"sent": RECIPIENTS - CONNECTIONS, "in_doubt": CONNECTIONS}
+    replies = await conn.fetch("SELECT last_reply, attempts FROM einmal.sends WHERE campaign_id = $1"
+                               " AND status = 'in_doubt'", killed.campaign)
+    assert all(r["attempts"] == 1 and r["last_reply"].endswith("(still in doubt after 1 attempts)")
+               for r in replies), [dict(r) for r in replies]
+    assert set(times_received(server).values()) == {1}, "nothing went out twice"
 
 
 async def test_resend_counts_in_doubt_answers_as_attempts_backs_off_and_stops_at_the_limit(

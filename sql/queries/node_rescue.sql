@@ -1,7 +1,8 @@
 -- return the rows of dead nodes ($1: heartbeat older than this many seconds,
 -- or the ids in $3, or no longer in the table at all): claimed rows never reached the wire and go back to the
 -- queue; a sending row may have been accepted, so it is in doubt ($2 = 'hold')
--- or queued again under at-least-once ($2 = 'resend').
+-- or, under at-least-once ($2 = 'resend'), an attempt: queued again, or in doubt once it has had
+-- $4 (EINMAL_MAX_ATTEMPTS) attempts, so that a node dying again and again cannot resend without end.
 WITH dead AS (
     DELETE FROM einmal.nodes
     WHERE heartbeat_at < now() - make_interval(secs => $1) OR id = ANY ($3::text[])
@@ -18,9 +19,14 @@ WITH dead AS (
 ), rescued AS (
     UPDATE einmal.sends s SET
         status = CASE WHEN s.status = 'claimed' AND c.status = 'cancelled' THEN 'failed'
-                      WHEN s.status = 'claimed' OR $2 = 'resend' THEN 'queued' ELSE 'in_doubt' END,
-        claimed_by = CASE WHEN s.status = 'sending' AND $2 = 'hold' THEN s.claimed_by END,
+                      WHEN s.status = 'claimed' THEN 'queued'
+                      WHEN $2 = 'resend' AND s.attempts + 1 < $4 THEN 'queued' ELSE 'in_doubt' END,
+        claimed_by = CASE WHEN s.status = 'sending' AND ($2 = 'hold' OR s.attempts + 1 >= $4) THEN s.claimed_by END,
+        attempts = s.attempts + CASE WHEN s.status = 'sending' AND $2 = 'resend' THEN 1 ELSE 0 END,
         last_reply = CASE WHEN s.status = 'claimed' AND c.status = 'cancelled' THEN 'campaign cancelled'
+                          WHEN s.status = 'sending' AND $2 = 'resend' AND s.attempts + 1 >= $4
+                          THEN 'node ' || s.claimed_by || ' died during the SMTP transaction (still in doubt after '
+                               || s.attempts + 1 || ' attempts)'
                           WHEN s.status = 'sending' THEN 'node ' || s.claimed_by || ' died during the SMTP transaction'
                           ELSE s.last_reply END,
         updated_at = now()
