@@ -37,6 +37,10 @@ class Settings(BaseSettings):
     retry_base_seconds: float = Field(60.0, ge=0)
     retry_max_seconds: float = Field(3600.0, ge=0)
     rate_limit: float = Field(0.0, ge=0)
+    quota_hour: int = Field(0, ge=0)  # messages in any hour, for all nodes; 0: none
+    quota_day: int = Field(0, ge=0)  # messages in any 24 hours, for all nodes; 0: none
+    quota_hour_seconds: float = Field(3600.0, gt=0)  # the windows' lengths: shortened only by tests
+    quota_day_seconds: float = Field(86400.0, gt=0)
     message_id_domain: str | None = None
     unsubscribe_url: str | None = None
     unsubscribe_secret: SecretStr | None = None
