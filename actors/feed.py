@@ -46,6 +46,10 @@ class Feed:
         self.rows.extend((batch, row) for row in batch.rows)
         self._update()
 
+    def next_slot(self) -> float:
+        """time.monotonic() of the next row's send slot (0: none, or no rate limit)."""
+        return self.rows[0][1].not_before if self.rows else 0.0
+
     def take(self) -> tuple[Batch, Row] | None:
         """The next row to send, or None when none waits or the feed is closed."""
         if self.closed or not self.rows:

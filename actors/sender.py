@@ -42,28 +42,10 @@ log = logging.getLogger("einmal.sender")
 MIN_PAUSE, MAX_FIRST_PAUSE, MAX_PAUSE = 0.05, 0.5, 30.0  # seconds, while the server is unreachable
 
 
-class RateLimiter:
-    """At most `rate` messages per second for the node (0 = no limit)."""
-
-    def __init__(self, rate: float) -> None:
-        self.interval = 1.0 / rate if rate else 0.0
-        self.next = time.monotonic()
-
-    async def take(self) -> None:
-        if not self.interval:
-            return
-        now = time.monotonic()
-        self.next = max(self.next, now)
-        wait, self.next = self.next - now, self.next + self.interval
-        if wait > 0:
-            await anyio.sleep(wait)
-
-
 class Sender:
     def __init__(self, ctx: NodeContext, token: str, feed: Feed) -> None:
         self.ctx, self.token, self.feed = ctx, token, feed
         self.connections = [SmtpConnection(ctx.settings) for _ in range(ctx.settings.smtp_connections)]
-        self.rate = RateLimiter(ctx.settings.rate_limit)
         self.first_pause = min(MAX_FIRST_PAUSE, max(ctx.settings.retry_base_seconds, MIN_PAUSE))
         self.pause = self.first_pause  # the next pause; grows while the server stays down or refuses us
         self.paused_until = 0.0  # time.monotonic() until which no connection takes a row
@@ -130,9 +112,8 @@ class Sender:
         done: tuple[Batch, Outcome] | None = None
         alone_until = 0.0
         while True:
-            wait = max(self.paused_until, alone_until) - time.monotonic()
-            if wait <= 0 and self.feed.rows and not self.feed.closed:
-                await self.rate.take()  # before taking the row: a drain meanwhile leaves it to be released
+            # the next row's send slot under EINMAL_RATE_LIMIT, shared by every node (docs/design.md §13)
+            wait = max(self.paused_until, alone_until, self.feed.next_slot()) - time.monotonic()
             item = self.feed.take() if wait <= 0 else None
             if item is None:
                 if done is not None:  # nothing to send at once: record the last outcome now

@@ -44,6 +44,7 @@ class Row:
     attempts: int
     name: str
     attributes: str = "{}"  # the subscriber's jsonb attributes as asyncpg gives them: JSON text
+    not_before: float = 0.0  # time.monotonic() of its send slot under EINMAL_RATE_LIMIT
 
 
 @dataclass

@@ -63,7 +63,6 @@ async def test_three_claimers_share_one_rate(conn: asyncpg.Connection, dsn: str)
     campaign = await sending_campaign(conn, 2000)
     slots = await claimers(dsn, campaign, 3, 2.5, 100.0, 0, 0, 3600.0, 86400.0)
     every = [t for node in slots for t in node]
-    assert all(node for node in slots), "every node got slots"
     assert worst_window(every) <= 101, f"{worst_window(every)} slots in one second at a rate of 100"
     # claims reach at most one second of slots ahead, so 2.5 s of claiming gives 2.5-3.5 s of slots
     assert 200 <= len(every) <= 352, len(every)
