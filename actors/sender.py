@@ -32,24 +32,20 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.feed import Feed
 from actors.writer import Writer
-from service import db, render
+from service import db, relays, render
 from service.context import Batch, NodeContext, Outcome, Row
+from service.relays import Relays, RelayState
 from service.smtp import Outcome as Smtp
 from service.smtp import SmtpConnection, SmtpUnavailable
 
 log = logging.getLogger("einmal.sender")
 
-MIN_PAUSE, MAX_FIRST_PAUSE, MAX_PAUSE = 0.05, 0.5, 30.0  # seconds, while the server is unreachable
-
-
 class Sender:
     def __init__(self, ctx: NodeContext, token: str, feed: Feed) -> None:
         self.ctx, self.token, self.feed = ctx, token, feed
-        self.connections = [SmtpConnection(ctx.settings) for _ in range(ctx.settings.smtp_connections)]
-        self.first_pause = min(MAX_FIRST_PAUSE, max(ctx.settings.retry_base_seconds, MIN_PAUSE))
-        self.pause = self.first_pause  # the next pause; grows while the server stays down or refuses us
-        self.paused_until = 0.0  # time.monotonic() until which no connection takes a row
-        self.reached = 0  # messages that reached the server, on any connection
+        self.relays = Relays(relays.from_settings(ctx.settings), ctx.settings.retry_base_seconds)
+        self.own = relays.share([s.relay for s in self.relays.states], ctx.settings.smtp_connections)
+        self.connections: list[SmtpConnection] = []  # every one opened, for close()
         self.writer: Writer  # set by run()
 
     def outcome(self, row: Row, status: Smtp, reply: str) -> Outcome:
@@ -82,38 +78,43 @@ class Sender:
         result = await connection.send(template.envelope_sender(row.subscriber_id), row.email, message)
         return self.outcome(row, result.outcome, result.reply)
 
-    async def attempt(self, connection: SmtpConnection, batch: Batch, row: Row) -> tuple[Outcome, float]:
-        """The row's outcome, and how long this connection alone should wait before its next row."""
-        seen = self.reached
-        try:
-            outcome = await self.deliver(connection, batch.template, row)
-        except SmtpUnavailable as exc:
-            return Outcome(row.id, "queued", f"not sent: {exc}"), self.unreachable(str(exc), seen)
-        self.reached += 1
-        self.pause, self.ctx.smtp_unavailable = self.first_pause, None
-        return outcome, 0.0
+    async def attempt(self, links: dict[int, SmtpConnection], own: int, batch: Batch,
+                      row: Row) -> tuple[Outcome, float]:
+        """The row's outcome through the connection's own relay, else the next one up; and how long this
+        connection alone should wait before its next row. A relay that reached nothing sent nothing, so
+        the next one may take the row in the same `sending` transition (service/relays.py)."""
+        reason, alone = "no SMTP relay is up", False
+        for state in self.relays.order(own):
+            seen = state.reached
+            try:
+                outcome = await self.deliver(self.link(links, state), batch.template, row)
+            except SmtpUnavailable as exc:
+                reason = str(exc)
+                alone |= not state.down(reason, seen)
+                self.ctx.metrics.relay_unavailable.labels(state.relay.name).inc()
+                continue
+            state.up()
+            self.ctx.smtp_unavailable = None
+            return outcome, 0.0
+        self.ctx.smtp_unavailable = self.relays.unavailable()
+        return Outcome(row.id, "queued", f"not sent: {reason}"), self.relays.first_pause if alone else 0.0
 
-    def unreachable(self, reason: str, seen: int) -> float:
-        """One line per failed try, then a pause of every connection that doubles while the server stays
-        unreachable; a connection refused while others got through waits alone."""
-        if self.reached > seen:
-            return self.first_pause
-        now = time.monotonic()
-        if now >= self.paused_until:  # else a try of the pause under way
-            self.ctx.smtp_unavailable = reason
-            log.warning("%s; nothing sent, the row is back in the queue with no attempt counted; "
-                        "next try in %.1fs", reason, self.pause)
-            self.paused_until = now + self.pause
-            self.pause = min(self.pause * 2, MAX_PAUSE)
-        return 0.0
+    def link(self, links: dict[int, SmtpConnection], state: RelayState) -> SmtpConnection:
+        """This connection's link to the relay, opened on its first message."""
+        key = id(state)
+        if key not in links:
+            links[key] = SmtpConnection(self.ctx.settings, state.relay)
+            self.connections.append(links[key])
+        return links[key]
 
-    async def work(self, connection: SmtpConnection) -> None:
+    async def work(self, own: int) -> None:
         """One connection: record the last outcome and start the next row in one step, send, repeat."""
+        links: dict[int, SmtpConnection] = {}
         done: tuple[Batch, Outcome] | None = None
         alone_until = 0.0
         while True:
             # the next row's send slot under EINMAL_RATE_LIMIT, shared by every node (docs/design.md §13)
-            wait = max(self.paused_until, alone_until, self.feed.next_slot()) - time.monotonic()
+            wait = max(self.relays.next_up(), alone_until, self.feed.next_slot()) - time.monotonic()
             item = self.feed.take() if wait <= 0 else None
             if item is None:
                 if done is not None:  # nothing to send at once: record the last outcome now
@@ -130,7 +131,7 @@ class Sender:
             started = await self.writer.step(done, item)
             done = None
             if started:
-                outcome, alone = await self.attempt(connection, *item)
+                outcome, alone = await self.attempt(links, own, *item)
                 done, alone_until = (item[0], outcome), time.monotonic() + alone
 
     async def send_all(self) -> None:
@@ -144,8 +145,8 @@ class Sender:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.writer.run)
                 async with anyio.create_task_group() as workers:
-                    for connection in self.connections:
-                        workers.start_soon(self.work, connection)
+                    for own in self.own:
+                        workers.start_soon(self.work, own)
                 self.writer.stop()
             watch.cancel_scope.cancel()
 

@@ -27,6 +27,7 @@ RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for 
   EINMAL_SMTP_HOST, EINMAL_SMTP_PORT       the relay every message goes to
   EINMAL_SMTP_TLS, EINMAL_SMTP_TLS_CA_FILE none | starttls | tls, and the CAs to check it with
   EINMAL_SMTP_USERNAME, EINMAL_SMTP_PASSWORD   SMTP AUTH
+  EINMAL_SMTP_URLS                         several relays with weights and failover (instead)
   EINMAL_SMTP_CONNECTIONS, EINMAL_SMTP_TIMEOUT_SECONDS
   EINMAL_RATE_LIMIT, EINMAL_QUOTA_HOUR, EINMAL_QUOTA_DAY   limits for all nodes together
   EINMAL_QUOTA_HOUR_SECONDS, EINMAL_QUOTA_DAY_SECONDS      the quotas' windows (for tests)

@@ -11,6 +11,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.errors import ConfigError
+from service.relays import parse_urls
 
 _LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 _SELECTOR = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
@@ -26,6 +27,7 @@ class Settings(BaseSettings):
     smtp_tls_ca_file: str | None = None
     smtp_username: str | None = None
     smtp_password: SecretStr | None = None
+    smtp_urls: str | None = None  # several relays: service/relays.py
     smtp_connections: int = Field(20, ge=1, le=256)  # measured: docs/design.md §5
     smtp_timeout_seconds: float = Field(30.0, gt=0)
     batch_size: int = Field(200, ge=1, le=10_000)
@@ -165,6 +167,13 @@ class Settings(BaseSettings):
                 raise ValueError("one or more comma-separated keys, none of them empty")
         return value
 
+    @field_validator("smtp_urls")
+    @classmethod
+    def _relay_urls(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_urls(value)
+        return value
+
     @field_validator("log_level")
     @classmethod
     def _a_level(cls, value: str) -> str:
@@ -280,6 +289,6 @@ def load() -> Settings:
         given = os.environ.get(name)
         if given is not None and len(given) > 60:
             given = given[:57] + "..."
-        hidden = given is None or any(word in name for word in ("PASSWORD", "SECRET", "DATABASE_URL"))
+        hidden = given is None or any(word in name for word in ("PASSWORD", "SECRET", "DATABASE_URL", "URLS"))
         shown = "" if hidden else f" (got {given!r})"
         raise ConfigError(f"{name}: {error['msg'].removeprefix('Value error, ')}{shown}") from None
