@@ -32,13 +32,20 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.feed import Feed
 from actors.writer import Writer
-from service import db, relays, render
+from service import db, domains, relays, render
 from service.context import Batch, NodeContext, Outcome, Row
 from service.relays import Relays, RelayState
 from service.smtp import Outcome as Smtp
 from service.smtp import SmtpConnection, SmtpUnavailable
 
 log = logging.getLogger("einmal.sender")
+
+LATE = 0.05  # seconds a row may go after its send slot (docs/design.md §13)
+
+def late(row: Row) -> bool:
+    """Whether the row's send slot (EINMAL_RATE_LIMIT, a domain's rate) has passed by more than LATE."""
+    return bool(row.not_before) and time.monotonic() - row.not_before > LATE
+
 
 class Sender:
     def __init__(self, ctx: NodeContext, token: str, feed: Feed) -> None:
@@ -55,6 +62,10 @@ class Sender:
         if status is Smtp.PERMANENT:
             bounce = reply[4:8] == "5.1."  # "550 5.1.1 no such user": the address does not exist
             return Outcome(row.id, "failed", reply, attempts=1, bounce=bounce)
+        if status is Smtp.TRANSIENT and domains.throttled(reply):
+            # the domain asks us to slow down: it is paused for every node, the row keeps its place
+            self.ctx.metrics.domain_throttled.labels(row.email_lower.rpartition("@")[2]).inc()
+            return Outcome(row.id, "queued", reply, throttled=True)
         in_doubt = status is Smtp.IN_DOUBT
         if in_doubt and settings.in_doubt == "hold":
             return Outcome(row.id, "in_doubt", reply, attempts=1)
@@ -128,11 +139,23 @@ class Sender:
                 else:
                     await self.feed.ready.wait()
                 continue
+            if late(item[1]):
+                # its slot has passed (the node was busy or slow to start): sent now it would crowd the
+                # slots of others, so it goes back to the queue in its place and gets a new slot
+                self.feed.done(item[1])
+                self.writer.give_back([item])
+                continue
             started = await self.writer.step(done, item)
             done = None
-            if started:
+            if started and late(item[1]):
+                # the slot passed while its start was written: nothing sent, a new slot at the next claim
+                done = (item[0], Outcome(item[1].id, "queued", "not sent: its send slot had passed"))
+            elif started:
                 outcome, alone = await self.attempt(links, own, *item)
                 done, alone_until = (item[0], outcome), time.monotonic() + alone
+                if outcome.throttled:  # the rest of the domain goes back to the queue, in its place
+                    self.writer.give_back(self.feed.drop_domain(item[1].email_lower.rpartition("@")[2]))
+            self.feed.done(item[1])
 
     async def send_all(self) -> None:
         """The connections and the writer, until the feed is closed and the last outcome is written."""

@@ -10,6 +10,7 @@ import idna
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.domains import parse_limits
 from service.errors import ConfigError
 from service.relays import parse_urls
 
@@ -43,6 +44,10 @@ class Settings(BaseSettings):
     quota_day: int = Field(0, ge=0)  # messages in any 24 hours, for all nodes; 0: none
     quota_hour_seconds: float = Field(3600.0, gt=0)  # the windows' lengths: shortened only by tests
     quota_day_seconds: float = Field(86400.0, gt=0)
+    domain_limits: str | None = None  # service/domains.py
+    domain_pause_seconds: float = Field(60.0, gt=0)  # a domain's first pause after 421/4.7.x; doubles
+    domain_pause_max_seconds: float = Field(3600.0, gt=0)
+    domain_probes: int = Field(1, ge=1, le=100)  # messages to a domain once its pause is over
     message_id_domain: str | None = None
     unsubscribe_url: str | None = None
     unsubscribe_secret: SecretStr | None = None
@@ -165,6 +170,13 @@ class Settings(BaseSettings):
             parts = value.get_secret_value().split(",")
             if any(not part.strip() for part in parts):
                 raise ValueError("one or more comma-separated keys, none of them empty")
+        return value
+
+    @field_validator("domain_limits")
+    @classmethod
+    def _domain_limits(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_limits(value)
         return value
 
     @field_validator("smtp_urls")

@@ -8,11 +8,14 @@ import anyio
 import asyncpg
 import pytest
 
+from service import db
 from tests.pipeline import seed
 
 pytestmark = pytest.mark.anyio
 
-CLAIM = "SELECT * FROM einmal.send_claim($1, $2, $3, $4, $5, $6, $7, $8)"
+CLAIM = "SELECT * FROM einmal.send_claim($1, $2, $3, $4, $5, $6, $7, $8, '{}', '{}', 1, 60, 3600)"
+# with per-domain limits: $9 domains, $10 their rates, $11 probes, $12 first pause
+CLAIM_DOMAINS = "SELECT * FROM einmal.send_claim($1, $2, $3, 0, 0, 0, 3600, 86400, $4, $5, $6, $7, 3600)"
 
 
 async def sending_campaign(conn: asyncpg.Connection, recipients: int, suppressed: list[str] = ()) -> int:
@@ -95,3 +98,22 @@ async def test_without_limits_the_claim_is_the_plain_one(conn: asyncpg.Connectio
     assert {(r["delay"], r["slot_at"]) for r in rows} == {(0.0, None)}
     assert await conn.fetchval("SELECT count(*) FROM einmal.send_quota") == 0
     assert await conn.fetchval("SELECT next_slot FROM einmal.send_pace") is not None
+
+
+async def test_a_claim_holds_at_most_two_seconds_of_slots_and_given_back_rows_leave_the_quota(
+        conn: asyncpg.Connection) -> None:
+    """What a node that dies holding its claim wastes: under a rate, no more than the slots a claim may
+    take ahead (well within the node timeout); under a quota, nothing once its rows are returned."""
+    campaign = await sending_campaign(conn, 100)
+    first = await conn.fetch(CLAIM, campaign, "dead/1", 100, 10.0, 0, 0, 3600.0, 86400.0)
+    second = await conn.fetch(CLAIM, campaign, "dead/1", 100, 10.0, 0, 0, 3600.0, 86400.0)
+    assert len(first) == len(second) == 10
+    assert await conn.fetch(CLAIM, campaign, "dead/1", 100, 10.0, 0, 0, 3600.0, 86400.0) == []
+    assert max(r["delay"] for r in second) < 2.0
+    charged = await conn.fetch(CLAIM, campaign, "other/1", 100, 0.0, 50, 0, 3600.0, 86400.0)
+    assert len(charged) == 50 and await conn.fetchval("SELECT einmal.quota_used('hour', 3600)") == 50
+    await conn.execute(db.query("send_release"), [r["id"] for r in charged[:20]], "other/1")
+    assert await conn.fetchval("SELECT einmal.quota_used('hour', 3600)") == 30
+    rescued = await conn.fetchrow(db.query("node_rescue"), 30.0, "hold", ["other/1"], 5)
+    assert rescued["queued"] == 30 + 20  # and the rate's 20, whose token has no node row either
+    assert await conn.fetchval("SELECT einmal.quota_used('hour', 3600)") == 0
