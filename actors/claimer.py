@@ -55,9 +55,17 @@ async def claim(ctx: NodeContext, conn: asyncpg.Connection, token: str, campaign
                 account_id: int, template: render.CampaignTemplate) -> Batch | None:
     """Claim one batch of a campaign; None when nothing of it is due (and no trace for that)."""
     began = time.time_ns()
-    records = await conn.fetch(db.query("send_claim_batch"), campaign_id, token, ctx.settings.batch_size)
+    settings = ctx.settings
+    rated = {domain: limit.rate for domain, limit in ctx.domain_limits.items() if limit.rate}
+    records = await conn.fetch(db.query("send_claim_batch"), campaign_id, token, settings.batch_size,
+                               settings.rate_limit, settings.quota_hour, settings.quota_day,
+                               settings.quota_hour_seconds, settings.quota_day_seconds, list(rated),
+                               list(rated.values()), settings.domain_probes, settings.domain_pause_seconds,
+                               settings.domain_pause_max_seconds)
+    now = time.monotonic()
     rows = [Row(r["id"], r["account_id"], r["subscriber_id"], r["email"], r["email_lower"], r["attempts"],
-                r["name"], r["attributes"]) for r in records if r["status"] == "claimed"]
+                r["name"], r["attributes"], now + r["delay"] if r["slot_at"] else 0.0)
+            for r in records if r["status"] == "claimed"]
     metrics = ctx.metrics
     if len(records) > len(rows):
         metrics.count({"suppressed": len(records) - len(rows)})

@@ -8,7 +8,7 @@ rows (the server is down, a drain) stops the claims too. Once closed, no row
 is handed out any more: what is left is released by the sender.
 """
 
-from collections import deque
+from collections import Counter, deque
 
 import anyio
 from opentelemetry import trace
@@ -18,9 +18,12 @@ from service.context import Batch, Row
 
 
 class Feed:
-    def __init__(self, low_water: int) -> None:
+    def __init__(self, low_water: int, domain_connections: dict[str, int] | None = None) -> None:
         self.low_water = max(1, low_water)
         self.rows: deque[tuple[Batch, Row]] = deque()
+        # EINMAL_DOMAIN_LIMITS' Nconn: a row of a domain with that many on the wire waits, the next goes
+        self.caps = domain_connections or {}
+        self.busy: Counter[str] = Counter()
         self.stopped = anyio.Event()  # closed: set once, never cleared
         self.room = anyio.Event()  # set while the claimer should claim
         self.ready = anyio.Event()  # set while a row waits, or once closed
@@ -36,7 +39,7 @@ class Feed:
             self.room.set()
         elif self.room.is_set():
             self.room = anyio.Event()
-        if self.closed or self.rows:
+        if self.closed or self._next() is not None:
             self.ready.set()
         elif self.ready.is_set():
             self.ready = anyio.Event()
@@ -46,13 +49,46 @@ class Feed:
         self.rows.extend((batch, row) for row in batch.rows)
         self._update()
 
+    def _next(self) -> int | None:
+        """Where the next row to send is: the first whose domain has a connection free."""
+        if not self.caps:
+            return 0 if self.rows else None
+        for i, (_, row) in enumerate(self.rows):
+            domain = row.email_lower.rpartition("@")[2]
+            if self.busy[domain] < self.caps.get(domain, len(self.rows) + 1):
+                return i
+        return None
+
+    def next_slot(self) -> float:
+        """time.monotonic() of the next row's send slot (0: none, or no rate limit)."""
+        i = self._next()
+        return 0.0 if i is None else self.rows[i][1].not_before
+
     def take(self) -> tuple[Batch, Row] | None:
-        """The next row to send, or None when none waits or the feed is closed."""
-        if self.closed or not self.rows:
+        """The next row to send, or None when none may go now or the feed is closed; `done` when sent."""
+        i = None if self.closed else self._next()
+        if i is None:
             return None
-        item = self.rows.popleft()
+        item = self.rows[i]
+        del self.rows[i]
+        if self.caps:
+            self.busy[item[1].email_lower.rpartition("@")[2]] += 1
         self._update()
         return item
+
+    def done(self, row: Row) -> None:
+        """A row `take` handed out is off the wire: its domain's connection is free again."""
+        if self.caps:
+            self.busy[row.email_lower.rpartition("@")[2]] -= 1
+            self._update()
+
+    def drop_domain(self, domain: str) -> list[tuple[Batch, Row]]:
+        """Take every waiting row of `domain` out (it asked us to slow down): to be given back."""
+        dropped = [item for item in self.rows if item[1].email_lower.rpartition("@")[2] == domain]
+        if dropped:
+            self.rows = deque(item for item in self.rows if item[1].email_lower.rpartition("@")[2] != domain)
+            self._update()
+        return dropped
 
     def close(self) -> None:
         """Hand out no more rows (a drain, the claimer or the writer failed); wakes everyone waiting."""

@@ -32,42 +32,27 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.feed import Feed
 from actors.writer import Writer
-from service import db, render
+from service import db, domains, relays, render
 from service.context import Batch, NodeContext, Outcome, Row
+from service.relays import Relays, RelayState
 from service.smtp import Outcome as Smtp
 from service.smtp import SmtpConnection, SmtpUnavailable
 
 log = logging.getLogger("einmal.sender")
 
-MIN_PAUSE, MAX_FIRST_PAUSE, MAX_PAUSE = 0.05, 0.5, 30.0  # seconds, while the server is unreachable
+LATE = 0.05  # seconds a row may go after its send slot (docs/design.md §13)
 
-
-class RateLimiter:
-    """At most `rate` messages per second for the node (0 = no limit)."""
-
-    def __init__(self, rate: float) -> None:
-        self.interval = 1.0 / rate if rate else 0.0
-        self.next = time.monotonic()
-
-    async def take(self) -> None:
-        if not self.interval:
-            return
-        now = time.monotonic()
-        self.next = max(self.next, now)
-        wait, self.next = self.next - now, self.next + self.interval
-        if wait > 0:
-            await anyio.sleep(wait)
+def late(row: Row) -> bool:
+    """Whether the row's send slot (EINMAL_RATE_LIMIT, a domain's rate) has passed by more than LATE."""
+    return bool(row.not_before) and time.monotonic() - row.not_before > LATE
 
 
 class Sender:
     def __init__(self, ctx: NodeContext, token: str, feed: Feed) -> None:
         self.ctx, self.token, self.feed = ctx, token, feed
-        self.connections = [SmtpConnection(ctx.settings) for _ in range(ctx.settings.smtp_connections)]
-        self.rate = RateLimiter(ctx.settings.rate_limit)
-        self.first_pause = min(MAX_FIRST_PAUSE, max(ctx.settings.retry_base_seconds, MIN_PAUSE))
-        self.pause = self.first_pause  # the next pause; grows while the server stays down or refuses us
-        self.paused_until = 0.0  # time.monotonic() until which no connection takes a row
-        self.reached = 0  # messages that reached the server, on any connection
+        self.relays = Relays(relays.from_settings(ctx.settings), ctx.settings.retry_base_seconds)
+        self.own = relays.share([s.relay for s in self.relays.states], ctx.settings.smtp_connections)
+        self.connections: list[SmtpConnection] = []  # every one opened, for close()
         self.writer: Writer  # set by run()
 
     def outcome(self, row: Row, status: Smtp, reply: str) -> Outcome:
@@ -77,6 +62,10 @@ class Sender:
         if status is Smtp.PERMANENT:
             bounce = reply[4:8] == "5.1."  # "550 5.1.1 no such user": the address does not exist
             return Outcome(row.id, "failed", reply, attempts=1, bounce=bounce)
+        if status is Smtp.TRANSIENT and domains.throttled(reply):
+            # the domain asks us to slow down: it is paused for every node, the row keeps its place
+            self.ctx.metrics.domain_throttled.labels(row.email_lower.rpartition("@")[2]).inc()
+            return Outcome(row.id, "queued", reply, throttled=True)
         in_doubt = status is Smtp.IN_DOUBT
         if in_doubt and settings.in_doubt == "hold":
             return Outcome(row.id, "in_doubt", reply, attempts=1)
@@ -100,39 +89,43 @@ class Sender:
         result = await connection.send(template.envelope_sender(row.subscriber_id), row.email, message)
         return self.outcome(row, result.outcome, result.reply)
 
-    async def attempt(self, connection: SmtpConnection, batch: Batch, row: Row) -> tuple[Outcome, float]:
-        """The row's outcome, and how long this connection alone should wait before its next row."""
-        seen = self.reached
-        try:
-            outcome = await self.deliver(connection, batch.template, row)
-        except SmtpUnavailable as exc:
-            return Outcome(row.id, "queued", f"not sent: {exc}"), self.unreachable(str(exc), seen)
-        self.reached += 1
-        self.pause, self.ctx.smtp_unavailable = self.first_pause, None
-        return outcome, 0.0
+    async def attempt(self, links: dict[int, SmtpConnection], own: int, batch: Batch,
+                      row: Row) -> tuple[Outcome, float]:
+        """The row's outcome through the connection's own relay, else the next one up; and how long this
+        connection alone should wait before its next row. A relay that reached nothing sent nothing, so
+        the next one may take the row in the same `sending` transition (service/relays.py)."""
+        reason, alone = "no SMTP relay is up", False
+        for state in self.relays.order(own):
+            seen = state.reached
+            try:
+                outcome = await self.deliver(self.link(links, state), batch.template, row)
+            except SmtpUnavailable as exc:
+                reason = str(exc)
+                alone |= not state.down(reason, seen)
+                self.ctx.metrics.relay_unavailable.labels(state.relay.name).inc()
+                continue
+            state.up()
+            self.ctx.smtp_unavailable = None
+            return outcome, 0.0
+        self.ctx.smtp_unavailable = self.relays.unavailable()
+        return Outcome(row.id, "queued", f"not sent: {reason}"), self.relays.first_pause if alone else 0.0
 
-    def unreachable(self, reason: str, seen: int) -> float:
-        """One line per failed try, then a pause of every connection that doubles while the server stays
-        unreachable; a connection refused while others got through waits alone."""
-        if self.reached > seen:
-            return self.first_pause
-        now = time.monotonic()
-        if now >= self.paused_until:  # else a try of the pause under way
-            self.ctx.smtp_unavailable = reason
-            log.warning("%s; nothing sent, the row is back in the queue with no attempt counted; "
-                        "next try in %.1fs", reason, self.pause)
-            self.paused_until = now + self.pause
-            self.pause = min(self.pause * 2, MAX_PAUSE)
-        return 0.0
+    def link(self, links: dict[int, SmtpConnection], state: RelayState) -> SmtpConnection:
+        """This connection's link to the relay, opened on its first message."""
+        key = id(state)
+        if key not in links:
+            links[key] = SmtpConnection(self.ctx.settings, state.relay)
+            self.connections.append(links[key])
+        return links[key]
 
-    async def work(self, connection: SmtpConnection) -> None:
+    async def work(self, own: int) -> None:
         """One connection: record the last outcome and start the next row in one step, send, repeat."""
+        links: dict[int, SmtpConnection] = {}
         done: tuple[Batch, Outcome] | None = None
         alone_until = 0.0
         while True:
-            wait = max(self.paused_until, alone_until) - time.monotonic()
-            if wait <= 0 and self.feed.rows and not self.feed.closed:
-                await self.rate.take()  # before taking the row: a drain meanwhile leaves it to be released
+            # the next row's send slot under EINMAL_RATE_LIMIT, shared by every node (docs/design.md §13)
+            wait = max(self.relays.next_up(), alone_until, self.feed.next_slot()) - time.monotonic()
             item = self.feed.take() if wait <= 0 else None
             if item is None:
                 if done is not None:  # nothing to send at once: record the last outcome now
@@ -146,11 +139,23 @@ class Sender:
                 else:
                     await self.feed.ready.wait()
                 continue
+            if late(item[1]):
+                # its slot has passed (the node was busy or slow to start): sent now it would crowd the
+                # slots of others, so it goes back to the queue in its place and gets a new slot
+                self.feed.done(item[1])
+                self.writer.give_back([item])
+                continue
             started = await self.writer.step(done, item)
             done = None
-            if started:
-                outcome, alone = await self.attempt(connection, *item)
+            if started and late(item[1]):
+                # the slot passed while its start was written: nothing sent, a new slot at the next claim
+                done = (item[0], Outcome(item[1].id, "queued", "not sent: its send slot had passed"))
+            elif started:
+                outcome, alone = await self.attempt(links, own, *item)
                 done, alone_until = (item[0], outcome), time.monotonic() + alone
+                if outcome.throttled:  # the rest of the domain goes back to the queue, in its place
+                    self.writer.give_back(self.feed.drop_domain(item[1].email_lower.rpartition("@")[2]))
+            self.feed.done(item[1])
 
     async def send_all(self) -> None:
         """The connections and the writer, until the feed is closed and the last outcome is written."""
@@ -163,8 +168,8 @@ class Sender:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.writer.run)
                 async with anyio.create_task_group() as workers:
-                    for connection in self.connections:
-                        workers.start_soon(self.work, connection)
+                    for own in self.own:
+                        workers.start_soon(self.work, own)
                 self.writer.stop()
             watch.cancel_scope.cancel()
 

@@ -32,6 +32,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from actors.feed import Feed
 from service import db
 from service.context import Batch, NodeContext, Outcome, Row
+from service.settings import Settings
 
 log = logging.getLogger("einmal.sender")
 
@@ -39,10 +40,14 @@ NOT_SENT = "not sent: the database connection failed"
 MAX_LINGER = 0.0025  # seconds
 
 
-def columns(outcomes: list[Outcome]) -> tuple[list, ...]:
-    """The outcomes as the six arrays send_advance takes."""
-    return ([o.id for o in outcomes], [o.status for o in outcomes], [o.reply[:1000] for o in outcomes],
-            [o.attempts for o in outcomes], [o.retry_after for o in outcomes], [o.bounce for o in outcomes])
+async def advance(conn: asyncpg.Connection, settings: Settings, outcomes: list[Outcome], token: str,
+                  starts: list[int]) -> list[asyncpg.Record]:
+    """One send_advance: record `outcomes` under `token`, start the rows `starts`."""
+    o = outcomes
+    return await conn.fetch(db.query("send_advance"), [x.id for x in o], [x.status for x in o],
+                            [x.reply[:1000] for x in o], [x.attempts for x in o], [x.retry_after for x in o],
+                            [x.bounce for x in o], token, starts, [x.throttled for x in o],
+                            settings.domain_pause_seconds, settings.domain_pause_max_seconds)
 
 
 @dataclass(eq=False)
@@ -58,6 +63,7 @@ class Writer:
                  to_recorder: MemoryObjectSendStream[Batch]) -> None:
         self.ctx, self.token, self.conn, self.feed, self.to_recorder = ctx, token, conn, feed, to_recorder
         self.waiting: list[Step] = []
+        self.parked: list[tuple[Batch, Row]] = []  # rows to give back unsent (their domain was paused)
         self.writing: list[Step] = []  # the steps of the statement under way
         self.wake = anyio.Event()
         self.stopping = False
@@ -80,6 +86,12 @@ class Writer:
         await step.answered.wait()
         return step.started
 
+    def give_back(self, items: list[tuple[Batch, Row]]) -> None:
+        """Rows taken out of the feed unsent: back to the queue, in their place, at the next turn."""
+        if items:
+            self.parked.extend(items)
+            self.wake.set()
+
     def stop(self) -> None:
         """No connection hands in anything more: write what waits, then end."""
         self.stopping = True
@@ -90,6 +102,9 @@ class Writer:
             while True:
                 await self.wake.wait()
                 self.wake = anyio.Event()
+                if self.parked:
+                    parked, self.parked = self.parked, []
+                    await self.release(parked)
                 if not self.waiting:
                     if self.stopping:
                         return
@@ -131,8 +146,8 @@ class Writer:
     async def write(self, steps: list[Step]) -> None:
         done = [step.done[1] for step in steps if step.done is not None]
         began = time.monotonic()
-        rows = await self.conn.fetch(db.query("send_advance"), *columns(done), self.token,
-                                     [step.start[1].id for step in steps if step.start is not None])
+        rows = await advance(self.conn, self.ctx.settings, done, self.token,
+                             [step.start[1].id for step in steps if step.start is not None])
         self.last_seconds = time.monotonic() - began
         self.ctx.metrics.group_commit_seconds.observe(self.last_seconds)
         recorded = rows[0]["recorded"] if rows else 0

@@ -28,7 +28,12 @@ RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for 
   EINMAL_SMTP_HOST, EINMAL_SMTP_PORT       the relay every message goes to
   EINMAL_SMTP_TLS, EINMAL_SMTP_TLS_CA_FILE none | starttls | tls, and the CAs to check it with
   EINMAL_SMTP_USERNAME, EINMAL_SMTP_PASSWORD   SMTP AUTH
-  EINMAL_SMTP_CONNECTIONS, EINMAL_SMTP_TIMEOUT_SECONDS, EINMAL_RATE_LIMIT
+  EINMAL_SMTP_URLS                         several relays with weights and failover (instead)
+  EINMAL_SMTP_CONNECTIONS, EINMAL_SMTP_TIMEOUT_SECONDS
+  EINMAL_RATE_LIMIT, EINMAL_QUOTA_HOUR, EINMAL_QUOTA_DAY   limits for all nodes together
+  EINMAL_QUOTA_HOUR_SECONDS, EINMAL_QUOTA_DAY_SECONDS      the quotas' windows (for tests)
+  EINMAL_DOMAIN_LIMITS                     per-domain rate and connections: gmail.com=20/s,5conn;…
+  EINMAL_DOMAIN_PAUSE_SECONDS, EINMAL_DOMAIN_PAUSE_MAX_SECONDS, EINMAL_DOMAIN_PROBES   421/4.7.x pauses
   EINMAL_BATCH_SIZE, EINMAL_TICK_SECONDS, EINMAL_NODE_TIMEOUT_SECONDS, EINMAL_NODE_ID
   EINMAL_IN_DOUBT                          hold | resend: rows a dead node left unanswered
   EINMAL_MAX_ATTEMPTS, EINMAL_RETRY_BASE_SECONDS, EINMAL_RETRY_MAX_SECONDS

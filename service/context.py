@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import anyio
 import asyncpg
 
+from service.domains import DomainLimit, parse_limits
 from service.metrics import Metrics
 from service.settings import Settings
 
@@ -44,6 +45,7 @@ class Row:
     attempts: int
     name: str
     attributes: str = "{}"  # the subscriber's jsonb attributes as asyncpg gives them: JSON text
+    not_before: float = 0.0  # time.monotonic() of its send slot under EINMAL_RATE_LIMIT
 
 
 @dataclass
@@ -54,6 +56,7 @@ class Outcome:
     attempts: int = 0  # added to the row's count
     retry_after: float = 0.0
     bounce: bool = False
+    throttled: bool = False  # the domain answered 421/4.7.x: back in its place, no attempt counted
 
 
 @dataclass(eq=False)  # hashed by identity: the writer tracks batches in flight
@@ -95,10 +98,12 @@ class NodeContext:
     metrics: Metrics = field(default_factory=Metrics)
     heartbeat_at: float = 0.0  # time.monotonic() of this node's last heartbeat
     smtp_unavailable: str | None = None  # why the last group reached no SMTP server; None once one did
+    domain_limits: dict[str, DomainLimit] = field(default_factory=dict)  # EINMAL_DOMAIN_LIMITS, parsed
 
     def __post_init__(self) -> None:
         if not self.node_id:
             self.node_id = self.settings.node_id or f"{self.hostname}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.domain_limits = parse_limits(self.settings.domain_limits or "")
 
     def new_token(self) -> str:
         """A fresh fencing token for a new incarnation of the send pipeline."""

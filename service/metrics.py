@@ -39,6 +39,10 @@ class Metrics:
         self.group_commit_seconds = Histogram("einmal_group_commit_duration_seconds",
                                               "One group-commit statement (outcomes recorded, next rows started)",
                                               buckets=LATENCY_BUCKETS, registry=r)
+        self.relay_unavailable = Counter("einmal_relay_unavailable", "Tries that reached no SMTP relay (refused "
+                                         "connection, TLS or AUTH), by relay", ["relay"], registry=r)
+        self.domain_throttled = Counter("einmal_domain_throttled", "421/4.7.x answers that paused a recipient "
+                                        "domain, by domain", ["domain"], registry=r)
         self.rows_claimed = Counter("einmal_rows_claimed", "Send rows claimed by this process", registry=r)
         self.rows_in_flight = Gauge("einmal_rows_in_flight", "Send rows this process holds: claimed, not yet "
                                     "closed", registry=r)

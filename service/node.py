@@ -32,7 +32,7 @@ from anyio.abc import TaskStatus
 
 from actors import builder, claimer, http, inbound_smtp, listener, recorder, scheduler, sender
 from actors.feed import Feed
-from actors.writer import columns
+from actors.writer import advance
 from service import db, dkim, logs, telemetry, web
 from service.context import Batch, NodeContext
 from service.errors import ConfigError
@@ -62,7 +62,7 @@ async def record_unrecorded(ctx: NodeContext, conn: asyncpg.Connection) -> None:
     under its own token, before what is left of its rows is returned as a dead node's."""
     while ctx.unrecorded:
         token, outcomes = ctx.unrecorded[0]
-        await conn.fetch(db.query("send_advance"), *columns(outcomes), token, [])  # no next row
+        await advance(conn, ctx.settings, outcomes, token, [])  # no next row
         ctx.unrecorded.pop(0)
 
 
@@ -89,7 +89,8 @@ class SendPipeline:
                 ctx.retired_tokens.clear()
         settings = ctx.settings
         # the claimer is woken when fewer rows than this wait to be sent (docs/design.md §5)
-        feed = Feed(max(settings.smtp_connections, settings.batch_size // 2))
+        caps = {domain: limit.connections for domain, limit in ctx.domain_limits.items() if limit.connections}
+        feed = Feed(max(settings.smtp_connections, settings.batch_size // 2), caps)
         to_recorder, batches = anyio.create_memory_object_stream[Batch](8)
         failed: list[Exception] = []
 

@@ -10,7 +10,9 @@ import idna
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.domains import parse_limits
 from service.errors import ConfigError
+from service.relays import parse_urls
 
 _LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 _SELECTOR = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
@@ -26,6 +28,7 @@ class Settings(BaseSettings):
     smtp_tls_ca_file: str | None = None
     smtp_username: str | None = None
     smtp_password: SecretStr | None = None
+    smtp_urls: str | None = None  # several relays: service/relays.py
     smtp_connections: int = Field(20, ge=1, le=256)  # measured: docs/design.md §5
     smtp_timeout_seconds: float = Field(30.0, gt=0)
     batch_size: int = Field(200, ge=1, le=10_000)
@@ -37,6 +40,14 @@ class Settings(BaseSettings):
     retry_base_seconds: float = Field(60.0, ge=0)
     retry_max_seconds: float = Field(3600.0, ge=0)
     rate_limit: float = Field(0.0, ge=0)
+    quota_hour: int = Field(0, ge=0)  # messages in any hour, for all nodes; 0: none
+    quota_day: int = Field(0, ge=0)  # messages in any 24 hours, for all nodes; 0: none
+    quota_hour_seconds: float = Field(3600.0, gt=0)  # the windows' lengths: shortened only by tests
+    quota_day_seconds: float = Field(86400.0, gt=0)
+    domain_limits: str | None = None  # service/domains.py
+    domain_pause_seconds: float = Field(60.0, gt=0)  # a domain's first pause after 421/4.7.x; doubles
+    domain_pause_max_seconds: float = Field(3600.0, gt=0)
+    domain_probes: int = Field(1, ge=1, le=100)  # messages to a domain once its pause is over
     message_id_domain: str | None = None
     unsubscribe_url: str | None = None
     unsubscribe_secret: SecretStr | None = None
@@ -174,6 +185,20 @@ class Settings(BaseSettings):
                 raise ValueError("expected user:password, the basic auth credentials of the webhook's URL")
         return value
 
+    @field_validator("domain_limits")
+    @classmethod
+    def _domain_limits(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_limits(value)
+        return value
+
+    @field_validator("smtp_urls")
+    @classmethod
+    def _relay_urls(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_urls(value)
+        return value
+
     @field_validator("log_level")
     @classmethod
     def _a_level(cls, value: str) -> str:
@@ -289,6 +314,7 @@ def load() -> Settings:
         given = os.environ.get(name)
         if given is not None and len(given) > 60:
             given = given[:57] + "..."
-        hidden = given is None or any(word in name for word in ("PASSWORD", "SECRET", "SIGNING_KEY", "DATABASE_URL"))
+        hidden = given is None or any(word in name for word in ("PASSWORD", "SECRET", "SIGNING_KEY", "DATABASE_URL",
+                                                                "URLS"))
         shown = "" if hidden else f" (got {given!r})"
         raise ConfigError(f"{name}: {error['msg'].removeprefix('Value error, ')}{shown}") from None

@@ -47,7 +47,9 @@ from aiosmtplib import (
 )
 from aiosmtplib.email import quote_address
 
+from service import relays
 from service.errors import EinmalError
+from service.relays import Relay
 from service.settings import Settings
 from service.smtp_wire import Wire, one_line
 
@@ -118,17 +120,17 @@ def _describe(exc: BaseException, timeout: float) -> str:
 
 
 class SmtpConnection:
-    def __init__(self, settings: Settings):
-        self._settings = settings
+    def __init__(self, settings: Settings, relay: Relay | None = None):
+        self.relay = relay = relay or relays.from_settings(settings)[0]
         self._timeout = settings.smtp_timeout_seconds
-        self._where = f"SMTP {settings.smtp_host}:{settings.smtp_port}"
+        self._where = f"SMTP {relay.name}"
         self._smtp = SMTP(
-            hostname=settings.smtp_host,
-            port=settings.smtp_port,
+            hostname=relay.host,
+            port=relay.port,
             timeout=self._timeout,
-            use_tls=settings.smtp_tls == "tls",
+            use_tls=relay.tls == "tls",
             start_tls=False,  # done by hand below, so that "required but not offered" fails
-            cert_bundle=settings.smtp_tls_ca_file,
+            cert_bundle=relay.ca_file,
         )
         self._wire: Wire | None = None
         self._pipelining = self._utf8 = self._8bitmime = False  # what the server offers
@@ -178,23 +180,22 @@ class SmtpConnection:
         self._smtp.close()  # resets aiosmtplib's state (the transport is closed already)
 
     async def _connect(self) -> None:
-        smtp, settings = self._smtp, self._settings
+        smtp, relay = self._smtp, self.relay
         stage = "connect"
         try:
             await smtp.connect()
             stage = "EHLO"
             await smtp.ehlo()
-            if settings.smtp_tls == "starttls":
+            if relay.tls == "starttls":
                 stage = "STARTTLS"
                 if not smtp.supports_extension("starttls"):
                     raise SmtpUnavailable(f"{self._where}: STARTTLS required but not offered by the server")
                 await smtp.starttls()
                 stage = "EHLO after STARTTLS"
                 await smtp.ehlo()
-            if settings.smtp_username is not None:
+            if relay.username is not None:
                 stage = "AUTH"
-                password = settings.smtp_password.get_secret_value() if settings.smtp_password else ""
-                await smtp.login(settings.smtp_username, password)
+                await smtp.login(relay.username, relay.password or "")
             if smtp.transport is None or smtp.transport.is_closing():
                 raise SMTPServerDisconnected("Connection lost")
         except SmtpUnavailable:

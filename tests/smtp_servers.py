@@ -182,6 +182,8 @@ class _Hooks:
         return await self.owner._apply("mail", None, MISSING)
 
     async def handle_RCPT(self, server, session, envelope, address, options):
+        with self.owner._lock:
+            self.owner._rcpts.append((time.monotonic(), address))
         return await self.owner._apply("rcpt", address, MISSING)
 
     async def handle_DATA(self, server, session, envelope):
@@ -208,6 +210,7 @@ class FaultServer:
         self._faults: list[_Fault] = []
         self._random = random.Random(seed)
         self._messages: list[Received] = []
+        self._rcpts: list[tuple[float, str]] = []  # (time.monotonic(), address) of every RCPT TO
         self._mail_connections: set[int] = set()
         self._pipelined = 0
         self._numbers = 0
@@ -294,6 +297,12 @@ class FaultServer:
     def messages(self) -> list[Received]:
         with self._lock:
             return list(self._messages)
+
+    @property
+    def rcpts(self) -> list[tuple[float, str]]:
+        """(time.monotonic(), address) of every RCPT TO, answered or refused."""
+        with self._lock:
+            return list(self._rcpts)
 
     @property
     def connections(self) -> int:

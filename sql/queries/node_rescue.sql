@@ -10,7 +10,7 @@ WITH dead AS (
 ), held AS MATERIALIZED (
     -- a row locked by a statement still running (or by a frozen backend) is skipped, not waited for: one
     -- hung connection must not stall every node's scheduler, hence every heartbeat; the next tick retries
-    SELECT s.id FROM einmal.sends s
+    SELECT s.id, s.status, s.updated_at FROM einmal.sends s
     WHERE s.status IN ('claimed', 'sending')
       AND (s.claimed_by IN (SELECT id FROM dead) OR s.claimed_by = ANY ($3::text[])
            -- a token with no node row at all (its row was removed as dead before)
@@ -33,8 +33,11 @@ WITH dead AS (
     FROM einmal.campaigns c, held h
     WHERE s.id = h.id AND c.id = s.campaign_id
     RETURNING s.status
+), refunded AS (
+    -- claimed rows never went out: the quotas that counted them get them back (0010_send_budget.sql)
+    SELECT einmal.quota_refund(array_agg(updated_at)) FROM held WHERE status = 'claimed'
 )
-SELECT (SELECT count(*) FROM dead) AS nodes,
+SELECT (SELECT count(*) FROM dead) AS nodes, (SELECT count(*) FROM refunded) AS refunded,
        count(*) FILTER (WHERE status = 'queued') AS queued,
        count(*) FILTER (WHERE status = 'in_doubt') AS in_doubt
 FROM rescued

@@ -6,15 +6,20 @@
 -- others are settled at once: suppressed, back to the queue (campaign
 -- paused), or failed (campaign cancelled). Returns the started ids (a NULL id
 -- when none), each with the count recorded. An empty $8 only records.
+-- An outcome marked throttled ($9: the domain answered 421/4.7.x) goes back to
+-- the queue in its place, with no attempt counted, and pauses its domain for
+-- every node: $10 seconds, doubling with each throttle in a row up to $11; any
+-- other answer from a paused domain closes its breaker (docs/design.md §13).
 WITH r AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[], $6::bool[])
-        AS r(id, status, reply, attempts, retry_after, bounce)
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[], $6::bool[], $9::bool[])
+        AS r(id, status, reply, attempts, retry_after, bounce, throttled)
 ), moved AS (
     UPDATE einmal.sends s SET
         status = r.status,
         last_reply = r.reply,
         attempts = s.attempts + r.attempts,
-        next_attempt_at = CASE WHEN r.status = 'queued' THEN now() + make_interval(secs => r.retry_after)
+        next_attempt_at = CASE WHEN r.status = 'queued' AND NOT r.throttled
+                               THEN now() + make_interval(secs => r.retry_after)
                                ELSE s.next_attempt_at END,
         claimed_by = CASE WHEN r.status = 'queued' THEN NULL ELSE s.claimed_by END,
         sent_at = CASE WHEN r.status = 'sent' THEN now() END,
@@ -22,7 +27,23 @@ WITH r AS (
     FROM r
     -- a row another node declared in doubt while this one stalled still takes this node's answer
     WHERE s.id = r.id AND s.claimed_by = $7 AND s.status IN ('sending', 'in_doubt')
-    RETURNING s.id, s.account_id, s.email_lower, r.bounce
+    RETURNING s.id, s.account_id, s.email_lower, r.bounce, r.throttled, r.reply,
+              split_part(s.email_lower, '@', 2) AS domain, r.status = 'sent' OR r.attempts > 0 AS answered
+), throttled AS (
+    INSERT INTO einmal.domains AS d (domain, paused_until, failures, last_reply)
+    SELECT DISTINCT ON (domain) domain, clock_timestamp() + make_interval(secs => $10), 1, reply
+    FROM moved WHERE throttled
+    ON CONFLICT (domain) DO UPDATE SET
+        -- a failed probe doubles the pause; answers of rows already on the wire when it began do not
+        failures = d.failures + CASE WHEN d.probing OR d.paused_until <= now() THEN 1 ELSE 0 END,
+        paused_until = greatest(d.paused_until, clock_timestamp() + einmal.domain_pause(
+            d.failures + CASE WHEN d.probing OR d.paused_until <= now() THEN 1 ELSE 0 END, $10, $11)),
+        probing = false,
+        last_reply = EXCLUDED.last_reply
+), reopened AS (
+    UPDATE einmal.domains d SET failures = 0, paused_until = '-infinity', probing = false
+    WHERE d.failures > 0 AND d.domain IN (SELECT domain FROM moved WHERE answered AND NOT throttled)
+      AND d.domain NOT IN (SELECT domain FROM moved WHERE throttled)
 ), bounced AS (
     INSERT INTO einmal.suppressions (account_id, email_lower, reason)
     SELECT account_id, email_lower, 'bounce' FROM moved WHERE bounce
