@@ -42,6 +42,12 @@ log = logging.getLogger("einmal.sender")
 
 LATE = 0.05  # seconds a row may go after its send slot (docs/design.md §13)
 
+def event(batch: Batch, name: str, attributes: dict[str, str]) -> None:
+    """An event on the batch's send span: which relay failed, which domain asked us to slow down."""
+    if batch.send_span is not None:
+        batch.send_span.add_event(name, attributes)
+
+
 def late(row: Row) -> bool:
     """Whether the row's send slot (EINMAL_RATE_LIMIT, a domain's rate) has passed by more than LATE."""
     return bool(row.not_before) and time.monotonic() - row.not_before > LATE
@@ -103,9 +109,13 @@ class Sender:
                 reason = str(exc)
                 alone |= not state.down(reason, seen)
                 self.ctx.metrics.relay_unavailable.labels(state.relay.name).inc()
+                event(batch, "relay unavailable", {"einmal.relay": state.relay.name, "einmal.reason": reason})
                 continue
             state.up()
             self.ctx.smtp_unavailable = None
+            if outcome.throttled:
+                event(batch, "domain throttled", {"einmal.domain": row.email_lower.rpartition("@")[2],
+                                                  "einmal.relay": state.relay.name, "einmal.reply": outcome.reply})
             return outcome, 0.0
         self.ctx.smtp_unavailable = self.relays.unavailable()
         return Outcome(row.id, "queued", f"not sent: {reason}"), self.relays.first_pause if alone else 0.0

@@ -7,6 +7,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from service import telemetry
 from tests.pipeline import Received, approve, node_settings, recording_server, running_node, seed, wait_status
+from tests.smtp_servers import FaultServer, free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -44,3 +45,22 @@ async def test_each_batch_is_one_trace_with_claim_send_and_record(
     for span in finished:
         for value in span.attributes.values():
             assert "@" not in str(value), f"{span.name} carries an address"
+
+
+async def test_the_send_span_says_which_relay_failed_and_which_domain_throttled(
+        conn: asyncpg.Connection, dsn: str, spans: InMemorySpanExporter) -> None:
+    campaign = await seed(conn, [f"t{i}@example.com" for i in range(20)] + ["slow@throttled.example"])
+    dead = free_port()  # nothing listens there: the first relay refuses every connection
+    with FaultServer() as server:
+        server.inject("rcpt", "421 4.7.0 Try again later", domain="throttled.example", times=1)
+        urls = f"smtp://127.0.0.1:{dead},smtp://127.0.0.1:{server.port}"
+        async with running_node(node_settings(dsn, server.port, smtp_urls=urls, domain_pause_seconds=0.5)):
+            await approve(conn, campaign)
+            await wait_status(conn, campaign, "sent")
+    events = [e for s in spans.get_finished_spans() if s.name == "send" for e in s.events]
+    relays = {e.attributes["einmal.relay"] for e in events if e.name == "relay unavailable"}
+    throttled = [e.attributes for e in events if e.name == "domain throttled"]
+    assert relays == {f"127.0.0.1:{dead}"}
+    assert [(t["einmal.domain"], t["einmal.relay"]) for t in throttled] == [
+        ("throttled.example", f"127.0.0.1:{server.port}")]
+    assert throttled[0]["einmal.reply"].startswith("421 4.7.0")
