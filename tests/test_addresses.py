@@ -227,7 +227,8 @@ async def test_an_opt_out_by_the_a_label_form_after_the_build_is_honoured_at_cla
     result = await anyio.to_thread.run_sync(
         lambda: einmal("suppress", "--account", "acme", "bob@xn--bcher-kva.example", dsn=dsn))
     assert result.returncode == 0, result.stderr
-    claimed = await conn.fetch(db.query("send_claim_batch"), campaign, "node-a/1", 10)
+    claimed = await conn.fetch(db.query("send_claim_batch"), campaign, "node-a/1", 10, 0, 0, 0, 3600, 86400,
+                              [], [], 1, 60, 3600)  # no limits
     assert {r["email"]: r["status"] for r in claimed} == {"Bob@Bücher.example": "suppressed",
                                                         "carl@example.com": "claimed"}
 
