@@ -54,8 +54,7 @@ class Feed:
         if not self.caps:
             return 0 if self.rows else None
         for i, (_, row) in enumerate(self.rows):
-            domain = row.email_lower.rpartition("@")[2]
-            if self.busy[domain] < self.caps.get(domain, len(self.rows) + 1):
+            if self.busy[row.domain] < self.caps.get(row.domain, len(self.rows) + 1):
                 return i
         return None
 
@@ -72,21 +71,24 @@ class Feed:
         item = self.rows[i]
         del self.rows[i]
         if self.caps:
-            self.busy[item[1].email_lower.rpartition("@")[2]] += 1
+            self.busy[item[1].domain] += 1
         self._update()
         return item
 
     def done(self, row: Row) -> None:
         """A row `take` handed out is off the wire: its domain's connection is free again."""
         if self.caps:
-            self.busy[row.email_lower.rpartition("@")[2]] -= 1
+            self.busy[row.domain] -= 1
             self._update()
 
     def drop_domain(self, domain: str) -> list[tuple[Batch, Row]]:
         """Take every waiting row of `domain` out (it asked us to slow down): to be given back."""
-        dropped = [item for item in self.rows if item[1].email_lower.rpartition("@")[2] == domain]
+        kept: deque[tuple[Batch, Row]] = deque()
+        dropped = []
+        for item in self.rows:
+            (dropped if item[1].domain == domain else kept).append(item)
         if dropped:
-            self.rows = deque(item for item in self.rows if item[1].email_lower.rpartition("@")[2] != domain)
+            self.rows = kept
             self._update()
         return dropped
 

@@ -70,7 +70,7 @@ class Sender:
             return Outcome(row.id, "failed", reply, attempts=1, bounce=bounce)
         if status is Smtp.TRANSIENT and domains.throttled(reply):
             # the domain asks us to slow down: it is paused for every node, the row keeps its place
-            self.ctx.metrics.domain_throttled.labels(row.email_lower.rpartition("@")[2]).inc()
+            self.ctx.metrics.domain_throttled.labels(row.domain).inc()
             return Outcome(row.id, "queued", reply, throttled=True)
         in_doubt = status is Smtp.IN_DOUBT
         if in_doubt and settings.in_doubt == "hold":
@@ -114,7 +114,7 @@ class Sender:
             state.up()
             self.ctx.smtp_unavailable = None
             if outcome.throttled:
-                event(batch, "domain throttled", {"einmal.domain": row.email_lower.rpartition("@")[2],
+                event(batch, "domain throttled", {"einmal.domain": row.domain,
                                                   "einmal.relay": state.relay.name, "einmal.reply": outcome.reply})
             return outcome, 0.0
         self.ctx.smtp_unavailable = self.relays.unavailable()
@@ -164,7 +164,7 @@ class Sender:
                 outcome, alone = await self.attempt(links, own, *item)
                 done, alone_until = (item[0], outcome), time.monotonic() + alone
                 if outcome.throttled:  # the rest of the domain goes back to the queue, in its place
-                    self.writer.give_back(self.feed.drop_domain(item[1].email_lower.rpartition("@")[2]))
+                    self.writer.give_back(self.feed.drop_domain(item[1].domain))
             self.feed.done(item[1])
 
     async def send_all(self) -> None:

@@ -47,6 +47,11 @@ class Row:
     attributes: str = "{}"  # the subscriber's jsonb attributes as asyncpg gives them: JSON text
     not_before: float = 0.0  # time.monotonic() of its send slot under EINMAL_RATE_LIMIT
 
+    @property
+    def domain(self) -> str:
+        """The recipient's domain as einmal keys it (what EINMAL_DOMAIN_LIMITS and einmal.domains name)."""
+        return self.email_lower.rpartition("@")[2]
+
 
 @dataclass
 class Outcome:
