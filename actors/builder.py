@@ -34,12 +34,16 @@ async def build(ctx: NodeContext, campaign_id: int, chunk: int = CHUNK) -> int:
             while True:
                 row = await conn.fetchrow(db.query("recipients_build_chunk"), campaign_id, after, size)
                 size = chunk
+                if row["inserted"] and not added:  # the first rows: plans made from here on see them
+                    await conn.execute(db.query("sends_analyze"))
                 added += row["inserted"]
                 if row["inserted"]:
                     ctx.claim_nudge.set()
                 if row["upper"] is None:
                     break
                 after = row["upper"]
+            if added > min(FIRST_CHUNK, chunk):
+                await conn.execute(db.query("sends_analyze"))
             if await conn.fetchrow(db.query("recipients_build_done"), campaign_id):
                 log.info("campaign %d: recipients built (%d rows added here)", campaign_id, added)
                 ctx.campaign_nudge.set()
