@@ -17,8 +17,10 @@ byte strings: a few microseconds per message instead of the hundreds an
 
 The output is a complete RFC 5322 message with CRLF line endings, every line at most 78
 octets where it can be folded and never over 998, bodies quoted-printable, headers ASCII
-(RFC 2047 encoded-words for non-ASCII text) except an internationalised address, which goes
-in as UTF-8 (RFC 6532). It is not dot-stuffed. With the DKIM variables set, a DKIM-Signature
+(RFC 2047 encoded-words for non-ASCII text). An international domain in To, From or
+Reply-To goes in as its A-label (addresses.header_address), so the message needs no
+SMTPUTF8 whatever relay it meets; only an address whose local part is not ASCII goes in as
+UTF-8 (RFC 6532). It is not dot-stuffed. With the DKIM variables set, a DKIM-Signature
 (service/dkim.py) goes in front: the fields and body pieces the same for every recipient are
 canonicalised once per campaign, a body without merge fields is hashed once.
 """
@@ -35,6 +37,7 @@ from email.policy import default as default_policy
 from email.utils import format_datetime
 
 from service import dkim, headers, templates, unsubscribe, verp
+from service.addresses import header_address
 from service.errors import UsageError
 from service.settings import Settings
 
@@ -113,7 +116,9 @@ def _address_bytes(address: str) -> bytes:
         raise ValueError(f"refusing to put {address[:100]!r} in a header")
     if len(address) > 320:  # RFC 5321: 64 octets of local part, 255 of domain
         raise ValueError(f"address longer than 320 characters: {address[:100]!r}...")
-    return b"<" + address.encode("utf-8") + b">"
+    if not address.isascii():  # an ASCII local part goes with its A-label domain: an ASCII header
+        return b"<" + header_address(address).encode("utf-8") + b">"
+    return b"<" + address.encode() + b">"
 
 
 def mailbox(name: bytes, display_name: str, address: str) -> bytes:
