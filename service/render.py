@@ -263,8 +263,10 @@ class CampaignTemplate:
             static = [self._start, self._between, self._end, *self._text.pieces, *(self._html.pieces if self._html
                                                                                     else ())]
             no_fields = not self._text.fields and (self._html is None or not self._html.fields)
+            names = (b"To", b"Subject", b"Date", b"Message-ID") + (
+                (b"List-Unsubscribe",) if self._url_prefix or self._mailto else ())  # as render() writes them
             self._dkim = signer.prepare(self._from + self._head[:-2], [p for p in static if p.__class__ is bytes],
-                                        no_fields)
+                                        no_fields, names)
         return self
 
     def envelope_sender(self, subscriber_id: int) -> str:
@@ -345,7 +347,7 @@ class CampaignTemplate:
             name = ""
         elif "\r" in name:
             name = templates.line_breaks(name)
-        out = [self._from, mailbox(b"To", name, email)]
+        out = [b"", self._from, mailbox(b"To", name, email)]  # out[0]: the DKIM-Signature field, if any
         url = token = ""
         if self._signer is not None:
             token = self._signer.token(self.account_id, self.campaign_id, subscriber_id)
@@ -361,7 +363,8 @@ class CampaignTemplate:
             out.append(unstructured(b"Subject", clean(text)))
         else:
             out.append(self._subject)
-        out.append(date_header(self.clock()))
+        now = self.clock()
+        out.append(date_header(now))
         out.append(self._id_prefix + b"%d" % subscriber_id + self._id_suffix)
         if url and not self._mailto:
             out.append(b"List-Unsubscribe: <" + url.encode() + b">\r\n")
@@ -380,7 +383,6 @@ class CampaignTemplate:
             context = templates.context(templates.HTML, variables) if jinja else None
             self._html.render(templates.escaped(values), context, out)
             out.append(self._end)
-        message = b"".join(out)
-        if self._dkim is None:
-            return message
-        return self._dkim.sign(out[1:fields], out[fields + 1:], self.clock()) + message
+        if self._dkim is not None:  # signed over the fields after From and the body after the static head
+            out[0] = self._dkim.sign(out[2:fields], out[fields + 1:], now)
+        return b"".join(out)

@@ -128,6 +128,27 @@ def test_a_block_of_whole_fields_canonicalises_as_the_general_header_rule(fields
     assert canonical == b"".join(field for _, field in reference)
 
 
+_NAMES = [b"To", b"Subject", b"Date", b"Message-ID", b"List-Unsubscribe"]
+_ATOMS = st.lists(st.text(st.sampled_from("ab=.:<>\t"), max_size=8).map(str.encode), max_size=4)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(_ATOMS, st.lists(st.booleans(), max_size=4)), min_size=len(_NAMES), max_size=len(_NAMES)))
+def test_the_message_fields_as_render_writes_them_canonicalise_as_the_general_header_rule(values):
+    """``Name: value`` with atoms joined by a space or folded (CRLF SP), empty values, tabs, runs of
+    spaces and colons at a line's end: the canonical form ``sign`` hashes is the general rule's."""
+    signer = dkim.Signer(DOMAIN, SELECTOR, ed25519.Ed25519PrivateKey.generate())
+    campaign = signer.prepare(b"From: a@example.org\r\n", names=tuple(_NAMES))
+    fields = []
+    for name, (atoms, folds) in zip(_NAMES, values, strict=True):
+        value = b""
+        for i, atom in enumerate(atoms):
+            value += atom if i == 0 else (b"\r\n " if i - 1 < len(folds) and folds[i - 1] else b" ") + atom
+        fields.append(name + (b": " + value if value else b":") + b"\r\n")
+    reference = dkim.relaxed_headers(b"".join(fields)[:-2])
+    assert campaign._canonical_fields(fields) == b"".join(field for _, field in reference)
+
+
 _PIECE = st.lists(st.text(st.sampled_from("ab \t"), max_size=6), min_size=1, max_size=3).map(
     lambda lines: "".join(line + "\r\n" for line in lines).encode())
 
