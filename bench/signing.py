@@ -11,11 +11,16 @@ cost is the same); after each signed run, outside its timing, dkimpy verifies ev
 those messages against the public key, its DNS answered by a stub that knows only the
 bench's selector. Verifying is slow (dkimpy is pure Python: ~2 ms per Ed25519 message, ~4 ms
 per RSA one), so it runs in one process per CPU.
+
+`python -m bench.signing [--messages N] [--tick S]` runs this series alone and prints the DKIM
+rows of `python -m bench` (same runs, same targets).
 """
 
+import argparse
 import functools
 import importlib.util
 import os
+import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -142,3 +147,43 @@ def send_line(run: send.Run) -> str:
     from bench.report import run_line
 
     return run_line(run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The DKIM series alone, reported as ``python -m bench`` reports it."""
+    import anyio
+    import asyncpg
+
+    from bench import database, report
+    from bench.sink import Unavailable, ensure_tools
+    from service.errors import EinmalError
+
+    parser = argparse.ArgumentParser(prog="python -m bench.signing", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=20_000, help="messages per run (default 20000)")
+    parser.add_argument("--tick", type=float, default=60.0, help="EINMAL_TICK_SECONDS of the node (default 60)")
+    args = parser.parse_args(argv)
+    if args.messages < 100 or not 0 < args.tick <= 3600:
+        parser.exit(2, f"{parser.prog}: --messages must be at least 100, --tick in (0, 3600]\n")
+
+    async def measure(sink: Sink) -> None:
+        server, _ = database.server_url()
+        signed, verified = await runs(server, sink, messages=args.messages, tick=args.tick,
+                                      say=functools.partial(print, flush=True))
+        report.dkim(signed.pop("unsigned"), signed, functools.partial(print, flush=True), verified)
+
+    try:
+        sink_path, _ = ensure_tools()
+    except Unavailable as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 3
+    try:
+        with Sink(sink_path) as sink:
+            anyio.run(measure, sink)
+    except (RuntimeError, OSError, TimeoutError, asyncpg.PostgresError, EinmalError) as exc:
+        print(f"bench: could not run: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -32,8 +32,17 @@ The key is idempotent: `email_key(email_key(a)) == email_key(a)`. The
 address itself (`email`) is kept as written and is what a message is sent
 to; when several spellings of one mailbox are on a campaign's lists, the
 oldest confirmed subscriber's spelling is used.
+
+How an address goes out (docs/design.md §12): `ascii_address(a)` is its
+all-ASCII form, the domain as its A-label (`hans@xn--bcher-kva.example`),
+for an envelope to a relay without SMTPUTF8; `header_address(a)` is what the
+To and From headers carry: that same ASCII form whenever the local part is
+ASCII, so the message needs no SMTPUTF8 (RFC 5322 headers are ASCII), and the
+address as written only when the local part is not (RFC 6532: such a message
+needs SMTPUTF8 anyway).
 """
 
+import functools
 import unicodedata
 
 import idna
@@ -68,3 +77,30 @@ def _u_label(label: str) -> str:
         return idna.ulabel(label)  # only the canonical A-label of a valid U-label decodes
     except (idna.IDNAError, UnicodeError):
         return label
+
+
+@functools.lru_cache(maxsize=4096)
+def ascii_address(address: str) -> str:
+    """``address`` with an international domain as its A-label (hans@bücher.example ->
+    hans@xn--bcher-kva.example). ValueError when the local part is not ASCII (only SMTPUTF8 can
+    carry it) or the domain is no valid international name."""
+    if address.isascii():
+        return address
+    local, at, domain = address.rpartition("@")
+    if not local.isascii():
+        raise ValueError(f"address {address!r} has a non-ASCII local part: it needs SMTPUTF8")
+    try:
+        return local + at + idna.encode(domain, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError) as exc:
+        raise ValueError(f"address {address!r}: the domain is not a valid international name ({exc})") from None
+
+
+def header_address(address: str) -> str:
+    """The address as a To or From header carries it: ``ascii_address`` when the local part is
+    ASCII, else (a non-ASCII local part, or a domain that is no valid name) as written."""
+    if address.isascii():
+        return address
+    try:
+        return ascii_address(address)
+    except ValueError:
+        return address

@@ -1,20 +1,25 @@
 """DKIM signatures (RFC 6376), relaxed/relaxed, rsa-sha256 or ed25519-sha256 (RFC 8463).
 
     signer = dkim.signer(settings)         # None when the DKIM variables are unset; cached per key file
-    campaign = signer.prepare(static_fields, static_pieces, static_body)      # once per campaign
-    signed = campaign.sign(fields, body_parts, now=time.time()) + message     # per message
+    campaign = signer.prepare(static_fields, static_pieces, static_body, names)   # once per campaign
+    signed = campaign.sign(fields, body_parts, now=time.time()) + message          # per message
 
 A campaign's messages differ in a few header fields (To, Subject, Date, Message-ID,
 List-Unsubscribe) and in the body lines that hold a merge field; everything else is the
 same for all of them. ``prepare`` canonicalises the same header fields once and keeps the
 SHA-256 state after them (they come first in ``h=``: a verifier looks fields up by name, so
-``h=`` need not follow the message's order), and the canonical form of each body piece
-that is the same for every message. ``sign`` then canonicalises only the message's own
-fields and body pieces, hashes the body (once per campaign when it has no merge field),
-continues a copy of the header hash with the message's fields and the DKIM-Signature
-field, and signs that digest: per message little more than the signature itself.
-``fields`` are whole header fields, each ending with CRLF; ``body_parts`` are the body's
-pieces in order, each of whole lines (the message is CRLF, not dot-stuffed).
+``h=`` need not follow the message's order), the canonical form of each body piece that is
+the same for every message, and the DKIM-Signature field up to ``h=`` with its canonical
+form (``names`` are the message's own fields, the same for every message). ``sign`` then
+canonicalises only the message's own fields and body pieces, hashes the body (once per
+campaign when it has no merge field), continues a copy of the header hash with the
+message's fields and the DKIM-Signature field, and signs that digest: per message little
+more than the signature itself. ``fields`` are whole header fields in the order of
+``names``, each written ``Name: value`` (one space after the colon, folded with CRLF SP)
+and ending with CRLF, as service/render.py writes them; then their canonical form is the
+lower-case name, the colon and the unfolded value, with no regular expression (a field
+with a tab, a run of spaces or an empty value takes the general rule). ``body_parts`` are
+the body's pieces in order, each of whole lines (the message is CRLF, not dot-stuffed).
 
 Every header field of the message is signed. The key is read once per process (`einmal
 run` reads it at start-up: a missing, unreadable or unsupported key is one line and exit
@@ -25,6 +30,7 @@ import base64
 import functools
 import hashlib
 import re
+from binascii import b2a_base64
 from pathlib import Path
 
 from cryptography.exceptions import UnsupportedAlgorithm
@@ -119,9 +125,9 @@ class Signer:
         self._rsa = isinstance(key, rsa.RSAPrivateKey)
         self._algorithm = b"rsa-sha256" if self._rsa else b"ed25519-sha256"
 
-    def prepare(self, static_fields: bytes, static_pieces: list[bytes] = (), static_body: bool = False
-                ) -> "CampaignSigner":
-        return CampaignSigner(self, static_fields, static_pieces, static_body)
+    def prepare(self, static_fields: bytes, static_pieces: list[bytes] = (), static_body: bool = False,
+                names: tuple[bytes, ...] = ()) -> "CampaignSigner":
+        return CampaignSigner(self, static_fields, static_pieces, static_body, names)
 
     def sign_digest(self, digest: bytes) -> bytes:
         """The signature of a SHA-256 digest: RSA PKCS#1 v1.5 of it, or Ed25519 over it (RFC 8463)."""
@@ -135,61 +141,77 @@ class Signer:
                 b"s=" + self.selector.encode() + b";", b"h=" + b":".join(names) + b";"]
 
 
+def _wrap(encoded: bytes) -> bytes:
+    """A base64 value folded into lines of 72 characters (relaxed canonicalisation undoes it)."""
+    if len(encoded) <= 144:  # an Ed25519 signature (88 characters): two lines
+        return encoded[:72] + b"\r\n " + encoded[72:] if len(encoded) > 72 else encoded
+    return b"\r\n ".join([encoded[i:i + 72] for i in range(0, len(encoded), 72)])
+
+
 class CampaignSigner:
     """One campaign's signing state: the canonical fields and pieces that every message shares."""
 
-    __slots__ = ("_body_hash", "_pieces", "_prefix", "_signer", "_static", "_static_body", "_static_names")
+    __slots__ = ("_body_hash", "_canonical_prefix", "_folded", "_lower", "_pieces", "_sign", "_static",
+                 "_static_body")
 
-    def __init__(self, signer: Signer, static_fields: bytes, static_pieces: list[bytes], static_body: bool):
-        self._signer = signer
-        self._static_names, canonical = _relaxed_fields(static_fields)
+    def __init__(self, signer: Signer, static_fields: bytes, static_pieces: list[bytes], static_body: bool,
+                 names: tuple[bytes, ...]):
+        self._sign = signer.sign_digest if signer._rsa else signer._key.sign  # Ed25519: the key's own method
+        static_names, canonical = _relaxed_fields(static_fields)
         self._static = hashlib.sha256(canonical)
+        # the message's own fields: "To: " -> "to:", the DKIM-Signature field up to h= folded and canonical
+        self._lower = tuple((len(name) + 2, name.lower() + b":") for name in names)
+        folded = _fold(signer.tags(static_names + tuple(name.lower() for name in names)))
+        self._folded = folded + CRLF
+        self._canonical_prefix = relaxed_headers(folded)[0][1][:-2]
         # static body pieces of whole lines, by value: a piece's hash is cached on the bytes object
         self._pieces = {piece: _relaxed_lines(piece) for piece in static_pieces if piece.endswith(CRLF)}
         self._static_body = static_body
         self._body_hash: bytes | None = None
-        self._prefix: dict[tuple[bytes, ...], tuple[bytes, bytes]] = {}  # per message field names
 
     def body_hash(self, parts: list[bytes]) -> bytes:
         """The base64 SHA-256 of the relaxed body made of ``parts``; once per campaign for a static body."""
         if self._body_hash is not None:
             return self._body_hash
-        pieces, canonical = self._pieces, []
+        get, canonical = self._pieces.get, []
         for part in parts:
-            known = pieces.get(part)
+            known = get(part)
             if known is None:
                 if not part.endswith(CRLF):  # not whole lines: canonicalise the body as one
                     canonical = [relaxed_body(b"".join(parts))]
                     break
                 known = _relaxed_lines(part)
             canonical.append(known)
-        body_hash = base64.b64encode(hashlib.sha256(_body_end(b"".join(canonical))).digest())
+        body = b"".join(canonical)
+        if body[-4:] == b"\r\n\r\n" or body == CRLF:  # empty lines at the end: RFC 6376 3.4.4
+            body = _body_end(body)
+        body_hash = b2a_base64(hashlib.sha256(body).digest(), newline=False)
         if self._static_body:
             self._body_hash = body_hash
         return body_hash
 
-    def _header_prefix(self, names: tuple[bytes, ...]) -> tuple[bytes, bytes]:
-        """The DKIM-Signature field up to ``h=``, folded, and its canonical form."""
-        found = self._prefix.get(names)
-        if found is None:
-            if len(self._prefix) > 64:
-                self._prefix.clear()
-            folded = _fold(self._signer.tags(self._static_names + names))
-            found = self._prefix[names] = (folded, relaxed_headers(folded)[0][1][:-2])
-        return found
+    def _canonical_fields(self, fields: list[bytes]) -> bytes:
+        """The relaxed canonical form of the message's own fields (RFC 6376 3.4.2)."""
+        block = b"".join(fields)
+        if b"\t" in block or b"  " in block or b" \r\n" in block or b":\r\n" in block:
+            names, canonical = _relaxed_fields(block)
+            if names != tuple(lower[:-1] for _, lower in self._lower):
+                raise ValueError(f"DKIM: fields {names} where the campaign was prepared for other fields")
+            return canonical
+        if len(fields) != len(self._lower):
+            raise ValueError(f"DKIM: {len(fields)} fields where the campaign was prepared for {len(self._lower)}")
+        # every field "Name: value", folded at most with CRLF SP: name in lower case, the value unfolded
+        return b"".join([lower + field[skip:] for (skip, lower), field in zip(self._lower, fields, strict=False)]
+                        ).replace(b"\r\n ", b" ")
 
     def sign(self, fields: list[bytes], body_parts: list[bytes], now: float) -> bytes:
         """The DKIM-Signature field (ending with CRLF) for the message made of the campaign's static
-        fields, ``fields`` and a body of ``body_parts``."""
-        names, canonical = _relaxed_fields(b"".join(fields))
-        folded, canonical_prefix = self._header_prefix(names)
+        fields, ``fields`` (as ``names`` at ``prepare``) and a body of ``body_parts``."""
         times = b" t=%d; bh=%s;" % (int(now), self.body_hash(body_parts))
-        digest = self._static.copy()
-        digest.update(canonical)
-        digest.update(canonical_prefix + times + b" b=")  # its own field, b= empty, without the CRLF
-        encoded = base64.b64encode(self._signer.sign_digest(digest.digest()))
-        wrapped = b"\r\n ".join(encoded[i:i + 72] for i in range(0, len(encoded), 72))
-        return folded + b"\r\n" + times + b"\r\n b=" + wrapped + CRLF
+        digest = self._static.copy()  # its own field last, b= empty, without the CRLF
+        digest.update(b"%s%s%s b=" % (self._canonical_fields(fields), self._canonical_prefix, times))
+        encoded = b2a_base64(self._sign(digest.digest()), newline=False)
+        return b"%s%s\r\n b=%s\r\n" % (self._folded, times, _wrap(encoded))
 
 
 def load_key(path: str) -> PrivateKey:

@@ -17,8 +17,10 @@ byte strings: a few microseconds per message instead of the hundreds an
 
 The output is a complete RFC 5322 message with CRLF line endings, every line at most 78
 octets where it can be folded and never over 998, bodies quoted-printable, headers ASCII
-(RFC 2047 encoded-words for non-ASCII text) except an internationalised address, which goes
-in as UTF-8 (RFC 6532). It is not dot-stuffed. With the DKIM variables set, a DKIM-Signature
+(RFC 2047 encoded-words for non-ASCII text). An international domain in To, From or
+Reply-To goes in as its A-label (addresses.header_address), so the message needs no
+SMTPUTF8 whatever relay it meets; only an address whose local part is not ASCII goes in as
+UTF-8 (RFC 6532). It is not dot-stuffed. With the DKIM variables set, a DKIM-Signature
 (service/dkim.py) goes in front: the fields and body pieces the same for every recipient are
 canonicalised once per campaign, a body without merge fields is hashed once.
 """
@@ -35,6 +37,7 @@ from email.policy import default as default_policy
 from email.utils import format_datetime
 
 from service import dkim, headers, templates, unsubscribe, verp
+from service.addresses import header_address
 from service.errors import UsageError
 from service.settings import Settings
 
@@ -113,7 +116,9 @@ def _address_bytes(address: str) -> bytes:
         raise ValueError(f"refusing to put {address[:100]!r} in a header")
     if len(address) > 320:  # RFC 5321: 64 octets of local part, 255 of domain
         raise ValueError(f"address longer than 320 characters: {address[:100]!r}...")
-    return b"<" + address.encode("utf-8") + b">"
+    if not address.isascii():  # an ASCII local part goes with its A-label domain: an ASCII header
+        return b"<" + header_address(address).encode("utf-8") + b">"
+    return b"<" + address.encode() + b">"
 
 
 def mailbox(name: bytes, display_name: str, address: str) -> bytes:
@@ -258,8 +263,10 @@ class CampaignTemplate:
             static = [self._start, self._between, self._end, *self._text.pieces, *(self._html.pieces if self._html
                                                                                     else ())]
             no_fields = not self._text.fields and (self._html is None or not self._html.fields)
+            names = (b"To", b"Subject", b"Date", b"Message-ID") + (
+                (b"List-Unsubscribe",) if self._url_prefix or self._mailto else ())  # as render() writes them
             self._dkim = signer.prepare(self._from + self._head[:-2], [p for p in static if p.__class__ is bytes],
-                                        no_fields)
+                                        no_fields, names)
         return self
 
     def envelope_sender(self, subscriber_id: int) -> str:
@@ -340,7 +347,7 @@ class CampaignTemplate:
             name = ""
         elif "\r" in name:
             name = templates.line_breaks(name)
-        out = [self._from, mailbox(b"To", name, email)]
+        out = [b"", self._from, mailbox(b"To", name, email)]  # out[0]: the DKIM-Signature field, if any
         url = token = ""
         if self._signer is not None:
             token = self._signer.token(self.account_id, self.campaign_id, subscriber_id)
@@ -356,7 +363,8 @@ class CampaignTemplate:
             out.append(unstructured(b"Subject", clean(text)))
         else:
             out.append(self._subject)
-        out.append(date_header(self.clock()))
+        now = self.clock()
+        out.append(date_header(now))
         out.append(self._id_prefix + b"%d" % subscriber_id + self._id_suffix)
         if url and not self._mailto:
             out.append(b"List-Unsubscribe: <" + url.encode() + b">\r\n")
@@ -375,7 +383,6 @@ class CampaignTemplate:
             context = templates.context(templates.HTML, variables) if jinja else None
             self._html.render(templates.escaped(values), context, out)
             out.append(self._end)
-        message = b"".join(out)
-        if self._dkim is None:
-            return message
-        return self._dkim.sign(out[1:fields], out[fields + 1:], self.clock()) + message
+        if self._dkim is not None:  # signed over the fields after From and the body after the static head
+            out[0] = self._dkim.sign(out[2:fields], out[fields + 1:], now)
+        return b"".join(out)

@@ -30,13 +30,11 @@ third replies of a pipelined write.
 
 import asyncio
 import enum
-import functools
 import os
 import re
 import ssl
 from dataclasses import dataclass
 
-import idna
 from aiosmtplib import (
     SMTP,
     SMTPAuthenticationError,
@@ -48,6 +46,7 @@ from aiosmtplib import (
 from aiosmtplib.email import quote_address
 
 from service import relays
+from service.addresses import ascii_address
 from service.errors import EinmalError
 from service.relays import Relay
 from service.settings import Settings
@@ -84,22 +83,6 @@ def dot_stuff(message: bytes) -> bytes:
         message += b"\r\n"
     stuffed = message.replace(b"\r\n.", b"\r\n..")
     return b"." + stuffed if stuffed.startswith(b".") else stuffed
-
-
-@functools.lru_cache(maxsize=4096)
-def ascii_address(address: str) -> str:
-    """``address`` with an international domain as its A-label (hans@bücher.example ->
-    hans@xn--bcher-kva.example). ValueError when the local part is not ASCII (only SMTPUTF8 can
-    carry it) or the domain is no valid international name."""
-    if address.isascii():
-        return address
-    local, at, domain = address.rpartition("@")
-    if not local.isascii():
-        raise ValueError(f"address {address!r} has a non-ASCII local part: it needs SMTPUTF8")
-    try:
-        return local + at + idna.encode(domain, uts46=True).decode("ascii")
-    except (idna.IDNAError, UnicodeError) as exc:
-        raise ValueError(f"address {address!r}: the domain is not a valid international name ({exc})") from None
 
 
 def _quote(address: str) -> str:

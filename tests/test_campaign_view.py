@@ -158,6 +158,31 @@ async def test_preview_is_byte_for_byte_what_the_campaign_delivers_to_that_subsc
         assert dateless(received[email]) == dateless(preview)
 
 
+async def test_preview_shows_an_international_domain_as_its_a_label_in_to_and_from(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    from service.addresses import email_key
+
+    account = await seed_account(conn)
+    list_id = await conn.fetchval("SELECT id FROM einmal.lists WHERE name = 'default'")
+    for email in ("hans@bücher.example", "jörg@bücher.example"):
+        subscriber = await conn.fetchval("INSERT INTO einmal.subscribers (account_id, email, email_lower, name) "
+                                         "VALUES ($1, $2, $3, 'H') RETURNING id", account, email, email_key(email))
+        await conn.execute("INSERT INTO einmal.list_members VALUES ($1, $2)", list_id, subscriber)
+    result = einmal("campaign", "create", "--account", "acme", "--name", "idn", "--subject", "Hi", "--from",
+                    "News <news@bücher.example>", "--text", "Dear {{ name }}\n{{ unsubscribe_url }}\n", dsn=dsn,
+                    env=UNSUBSCRIBE)
+    assert result.returncode == 0, result.stderr
+    hans = einmal("campaign", "preview", result.stdout.strip(), "--subscriber", "hans@bücher.example", dsn=dsn,
+                  env=UNSUBSCRIBE)
+    assert hans.returncode == 0, hans.stderr
+    head = hans.stdout.split("\n\n", 1)[0]
+    assert head.isascii() and '\nTo: "H" <hans@xn--bcher-kva.example>\n' in head
+    assert 'From: "News" <news@xn--bcher-kva.example>\n' in head
+    jorg = einmal("campaign", "preview", result.stdout.strip(), "--subscriber", "jörg@bücher.example", dsn=dsn,
+                  env=UNSUBSCRIBE)
+    assert '\nTo: "H" <jörg@bücher.example>\n' in jorg.stdout
+
+
 def _html(tmp_path: Path) -> Path:
     path = tmp_path / "body.html"
     path.write_text("<p>{{ name }} &amp; {{ attributes.city | default('') }}</p>\n")

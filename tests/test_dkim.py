@@ -1,6 +1,8 @@
 """DKIM signatures made by einmal, checked by dkimpy as the independent verifier (its DNS answered
 by a stub that knows only our selector)."""
 
+import email.parser
+import email.policy
 import os
 import subprocess
 import sys
@@ -126,6 +128,27 @@ def test_a_block_of_whole_fields_canonicalises_as_the_general_header_rule(fields
     assert canonical == b"".join(field for _, field in reference)
 
 
+_NAMES = [b"To", b"Subject", b"Date", b"Message-ID", b"List-Unsubscribe"]
+_ATOMS = st.lists(st.text(st.sampled_from("ab=.:<>\t"), max_size=8).map(str.encode), max_size=4)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(_ATOMS, st.lists(st.booleans(), max_size=4)), min_size=len(_NAMES), max_size=len(_NAMES)))
+def test_the_message_fields_as_render_writes_them_canonicalise_as_the_general_header_rule(values):
+    """``Name: value`` with atoms joined by a space or folded (CRLF SP), empty values, tabs, runs of
+    spaces and colons at a line's end: the canonical form ``sign`` hashes is the general rule's."""
+    signer = dkim.Signer(DOMAIN, SELECTOR, ed25519.Ed25519PrivateKey.generate())
+    campaign = signer.prepare(b"From: a@example.org\r\n", names=tuple(_NAMES))
+    fields = []
+    for name, (atoms, folds) in zip(_NAMES, values, strict=True):
+        value = b""
+        for i, atom in enumerate(atoms):
+            value += atom if i == 0 else (b"\r\n " if i - 1 < len(folds) and folds[i - 1] else b" ") + atom
+        fields.append(name + (b": " + value if value else b":") + b"\r\n")
+    reference = dkim.relaxed_headers(b"".join(fields)[:-2])
+    assert campaign._canonical_fields(fields) == b"".join(field for _, field in reference)
+
+
 _PIECE = st.lists(st.text(st.sampled_from("ab \t"), max_size=6), min_size=1, max_size=3).map(
     lambda lines: "".join(line + "\r\n" for line in lines).encode())
 
@@ -200,6 +223,53 @@ def test_incomplete_or_injected_dkim_settings_are_one_line_and_exit_2(env, says)
 def test_an_international_dkim_domain_is_signed_as_its_a_label():
     assert Settings(dkim_domain="bücher.example", dkim_selector="s", dkim_private_key_file="/k").dkim_domain \
         == "xn--bcher-kva.example"
+
+
+# -- international addresses ------------------------------------------------------------------
+
+
+async def _sent(server, template, email: str, name: str):
+    """``template`` rendered for ``email`` and sent to ``server``: what the server received."""
+    from service.smtp import Outcome, SmtpConnection
+    from tests.test_smtp import settings_for
+
+    connection = SmtpConnection(settings_for(server))
+    try:
+        result = await connection.send(template.envelope_from, email, template.render(5, email, name))
+    finally:
+        await connection.close()
+    assert result.outcome is Outcome.SENT, result.reply
+    [received] = server.messages
+    return received
+
+
+@pytest.mark.anyio
+async def test_an_international_domain_is_its_a_label_in_to_and_from_for_a_relay_without_smtputf8(
+        key, key_file, make_smtp_server):
+    template = CampaignTemplate.compile(campaign(from_address="Bücher News <news@bücher.example>"),
+                                        signed_settings(key_file))
+    received = await _sent(make_smtp_server(), template, "hans@bücher.example", "Hans Müller")
+
+    assert received.rcpt_tos == ("hans@xn--bcher-kva.example",)
+    assert received.data.isascii()  # RFC 5322 without RFC 6532: what a relay without SMTPUTF8 may carry
+    message = parse(received.data)
+    assert str(message["To"]) == "Hans Müller <hans@xn--bcher-kva.example>"
+    assert message["To"].addresses[0].addr_spec == "hans@xn--bcher-kva.example"
+    assert str(message["From"]) == "Bücher News <news@xn--bcher-kva.example>"
+    assert verified(received.data, key)
+
+
+@pytest.mark.anyio
+async def test_a_non_ascii_local_part_keeps_its_utf8_address_over_a_relay_with_smtputf8(
+        key, key_file, make_smtp_server):
+    template = CampaignTemplate.compile(campaign(), signed_settings(key_file))
+    received = await _sent(make_smtp_server(smtputf8=True), template, "jörg@bücher.example", "Jörg")
+
+    assert received.rcpt_tos == ("jörg@bücher.example",)
+    message = email.parser.Parser(policy=email.policy.default).parsestr(received.data.decode("utf-8"))  # RFC 6532
+    assert message["To"].addresses[0].addr_spec == "jörg@bücher.example"
+    assert str(message["To"]) == "Jörg <jörg@bücher.example>"
+    assert verified(received.data, key)
 
 
 # -- through a node ---------------------------------------------------------------------------

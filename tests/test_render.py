@@ -1,5 +1,6 @@
 """Message rendering: every message is parsed back with the standard library and checked."""
 
+import email.parser
 import email.policy
 import re
 from datetime import UTC, datetime
@@ -388,3 +389,27 @@ def test_any_body_round_trips_with_the_name_merged(name, before, after, html):
     # line breaks of the template and of the value each become one CRLF; the last line ends with one too
     expected = "".join(re.sub(r"\r\n|\r", "\n", piece) for piece in (before, name, after))
     assert body(part) == expected + ("" if text.endswith(("\r", "\n")) else "\n")
+
+
+# -- international addresses --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("email, header", [
+    ("hans@bücher.example", "hans@xn--bcher-kva.example"),  # an ASCII local part: the A-label, all ASCII
+    ("hans@xn--bcher-kva.example", "hans@xn--bcher-kva.example"),
+    ("ann@example.org", "ann@example.org"),
+])
+def test_an_address_with_an_ascii_local_part_is_ascii_in_the_header(email, header):
+    message = parse(render(email=email, from_address="Bücher <news@bücher.example>"))
+    assert message["To"].addresses[0].addr_spec == header
+    assert message["From"].addresses[0].addr_spec == "news@xn--bcher-kva.example"
+    assert message["To"].addresses[0].display_name == "Jane Doe"
+    assert body(message).startswith(f"Hello Jane Doe,\nyou are {email}.")  # the body keeps it as written
+
+
+def test_a_non_ascii_local_part_stays_utf8_in_the_header():
+    raw = render(email="jörg@bücher.example", name="Jörg")
+    assert "To: =?utf-8?b?SsO2cmc=?= <jörg@bücher.example>\r\n".encode() in raw
+    message = email.parser.Parser(policy=email.policy.default).parsestr(raw.decode("utf-8"))  # RFC 6532
+    assert message["To"].addresses[0].addr_spec == "jörg@bücher.example"
+    assert message.defects == []  # (the stdlib notes a NonASCIILocalPartDefect on the To header, as RFC 6532 allows)
