@@ -53,6 +53,14 @@ def late(row: Row) -> bool:
     return bool(row.not_before) and time.monotonic() - row.not_before > LATE
 
 
+def render_row(batch: Batch, row: Row) -> bytes | Outcome:
+    """The row's message, or its outcome when it cannot be rendered."""
+    try:
+        return batch.template.render(row.subscriber_id, row.email, row.name, row.attributes)
+    except ValueError as exc:
+        return Outcome(row.id, "failed", f"cannot render: {exc}", attempts=1)
+
+
 class Sender:
     def __init__(self, ctx: NodeContext, token: str, feed: Feed) -> None:
         self.ctx, self.token, self.feed = ctx, token, feed
@@ -84,19 +92,18 @@ class Sender:
             return Outcome(row.id, "failed", f"{reply} (gave up after {row.attempts + 1} attempts)", attempts=1)
         return Outcome(row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts))
 
-    async def deliver(self, connection: SmtpConnection, template: render.CampaignTemplate, row: Row) -> Outcome:
+    async def deliver(self, connection: SmtpConnection, template: render.CampaignTemplate, row: Row,
+                      message: bytes | Outcome) -> Outcome:
         """The row's outcome; raises SmtpUnavailable when nothing could reach the server."""
-        if (row.account_id, row.email_lower) in self.ctx.suppressed:
+        if (row.account_id, row.email_lower) in self.ctx.suppressed:  # the last look (docs/design.md §6)
             return Outcome(row.id, "suppressed", "suppressed before sending")
-        try:
-            message = template.render(row.subscriber_id, row.email, row.name, row.attributes)
-        except ValueError as exc:
-            return Outcome(row.id, "failed", f"cannot render: {exc}", attempts=1)
+        if isinstance(message, Outcome):  # it could not be rendered
+            return message
         result = await connection.send(template.envelope_sender(row.subscriber_id), row.email, message)
         return self.outcome(row, result.outcome, result.reply)
 
-    async def attempt(self, links: dict[int, SmtpConnection], own: int, batch: Batch,
-                      row: Row) -> tuple[Outcome, float]:
+    async def attempt(self, links: dict[int, SmtpConnection], own: int, batch: Batch, row: Row,
+                      message: bytes | Outcome) -> tuple[Outcome, float]:
         """The row's outcome through the connection's own relay, else the next one up; and how long this
         connection alone should wait before its next row. A relay that reached nothing sent nothing, so
         the next one may take the row in the same `sending` transition (service/relays.py)."""
@@ -104,7 +111,7 @@ class Sender:
         for state in self.relays.order(own):
             seen = state.reached
             try:
-                outcome = await self.deliver(self.link(links, state), batch.template, row)
+                outcome = await self.deliver(self.link(links, state), batch.template, row, message)
             except SmtpUnavailable as exc:
                 reason = str(exc)
                 alone |= not state.down(reason, seen)
@@ -155,13 +162,17 @@ class Sender:
                 self.feed.done(item[1])
                 self.writer.give_back([item])
                 continue
-            started = await self.writer.step(done, item)
+            step = self.writer.hand_in(done, item)
             done = None
+            # the message is made while the statement that starts its row runs, off this connection's
+            # path from the answer to DATA; it goes out only if the row started (docs/design.md §5)
+            message = render_row(*item) if step is not None else b""
+            started = await self.writer.answer(step)
             if started and late(item[1]):
                 # the slot passed while its start was written: nothing sent, a new slot at the next claim
                 done = (item[0], Outcome(item[1].id, "queued", "not sent: its send slot had passed"))
             elif started:
-                outcome, alone = await self.attempt(links, own, *item)
+                outcome, alone = await self.attempt(links, own, *item, message)
                 done, alone_until = (item[0], outcome), time.monotonic() + alone
                 if outcome.throttled:  # the rest of the domain goes back to the queue, in its place
                     self.writer.give_back(self.feed.drop_domain(item[1].domain))

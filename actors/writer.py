@@ -72,19 +72,30 @@ class Writer:
         self.busy = 0  # connections with a started row whose outcome they have not handed in yet
         self.last_seconds = 0.0  # how long the last statement took
 
-    async def step(self, done: tuple[Batch, Outcome] | None, start: tuple[Batch, Row] | None) -> bool:
-        """Record `done` and start `start` in the next statement; True when `start` may go on the wire."""
+    def hand_in(self, done: tuple[Batch, Outcome] | None, start: tuple[Batch, Row] | None) -> Step | None:
+        """Record `done` and start `start` in the next statement; None when the writer has failed, so
+        nothing starts. `answer` waits for the statement."""
         if self.error is not None:
             if done is not None:
                 self.unrecorded.append(done[1])
-            return False
+            return None
         if done is not None:
             self.busy -= 1
         step = Step(done, start)
         self.waiting.append(step)
         self.wake.set()
+        return step
+
+    @staticmethod
+    async def answer(step: Step | None) -> bool:
+        """Whether the step's row started, so that it may go on the wire."""
+        if step is None:
+            return False
         await step.answered.wait()
         return step.started
+
+    async def step(self, done: tuple[Batch, Outcome] | None, start: tuple[Batch, Row] | None) -> bool:
+        return await self.answer(self.hand_in(done, start))
 
     def give_back(self, items: list[tuple[Batch, Row]]) -> None:
         """Rows taken out of the feed unsent: back to the queue, in their place, at the next turn."""
