@@ -118,6 +118,12 @@ async def actor_connection(pool: asyncpg.Pool, actor: str, token: str,
         except BaseException:
             _drop(conn)
             raise
+        else:
+            # An actor's session is its own (its name, its settings), so it is not handed on: it ends with
+            # the actor. Ended here, in the actor's task, it is not reset by asyncpg's release either, which
+            # runs in a task of its own: a backend that died a moment ago (the actor stopped because of it)
+            # would fail that reset where nobody sees it, or fail the actor's clean end.
+            _drop(conn)
         finally:
             if not lost:
                 with suppress(asyncpg.InterfaceError):
