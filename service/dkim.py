@@ -1,6 +1,6 @@
 """DKIM signatures (RFC 6376), relaxed/relaxed, rsa-sha256 or ed25519-sha256 (RFC 8463).
 
-    signer = dkim.signer(settings)         # None when the DKIM variables are unset; cached per key file
+    signer = dkim.signer(settings)         # None when the DKIM variables are unset; keys cached per file
     campaign = signer.prepare(static_fields, static_pieces, static_body, names)   # once per campaign
     signed = campaign.sign(fields, body_parts, now=time.time()) + message          # per message
 
@@ -21,8 +21,15 @@ lower-case name, the colon and the unfolded value, with no regular expression (a
 with a tab, a run of spaces or an empty value takes the general rule). ``body_parts`` are
 the body's pieces in order, each of whole lines (the message is CRLF, not dot-stuffed).
 
-Every header field of the message is signed. The key is read once per process (`einmal
-run` reads it at start-up: a missing, unreadable or unsupported key is one line and exit
+Several keys (EINMAL_DKIM_SELECTOR and EINMAL_DKIM_PRIVATE_KEY_FILE comma-separated, selector
+i with key i: RFC 8463's Ed25519 beside RSA) give one DKIM-Signature each, in the order of the
+lists, the first on top: what prepending (RFC 6376 §5.6) gives when the last key signs first.
+They share everything but their own tags and signature: ``h=``, ``t=``, ``bh=``, the campaign's
+header hash and the message's canonical fields; none covers another's DKIM-Signature, so each
+verifies alone.
+
+Every header field of the message is signed. The keys are read once per process (`einmal
+run` reads them at start-up: a missing, unreadable or unsupported key is one line and exit
 2). The public key for DNS: ``public_record(key)`` (``v=DKIM1; k=…; p=…``).
 """
 
@@ -127,7 +134,7 @@ class Signer:
 
     def prepare(self, static_fields: bytes, static_pieces: list[bytes] = (), static_body: bool = False,
                 names: tuple[bytes, ...] = ()) -> "CampaignSigner":
-        return CampaignSigner(self, static_fields, static_pieces, static_body, names)
+        return CampaignSigner((self,), static_fields, static_pieces, static_body, names)
 
     def sign_digest(self, digest: bytes) -> bytes:
         """The signature of a SHA-256 digest: RSA PKCS#1 v1.5 of it, or Ed25519 over it (RFC 8463)."""
@@ -148,22 +155,41 @@ def _wrap(encoded: bytes) -> bytes:
     return b"\r\n ".join([encoded[i:i + 72] for i in range(0, len(encoded), 72)])
 
 
+class Signers:
+    """The keys that sign every message for one domain, each with its own DKIM-Signature, the first on top."""
+
+    __slots__ = ("signers",)
+
+    def __init__(self, signers: tuple[Signer, ...]):
+        self.signers = signers
+
+    def prepare(self, static_fields: bytes, static_pieces: list[bytes] = (), static_body: bool = False,
+                names: tuple[bytes, ...] = ()) -> "CampaignSigner":
+        return CampaignSigner(self.signers, static_fields, static_pieces, static_body, names)
+
+
+def _signature_start(signer: Signer, names: tuple[bytes, ...]) -> tuple[bytes, bytes, object]:
+    """A key's DKIM-Signature field up to h= folded (with CRLF) and canonical (without), and its sign method."""
+    folded = _fold(signer.tags(names))
+    sign = signer.sign_digest if signer._rsa else signer._key.sign  # Ed25519: the key's own method
+    return folded + CRLF, relaxed_headers(folded)[0][1][:-2], sign
+
+
 class CampaignSigner:
     """One campaign's signing state: the canonical fields and pieces that every message shares."""
 
-    __slots__ = ("_body_hash", "_canonical_prefix", "_folded", "_lower", "_pieces", "_sign", "_static",
+    __slots__ = ("_body_hash", "_canonical_prefix", "_folded", "_lower", "_more", "_pieces", "_sign", "_static",
                  "_static_body")
 
-    def __init__(self, signer: Signer, static_fields: bytes, static_pieces: list[bytes], static_body: bool,
-                 names: tuple[bytes, ...]):
-        self._sign = signer.sign_digest if signer._rsa else signer._key.sign  # Ed25519: the key's own method
+    def __init__(self, signers: tuple[Signer, ...], static_fields: bytes, static_pieces: list[bytes],
+                 static_body: bool, names: tuple[bytes, ...]):
         static_names, canonical = _relaxed_fields(static_fields)
         self._static = hashlib.sha256(canonical)
         # the message's own fields: "To: " -> "to:", the DKIM-Signature field up to h= folded and canonical
         self._lower = tuple((len(name) + 2, name.lower() + b":") for name in names)
-        folded = _fold(signer.tags(static_names + tuple(name.lower() for name in names)))
-        self._folded = folded + CRLF
-        self._canonical_prefix = relaxed_headers(folded)[0][1][:-2]
+        signed = static_names + tuple(name.lower() for name in names)  # h=: the same for every key
+        self._folded, self._canonical_prefix, self._sign = _signature_start(signers[0], signed)
+        self._more = tuple(_signature_start(signer, signed) for signer in signers[1:])  # dual signing: the rest
         # static body pieces of whole lines, by value: a piece's hash is cached on the bytes object
         self._pieces = {piece: _relaxed_lines(piece) for piece in static_pieces if piece.endswith(CRLF)}
         self._static_body = static_body
@@ -205,13 +231,28 @@ class CampaignSigner:
                         ).replace(b"\r\n ", b" ")
 
     def sign(self, fields: list[bytes], body_parts: list[bytes], now: float) -> bytes:
-        """The DKIM-Signature field (ending with CRLF) for the message made of the campaign's static
-        fields, ``fields`` (as ``names`` at ``prepare``) and a body of ``body_parts``."""
+        """The DKIM-Signature field (ending with CRLF), one per key, for the message made of the
+        campaign's static fields, ``fields`` (as ``names`` at ``prepare``) and a body of ``body_parts``."""
         times = b" t=%d; bh=%s;" % (int(now), self.body_hash(body_parts))
+        if self._more:
+            return self._sign_each(self._canonical_fields(fields), times)
         digest = self._static.copy()  # its own field last, b= empty, without the CRLF
         digest.update(b"%s%s%s b=" % (self._canonical_fields(fields), self._canonical_prefix, times))
         encoded = b2a_base64(self._sign(digest.digest()), newline=False)
         return b"%s%s\r\n b=%s\r\n" % (self._folded, times, _wrap(encoded))
+
+    def _sign_each(self, canonical: bytes, times: bytes) -> bytes:
+        """One DKIM-Signature field per key, the first key's on top: the header hash of the campaign and
+        the message's fields continued once, then per key only its own field and its signature."""
+        head = self._static.copy()
+        head.update(canonical)
+        out = []
+        for folded, prefix, sign in ((self._folded, self._canonical_prefix, self._sign), *self._more):
+            digest = head.copy()
+            digest.update(b"%s%s b=" % (prefix, times))
+            out.append(b"%s%s\r\n b=%s\r\n" % (folded, times, _wrap(b2a_base64(sign(digest.digest()),
+                                                                                     newline=False))))
+        return b"".join(out)
 
 
 def load_key(path: str) -> PrivateKey:
@@ -253,11 +294,13 @@ def _signer(domain: str, selector: str, path: str) -> Signer:
     return Signer(domain, selector, load_key(path))
 
 
-def signer(settings: Settings) -> Signer | None:
-    """The signer the DKIM variables describe, or None when unset; the key file is read once per process."""
+def signer(settings: Settings) -> Signers | None:
+    """The keys the DKIM variables describe (selector i with key file i), or None when unset; each key
+    file is read once per process, in order: the first that is unusable is the ConfigError."""
     if settings.dkim_private_key_file is None:
         return None
-    return _signer(settings.dkim_domain, settings.dkim_selector, settings.dkim_private_key_file)
+    return Signers(tuple(_signer(settings.dkim_domain, selector, path)
+                         for selector, path in zip(settings.dkim_selectors, settings.dkim_key_files, strict=True)))
 
 
 def public_record(key: PrivateKey) -> bytes:

@@ -21,8 +21,8 @@ octets where it can be folded and never over 998, bodies quoted-printable, heade
 Reply-To goes in as its A-label (addresses.header_address), so the message needs no
 SMTPUTF8 whatever relay it meets; only an address whose local part is not ASCII goes in as
 UTF-8 (RFC 6532). It is not dot-stuffed. With the DKIM variables set, a DKIM-Signature
-(service/dkim.py) goes in front: the fields and body pieces the same for every recipient are
-canonicalised once per campaign, a body without merge fields is hashed once.
+(service/dkim.py) per key goes in front: the fields and body pieces the same for every recipient
+are canonicalised once per campaign, a body without merge fields is hashed once.
 """
 
 import hashlib
@@ -347,7 +347,7 @@ class CampaignTemplate:
             name = ""
         elif "\r" in name:
             name = templates.line_breaks(name)
-        out = [b"", self._from, mailbox(b"To", name, email)]  # out[0]: the DKIM-Signature field, if any
+        out = [b"", self._from, mailbox(b"To", name, email)]  # out[0]: the DKIM-Signature fields, if any
         url = token = ""
         if self._signer is not None:
             token = self._signer.token(self.account_id, self.campaign_id, subscriber_id)

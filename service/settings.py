@@ -16,6 +16,23 @@ from service.relays import parse_urls
 
 _LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 _SELECTOR = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+MAX_DKIM_KEYS = 4  # dual signing (RFC 8463) needs two; a key rotation beside it, four
+
+
+def _items(value: str, what: str, fold=str) -> str:
+    """A comma-separated list, its items stripped and joined again; ValueError for an empty or repeated
+    item or more than MAX_DKIM_KEYS of them (what: "selectors", "key files")."""
+    items = [item.strip() for item in value.split(",")]
+    if not all(items):
+        raise ValueError(f"one or more comma-separated {what}, without an empty item")
+    if len(items) > MAX_DKIM_KEYS:
+        raise ValueError(f"at most {MAX_DKIM_KEYS} comma-separated {what}, not {len(items)}")
+    seen = set()
+    for item in items:
+        if fold(item) in seen:
+            raise ValueError(f"{item!r} is given twice")
+        seen.add(fold(item))
+    return ",".join(items)
 
 
 class Settings(BaseSettings):
@@ -90,7 +107,22 @@ class Settings(BaseSettings):
         missing = [name for name, value in given.items() if value is None]
         if missing and len(missing) < len(given):
             raise ValueError(f"{', '.join(missing)}: must be set too, when any of {', '.join(given)} is")
+        if not missing and len(self.dkim_selectors) != len(self.dkim_key_files):
+            selectors, files = len(self.dkim_selectors), len(self.dkim_key_files)
+            raise ValueError(f"EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE: {selectors} selector"
+                             f"{'s' * (selectors != 1)} and {files} key file{'s' * (files != 1)}; selector i signs "
+                             "with key file i")
         return self
+
+    @property
+    def dkim_selectors(self) -> tuple[str, ...]:
+        """EINMAL_DKIM_SELECTOR's selectors, in order; () when unset."""
+        return tuple(self.dkim_selector.split(",")) if self.dkim_selector else ()
+
+    @property
+    def dkim_key_files(self) -> tuple[str, ...]:
+        """EINMAL_DKIM_PRIVATE_KEY_FILE's files, in order, one for each selector; () when unset."""
+        return tuple(self.dkim_private_key_file.split(",")) if self.dkim_private_key_file else ()
 
     @field_validator("dkim_domain")
     @classmethod
@@ -108,9 +140,17 @@ class Settings(BaseSettings):
     @field_validator("dkim_selector")
     @classmethod
     def _dkim_selector_labels(cls, value: str | None) -> str | None:
-        if value is not None and not _SELECTOR.fullmatch(value):
-            raise ValueError("must be one or more DNS labels of letters, digits, '-' and '_', e.g. mail2026")
-        return value
+        if value is None:
+            return None
+        if not all(_SELECTOR.fullmatch(item.strip()) for item in value.split(",") if item.strip()):
+            raise ValueError("must be one or more DNS labels of letters, digits, '-' and '_', e.g. mail2026, "
+                             "or several selectors comma-separated")
+        return _items(value, "selectors", str.lower)  # DNS names: Mail and mail are one selector
+
+    @field_validator("dkim_private_key_file")
+    @classmethod
+    def _dkim_key_files(cls, value: str | None) -> str | None:
+        return None if value is None else _items(value, "key files")
 
     @field_validator("unsubscribe_mailto")
     @classmethod

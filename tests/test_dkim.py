@@ -295,3 +295,170 @@ async def test_every_message_a_node_sends_carries_a_signature_dkimpy_verifies(ke
     captured = [path.read_bytes() for path in (tmp_path / "mail").glob("*.eml")]
     assert len(captured) == 200
     assert all(verified(data, key) for data in captured)
+
+
+# -- dual signing (RFC 8463 §1: Ed25519 beside RSA for the verifiers that know only RSA) ---------
+
+DUAL = (("rsa2026", "rsa"), ("ed2026", "ed25519"))  # (selector, algorithm), in the variables' order
+
+
+@pytest.fixture(scope="module")
+def dual_keys():
+    return {"rsa2026": rsa.generate_private_key(public_exponent=65537, key_size=2048),
+            "ed2026": ed25519.Ed25519PrivateKey.generate()}
+
+
+@pytest.fixture
+def dual_settings(dual_keys, tmp_path) -> Settings:
+    files = []
+    for selector, key in dual_keys.items():
+        (tmp_path / f"{selector}.pem").write_bytes(pem(key))
+        files.append(str(tmp_path / f"{selector}.pem"))
+    return signed_settings(", ".join(files), dkim_selector="rsa2026, ed2026")
+
+
+def dual_dns(keys):
+    records = {f"{selector}._domainkey.{DOMAIN}": dkim.public_record(key) for selector, key in keys.items()}
+
+    def dnsfunc(name, timeout=5):
+        return records.get((name.decode() if isinstance(name, bytes) else name).rstrip("."))
+
+    return dnsfunc
+
+
+def verified_each(message: bytes, keys) -> list[bool]:
+    """dkimpy's verdict on every DKIM-Signature of the message, from the top."""
+    count = sum(1 for name, _ in dkimpy.rfc822_parse(message)[0] if name.lower() == b"dkim-signature")
+    verdicts = []
+    for i in range(count):
+        try:
+            verdicts.append(dkimpy.DKIM(message, minkey=1024).verify(idx=i, dnsfunc=dual_dns(keys)))
+        except dkimpy.DKIMException:  # what dkimpy.verify() reads as False, e.g. a body hash mismatch
+            verdicts.append(False)
+    return verdicts
+
+
+def drop_signature(raw: bytes, index: int) -> bytes:
+    """The message without its index-th DKIM-Signature field."""
+    head, body = raw.split(b"\r\n\r\n", 1)
+    fields: list[bytes] = []
+    for line in head.split(b"\r\n"):
+        if line[:1] in (b" ", b"\t"):
+            fields[-1] += b"\r\n" + line
+        else:
+            fields.append(line)
+    signatures = [i for i, field in enumerate(fields) if field.lower().startswith(b"dkim-signature:")]
+    del fields[signatures[index]]
+    return b"\r\n".join(fields) + b"\r\n\r\n" + body
+
+
+def short_rsa_key() -> rsa.RSAPrivateKey:
+    """A 511-bit RSA key (cryptography generates none under 1024 bits): 2^255-19 and 2^256-189 are prime."""
+    p, q, e = 2**255 - 19, 2**256 - 189, 65537
+    d = pow(e, -1, (p - 1) * (q - 1))
+    return rsa.RSAPrivateNumbers(p, q, d, rsa.rsa_crt_dmp1(d, p), rsa.rsa_crt_dmq1(d, q), rsa.rsa_crt_iqmp(p, q),
+                                 rsa.RSAPublicNumbers(e, p * q)).private_key()
+
+
+def signature_tags(message) -> list[dict[str, str]]:
+    tags = []
+    for field in message.get_all("DKIM-Signature"):
+        value = "".join(str(field).split())
+        tags.append(dict(tag.split("=", 1) for tag in value.split(";") if tag))
+    return tags
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("html", [None, "<p>Hi {{ name }}</p>\n"])
+async def test_dual_signed_messages_through_an_smtp_server_verify_with_both_keys(
+        dual_keys, dual_settings, html, make_smtp_server):
+    from service.smtp import Outcome, SmtpConnection
+    from tests.test_smtp import settings_for
+
+    template = CampaignTemplate.compile(campaign(body_html=html, subject="Grüße, {{ name }}!"), dual_settings)
+    server = make_smtp_server()
+    connection = SmtpConnection(settings_for(server))
+    try:
+        for i in range(40):
+            address = f"user{i}@example.org"
+            result = await connection.send(template.envelope_from, address,
+                                           template.render(100 + i, address, NAMES[i % len(NAMES)]))
+            assert result.outcome is Outcome.SENT, result.reply
+    finally:
+        await connection.close()
+    assert len(server.messages) == 40
+    for received in server.messages:
+        assert received.data.startswith(b"DKIM-Signature: v=1; a=rsa-sha256;")
+        assert verified_each(received.data, dual_keys) == [True, True], received.data[:1200]
+
+
+def test_a_dual_signed_message_has_two_signatures_over_the_same_fields_and_body(dual_keys, dual_settings):
+    template = CampaignTemplate.compile(campaign(), dual_settings)
+    raw = template.render(7, "jane@example.org", "Jane")
+    message = parse(raw)
+    tags = signature_tags(message)
+    assert [(tag["s"], tag["a"]) for tag in tags] == [("rsa2026", "rsa-sha256"), ("ed2026", "ed25519-sha256")]
+    assert tags[0]["h"] == tags[1]["h"] and "dkim-signature" not in tags[0]["h"].lower()
+    assert tags[0]["bh"] == tags[1]["bh"] and tags[0]["t"] == tags[1]["t"] and tags[0]["d"] == DOMAIN
+    assert [name for name, _ in message.items()][:3] == ["DKIM-Signature", "DKIM-Signature", "From"]
+    assert str(message["Feedback-ID"]).endswith(f":einmal:{DOMAIN}")
+    assert verified_each(raw, dual_keys) == [True, True]
+    # each signature alone verifies: neither covers the other
+    assert verified_each(drop_signature(raw, 0), dual_keys) == [True]
+    assert verified_each(drop_signature(raw, 1), dual_keys) == [True]
+    assert verified_each(raw.replace(b"Hello Jane", b"Hello Joan"), dual_keys) == [False, False]
+
+
+def test_the_single_key_form_still_makes_one_signature(key, key_file):
+    raw = CampaignTemplate.compile(campaign(), signed_settings(key_file)).render(7, "jane@example.org", "Jane")
+    assert len(parse(raw).get_all("DKIM-Signature")) == 1
+    assert verified(raw, key)
+
+
+def _dual_env(selectors: str, files: str) -> dict[str, str]:
+    return {"EINMAL_DKIM_DOMAIN": DOMAIN, "EINMAL_DKIM_SELECTOR": selectors, "EINMAL_DKIM_PRIVATE_KEY_FILE": files}
+
+
+def _key_files(tmp_path, *keys) -> list[str]:
+    paths = []
+    for i, key in enumerate(keys):
+        path = tmp_path / f"key{i}.pem"
+        path.write_bytes(pem(key))
+        paths.append(str(path))
+    return paths
+
+
+@pytest.mark.parametrize("selectors, files, variable, says", [
+    ("a,b", "{0}", "EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE", "2 selectors and 1 key file"),
+    ("a", "{0},{1}", "EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE", "1 selector and 2 key files"),
+    ("a,A", "{0},{1}", "EINMAL_DKIM_SELECTOR", "'A' is given twice"),
+    ("a,,b", "{0},{1},{0}", "EINMAL_DKIM_SELECTOR", "an empty item"),
+    ("a,b", "{0},", "EINMAL_DKIM_PRIVATE_KEY_FILE", "an empty item"),
+    ("a,b", "{0},{0}", "EINMAL_DKIM_PRIVATE_KEY_FILE", "is given twice"),
+    ("a,b,c,d,e", "{0},{1},{2},{3},{4}", "EINMAL_DKIM_SELECTOR", "at most 4"),
+    ("a,b;h=from", "{0},{1}", "EINMAL_DKIM_SELECTOR", "DNS labels"),
+    ("a,b", "{0},{missing}", "EINMAL_DKIM_PRIVATE_KEY_FILE", "no such file"),
+    ("a,b", "{0},{ec}", "EINMAL_DKIM_PRIVATE_KEY_FILE", "RSA or Ed25519"),
+    ("a,b", "{0},{short}", "EINMAL_DKIM_PRIVATE_KEY_FILE", "at least 1024"),
+])
+def test_bad_dual_dkim_settings_are_one_line_and_exit_2(tmp_path, selectors, files, variable, says):
+    keys = [ed25519.Ed25519PrivateKey.generate() for _ in range(5)]
+    paths = _key_files(tmp_path, *keys)
+    short = tmp_path / "short.pem"
+    short_key = short_rsa_key()
+    short.write_bytes(pem(short_key))
+    done = einmal_run(_dual_env(selectors, files.format(*paths, missing=tmp_path / "missing.pem",
+                                                        ec=wrong_kind(tmp_path), short=short)))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith(f"einmal: {variable}: ") and says in done.stderr, done.stderr
+    for key in [*keys, short_key]:  # no key material, whatever the error
+        assert pem(key).decode().splitlines()[1][:20] not in done.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads all")
+def test_an_unreadable_second_key_file_is_one_line_and_exit_2(tmp_path):
+    [first] = _key_files(tmp_path, rsa.generate_private_key(public_exponent=65537, key_size=2048))
+    done = einmal_run(_dual_env("rsa,ed", f"{first},{unreadable(tmp_path)}"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "EINMAL_DKIM_PRIVATE_KEY_FILE" in done.stderr and "cannot read it" in done.stderr
