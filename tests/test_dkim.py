@@ -462,3 +462,27 @@ def test_an_unreadable_second_key_file_is_one_line_and_exit_2(tmp_path):
     done = einmal_run(_dual_env("rsa,ed", f"{first},{unreadable(tmp_path)}"))
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "EINMAL_DKIM_PRIVATE_KEY_FILE" in done.stderr and "cannot read it" in done.stderr
+
+
+@pytest.mark.anyio
+async def test_a_node_with_two_keys_sends_every_message_signed_by_both(dual_keys, conn, dsn, tmp_path):
+    from service.capture import capture_server
+    from tests.pipeline import approve, node_env, seed, start_node, stop_node, wait_status
+
+    files = []
+    for selector, key in dual_keys.items():
+        (tmp_path / f"{selector}.pem").write_bytes(pem(key))
+        files.append(str(tmp_path / f"{selector}.pem"))
+    campaign_id = await seed(conn, [f"user{i}@example.com" for i in range(60)], body="Hello {{ name }}\n")
+    async with capture_server(tmp_path / "mail") as (_, port):
+        env = node_env(dsn, port, EINMAL_DKIM_DOMAIN=DOMAIN, EINMAL_DKIM_SELECTOR=",".join(dual_keys),
+                       EINMAL_DKIM_PRIVATE_KEY_FILE=",".join(files))
+        node = start_node(env, tmp_path / "node.log")
+        try:
+            await approve(conn, campaign_id)
+            await wait_status(conn, campaign_id, "sent", timeout=300)
+        finally:
+            assert await stop_node(node) == 0, (tmp_path / "node.log").read_text()
+    captured = [path.read_bytes() for path in (tmp_path / "mail").glob("*.eml")]
+    assert len(captured) == 60
+    assert all(verified_each(data, dual_keys) == [True, True] for data in captured)
