@@ -275,24 +275,31 @@ async def test_a_non_ascii_local_part_keeps_its_utf8_address_over_a_relay_with_s
 # -- through a node ---------------------------------------------------------------------------
 
 
-@pytest.mark.anyio
-async def test_every_message_a_node_sends_carries_a_signature_dkimpy_verifies(key, key_file, conn, dsn, tmp_path):
+async def sent_by_a_node(conn, dsn: str, tmp_path, campaign_id: int, selectors: str, key_files: str) -> list[bytes]:
+    """Every message a node signing with these selectors and keys delivered for the campaign."""
     from service.capture import capture_server
-    from tests.pipeline import approve, node_env, seed, start_node, stop_node, wait_status
+    from tests.pipeline import approve, node_env, start_node, stop_node, wait_status
 
-    campaign_id = await seed(conn, [f"user{i}@example.com" for i in range(200)],
-                             body="Hello {{ name }},\n..a line that starts with a dot\nyou are {{ email }}.\n")
-    await conn.execute("UPDATE einmal.campaigns SET subject = 'Für {{ name }}' WHERE id = $1", campaign_id)
     async with capture_server(tmp_path / "mail") as (_, port):
-        env = node_env(dsn, port, EINMAL_DKIM_DOMAIN=DOMAIN, EINMAL_DKIM_SELECTOR=SELECTOR,
-                       EINMAL_DKIM_PRIVATE_KEY_FILE=key_file)
+        env = node_env(dsn, port, EINMAL_DKIM_DOMAIN=DOMAIN, EINMAL_DKIM_SELECTOR=selectors,
+                       EINMAL_DKIM_PRIVATE_KEY_FILE=key_files)
         node = start_node(env, tmp_path / "node.log")
         try:
             await approve(conn, campaign_id)
             await wait_status(conn, campaign_id, "sent", timeout=300)
         finally:
             assert await stop_node(node) == 0, (tmp_path / "node.log").read_text()
-    captured = [path.read_bytes() for path in (tmp_path / "mail").glob("*.eml")]
+    return [path.read_bytes() for path in (tmp_path / "mail").glob("*.eml")]
+
+
+@pytest.mark.anyio
+async def test_every_message_a_node_sends_carries_a_signature_dkimpy_verifies(key, key_file, conn, dsn, tmp_path):
+    from tests.pipeline import seed
+
+    campaign_id = await seed(conn, [f"user{i}@example.com" for i in range(200)],
+                             body="Hello {{ name }},\n..a line that starts with a dot\nyou are {{ email }}.\n")
+    await conn.execute("UPDATE einmal.campaigns SET subject = 'Für {{ name }}' WHERE id = $1", campaign_id)
+    captured = await sent_by_a_node(conn, dsn, tmp_path, campaign_id, SELECTOR, key_file)
     assert len(captured) == 200
     assert all(verified(data, key) for data in captured)
 
@@ -466,23 +473,13 @@ def test_an_unreadable_second_key_file_is_one_line_and_exit_2(tmp_path):
 
 @pytest.mark.anyio
 async def test_a_node_with_two_keys_sends_every_message_signed_by_both(dual_keys, conn, dsn, tmp_path):
-    from service.capture import capture_server
-    from tests.pipeline import approve, node_env, seed, start_node, stop_node, wait_status
+    from tests.pipeline import seed
 
     files = []
     for selector, key in dual_keys.items():
         (tmp_path / f"{selector}.pem").write_bytes(pem(key))
         files.append(str(tmp_path / f"{selector}.pem"))
     campaign_id = await seed(conn, [f"user{i}@example.com" for i in range(60)], body="Hello {{ name }}\n")
-    async with capture_server(tmp_path / "mail") as (_, port):
-        env = node_env(dsn, port, EINMAL_DKIM_DOMAIN=DOMAIN, EINMAL_DKIM_SELECTOR=",".join(dual_keys),
-                       EINMAL_DKIM_PRIVATE_KEY_FILE=",".join(files))
-        node = start_node(env, tmp_path / "node.log")
-        try:
-            await approve(conn, campaign_id)
-            await wait_status(conn, campaign_id, "sent", timeout=300)
-        finally:
-            assert await stop_node(node) == 0, (tmp_path / "node.log").read_text()
-    captured = [path.read_bytes() for path in (tmp_path / "mail").glob("*.eml")]
+    captured = await sent_by_a_node(conn, dsn, tmp_path, campaign_id, ",".join(dual_keys), ",".join(files))
     assert len(captured) == 60
     assert all(verified_each(data, dual_keys) == [True, True] for data in captured)
