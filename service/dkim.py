@@ -38,6 +38,7 @@ import functools
 import hashlib
 import re
 from binascii import b2a_base64
+from collections.abc import Callable
 from pathlib import Path
 
 from cryptography.exceptions import UnsupportedAlgorithm
@@ -147,6 +148,13 @@ class Signer:
         return [b"v=1;", b"a=" + self._algorithm + b";", b"c=relaxed/relaxed;", b"d=" + self.domain.encode() + b";",
                 b"s=" + self.selector.encode() + b";", b"h=" + b":".join(names) + b";"]
 
+    def signature_start(self, names: tuple[bytes, ...]) -> tuple[bytes, bytes, Callable[[bytes], bytes]]:
+        """This key's DKIM-Signature field up to h= folded (with CRLF) and canonical (without), and the
+        function that signs a digest."""
+        folded = _fold(self.tags(names))
+        sign = self.sign_digest if self._rsa else self._key.sign  # Ed25519: the key's own method, one call less
+        return folded + CRLF, relaxed_headers(folded)[0][1][:-2], sign
+
 
 def _wrap(encoded: bytes) -> bytes:
     """A base64 value folded into lines of 72 characters (relaxed canonicalisation undoes it)."""
@@ -168,18 +176,10 @@ class Signers:
         return CampaignSigner(self.signers, static_fields, static_pieces, static_body, names)
 
 
-def _signature_start(signer: Signer, names: tuple[bytes, ...]) -> tuple[bytes, bytes, object]:
-    """A key's DKIM-Signature field up to h= folded (with CRLF) and canonical (without), and its sign method."""
-    folded = _fold(signer.tags(names))
-    sign = signer.sign_digest if signer._rsa else signer._key.sign  # Ed25519: the key's own method
-    return folded + CRLF, relaxed_headers(folded)[0][1][:-2], sign
-
-
 class CampaignSigner:
     """One campaign's signing state: the canonical fields and pieces that every message shares."""
 
-    __slots__ = ("_body_hash", "_canonical_prefix", "_folded", "_lower", "_more", "_pieces", "_sign", "_static",
-                 "_static_body")
+    __slots__ = ("_body_hash", "_keys", "_lower", "_pieces", "_static", "_static_body")
 
     def __init__(self, signers: tuple[Signer, ...], static_fields: bytes, static_pieces: list[bytes],
                  static_body: bool, names: tuple[bytes, ...]):
@@ -188,8 +188,7 @@ class CampaignSigner:
         # the message's own fields: "To: " -> "to:", the DKIM-Signature field up to h= folded and canonical
         self._lower = tuple((len(name) + 2, name.lower() + b":") for name in names)
         signed = static_names + tuple(name.lower() for name in names)  # h=: the same for every key
-        self._folded, self._canonical_prefix, self._sign = _signature_start(signers[0], signed)
-        self._more = tuple(_signature_start(signer, signed) for signer in signers[1:])  # dual signing: the rest
+        self._keys = tuple(signer.signature_start(signed) for signer in signers)
         # static body pieces of whole lines, by value: a piece's hash is cached on the bytes object
         self._pieces = {piece: _relaxed_lines(piece) for piece in static_pieces if piece.endswith(CRLF)}
         self._static_body = static_body
@@ -234,24 +233,17 @@ class CampaignSigner:
         """The DKIM-Signature field (ending with CRLF), one per key, for the message made of the
         campaign's static fields, ``fields`` (as ``names`` at ``prepare``) and a body of ``body_parts``."""
         times = b" t=%d; bh=%s;" % (int(now), self.body_hash(body_parts))
-        if self._more:
-            return self._sign_each(self._canonical_fields(fields), times)
-        digest = self._static.copy()  # its own field last, b= empty, without the CRLF
-        digest.update(b"%s%s%s b=" % (self._canonical_fields(fields), self._canonical_prefix, times))
-        encoded = b2a_base64(self._sign(digest.digest()), newline=False)
-        return b"%s%s\r\n b=%s\r\n" % (self._folded, times, _wrap(encoded))
-
-    def _sign_each(self, canonical: bytes, times: bytes) -> bytes:
-        """One DKIM-Signature field per key, the first key's on top: the header hash of the campaign and
-        the message's fields continued once, then per key only its own field and its signature."""
+        # the campaign's header hash continued with the message's fields once; then per key (the first on
+        # top) only its own field, b= empty, without the CRLF, and its signature
         head = self._static.copy()
-        head.update(canonical)
+        head.update(self._canonical_fields(fields))
+        last = len(self._keys) - 1
         out = []
-        for folded, prefix, sign in ((self._folded, self._canonical_prefix, self._sign), *self._more):
-            digest = head.copy()
+        for i, (folded, prefix, sign) in enumerate(self._keys):
+            digest = head.copy() if i < last else head
             digest.update(b"%s%s b=" % (prefix, times))
-            out.append(b"%s%s\r\n b=%s\r\n" % (folded, times, _wrap(b2a_base64(sign(digest.digest()),
-                                                                                     newline=False))))
+            encoded = b2a_base64(sign(digest.digest()), newline=False)
+            out.append(b"%s%s\r\n b=%s\r\n" % (folded, times, _wrap(encoded)))
         return b"".join(out)
 
 
