@@ -116,9 +116,7 @@ def _address_bytes(address: str) -> bytes:
         raise ValueError(f"refusing to put {address[:100]!r} in a header")
     if len(address) > 320:  # RFC 5321: 64 octets of local part, 255 of domain
         raise ValueError(f"address longer than 320 characters: {address[:100]!r}...")
-    if not address.isascii():  # an ASCII local part goes with its A-label domain: an ASCII header
-        return b"<" + header_address(address).encode("utf-8") + b">"
-    return b"<" + address.encode() + b">"
+    return b"<" + header_address(address).encode("utf-8") + b">"  # an ASCII local part: an A-label domain
 
 
 def mailbox(name: bytes, display_name: str, address: str) -> bytes:
