@@ -31,18 +31,20 @@ async def build(ctx: NodeContext, campaign_id: int, chunk: int = CHUNK) -> int:
         async with db.actor_connection(ctx.pool, "builder", ctx.token, ctx.settings.db_timeout_seconds) as conn:
             after = await conn.fetchval(db.query("recipients_build_resume"), campaign_id)
             size = min(FIRST_CHUNK, chunk)  # a small first chunk: sending starts sooner
+            analysed = 0  # rows added when the statistics were last made (docs/design.md §7)
             while True:
                 row = await conn.fetchrow(db.query("recipients_build_chunk"), campaign_id, after, size)
                 size = chunk
-                if row["inserted"] and not added:  # the first rows: plans made from here on see them
-                    await conn.execute(db.query("sends_analyze"))
                 added += row["inserted"]
+                if added and not analysed:  # the first rows: plans made from here on see them
+                    await conn.execute(db.query("sends_analyze"))
+                    analysed = added
                 if row["inserted"]:
                     ctx.claim_nudge.set()
                 if row["upper"] is None:
                     break
                 after = row["upper"]
-            if added > min(FIRST_CHUNK, chunk):
+            if added > analysed:
                 await conn.execute(db.query("sends_analyze"))
             if await conn.fetchrow(db.query("recipients_build_done"), campaign_id):
                 log.info("campaign %d: recipients built (%d rows added here)", campaign_id, added)
