@@ -19,6 +19,7 @@ import json
 import sys
 
 from service import db
+from service.addresses import email_key
 from service.errors import UsageError
 from service.importer import check_account, shown
 from service.settings import Settings
@@ -102,6 +103,7 @@ async def suppressions_list_command(args: argparse.Namespace, settings: Settings
 async def suppressions_remove_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         account_id = await _account(conn, args.account)
-        removed = await conn.fetch(db.query("suppression_delete"), account_id, args.emails)
-    print(f"removed {len(removed)}, not suppressed {len({e.lower() for e in args.emails}) - len(removed)}")
+        keys = {email_key(email) for email in args.emails}
+        removed = await conn.fetch(db.query("suppression_delete"), account_id, list(keys))
+    print(f"removed {len(removed)}, not suppressed {len(keys) - len(removed)}")
     return 0

@@ -111,3 +111,15 @@ async def test_suppressions_list_and_remove(dsn: str, tmp_path: Path) -> None:
     assert removed.stdout == "removed 1, not suppressed 1\n"
     assert [line.split("\t")[0] for line in einmal("suppressions", "list", "--account", "acme",
                                                    dsn=dsn).stdout.splitlines()] == ["bob@example.org"]
+
+
+async def test_suppressions_remove_finds_every_spelling_of_the_mailbox(dsn: str, tmp_path: Path) -> None:
+    """`remove` compares mailbox keys as `suppress` stores them (service/addresses.py), not
+    PostgreSQL's lower(): ß folds to ss, an A-label domain is its Unicode form."""
+    imported(dsn, tmp_path)
+    given = ["Straße@example.org", "anna@bücher.example", "ΟΔΟΣ@example.org"]
+    einmal("suppress", "--account", "acme", *given, dsn=dsn)
+    removed = einmal("suppressions", "remove", "--account", "acme", "STRASSE@Example.org",
+                     "Anna@xn--bcher-kva.example", "οδοσ@example.org", "straße@example.org", dsn=dsn)
+    assert removed.stdout == "removed 3, not suppressed 0\n", removed.stderr
+    assert einmal("suppressions", "list", "--account", "acme", dsn=dsn).stdout == ""
