@@ -33,7 +33,13 @@ def payload_hash(payload: Mapping) -> str:
 async def apply(conn: asyncpg.Connection, event_id: str, kind: str, account_id: int, email: str,
                 payload: Mapping | None = None,
                 effect: Callable[[asyncpg.Connection], Awaitable[bool]] | None = None) -> bool:
-    """Apply the event once; True if it took effect now, False if it already had."""
+    """Apply the event once; True if it took effect now, False if it already had.
+
+    An unsubscribe is a decision the subscriber makes each time the link is pressed: its id (from the
+    ids in the link) guards the repeats of one press, and a press while the address is not suppressed
+    (the operator lifted the suppression since) suppresses it again. A bounce's or complaint's id is
+    the report's own, so a new report is a new event, and a redelivered one after a lifted suppression
+    stays a repeat: the operator decided after it."""
     if ":" not in event_id or not event_id.split(":", 1)[1]:
         raise UsageError(f"inbound event id {event_id!r} must be namespaced: <source>:<id>")
     if kind not in KINDS:
@@ -43,7 +49,7 @@ async def apply(conn: asyncpg.Connection, event_id: str, kind: str, account_id: 
         if await conn.fetchval(db.query("inbound_event_claim"), event_id, digest) is None:
             if await conn.fetchval(db.query("inbound_event_get"), event_id) != digest:
                 raise UsageError(f"inbound event {event_id} was already received with a different payload")
-            return False
+            return kind == "unsubscribe" and await suppressions.suppress(conn, account_id, [email], kind) > 0
         if effect is None or await effect(conn):
             await suppressions.suppress(conn, account_id, [email], kind)
     return True

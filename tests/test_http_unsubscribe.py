@@ -9,6 +9,7 @@ import asyncpg
 import httpx
 import pytest
 
+from tests.conftest import einmal
 from tests.pgcluster import PgCluster, cluster_dsn, pg_cluster  # noqa: F401  (fixtures)
 from tests.web import ONE_CLICK, http_server, subscriber, token, written
 
@@ -192,3 +193,21 @@ async def test_a_link_applied_before_for_another_address_is_409_and_changes_noth
         again = await client.post(url, data=ONE_CLICK)
     assert again.status_code == 409 and "new@example.org" not in again.text
     assert await written(conn) == (1, 1)
+
+
+async def test_a_press_after_the_suppression_was_lifted_unsubscribes_again(conn: asyncpg.Connection,
+                                                                           dsn: str) -> None:
+    """The subscriber unsubscribes, asks to come back (the operator lifts the suppression), and later
+    presses the same link again: that is a new decision, honoured, not a repeat of the first."""
+    ids = await subscriber(conn)
+    async with http_server(dsn) as base, httpx.AsyncClient() as client:
+        url = f"{base}/unsubscribe?token={token(ids)}"
+        assert (await client.post(url, data=ONE_CLICK)).status_code == 200
+        lifted = einmal("suppressions", "remove", "--account", "acme", "Ann.Example@Example.org", dsn=dsn)
+        assert lifted.stdout == "removed 1, not suppressed 0\n"
+        assert await written(conn) == (1, 0)
+        again = await client.post(url, data=ONE_CLICK)
+        repeat = await client.post(url, data=ONE_CLICK)
+    assert (again.status_code, repeat.status_code) == (200, 200)
+    assert await written(conn) == (1, 1)  # the one event, and the suppression written again
+    assert await conn.fetchval("SELECT reason FROM einmal.suppressions") == "unsubscribe"
