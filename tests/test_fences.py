@@ -1,11 +1,15 @@
-"""The fences of a claim (docs/design.md §2, P3): a claim skips a row another transaction holds instead of
-waiting for it, and only the token that claimed a row can give it back."""
+"""The fences of a claimed row (docs/design.md §2, P3): a claim skips a row another transaction holds
+instead of waiting for it, only the token that claimed a row can give it back, and a claimed row starts
+only while its campaign is sending: a pause or a cancel stops what a node has claimed but not sent."""
 
+import anyio
 import asyncpg
 import pytest
 
-from service import db
+from service import campaigns, db
+from tests.pipeline import approve, counts, node_settings, recording_server, running_node, seed
 from tests.test_budget import CLAIM, sending_campaign
+from tests.test_pipeline_behaviour import Gated
 
 pytestmark = pytest.mark.anyio
 
@@ -53,3 +57,28 @@ async def test_only_the_token_that_claimed_a_row_can_release_it(conn: asyncpg.Co
                                "AND status = 'claimed'") == 4
     await conn.execute(db.query("send_release"), mine, "node-a/1")
     assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE status = 'queued'") == 8
+
+
+@pytest.mark.parametrize(("verb", "settled"), [("pause", "queued"), ("cancel", "failed")])
+async def test_a_paused_or_cancelled_campaign_starts_none_of_the_rows_a_node_has_claimed(
+        conn: asyncpg.Connection, dsn: str, verb: str, settled: str) -> None:
+    campaign = await seed(conn, [f"p{i}@example.com" for i in range(10)])
+    received = Gated()
+    async with recording_server(received) as port:
+        async with running_node(node_settings(dsn, port, smtp_connections=1, batch_size=10)):
+            await approve(conn, campaign)
+            with anyio.fail_after(30):
+                await received.waiting.wait()  # one message on the wire, the rest of the batch claimed
+            await campaigns.transition(conn, verb, campaign)
+            assert await counts(conn, campaign) == {"sending": 1, "claimed": 9}
+            received.release.set()
+            with anyio.fail_after(30):  # the node settles its rows at its next group statements
+                while {"claimed", "sending"} & set(await counts(conn, campaign)):
+                    await anyio.sleep(0.05)
+    assert await counts(conn, campaign) == {"sent": 1, settled: 9}
+    assert len(received.messages) == 1, "only the message already on the wire went out"
+    if verb == "cancel":
+        assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE campaign_id = $1 "
+                                   "AND last_reply = 'campaign cancelled'", campaign) == 9
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE campaign_id = $1 "
+                               "AND claimed_by IS NOT NULL AND status <> 'sent'", campaign) == 0
