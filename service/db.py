@@ -146,8 +146,11 @@ async def connection(dsn: str) -> AsyncIterator[asyncpg.Connection]:
 
 async def create_pool(dsn: str, size: int = 4, name: str = "einmal",
                       command_timeout: float | None = None) -> asyncpg.Pool:
+    """A pool that opens one connection now (an unreachable database fails here) and no floor after it:
+    an actor's connection ends with the actor (actor_connection), and a pool keeping a floor would open
+    one behind it at once, in a task of its own that a close cancels half-way through the handshake."""
     try:
-        return await asyncpg.create_pool(dsn, min_size=1, max_size=size, init=init, timeout=10,
+        return await asyncpg.create_pool(dsn, init_size=1, min_size=0, max_size=size, init=init, timeout=10,
                                          command_timeout=command_timeout, server_settings=_session(name))
     except UNAVAILABLE as exc:
         raise DatabaseUnavailable(f"cannot reach PostgreSQL at {describe(dsn)}: {exc}") from exc

@@ -33,7 +33,9 @@ def test_the_four_spellings_of_one_mailbox_have_one_key() -> None:
 @pytest.mark.parametrize(("a", "b"), [
     ("Anna@XN--BCHER-KVA.Example", "anna@bücher.example"),  # an A-label in upper case
     ("anna@ｂücher。example", "anna@bücher.example"),  # full-width letter, ideographic full stop (UTS #46)
-    ("ΟΔΟΣ@example.gr", "οδος@example.gr"),  # final sigma: case folding, not lower()
+    ("ΟΔΟΣ@example.gr", "οδος@example.gr"),  # final sigma
+    ("ΟΔΟΣ@example.gr", "οδοσ@example.gr"),  # ς and σ are one letter: case folding, not lower()
+    ("STRASSE@example.de", "straße@example.de"),  # full case folding: ß is ss in a local part
     ("ÅSA@example.se", "a\u030asa@example.se"),
 ])
 def test_spellings_of_one_mailbox_share_a_key(a: str, b: str) -> None:

@@ -21,6 +21,20 @@ async def ctx(dsn: str):
     await pool.close()
 
 
+async def test_the_pool_reaches_the_database_at_creation_and_opens_nothing_behind_an_actor(dsn: str) -> None:
+    # an actor's connection ends with the actor; a pool keeping a floor of connections would open one behind
+    # it at once, in a task of its own, and closing the pool cancelled that handshake half-way: asyncpg then
+    # reported "unexpected connection_lost() call" as an error nobody retrieved (at this fixture's teardown)
+    pool = await db.create_pool(dsn, size=2)
+    try:
+        assert pool.get_size() == 1, "one connection at creation: an unreachable database fails there"
+        async with db.actor_connection(pool, "builder", "t/1", 10) as conn:
+            assert await conn.fetchval("SELECT 1") == 1
+        assert (pool.get_size(), pool.get_min_size()) == (0, 0), "dropped with the actor, and no floor to refill"
+    finally:
+        await pool.close()
+
+
 async def test_chunks_hold_every_copy_of_their_addresses(conn: asyncpg.Connection, ctx: NodeContext) -> None:
     # five copies of b@ (different case) straddle every chunk boundary of size 2
     addresses = ["a@example.com", "B@example.com", "b@EXAMPLE.com", "b@example.com", "B@EXAMPLE.COM",

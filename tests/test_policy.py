@@ -1,6 +1,7 @@
 """The sending policy of a cluster, with real nodes: EINMAL_RATE_LIMIT and the quotas hold for every node
 sharing the database together, counted where the messages arrive."""
 
+import itertools
 from pathlib import Path
 
 import anyio
@@ -9,7 +10,7 @@ import pytest
 
 from tests.pipeline import approve, counts, node_env, seed, start_node, stop_node, wait_status
 from tests.smtp_servers import FaultServer
-from tests.test_budget import worst_window
+from tests.test_budget import CLAIM, sending_campaign, worst_window
 
 pytestmark = pytest.mark.anyio
 
@@ -35,6 +36,19 @@ async def test_three_nodes_together_stay_within_one_rate_limit(conn: asyncpg.Con
     print(f"\n3 nodes at EINMAL_RATE_LIMIT=100: worst 1-second window {worst} messages, "
           f"mean {(len(arrivals) - 1) / span:.0f}/s over {span:.1f} s")
     assert worst <= 110, f"{worst} messages in one second from three nodes limited to 100/s together"
+
+
+async def test_one_claimers_consecutive_slots_are_a_whole_interval_apart(conn: asyncpg.Connection) -> None:
+    """What the cluster's worst second (above) allows a margin for, one claimer does exactly: within a claim
+    and from one claim to the next, each slot is 1/rate after the one before (docs/design.md §13)."""
+    rate, campaign = 100.0, await sending_campaign(conn, 120)
+    slots = []
+    for _ in range(3):
+        rows = await conn.fetch(CLAIM, campaign, "node-a/1", 40, rate, 0, 0, 3600.0, 86400.0)
+        slots += [r["slot_at"] for r in rows]
+    assert len(slots) == 120, "the slots taken stay within the second a claim may reach ahead"
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(slots)]
+    assert min(gaps) >= 1 / rate - 1e-6, f"consecutive slots {min(gaps):.6f} s apart at a rate of {rate:g}"
 
 
 async def test_an_hour_quota_lets_exactly_that_many_out_and_the_rest_wait(conn: asyncpg.Connection, dsn: str,

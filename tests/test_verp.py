@@ -54,6 +54,17 @@ def test_a_forged_or_altered_token_does_not_verify() -> None:
         assert path.verify(garbage) is None
 
 
+def test_a_signature_with_any_one_digit_altered_does_not_verify() -> None:
+    # all 16 hex digits are compared: a check of a prefix would take the last digits on trust
+    path = verp.ReturnPath("bounces@example.org", SECRET)
+    ids, _, signature = path.token(7, 42).rpartition(".")
+    assert len(signature) == verp.SIGNATURE_HEX == 16
+    for i, digit in enumerate(signature):
+        altered = signature[:i] + ("0" if digit != "0" else "1") + signature[i + 1:]
+        assert path.verify(f"{ids}.{altered}") is None, f"digit {i + 1} of 16 altered: {altered}"
+    assert path.verify(f"{ids}.{signature[:-1]}") is None, "one digit short"
+
+
 def test_every_key_of_a_rotated_secret_verifies_and_the_first_signs() -> None:
     old = verp.ReturnPath("bounces@example.org", "old")
     rotated = verp.ReturnPath("bounces@example.org", "new,old")
