@@ -59,6 +59,8 @@ async def test_one_mailgun_signature_carries_one_event(conn: asyncpg.Connection,
     emails = [f"p{n}@example.com" for n in range(6)]
     await sent(conn, emails)
     captured = fx.mailgun_signature()
+    await conn.execute("""INSERT INTO einmal.webhook_tokens (token, digest, expires_at)
+                          VALUES ('mailgun:expired', 'x', now() - interval '1 second')""")
     async with http_server(dsn, mailgun_webhook_signing_key=SecretStr(fx.MAILGUN_KEY)) as base, \
             httpx.AsyncClient(base_url=base) as client:
         first = fx.mailgun_event(emails[0], id_="e0") | {"signature": captured}
@@ -70,6 +72,9 @@ async def test_one_mailgun_signature_carries_one_event(conn: asyncpg.Connection,
     assert [a.status_code for a in answers] == [200] + [403] * 5
     assert (again.status_code, again.json()["repeated"]) == (200, 1)
     assert await suppressed(conn) == [("acme", "p0@example.com")]
+    # the token is kept once, the expired one was pruned
+    assert await conn.fetchval("SELECT array_agg(token) FROM einmal.webhook_tokens") == [
+        f"mailgun:{captured['token']}"]
 
 
 def test_ses_is_not_served_without_an_allowed_topic(tmp_path: Path) -> None:
