@@ -3,8 +3,8 @@
 Postmark sends HTTP basic auth when the webhook's URL carries it
 (``https://user:password@host/inbound/postmark``); each account's ``user:password`` is its
 postmark_webhook_secret (service/webhook_credentials.py; EINMAL_POSTMARK_WEBHOOK_SECRET in a
-single-account installation). The credentials are checked from the headers, before einmal reads the
-body is read: a request without them is refused (401). They are all Postmark gives: it signs
+single-account installation). The credentials are checked from the headers, before einmal reads
+the body: a request without them is refused (401). They are all Postmark gives: it signs
 nothing, so whoever holds them can post any event for their account, and only for it.
 
 One event per request: RecordType Bounce with Type HardBounce is a hard bounce, SoftBounce a soft
