@@ -57,7 +57,7 @@ class Event:
     status: str  # 5.1.1, Permanent/General, HardBounce, abuse, …
     recipient: str
     event_id: str  # <provider>:<the provider's id>
-    identities: tuple[str, ...] = ()  # envelope senders and Message-IDs of the original message
+    identities: tuple[str, ...] = ()  # envelope sender, Message-IDs: the provider's record of what it sent
 
 
 @dataclass(frozen=True)
