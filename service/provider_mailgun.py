@@ -1,25 +1,30 @@
 """Mailgun webhooks (the JSON ones: `signature` and `event-data`) at POST /inbound/mailgun (service/webhooks.py).
 
 Mailgun signs each request: `signature.signature` is the hex HMAC-SHA256, keyed with the
-webhook signing key (EINMAL_MAILGUN_WEBHOOK_SIGNING_KEY), of `timestamp` followed by `token`.
-A wrong signature is refused (403), and so is a timestamp more than MAX_AGE_SECONDS old (Mailgun
-retries for up to 8 hours) or more than MAX_AHEAD_SECONDS ahead: a captured request cannot be
-replayed later, and within that window a replay is the same event (its id), so it changes nothing.
+webhook signing key, of `timestamp` followed by `token` — and of nothing else: the event beside
+it is not signed. Each account's key is its mailgun_webhook_signing_key
+(service/webhook_credentials.py; EINMAL_MAILGUN_WEBHOOK_SIGNING_KEY in a single-account
+installation); the key the signature verifies with says whose the event is. Refused (403): a
+signature no key verifies; a timestamp more than MAX_AGE_SECONDS old (Mailgun retries for up to
+8 hours) or more than MAX_AHEAD_SECONDS ahead; and a token already used with another event (each
+token is kept in einmal.webhook_tokens, with the hash of its event, while its timestamp could be
+accepted), so a captured signature carries no other event. Within the window the same request
+again (Mailgun's retry) is the same event: it changes nothing.
 
 Events: `failed` with severity permanent is a hard bounce, temporary a soft one; `complained` is
 a complaint; every other event is ignored. The id is ``mailgun:<event-data.id>``. The message is
 named by `message.headers.message-id` (einmal's Message-ID, when the message went through SMTP
-with it) or `envelope.sender` (a VERP token).
+with it) or `envelope.sender` (a VERP token): Mailgun's record of the message it sent for us.
 """
 
 import hmac
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
 from hashlib import sha256
 
-from service.settings import Settings
-from service.webhooks import Event, Rejected, address, event_id, json_object, short, text
+from service.webhooks import Delivery, Event, Provider, Rejected, address, event_id, json_object, short, text
 
 log = logging.getLogger("einmal.webhooks")
 
@@ -27,27 +32,41 @@ MAX_AGE_SECONDS = 8 * 3600 + 600
 MAX_AHEAD_SECONDS = 600
 
 
-class Mailgun:
+class Mailgun(Provider):
     name = "mailgun"
 
-    def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
-        self.key = settings.mailgun_webhook_signing_key.get_secret_value().encode()
+    def __init__(self, keys: Mapping[str, str | None], clock: Callable[[], float] = time.time) -> None:
+        self.keys = [(key.encode(), account) for key, account in keys.items()]
         self.clock = clock
 
-    def verify(self, signed: object) -> None:
+    def verify(self, signed: object) -> tuple[str | None, str, int]:
+        """(the account whose key verifies the signature, its token, its timestamp); else Rejected (403)."""
         if not isinstance(signed, dict):
             raise Rejected(403, "no signature object")
         timestamp, token = text(signed.get("timestamp"), "timestamp", 20), text(signed.get("token"), "token", 200)
         given = signed.get("signature")
-        expected = hmac.new(self.key, f"{timestamp}{token}".encode(), sha256).hexdigest()
-        if not isinstance(given, str) or not hmac.compare_digest(given.encode(), expected.encode()):
+        given = given.encode() if isinstance(given, str) else b""
+        signed_by = [(hmac.new(key, f"{timestamp}{token}".encode(), sha256).hexdigest(), account)
+                     for key, account in self.keys]
+        found = [account for expected, account in signed_by if hmac.compare_digest(given, expected.encode())]
+        if not found:
             raise Rejected(403, "the Mailgun signature does not verify")
         if not timestamp.isdigit() or not -MAX_AHEAD_SECONDS <= self.clock() - int(timestamp) <= MAX_AGE_SECONDS:
             raise Rejected(403, f"the Mailgun timestamp {timestamp} is too old or ahead of this clock")
+        return found[0], token, int(timestamp)
 
-    def events(self, headers: Mapping[str, str], body: bytes) -> list[Event]:
+    def read(self, headers: Mapping[str, str], body: bytes) -> Delivery:
         document = json_object(body)
-        self.verify(document.get("signature"))
+        account, token, timestamp = self.verify(document.get("signature"))
+        events = self._events(document)
+        try:  # the event as JSON again, keys sorted: a retry that writes it otherwise is the same event
+            digest = sha256(json.dumps(document["event-data"], sort_keys=True).encode()).hexdigest()
+        except (ValueError, RecursionError):
+            raise Rejected(400, "event-data that cannot be written as JSON again") from None
+        # kept past its window by MAX_AHEAD_SECONDS, so that a clock behind the database's cannot take it again
+        return Delivery(events, account, (f"mailgun:{token}", digest, timestamp + MAX_AGE_SECONDS + MAX_AHEAD_SECONDS))
+
+    def _events(self, document: dict) -> list[Event]:
         data = document.get("event-data")
         if not isinstance(data, dict):
             raise Rejected(400, "no event-data object")

@@ -6,7 +6,14 @@ Subject (when present), Timestamp, TopicArn, Type for a Notification; Message, M
 SubscribeURL, Timestamp, Token, TopicArn, Type for a SubscriptionConfirmation or
 UnsubscribeConfirmation. einmal cannot fetch the SigningCertURL (it reaches no outside host), so
 it checks the signature against the certificate(s) in EINMAL_SES_CERTIFICATE_FILE (PEM; several
-when AWS rotates it) and, with EINMAL_SES_TOPIC_ARN, that the topic is one of those listed.
+when AWS rotates it). SNS signs every AWS account's messages in a region with that certificate,
+so a verified signature says only that SNS sent the message; whose it is, the TopicArn says: each
+account's topics are its ses_topic_arn (service/webhook_credentials.py; EINMAL_SES_TOPIC_ARN in a
+single-account installation), /inbound/ses is not served without one (ConfigError at start-up),
+and a message from any other topic is refused (403). So is a message whose (signed) Timestamp,
+when SNS published it, is more than MAX_AGE_SECONDS old or MAX_AHEAD_SECONDS ahead: SNS retries
+an HTTP/S delivery for an hour at most. Within that window a replay is the same message: the
+signature covers all of it, so it is the same events, and they change nothing.
 
 - SubscriptionConfirmation: logged with its SubscribeURL, for the operator to visit; 200.
 - Notification whose Message is an SES notification (``notificationType``, or ``eventType`` for
@@ -19,8 +26,10 @@ when AWS rotates it) and, with EINMAL_SES_TOPIC_ARN, that the topic is one of th
 
 import base64
 import binascii
+import datetime
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from cryptography import x509
@@ -31,7 +40,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from service.addresses import email_key
 from service.errors import ConfigError
 from service.settings import Settings
-from service.webhooks import Event, Rejected, address, event_id, json_object, short, text
+from service.webhooks import Delivery, Event, Provider, Rejected, address, event_id, json_object, short, text
 
 log = logging.getLogger("einmal.webhooks")
 
@@ -39,6 +48,8 @@ NOTIFICATION_FIELDS = ("Message", "MessageId", "Subject", "Timestamp", "TopicArn
 CONFIRMATION_FIELDS = ("Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type")
 HASHES = {"1": hashes.SHA1, "2": hashes.SHA256}
 MAX_RECIPIENTS = 100
+MAX_AGE_SECONDS = 3600 + 600  # SNS's longest HTTP/S retry policy, and clocks ten minutes apart
+MAX_AHEAD_SECONDS = 600
 
 
 def certificates(settings: Settings) -> list[rsa.RSAPublicKey]:
@@ -69,14 +80,20 @@ def canonical(message: dict) -> bytes:
     return "".join(lines).encode()
 
 
-class Ses:
+class Ses(Provider):
     name = "ses"
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, topics: Mapping[str, str | None],
+                 clock: Callable[[], float] = time.time) -> None:
         self.keys = certificates(settings)
-        self.topics = {t.strip() for t in (settings.ses_topic_arn or "").split(",") if t.strip()}
+        if not topics:
+            raise ConfigError("EINMAL_SES_TOPIC_ARN: /inbound/ses needs the SNS topics it accepts (SNS signs every "
+                              "AWS account's messages with one certificate): set it, or each account's ses_topic_arn "
+                              "in EINMAL_WEBHOOK_ACCOUNTS_FILE")
+        self.topics, self.clock = dict(topics), clock
 
-    def verify(self, message: dict) -> None:
+    def verify(self, message: dict) -> str | None:
+        """The account whose topic published the genuine, recent `message`; else Rejected (403)."""
         algorithm = HASHES.get(str(message.get("SignatureVersion")))
         if algorithm is None:
             raise Rejected(403, f"SNS SignatureVersion {str(message.get('SignatureVersion'))[:10]!r} is not 1 or 2")
@@ -93,21 +110,31 @@ class Ses:
                 continue
         else:
             raise Rejected(403, "the SNS signature does not verify against EINMAL_SES_CERTIFICATE_FILE")
-        if self.topics and short(message.get("TopicArn"), "", 256) not in self.topics:
-            raise Rejected(403, f"SNS topic {str(message.get('TopicArn'))[:200]!r} is not in EINMAL_SES_TOPIC_ARN")
+        topic = short(message.get("TopicArn"), "", 256)
+        if topic not in self.topics:
+            raise Rejected(403, f"SNS topic {str(message.get('TopicArn'))[:200]!r} is no account's")
+        try:
+            published = datetime.datetime.fromisoformat(message["Timestamp"])
+        except ValueError:
+            published = None
+        if published is None or published.tzinfo is None:
+            raise Rejected(403, f"the SNS Timestamp {message['Timestamp'][:40]!r} is not a time in UTC")
+        if not -MAX_AHEAD_SECONDS <= self.clock() - published.timestamp() <= MAX_AGE_SECONDS:
+            raise Rejected(403, f"the SNS Timestamp {message['Timestamp'][:40]!r} is too old or ahead of this clock")
+        return self.topics[topic]
 
-    def events(self, headers: Mapping[str, str], body: bytes) -> list[Event]:
+    def read(self, headers: Mapping[str, str], body: bytes) -> Delivery:
         message = json_object(body)
         kind = message.get("Type")
         if kind not in ("Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation"):
             raise Rejected(400, f"SNS message of Type {str(kind)[:40]!r}")
-        self.verify(message)
+        account = self.verify(message)
         if kind != "Notification":
             url = text(message.get("SubscribeURL"), "SubscribeURL", 2000)
             log.warning("webhook ses: %s for topic %s: to confirm it, visit %s", kind,
                         str(message.get("TopicArn"))[:200], url)
-            return []
-        return _ses_events(json_object(message["Message"], "the SNS Message"))
+            return Delivery([], account)
+        return Delivery(_ses_events(json_object(message["Message"], "the SNS Message")), account)
 
 
 def _identities(mail: object) -> tuple[str, ...]:

@@ -82,10 +82,12 @@ class Settings(BaseSettings):
     inbound_timeout_seconds: float = Field(60.0, gt=0)
     soft_bounce_limit: int = Field(3, ge=1)
     soft_bounce_days: float = Field(7.0, gt=0)
+    # provider webhooks (service/webhook_credentials.py): the global credentials serve a single account
     ses_certificate_file: str | None = None  # PEM: SNS's signing certificate(s); unset: /inbound/ses answers 404
-    ses_topic_arn: str | None = None  # comma-separated topics /inbound/ses accepts; unset: any the certificate signs
+    ses_topic_arn: str | None = None  # comma-separated topics /inbound/ses accepts (one is needed, here or per account)
     postmark_webhook_secret: SecretStr | None = None  # user:password of /inbound/postmark's basic auth
     mailgun_webhook_signing_key: SecretStr | None = None  # Mailgun's HTTP webhook signing key
+    webhook_accounts_file: str | None = None  # TOML: each account's own topics, credentials and keys
     log_format: Literal["text", "json"] = "text"
     log_level: str = "INFO"
     dkim_domain: str | None = None
@@ -224,6 +226,14 @@ class Settings(BaseSettings):
             if not (user and colon and password):
                 raise ValueError("expected user:password, the basic auth credentials of the webhook's URL")
         return value
+
+    @field_validator("ses_topic_arn")
+    @classmethod
+    def _topic_arns(cls, value: str | None) -> str | None:
+        if value is not None and not all(t.strip().startswith("arn:") for t in value.split(",")):
+            raise ValueError("expected one or more comma-separated SNS topic ARNs, e.g. "
+                             "arn:aws:sns:us-west-2:123456789012:ses-feedback")
+        return None if value is None else ",".join(t.strip() for t in value.split(","))
 
     @field_validator("domain_limits")
     @classmethod

@@ -36,7 +36,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service import db, inbound, pages, unsubscribe, webhooks
+from service import db, inbound, pages, unsubscribe, webhook_credentials, webhooks
 from service.errors import UsageError
 from service.metrics import CONTENT_TYPE, Metrics
 from service.provider_mailgun import Mailgun
@@ -191,16 +191,16 @@ class Web:
         try:
             if provider is None:
                 raise webhooks.Rejected(404, "not served: no such provider, or its secret is not configured")
+            provider.check_headers(request.headers)  # Postmark's credentials, before the body is read
             try:
                 body = await read_body(request, webhooks.MAX_BODY)
             except Refused as refused:
                 raise webhooks.Rejected(refused.status, refused.text) from None
-            events = provider.events(request.headers, body)
-            with anyio.fail_after(DB_SECONDS):
-                async with self.pool.acquire() as conn:
-                    account_id = await self._account(conn, request.path_params.get("account"))
-                    results = [await webhooks.record(conn, self.settings, self.return_path, event, account_id)
-                               for event in events]
+            delivery = provider.read(request.headers, body)
+            events = delivery.events
+            # a request with nothing to apply or claim (an SNS subscription confirmation) writes nothing
+            results = await self._deliver(delivery, request.path_params.get("account")) \
+                if events or delivery.token else []
         except webhooks.Rejected as exc:
             log.info("webhook %.20s refused (%d): %s", name, exc.status, exc)
             self.metrics.webhooks.labels(label, "refused").inc()
@@ -220,13 +220,32 @@ class Web:
         tally = {word: sum(r.startswith(word) for r in results) for word in ("applied", "repeated", "dropped")}
         return JSONResponse(tally)
 
-    async def _account(self, conn: asyncpg.Connection, name: str | None) -> int | None:
-        if name is None:
-            return None
-        usable = len(name) <= 200 and name.isprintable()  # a NUL cannot even be looked up
-        account_id = await conn.fetchval(db.query("account_find"), name) if usable else None
-        if account_id is None:
-            raise webhooks.Rejected(404, f"no account named {name[:100]!r}")
+    async def _deliver(self, delivery: webhooks.Delivery, named: str | None) -> list[str]:
+        """Apply the events to the account the request's credential vouches for: a word for each."""
+        with anyio.fail_after(DB_SECONDS):
+            async with self.pool.acquire() as conn:
+                account_id = await self._account(conn, delivery.account, named)
+                if delivery.token is not None:
+                    await webhooks.claim_token(conn, *delivery.token)
+                return [await webhooks.record(conn, self.settings, self.return_path, event, account_id)
+                        for event in delivery.events]
+
+    async def _account(self, conn: asyncpg.Connection, vouched: str | None, named: str | None) -> int:
+        """The account the request's credential vouches for (None: a global credential, a single-account
+        installation's: the only account); the URL may name that account, never another."""
+        if vouched is None:
+            rows = await conn.fetch(db.query("account_only"))
+            if len(rows) != 1:
+                raise webhooks.Rejected(403, "a global webhook credential serves a single-account installation; "
+                                             + ("the database holds no account" if not rows else
+                                                "give each account its own in EINMAL_WEBHOOK_ACCOUNTS_FILE"))
+            account_id, vouched = rows[0]["id"], rows[0]["name"]
+        else:
+            account_id = await conn.fetchval(db.query("account_find"), vouched)
+            if account_id is None:
+                raise webhooks.Rejected(404, f"no account named {vouched[:100]!r}, whose credential this is")
+        if named is not None and named != vouched:
+            raise webhooks.Rejected(403, f"the credential is account {vouched[:100]!r}'s, the URL names another")
         return account_id
 
 
@@ -263,15 +282,16 @@ async def _one_click_body(request: Request) -> None:
         raise Refused(400, "Bad form", "Expected List-Unsubscribe=One-Click.")
 
 
-def providers(settings: Settings) -> dict[str, Ses | Postmark | Mailgun]:
-    """The webhook providers whose secret or certificate is configured (the others are not served)."""
-    found: list[Ses | Postmark | Mailgun] = []
+def providers(settings: Settings) -> dict[str, webhooks.Provider]:
+    """The webhook providers with a credential (the others are not served); ConfigError when one is unusable."""
+    vouch = webhook_credentials.credentials(settings)
+    found: list[webhooks.Provider] = []
     if settings.ses_certificate_file:
-        found.append(Ses(settings))
-    if settings.postmark_webhook_secret:
-        found.append(Postmark(settings))
-    if settings.mailgun_webhook_signing_key:
-        found.append(Mailgun(settings))
+        found.append(Ses(settings, vouch["ses_topic_arn"]))
+    if vouch["postmark_webhook_secret"]:
+        found.append(Postmark(vouch["postmark_webhook_secret"]))
+    if vouch["mailgun_webhook_signing_key"]:
+        found.append(Mailgun(vouch["mailgun_webhook_signing_key"]))
     return {provider.name: provider for provider in found}
 
 

@@ -4,18 +4,19 @@
     POST /inbound/postmark[/ACCOUNT]   Postmark (service/provider_postmark.py)
     POST /inbound/mailgun[/ACCOUNT]    Mailgun (service/provider_mailgun.py)
 
-A provider whose secret or certificate is not configured is not served (404). Its module checks
-the request (signature or basic auth: 401 or 403) and reads the events in it (400 when it cannot);
-each event names an address, a kind (hard, soft, complaint) and a stable id (`ses:…`,
-`postmark:…`, `mailgun:…`). Each is then tied to one send row and applied through
+A provider without a credential is not served (404). Its module checks the request (a signature,
+or basic auth: 401 or 403; Postmark's from the headers, before the body is read) and reads the
+events in it (400 when it cannot) into a `Delivery`: the events, each with an address, a kind
+(hard, soft, complaint) and a stable id (`ses:…`, `postmark:…`, `mailgun:…`), and the account the
+credential vouches for (service/webhook_credentials.py). The account in the URL may only repeat
+it (else 403). Each event is then tied to one send row of that account and applied through
 `bounces.apply` (inbound.apply with the einmal.bounces row), so a redelivery changes nothing:
 
-1. The message itself: a VERP token in an envelope sender, or a Message-ID `<campaign.C.S@…>`,
-   when the provider passes the original headers on. That row is used when its address is the
-   event's (else that campaign's row for the event's address).
-2. Else the address: the newest send row to it, within the account the URL names
-   (`/inbound/ses/acme`). Without an account in the URL the address must have been mailed by one
-   account only; mailed by several, the event is dropped with a line saying to name the account.
+1. The message itself, when the provider vouches for what names it (the message as the provider
+   sent it for us: a VERP token in its envelope sender, or einmal's Message-ID `<campaign.C.S@…>`
+   in its headers; never a bounce's content, which a third party wrote): that row, when it is the
+   account's and its address is the event's (else that campaign's row for the event's address).
+2. Else the address: the account's newest send row to it whose message went out.
 
 An event einmal cannot tie to a row of its own is dropped: one log line, nothing written, 200
 (the provider must not retry it). The payload hashed for the event id is the provider's event
@@ -25,7 +26,7 @@ An event einmal cannot tie to a row of its own is dropped: one log line, nothing
 import json
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import asyncpg
@@ -56,7 +57,26 @@ class Event:
     status: str  # 5.1.1, Permanent/General, HardBounce, abuse, …
     recipient: str
     event_id: str  # <provider>:<the provider's id>
-    identities: tuple[str, ...] = ()  # envelope senders and Message-IDs of the original message
+    identities: tuple[str, ...] = ()  # envelope sender, Message-IDs: the provider's record of what it sent
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What one authenticated request carries."""
+    events: list[Event]
+    account: str | None  # the account its credential vouches for; None: the only one (a global credential)
+    token: tuple[str, str, float] | None = None  # a one-time token: (token, hash of its event, kept until)
+
+
+class Provider:
+    name: str
+
+    def check_headers(self, headers: Mapping[str, str]) -> None:
+        """Rejected when the headers alone show the request is not the provider's (before the body is read).
+        The default: nothing to check, the provider signs inside the body."""
+
+    def read(self, headers: Mapping[str, str], body: bytes) -> Delivery:
+        raise NotImplementedError
 
 
 def json_object(body: bytes | str, what: str = "the body") -> dict:
@@ -114,24 +134,27 @@ def identify(path: ReturnPath | None, identities: Iterable[str]) -> tuple[int, i
     return None
 
 
+async def claim_token(conn: asyncpg.Connection, token: str, digest: str, until: float) -> None:
+    """Accept a one-time token for one event only: Rejected (403) when it came before with another."""
+    await conn.execute(db.query("webhook_tokens_prune"))
+    if await conn.fetchval(db.query("webhook_token_claim"), token, digest, until) != digest:
+        raise Rejected(403, "a signature already used for another event")
+
+
 async def _row(conn: asyncpg.Connection, path: ReturnPath | None, event: Event,
-               account_id: int | None) -> asyncpg.Record | str:
+               account_id: int) -> asyncpg.Record | str:
     report = bounces.Report(event.kind, event.status, event.recipient, identify(path, event.identities),
                             event.event_id)
     if report.original is not None:
         row = await bounces.find_row(conn, report, report.original, by_token=False)
-        if not isinstance(row, str) and account_id in (None, row["account_id"]):
+        if not isinstance(row, str) and row["account_id"] == account_id:
             return row
-    rows = await conn.fetch(db.query("bounce_send_rows_mailbox"), email_key(event.recipient), account_id)
-    if len(rows) == 1:
-        return rows[0]
-    if not rows:
-        return "no message of ours to that address" + (" in that account" if account_id else "")
-    return "the address was mailed from several accounts: name the account in the webhook URL"
+    row = await conn.fetchrow(db.query("bounce_send_rows_mailbox"), email_key(event.recipient), account_id)
+    return "no message of that account went out to that address" if row is None else row
 
 
 async def record(conn: asyncpg.Connection, settings: Settings, path: ReturnPath | None, event: Event,
-                 account_id: int | None) -> str:
+                 account_id: int) -> str:
     """Apply one event: applied, repeated, or `dropped: why`. UsageError: its id came with another payload."""
     row = await _row(conn, path, event, account_id)
     if isinstance(row, str):

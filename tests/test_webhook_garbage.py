@@ -71,8 +71,9 @@ REQUESTS = st.one_of(
 def client(dsn: str, tmp_path):
     pem = tmp_path / "sns.pem"
     pem.write_bytes(PEM)
-    config = Settings(database_url=dsn, ses_certificate_file=str(pem), postmark_webhook_secret=SecretStr(
-        fx.POSTMARK_SECRET), mailgun_webhook_signing_key=SecretStr(fx.MAILGUN_KEY))
+    config = Settings(database_url=dsn, ses_certificate_file=str(pem), ses_topic_arn=fx.TOPIC,
+                      postmark_webhook_secret=SecretStr(fx.POSTMARK_SECRET),
+                      mailgun_webhook_signing_key=SecretStr(fx.MAILGUN_KEY))
 
     async def start():
         pool = await asyncpg.create_pool(dsn, min_size=0, max_size=2)

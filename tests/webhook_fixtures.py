@@ -7,6 +7,7 @@ import datetime
 import hashlib
 import hmac
 import json
+import secrets
 import time
 
 from cryptography import x509
@@ -89,11 +90,18 @@ def signed(key: rsa.RSAPrivateKey, message: dict, version: str = "1") -> dict:
     return message
 
 
+def sns_time(at: float | None = None) -> str:
+    """An SNS Timestamp: `at` (seconds since the epoch; now when None) as SNS writes it."""
+    moment = datetime.datetime.fromtimestamp(time.time() if at is None else at, datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
 def sns_notification(key: rsa.RSAPrivateKey, notification: dict, *, version: str = "1",
-                     message_id: str = "22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324", topic: str = TOPIC) -> dict:
+                     message_id: str = "22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324", topic: str = TOPIC,
+                     timestamp: str | None = None) -> dict:
     return signed(key, {
         "Type": "Notification", "MessageId": message_id, "TopicArn": topic,
-        "Message": json.dumps(notification), "Timestamp": "2012-05-02T00:54:06.655Z",
+        "Message": json.dumps(notification), "Timestamp": timestamp or sns_time(),
         "UnsubscribeURL": "https://sns.us-west-2.amazonaws.com/?Action=Unsubscribe&SubscriptionArn=x",
     }, version)
 
@@ -106,7 +114,7 @@ def sns_subscription(key: rsa.RSAPrivateKey) -> dict:
         "Message": f"You have chosen to subscribe to the topic {TOPIC}.\nTo confirm the subscription, visit the "
                    "SubscribeURL included in this message.",
         "SubscribeURL": f"https://sns.us-west-2.amazonaws.com/?Action=ConfirmSubscription&TopicArn={TOPIC}&Token=2336",
-        "Timestamp": "2012-04-26T20:45:04.751Z",
+        "Timestamp": sns_time(),
     })
 
 
@@ -163,7 +171,7 @@ def mailgun_event(recipient: str, *, event: str = "failed", severity: str | None
 
 def mailgun_signature(key: str = MAILGUN_KEY, timestamp: int | None = None, token: str | None = None) -> dict:
     stamp = str(int(time.time()) if timestamp is None else timestamp)
-    token = token or hashlib.sha256(stamp.encode() + key.encode()).hexdigest()[:50]
+    token = token or secrets.token_hex(25)  # Mailgun's: 50 random characters, new for every request
     return {"timestamp": stamp, "token": token,
             "signature": hmac.new(key.encode(), (stamp + token).encode(), hashlib.sha256).hexdigest()}
 
