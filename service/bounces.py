@@ -17,6 +17,8 @@ reports, one for each recipient the report names:
 Each report has a stable event id: ``dsn:`` (``arf:`` for complaints) and the report's own
 Message-ID, or ``sha256:<hash of the message>`` when it has none, so a redelivered report is
 the same event; when a DSN names several recipients, each one's id ends in ``:<its address>``.
+``record`` puts the token's row in it (``dsn:C.S:<Message-ID>``): a report sent first to one's
+own return path cannot take the id of another row's report.
 
 What a report may change is decided apart from what it says (docs/design.md §8), so a parser
 that reads more formats cannot widen it: over SMTP only the send row of the signed VERP token
@@ -32,7 +34,7 @@ query and end in ``apply`` too.
 import email
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email import policy
 from email.message import Message
 
@@ -229,4 +231,6 @@ async def record(conn: asyncpg.Connection, settings: Settings, found: tuple[Repo
     report = about(found, row["email_lower"])
     if report is None:
         return None, f"dropped: none of its {len(found)} recipients is the address of the token's message"
+    source, _, rest = report.event_id.partition(":")  # the row's own ids: nobody can take another row's
+    report = replace(report, event_id=f"{source}:{row_ids[0]}.{row_ids[1]}:{rest}")
     return report, await apply(conn, settings, report, row)

@@ -89,9 +89,10 @@ async def test_a_token_bound_report_touches_its_own_send_row_alone(conn: asyncpg
     assert await suppressed(conn) == [("p0@example.com", "bounce")]
     kept = [tuple(r) for r in await conn.fetch("""SELECT s.email, b.kind, b.status, b.event_id FROM einmal.bounces b
                                                   JOIN einmal.sends s ON s.id = b.send_id ORDER BY b.id""")]
-    assert kept == [("p0@example.com", "hard", "5.1.1", "dsn:<one@relay.test>"),
-                    ("p0@example.com", "hard", "5.2.2", "dsn:<both@relay.test>:p0@example.com"),
-                    ("p0@example.com", "complaint", "abuse", "arf:<c@isp.test>")]
+    row = f"{campaign}.{ids['p0@example.com']}"
+    assert kept == [("p0@example.com", "hard", "5.1.1", f"dsn:{row}:<one@relay.test>"),
+                    ("p0@example.com", "hard", "5.2.2", f"dsn:{row}:<both@relay.test>:p0@example.com"),
+                    ("p0@example.com", "complaint", "abuse", f"arf:{row}:<c@isp.test>")]
     assert await conn.fetchval("SELECT count(*) FROM einmal.inbound_events") == 3
     assert (counted(metrics, "applied"), counted(metrics, "dropped")) == (3, 1)
 
@@ -181,3 +182,20 @@ async def test_a_report_that_finds_no_parser_free_is_answered_451_and_writes_not
                 parsers.release_on_behalf_of(holder)
     assert sorted(reply[:3] for reply in replies) == ["250"] * inbound_smtp.MAX_WAITING + ["451"]
     assert await conn.fetchval("SELECT count(*) FROM einmal.inbound_events") == inbound_smtp.MAX_WAITING
+
+
+async def test_a_token_holder_cannot_take_the_report_id_of_another_rows_report(conn: asyncpg.Connection,
+                                                                              dsn: str) -> None:
+    campaign, ids = await send_rows(conn, dict.fromkeys(["p0@example.com", "p1@example.com"], "sent"))
+    async with inbound.listener(dsn) as port:
+        # p0 guesses the Message-ID a relay will give p1's bounce and sends it first, to his own return path
+        squatted = await inbound.hand_over(port, verp(campaign, ids["p0@example.com"]),
+                                           reports.dsn("p0@example.com", status="4.2.2", report_id="<x@relay>"))
+        genuine = await inbound.hand_over(port, verp(campaign, ids["p1@example.com"]),
+                                          reports.dsn("p1@example.com", report_id="<x@relay>"))
+        again = await inbound.hand_over(port, verp(campaign, ids["p1@example.com"]),
+                                        reports.dsn("p1@example.com", status="5.2.2", report_id="<x@relay>"))
+    assert (squatted[:3], genuine[:3], again[:3]) == ("250", "250", "554")  # one row's id, other content: 554
+    assert await suppressed(conn) == [("p1@example.com", "bounce")]
+    assert sorted(await conn.fetch("SELECT event_id FROM einmal.inbound_events")) == sorted(
+        [(f"dsn:{campaign}.{ids[who]}:<x@relay>",) for who in ("p0@example.com", "p1@example.com")])
