@@ -11,12 +11,11 @@ import time
 import anyio
 import asyncpg
 import pytest
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from tests import reports
 from tests.pipeline import approve, node_env, seed, start_node, stop_node
 from tests.smtp_servers import free_port
-from tests.test_bounce_inbound import RETURN_PATH, SECRET
+from tests.test_bounce_inbound import RETURN_PATH, SECRET, hand_over_raw
 from tests.test_bounce_trust import verp
 
 pytestmark = pytest.mark.anyio
@@ -25,26 +24,6 @@ RATE, WINDOW, CLIENTS = 20, 3.0, 4
 LEAD = 1.0  # the flood's first messages are on their way before its window opens
 FLOOD = (reports.dsn_of([("nobody@example.com", "failed", "5.1.1")], extra_parts=50_000),  # 2.7 MB, 50,000 parts
          reports.dsn_of([("nobody@example.com", "failed", "5.1.1")], returned_body="\n" * 2_000_000))  # 4 MB
-
-
-async def push(port: int, to: str, message: bytes) -> str:
-    """Hand one message over with a few lines of SMTP on a raw socket: the test's own process stays
-    light (a client library's line-ending pass over megabytes costs CPU the node would miss)."""
-    with anyio.fail_after(60):
-        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
-            received = BufferedByteReceiveStream(stream)
-
-            async def reply() -> str:
-                while (line := await received.receive_until(b"\r\n", 1000))[3:4] == b"-":
-                    pass
-                return line.decode()
-
-            await reply()
-            for command in ("EHLO flood.test", "MAIL FROM:<>", f"RCPT TO:<{to}>", "DATA"):
-                await stream.send(command.encode() + b"\r\n")
-                await reply()
-            await stream.send(message + b".\r\n")  # no line begins with a dot: nothing to stuff
-            return await reply()
 
 
 async def delivered_within(server, seconds: float) -> int:
@@ -73,7 +52,7 @@ async def test_sending_keeps_its_pace_while_the_inbound_listener_is_flooded(
 
         async def flood(first: int) -> None:
             for n in range(first, first + 1000):  # ends with the window
-                replies.append(await push(inbound, to, FLOOD[n % 2]))
+                replies.append(await hand_over_raw(inbound, to, FLOOD[n % 2]))
                 if stop.is_set():
                     return
 

@@ -13,6 +13,7 @@ import aiosmtplib
 import anyio
 import asyncpg
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from actors import inbound_smtp
 from service import node
@@ -91,6 +92,31 @@ async def hand_over(port: int, recipient: str, message: bytes) -> str:
         except aiosmtplib.SMTPResponseException as exc:
             return f"{exc.code} {exc.message}"
     return f"{reply.code} {reply.message}"
+
+
+async def hand_over_raw(port: int, to: str, message: bytes, split: int = 0) -> str:
+    """hand_over with a few lines of SMTP on a raw socket, `message` (CRLF lines, none beginning with a
+    dot) sent as it is: no client library's pass over its megabytes, and an empty one is the lone dot.
+    `split`: the last `split` bytes, the final dot's line included, follow in a write of their own."""
+    with anyio.fail_after(60):
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            received = BufferedByteReceiveStream(stream)
+
+            async def reply() -> str:
+                while (line := await received.receive_until(b"\r\n", 1000))[3:4] == b"-":
+                    pass
+                return line.decode()
+
+            await reply()
+            for command in ("EHLO flood.test", "MAIL FROM:<>", f"RCPT TO:<{to}>", "DATA"):
+                await stream.send(command.encode() + b"\r\n")
+                await reply()
+            data = message + b".\r\n"
+            await stream.send(data[:len(data) - split])
+            if split:
+                await anyio.sleep(0.1)  # the listener reads what came, then the rest
+                await stream.send(data[len(data) - split:])
+            return await reply()
 
 
 def inbound_lines(caplog) -> list[str]:
@@ -284,7 +310,9 @@ async def test_a_message_read_in_chunks_is_the_message_sent_dots_and_all(conn: a
                                                                   + lines.replace("\n", "\r\n").encode(), 1)
     async with listener(dsn) as port:
         assert (await hand_over(port, to, message)).startswith("250 ")
-        assert (await hand_over(port, to, b".\r\n")).startswith("250 2.0.0 OK, ignored")  # the empty message
+        assert (await hand_over_raw(port, to, b"")).startswith("250 2.0.0 OK, ignored")  # the lone dot alone
+        for split in range(1, 6):  # the end of data, cut anywhere: still found
+            assert (await hand_over_raw(port, to, reports.auto_reply(), split)).startswith("250 2.0.0 OK, ignored")
     row = ".".join(to.removeprefix("bounces+").split(".")[:2])
     assert await conn.fetchval("SELECT event_id FROM einmal.bounces") == \
         f"dsn:{row}:sha256:{hashlib.sha256(message).hexdigest()}"
