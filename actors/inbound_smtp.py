@@ -5,26 +5,35 @@ path: ``bounces@domain`` and ``bounces+<token>@domain`` (EINMAL_RETURN_PATH). An
 recipient is refused with 550, a token that does not verify with 550 5.7.1, a second recipient
 in one transaction with 452 (the client sends it again, alone), a message over
 EINMAL_INBOUND_MAX_BYTES with 552; a connection idle for EINMAL_INBOUND_TIMEOUT_SECONDS is
-closed. A message is then (service/bounces.py):
+closed. A message is then (service/bounces.py, docs/design.md §8):
 
-- a report einmal cannot read: 550 5.6.0, nothing written;
-- not a report, or a report that names no send row (no token, no einmal Message-ID, no such
-  row, another address): 250, one log line, nothing written (counted);
-- a bounce or complaint: applied once through inbound.apply, then 250; a repeat: 250, nothing
-  changes; the same report id with other content: 554; the database unreachable: 451 (the
-  relay tries again later, so nothing is lost).
+- to the return path without a token: 250, unread, nothing written, one log line, counted
+  ``unsigned`` (a Message-ID in it could be anyone's guess);
+- past a report's bounds (MIME parts, recipients): 552 5.3.4; a report einmal cannot read:
+  550 5.6.0; nothing written;
+- not a report, or a report that touches no row (no such row, none of several recipients is
+  the row's address, a message that was never sent): 250, one log line, nothing written (counted);
+- a bounce or complaint: applied once, to the token's row alone, through inbound.apply, then
+  250; a repeat: 250, nothing changes; the same report id with other content: 554; the
+  database unreachable, or no parser to be had: 451 (the relay tries again later).
 
+Reports are parsed in worker processes (anyio.to_process), at most half the cores at once, so
+a flood of them neither stalls this node's event loop nor takes every core; MAX_WAITING more
+may wait, and a report not read within PARSE_SECONDS is answered 451 (its worker killed).
 The socket is bound before the actors start and kept across restarts, like the HTTP actor's.
 """
 
 import asyncio
 import logging
+import os
 import socket
 
 import anyio
+import anyio.to_process
 import asyncpg
 from aiosmtpd.lmtp import LMTP
-from aiosmtpd.smtp import SMTP, Envelope, Session
+from aiosmtpd.smtp import MISSING, SMTP, Envelope, Session
+from anyio import BrokenWorkerProcess
 from anyio.abc import TaskStatus
 
 from service import bounces, sockets
@@ -34,6 +43,13 @@ from service.settings import Settings
 from service.verp import ReturnPath
 
 log = logging.getLogger("einmal.inbound")
+
+MAX_WAITING = 8  # reports waiting for a parser when every one is busy; one more is answered 451
+PARSE_SECONDS = 30.0  # waiting for a parser and parsing one report
+
+
+class NoParser(Exception):
+    """No worker process read the report in time: the relay is asked to try again."""
 
 
 def bind(address: str) -> socket.socket:
@@ -48,6 +64,7 @@ class Handler:
         self.settings, self.pool = settings, pool
         self.path = ReturnPath.from_settings(settings)
         self.counted = metrics.inbound
+        self.parsers = anyio.CapacityLimiter(max(1, (os.cpu_count() or 2) // 2))  # worker processes at once
 
     async def handle_RCPT(self, server: SMTP, session: Session, envelope: Envelope, address: str,
                           rcpt_options: list[str]) -> str:
@@ -66,50 +83,110 @@ class Handler:
         return "250 2.1.5 OK"
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        _, token = self.path.ours(envelope.rcpt_tos[0])
+        row_ids = self.path.verify(token) if token else None  # a token that does not verify stopped at RCPT
+        if row_ids is None:
+            log.info("inbound: unsigned: a message from %.100r to the return path with no VERP token changes "
+                     "nothing", envelope.mail_from)
+            self.counted.labels("unsigned").inc()
+            return "250 2.0.0 OK, unsigned: nothing done"
         data = envelope.original_content or b""
         try:
-            found = bounces.parse(data)
+            bounces.bounded(data)  # before a worker is taken
+            found = await self._parse(data)
+        except bounces.TooLarge as exc:
+            return self._refused(envelope, exc, "552 5.3.4 too large for a report")
         except bounces.Malformed as exc:
-            log.info("inbound: refused a message from %.100r: %s", envelope.mail_from, exc)
-            self.counted.labels("refused").inc()
-            return "550 5.6.0 not a readable report"
+            return self._refused(envelope, exc, "550 5.6.0 not a readable report")
+        except NoParser as exc:
+            log.warning("inbound: a message from %.100r not read, the relay will retry: %s", envelope.mail_from, exc)
+            return "451 4.3.0 cannot read the report now, try again later"
         if not found:
             log.info("inbound: ignored a message from %.100r: not a bounce or complaint report", envelope.mail_from)
             self.counted.labels("ignored").inc()
             return "250 2.0.0 OK, ignored"
-        _, token = self.path.ours(envelope.rcpt_tos[0])
-        row_ids = self.path.verify(token) if token else None
-        # the token names one message's row; a DSN naming several recipients is matched by address
-        by_token = row_ids is not None and len(found) == 1
-        row_ids = row_ids or found[0].original
-        if row_ids is None:
-            return self._dropped(found[0], "no VERP token and no einmal Message-ID")
-        results = []
-        for report in found:  # each its own transaction: a retry repeats those already applied
-            try:
-                async with self.pool.acquire() as conn:
-                    results.append(await bounces.record(conn, self.settings, report, row_ids, by_token))
-            except UsageError as exc:  # the same report id with other content
-                log.warning("inbound: refused %s: %s", report.event_id[:120], exc)
-                self.counted.labels("refused").inc()
-                return "554 5.6.0 report id already used for other content"
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
-                log.warning("inbound: %s not recorded, the relay will retry: %s", report.event_id[:120], exc)
-                return "451 4.3.0 cannot record the report now, try again later"
-        for report, result in zip(found, results, strict=True):
-            if result.startswith("dropped"):
-                self._dropped(report, result.removeprefix("dropped: "))
-                continue
-            where = f"campaign {row_ids[0]} subscriber {row_ids[1]}" if by_token or len(found) == 1 \
-                else f"a recipient of campaign {row_ids[0]}"
-            log.info("inbound: %s %s (%s) for %s: %s", report.kind, report.event_id[:120], report.status, where, result)
-            self.counted.labels(result).inc()
-        return "250 2.0.0 OK, dropped" if all(r.startswith("dropped") for r in results) else "250 2.0.0 OK"
+        try:
+            async with self.pool.acquire() as conn:
+                report, result = await bounces.record(conn, self.settings, found, row_ids)
+        except UsageError as exc:  # the same report id with other content
+            log.warning("inbound: refused %s: %s", found[0].event_id[:120], exc)
+            self.counted.labels("refused").inc()
+            return "554 5.6.0 report id already used for other content"
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+            log.warning("inbound: %s not recorded, the relay will retry: %s", found[0].event_id[:120], exc)
+            return "451 4.3.0 cannot record the report now, try again later"
+        where = f"campaign {row_ids[0]} subscriber {row_ids[1]}"
+        if report is None or result.startswith("dropped"):
+            log.info("inbound: dropped %s %s for %s: %s", found[0].kind, (report or found[0]).event_id[:120], where,
+                     result.removeprefix("dropped: "))
+            self.counted.labels("dropped").inc()
+            return "250 2.0.0 OK, dropped"
+        log.info("inbound: %s %s (%s) for %s: %s", report.kind, report.event_id[:120], report.status, where, result)
+        self.counted.labels(result).inc()
+        return "250 2.0.0 OK"
 
-    def _dropped(self, report: bounces.Report, why: str) -> str:
-        log.info("inbound: dropped %s %s: %s", report.kind, report.event_id[:120], why)
-        self.counted.labels("dropped").inc()
-        return "250 2.0.0 OK, dropped"
+    async def _parse(self, data: bytes) -> tuple[bounces.Report, ...]:
+        """bounces.parse in a worker process; NoParser when none is free soon enough."""
+        if self.parsers.available_tokens == 0 and self.parsers.statistics().tasks_waiting >= MAX_WAITING:
+            raise NoParser(f"{MAX_WAITING} reports already wait for a parser")
+        try:
+            with anyio.fail_after(PARSE_SECONDS):
+                return await anyio.to_process.run_sync(bounces.parse, data, cancellable=True, limiter=self.parsers)
+        except TimeoutError:
+            raise NoParser(f"not read within {PARSE_SECONDS:g} s") from None
+        except (BrokenWorkerProcess, OSError) as exc:
+            raise NoParser(f"no worker process ({exc or type(exc).__name__})") from None
+
+    def _refused(self, envelope: Envelope, exc: Exception, reply: str) -> str:
+        log.info("inbound: refused a message from %.100r: %s", envelope.mail_from, exc)
+        self.counted.labels("refused").inc()
+        return reply
+
+
+_END = b"\r\n.\r\n"
+CHUNK = 256 * 1024
+
+
+class _ChunkedData:
+    """aiosmtpd's DATA, reading the message in chunks of up to CHUNK bytes rather than line by line:
+    its own reader spends microseconds of this event loop on every line, seconds on a message of
+    millions of short ones. The same replies (552 past data_size_limit, read to its end all the
+    same); lines are not held to 1,000 characters. PIPELINING is not offered, so the client waits
+    for the reply after its final dot and nothing it sends after it is read here."""
+
+    async def smtp_DATA(self, arg: str) -> None:
+        if await self.check_helo_needed() or await self.check_auth_needed("DATA"):
+            return
+        if not self.envelope.rcpt_tos:
+            return await self.push("503 Error: need RCPT command")
+        if arg:
+            return await self.push("501 Syntax: DATA")
+        await self.push("354 End data with <CR><LF>.<CR><LF>")
+        held = bytearray(b"\r\n")  # the DATA line's end: a message may be the lone dot alone
+        searched, too_much, limit = 0, False, self.data_size_limit
+        while (end := held.find(_END, searched)) < 0:
+            if too_much or (limit and len(held) > limit + len(_END)):  # keep only what may hold the end
+                too_much, held = True, held[-len(_END) + 1:]
+            searched = max(0, len(held) - len(_END) + 1)
+            if not (chunk := await self._reader.read(CHUNK)):  # the connection is gone
+                return
+            held += chunk
+        if too_much or (limit and end > limit):
+            self._set_post_data_state()
+            return await self.push("552 Error: Too much mail data")
+        content = bytes(held[:end + 2]).replace(b"\r\n.", b"\r\n")[2:]  # undo dot-stuffing
+        self.envelope.content = self.envelope.original_content = content
+        status = await self._call_handler_hook("DATA")
+        self._set_post_data_state()
+        await self.push("250 OK" if status is MISSING else status)
+
+
+class _SMTP(_ChunkedData, SMTP):
+    pass
+
+
+class _LMTP(_ChunkedData, LMTP):
+    pass
 
 
 class InboundActor:
@@ -119,7 +196,7 @@ class InboundActor:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         loop = asyncio.get_running_loop()
-        protocol = LMTP if self.settings.inbound_protocol == "lmtp" else SMTP
+        protocol = _LMTP if self.settings.inbound_protocol == "lmtp" else _SMTP
         sessions: list[SMTP] = []
 
         def factory() -> SMTP:

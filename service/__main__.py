@@ -1,3 +1,4 @@
 from service.cli import main
 
-main()
+if __name__ == "__main__":  # not when a worker process (anyio.to_process) loads the parent's main module
+    main()

@@ -2,36 +2,41 @@
 
 ``parse(data)`` reads one inbound message with the stdlib ``email`` package (compat32, which
 keeps going on broken input and exposes a report's field blocks as header sets; flufl.bounce
-only guesses addresses, and einmal needs the Action and Status fields and the returned
-Message-ID). It answers a tuple of reports, one for each recipient the report acts on:
+only guesses addresses, and einmal needs the Action and Status fields). It answers a tuple of
+reports, one for each recipient the report names:
 
 - ``Report(kind="hard")``: a DSN recipient block with ``Action: failed`` and a ``5.x.x`` Status;
 - ``Report(kind="soft")``: ``Action: delayed``, or failed with a ``4.x.x`` Status;
 - ``Report(kind="complaint")``: an ARF report with ``Feedback-Type: abuse`` (one report);
 - ``()``: anything else (auto-replies, other feedback types, delivered/relayed DSNs): ignored;
-- ``Malformed``: a ``multipart/report`` einmal cannot read. It never raises anything else.
-
-A DSN naming several failed or delayed recipients yields one report for each of them.
+- ``Malformed``: a ``multipart/report`` einmal cannot read; ``TooLarge`` (a Malformed): more
+  than MAX_PARTS MIME parts or MAX_RECIPIENTS recipient blocks, found by ``bounded(data)``
+  counting lines before anything is parsed. It never raises anything else. The email package
+  is pure Python: the listener runs ``parse`` in a worker process (actors/inbound_smtp.py).
 
 Each report has a stable event id: ``dsn:`` (``arf:`` for complaints) and the report's own
 Message-ID, or ``sha256:<hash of the message>`` when it has none, so a redelivered report is
 the same event; when a DSN names several recipients, each one's id ends in ``:<its address>``.
-``record`` finds the send row (the VERP token, else the returned
-``Message-ID: <campaign.C.S@…>``; another recipient of the same DSN: its row in that campaign)
-and ``apply`` applies the event through ``inbound.apply``: a hard bounce or a complaint
-suppresses the address (reason ``bounce`` or ``complaint``); a soft bounce is kept and
-suppresses once EINMAL_SOFT_BOUNCE_LIMIT of them fell within EINMAL_SOFT_BOUNCE_DAYS. Every
-event that names a send row leaves one einmal.bounces row. Provider webhooks
-(service/webhooks.py) find their rows their own way and end in ``apply`` too.
+``record`` puts the token's row in it (``dsn:C.S:<Message-ID>``): a report sent first to one's
+own return path cannot take the id of another row's report.
+
+What a report may change is decided apart from what it says (docs/design.md §8), so a parser
+that reads more formats cannot widen it: over SMTP only the send row of the signed VERP token
+(verified at RCPT) is touched, by one report at most (``about``); ``apply`` acts only on a row
+whose message went out (WENT_OUT) and applies the event through ``inbound.apply``: a hard bounce
+or a complaint suppresses the address (reason ``bounce`` or ``complaint``); a soft bounce is
+kept and suppresses once EINMAL_SOFT_BOUNCE_LIMIT of them fell within EINMAL_SOFT_BOUNCE_DAYS.
+Every event applied leaves one einmal.bounces row. Provider webhooks (service/webhooks.py),
+authenticated by the provider's signature, find their rows with ``find_row`` or their own
+query and end in ``apply`` too.
 """
 
 import email
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email import policy
 from email.message import Message
-from email.parser import HeaderParser
 
 import asyncpg
 
@@ -40,12 +45,20 @@ from service.addresses import email_key
 from service.settings import Settings
 
 _STATUS = re.compile(r"([245])\.\d{1,3}\.\d{1,3}")
-_OUR_ID = re.compile(r"<campaign\.([1-9]\d{0,18})\.([1-9]\d{0,18})@[^<>\s]+>")
 MAX_ID = 250
+# A DSN or an ARF report has three or four MIME parts, a returned message a few more; a DSN about one
+# message of einmal's (one recipient each) names one recipient, a few when an alias expanded.
+MAX_PARTS = 500  # counted as lines beginning with "--": each part follows one
+MAX_RECIPIENTS = 100  # counted as lines beginning with "Action:": each recipient block has one
+WENT_OUT = ("sent", "sending", "in_doubt")  # a report may be about these rows' messages only
 
 
 class Malformed(Exception):
     """A report that cannot be read; the listener refuses it."""
+
+
+class TooLarge(Malformed):
+    """A report past MAX_PARTS or MAX_RECIPIENTS, refused unread."""
 
 
 @dataclass(frozen=True)
@@ -53,8 +66,19 @@ class Report:
     kind: str  # hard | soft | complaint
     status: str  # 5.1.1, 4.2.2, abuse
     recipient: str | None  # the DSN's Final-Recipient (Original-Recipient) address, if it gives one
-    original: tuple[int, int] | None  # (campaign, subscriber) from the returned Message-ID
+    original: tuple[int, int] | None  # (campaign, subscriber) a webhook's provider named; parse: None
     event_id: str
+
+
+def bounded(data: bytes) -> None:
+    """TooLarge when `data` holds more MIME parts or recipient blocks than a report may: lines counted
+    in C, a few milliseconds for the largest message the listener takes, before anything is parsed.
+    A line begins after whichever line ending the email package splits on (CR LF, LF or CR)."""
+    if data.startswith(b"--") + data.count(b"\n--") + data.count(b"\r--") > MAX_PARTS:
+        raise TooLarge(f"more than {MAX_PARTS} MIME parts")
+    lowered = data.lower()  # a field's name is matched in any case
+    if lowered.count(b"\naction:") + lowered.count(b"\raction:") > MAX_RECIPIENTS:
+        raise TooLarge(f"more than {MAX_RECIPIENTS} recipients")
 
 
 def _text(value: object) -> str:
@@ -66,22 +90,6 @@ def _event_id(message: Message, data: bytes, source: str) -> str:
     if own and len(own) <= MAX_ID and own.isascii() and own.isprintable():
         return f"{source}:{own}"
     return f"{source}:sha256:{hashlib.sha256(data).hexdigest()}"
-
-
-def _original(message: Message) -> tuple[int, int] | None:
-    """(campaign, subscriber) from the Message-ID of the returned message or headers."""
-    for part in message.walk():
-        kind = part.get_content_type()
-        if kind == "message/rfc822" and isinstance(part.get_payload(), list) and part.get_payload():
-            headers = part.get_payload()[0]
-        elif kind == "text/rfc822-headers":
-            payload = part.get_payload(decode=True) or b""
-            headers = HeaderParser(policy=policy.compat32).parsestr(payload.decode("ascii", "replace"))
-        else:
-            continue
-        if found := _OUR_ID.fullmatch(_text(headers.get("Message-ID"))):
-            return int(found[1]), int(found[2])
-    return None
 
 
 def _blocks(message: Message, content_type: str) -> list[Message]:
@@ -121,12 +129,11 @@ def _dsn(message: Message, data: bytes) -> tuple[Report, ...]:
             continue
         recipient = _address(_text(block.get("Final-Recipient"))) or _address(_text(block.get("Original-Recipient")))
         found.append((kind, status[0], recipient))
-    event_id, original = _event_id(message, data, "dsn"), _original(message)
+    event_id = _event_id(message, data, "dsn")
     if len(found) == 1:
-        return (Report(*found[0], original, event_id),)
+        return (Report(*found[0], None, event_id),)
     # several recipients: one event each, named by its address (or its place, when it names none)
-    return tuple(Report(kind, status, recipient, original,
-                        f"{event_id}:{email_key(recipient) if recipient else n}")
+    return tuple(Report(kind, status, recipient, None, f"{event_id}:{email_key(recipient) if recipient else n}")
                  for n, (kind, status, recipient) in enumerate(found, 1))
 
 
@@ -137,11 +144,13 @@ def _arf(message: Message, data: bytes) -> tuple[Report, ...]:
     feedback = _text(blocks[0].get("Feedback-Type")).lower()
     if feedback != "abuse":
         return ()
-    return (Report("complaint", feedback, None, _original(message), _event_id(message, data, "arf")),)
+    return (Report("complaint", feedback, None, None, _event_id(message, data, "arf")),)
 
 
 def parse(data: bytes) -> tuple[Report, ...]:
-    """The reports in one inbound message, () for mail that is not one; Malformed when unreadable."""
+    """The reports in one inbound message, () for mail that is not one; Malformed when unreadable
+    (TooLarge past the bounds). Seconds for millions of lines: call it off the event loop."""
+    bounded(data)
     try:
         message = email.message_from_bytes(data, policy=policy.compat32)
         if message.get_content_type() != "multipart/report":
@@ -160,30 +169,41 @@ def parse(data: bytes) -> tuple[Report, ...]:
         raise Malformed(f"unreadable ({type(exc).__name__})") from None
 
 
+def about(found: tuple[Report, ...], email_lower: str) -> Report | None:
+    """The one report of a message that may act on the send row its token names (address key
+    `email_lower`): a message's only report, whatever recipient it names (relays rewrite them);
+    of several, the first naming the row's own address; None when none does."""
+    if len(found) == 1:
+        return found[0]
+    return next((r for r in found if r.recipient is not None and email_key(r.recipient) == email_lower), None)
+
+
 async def find_row(conn: asyncpg.Connection, report: Report, row_ids: tuple[int, int],
                    by_token: bool) -> asyncpg.Record | str:
     """The send row a report is about, or why there is none.
 
-    The row (campaign, subscriber) the message names, when the report's recipient is its address
-    (or the report names none, or a verified VERP token named it: relays may rewrite recipients);
-    else that campaign's row for the report's recipient (a DSN naming several recipients)."""
+    by_token: the row (campaign, subscriber) a verified VERP token named, whatever the report's
+    recipient (pick the report with ``about``). Else, for a report its source authenticated (a
+    provider's signed webhook) naming the message by its Message-ID: that row when the report's
+    recipient is its address (or the report names none), else that campaign's row for the
+    report's recipient."""
     row = await conn.fetchrow(db.query("bounce_send_row"), *row_ids)
     if row is None:
         return "no such send row"
-    if report.recipient is None or email_key(report.recipient) == row["email_lower"]:
+    if by_token or report.recipient is None or email_key(report.recipient) == row["email_lower"]:
         return row
     other = await conn.fetchrow(db.query("bounce_send_row_address"), row_ids[0], email_key(report.recipient))
-    if other is not None:
-        return other
-    if by_token:
-        return row
-    return "the report's recipient is not the address of the message it returns"
+    return other if other is not None else "the report's recipient is not the address of the message it returns"
 
 
 async def apply(conn: asyncpg.Connection, settings: Settings, report: Report, row: asyncpg.Record,
                 payload: dict | None = None) -> str:
-    """Apply the report to its send row once: applied or repeated. `payload` is what identifies the
+    """Apply the report to its send row once: applied, repeated, or ``dropped: why`` (nothing
+    written) when the row's message never went out (WENT_OUT). `payload` is what identifies the
     event's content (default: its kind, status and row)."""
+    status = await conn.fetchval(db.query("bounce_send_status"), row["id"])
+    if status not in WENT_OUT:
+        return f"dropped: its message was not sent (the send row is {status or 'gone'})"
     limit, window = settings.soft_bounce_limit, settings.soft_bounce_days * 86400
 
     async def keep(conn: asyncpg.Connection) -> bool:
@@ -201,10 +221,16 @@ async def apply(conn: asyncpg.Connection, settings: Settings, report: Report, ro
     return "applied" if applied else "repeated"
 
 
-async def record(conn: asyncpg.Connection, settings: Settings, report: Report,
-                 row_ids: tuple[int, int], by_token: bool) -> str:
-    """Apply the report to its send row; a word for the log: applied, repeated, or why it was dropped."""
-    row = await find_row(conn, report, row_ids, by_token)
+async def record(conn: asyncpg.Connection, settings: Settings, found: tuple[Report, ...],
+                 row_ids: tuple[int, int]) -> tuple[Report | None, str]:
+    """Apply the one report of `found` about the send row a verified VERP token named (``about``):
+    that report (None if none is) and a word for the log: applied, repeated, or ``dropped: why``."""
+    row = await find_row(conn, found[0], row_ids, by_token=True)
     if isinstance(row, str):
-        return f"dropped: {row}"
-    return await apply(conn, settings, report, row)
+        return None, f"dropped: {row}"
+    report = about(found, row["email_lower"])
+    if report is None:
+        return None, f"dropped: none of its {len(found)} recipients is the address of the token's message"
+    source, _, rest = report.event_id.partition(":")  # the row's own ids: nobody can take another row's
+    report = replace(report, event_id=f"{source}:{row_ids[0]}.{row_ids[1]}:{rest}")
+    return report, await apply(conn, settings, report, row)

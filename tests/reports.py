@@ -7,8 +7,9 @@ def dsn(recipient: str, *, action: str = "failed", status: str = "5.1.1", report
 
 
 def dsn_of(blocks: list[tuple[str, str, str]], *, report_id: str | None = "<r1@relay.test>",
-           original_id: str | None = None) -> bytes:
-    """A DSN with one per-recipient block for each (recipient, action, status)."""
+           original_id: str | None = None, extra_parts: int = 0, returned_body: str = "") -> bytes:
+    """A DSN with one per-recipient block for each (recipient, action, status); `extra_parts` more
+    text/plain parts before its status, and `returned_body` after the returned headers."""
     own = f"Message-ID: {report_id}\n" if report_id else ""
     returned = f"Message-ID: {original_id}\n" if original_id else ""
     per_recipient = "\n".join(f"""Final-Recipient: rfc822; {recipient}
@@ -18,6 +19,7 @@ Status: {status}
 Diagnostic-Code: smtp; 550 5.1.1 <{recipient}>: Recipient address rejected
 """ for recipient, action, status in blocks)
     recipient = blocks[0][0]
+    extra = "".join(f"--BOUNDARY\nContent-Type: text/plain\n\npart {n}\n\n" for n in range(extra_parts))
     return f"""From: MAILER-DAEMON@relay.test
 To: bounces@example.org
 Subject: Undelivered Mail Returned to Sender
@@ -29,7 +31,7 @@ Content-Type: text/plain
 
 This is the mail system at host relay.test. Your message could not be delivered.
 
---BOUNDARY
+{extra}--BOUNDARY
 Content-Type: message/delivery-status
 
 Reporting-MTA: dns; relay.test
@@ -43,6 +45,7 @@ From: news@example.com
 To: {recipient}
 Subject: Hi
 {returned}
+{returned_body}
 --BOUNDARY--
 """.replace("\n", "\r\n").encode()
 

@@ -3,6 +3,7 @@
 Real parts: a node sends a campaign to a real SMTP server on loopback with VERP on; a real SMTP
 client (aiosmtplib) then hands DSNs and ARF reports to the node's inbound listener."""
 
+import hashlib
 import logging
 import smtplib
 import socket
@@ -12,6 +13,7 @@ import aiosmtplib
 import anyio
 import asyncpg
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from actors import inbound_smtp
 from service import node
@@ -25,6 +27,7 @@ pytestmark = pytest.mark.anyio
 
 RETURN_PATH, SECRET = "bounces@example.org", "verp-key"
 TABLES = ("einmal.inbound_events", "einmal.bounces", "einmal.suppressions")
+SIGNED = "bounces+" + ReturnPath(RETURN_PATH, SECRET).token(1, 1) + "@example.org"  # a valid token
 
 
 def listening_socket() -> socket.socket:
@@ -56,19 +59,27 @@ async def running_node_with_inbound(settings):
 
 
 @asynccontextmanager
-async def listener(dsn: str, **overrides):
-    """The inbound actor alone, on a free loopback port."""
+async def listening_actor(dsn: str, metrics: Metrics | None = None, **overrides):
+    """The inbound actor alone, on a free loopback port: (the actor, its port)."""
     settings = node_settings(dsn, 25, return_path=RETURN_PATH, return_path_secret=SECRET, **overrides)
     sock = listening_socket()
     pool = await asyncpg.create_pool(dsn, min_size=0, max_size=2)
     try:
         async with anyio.create_task_group() as tg:
-            await tg.start(inbound_smtp.InboundActor(settings, pool, Metrics(), sock).run)
-            yield sock.getsockname()[1]
+            actor = inbound_smtp.InboundActor(settings, pool, metrics or Metrics(), sock)
+            await tg.start(actor.run)
+            yield actor, sock.getsockname()[1]
             tg.cancel_scope.cancel()
     finally:
         await pool.close()
         sock.close()
+
+
+@asynccontextmanager
+async def listener(dsn: str, metrics: Metrics | None = None, **overrides):
+    """The inbound actor alone, on a free loopback port: its port."""
+    async with listening_actor(dsn, metrics, **overrides) as (_, port):
+        yield port
 
 
 async def hand_over(port: int, recipient: str, message: bytes) -> str:
@@ -81,6 +92,31 @@ async def hand_over(port: int, recipient: str, message: bytes) -> str:
         except aiosmtplib.SMTPResponseException as exc:
             return f"{exc.code} {exc.message}"
     return f"{reply.code} {reply.message}"
+
+
+async def hand_over_raw(port: int, to: str, message: bytes, split: int = 0) -> str:
+    """hand_over with a few lines of SMTP on a raw socket, `message` (CRLF lines, none beginning with a
+    dot) sent as it is: no client library's pass over its megabytes, and an empty one is the lone dot.
+    `split`: the last `split` bytes, the final dot's line included, follow in a write of their own."""
+    with anyio.fail_after(60):
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            received = BufferedByteReceiveStream(stream)
+
+            async def reply() -> str:
+                while (line := await received.receive_until(b"\r\n", 1000))[3:4] == b"-":
+                    pass
+                return line.decode()
+
+            await reply()
+            for command in ("EHLO flood.test", "MAIL FROM:<>", f"RCPT TO:<{to}>", "DATA"):
+                await stream.send(command.encode() + b"\r\n")
+                await reply()
+            data = message + b".\r\n"
+            await stream.send(data[:len(data) - split])
+            if split:
+                await anyio.sleep(0.1)  # the listener reads what came, then the rest
+                await stream.send(data[len(data) - split:])
+            return await reply()
 
 
 def inbound_lines(caplog) -> list[str]:
@@ -114,7 +150,7 @@ async def test_bounces_and_complaints_suppress_exactly_once_and_the_next_campaig
         for _ in range(2):  # delivered twice: one event
             await hand("p1@example.com", reports.dsn("p1@example.com", report_id="<h1@relay.test>"))
             await hand("p2@example.com", reports.arf(report_id="<c2@isp.test>"))
-        # no token: the returned Message-ID names the row
+        # no token: nothing, whatever Message-ID it returns
         await hand("p3@example.com", reports.arf(report_id="<c3@isp.test>", original_id=ids["p3@example.com"]),
                    to=RETURN_PATH)
         await hand("p4@example.com", reports.dsn("p4@example.com", action="delayed", status="4.4.1",
@@ -126,14 +162,14 @@ async def test_bounces_and_complaints_suppress_exactly_once_and_the_next_campaig
         suppressed = {r["email_lower"]: r["reason"] for r in await conn.fetch(
             "SELECT email_lower, reason FROM einmal.suppressions")}
         assert suppressed == {"p0@example.com": "bounce", "p1@example.com": "bounce", "p2@example.com": "complaint",
-                              "p3@example.com": "complaint", "p5@example.com": "bounce"}
+                              "p5@example.com": "bounce"}
         kept = sorted(tuple(r) for r in await conn.fetch(
             "SELECT s.email, b.kind, b.status FROM einmal.bounces b JOIN einmal.sends s ON s.id = b.send_id"))
         assert kept == [("p0@example.com", "hard", "5.1.1"), ("p1@example.com", "hard", "5.1.1"),
-                        ("p2@example.com", "complaint", "abuse"), ("p3@example.com", "complaint", "abuse"),
+                        ("p2@example.com", "complaint", "abuse"),
                         ("p4@example.com", "soft", "4.4.1"), ("p5@example.com", "soft", "4.2.2"),
                         ("p5@example.com", "soft", "4.2.2")]
-        assert await conn.fetchval("SELECT count(*) FROM einmal.inbound_events") == 7
+        assert await conn.fetchval("SELECT count(*) FROM einmal.inbound_events") == 6
 
         second = await conn.fetchval("""
             INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids)
@@ -151,9 +187,9 @@ async def test_bounces_and_complaints_suppress_exactly_once_and_the_next_campaig
     ("news@example.org", reports.dsn("a@example.com"), "550"),
     ("bounces+1.1.0123456789abcdef@example.org", reports.dsn("a@example.com"), "550"),  # forged token
     ("bounces+1.1@example.org", reports.dsn("a@example.com"), "550"),
-    (RETURN_PATH, reports.dsn("a@example.com").replace(b"Status: 5.1.1", b"Status: ?"), "550"),  # malformed
-    (RETURN_PATH, reports.dsn("a@example.com").replace(b"--BOUNDARY--", b""), "550"),
-    (RETURN_PATH, reports.dsn("a@example.com") + (b"x" * 70 + b"\r\n") * 100, "552"),  # > INBOUND_MAX_BYTES
+    (SIGNED, reports.dsn("a@example.com").replace(b"Status: 5.1.1", b"Status: ?"), "550"),  # malformed
+    (SIGNED, reports.dsn("a@example.com").replace(b"--BOUNDARY--", b""), "550"),
+    (SIGNED, reports.dsn("a@example.com") + (b"x" * 70 + b"\r\n") * 100, "552"),  # > INBOUND_MAX_BYTES
 ])
 async def test_bad_input_is_refused_with_one_log_line_and_nothing_written(
         conn: asyncpg.Connection, dsn: str, caplog, recipient: str, message: bytes, code: str) -> None:
@@ -167,7 +203,7 @@ async def test_bad_input_is_refused_with_one_log_line_and_nothing_written(
         assert len(inbound_lines(caplog)) == 1
 
 
-async def test_reports_that_name_no_row_of_ours_are_dropped_with_one_log_line_and_nothing_written(
+async def test_reports_that_touch_no_row_of_ours_are_dropped_with_one_log_line_and_nothing_written(
         conn: asyncpg.Connection, dsn: str, caplog) -> None:
     campaign = await seed(conn, ["a@example.com"])
     subscriber = await conn.fetchval("SELECT id FROM einmal.subscribers WHERE email = 'a@example.com'")
@@ -175,14 +211,15 @@ async def test_reports_that_name_no_row_of_ours_are_dropped_with_one_log_line_an
                           status) SELECT id, account_id, $2::bigint, 'a@example.com', 'a@example.com',
                           'campaign:' || id || ':' || $2::bigint, 'sent'
                           FROM einmal.campaigns WHERE id = $1""", campaign, subscriber)
-    ours = f"<campaign.{campaign}.{subscriber}@example.com>"
-    signed = "bounces+" + ReturnPath(RETURN_PATH, SECRET).token(campaign + 1000, subscriber) + "@example.org"
+    path = ReturnPath(RETURN_PATH, SECRET)
+    own = "bounces+" + path.token(campaign, subscriber) + "@example.org"
     caplog.set_level(logging.INFO, logger="einmal.inbound")
     async with listener(dsn) as port:
         for recipient, message in [
-            (RETURN_PATH, reports.dsn("a@example.com")),  # no token, no einmal Message-ID
-            (RETURN_PATH, reports.dsn("someone@else.example", original_id=ours)),  # an address not ours
-            (signed, reports.dsn("a@example.com")),  # a valid token for a row that does not exist
+            ("bounces+" + path.token(campaign + 1000, subscriber) + "@example.org",
+             reports.dsn("a@example.com")),  # a valid token for a row that does not exist
+            (own, reports.dsn_of([("b@example.com", "failed", "5.1.1"),  # several recipients, none the row's
+                                  ("c@example.com", "failed", "5.1.1")])),
         ]:
             caplog.clear()
             reply = await hand_over(port, recipient, message)
@@ -193,17 +230,10 @@ async def test_reports_that_name_no_row_of_ours_are_dropped_with_one_log_line_an
 
 
 async def test_the_same_report_id_with_other_content_is_refused(conn: asyncpg.Connection, dsn: str) -> None:
-    campaign = await seed(conn, ["a@example.com", "b@example.com"])
-    rows = await conn.fetch("SELECT id, account_id FROM einmal.subscribers ORDER BY id")
-    await conn.execute("""INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id,
-                          status) SELECT $1::bigint, account_id, id, email, email_lower,
-                          'campaign:' || $1::bigint || ':' || id, 'sent'
-                          FROM einmal.subscribers""", campaign)
-    path = ReturnPath(RETURN_PATH, SECRET)
-    to = [f"bounces+{path.token(campaign, r['id'])}@example.org" for r in rows]
+    to = await one_sent_row(conn)
     async with listener(dsn) as port:
-        assert (await hand_over(port, to[0], reports.dsn("a@example.com"))).startswith("250")
-        assert (await hand_over(port, to[1], reports.dsn("b@example.com"))).startswith("554")
+        assert (await hand_over(port, to, reports.dsn("a@example.com"))).startswith("250")
+        assert (await hand_over(port, to, reports.dsn("a@example.com", status="5.2.2"))).startswith("554")
     assert await written(conn) == dict.fromkeys(TABLES, 1)
 
 
@@ -251,8 +281,8 @@ def test_an_inbound_listener_without_a_return_path_stops_the_node_with_one_line(
     assert result.stderr.strip().count("\n") == 0 and "EINMAL_RETURN_PATH must be set" in result.stderr
 
 
-async def test_a_dsn_naming_several_recipients_acts_on_every_failed_one_once(conn: asyncpg.Connection,
-                                                                              dsn: str) -> None:
+async def test_a_dsn_naming_several_recipients_acts_once_on_the_tokens_own_row_alone(conn: asyncpg.Connection,
+                                                                                      dsn: str) -> None:
     campaign = await seed(conn, ["a@example.com", "b@example.com", "c@example.com"])
     await conn.execute("""INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id,
                           status) SELECT $1::bigint, account_id, id, email, email_lower,
@@ -262,13 +292,27 @@ async def test_a_dsn_naming_several_recipients_acts_on_every_failed_one_once(con
     report = reports.dsn_of([("a@example.com", "failed", "5.1.1"), ("b@example.com", "failed", "5.2.2"),
                              ("c@example.com", "delivered", "2.0.0"), ("stranger@example.net", "failed", "5.1.1")])
     async with listener(dsn) as port:
-        for _ in range(2):  # delivered twice: each recipient's event once
+        for _ in range(2):  # delivered twice: one event, once
             assert (await hand_over(port, to, report)).startswith("250 ")
     suppressed = [tuple(r) for r in await conn.fetch(
         "SELECT email_lower, reason FROM einmal.suppressions ORDER BY 1")]
-    assert suppressed == [("a@example.com", "bounce"), ("b@example.com", "bounce")]
+    assert suppressed == [("a@example.com", "bounce")]
     kept = [tuple(r) for r in await conn.fetch("""SELECT s.email, b.kind, b.status, b.event_id FROM einmal.bounces b
                                                   JOIN einmal.sends s ON s.id = b.send_id ORDER BY 1""")]
-    assert kept == [("a@example.com", "hard", "5.1.1", "dsn:<r1@relay.test>:a@example.com"),
-                    ("b@example.com", "hard", "5.2.2", "dsn:<r1@relay.test>:b@example.com")]
-    assert await conn.fetchval("SELECT count(*) FROM einmal.inbound_events") == 2
+    assert kept == [("a@example.com", "hard", "5.1.1", f"dsn:{campaign}.{first}:<r1@relay.test>:a@example.com")]
+    assert await conn.fetchval("SELECT count(*) FROM einmal.inbound_events") == 1
+
+
+async def test_a_message_read_in_chunks_is_the_message_sent_dots_and_all(conn: asyncpg.Connection, dsn: str) -> None:
+    to = await one_sent_row(conn)
+    lines = "".join(f"{'.' * (n % 3)}line {n}\n" for n in range(40_000)) + ".\n..\n"  # > one chunk, dot-stuffed
+    message = reports.dsn("a@example.com", report_id=None).replace(b"Subject: Hi\r\n", b"Subject: Hi\r\n"
+                                                                  + lines.replace("\n", "\r\n").encode(), 1)
+    async with listener(dsn) as port:
+        assert (await hand_over(port, to, message)).startswith("250 ")
+        assert (await hand_over_raw(port, to, b"")).startswith("250 2.0.0 OK, ignored")  # the lone dot alone
+        for split in range(1, 6):  # the end of data, cut anywhere: still found
+            assert (await hand_over_raw(port, to, reports.auto_reply(), split)).startswith("250 2.0.0 OK, ignored")
+    row = ".".join(to.removeprefix("bounces+").split(".")[:2])
+    assert await conn.fetchval("SELECT event_id FROM einmal.bounces") == \
+        f"dsn:{row}:sha256:{hashlib.sha256(message).hexdigest()}"

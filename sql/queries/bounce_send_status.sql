@@ -1,0 +1,3 @@
+-- The status of send row $1: a report acts only on a row whose message went out (sent, sending,
+-- in_doubt), never on one queued, claimed or suppressed, nor on one failed (refused, or out of tries).
+SELECT status FROM einmal.sends WHERE id = $1
