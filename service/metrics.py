@@ -4,7 +4,7 @@ Counted where einmal already counts: the claimer per claimed batch, the
 sender per group-commit statement, the recorder per closed batch (its
 outcome counts and SMTP reply classes), the supervisor per restart. The
 database-wide figures (in-doubt rows, the progress of sending campaigns) are
-read when /metrics is scraped. Each process has a registry of its own, so
+read when /metrics is scraped, at most every few seconds (service/web.py). Each process has a registry of its own, so
 several nodes in one process (tests) do not add up.
 """
 
@@ -75,6 +75,11 @@ class Metrics:
             return time.monotonic() - at if at else math.nan
 
         gauge.set_function(age)
+
+    def watch_bodies(self, held: Callable[[], int]) -> None:
+        """The bytes of request bodies the HTTP surface holds now (service/web.py's BodyBudget)."""
+        Gauge("einmal_http_body_bytes", "Bytes of HTTP request bodies held now, by all requests together",
+              registry=self.registry).set_function(held)
 
     def count(self, outcomes: dict[str, int]) -> None:
         for status, n in outcomes.items():
