@@ -11,7 +11,8 @@ Uvicorn's h11 protocol gets the bounds it lacks (docs/design.md §10): a
 request's head must arrive within EINMAL_HTTP_HEADER_TIMEOUT_SECONDS of the
 connection waiting for it (opened, or its previous response sent), its body
 within EINMAL_HTTP_BODY_TIMEOUT_SECONDS of the head; else the connection is
-closed. A request answered before its body was read (e.g. 413) ends the
+closed. So is one whose client has taken nothing of its answers for as long
+as that (writing paused: the socket's buffers are full). A request answered before its body was read (e.g. 413) ends the
 connection: its sending half at once, the rest at the deadline or when the
 client closes. Connections at once are at most EINMAL_HTTP_MAX_CONNECTIONS and a quarter of
 the soft file limit (the database, SMTP and inbound sockets keep the rest);
@@ -85,6 +86,7 @@ class _Protocol(H11Protocol):
         self.limits = limits
         self.phase: str | None = None  # "head" or "body": what the connection waits for, under a deadline
         self.deadline: asyncio.TimerHandle | None = None
+        self.stalled: asyncio.TimerHandle | None = None  # the client has stopped taking what it is sent
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         if len(self.connections) >= self.limits.connections:
@@ -100,8 +102,23 @@ class _Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._set_phase(None)
+        self._unstall()
         if self.transport is not None:  # else refused at the cap: never served
             super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self.stalled is None:
+            self.stalled = self.loop.call_later(self.limits.body_seconds, self._expired)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._unstall()
+
+    def _unstall(self) -> None:
+        if self.stalled is not None:
+            self.stalled.cancel()
+            self.stalled = None
 
     def handle_events(self) -> None:
         super().handle_events()
@@ -134,7 +151,8 @@ class _Protocol(H11Protocol):
                 self.limits.waiting[self] = None
 
     def _expired(self) -> None:
-        log.debug("HTTP connection from %s closed: no complete request %s in time", self.client, self.phase)
+        log.debug("HTTP connection from %s closed: %s", self.client,
+                  f"no complete request {self.phase} in time" if self.phase else "its answer not taken in time")
         self.transport.abort()
 
 

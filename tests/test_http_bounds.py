@@ -3,12 +3,15 @@ whose head or body does not arrive in time is closed, the connections at once ar
 request bodies held at once are bounded, and /metrics reads the database once for many scrapes
 on a connection that unsubscribes never wait for."""
 
+import functools
 import re
+import socket
 from urllib.parse import urlsplit
 
 import anyio
 import asyncpg
 import httpx
+import psutil
 import pytest
 from anyio.abc import SocketStream
 
@@ -74,6 +77,31 @@ async def test_a_body_that_does_not_arrive_in_time_is_closed(dsn: str, drip: boo
             answer = await until_closed(stream)
             tg.cancel_scope.cancel()
         assert answer == b""
+
+
+async def test_a_connection_whose_client_takes_no_answers_is_closed(dsn: str) -> None:
+    async with http_server(dsn, **SHORT) as base:
+        parts = urlsplit(base)
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        try:
+            await anyio.to_thread.run_sync(client.connect, (parts.hostname, parts.port))
+            name = client.getsockname()
+
+            def served() -> bool:  # the server's end of this connection is open
+                return any(c.raddr and tuple(c.raddr) == name for c in psutil.Process().net_connections("tcp"))
+
+            # pipelined scrapes whose answers are never read: the server's buffers fill, then its writes wait
+            requests = b"GET /metrics HTTP/1.1\r\nHost: einmal\r\n\r\n" * 5000
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(anyio.to_thread.run_sync, client.sendall, requests,
+                                                abandon_on_cancel=True))
+                with anyio.fail_after(30):
+                    while served():
+                        await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()
+        finally:
+            client.close()
 
 
 async def test_at_the_cap_a_new_connection_closes_the_one_that_waited_longest_for_a_request(dsn: str) -> None:
