@@ -64,6 +64,15 @@ def test_a_malformed_http_address_is_refused(address: str) -> None:
     one_line(result.stderr, "einmal: EINMAL_HTTP_ADDRESS: ")
 
 
+@pytest.mark.parametrize(("variable", "value"), [
+    ("EINMAL_HTTP_HEADER_TIMEOUT_SECONDS", "0"), ("EINMAL_HTTP_BODY_TIMEOUT_SECONDS", "soon"),
+    ("EINMAL_HTTP_MAX_CONNECTIONS", "0"), ("EINMAL_HTTP_BODY_BUFFER_BYTES", "1000")])
+def test_a_bad_bound_of_the_http_surface_is_refused(variable: str, value: str) -> None:
+    result = einmal("serve", dsn=UNREACHABLE, env={"EINMAL_HTTP_ADDRESS": "127.0.0.1:0", variable: value})
+    assert result.returncode == 2
+    one_line(result.stderr, f"einmal: {variable}: ")
+
+
 def test_serve_without_an_address_is_refused() -> None:
     result = einmal("serve", dsn=UNREACHABLE)
     assert result.returncode == 2
