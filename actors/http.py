@@ -6,24 +6,154 @@ restarts: each run of the actor serves a duplicate of it, which Uvicorn may
 close when it stops. Uvicorn's own signal handling is off: the node drains
 on SIGTERM itself. Cancelled (the node stops), the server stops accepting,
 lets requests under way finish for up to GRACE_SECONDS and ends.
+
+Uvicorn's h11 protocol gets the bounds it lacks (docs/design.md §10): a
+request's head must arrive within EINMAL_HTTP_HEADER_TIMEOUT_SECONDS of the
+connection waiting for it (opened, or its previous response sent), its body
+within EINMAL_HTTP_BODY_TIMEOUT_SECONDS of the head; else the connection is
+closed. So is one whose client has taken nothing of its answers for as long
+as that (writing paused: the socket's buffers are full). A request answered before its body was read (e.g. 413) ends the
+connection: its sending half at once, the rest at the deadline or when the
+client closes. Connections at once are at most EINMAL_HTTP_MAX_CONNECTIONS and a quarter of
+the soft file limit (the database, SMTP and inbound sockets keep the rest);
+at the cap a new connection closes the one that has waited longest for a
+request head, or, when every one is inside a request, is answered 503.
 """
 
+import asyncio
 import contextlib
+import functools
 import logging
+import resource
 import socket
+from collections import OrderedDict
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import anyio
+import h11
 import uvicorn
 from anyio.abc import TaskStatus
 from starlette.types import ASGIApp
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from service import sockets
+from service.settings import Settings
 
 log = logging.getLogger("einmal.http")
 
 GRACE_SECONDS = 3.0
 STARTED_POLL_SECONDS = 0.01
+
+
+BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 5\r\nConnection: close\r\n\r\n"
+
+
+def raise_file_limit() -> None:
+    """Raise this process's soft limit on open files to the hard one (1024 is a common default)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):  # e.g. an unlimited hard limit above the kernel's
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def file_limit() -> int:
+    """The soft limit on open files."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return 1 << 20 if soft == resource.RLIM_INFINITY else soft
+
+
+@dataclass
+class Limits:
+    """One server's bounds, shared by its connections; `waiting`: those waiting for a request head, oldest first."""
+
+    connections: int
+    header_seconds: float
+    body_seconds: float
+    waiting: OrderedDict = field(default_factory=OrderedDict)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Limits":
+        return cls(min(settings.http_max_connections, max(file_limit() // 4, 1)),
+                   settings.http_header_timeout_seconds, settings.http_body_timeout_seconds)
+
+
+class _Protocol(H11Protocol):
+    """Uvicorn's h11 protocol under the module's bounds: deadlines for a head and a body, the cap."""
+
+    def __init__(self, *args, limits: Limits, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.limits = limits
+        self.phase: str | None = None  # "head" or "body": what the connection waits for, under a deadline
+        self.deadline: asyncio.TimerHandle | None = None
+        self.stalled: asyncio.TimerHandle | None = None  # the client has stopped taking what it is sent
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        if len(self.connections) >= self.limits.connections:
+            if self.limits.waiting:  # the longest wait for a head makes room
+                oldest, _ = self.limits.waiting.popitem(last=False)
+                oldest.transport.abort()
+            else:
+                transport.write(BUSY)
+                transport.close()
+                return
+        super().connection_made(transport)
+        self._watch()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._set_phase(None)
+        self._unstall()
+        if self.transport is not None:  # else refused at the cap: never served
+            super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self.stalled is None:
+            self.stalled = self.loop.call_later(self.limits.body_seconds, self._expired)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._unstall()
+
+    def _unstall(self) -> None:
+        if self.stalled is not None:
+            self.stalled.cancel()
+            self.stalled = None
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        self._watch()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            # answered before its body was read (e.g. 413): the rest of it is read and dropped, until the
+            # client closes or the body's deadline; closed at once, the client could lose the answer
+            self.transport.write_eof()
+        self._watch()
+
+    def _watch(self) -> None:
+        state = self.conn.their_state
+        self._set_phase("head" if state is h11.IDLE else "body" if state is h11.SEND_BODY else None)
+
+    def _set_phase(self, phase: str | None) -> None:
+        if phase == self.phase:
+            return
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
+        self.limits.waiting.pop(self, None)
+        self.phase = phase
+        if phase is not None and not self.transport.is_closing():
+            seconds = self.limits.header_seconds if phase == "head" else self.limits.body_seconds
+            self.deadline = self.loop.call_later(seconds, self._expired)
+            if phase == "head":
+                self.limits.waiting[self] = None
+
+    def _expired(self) -> None:
+        log.debug("HTTP connection from %s closed: %s", self.client,
+                  f"no complete request {self.phase} in time" if self.phase else "its answer not taken in time")
+        self.transport.abort()
 
 
 class _Server(uvicorn.Server):
@@ -45,13 +175,16 @@ def url(sock: socket.socket) -> str:
 
 
 class HttpActor:
-    def __init__(self, app: ASGIApp, sock: socket.socket) -> None:
-        self.app, self.sock = app, sock
+    def __init__(self, app: ASGIApp, sock: socket.socket, settings: Settings) -> None:
+        self.app, self.sock, self.settings = app, sock, settings
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        limits = Limits.from_settings(self.settings)
+        # the backlog is also how many connections one wake-up of the loop accepts before any is closed
         config = uvicorn.Config(self.app, lifespan="off", log_config=None, access_log=False,
                                 timeout_graceful_shutdown=GRACE_SECONDS, server_header=False,
-                                backlog=4096, h11_max_incomplete_event_size=16 * 1024)
+                                http=functools.partial(_Protocol, limits=limits), ws="none",
+                                backlog=min(4096, max(file_limit() // 8, 16)), h11_max_incomplete_event_size=16 * 1024)
         server = _Server(config)
         ended = anyio.Event()
 
@@ -69,7 +202,7 @@ class HttpActor:
                     if ended.is_set():
                         raise RuntimeError("the HTTP server stopped while starting")
                     await anyio.sleep(STARTED_POLL_SECONDS)
-                log.info("serving HTTP on %s", url(self.sock))
+                log.info("serving HTTP on %s (at most %d connections)", url(self.sock), limits.connections)
                 task_status.started()
                 await ended.wait()
                 raise RuntimeError("the HTTP server stopped")

@@ -4,8 +4,9 @@ Counted where einmal already counts: the claimer per claimed batch, the
 sender per group-commit statement, the recorder per closed batch (its
 outcome counts and SMTP reply classes), the supervisor per restart. The
 database-wide figures (in-doubt rows, the progress of sending campaigns) are
-read when /metrics is scraped. Each process has a registry of its own, so
-several nodes in one process (tests) do not add up.
+read when /metrics is scraped, at most every few seconds (service/web.py).
+Each process has a registry of its own, so several nodes in one process
+(tests) do not add up.
 """
 
 import math
@@ -76,6 +77,11 @@ class Metrics:
             return time.monotonic() - at if at else math.nan
 
         gauge.set_function(age)
+
+    def watch_bodies(self, held: Callable[[], int]) -> None:
+        """The bytes of request bodies the HTTP surface holds room for now (service/web.py's BodyBudget)."""
+        Gauge("einmal_http_body_bytes", "Bytes of HTTP request bodies room is held for now, by all requests",
+              registry=self.registry).set_function(held)
 
     def count(self, outcomes: dict[str, int]) -> None:
         for status, n in outcomes.items():

@@ -15,7 +15,9 @@ and ignored.
 With EINMAL_HTTP_ADDRESS set, the HTTP actor (actors/http.py) starts first,
 so /healthz and /readyz answer while the others start; it has a database
 pool of its own, so a burst of unsubscribes never takes the senders'
-connections. `einmal serve` runs it alone (serve_http). With
+connections, and one connection more for the figures of /metrics. `einmal
+serve` runs it alone (serve_http). At start the soft limit on open files is
+raised to the hard limit; the HTTP surface takes at most a quarter of it. With
 EINMAL_INBOUND_SMTP_ADDRESS set, the inbound actor (actors/inbound_smtp.py)
 takes bounces and complaints there, with a small pool of its own too.
 """
@@ -52,9 +54,16 @@ def setup_logging(settings: Settings | None = None) -> None:
         logs.setup(settings.log_format, settings.log_level)
 
 
-async def http_pool(dsn: str) -> asyncpg.Pool:
+async def http_pool(dsn: str, size: int = HTTP_POOL_SIZE) -> asyncpg.Pool:
     """The HTTP actor's pool: no connection until a request needs one, so HTTP starts with the database down."""
-    return await asyncpg.create_pool(dsn, min_size=0, max_size=HTTP_POOL_SIZE, init=db.init, timeout=10)
+    return await asyncpg.create_pool(dsn, min_size=0, max_size=size, init=db.init, timeout=10)
+
+
+async def web_app(settings: Settings, dsn: str, metrics: Metrics, checks: Callable[[], list[str]]
+                  ) -> tuple[web.Web, list[asyncpg.Pool]]:
+    """The HTTP surface and its pools: one for requests, one connection for the figures of /metrics."""
+    pools = [await http_pool(dsn), await http_pool(dsn, size=1)]
+    return web.Web(settings, pools[0], metrics, checks, metrics_pool=pools[1]), pools
 
 
 async def record_unrecorded(ctx: NodeContext, conn: asyncpg.Connection) -> None:
@@ -159,11 +168,10 @@ async def serve(settings: Settings, stop: anyio.Event,
     ]
     supervisor = Supervisor(settings.restart_intensity, settings.restart_period_seconds,
                             on_restart=lambda name: ctx.metrics.actor_restarts.labels(name).inc())
-    web_pool = None
+    web_pools: list[asyncpg.Pool] = []
     if sock is not None:
-        web_pool = await http_pool(dsn)
-        app = web.Web(settings, web_pool, ctx.metrics, node_checks(ctx, supervisor)).app
-        children.insert(0, Child("http", http.HttpActor(app, sock).run))
+        surface, web_pools = await web_app(settings, dsn, ctx.metrics, node_checks(ctx, supervisor))
+        children.insert(0, Child("http", http.HttpActor(surface.app, sock, settings).run))
     inbound_pool = None
     if inbound_sock is not None:
         inbound_pool = await http_pool(dsn)
@@ -186,7 +194,7 @@ async def serve(settings: Settings, stop: anyio.Event,
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             await _leave(ctx)
             await pool.close()
-            if web_pool is not None:
+            for web_pool in web_pools:
                 await web_pool.close()
             if inbound_pool is not None:
                 await inbound_pool.close()
@@ -203,7 +211,6 @@ async def serve_http(settings: Settings, stop: anyio.Event, http_socket: socket.
     if http_socket is None and not settings.http_address:
         raise ConfigError("EINMAL_HTTP_ADDRESS: must be set for einmal serve (host:port)")
     sock = http_socket or http.bind(settings.http_address)
-    pool = await http_pool(db.url(settings))
     stopping = anyio.Event()
     metrics = Metrics()
     supervisor = Supervisor(settings.restart_intensity, settings.restart_period_seconds,
@@ -212,7 +219,7 @@ async def serve_http(settings: Settings, stop: anyio.Event, http_socket: socket.
     def checks() -> list[str]:
         return ["draining: the server is stopping"] if stopping.is_set() else []
 
-    app = web.Web(settings, pool, metrics, checks).app
+    surface, pools = await web_app(settings, db.url(settings), metrics, checks)
     try:
         async with anyio.create_task_group() as tg:
             async def stop_on_signal() -> None:
@@ -221,10 +228,11 @@ async def serve_http(settings: Settings, stop: anyio.Event, http_socket: socket.
                 tg.cancel_scope.cancel()
 
             tg.start_soon(stop_on_signal)
-            await supervisor.run([Child("http", http.HttpActor(app, sock).run)])
+            await supervisor.run([Child("http", http.HttpActor(surface.app, sock, settings).run)])
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-            await pool.close()
+            for pool in pools:
+                await pool.close()
         if http_socket is None:
             sock.close()
     return 0
@@ -249,6 +257,7 @@ async def _leave(ctx: NodeContext) -> None:
 async def run(settings: Settings, body: Callable[[Settings, anyio.Event], Awaitable[int]] = serve) -> int:
     """`einmal run` (body=serve) and `einmal serve` (body=serve_http): until SIGTERM or SIGINT."""
     setup_logging(settings)
+    http.raise_file_limit()  # the HTTP surface's connection cap is a share of it
     dkim.signer(settings)  # a missing or unusable DKIM key stops start-up: one line, exit 2
     web.providers(settings)  # so does an unusable EINMAL_SES_CERTIFICATE_FILE
     telemetry.setup()

@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     restart_period_seconds: float = Field(60.0, gt=0)
     node_id: str | None = None
     http_address: str | None = None  # host:port; unset: no HTTP listener
+    http_header_timeout_seconds: float = Field(10.0, gt=0)  # a request head's deadline (actors/http.py)
+    http_body_timeout_seconds: float = Field(30.0, gt=0)  # its body's, from the head
+    http_max_connections: int = Field(1000, ge=1)  # and at most a quarter of the soft file limit
+    http_body_buffer_bytes: int = Field(16 * 1024 * 1024, ge=1024 * 1024)  # bodies held at once; >= the largest
     return_path: str | None = None  # bounces@example.org: VERP envelope senders bounces+<token>@example.org
     return_path_secret: SecretStr | None = None  # signs VERP tokens; unset: EINMAL_UNSUBSCRIBE_SECRET
     inbound_smtp_address: str | None = None  # host:port; unset: no inbound (bounce) listener

@@ -9,14 +9,16 @@
     GET  /healthz               200 while the event loop answers
     GET  /readyz                200 when the database answered within the last seconds and every actor runs;
                                 503 and {"ready": false, "reason": …} otherwise
-    GET  /metrics               Prometheus text format
+    GET  /metrics               Prometheus text format; the database's figures read at most every
+                                METRICS_FRESH_SECONDS, one read at a time, on a connection of their own
     POST /inbound/PROVIDER[/ACCOUNT]   bounces and complaints from Amazon SES (through SNS), Postmark and
                                 Mailgun (service/webhooks.py): 200 once the events are applied (or were
                                 before); 404 while the provider's secret is not configured; bodies over
                                 1 MiB 413, wrong signatures or credentials 401/403, unreadable ones 400
 
 Bad input never reaches the database and never gives a traceback: bodies over 64 KiB are 413, other
-content types 415, other methods 405, other paths 404. A database that cannot be reached is 503 with
+content types 415, other methods 405, other paths 404. The bodies all requests hold at once are bounded
+(BodyBudget): one that finds no room soon is 503. A database that cannot be reached is 503 with
 Retry-After, and the pool's connections are renewed so that the retry gets fresh ones.
 """
 
@@ -31,7 +33,7 @@ from python_multipart.exceptions import FormParserError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -48,6 +50,8 @@ from service.verp import ReturnPath
 log = logging.getLogger("einmal.http")
 
 MAX_BODY = 64 * 1024
+BUDGET_WAIT_SECONDS = 1.0  # how long a body waits for room in the budget before it is refused (503)
+METRICS_FRESH_SECONDS = 5.0  # the database figures of /metrics are read at most this often
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 DB_SECONDS = 10.0  # the most a request waits for the database (pool and statements)
 READY_FRESH_SECONDS = 1.0  # a database answer this recent needs no new ping
@@ -72,11 +76,15 @@ class Web:
     """The app's state: settings, its own database pool, the metrics and what readiness asks of the node.
 
     `checks()` returns the reasons, other than the database, why this process is not ready (draining,
-    an actor restarting, the SMTP relay refusing): an empty list when there are none."""
+    an actor restarting, the SMTP relay refusing): an empty list when there are none. `metrics_pool`
+    (one connection is enough) reads the figures of /metrics; unset, they share `pool`."""
 
     def __init__(self, settings: Settings, pool: asyncpg.Pool, metrics: Metrics,
-                 checks: Callable[[], list[str]] = list) -> None:
+                 checks: Callable[[], list[str]] = list, metrics_pool: asyncpg.Pool | None = None) -> None:
         self.settings, self.pool, self.metrics, self.checks = settings, pool, metrics, checks
+        self.metrics_pool = metrics_pool or pool
+        self.metrics_lock = anyio.Lock()
+        self.metrics_read_at = -METRICS_FRESH_SECONDS
         self.db_answered_at = -READY_FRESH_SECONDS
         routes = [
             Route("/unsubscribe", self.unsubscribe, methods=["GET", "POST"]),
@@ -88,13 +96,15 @@ class Web:
         ]
         self.providers = providers(settings)
         self.return_path = ReturnPath.from_settings(settings)
-        self.app: ASGIApp = NoTraceback(Starlette(routes=routes))
+        self.body_budget = BodyBudget(Starlette(routes=routes), settings.http_body_buffer_bytes)
+        metrics.watch_bodies(lambda: self.body_budget.held)
+        self.app: ASGIApp = NoTraceback(self.body_budget)
 
-    async def database_down(self, exc: BaseException) -> None:
+    async def database_down(self, exc: BaseException, pool: asyncpg.Pool | None = None) -> None:
         """A connection-level failure: the idle connections are stale too; renew them all."""
         log.warning("database unreachable: %s", _first_line(exc))
         self.db_answered_at = -READY_FRESH_SECONDS  # readiness asks again
-        await self.pool.expire_connections()
+        await (pool or self.pool).expire_connections()
 
     # -- health ----------------------------------------------------------------------------------
 
@@ -117,18 +127,26 @@ class Web:
         return JSONResponse({"ready": True})
 
     async def metrics_text(self, request: Request) -> Response:
+        # one read of the database figures at a time, at most every METRICS_FRESH_SECONDS, on a connection
+        # of their own: the scrapes behind it serve what it read (docs/design.md §10)
+        async with self.metrics_lock:
+            if time.monotonic() - self.metrics_read_at >= METRICS_FRESH_SECONDS:
+                self.metrics_read_at = time.monotonic()
+                await self._read_metrics()
+        return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)
+
+    async def _read_metrics(self) -> None:
         try:
             with anyio.fail_after(5):
-                async with self.pool.acquire() as conn:
+                async with self.metrics_pool.acquire() as conn:
                     await self.metrics.refresh(conn)
             self.metrics.database_up.set(1)
         except DB_DOWN as exc:
-            await self.database_down(exc)
+            await self.database_down(exc, self.metrics_pool)
             self.metrics.database_up.set(0)
         except asyncpg.PostgresError as exc:  # it answered, but not as expected (e.g. not migrated)
             log.warning("metrics: %s", _first_line(exc))
             self.metrics.database_up.set(1)
-        return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)
 
     # -- unsubscribe ------------------------------------------------------------------------------
 
@@ -250,16 +268,61 @@ class Web:
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request's body, read no further than `limit` bytes: Refused 413 past it (400: a bad Content-Length)."""
+    """The request's body, read no further than `limit` bytes: Refused 413 past it (400: a bad Content-Length),
+    503 when the bodies of all requests leave no room for it soon (BodyBudget), 408 when it stopped arriving
+    (its connection was closed at the body's deadline, actors/http.py)."""
     length = request.headers.get("content-length")
     if length is not None and (not (length.isascii() and length.isdigit()) or int(length) > limit):
         raise Refused(413 if length.isdigit() else 400, "Too large", "The request body is too large.")
+    await request.scope[BodyBudget.KEY].take(limit if length is None else int(length))
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise Refused(413, "Too large", "The request body is too large.")
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise Refused(413, "Too large", "The request body is too large.")
+    except ClientDisconnect:
+        raise Refused(408, "Too slow", "The request did not arrive in time.") from None
     return bytes(body)
+
+
+class _Room:
+    """The room one request holds in the budget: taken at once, before its body is read."""
+
+    def __init__(self, budget: "BodyBudget") -> None:
+        self.budget, self.held = budget, 0
+
+    async def take(self, n: int) -> None:
+        budget = self.budget
+        with anyio.move_on_after(BUDGET_WAIT_SECONDS):
+            while budget.held + n > budget.limit:
+                await budget.freed.wait()
+            budget.held += n
+            self.held += n
+            return
+        raise Refused(503, "Try again later", "The service is busy; please try again shortly.")
+
+
+class BodyBudget:
+    """The request bodies of all requests together take at most `limit` bytes (EINMAL_HTTP_BODY_BUFFER_BYTES).
+    read_body takes room for the whole body first (its Content-Length, else the route's limit), waiting up to
+    BUDGET_WAIT_SECONDS for it; the request gives it back once it is answered (docs/design.md §10)."""
+
+    KEY = "einmal.body_room"
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit, self.held = app, limit, 0
+        self.freed = anyio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        room = scope[self.KEY] = _Room(self)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if room.held:
+                self.held -= room.held
+                self.freed.set()
+                self.freed = anyio.Event()
 
 
 async def _one_click_body(request: Request) -> None:
@@ -304,7 +367,8 @@ def _webhook_refusal(exc: webhooks.Rejected) -> Response:
         return PlainTextResponse("unauthorized", status_code=401, headers={"WWW-Authenticate": 'Basic realm="einmal"'})
     if exc.status == 403:
         return PlainTextResponse("forbidden", status_code=403)
-    return PlainTextResponse(str(exc), status_code=exc.status)
+    headers = {"Retry-After": "5"} if exc.status == 503 else {}
+    return PlainTextResponse(str(exc), status_code=exc.status, headers=headers)
 
 
 def _problem(request: Request, refused: Refused) -> Response:

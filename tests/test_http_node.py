@@ -1,20 +1,27 @@
 """The HTTP surface of a real node (`einmal run` with EINMAL_HTTP_ADDRESS): a campaign goes to a
 capture server, the List-Unsubscribe URL of a captured message is posted as a mail provider
 would, the next campaign skips the address; /metrics agrees with the rows; logs are JSON with the
-batch's trace ids; readiness follows the node."""
+batch's trace ids; readiness follows the node; a node at a low file limit keeps sending through a
+flood of idle HTTP connections."""
 
 import email.parser
 import json
 import re
+import resource
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import asyncpg
 import httpx
+import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from service import capture
+from tests.conftest import ROOT
 from tests.pipeline import approve, node_env, node_settings, running_node, seed, start_node, stop_node, wait_status
 from tests.smtp_servers import free_port
 
@@ -114,6 +121,13 @@ async def test_a_captured_messages_link_unsubscribes_and_the_next_campaign_skips
     assert len({e["trace_id"] for e in batches}) == len(batches)  # one trace per batch
 
 
+async def scrape_until(client: httpx.AsyncClient, base: str, done: Callable[[str], bool]) -> str:
+    with anyio.fail_after(60):
+        while not done(metrics := (await client.get(f"{base}/metrics")).text):
+            await anyio.sleep(0.2)
+    return metrics
+
+
 async def test_metrics_show_the_progress_of_a_sending_campaign_and_in_doubt_rows(
         conn: asyncpg.Connection, dsn: str) -> None:
     from tests.pipeline import Received, recording_server
@@ -134,13 +148,13 @@ async def test_metrics_show_the_progress_of_a_sending_campaign_and_in_doubt_rows
                 SELECT $1::bigint, account_id, id, email, email_lower, 'campaign:' || $1::bigint || ':' || id,
                        CASE WHEN id % 10 = 0 THEN 'in_doubt' ELSE 'queued' END, now() + interval '1 hour'
                 FROM einmal.subscribers""", campaign)
-            paused = (await client.get(f"{base}/metrics")).text
+            # the database's figures are read again a few seconds after the last read
+            paused = await scrape_until(client, base, lambda m: samples(m, "einmal_in_doubt_rows")[()] == 4)
             await conn.execute("UPDATE einmal.campaigns SET status = 'sending', recipients_built_at = now() "
                                "WHERE id = $1", campaign)
-            sending = (await client.get(f"{base}/metrics")).text
+            sending = await scrape_until(client, base, lambda m: samples(m, "einmal_campaign_rows") != {})
             await conn.execute("UPDATE einmal.campaigns SET status = 'paused' WHERE id = $1", campaign)
-            paused_again = (await client.get(f"{base}/metrics")).text
-    assert samples(paused, "einmal_in_doubt_rows")[()] == 4
+            paused_again = await scrape_until(client, base, lambda m: samples(m, "einmal_campaign_rows") == {})
     assert samples(paused, "einmal_campaign_rows") == {}
     progress = samples(sending, "einmal_campaign_rows")
     assert progress[(("campaign_id", str(campaign)), ("status", "in_doubt"))] == 4
@@ -202,3 +216,50 @@ def test_the_demo_serves_http_and_follows_a_captured_messages_unsubscribe_link(d
     found = re.search(r"unsubscribe link of \d+\.eml \(to (\S+)\):\n  http://127\.0\.0\.1:\d+/unsubscribe\?token=\S+\n"
                       r"  one-click POST: HTTP 200; (\S+) suppressed: yes\n", result.stdout)
     assert found and found[1] == found[2], result.stdout
+
+
+def start_limited_node(env: dict[str, str], log: Path, files: tuple[int, int]) -> subprocess.Popen:
+    """`einmal run` with a (soft, hard) limit on open files."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, files)
+
+    return subprocess.Popen([sys.executable, "-m", "service", "run"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=open(log, "ab"), preexec_fn=limit)
+
+
+async def test_a_node_at_a_low_file_limit_keeps_sending_through_a_flood_of_idle_connections(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    from tests.pipeline import Received, counts, recording_server
+
+    campaign = await seed(conn, [f"f{i}@example.com" for i in range(300)])
+    http_port, log = free_port(), tmp_path / "node.log"
+    base = f"http://127.0.0.1:{http_port}"
+    flood: list[anyio.abc.SocketStream] = []
+    async with recording_server(Received(delay=0.01)) as smtp_port, httpx.AsyncClient(timeout=30) as client:
+        # connections that never send a byte, held longer than the test: only the cap stands in their way
+        env = node_env(dsn, smtp_port, EINMAL_HTTP_ADDRESS=f"127.0.0.1:{http_port}",
+                       EINMAL_HTTP_HEADER_TIMEOUT_SECONDS="600")
+        proc = start_limited_node(env, log, (1024, 1024))
+        try:
+            await wait_ready(client, f"{base}/readyz")
+            with anyio.fail_after(120):
+                for _ in range(1000):
+                    flood.append(await anyio.connect_tcp("127.0.0.1", http_port))
+            await approve(conn, campaign)
+            await wait_status(conn, campaign, "sent", timeout=120)
+            async with httpx.AsyncClient(timeout=30) as fresh:  # a new connection, while the flood's are open
+                health = await fresh.get(f"{base}/healthz")
+                metrics = (await fresh.get(f"{base}/metrics")).text
+            held = sum(c.laddr.port == http_port and c.status == psutil.CONN_ESTABLISHED
+                       for c in psutil.Process(proc.pid).net_connections("tcp"))
+            running = proc.poll() is None
+        finally:
+            for stream in flood:
+                await stream.aclose()
+            code = await stop_node(proc)
+    assert running and code == 0, log.read_text()[-3000:]
+    assert health.status_code == 200
+    assert await counts(conn, campaign) == {"sent": 300}
+    assert samples(metrics, "einmal_actor_restarts_total") == {}, log.read_text()[-3000:]
+    assert 0 < held <= 1024 // 4  # the cap: a quarter of the file limit
+    assert "Too many open files" not in log.read_text()
