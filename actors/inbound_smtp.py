@@ -5,10 +5,12 @@ path: ``bounces@domain`` and ``bounces+<token>@domain`` (EINMAL_RETURN_PATH). An
 recipient is refused with 550, a token that does not verify with 550 5.7.1, a second recipient
 in one transaction with 452 (the client sends it again, alone), a message over
 EINMAL_INBOUND_MAX_BYTES with 552; a connection idle for EINMAL_INBOUND_TIMEOUT_SECONDS is
-closed. A message is then (service/bounces.py, docs/design.md §8):
+closed; past MAX_SESSIONS sessions at once a connection is answered 421 and closed, so the
+memory the listener holds is bounded. A message is then (service/bounces.py, docs/design.md §8):
 
-- to the return path without a token: 250, unread, nothing written, one log line, counted
-  ``unsigned`` (a Message-ID in it could be anyone's guess);
+- a report to the return path without a token, quoting no envelope sender whose token verifies
+  (ARF's Original-Mail-From, the returned Return-Path): 250, nothing written, one log line,
+  counted ``unsigned`` (a Message-ID in it could be anyone's guess);
 - past a report's bounds (MIME parts, recipients): 552 5.3.4; a report einmal cannot read:
   550 5.6.0; nothing written;
 - not a report, or a report that touches no row (no such row, none of several recipients is
@@ -27,6 +29,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 
 import anyio
 import anyio.to_process
@@ -44,6 +47,8 @@ from service.verp import ReturnPath
 
 log = logging.getLogger("einmal.inbound")
 
+MAX_SESSIONS = 64  # SMTP sessions at once, each holding up to EINMAL_INBOUND_MAX_BYTES; one more hears 421
+BUSY_LOG_SECONDS = 10.0  # one log line a while for the connections answered 421
 MAX_WAITING = 8  # reports waiting for a parser when every one is busy; one more is answered 451
 PARSE_SECONDS = 30.0  # waiting for a parser and parsing one report
 
@@ -85,11 +90,6 @@ class Handler:
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         _, token = self.path.ours(envelope.rcpt_tos[0])
         row_ids = self.path.verify(token) if token else None  # a token that does not verify stopped at RCPT
-        if row_ids is None:
-            log.info("inbound: unsigned: a message from %.100r to the return path with no VERP token changes "
-                     "nothing", envelope.mail_from)
-            self.counted.labels("unsigned").inc()
-            return "250 2.0.0 OK, unsigned: nothing done"
         data = envelope.original_content or b""
         try:
             bounces.bounded(data)  # before a worker is taken
@@ -105,6 +105,12 @@ class Handler:
             log.info("inbound: ignored a message from %.100r: not a bounce or complaint report", envelope.mail_from)
             self.counted.labels("ignored").inc()
             return "250 2.0.0 OK, ignored"
+        row_ids = row_ids or self._quoted_token(found)
+        if row_ids is None:
+            log.info("inbound: unsigned: a report from %.100r to the return path with no VERP token changes "
+                     "nothing", envelope.mail_from)
+            self.counted.labels("unsigned").inc()
+            return "250 2.0.0 OK, unsigned: nothing done"
         try:
             async with self.pool.acquire() as conn:
                 report, result = await bounces.record(conn, self.settings, found, row_ids)
@@ -124,6 +130,15 @@ class Handler:
         log.info("inbound: %s %s (%s) for %s: %s", report.kind, report.event_id[:120], report.status, where, result)
         self.counted.labels(result).inc()
         return "250 2.0.0 OK"
+
+    def _quoted_token(self, found: tuple[bounces.Report, ...]) -> tuple[int, int] | None:
+        """The row named by a verified token in the envelope sender a report quotes (a feedback loop
+        writes to one fixed address, but returns the message with its return path)."""
+        for sender in {sender: None for report in found for sender in report.returned_senders}:
+            ours, token = self.path.ours(sender)
+            if ours and token and (row_ids := self.path.verify(token)):
+                return row_ids
+        return None
 
     async def _parse(self, data: bytes) -> tuple[bounces.Report, ...]:
         """bounces.parse in a worker process; NoParser when none is free soon enough."""
@@ -189,6 +204,14 @@ class _LMTP(_ChunkedData, LMTP):
     pass
 
 
+class _Busy(asyncio.Protocol):
+    """A connection past MAX_SESSIONS: told to come back later (a relay retries a 421), then closed."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.write(b"421 4.3.2 too many connections, try again later\r\n")
+        transport.close()
+
+
 class InboundActor:
     def __init__(self, settings: Settings, pool: asyncpg.Pool, metrics: Metrics, sock: socket.socket) -> None:
         self.handler = Handler(settings, pool, metrics)
@@ -198,12 +221,20 @@ class InboundActor:
         loop = asyncio.get_running_loop()
         protocol = _LMTP if self.settings.inbound_protocol == "lmtp" else _SMTP
         sessions: list[SMTP] = []
+        busy_logged = [-BUSY_LOG_SECONDS]
 
-        def factory() -> SMTP:
+        def factory() -> asyncio.Protocol:
+            # live: not yet connected (no session yet), or connected and not yet lost (aiosmtpd drops its transport)
+            sessions[:] = [s for s in sessions if s.session is None or s.transport is not None]
+            if len(sessions) >= MAX_SESSIONS:
+                self.handler.counted.labels("busy").inc()
+                if (now := time.monotonic()) - busy_logged[0] >= BUSY_LOG_SECONDS:
+                    log.warning("inbound: connections answered 421: %d sessions already", len(sessions))
+                    busy_logged[0] = now
+                return _Busy()
             session = protocol(self.handler, hostname="einmal-inbound", ident="einmal", loop=loop,
                                data_size_limit=self.settings.inbound_max_bytes,
                                timeout=self.settings.inbound_timeout_seconds)
-            sessions[:] = [s for s in sessions if s.transport is not None and not s.transport.is_closing()]
             sessions.append(session)
             return session
 

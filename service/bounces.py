@@ -22,13 +22,14 @@ own return path cannot take the id of another row's report.
 
 What a report may change is decided apart from what it says (docs/design.md §8), so a parser
 that reads more formats cannot widen it: over SMTP only the send row of the signed VERP token
-(verified at RCPT) is touched, by one report at most (``about``); ``apply`` acts only on a row
-whose message went out (WENT_OUT) and applies the event through ``inbound.apply``: a hard bounce
-or a complaint suppresses the address (reason ``bounce`` or ``complaint``); a soft bounce is
-kept and suppresses once EINMAL_SOFT_BOUNCE_LIMIT of them fell within EINMAL_SOFT_BOUNCE_DAYS.
-Every event applied leaves one einmal.bounces row. Provider webhooks (service/webhooks.py),
-authenticated by the provider's signature, find their rows with ``find_row`` or their own
-query and end in ``apply`` too.
+(verified at RCPT, or, for mail to the plain return path such as a feedback loop's complaints,
+found in the envelope sender the report quotes: ``returned_senders``) is touched, by one report
+at most (``about``); ``apply`` acts only on a row whose message went out (WENT_OUT) and applies
+the event through ``inbound.apply``: a hard bounce or a complaint suppresses the address (reason
+``bounce`` or ``complaint``); a soft bounce is kept and suppresses once EINMAL_SOFT_BOUNCE_LIMIT
+of them fell within EINMAL_SOFT_BOUNCE_DAYS. Every event applied leaves one einmal.bounces row.
+Provider webhooks (service/webhooks.py), authenticated by the provider's signature, find their
+rows with ``find_row`` or their own query and end in ``apply`` too.
 """
 
 import email
@@ -68,6 +69,7 @@ class Report:
     recipient: str | None  # the DSN's Final-Recipient (Original-Recipient) address, if it gives one
     original: tuple[int, int] | None  # (campaign, subscriber) a webhook's provider named; parse: None
     event_id: str
+    returned_senders: tuple[str, ...] = ()  # the returned message's envelope sender, as the report quotes it
 
 
 def bounded(data: bytes) -> None:
@@ -102,6 +104,21 @@ def _blocks(message: Message, content_type: str) -> list[Message]:
     raise Malformed(f"a report without a {content_type} part")
 
 
+def _returned_senders(message: Message, fields: Message | None = None) -> tuple[str, ...]:
+    """The envelope sender of the message a report returns, as the report quotes it: ARF's
+    Original-Mail-From (in `fields`), the Return-Path of the returned message or headers. Only a
+    VERP token in one of them that verifies means anything: anyone can write these fields."""
+    found = [_text(fields.get("Original-Mail-From"))] if fields is not None else []
+    for part in message.walk():
+        kind = part.get_content_type()
+        if kind == "message/rfc822" and isinstance(part.get_payload(), list) and part.get_payload():
+            found.append(_text(part.get_payload()[0].get("Return-Path")))
+        elif kind == "text/rfc822-headers":
+            headers = email.message_from_bytes(part.get_payload(decode=True) or b"", policy=policy.compat32)
+            found.append(_text(headers.get("Return-Path")))
+    return tuple(dict.fromkeys(sender.strip("<>") for sender in found[:4] if 0 < len(sender) <= 320))
+
+
 def _address(field: str) -> str | None:
     """``rfc822; a@example.com`` -> ``a@example.com``."""
     kind, _, address = field.partition(";")
@@ -129,12 +146,12 @@ def _dsn(message: Message, data: bytes) -> tuple[Report, ...]:
             continue
         recipient = _address(_text(block.get("Final-Recipient"))) or _address(_text(block.get("Original-Recipient")))
         found.append((kind, status[0], recipient))
-    event_id = _event_id(message, data, "dsn")
+    event_id, sender = _event_id(message, data, "dsn"), _returned_senders(message)
     if len(found) == 1:
-        return (Report(*found[0], None, event_id),)
+        return (Report(*found[0], None, event_id, sender),)
     # several recipients: one event each, named by its address (or its place, when it names none)
-    return tuple(Report(kind, status, recipient, None, f"{event_id}:{email_key(recipient) if recipient else n}")
-                 for n, (kind, status, recipient) in enumerate(found, 1))
+    return tuple(Report(kind, status, recipient, None, f"{event_id}:{email_key(recipient) if recipient else n}",
+                        sender) for n, (kind, status, recipient) in enumerate(found, 1))
 
 
 def _arf(message: Message, data: bytes) -> tuple[Report, ...]:
@@ -144,7 +161,8 @@ def _arf(message: Message, data: bytes) -> tuple[Report, ...]:
     feedback = _text(blocks[0].get("Feedback-Type")).lower()
     if feedback != "abuse":
         return ()
-    return (Report("complaint", feedback, None, None, _event_id(message, data, "arf")),)
+    return (Report("complaint", feedback, None, None, _event_id(message, data, "arf"),
+                   _returned_senders(message, blocks[0])),)
 
 
 def parse(data: bytes) -> tuple[Report, ...]:

@@ -59,7 +59,7 @@ class Metrics:
                                     "(applied, repeated, refused)", ["result"], registry=r)
         self.inbound = Counter("einmal_inbound_messages", "Messages to the return path by result (applied, "
                                "repeated, ignored: not a report, dropped: touches no send row, unsigned: "
-                               "no VERP token, unread, refused)",
+                               "no VERP token that verifies, refused; busy: connections answered 421)",
                                ["result"], registry=r)
         self.webhooks = Counter("einmal_webhook_events", "Provider webhook events by provider and result (applied, "
                                 "repeated, ignored, dropped: names no send row, refused: the request)",

@@ -50,9 +50,12 @@ Subject: Hi
 """.replace("\n", "\r\n").encode()
 
 
-def arf(*, feedback: str = "abuse", report_id: str | None = "<arf1@isp.test>", original_id: str | None = None) -> bytes:
+def arf(*, feedback: str = "abuse", report_id: str | None = "<arf1@isp.test>", original_id: str | None = None,
+        mail_from: str = "bounces@example.org", return_path: str | None = None) -> bytes:
+    """An ARF report; `mail_from` is its Original-Mail-From, `return_path` the returned message's Return-Path."""
     own = f"Message-ID: {report_id}\n" if report_id else ""
     returned = f"Message-ID: {original_id}\n" if original_id else ""
+    returned += f"Return-Path: <{return_path}>\n" if return_path else ""
     return f"""From: <abuse@isp.test>
 Date: Tue, 1 Dec 2026 02:00:00 +0000
 Subject: FW: Hi
@@ -71,7 +74,7 @@ Content-Type: message/feedback-report
 Feedback-Type: {feedback}
 User-Agent: SomeGenerator/1.0
 Version: 1
-Original-Mail-From: <bounces@example.org>
+Original-Mail-From: <{mail_from}>
 Arrival-Date: Tue, 1 Dec 2026 01:59:00 +0000
 Source-IP: 127.0.0.1
 

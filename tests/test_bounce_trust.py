@@ -199,3 +199,60 @@ async def test_a_token_holder_cannot_take_the_report_id_of_another_rows_report(c
     assert await suppressed(conn) == [("p1@example.com", "bounce")]
     assert sorted(await conn.fetch("SELECT event_id FROM einmal.inbound_events")) == sorted(
         [(f"dsn:{campaign}.{ids[who]}:<x@relay>",) for who in ("p0@example.com", "p1@example.com")])
+
+
+async def test_a_complaint_to_the_plain_address_acts_through_the_signed_token_of_the_message_it_returns(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    """A feedback loop sends its complaints to one fixed address, not to the message's return path; the
+    message it returns still carries the signed token, in ARF's Original-Mail-From or the returned
+    Return-Path, and that token (never a Message-ID) names the row."""
+    people = [f"p{n}@example.com" for n in range(4)]
+    campaign, ids = await send_rows(conn, dict.fromkeys(people, "sent"))
+    token = {who: verp(campaign, ids[who]) for who in people}
+    forged = token["p2@example.com"][:-len("@example.org") - 1] + "0@example.org"  # its last digit changed
+    if forged == token["p2@example.com"]:
+        forged = forged.replace("0@", "1@")
+    metrics = Metrics()
+    async with inbound.listener(dsn, metrics) as port:
+        replies = [await inbound.hand_over(port, inbound.RETURN_PATH, message) for message in (
+            reports.arf(report_id="<f0@isp.test>", mail_from=token["p0@example.com"]),
+            reports.arf(report_id="<f1@isp.test>", return_path=token["p1@example.com"]),
+            reports.arf(report_id="<f2@isp.test>", mail_from=forged),
+            reports.arf(report_id="<f3@isp.test>", original_id=f"<campaign.{campaign}.{ids['p3@example.com']}@x>"),
+        )]
+    assert all(reply.startswith("250") for reply in replies), replies
+    assert await suppressed(conn) == [("p0@example.com", "complaint"), ("p1@example.com", "complaint")]
+    assert counted(metrics, "applied") == 2 and counted(metrics, "unsigned") == 2
+
+
+async def test_connections_past_the_session_cap_hear_421_and_the_listener_takes_mail_again_after(
+        dsn: str, monkeypatch) -> None:
+    """Each session may hold a message of up to EINMAL_INBOUND_MAX_BYTES: their number is capped, so a
+    flood of connections bounds the listener's memory; those past the cap are told to come back."""
+    monkeypatch.setattr(inbound_smtp, "MAX_SESSIONS", 5)
+    metrics = Metrics()
+
+    async def greeting(stream) -> bytes:
+        with anyio.fail_after(10):
+            return await stream.receive(1024)
+
+    async with inbound.listener(dsn, metrics) as port:
+        held = [await anyio.connect_tcp("127.0.0.1", port) for _ in range(5)]
+        assert [(await greeting(stream))[:3] for stream in held] == [b"220"] * 5
+        async with await anyio.connect_tcp("127.0.0.1", port) as extra:
+            assert (await greeting(extra)).startswith(b"421 4.3.2")
+            with anyio.fail_after(10), pytest.raises(anyio.EndOfStream):
+                await extra.receive()
+        for stream in held[:2]:
+            await stream.aclose()
+        with anyio.fail_after(10):
+            while True:  # the listener hears of the closed sessions soon after
+                async with await anyio.connect_tcp("127.0.0.1", port) as again:
+                    if (await greeting(again)).startswith(b"220"):
+                        break
+                await anyio.sleep(0.05)
+        reply = await inbound.hand_over(port, inbound.RETURN_PATH, reports.auto_reply())
+        for stream in held[2:]:
+            await stream.aclose()
+    assert reply.startswith("250"), reply
+    assert counted(metrics, "busy") >= 1
