@@ -1,15 +1,21 @@
 """Database access: connections, the SQL files, and errors translated once."""
 
+import errno
+import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from importlib import resources
 from urllib.parse import urlsplit
 
+import anyio
 import asyncpg
 
 from service import embedded
-from service.errors import DatabaseUnavailable
+from service.errors import DatabaseUnavailable, leaves
 from service.settings import Settings
+
+log = logging.getLogger("einmal.db")
 
 
 def _load(folder: str) -> dict[str, str]:
@@ -57,6 +63,21 @@ class DatabaseStalled(ConnectionError):
 
 class DatabaseConnectionLost(ConnectionError):
     """An actor's connection was closed under it."""
+
+
+# what an outage looks like from an actor: no connection, a connection lost or ended by the server (a
+# shutdown, a crash, a server starting up), a statement that got no answer
+_OUTAGE = (DatabaseUnavailable, DatabaseStalled, DatabaseConnectionLost, ConnectionError, TimeoutError,
+           asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError,
+           asyncpg.CrashShutdownError)
+_LOCAL_SHORTAGE = {errno.EMFILE, errno.ENFILE, errno.ENOMEM}  # this process's fault: escalate
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether a failure says only that PostgreSQL cannot be reached (every error inside it is an outage):
+    the supervisor restarts such an actor without counting it toward its limit (docs/design.md §4)."""
+    return all(isinstance(leaf, _OUTAGE) or (isinstance(leaf, OSError) and leaf.errno not in _LOCAL_SHORTAGE)
+               for leaf in leaves(exc))
 
 
 # A node's sessions: named for pg_stat_activity, and probed by the server's TCP keepalives so that the
@@ -154,3 +175,35 @@ async def create_pool(dsn: str, size: int = 4, name: str = "einmal",
                                          command_timeout=command_timeout, server_settings=_session(name))
     except UNAVAILABLE as exc:
         raise DatabaseUnavailable(f"cannot reach PostgreSQL at {describe(dsn)}: {exc}") from exc
+
+
+WAIT_LOG_SECONDS = 30.0  # while waiting for the database, one line this often
+WAIT_MAX_DELAY = 2.0
+
+
+async def wait_for_pool(dsn: str, wait: float | None, **options) -> asyncpg.Pool:
+    """create_pool, tried again while the database cannot be reached, for up to `wait` seconds
+    (EINMAL_DB_WAIT_SECONDS; None: for as long as it takes; 0: once). One line when the wait begins
+    and one every WAIT_LOG_SECONDS; DatabaseUnavailable once the wait is over."""
+    began = time.monotonic()
+    delay, logged = 0.1, None
+    while True:
+        try:
+            pool = await create_pool(dsn, **options)
+        except DatabaseUnavailable as exc:
+            now = time.monotonic()
+            if wait is not None and now - began + delay > wait:
+                raise
+            if logged is None:
+                log.warning("waiting for PostgreSQL %s (EINMAL_DB_WAIT_SECONDS): %s",
+                            "for as long as it takes" if wait is None else f"for up to {wait:g}s", exc)
+                logged = now
+            elif now - logged >= WAIT_LOG_SECONDS:
+                log.warning("still waiting for PostgreSQL after %.0fs: %s", now - began, exc)
+                logged = now
+            await anyio.sleep(delay)
+            delay = min(delay * 2, WAIT_MAX_DELAY)
+            continue
+        if logged is not None:
+            log.info("PostgreSQL answered after %.1fs", time.monotonic() - began)
+        return pool
