@@ -1,6 +1,7 @@
-"""A node's identity across a crash: a process restarted with the same fixed EINMAL_NODE_ID takes a
-claim token of its own, so the rows its predecessor held are returned by the ordinary rules (docs/design.md
-§4) once that process's heartbeat is older than the timeout, while it sends the rest."""
+"""A node's claim tokens (docs/design.md §4): a process restarted with the same fixed EINMAL_NODE_ID takes
+a token of its own, so the rows its predecessor held are returned by the ordinary rules once that process's
+heartbeat is older than the timeout, while it sends the rest; and a token whose answers are not recorded
+yet (the database went away) is kept alive until they are, however long the outage was."""
 
 from collections import Counter
 from pathlib import Path
@@ -9,12 +10,16 @@ import anyio
 import asyncpg
 import pytest
 
+from actors import scheduler
+from service import db, node
+from service.context import NodeContext, Outcome
 from tests.pipeline import (
     TAKEOVER_TIMEOUT,
     Received,
     approve,
     counts,
     node_env,
+    node_settings,
     recording_server,
     seed,
     start_node,
@@ -82,3 +87,39 @@ async def test_a_node_killed_and_restarted_with_its_fixed_id_returns_what_the_de
     assert await conn.fetchval("SELECT count(*) FROM einmal.nodes WHERE id = ANY ($1::text[])",
                                list(dead_tokens)) == 0, "the dead process's node row is gone"
     print(f"\nheld at SIGKILL: {len(claimed)} claimed, {len(on_the_wire)} sending; final {final}")
+
+
+async def test_the_scheduler_keeps_a_token_alive_until_the_answers_it_holds_are_recorded(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    campaign = await seed(conn, [f"u{i}@example.com" for i in range(3)])
+    await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
+    await conn.execute("""
+        INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id)
+        SELECT $1::bigint, account_id, id, email, lower(email), 'campaign:' || $1::bigint || ':' || id
+        FROM einmal.subscribers""", campaign)
+    pool = await db.create_pool(dsn, size=2, command_timeout=10)
+    try:
+        settings = node_settings(dsn, 2525, in_doubt="resend", node_id="n1")
+        ctx = NodeContext(settings, pool, dsn)
+        old = ctx.new_token()  # the incarnation that failed with the database, holding an answer
+        ctx.new_token()
+        # its last heartbeat is older than the node timeout: the outage lasted longer
+        await conn.execute("INSERT INTO einmal.nodes (id, heartbeat_at) VALUES ($1, now() - interval '1 hour')",
+                           old)
+        await conn.execute("UPDATE einmal.sends SET status = 'sending', claimed_by = $1", old)
+        answered = await conn.fetchval("SELECT min(id) FROM einmal.sends")
+        ctx.unrecorded.append((old, [Outcome(answered, "sent", "250 2.0.0 Ok: queued")]))
+        to_builder, from_scheduler = anyio.create_memory_object_stream[int](16)
+        async with to_builder, from_scheduler:
+            await scheduler.tick(ctx, to_builder)
+        assert await counts(conn, campaign) == {"sending": 3}, "nothing returned before the answer is written"
+        async with pool.acquire() as pipeline:  # what the next incarnation does first (service/node.py)
+            await node.record_unrecorded(ctx, pipeline)
+            await pipeline.fetchrow(db.query("node_rescue"), settings.node_timeout_seconds, settings.in_doubt,
+                                    ctx.retired_tokens, settings.max_attempts)
+    finally:
+        await pool.close()
+    rows = {r["id"]: (r["status"], r["attempts"]) for r in await conn.fetch("SELECT id, status, attempts "
+                                                                           "FROM einmal.sends")}
+    assert rows.pop(answered) == ("sent", 0)
+    assert set(rows.values()) == {("queued", 1)}, rows
