@@ -42,6 +42,7 @@ RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for 
   EINMAL_DKIM_DOMAIN, EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE   DKIM signing
   EINMAL_SHUTDOWN_GRACE_SECONDS, EINMAL_RESTART_INTENSITY, EINMAL_RESTART_PERIOD_SECONDS
   EINMAL_DB_TIMEOUT_SECONDS                longest wait for one database statement
+  EINMAL_DB_WAIT_SECONDS                   longest wait at start for the database (unset: no end; 0: none)
   EINMAL_HTTP_ADDRESS                      host:port of the HTTP surface (unsubscribe, health, metrics)
   EINMAL_RETURN_PATH, EINMAL_RETURN_PATH_SECRET   VERP envelope senders bounces+<token>@domain, and their keys
   EINMAL_INBOUND_SMTP_ADDRESS              host:port of the listener for bounces and complaints
