@@ -246,6 +246,9 @@ async def _leave(ctx: NodeContext) -> None:
         # e.g. the database is down, or the node gave up because its schema is gone: keep that reason
         log.warning("could not release this node's rows (%s); other nodes will after the timeout",
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        if unrecorded := sum(len(outcomes) for _, outcomes in ctx.unrecorded):
+            log.warning("%d answer(s) from the SMTP server could not be recorded: their rows will be in doubt",
+                        unrecorded)
 
 
 async def run(settings: Settings, body: Callable[[Settings, anyio.Event], Awaitable[int]] = serve) -> int:
