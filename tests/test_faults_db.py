@@ -154,6 +154,7 @@ async def test_a_node_rides_out_an_outage_longer_than_its_restart_limit_and_reco
                 assert proc.poll() is None, f"the node gave up during the outage:\n{log.read_text()}"
             assert set(readiness) == {503}, readiness
             outage_lines = log.read_text().count("failed (")
+            web_lines = log.read_text().count("einmal.http: database unreachable")
             await anyio.to_thread.run_sync(pg_cluster.start)
             conn = await asyncpg.connect(cluster_dsn)
             await wait_sent(conn, campaign, proc, log)
@@ -167,8 +168,9 @@ async def test_a_node_rides_out_an_outage_longer_than_its_restart_limit_and_reco
         assert len(set(received.ids())) == len(addresses)
     finally:
         await conn.close()
-    # one line for each actor as the outage begins, not one per try
+    # one line for each actor as the outage begins, not one per try; one for the readiness probes
     assert outage_lines <= 2 * 5, log.read_text()
+    assert web_lines == 1, log.read_text()
     print(f"\n{in_doubt}, node timeout {node_timeout:g}s: {down_at} received before a {OUTAGE_SECONDS}s outage; "
           f"{outage_lines} failure lines; final {final}")
 
