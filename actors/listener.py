@@ -58,6 +58,10 @@ class Listener:
                 if lost.is_set():
                     raise ConnectionError("LISTEN connection lost")
                 self.since = await conn.fetchval("SELECT now()")
+        except asyncpg.InterfaceError as exc:  # the connection closed under a call: an outage, said plainly
+            if lost.is_set():
+                raise ConnectionError("LISTEN connection lost") from exc
+            raise
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                 try:

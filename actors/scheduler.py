@@ -26,7 +26,10 @@ MIN_NUDGED_GAP = 0.05  # seconds between ticks that a nudge brings forward
 async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> None:
     settings = ctx.settings
     async with db.actor_connection(ctx.pool, "scheduler", ctx.token, settings.db_timeout_seconds) as conn:
-        await conn.execute(db.query("node_heartbeat"), ctx.token, ctx.hostname, os.getpid())
+        # a failed incarnation's token stays alive until the answers it holds are recorded (§3): after an
+        # outage longer than the node timeout, nobody may return its rows before that
+        for token in dict.fromkeys([ctx.token, *(token for token, _ in ctx.unrecorded)]):
+            await conn.execute(db.query("node_heartbeat"), token, ctx.hostname, os.getpid())
         ctx.heartbeat_at = time.monotonic()
         # this node's own retired tokens are the send pipeline's to return, after it recorded
         # what they got answered (service/node.py)

@@ -92,6 +92,9 @@ class NodeContext:
     node_id: str = ""
     token: str = ""
     incarnation: int = 0
+    # this process's own part of every token it takes: a process restarted with the same EINMAL_NODE_ID
+    # must not take, and heartbeat, the token of the one that died (its rows would never be returned)
+    process: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     hostname: str = field(default_factory=socket.gethostname)
     suppressed: set[tuple[int, str]] = field(default_factory=set)
     campaign_nudge: Nudge = field(default_factory=Nudge)
@@ -111,11 +114,12 @@ class NodeContext:
         self.domain_limits = parse_limits(self.settings.domain_limits or "")
 
     def new_token(self) -> str:
-        """A fresh fencing token for a new incarnation of the send pipeline."""
+        """A fresh fencing token for a new incarnation of the send pipeline: `<node id>/<process>.<n>`,
+        unique to this process even when the node id is fixed (docs/design.md §4)."""
         if self.token:
             self.retired_tokens.append(self.token)
         self.incarnation += 1
-        self.token = f"{self.node_id}/{self.incarnation}"
+        self.token = f"{self.node_id}/{self.process}.{self.incarnation}"
         return self.token
 
     def retry_after(self, attempts: int) -> float:

@@ -1,15 +1,21 @@
 """Database access: connections, the SQL files, and errors translated once."""
 
+import errno
+import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from importlib import resources
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import anyio
 import asyncpg
 
 from service import embedded
-from service.errors import DatabaseUnavailable
+from service.errors import DatabaseUnavailable, leaves
 from service.settings import Settings
+
+log = logging.getLogger("einmal.db")
 
 
 def _load(folder: str) -> dict[str, str]:
@@ -48,7 +54,55 @@ def describe(dsn: str) -> str:
 
 
 UNAVAILABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.InvalidCatalogNameError,
-               asyncpg.InvalidAuthorizationSpecificationError, asyncpg.InvalidPasswordError, TimeoutError)
+               asyncpg.InvalidAuthorizationSpecificationError, asyncpg.InvalidPasswordError, TimeoutError,
+               asyncpg.TargetServerAttributeNotMatched)
+PROBE_SECONDS = 3.0  # each host's look when several are named
+WANTED = {"read-write": "accepts writes", "primary": "is a primary", "read-only": "is read-only",
+          "standby": "is a standby"}
+
+
+async def unavailable(dsn: str, exc: BaseException) -> DatabaseUnavailable:
+    """The error for a connection that failed. With several hosts in the URL asyncpg gives one host's
+    error (the first that failed) and none when every host answered but none had the
+    target_session_attrs asked for: each host is then asked again, alone, and named with its cause."""
+    parts = urlsplit(dsn)
+    users, _, hosts = parts.netloc.rpartition("@")
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "target_session_attrs"]
+    target = dict(parse_qsl(parts.query)).get("target_session_attrs")
+    message = f"cannot reach PostgreSQL at {describe(dsn)}"
+    if not hosts or ("," not in hosts and not isinstance(exc, asyncpg.TargetServerAttributeNotMatched)):
+        return DatabaseUnavailable(f"{message}: {exc}")
+    causes = []
+    for host in hosts.split(","):
+        alone = urlunsplit(parts._replace(netloc=f"{users}@{host}" if users else host, query=urlencode(query)))
+        causes.append(f"{host}: {await _probe(alone)}")
+    if target:
+        wanted = WANTED.get(target)
+        message += f": no host {wanted} (target_session_attrs={target})" if wanted else \
+            f": no host matches target_session_attrs={target}"
+    return DatabaseUnavailable(f"{message}: {'; '.join(causes)}")
+
+
+async def _probe(dsn: str) -> str:
+    """What one host says: refused, no answer, its error, or whether it takes writes."""
+    try:
+        conn = await asyncpg.connect(dsn, timeout=PROBE_SECONDS)
+    except ConnectionRefusedError:
+        return "connection refused"
+    except TimeoutError:
+        return f"no answer within {PROBE_SECONDS:g}s"
+    except (*UNAVAILABLE, asyncpg.PostgresError) as exc:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    try:
+        standby = await conn.fetchval("SELECT pg_is_in_recovery()", timeout=PROBE_SECONDS)
+        read_only = await conn.fetchval("SHOW transaction_read_only", timeout=PROBE_SECONDS) == "on"
+    except (*UNAVAILABLE, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        return f"answered, then {type(exc).__name__}"
+    finally:
+        conn.terminate()
+    if standby:
+        return "read-only (a standby)"
+    return "read-only (default_transaction_read_only)" if read_only else "accepts writes"
 
 
 class DatabaseStalled(ConnectionError):
@@ -57,6 +111,21 @@ class DatabaseStalled(ConnectionError):
 
 class DatabaseConnectionLost(ConnectionError):
     """An actor's connection was closed under it."""
+
+
+# what an outage looks like from an actor: no connection, a connection lost or ended by the server (a
+# shutdown, a crash, a server starting up), a statement that got no answer
+_OUTAGE = (DatabaseUnavailable, DatabaseStalled, DatabaseConnectionLost, ConnectionError, TimeoutError,
+           asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError,
+           asyncpg.CrashShutdownError, asyncpg.TargetServerAttributeNotMatched)  # the last: mid-failover
+_LOCAL_SHORTAGE = {errno.EMFILE, errno.ENFILE, errno.ENOMEM}  # this process's fault: escalate
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether a failure says only that PostgreSQL cannot be reached (every error inside it is an outage):
+    the supervisor restarts such an actor without counting it toward its limit (docs/design.md §4)."""
+    return all(isinstance(leaf, _OUTAGE) or (isinstance(leaf, OSError) and leaf.errno not in _LOCAL_SHORTAGE)
+               for leaf in leaves(exc))
 
 
 # A node's sessions: named for pg_stat_activity, and probed by the server's TCP keepalives so that the
@@ -78,7 +147,7 @@ async def connect(dsn: str, timeout: float = 10, command_timeout: float | None =
         conn = await asyncpg.connect(dsn, timeout=timeout, command_timeout=command_timeout,
                                      server_settings=_session(name))
     except UNAVAILABLE as exc:
-        raise DatabaseUnavailable(f"cannot reach PostgreSQL at {describe(dsn)}: {exc}") from exc
+        raise await unavailable(dsn, exc) from exc
     await init(conn)
     return conn
 
@@ -153,4 +222,36 @@ async def create_pool(dsn: str, size: int = 4, name: str = "einmal",
         return await asyncpg.create_pool(dsn, init_size=1, min_size=0, max_size=size, init=init, timeout=10,
                                          command_timeout=command_timeout, server_settings=_session(name))
     except UNAVAILABLE as exc:
-        raise DatabaseUnavailable(f"cannot reach PostgreSQL at {describe(dsn)}: {exc}") from exc
+        raise await unavailable(dsn, exc) from exc
+
+
+WAIT_LOG_SECONDS = 30.0  # while waiting for the database, one line this often
+WAIT_MAX_DELAY = 2.0
+
+
+async def wait_for_pool(dsn: str, wait: float | None, **options) -> asyncpg.Pool:
+    """create_pool, tried again while the database cannot be reached, for up to `wait` seconds
+    (EINMAL_DB_WAIT_SECONDS; None: for as long as it takes; 0: once). One line when the wait begins
+    and one every WAIT_LOG_SECONDS; DatabaseUnavailable once the wait is over."""
+    began = time.monotonic()
+    delay, logged = 0.1, None
+    while True:
+        try:
+            pool = await create_pool(dsn, **options)
+        except DatabaseUnavailable as exc:
+            now = time.monotonic()
+            if wait is not None and now - began + delay > wait:
+                raise
+            if logged is None:
+                log.warning("waiting for PostgreSQL %s (EINMAL_DB_WAIT_SECONDS): %s",
+                            "for as long as it takes" if wait is None else f"for up to {wait:g}s", exc)
+                logged = now
+            elif now - logged >= WAIT_LOG_SECONDS:
+                log.warning("still waiting for PostgreSQL after %.0fs: %s", now - began, exc)
+                logged = now
+            await anyio.sleep(delay)
+            delay = min(delay * 2, WAIT_MAX_DELAY)
+            continue
+        if logged is not None:
+            log.info("PostgreSQL answered after %.1fs", time.monotonic() - began)
+        return pool

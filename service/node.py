@@ -78,19 +78,20 @@ async def record_unrecorded(ctx: NodeContext, conn: asyncpg.Connection) -> None:
 class SendPipeline:
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx
-        self.runs = 0
+        self.used = False  # the current token has claimed, or may have
         self.drained = anyio.Event()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         ctx = self.ctx
-        self.runs += 1
-        if self.runs > 1:
+        if self.used:  # a start that failed before its heartbeat claimed nothing: its token is taken again
             ctx.new_token()
+            self.used = False
         token = ctx.token
         ctx.metrics.rows_in_flight.set(0)  # a failed incarnation's rows were, or are now, given back
         async with db.actor_connection(ctx.pool, "pipeline", token, ctx.settings.db_timeout_seconds) as conn:
             # the token's node row exists before it claims anything
             await conn.execute(db.query("node_heartbeat"), token, ctx.hostname, os.getpid())
+            self.used = True
             await record_unrecorded(ctx, conn)
             if ctx.retired_tokens:
                 await conn.fetchrow(db.query("node_rescue"), ctx.settings.node_timeout_seconds,
@@ -151,7 +152,7 @@ async def serve(settings: Settings, stop: anyio.Event,
     inbound_sock = inbound_socket or (inbound_smtp.bind(settings.inbound_smtp_address)
                                       if settings.inbound_smtp_address else None)
     # scheduler, builder, claimer, two sender lanes, spare
-    pool = await db.create_pool(dsn, size=8, command_timeout=settings.db_timeout_seconds)
+    pool = await db.wait_for_pool(dsn, settings.db_wait_seconds, size=8, command_timeout=settings.db_timeout_seconds)
     ctx = NodeContext(settings, pool, dsn)
     ctx.new_token()
     ctx.metrics.watch_heartbeat(lambda: ctx.heartbeat_at)
@@ -167,7 +168,8 @@ async def serve(settings: Settings, stop: anyio.Event,
         Child("send pipeline", pipeline.run),
     ]
     supervisor = Supervisor(settings.restart_intensity, settings.restart_period_seconds,
-                            on_restart=lambda name: ctx.metrics.actor_restarts.labels(name).inc())
+                            on_restart=lambda name: ctx.metrics.actor_restarts.labels(name).inc(),
+                            passing=db.unreachable)
     web_pools: list[asyncpg.Pool] = []
     if sock is not None:
         surface, web_pools = await web_app(settings, dsn, ctx.metrics, node_checks(ctx, supervisor))
@@ -252,6 +254,9 @@ async def _leave(ctx: NodeContext) -> None:
         # e.g. the database is down, or the node gave up because its schema is gone: keep that reason
         log.warning("could not release this node's rows (%s); other nodes will after the timeout",
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        if unrecorded := sum(len(outcomes) for _, outcomes in ctx.unrecorded):
+            log.warning("%d answer(s) from the SMTP server could not be recorded: their rows will be in doubt",
+                        unrecorded)
 
 
 async def run(settings: Settings, body: Callable[[Settings, anyio.Event], Awaitable[int]] = serve) -> int:

@@ -52,6 +52,7 @@ class Settings(BaseSettings):
     tick_seconds: float = Field(5.0, ge=0.05, le=3600)
     node_timeout_seconds: float = Field(30.0, gt=0)
     db_timeout_seconds: float = Field(10.0, gt=0)
+    db_wait_seconds: float | None = Field(None, ge=0)  # at start, wait this long for the database; unset: no end
     in_doubt: Literal["hold", "resend"] = "hold"
     max_attempts: int = Field(5, ge=1)
     retry_base_seconds: float = Field(60.0, ge=0)

@@ -6,6 +6,12 @@ an exponential backoff. More than `intensity` failures within `period`
 seconds stop the supervisor: the process exits non-zero, so that systemd or
 the container runtime restarts it whole.
 
+A failure that `passing(exc)` calls passing (the database is unreachable,
+service/db.py `unreachable`) is restarted the same way, with the backoff
+capped at `max_backoff`, but does not count toward the limit: a node rides
+out an outage of any length. It is logged once when it begins and then once
+every `quiet` seconds while it lasts, not at every try.
+
 `states` tells readiness what each child is doing (starting, running,
 restarting); `on_restart(name)` is called for every restart (the metrics
 count them).
@@ -44,9 +50,11 @@ def describe(exc: BaseException) -> str:
 class Supervisor:
     def __init__(self, intensity: int = 10, period: float = 60.0,
                  backoff: float = 0.2, max_backoff: float = 5.0,
-                 on_restart: Callable[[str], None] | None = None) -> None:
+                 on_restart: Callable[[str], None] | None = None,
+                 passing: Callable[[BaseException], bool] = lambda exc: False, quiet: float = 30.0) -> None:
         self.intensity, self.period = intensity, period
         self.backoff, self.max_backoff = backoff, max_backoff
+        self.passing, self.quiet = passing, quiet
         self.restarts: dict[str, int] = {}
         self.states: dict[str, str] = {}  # child name -> starting | running | restarting
         self.on_restart = on_restart
@@ -67,6 +75,7 @@ class Supervisor:
         failures: deque[float] = deque()
         delay = self.backoff
         reported = False
+        outage: list[float] = []  # while failures pass: when the first came, when one was last logged, tries
         self.states[child.name] = "starting"
         while True:
             began = time.monotonic()
@@ -74,24 +83,40 @@ class Supervisor:
                 async with anyio.create_task_group() as tg:
                     await tg.start(child.run)
                     self.states[child.name] = "running"
+                    if outage:
+                        log.info("actor %s running again after %.0fs and %d tries", child.name,
+                                 time.monotonic() - outage[0], outage[2])
+                        outage = []
                     if not reported:
                         reported = True
                         task_status.started()
                 return
             except Exception as exc:  # an actor's failure of any kind is a restart
                 now = time.monotonic()
-                failures.append(now)
-                while failures and failures[0] < now - self.period:
-                    failures.popleft()
-                if len(failures) > self.intensity:
-                    raise GaveUp(f"actor {child.name} failed {len(failures)} times within "
-                                 f"{self.period:g}s, giving up: {describe(exc)}") from exc
                 if now - began > self.period:
                     delay = self.backoff
                 self.restarts[child.name] = self.restarts.get(child.name, 0) + 1
                 self.states[child.name] = "restarting"
                 if self.on_restart is not None:
                     self.on_restart(child.name)
-                log.warning("actor %s failed (%s); restarting in %.1fs", child.name, describe(exc), delay)
+                if self.passing(exc):
+                    if not outage:
+                        outage = [now, now, 1]
+                        log.warning("actor %s failed (%s); restarting every %gs at most until it runs again",
+                                    child.name, describe(exc), self.max_backoff)
+                    else:
+                        outage[2] += 1
+                        if now - outage[1] >= self.quiet:
+                            outage[1] = now
+                            log.warning("actor %s still failing after %.0fs and %d tries (%s)", child.name,
+                                        now - outage[0], outage[2], describe(exc))
+                else:
+                    failures.append(now)
+                    while failures and failures[0] < now - self.period:
+                        failures.popleft()
+                    if len(failures) > self.intensity:
+                        raise GaveUp(f"actor {child.name} failed {len(failures)} times within "
+                                     f"{self.period:g}s, giving up: {describe(exc)}") from exc
+                    log.warning("actor %s failed (%s); restarting in %.1fs", child.name, describe(exc), delay)
                 await anyio.sleep(delay)
                 delay = min(delay * 2, self.max_backoff)

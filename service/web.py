@@ -55,6 +55,7 @@ METRICS_FRESH_SECONDS = 5.0  # the database figures of /metrics are read at most
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 DB_SECONDS = 10.0  # the most a request waits for the database (pool and statements)
 READY_FRESH_SECONDS = 1.0  # a database answer this recent needs no new ping
+DOWN_LOG_SECONDS = 30.0  # "database unreachable" at most this often
 DB_DOWN = (*db.UNAVAILABLE, asyncpg.InterfaceError, asyncpg.OperatorInterventionError, ConnectionError)
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
@@ -86,6 +87,7 @@ class Web:
         self.metrics_lock = anyio.Lock()
         self.metrics_read_at = -METRICS_FRESH_SECONDS
         self.db_answered_at = -READY_FRESH_SECONDS
+        self.down_logged_at = -DOWN_LOG_SECONDS
         routes = [
             Route("/unsubscribe", self.unsubscribe, methods=["GET", "POST"]),
             Route("/healthz", self.healthz, methods=["GET"]),
@@ -101,8 +103,11 @@ class Web:
         self.app: ASGIApp = NoTraceback(self.body_budget)
 
     async def database_down(self, exc: BaseException, pool: asyncpg.Pool | None = None) -> None:
-        """A connection-level failure: the idle connections are stale too; renew them all."""
-        log.warning("database unreachable: %s", _first_line(exc))
+        """A connection-level failure: the idle connections are stale too; renew them all. Logged once
+        every DOWN_LOG_SECONDS while it lasts, not at every request (a probe asks every few seconds)."""
+        if time.monotonic() - self.down_logged_at >= DOWN_LOG_SECONDS:
+            self.down_logged_at = time.monotonic()
+            log.warning("database unreachable: %s", _first_line(exc))
         self.db_answered_at = -READY_FRESH_SECONDS  # readiness asks again
         await (pool or self.pool).expire_connections()
 

