@@ -53,6 +53,7 @@ RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for 
   EINMAL_SES_CERTIFICATE_FILE, EINMAL_SES_TOPIC_ARN   POST /inbound/ses: SNS's signing certificate, the topics
   EINMAL_POSTMARK_WEBHOOK_SECRET           POST /inbound/postmark: user:password of its basic auth
   EINMAL_MAILGUN_WEBHOOK_SIGNING_KEY       POST /inbound/mailgun: the webhook signing key
+  EINMAL_WEBHOOK_ACCOUNTS_FILE             TOML: each account's own SNS topics, Postmark and Mailgun secrets
   EINMAL_LOG_LEVEL                         DEBUG | INFO | WARNING | ERROR
   EINMAL_LOG_FORMAT                        text | json
   OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME"""
