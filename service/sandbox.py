@@ -253,7 +253,8 @@ class Sandbox(ImmutableSandboxedEnvironment):
             size = len(items)
         except OverflowError:
             size = MAX_STEPS + 1
-        _too_big("range()", size, MAX_STEPS, "items")
+        if size > MAX_STEPS:
+            raise BudgetError(f"more than {MAX_STEPS:,} loop items in one range()")
         return items
 
     def _guarded(self, name: str, function, constant: frozenset[str]):

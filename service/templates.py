@@ -165,8 +165,7 @@ def run(template, variables: Mapping | Context) -> str:
             out.append(piece)
     except RenderError:
         raise
-    except (TemplateError, ArithmeticError, LookupError, TypeError, ValueError, AttributeError,
-            RecursionError, MemoryError) as exc:
+    except Exception as exc:  # whatever the operator's template does with this data fails this recipient
         raise RenderError(str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__) from exc
     return "".join(out)
 

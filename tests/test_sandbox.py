@@ -21,7 +21,8 @@ from tests.test_render import campaign, make_settings
 STEPS = "more than 100,000 steps for one message"
 BIG = "{% set a = 'x' * 999999 %}"
 NESTED = ("{% for a in attributes.s | default('') %}{% for b in attributes.s | default('') %}"
-          "{% for c in attributes.s | default('') %}{{ c }}{% endfor %}{% endfor %}{% endfor %}\n")
+          "{% for c in attributes.s | default('') %}{% if c == '!' %}!{% endif %}"
+          "{% endfor %}{% endfor %}{% endfor %}\n")
 
 HOSTILE = [
     ("{% for a in [0]*999999 %}{% for b in [0]*999999 %}{% endfor %}{% endfor %}", STEPS),
