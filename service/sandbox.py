@@ -5,10 +5,12 @@ cost more than a bounded time and memory (docs/design.md §11). Each template of
 text body, HTML body) has MAX_STEPS steps, counted, not timed, so every node fails the same message
 the same way. A step is:
 
-- a loop item (``{% for %}``, a recursive ``loop()``), a call (a macro, ``caller()``, a method,
-  ``range``…), a filter, a test, an operator, a comparison, a slice, a ``~`` or an output;
-- and, for each of these but a loop item and a macro call, every item of a list, tuple or mapping
-  and every CHARS_PER_STEP characters of a string it is given or makes, nested ones included.
+- a loop item (``{% for %}``, a recursive ``loop()``), a call (a method, ``range``…; a macro or
+  ``caller()`` is MACRO_STEPS), a filter, a test, an operator, a comparison, a slice, a ``~`` or
+  an output;
+- and, for each of these but a loop item, every item of a list, tuple or mapping and every
+  CHARS_PER_STEP characters of a string it is given or makes (a macro: what it makes), nested
+  ones included. The lazy filters (``map``, ``select``…) count each item as it is taken.
 
 What can make far more than it is given is checked before it runs, against MAX_OUTPUT characters
 (or items) for one value and MAX_INT_BITS for a number: ``*``, ``**``, ``+``, ``~``, ``%`` formatting
