@@ -9,10 +9,11 @@ and filters that can blow a message up (``center``, ``indent``, ``format``, ``wo
 or differ between retries (``random``). A variable that is missing for one subscriber
 (StrictUndefined) fails that recipient alone, with the reason.
 
-Bounds for one message: at most ``MAX_RANGE`` loop items made with ``range`` in all,
-``MAX_OUTPUT`` characters of output per template, repetition (``'x' * n``) and powers
-within those bounds; the sandbox is immutable (no ``list.append``). A template is at most
-``MAX_TEMPLATE`` characters.
+Bounds for one message: each template runs on a budget of ``MAX_STEPS`` steps (loop items,
+calls, filters, operators, outputs, and the data they handle) with no value and no output over
+``MAX_OUTPUT`` characters (service/sandbox.py); past it the recipient fails with the reason, and
+a template that exceeds it for the sample subscriber is refused when checked. The sandbox is
+immutable (no ``list.append``). A template is at most ``MAX_TEMPLATE`` characters.
 
 Speed: a body is cut into lines. Lines without template syntax are static (the caller
 encodes them once); a line, or a run of lines inside one block, that holds only plain
@@ -25,25 +26,17 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 
-from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError, meta, nodes
+from jinja2 import TemplateError, TemplateSyntaxError, meta, nodes
 from jinja2.runtime import Context
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from jinja2.sandbox import SecurityError
 from markupsafe import escape
 
 from service.errors import UsageError
+from service.sandbox import MAX_OUTPUT, MAX_STEPS, Sandbox
 
 VARIABLES = ("name", "email", "unsubscribe_url", "attributes", "campaign")
 SIMPLE = frozenset(("name", "email", "unsubscribe_url"))  # the fields a str.format string can fill
 MAX_TEMPLATE = 500_000  # characters of one template
-MAX_OUTPUT = 1_000_000  # characters one template may produce for one message
-MAX_RANGE = 100_000  # loop items made with range() while rendering one message
-_FILTERS = frozenset((
-    "abs", "attr", "capitalize", "count", "d", "default", "dictsort", "e", "escape", "filesizeformat", "first",
-    "float", "forceescape", "groupby", "int", "items", "join", "last", "length", "list", "lower", "map", "max",
-    "min", "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr", "sort",
-    "string", "striptags", "sum", "title", "tojson", "trim", "truncate", "unique", "upper", "urlencode",
-    "urlize", "wordcount", "xmlattr",
-))
 _BLOCKS = frozenset(("if", "for", "filter", "with", "autoescape", "call"))  # tags closed by end<tag>
 _STATEFUL = frozenset(("set", "macro", "block", "extends", "include", "import", "from"))
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -54,36 +47,7 @@ class RenderError(ValueError):
     """One recipient's message cannot be rendered (a ValueError: the recipient fails, not the node)."""
 
 
-class _Sandbox(ImmutableSandboxedEnvironment):
-    intercepted_binops = frozenset(("*", "**"))
-
-    def __init__(self, html: bool):
-        super().__init__(autoescape=html, undefined=StrictUndefined, keep_trailing_newline=True,
-                         auto_reload=False, cache_size=0)
-        self.filters = {k: v for k, v in self.filters.items() if k in _FILTERS}
-        self.globals = {"range": self._range, "dict": dict, "cycler": self.globals["cycler"],
-                        "joiner": self.globals["joiner"]}
-        self.budget = MAX_RANGE
-
-    def _range(self, *args: int) -> range:
-        items = range(*args)
-        self.budget -= len(items)
-        if self.budget < 0:
-            raise SecurityError(f"more than {MAX_RANGE:,} loop items from range() in one message")
-        return items
-
-    def call_binop(self, context, operator: str, left, right):
-        if operator == "**" and isinstance(right, int) and (abs(right) > 64 or not isinstance(left, int | float)):
-            raise SecurityError("power too large")
-        if operator == "*":
-            size = (len(left) * right if isinstance(left, str | list | tuple) and isinstance(right, int)
-                    else len(right) * left if isinstance(right, str | list | tuple) and isinstance(left, int) else 0)
-            if size > MAX_OUTPUT:
-                raise SecurityError(f"repetition of more than {MAX_OUTPUT:,} items")
-        return super().call_binop(context, operator, left, right)
-
-
-TEXT, HTML = _Sandbox(html=False), _Sandbox(html=True)
+TEXT, HTML = Sandbox(html=False), Sandbox(html=True)
 
 
 # -- checking ---------------------------------------------------------------------------
@@ -99,7 +63,7 @@ def _first_line(tree: nodes.Node, node_type, test) -> int | None:
     return min(lines) if lines else None
 
 
-def parse(env: _Sandbox, text: str, where: str) -> nodes.Template:
+def parse(env: Sandbox, text: str, where: str) -> nodes.Template:
     """The template's tree; UsageError, one line with the template's line, when it is refused."""
     if len(text) > MAX_TEMPLATE:
         raise UsageError(f"{where}: longer than {MAX_TEMPLATE:,} characters")
@@ -131,7 +95,7 @@ def parse(env: _Sandbox, text: str, where: str) -> nodes.Template:
 _LOADING = {"extends": "extends", "include": "include", "import": "import", "from": "import"}
 
 
-def _loading_tag(env: _Sandbox, text: str) -> tuple[int, str] | None:
+def _loading_tag(env: Sandbox, text: str) -> tuple[int, str] | None:
     """(line, what) of the first tag that would load another template, found by the lexer alone."""
     tag_next = False
     try:
@@ -144,7 +108,7 @@ def _loading_tag(env: _Sandbox, text: str) -> tuple[int, str] | None:
     return None
 
 
-def _unknown_names(env: _Sandbox, tree: nodes.Template) -> tuple[str, int] | None:
+def _unknown_names(env: Sandbox, tree: nodes.Template) -> tuple[str, int] | None:
     names = meta.find_undeclared_variables(tree) - set(VARIABLES) - set(env.globals)
     if not names:
         return None
@@ -179,10 +143,11 @@ def check(text: str, where: str, html: bool = False) -> set[str]:
 # -- running ----------------------------------------------------------------------------
 
 
-def context(env: _Sandbox, variables: Mapping) -> Context:
+def context(env: Sandbox, variables: Mapping) -> Context:
     """One recipient's variables for every template of ``env`` in one message (a Jinja context
-    costs more to make than a short template costs to run); starts the message's loop budget."""
-    env.budget = MAX_RANGE
+    costs more to make than a short template costs to run); starts the template's budget for this
+    message (service/sandbox.py)."""
+    env.budget = MAX_STEPS
     return Context(env, {**env.globals, **variables}, None, {})
 
 
@@ -200,8 +165,7 @@ def run(template, variables: Mapping | Context) -> str:
             out.append(piece)
     except RenderError:
         raise
-    except (TemplateError, ArithmeticError, LookupError, TypeError, ValueError, AttributeError,
-            RecursionError, MemoryError) as exc:
+    except Exception as exc:  # whatever the operator's template does with this data fails this recipient
         raise RenderError(str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__) from exc
     return "".join(out)
 
@@ -241,7 +205,7 @@ def attributes(raw: str | Mapping | None) -> Mapping:
 # -- cutting a body into pieces ---------------------------------------------------------
 
 
-def _spans(env: _Sandbox, text: str) -> list[tuple[int, int]] | None:
+def _spans(env: Sandbox, text: str) -> list[tuple[int, int]] | None:
     """Line spans (0-based, inclusive) that hold template syntax, a block's lines as one span;
     None when the template carries state from line to line (then it is run as a whole)."""
     spans: list[tuple[int, int]] = []
@@ -298,14 +262,14 @@ def _simple_format(tree: nodes.Template) -> str | None:
     return "".join(parts)
 
 
-def piece(env: _Sandbox, text: str):
+def piece(env: Sandbox, text: str):
     """A piece of a body or subject: a str.format string (fast) or a compiled Jinja template."""
     tree = env.parse(text)
     simple = _simple_format(tree)
     return simple if simple is not None else env.from_string(tree)
 
 
-def compiled(env: _Sandbox, text: str) -> list:
+def compiled(env: Sandbox, text: str) -> list:
     """The body's pieces: static runs of lines as text, format strings, Jinja templates; runs of
     lines next to each other that both need Jinja are one template (one run per message)."""
     result: list = []
@@ -324,7 +288,7 @@ def compiled(env: _Sandbox, text: str) -> list:
     return result
 
 
-def pieces(env: _Sandbox, text: str) -> Iterator[tuple[bool, str]]:
+def pieces(env: Sandbox, text: str) -> Iterator[tuple[bool, str]]:
     """The body as (dynamic, text) runs of whole lines without their final line break; ``text``
     must have passed check()."""
     lines = _NEWLINE.split(text)

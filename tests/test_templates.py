@@ -96,13 +96,12 @@ def test_attributes_with_line_breaks_cannot_add_a_header():
     ("{{ [1, 2] | random }}", "line 1: no filter named 'random'"),
     ("{% for i in range(10**9) %}x{% endfor %}", "more than 100,000 loop items"),
     ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-     "more than 100,000 loop items"),
+     "more than 100,000 steps for one message"),
     ("{{ 'x' * 1000000000 }}", "repetition of more than"),
     ("{{ 2 ** 100000000 }}", "power too large"),
     ("{{ email.format.__self__ }}", "line 1: names starting with '_'"),
     ("{% set x = [] %}{{ x.append(1) }}", "unsafe"),
-    ("{% for i in range(20) %}{% for j in range(5000) %}{{ 'x' * 20 }}{% endfor %}{% endfor %}",
-     "longer than 1,000,000 characters"),
+    ("{% for i in range(200) %}{{ 'x' * 10000 }}{% endfor %}", "longer than 1,000,000 characters"),
     ("{{ name.__len__() }}", "line 1: names starting with '_'"),
 ])
 def test_sandbox_escapes_and_blow_ups_are_refused_when_checked(text, problem):
