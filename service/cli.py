@@ -101,13 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
         p = subscribers.add_parser(verb, help=text)
         p.add_argument("--account", required=True, help="whose subscribers")
         p.add_argument("--list", help="only the members of this list")
-        p.set_defaults(func=commands.lazy("subscribers_cmd", f"{verb}_command"))
+        p.set_defaults(func=commands.lazy("service.subscribers_cmd", f"{verb}_command"))
     for verb, text in (("show", "one subscriber: lists, attributes, suppression"),
                        ("delete", "erase a subscriber's data (GDPR); the address stays suppressed")):
         p = subscribers.add_parser(verb, help=text)
         p.add_argument("--account", required=True, help="the subscriber's account")
         p.add_argument("email", help="the subscriber's address")
-        p.set_defaults(func=commands.lazy("subscribers_cmd", f"{verb}_command"))
+        p.set_defaults(func=commands.lazy("service.subscribers_cmd", f"{verb}_command"))
 
     campaign = sub.add_parser("campaign", help="manage campaigns").add_subparsers(
         dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
@@ -163,11 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
         dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
     p = suppressions.add_parser("list", help="an account's suppressed addresses, reasons and times")
     p.add_argument("--account", required=True, help="whose suppressions")
-    p.set_defaults(func=commands.lazy("subscribers_cmd", "suppressions_list_command"))
+    p.set_defaults(func=commands.lazy("service.subscribers_cmd", "suppressions_list_command"))
     p = suppressions.add_parser("remove", help="mail these addresses again (running nodes: after a restart)")
     p.add_argument("--account", required=True, help="whose suppressions")
     p.add_argument("emails", nargs="+", metavar="EMAIL", help="the addresses")
-    p.set_defaults(func=commands.lazy("subscribers_cmd", "suppressions_remove_command"))
+    p.set_defaults(func=commands.lazy("service.subscribers_cmd", "suppressions_remove_command"))
 
     reconcile = sub.add_parser("reconcile", help="list or decide a campaign's in-doubt rows")
     reconcile.add_argument("id", type=int, help="the campaign's id")

@@ -8,7 +8,7 @@ from service import cli
 from service.settings import Settings
 from tests.conftest import ROOT, einmal
 
-SOURCES = [*ROOT.glob("service/*.py"), *ROOT.glob("actors/*.py")]
+SOURCES = [*ROOT.glob("service/**/*.py"), *ROOT.glob("actors/**/*.py")]
 
 
 def variables() -> set[str]:

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.anyio
 
 
 def python_sources() -> str:
-    return "\n".join(p.read_text() for folder in ("service", "actors") for p in (ROOT / folder).glob("*.py"))
+    return "\n".join(p.read_text() for folder in ("service", "actors") for p in (ROOT / folder).rglob("*.py"))
 
 
 def test_every_query_file_is_used() -> None:
