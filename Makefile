@@ -37,7 +37,7 @@ lint: $(STAMP) ## ruff
 	$(BIN)/ruff check $(wildcard service actors tests bench)
 
 chaos: $(STAMP) ## 50,000 recipients, 3 nodes, SIGKILLs, stalls, SMTP faults, opt-outs, a PostgreSQL restart: one verdict line (CHAOS_ARGS='--help')
-	$(BIN)/python -m tests.chaos $(CHAOS_ARGS)
+	$(BIN)/python -m tests.support.chaos $(CHAOS_ARGS)
 
 bench: ## measure throughput against the wire's limit (BENCH_ARGS='--quick', '--big', '--help')
 	@$(call available,bench/__main__.py bench.py,bench)

@@ -18,10 +18,11 @@ from anyio.abc import TaskStatus
 from opentelemetry import trace
 
 from actors.feed import Feed
-from service import campaigns as campaign_ops
-from service import db, render, telemetry
+from service import db, telemetry
+from service.cli import campaigns as campaign_ops
 from service.context import Batch, NodeContext, Row
 from service.errors import UsageError
+from service.mail import render
 
 log = logging.getLogger("einmal.claimer")
 

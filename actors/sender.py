@@ -32,11 +32,12 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.feed import Feed
 from actors.writer import Writer
-from service import db, domains, relays, render
+from service import db, domains, relays
 from service.context import Batch, NodeContext, Outcome, Row
+from service.mail import render
 from service.relays import Relays, RelayState
-from service.smtp import Outcome as Smtp
-from service.smtp import SmtpConnection, SmtpUnavailable
+from service.smtp.connection import Outcome as Smtp
+from service.smtp.connection import SmtpConnection, SmtpUnavailable
 
 log = logging.getLogger("einmal.sender")
 

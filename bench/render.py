@@ -9,7 +9,7 @@ import timeit
 from pydantic import SecretStr
 
 from bench.send import body
-from service.render import CampaignTemplate
+from service.mail.render import CampaignTemplate
 from service.settings import Settings
 
 # a body using what a simple merge field cannot: a conditional, an attribute with a default, a filter

@@ -17,7 +17,7 @@ import asyncpg
 from bench import database
 from bench.dbcost import Backends, cpu_seconds
 from bench.sink import Sink
-from service import campaigns
+from service.cli import campaigns
 
 ROOT = Path(__file__).resolve().parent.parent
 BODY_BYTES = 4096

@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
 from bench import send
 from bench.sink import Sink
-from service import dkim
+from service.mail import dkim
 
 KEYS = {"ed25519": lambda: ed25519.Ed25519PrivateKey.generate(),
         "rsa-2048": lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048)}

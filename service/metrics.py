@@ -4,7 +4,7 @@ Counted where einmal already counts: the claimer per claimed batch, the
 sender per group-commit statement, the recorder per closed batch (its
 outcome counts and SMTP reply classes), the supervisor per restart. The
 database-wide figures (in-doubt rows, the progress of sending campaigns) are
-read when /metrics is scraped, at most every few seconds (service/web.py).
+read when /metrics is scraped, at most every few seconds (service/web/app.py).
 Each process has a registry of its own, so several nodes in one process
 (tests) do not add up.
 """
@@ -79,7 +79,7 @@ class Metrics:
         gauge.set_function(age)
 
     def watch_bodies(self, held: Callable[[], int]) -> None:
-        """The bytes of request bodies the HTTP surface holds room for now (service/web.py's BodyBudget)."""
+        """The bytes of request bodies the HTTP surface holds room for now (service/web/app.py's BodyBudget)."""
         Gauge("einmal_http_body_bytes", "Bytes of HTTP request bodies room is held for now, by all requests",
               registry=self.registry).set_function(held)
 

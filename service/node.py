@@ -35,12 +35,14 @@ from anyio.abc import TaskStatus
 from actors import builder, claimer, http, inbound_smtp, listener, recorder, scheduler, sender
 from actors.feed import Feed
 from actors.writer import advance
-from service import db, dkim, logs, telemetry, web
+from service import db, logs, telemetry
 from service.context import Batch, NodeContext
 from service.errors import ConfigError
+from service.mail import dkim
 from service.metrics import Metrics
 from service.settings import Settings
 from service.supervisor import Child, Supervisor
+from service.web import app as web
 
 log = logging.getLogger("einmal.node")
 
@@ -125,7 +127,7 @@ class SendPipeline:
 
 
 def node_checks(ctx: NodeContext, supervisor: Supervisor) -> Callable[[], list[str]]:
-    """Why this node is not ready, the database aside (see service/web.py)."""
+    """Why this node is not ready, the database aside (see service/web/app.py)."""
     def checks() -> list[str]:
         reasons = []
         if ctx.stopping.is_set():

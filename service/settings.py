@@ -87,7 +87,7 @@ class Settings(BaseSettings):
     inbound_timeout_seconds: float = Field(60.0, gt=0)
     soft_bounce_limit: int = Field(3, ge=1)
     soft_bounce_days: float = Field(7.0, gt=0)
-    # provider webhooks (service/webhook_credentials.py): the global credentials serve a single account
+    # provider webhooks (service/inbound/webhook_credentials.py): the global credentials serve a single account
     ses_certificate_file: str | None = None  # PEM: SNS's signing certificate(s); unset: /inbound/ses answers 404
     ses_topic_arn: str | None = None  # comma-separated topics /inbound/ses accepts (one is needed, here or per account)
     postmark_webhook_secret: SecretStr | None = None  # user:password of /inbound/postmark's basic auth
@@ -164,7 +164,7 @@ class Settings(BaseSettings):
     def _mailto_address(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        from service.importer import address_problem  # importer imports this module
+        from service.subscribers.importer import address_problem  # importer imports this module
 
         value = value.strip()
         problem = address_problem(value)

@@ -15,7 +15,7 @@ import pytest
 
 from service import db, embedded
 from service.migrate import migrate
-from tests.smtp_servers import make_smtp_server, smtp_certificate, smtp_server  # noqa: F401  (fixtures)
+from tests.support.smtp_servers import make_smtp_server, smtp_certificate, smtp_server  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 

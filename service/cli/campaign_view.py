@@ -1,0 +1,82 @@
+"""`einmal campaign list|preview|test`: what an operator looks at before and while a campaign goes out.
+
+`preview` renders the exact message one subscriber would get (the Date header is the time of
+the preview); `test` sends that message, addressed to another mailbox, through the configured
+relay, outside the campaign's send rows: it changes nothing in the database.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import anyio
+
+from service import db
+from service.errors import UsageError
+from service.mail.render import CampaignTemplate
+from service.settings import Settings
+from service.smtp.connection import Outcome, SmtpConnection, SmtpUnavailable
+from service.subscribers.importer import address_problem, shown
+
+STATUSES = ("draft", "approved", "sending", "paused", "sent", "cancelled")
+
+
+async def list_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        rows = await conn.fetch(db.query("campaign_list"), args.status)
+    for r in rows:
+        reason = f" ({r['pause_reason']})" if r["status"] == "paused" and r["pause_reason"] else ""
+        print(f"{r['id']}\t{r['account']}\t{r['name']}\t{r['status']}{reason}\t"
+              f"{r['scheduled_for'].isoformat(timespec='seconds')}\t{r['recipients']} recipients")
+    if not rows:
+        print("no campaigns" + (f" with status {args.status}" if args.status else ""), file=sys.stderr)
+    return 0
+
+
+async def _message(conn, settings: Settings, campaign_id: int, subscriber: str | None,
+                   to: str | None = None) -> tuple[CampaignTemplate, bytes]:
+    """The campaign compiled and rendered for the subscriber (addressed to ``to`` when given)."""
+    campaign = await conn.fetchrow(db.query("campaign_for_render"), campaign_id)
+    if campaign is None:
+        raise UsageError(f"no campaign with id {campaign_id}")
+    template = CampaignTemplate.compile(dict(campaign), settings)
+    row = await conn.fetchrow(db.query("subscriber_for_preview"), campaign_id, subscriber)
+    if row is None:
+        raise UsageError(f"campaign {campaign_id}'s account has no subscriber {shown(subscriber)}" if subscriber
+                         else f"campaign {campaign_id} has no subscriber on its lists; name one with --subscriber")
+    try:
+        return template, template.render(row["id"], to or row["email"], row["name"], row["attributes"])
+    except ValueError as exc:
+        raise UsageError(f"campaign {campaign_id} cannot be rendered for {shown(row['email'])}: {exc}") from None
+
+
+async def preview_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        _, message = await _message(conn, settings, args.id, args.subscriber)
+    if args.out:
+        try:
+            await anyio.Path(args.out).write_bytes(message)
+        except OSError as exc:
+            raise UsageError(f"--out {args.out}: {exc.strerror or exc}") from None
+        print(f"wrote {len(message)} bytes to {Path(args.out)}")
+    else:
+        sys.stdout.write(message.decode("utf-8").replace("\r\n", "\n"))
+    return 0
+
+
+async def test_command(args: argparse.Namespace, settings: Settings) -> int:
+    if problem := address_problem(args.to):
+        raise UsageError(f"--to {shown(args.to)} is not a valid address: {problem}")
+    async with db.connection(db.url(settings)) as conn:
+        template, message = await _message(conn, settings, args.id, args.subscriber, to=args.to)
+    connection = SmtpConnection(settings)
+    try:
+        result = await connection.send(template.envelope_from, args.to, message)
+    except SmtpUnavailable as exc:
+        raise UsageError(f"test message not sent: {exc}") from None
+    finally:
+        await connection.close()
+    if result.outcome is not Outcome.SENT:
+        raise UsageError(f"test message not accepted: {result.reply}")
+    print(f"test message of campaign {args.id} sent to {args.to}: {result.reply}")
+    return 0

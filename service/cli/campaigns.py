@@ -1,0 +1,258 @@
+"""`einmal campaign create|approve|pause|resume|cancel|status` and `einmal reconcile`.
+
+Every campaign transition is one compare-and-set UPDATE followed, in the same
+transaction, by NOTIFY einmal_campaign (docs/design.md §2). When the CAS moves
+nothing, the campaign is read once more only to say why.
+"""
+
+import argparse
+import json
+import re
+from datetime import UTC, datetime
+from email.utils import parseaddr
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import asyncpg
+from email_validator import EmailNotValidError
+
+from service import db
+from service.cli import campaign_status
+from service.errors import UsageError
+from service.mail import headers
+from service.settings import Settings
+from service.subscribers.importer import MAX_LIST, check_account, normalized_address, shown, unsafe_text
+
+DEFAULT_LIST = "default"
+
+# verb -> (query, the word printed on success)
+TRANSITIONS = {
+    "approve": ("campaign_approve", "approved"),
+    "pause": ("campaign_pause", "paused"),
+    "resume": ("campaign_resume", "resumed"),
+    "cancel": ("campaign_cancel", "cancelled"),
+}
+
+
+# --- create -------------------------------------------------------------------------------------
+
+MAX_CAMPAIGN_NAME, MAX_SUBJECT, MAX_FROM = 200, 998, 500
+
+
+def one_line(value: str, option: str, limit: int = 998) -> str:
+    """``value`` stripped; UsageError unless it is 1 to ``limit`` printable characters of UTF-8."""
+    problem = unsafe_text(value)
+    if problem == "line break inside a field" or "\0" in value:
+        raise UsageError(f"{option} must not contain line breaks")
+    if problem:
+        raise UsageError(f"{option}: {problem.replace(' in a field', '')}: must be printable text")
+    if not value.strip():
+        raise UsageError(f"{option} must not be empty")
+    if len(value.strip()) > limit:
+        raise UsageError(f"{option} is longer than {limit} characters")
+    return value.strip()
+
+
+def body_text(value: str, option: str) -> str:
+    """A body: any text PostgreSQL can store (UTF-8, no NUL)."""
+    if "\0" in value:
+        raise UsageError(f"{option}: contains a NUL character")
+    if any("\ud800" <= c <= "\udfff" for c in value):
+        raise UsageError(f"{option}: not valid UTF-8")
+    return value
+
+
+_NAMED = re.compile(r"^(?P<name>[^<>]*)<(?P<addr>[^<>]*)>$")
+
+
+def from_address(value: str, option: str = "--from") -> str:
+    """A bare address or `Display Name <address>`; returned with the address normalised."""
+    value = one_line(value, option, MAX_FROM)
+    named = _NAMED.match(value)
+    name, addr = (named["name"].strip(), named["addr"].strip()) if named else ("", value)
+    try:  # the import's rules: syntax, not reachability (the relay decides); .test and the like pass
+        normalized = normalized_address(addr)
+    except EmailNotValidError as exc:
+        raise UsageError(f"{option} {shown(value)} is not a valid address: {exc}") from None
+    result = f"{name} <{normalized}>" if name else normalized
+    if parseaddr(result)[1] != normalized:  # the display name would be misread in a header
+        raise UsageError(f"{option} {shown(value)}: quote the display name, e.g. '\"{name}\" <{addr}>'")
+    return result
+
+
+def scheduled_for(value: str | None, now: datetime | None = None) -> datetime | None:
+    """--at as an aware datetime (None: when approved). An ISO-8601 time, with an offset, an IANA
+    zone after a space (`2026-12-01T09:00 Europe/Berlin`) or neither (UTC); `now`; never the past."""
+    if value is None or value.strip().lower() == "now":
+        return None
+    text, _, zone = value.strip().partition(" ")
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--at {shown(value)} is not an ISO-8601 time, e.g. 2030-01-31T09:00:00+01:00 "
+                         "or 2030-01-31T09:00 Europe/Berlin") from None
+    if zone.strip():
+        if at.tzinfo is not None:
+            raise UsageError(f"--at {shown(value)}: give an offset or a time zone, not both")
+        try:
+            at = at.replace(tzinfo=ZoneInfo(zone.strip()))
+        except (ZoneInfoNotFoundError, ValueError):
+            raise UsageError(f"--at {shown(value)}: unknown time zone {shown(zone.strip())}, "
+                             "e.g. Europe/Berlin") from None
+    try:
+        at = (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError:  # before year 1 or after 9999 in UTC
+        raise UsageError(f"--at {shown(value)} is out of range") from None
+    if at < (now or datetime.now(UTC)):
+        raise UsageError(f"--at {shown(value)} is in the past ({at.isoformat(timespec='seconds')}); "
+                         "--at now sends when approved")
+    return at
+
+
+def read_body(path: str, option: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{option} {path}: no such file") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{option} {path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: {exc.strerror}") from None
+
+
+def check_templates(subject: str, text: str, html: str | None) -> None:
+    from service.mail.render import check_template  # written alongside; imported when first needed
+
+    check_template(subject, "subject")
+    check_template(text, "text body")
+    if html is not None:
+        check_template(html, "html body", html=True)
+
+
+async def resolve(conn: asyncpg.Connection, account: str, lists: list[str]) -> tuple[int, list[int]]:
+    rows = await conn.fetch(db.query("campaign_create_resolve"), account, lists)
+    if not rows:
+        raise UsageError(f"no account named {shown(account)}")
+    found = {r["list_name"]: r["list_id"] for r in rows if r["list_id"] is not None}
+    missing = [name for name in lists if name not in found]
+    if missing:
+        raise UsageError(f"account {shown(account)} has no list named {', '.join(map(shown, missing))}")
+    return rows[0]["account_id"], [found[name] for name in lists]
+
+
+def list_names(given: list[str]) -> list[str]:
+    """The --list names, each given once; UsageError for one no import could have created."""
+    for name in given:
+        if not name.strip() or unsafe_text(name) or len(name) > MAX_LIST:
+            raise UsageError(f"--list {shown(name)}: 1 to {MAX_LIST} printable characters")
+    return list(dict.fromkeys(given or [DEFAULT_LIST]))
+
+
+async def create_command(args: argparse.Namespace, settings: Settings) -> int:
+    check_account(args.account)
+    name = one_line(args.name, "--name", MAX_CAMPAIGN_NAME)
+    subject = one_line(args.subject, "--subject", MAX_SUBJECT)
+    sender = from_address(args.from_address)
+    at = scheduled_for(args.at)
+    if args.text is not None:
+        text = body_text(args.text, "--text")
+    else:
+        text = body_text(read_body(args.text_file, "--text-file"), f"--text-file {args.text_file}")
+    if not text.strip():
+        raise UsageError("the text body must not be empty")
+    html = read_body(args.html_file, "--html-file") if args.html_file else None
+    if html is not None:
+        html = body_text(html, f"--html-file {args.html_file}")
+    check_templates(subject, text, html)
+    reply_to = from_address(args.reply_to, "--reply-to") if args.reply_to is not None else None
+    list_id = None
+    if args.list_id is not None:
+        phrase, identifier = headers.list_id(args.list_id)
+        list_id = f"{phrase} <{identifier}>" if phrase else identifier
+    extra = json.dumps(headers.customs(args.headers))
+    lists = list_names(args.lists)
+    async with db.connection(db.url(settings)) as conn:
+        account_id, list_ids = await resolve(conn, args.account, lists)
+        campaign_id = await conn.fetchval(db.query("campaign_create"), account_id, name, subject, sender,
+                                          text, html, list_ids, at, reply_to, list_id, extra)
+    print(campaign_id)
+    return 0
+
+
+# --- transitions --------------------------------------------------------------------------------
+
+async def current_status(conn: asyncpg.Connection, campaign_id: int) -> str:
+    row = await conn.fetchrow(db.query("campaign_get"), campaign_id)
+    if row is None:
+        raise UsageError(f"no campaign with id {campaign_id}")
+    return row["status"]
+
+
+async def transition(conn: asyncpg.Connection, verb: str, campaign_id: int, reason: str = "by operator") -> None:
+    """One CAS and its NOTIFY, in one transaction; UsageError saying why when refused.
+    A pause records ``reason``; `campaign status` shows it until the campaign is resumed."""
+    query, _ = TRANSITIONS[verb]
+    async with conn.transaction():
+        moved = await conn.fetchval(db.query(query), campaign_id, *([reason[:1000]] if verb == "pause" else []))
+        if moved is not None:
+            if verb == "cancel":
+                # a statement of its own, after the CAS took the campaign's lock, so that it
+                # sees the rows a recipient build committed meanwhile
+                await conn.execute(db.query("sends_cancel"), campaign_id)
+            await conn.execute(db.query("campaign_notify"), campaign_id)
+            return
+    status = await current_status(conn, campaign_id)
+    raise UsageError(f"cannot {verb} campaign {campaign_id}: it is {status}")
+
+
+async def transition_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        await transition(conn, args.verb, args.id)
+    print(f"campaign {args.id} {TRANSITIONS[args.verb][1]}")
+    return 0
+
+
+async def status_command(args: argparse.Namespace, settings: Settings) -> int:
+    return await campaign_status.command(args, settings)
+
+
+# --- reconcile ----------------------------------------------------------------------------------
+
+async def list_in_doubt(conn: asyncpg.Connection, campaign_id: int) -> None:
+    await current_status(conn, campaign_id)
+    rows = await conn.fetch(db.query("reconcile_list"), campaign_id)
+    for r in rows:
+        reply = (r["last_reply"] or "-").replace("\t", " ")
+        print(f"{r['email']}\t{r['job_id']}\tattempts={r['attempts']}\t{reply}\t{r['updated_at'].isoformat()}")
+    hint = "; decide with --resend or --mark-sent" if rows else ""
+    print(f"{len(rows)} in-doubt row{'' if len(rows) == 1 else 's'} in campaign {campaign_id}{hint}")
+
+
+async def decide(conn: asyncpg.Connection, campaign_id: int, resend: bool) -> tuple[int, bool]:
+    """Move the in-doubt rows; returns (rows moved, whether the campaign was reopened)."""
+    async with conn.transaction():
+        campaign = await conn.fetchrow(db.query("reconcile_lock_campaign"), campaign_id)
+        if campaign is None:
+            raise UsageError(f"no campaign with id {campaign_id}")
+        if not resend:
+            return await conn.fetchval(db.query("reconcile_mark_sent"), campaign_id), False
+        if campaign["status"] == "cancelled":
+            raise UsageError(f"cannot resend in-doubt rows of campaign {campaign_id}: it is cancelled")
+        moved = await conn.fetchval(db.query("reconcile_resend"), campaign_id)
+        reopened = moved > 0 and await conn.fetchval(db.query("reconcile_reopen"), campaign_id) is not None
+        if moved:
+            await conn.execute(db.query("campaign_notify"), campaign_id)
+        return moved, reopened
+
+
+async def reconcile_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        if not (args.resend or args.mark_sent):
+            await list_in_doubt(conn, args.id)
+            return 0
+        moved, reopened = await decide(conn, args.id, resend=args.resend)
+    rows = f"{moved} in-doubt row{'' if moved == 1 else 's'}"
+    print(f"{rows} of campaign {args.id} {'queued again' if args.resend else 'marked sent'}")
+    if reopened:
+        print(f"campaign {args.id} is sending again")
+    return 0

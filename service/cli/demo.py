@@ -1,0 +1,167 @@
+"""`einmal demo`: one campaign end to end on this machine, nothing configured.
+
+The embedded PostgreSQL (unless a database URL is set), a local capture SMTP
+server writing each message to a folder, a sample account whose list holds
+the same addresses in another case, members of two lists and suppressed
+addresses — and one node, in this process, sending the campaign, with its
+HTTP surface on (EINMAL_HTTP_ADDRESS, else a free loopback port). At the end
+it prints one captured message's unsubscribe link and follows it as a mail
+provider would (RFC 8058 one-click POST); `--keep-serving` keeps the node
+and its HTTP surface up until Ctrl-C, to open the link in a browser.
+"""
+
+import argparse
+import email.parser
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import anyio
+from pydantic import SecretStr
+
+from actors import http
+from service import db, node, telemetry
+from service.cli import campaign_status, campaigns
+from service.errors import UsageError
+from service.migrate import migrate
+from service.settings import Settings
+from service.smtp import capture
+from service.subscribers import importer, suppressions
+
+BODY = """Hello {{ name }},
+
+this is einmal's demo campaign, sent once to {{ email }}.
+
+Unsubscribe: {{ unsubscribe_url }}
+"""
+
+
+def sample_csv(path: Path, n: int) -> None:
+    """n subscribers on list 'newsletter'; every 10th again on 'product'; every 25th
+    once more in upper case (the same address, another row)."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("email,name,list\n")
+        for i in range(n):
+            f.write(f"reader{i}@example.com,Reader {i},newsletter\n")
+            if i % 10 == 0:
+                f.write(f"reader{i}@example.com,Reader {i},product\n")
+            if i % 25 == 0:
+                f.write(f"READER{i}@Example.com,Reader {i} (again),newsletter\n")
+
+
+def database(args: argparse.Namespace, settings: Settings) -> Settings:
+    """The settings the demo runs with: its own embedded database unless --database-url names one.
+    A URL only in the environment is refused: the demo writes sample data into the database."""
+    given = getattr(args, "database_url", None)
+    if given:
+        return settings.model_copy(update={"database_url": given})
+    if settings.database_url:
+        raise UsageError(f"the environment names a database ({db.describe(settings.database_url)}) and the demo "
+                         "writes sample data into it: pass --database-url to mean it, or unset "
+                         "EINMAL_DATABASE_URL and DATABASE_URL to use the embedded one")
+    return settings
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> int:
+    settings = database(args, settings)
+    node.setup_logging(settings)
+    out = Path.cwd() / (args.out or f"demo-out/{time.strftime('%Y%m%d-%H%M%S')}")
+    dsn = db.url(settings)
+    print(f"einmal demo: database {db.describe(dsn)}" + ("" if settings.database_url else " (embedded)"))
+    async with db.connection(dsn) as conn:
+        await migrate(conn)
+    account = "demo"
+    print(f"einmal demo: {args.subscribers} sample subscribers, messages captured in {out}")
+    with tempfile.TemporaryDirectory() as tmp:
+        csv_path = Path(tmp) / "subscribers.csv"
+        sample_csv(csv_path, args.subscribers)
+        await importer.command(argparse.Namespace(account=account, file=str(csv_path), create_account=True), settings)
+    async with db.connection(dsn) as conn:
+        account_id = await conn.fetchval(db.query("account_find"), account)
+        await suppressions.suppress(conn, account_id, [f"reader{i}@example.com" for i in range(7, 100, 31)],
+                                    "unsubscribe")
+    sock = http.bind(settings.http_address or "127.0.0.1:0")
+    async with capture.capture_server(out) as (host, port):
+        node_settings = settings.model_copy(update={
+            "database_url": dsn, "smtp_host": host, "smtp_port": port, "smtp_tls": "none",
+            "smtp_username": None, "tick_seconds": 1.0, "message_id_domain": "demo.einmal.invalid",
+            "unsubscribe_url": settings.unsubscribe_url or f"{http.url(sock)}/unsubscribe",
+            "unsubscribe_secret": settings.unsubscribe_secret or SecretStr("demo-secret")})
+        stop = anyio.Event()
+        telemetry.setup()  # OTEL_TRACES_EXPORTER=console shows the batch traces
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(node.serve, node_settings, stop, None, sock)
+                async with db.connection(dsn) as conn:
+                    campaign_id = await create(conn, account, node_settings)
+                    await campaigns.transition(conn, "approve", campaign_id)
+                    print(f"campaign {campaign_id} approved; sending")
+                    began = time.monotonic()
+                    snap = await campaign_status.follow(conn, campaign_id, sys.stdout, tty=sys.stdout.isatty(),
+                                                        interval=0.5)
+                    took = time.monotonic() - began
+                    clicked = await follow_one_link(conn, out, campaign_id, account_id)
+                if args.keep_serving:
+                    print(f"serving {http.url(sock)} (/unsubscribe, /healthz, /readyz, /metrics) until Ctrl-C")
+                    await anyio.sleep_forever()
+                stop.set()
+        finally:
+            sock.close()
+    telemetry.shutdown()
+    counts = snap.as_json()["counts"]
+    ids = [i for i in capture.message_ids(out) if i.startswith(f"<campaign.{campaign_id}.")]
+    dupes = len(ids) - len(set(ids))
+    print(f"campaign {campaign_id} {snap.status} in {took:.1f}s: sent {counts['sent']}, "
+          f"suppressed {counts['suppressed']}, failed {counts['failed']}, in doubt {counts['in_doubt']}; "
+          f"{len(ids)} of its messages captured, {dupes} duplicates")
+    print(f"the messages are in {out}")
+    return 0 if not dupes and counts["sent"] == len(ids) and clicked else 1
+
+
+def unsubscribe_link(out: Path, campaign_id: int) -> tuple[str, str, str] | None:
+    """(file name, recipient, List-Unsubscribe URL) of the campaign's first captured message."""
+    for path in sorted(out.glob(f"*{capture.SUFFIX}"), key=lambda p: int(p.stem) if p.stem.isdigit() else 0):
+        with open(path, "rb") as f:
+            headers = email.parser.BytesHeaderParser().parse(f)
+        if str(headers["Message-ID"]).startswith(f"<campaign.{campaign_id}.") and headers["List-Unsubscribe"]:
+            url = headers["List-Unsubscribe"].strip().removeprefix("<").removesuffix(">")
+            return path.name, headers["Delivered-To"], url
+    return None
+
+
+def one_click(url: str) -> int:
+    """POST List-Unsubscribe=One-Click as a mail provider does (RFC 8058); the status."""
+    request = urllib.request.Request(url, data=b"List-Unsubscribe=One-Click", method="POST",
+                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+async def follow_one_link(conn, out: Path, campaign_id: int, account_id: int) -> bool:
+    """Print the unsubscribe link of the campaign's first captured message and follow it; True if it worked."""
+    found = await anyio.to_thread.run_sync(unsubscribe_link, out, campaign_id)
+    if found is None:
+        print("no captured message to unsubscribe from")
+        return False
+    name, recipient, url = found
+    print(f"unsubscribe link of {name} (to {recipient}):\n  {url}")
+    if not url.startswith("http://127.0.0.1") and not url.startswith("http://["):
+        print("  (EINMAL_UNSUBSCRIBE_URL is set elsewhere: not followed)")
+        return True
+    status = await anyio.to_thread.run_sync(one_click, url)
+    suppressed = await conn.fetchval(db.query("suppression_exists"), account_id, recipient)
+    print(f"  one-click POST: HTTP {status}; {recipient} suppressed: {'yes' if suppressed else 'no'}")
+    return status == 200 and suppressed
+
+
+async def create(conn, account: str, settings: Settings) -> int:
+    account_id, list_ids = await campaigns.resolve(conn, account, ["newsletter", "product"])
+    campaigns.check_templates("einmal demo for {{ name }}", BODY, None)
+    return await conn.fetchval(db.query("campaign_create"), account_id, "demo", "einmal demo for {{ name }}",
+                               "news@example.com", BODY, None, list_ids, None, None, None, "[]")

@@ -1,0 +1,222 @@
+"""The command line: `einmal …`, also `python -m service`.
+
+Every command is a coroutine taking (args, settings) and returning an exit
+code. Errors are translated here, once: an EinmalError becomes one line on
+stderr and its exit code; nothing else prints a traceback to a person.
+"""
+
+import argparse
+import os
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+import anyio
+import asyncpg
+
+from service import settings as settings_module
+from service.errors import EinmalError, leaves
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not the usage block
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+# the environment variables `einmal run` reads, for its --help (all of them: README.md)
+RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for every variable):
+  EINMAL_DATABASE_URL (or DATABASE_URL)   PostgreSQL; unset: the embedded one
+  EINMAL_SMTP_HOST, EINMAL_SMTP_PORT       the relay every message goes to
+  EINMAL_SMTP_TLS, EINMAL_SMTP_TLS_CA_FILE none | starttls | tls, and the CAs to check it with
+  EINMAL_SMTP_USERNAME, EINMAL_SMTP_PASSWORD   SMTP AUTH
+  EINMAL_SMTP_URLS                         several relays with weights and failover (instead)
+  EINMAL_SMTP_CONNECTIONS, EINMAL_SMTP_TIMEOUT_SECONDS
+  EINMAL_RATE_LIMIT, EINMAL_QUOTA_HOUR, EINMAL_QUOTA_DAY   limits for all nodes together
+  EINMAL_QUOTA_HOUR_SECONDS, EINMAL_QUOTA_DAY_SECONDS      the quotas' windows (for tests)
+  EINMAL_DOMAIN_LIMITS                     per-domain rate and connections: gmail.com=20/s,5conn;…
+  EINMAL_DOMAIN_PAUSE_SECONDS, EINMAL_DOMAIN_PAUSE_MAX_SECONDS, EINMAL_DOMAIN_PROBES   421/4.7.x pauses
+  EINMAL_BATCH_SIZE, EINMAL_TICK_SECONDS, EINMAL_NODE_TIMEOUT_SECONDS, EINMAL_NODE_ID
+  EINMAL_IN_DOUBT                          hold | resend: rows a dead node left unanswered
+  EINMAL_MAX_ATTEMPTS, EINMAL_RETRY_BASE_SECONDS, EINMAL_RETRY_MAX_SECONDS
+  EINMAL_MESSAGE_ID_DOMAIN, EINMAL_UNSUBSCRIBE_URL, EINMAL_UNSUBSCRIBE_SECRET
+  EINMAL_UNSUBSCRIBE_MAILTO                mailto: form of List-Unsubscribe
+  EINMAL_DKIM_DOMAIN, EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE   DKIM signing
+  EINMAL_SHUTDOWN_GRACE_SECONDS, EINMAL_RESTART_INTENSITY, EINMAL_RESTART_PERIOD_SECONDS
+  EINMAL_DB_TIMEOUT_SECONDS                longest wait for one database statement
+  EINMAL_DB_WAIT_SECONDS                   longest wait at start for the database (unset: no end; 0: none)
+  EINMAL_HTTP_ADDRESS                      host:port of the HTTP surface (unsubscribe, health, metrics)
+  EINMAL_HTTP_HEADER_TIMEOUT_SECONDS, EINMAL_HTTP_BODY_TIMEOUT_SECONDS   a request's deadlines
+  EINMAL_HTTP_MAX_CONNECTIONS, EINMAL_HTTP_BODY_BUFFER_BYTES   HTTP connections, and body bytes held, at once
+  EINMAL_RETURN_PATH, EINMAL_RETURN_PATH_SECRET   VERP envelope senders bounces+<token>@domain, and their keys
+  EINMAL_INBOUND_SMTP_ADDRESS              host:port of the listener for bounces and complaints
+  EINMAL_INBOUND_PROTOCOL, EINMAL_INBOUND_MAX_BYTES, EINMAL_INBOUND_TIMEOUT_SECONDS
+  EINMAL_SOFT_BOUNCE_LIMIT, EINMAL_SOFT_BOUNCE_DAYS   soft bounces within the days that suppress
+  EINMAL_SES_CERTIFICATE_FILE, EINMAL_SES_TOPIC_ARN   POST /inbound/ses: SNS's signing certificate, the topics
+  EINMAL_POSTMARK_WEBHOOK_SECRET           POST /inbound/postmark: user:password of its basic auth
+  EINMAL_MAILGUN_WEBHOOK_SIGNING_KEY       POST /inbound/mailgun: the webhook signing key
+  EINMAL_WEBHOOK_ACCOUNTS_FILE             TOML: each account's own SNS topics, Postmark and Mailgun secrets
+  EINMAL_LOG_LEVEL                         DEBUG | INFO | WARNING | ERROR
+  EINMAL_LOG_FORMAT                        text | json
+  OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME"""
+
+
+def einmal_version() -> str:
+    try:
+        return version("einmal")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from service.cli import commands
+    from service.cli.campaign_view import STATUSES
+
+    parser = _Parser(prog="einmal", description="Send email campaigns from PostgreSQL, each recipient once.")
+    parser.add_argument("--version", action="version", version=f"einmal {einmal_version()}",
+                        help="print einmal's version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    sub.add_parser("migrate", help="apply pending migrations (idempotent)").set_defaults(func=commands.migrate)
+    sub.add_parser("run", help="run one node until SIGTERM", epilog=RUN_VARIABLES,
+                   formatter_class=argparse.RawDescriptionHelpFormatter).set_defaults(func=commands.run)
+    sub.add_parser("serve", help="serve only HTTP (EINMAL_HTTP_ADDRESS) until SIGTERM").set_defaults(
+        func=commands.serve)
+    demo = sub.add_parser("demo", help="embedded PostgreSQL + capture SMTP + sample data, end to end")
+    demo.add_argument("--subscribers", type=int, default=3000, help="how many sample subscribers (default 3000)")
+    demo.add_argument("--out", default=None, help="folder for captured messages")
+    demo.add_argument("--keep-serving", action="store_true",
+                      help="after the campaign, keep the node and its HTTP surface up until Ctrl-C")
+    demo.add_argument("--database-url", help="seed and use this database (default: the embedded one; a URL "
+                                             "only in the environment is refused)")
+    demo.set_defaults(func=commands.demo)
+
+    subscribers = sub.add_parser("subscribers", help="manage subscribers").add_subparsers(
+        dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
+    imp = subscribers.add_parser("import", help="import a CSV file (header row; email, name, list, attributes)")
+    imp.add_argument("--account", required=True, help="the account the subscribers belong to; it must exist")
+    imp.add_argument("--create-account", action="store_true", help="create the account when it does not exist")
+    imp.add_argument("file", help="UTF-8 CSV: a header row, then one subscriber a line (, ; or tab separated)")
+    imp.set_defaults(func=commands.subscribers_import)
+    for verb, text in (("list", "an account's subscribers: email, name, status, lists"),
+                       ("export", "an account's subscribers as CSV that import reads back")):
+        p = subscribers.add_parser(verb, help=text)
+        p.add_argument("--account", required=True, help="whose subscribers")
+        p.add_argument("--list", help="only the members of this list")
+        p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", f"{verb}_command"))
+    for verb, text in (("show", "one subscriber: lists, attributes, suppression"),
+                       ("delete", "erase a subscriber's data (GDPR); the address stays suppressed")):
+        p = subscribers.add_parser(verb, help=text)
+        p.add_argument("--account", required=True, help="the subscriber's account")
+        p.add_argument("email", help="the subscriber's address")
+        p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", f"{verb}_command"))
+
+    campaign = sub.add_parser("campaign", help="manage campaigns").add_subparsers(
+        dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
+    create = campaign.add_parser("create", help="create a draft; prints its id")
+    create.add_argument("--account", required=True, help="the account whose lists it goes to")
+    create.add_argument("--name", required=True, help="a name for operators (campaign.name in templates)")
+    create.add_argument("--subject", required=True, help="the subject line: a Jinja2 template")
+    create.add_argument("--from", dest="from_address", required=True,
+                        help="the sender, 'Name <address>' or an address")
+    body = create.add_mutually_exclusive_group(required=True)
+    body.add_argument("--text-file", help="the text body from a UTF-8 file: a Jinja2 template")
+    body.add_argument("--text", help="the text body itself: a Jinja2 template")
+    create.add_argument("--html-file", help="an HTML body from a UTF-8 file (autoescaped Jinja2 template)")
+    create.add_argument("--list", dest="lists", action="append", default=[],
+                        help="a list to send to; repeat for several (default: default)")
+    create.add_argument("--at", help="when to start: ISO-8601 with an offset or an IANA zone after a space "
+                                     "('2026-12-01T09:00 Europe/Berlin'; neither: UTC), or 'now' (the default)")
+    create.add_argument("--reply-to", help="Reply-To address")
+    create.add_argument("--list-id", help="List-Id: 'Name <id.example.org>' or 'id.example.org'")
+    create.add_argument("--header", dest="headers", action="append", default=[],
+                        help="an extra header 'X-Name: value' (repeatable)")
+    create.set_defaults(func=commands.campaign_create)
+    for verb in ("approve", "pause", "resume", "cancel"):
+        p = campaign.add_parser(verb, help=f"{verb} a campaign")
+        p.add_argument("id", type=int, help="the campaign's id")
+        p.set_defaults(func=commands.campaign_transition, verb=verb)
+    status = campaign.add_parser("status", help="counts per state, the pause reason, the top failure replies")
+    status.add_argument("id", type=int, help="the campaign's id")
+    status.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    status.add_argument("--follow", action="store_true", help="show a progress bar until the campaign ends")
+    status.set_defaults(func=commands.campaign_status)
+    listing = campaign.add_parser("list", help="campaigns, newest first")
+    listing.add_argument("--status", choices=STATUSES, help="only campaigns in this status")
+    listing.set_defaults(func=commands.campaign_list)
+    preview = campaign.add_parser("preview", help="the exact message one subscriber would get")
+    preview.add_argument("id", type=int, help="the campaign's id")
+    preview.add_argument("--subscriber", metavar="EMAIL", help="whose message (default: the first on its lists)")
+    preview.add_argument("--out", metavar="FILE.eml", help="write the message's bytes there instead of stdout")
+    preview.set_defaults(func=commands.campaign_preview)
+    test = campaign.add_parser("test", help="send one message through the relay, outside the campaign")
+    test.add_argument("id", type=int, help="the campaign's id")
+    test.add_argument("--to", required=True, metavar="ADDR", help="the mailbox that gets the test message")
+    test.add_argument("--subscriber", metavar="EMAIL", help="whose message (default: the first on its lists)")
+    test.set_defaults(func=commands.campaign_test)
+
+    suppress = sub.add_parser("suppress", help="suppress addresses for an account")
+    suppress.add_argument("--account", required=True, help="the account the addresses are suppressed for")
+    suppress.add_argument("--reason", default="manual", help="recorded with each suppression (default: manual)")
+    suppress.add_argument("emails", nargs="+", metavar="EMAIL", help="the addresses")
+    suppress.set_defaults(func=commands.suppress)
+
+    suppressions = sub.add_parser("suppressions", help="list or remove suppressions").add_subparsers(
+        dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
+    p = suppressions.add_parser("list", help="an account's suppressed addresses, reasons and times")
+    p.add_argument("--account", required=True, help="whose suppressions")
+    p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", "suppressions_list_command"))
+    p = suppressions.add_parser("remove", help="mail these addresses again (running nodes: after a restart)")
+    p.add_argument("--account", required=True, help="whose suppressions")
+    p.add_argument("emails", nargs="+", metavar="EMAIL", help="the addresses")
+    p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", "suppressions_remove_command"))
+
+    reconcile = sub.add_parser("reconcile", help="list or decide a campaign's in-doubt rows")
+    reconcile.add_argument("id", type=int, help="the campaign's id")
+    decide = reconcile.add_mutually_exclusive_group()
+    decide.add_argument("--resend", action="store_true", help="queue them again (same Message-ID)")
+    decide.add_argument("--mark-sent", action="store_true", help="record them as sent")
+    reconcile.set_defaults(func=commands.reconcile)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:  # `einmal` alone, or `einmal campaign`: what there is to do
+        parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "--help"])
+    try:
+        settings = settings_module.load()
+        code = run(args.func, args, settings)
+    except EinmalError as exc:
+        print(f"einmal: {exc}", file=sys.stderr)
+        code = exc.exit_code
+    except BrokenPipeError:  # the reader went away (`einmal … | head -1`): nothing more to say to anyone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's own flush must not fail too
+        code = 1
+    except asyncpg.UndefinedTableError:
+        print("einmal: the database has no einmal schema yet: run `einmal migrate`", file=sys.stderr)
+        code = 1
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, ConnectionError) as exc:
+        print(f"einmal: database error: {exc}".splitlines()[0], file=sys.stderr)
+        code = 1
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)
+
+
+def run(func, args: argparse.Namespace, settings) -> int:
+    """Run a command; an EinmalError inside a task group comes out on its own."""
+    try:
+        return anyio.run(func, args, settings, backend_options=_backend_options())
+    except BaseExceptionGroup as group:
+        errors = [e for e in leaves(group) if isinstance(e, EinmalError | KeyboardInterrupt)]
+        if errors:
+            raise errors[0] from None
+        raise
+
+
+def _backend_options() -> dict:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return {}
+    return {"use_uvloop": True}

@@ -1,0 +1,109 @@
+"""`einmal subscribers list|show|export|delete` and `einmal suppressions list|remove`.
+
+`export` writes CSV that `subscribers import` reads back: email, name, list (joined with
+`|`), then one column per attribute. `delete` is for erasure requests (GDPR art. 17): the
+subscriber leaves every list, its address, name and attributes are erased from its row and
+from its send rows (replaced by a placeholder, `erased-<id>@erased.invalid`), replies that
+may quote it are dropped, and a row still queued is settled as suppressed. The address's
+suppression is kept (one is added with reason `erased` when there was none), so a later
+import of the same address is never mailed. A subscriber whose message is being sent right
+now is refused: try again when it is done.
+
+`suppressions remove` deletes suppressions from the table; a running node that learnt of one
+keeps skipping the address until it restarts (the safe direction).
+"""
+
+import argparse
+import csv
+import json
+import sys
+
+from service import db
+from service.addresses import email_key
+from service.errors import UsageError
+from service.settings import Settings
+from service.subscribers.importer import check_account, shown
+from service.subscribers.suppressions import suppress
+
+ERASED_REASON = "erased"
+
+
+async def _account(conn, name: str) -> int:
+    account_id = await conn.fetchval(db.query("account_find"), check_account(name))
+    if account_id is None:
+        raise UsageError(f"no account named {shown(name)}")
+    return account_id
+
+
+async def list_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        await _account(conn, args.account)
+        rows = await conn.fetch(db.query("subscribers_list"), args.account, args.list)
+    for r in rows:
+        print(f"{r['email']}\t{r['name']}\t{r['status']}\t{r['lists']}")
+    print(f"{len(rows)} subscriber{'' if len(rows) == 1 else 's'}", file=sys.stderr)
+    return 0
+
+
+async def show_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        await _account(conn, args.account)
+        rows = await conn.fetch(db.query("subscriber_find"), args.account, args.email)
+    if not rows:
+        raise UsageError(f"account {shown(args.account)} has no subscriber {shown(args.email)}")
+    for r in rows:
+        print(f"email: {r['email']}\nname: {r['name']}\nstatus: {r['status']}\nlists: {r['lists'] or '-'}\n"
+              f"attributes: {r['attributes']}\nsuppressed: {r['suppressed'] or 'no'}\n"
+              f"created: {r['created_at'].isoformat(timespec='seconds')}")
+    return 0
+
+
+async def export_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        await _account(conn, args.account)
+        rows = await conn.fetch(db.query("subscribers_list"), args.account, args.list)
+    attributes = [json.loads(r["attributes"]) for r in rows]
+    columns = sorted({key for a in attributes for key in a})
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(["email", "name", "list", *columns])
+    for r, a in zip(rows, attributes, strict=True):
+        writer.writerow([r["email"], r["name"], r["lists"], *(a.get(key, "") for key in columns)])
+    return 0
+
+
+async def delete_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn, conn.transaction():
+        account_id = await _account(conn, args.account)
+        rows = await conn.fetch(db.query("subscriber_find"), args.account, args.email)
+        exact = [r for r in rows if r["email"] == args.email] or rows
+        if not exact:
+            raise UsageError(f"account {shown(args.account)} has no subscriber {shown(args.email)}")
+        subscriber = exact[0]
+        states = {r["status"] for r in await conn.fetch(db.query("subscriber_sends_lock"), subscriber["id"])}
+        if states & {"claimed", "sending"}:
+            raise UsageError(f"a message to {shown(subscriber['email'])} is being sent right now; try again "
+                             "when it is done")
+        await suppress(conn, account_id, [subscriber["email"]], ERASED_REASON)
+        placeholder = f"erased-{subscriber['id']}@erased.invalid"
+        await conn.execute(db.query("subscriber_sends_erase"), subscriber["id"], placeholder)
+        await conn.execute(db.query("subscriber_erase"), subscriber["id"], placeholder)
+    print(f"erased {subscriber['email']}; its address stays suppressed")
+    return 0
+
+
+async def suppressions_list_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        await _account(conn, args.account)
+        rows = await conn.fetch(db.query("suppressions_list"), args.account)
+    for r in rows:
+        print(f"{r['email_lower']}\t{r['reason']}\t{r['created_at'].isoformat(timespec='seconds')}")
+    return 0
+
+
+async def suppressions_remove_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        account_id = await _account(conn, args.account)
+        keys = {email_key(email) for email in args.emails}
+        removed = await conn.fetch(db.query("suppression_delete"), account_id, list(keys))
+    print(f"removed {len(removed)}, not suppressed {len(keys) - len(removed)}")
+    return 0

@@ -1,0 +1,1 @@
+"""What comes back: bounce and complaint reports, provider webhooks, and the events they become (docs/design.md §8)."""

@@ -1,0 +1,1 @@
+"""Making a message: templates, rendering, headers, DKIM, unsubscribe tokens and VERP."""

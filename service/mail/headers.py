@@ -1,0 +1,79 @@
+"""The per-campaign headers an operator chooses: checked once, at `campaign create`, and again
+when a campaign is compiled for sending (service/mail/render.py encodes them).
+
+    --reply-to ADDR           Reply-To (same rules as --from)
+    --list-id 'Name <id>'     List-Id (RFC 2919); the id a dot-atom of ASCII labels, e.g. news.acme.example
+    --header 'X-Name: value'  any header einmal does not write itself; repeatable
+
+Nothing here can add a header line: a value with a line break or another control character
+is refused, a name must be RFC 5322 field-name characters, and the names einmal writes or
+that belong to the transport (From, To, Received, DKIM-Signature, Content-*, List-*, …)
+cannot be given.
+"""
+
+import json
+import re
+
+from service.errors import UsageError
+
+MAX_HEADERS, MAX_VALUE = 20, 900
+_NAME = re.compile(r"[!-9;-~]{1,76}")  # RFC 5322 ftext: printable ASCII but ":"
+_LIST_ID = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)+")
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+RESERVED = frozenset({
+    "from", "to", "cc", "bcc", "subject", "date", "message-id", "mime-version", "reply-to", "sender",
+    "return-path", "received", "delivered-to", "dkim-signature", "arc-seal", "arc-message-signature",
+    "arc-authentication-results", "authentication-results", "feedback-id", "precedence", "in-reply-to",
+    "references"})
+_RESERVED_PREFIXES = ("content-", "list-", "resent-")
+
+
+def _text(value: str, what: str) -> str:
+    if _UNSAFE.search(value):
+        raise UsageError(f"{what}: must be one line of printable text (no line breaks or control characters)")
+    value = value.strip()
+    if not value:
+        raise UsageError(f"{what}: must not be empty")
+    if len(value) > MAX_VALUE:
+        raise UsageError(f"{what}: longer than {MAX_VALUE} characters")
+    return value
+
+
+def custom(spec: str) -> tuple[str, str]:
+    """``'X-Campaign: spring'`` -> ("X-Campaign", "spring"); UsageError saying why not."""
+    name, colon, value = spec.partition(":")
+    shown = repr(spec if len(spec) <= 60 else spec[:57] + "...")
+    if not colon or not _NAME.fullmatch(name.strip()) or name != name.strip():
+        raise UsageError(f"--header {shown}: expected 'Name: value', the name of letters, digits and '-'")
+    lower = name.lower()
+    if lower in RESERVED or lower.startswith(_RESERVED_PREFIXES):
+        raise UsageError(f"--header {shown}: {name} is written by einmal or the mail system, not by a campaign")
+    return name, _text(value, f"--header {name}")
+
+
+def customs(specs: list[str]) -> list[tuple[str, str]]:
+    pairs = [custom(spec) for spec in specs]
+    if len(pairs) > MAX_HEADERS:
+        raise UsageError(f"--header: at most {MAX_HEADERS}")
+    names = [name.lower() for name, _ in pairs]
+    if len(set(names)) < len(names):
+        raise UsageError("--header: each name once")
+    return pairs
+
+
+def list_id(value: str) -> tuple[str, str]:
+    """``'Name <news.acme.example>'`` or ``'news.acme.example'`` -> (phrase, id)."""
+    value = _text(value, "--list-id")
+    phrase, bracket, rest = value.rpartition("<")
+    identifier = rest.removesuffix(">").strip() if bracket else value
+    if (bracket and not rest.endswith(">")) or not _LIST_ID.fullmatch(identifier) or len(identifier) > 255:
+        raise UsageError(f"--list-id {value[:60]!r}: expected 'Name <id.example.org>' or 'id.example.org'")
+    if "<" in phrase or ">" in phrase:
+        raise UsageError(f"--list-id {value[:60]!r}: one <id> only")
+    return phrase.strip().strip('"').strip(), identifier
+
+
+def stored_headers(value) -> list[tuple[str, str]]:
+    """The campaigns.headers column (a JSON array of [name, value]) as checked pairs."""
+    pairs = json.loads(value) if isinstance(value, str) else (value or [])
+    return customs([f"{name}: {text}" for name, text in pairs])

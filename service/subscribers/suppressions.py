@@ -1,0 +1,71 @@
+"""Suppressions: the addresses an account must never mail again.
+
+`einmal suppress --account A EMAIL... [--reason R]` adds them; it is
+idempotent (`suppressed N, already suppressed M`, counted over the distinct
+mailboxes given). A suppression is stored under the address's mailbox key
+(service/addresses.py), the key `subscribers.email_lower` holds, so it
+stops every spelling of the mailbox: `bob@xn--bcher-kva.example`, as a
+bounce feed reports it, stops `Bob@bücher.example`. Every new row NOTIFYs
+`einmal_suppression` with `<account_id>:<email_lower>` (a trigger in the
+schema), which running nodes use to drop the address from work in flight.
+
+An unknown account is an error, not created: suppressing for an account
+that does not exist is most likely a typo. An invalid address or reason
+stops the command before anything is written.
+"""
+
+import argparse
+
+import asyncpg
+
+from service import db
+from service.addresses import email_key
+from service.errors import UsageError
+from service.settings import Settings
+from service.subscribers.importer import address_problem, check_account, shown, unsafe_text
+
+MAX_REASON = 200
+
+
+async def suppress(conn: asyncpg.Connection, account_id: int, emails: list[str], reason: str) -> int:
+    """Suppress `emails` for the account; return how many were not suppressed before.
+
+    Addresses are taken as given (no syntax check: a bounce may name anything);
+    spellings of one mailbox count once."""
+    added, _ = await _insert(conn, account_id, emails, reason)
+    return added
+
+
+async def _insert(conn: asyncpg.Connection, account_id: int, emails: list[str],
+                  reason: str) -> tuple[int, int]:
+    if not emails:
+        return 0, 0
+    keys = [email_key(email) for email in emails]
+    row = await conn.fetchrow(db.query("suppression_insert"), account_id, keys, reason)
+    return row["added"], row["given"]
+
+
+def _check(emails: list[str], reason: str) -> list[str]:
+    problem = unsafe_text(reason)
+    if not reason.strip() or problem or len(reason) > MAX_REASON:
+        raise UsageError(f"invalid reason {shown(reason)}: 1 to {MAX_REASON} printable characters")
+    checked = []
+    for given in emails:
+        email = given.strip(" ")
+        problem = unsafe_text(email) or ("empty address" if not email else None) or address_problem(email)
+        if problem:
+            raise UsageError(f"invalid address {shown(given)}: {problem}")
+        checked.append(email)
+    return checked
+
+
+async def suppress_command(args: argparse.Namespace, settings: Settings) -> int:
+    check_account(args.account)
+    emails = _check(args.emails, args.reason)
+    async with db.connection(db.url(settings)) as conn:
+        account_id = await conn.fetchval(db.query("account_find"), args.account)
+        if account_id is None:
+            raise UsageError(f"no account named {shown(args.account)}")
+        added, given = await _insert(conn, account_id, emails, args.reason)
+    print(f"suppressed {added}, already suppressed {given - added}")
+    return 0

@@ -1,0 +1,1 @@
+"""The command line, run as the operator runs it."""

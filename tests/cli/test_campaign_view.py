@@ -1,0 +1,241 @@
+"""`einmal campaign list|preview|test`, the pause reason and top failures in `status`, and --at."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from service.cli.campaigns import scheduled_for
+from service.errors import UsageError
+from tests.cli.test_campaign_commands import one_line_error, seed_account, seed_campaign
+from tests.conftest import ROOT, einmal
+from tests.support.pipeline import node_env, start_node, stop_node, wait_status
+
+pytestmark = pytest.mark.anyio
+
+UNSUBSCRIBE = {"EINMAL_UNSUBSCRIBE_URL": "https://news.example.org/u", "EINMAL_UNSUBSCRIBE_SECRET": "s3cret"}
+
+
+async def create(dsn: str, *extra: str) -> int:
+    result = einmal("campaign", "create", "--account", "acme", "--name", "spring", "--subject",
+                    "Hi {{ name }} in {{ attributes.city | default('town') }}", "--from", "News <news@example.org>",
+                    "--text", "Dear {{ name }},\n{% if attributes.plan == 'pro' %}pro{% else %}free{% endif %}\n"
+                    "{{ unsubscribe_url }}\n", *extra, dsn=dsn, env=UNSUBSCRIBE)
+    assert result.returncode == 0, result.stderr
+    return int(result.stdout)
+
+
+async def seed_subscribers(conn: asyncpg.Connection) -> None:
+    account = await seed_account(conn)
+    list_id = await conn.fetchval("SELECT id FROM einmal.lists WHERE name = 'default'")
+    for email, name, attributes in [("ann@example.org", "Ann", {"city": "Köln", "plan": "pro"}),
+                                    ("bob@example.org", "Bob", {"plan": "free"})]:
+        subscriber = await conn.fetchval("INSERT INTO einmal.subscribers (account_id, email, email_lower, name, "
+                                         "attributes) VALUES ($1, $2, $2, $3, $4) RETURNING id", account, email, name,
+                                         json.dumps(attributes))
+        await conn.execute("INSERT INTO einmal.list_members VALUES ($1, $2)", list_id, subscriber)
+
+
+# -- status: why paused, why failed ------------------------------------------------------
+
+
+async def test_an_operator_pause_is_shown_with_its_reason_and_cleared_by_resume(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    campaign = await seed_campaign(conn, "sending")
+    assert einmal("campaign", "pause", str(campaign), dsn=dsn).returncode == 0
+    status = einmal("campaign", "status", str(campaign), dsn=dsn)
+    assert status.stdout.splitlines()[0] == f"campaign {campaign} 'spring': paused (by operator)"
+    assert json.loads(einmal("campaign", "status", str(campaign), "--json", dsn=dsn).stdout)["pause_reason"] \
+        == "by operator"
+    assert einmal("campaign", "resume", str(campaign), dsn=dsn).returncode == 0
+    assert await conn.fetchval("SELECT pause_reason FROM einmal.campaigns WHERE id = $1", campaign) is None
+
+
+async def test_status_lists_the_most_frequent_failure_replies_with_their_counts(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    campaign = await seed_campaign(conn, "sending", sends=("failed",) * 5 + ("sent",))
+    replies = ["550 5.1.1 no such user"] * 3 + ["552 5.2.2 mailbox full"] * 2
+    await conn.execute("UPDATE einmal.sends SET last_reply = ($2::text[])[id - (SELECT min(id) FROM einmal.sends) + 1] "
+                       "WHERE campaign_id = $1 AND status = 'failed'", campaign, replies)
+    lines = einmal("campaign", "status", str(campaign), dsn=dsn).stdout.splitlines()
+    assert lines[lines.index("top failure replies:") + 1:] == [
+        "      3  550 5.1.1 no such user", "      2  552 5.2.2 mailbox full"]
+    failures = json.loads(einmal("campaign", "status", str(campaign), "--json", dsn=dsn).stdout)["failures"]
+    assert failures == [{"reply": "550 5.1.1 no such user", "count": 3}, {"reply": "552 5.2.2 mailbox full",
+                                                                          "count": 2}]
+
+
+# -- list -------------------------------------------------------------------------------
+
+
+async def test_campaign_list_shows_every_campaign_newest_first_or_those_of_one_status(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    draft = await seed_campaign(conn, "draft")
+    sending = await seed_campaign(conn, "sending", sends=("queued", "sent"))
+    everything = einmal("campaign", "list", dsn=dsn)
+    assert everything.returncode == 0, everything.stderr
+    assert [line.split("\t")[0] for line in everything.stdout.splitlines()] == [str(sending), str(draft)]
+    only = einmal("campaign", "list", "--status", "sending", dsn=dsn).stdout.splitlines()
+    assert len(only) == 1 and only[0].startswith(f"{sending}\tacme\tspring\tsending\t")
+    assert only[0].endswith("\t2 recipients")
+    bad = einmal("campaign", "list", "--status", "sendingg", dsn=dsn)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# -- preview and test ---------------------------------------------------------------------
+
+
+async def test_preview_prints_the_message_of_the_named_subscriber(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    await seed_subscribers(conn)
+    campaign = await create(dsn)
+    first = einmal("campaign", "preview", str(campaign), dsn=dsn, env=UNSUBSCRIBE)
+    assert first.returncode == 0, first.stderr
+    assert "Subject: Hi Ann in Köln" not in first.stdout  # non-ASCII goes as an encoded word
+    assert 'To: "Ann" <ann@example.org>' in first.stdout and "\npro\n" in first.stdout.replace("=\n", "")
+    bob = einmal("campaign", "preview", str(campaign), "--subscriber", "BOB@example.org",
+                 "--out", str(tmp_path / "bob.eml"), dsn=dsn, env=UNSUBSCRIBE)
+    assert bob.returncode == 0, bob.stderr
+    raw = (tmp_path / "bob.eml").read_bytes()
+    assert b"Subject: Hi Bob in town\r\n" in raw and b"\r\nfree\r\n" in raw
+    missing = einmal("campaign", "preview", str(campaign), "--subscriber", "nobody@example.org", dsn=dsn,
+                     env=UNSUBSCRIBE)
+    assert one_line_error(missing) == f"einmal: campaign {campaign}'s account has no subscriber 'nobody@example.org'"
+
+
+async def test_campaign_test_sends_the_preview_to_another_mailbox_and_touches_no_row(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path, smtp_server) -> None:
+    await seed_subscribers(conn)
+    campaign = await create(dsn, "--html-file", str(_html(tmp_path)))
+    env = UNSUBSCRIBE | {"EINMAL_SMTP_HOST": smtp_server.host, "EINMAL_SMTP_PORT": str(smtp_server.port)}
+    einmal("campaign", "preview", str(campaign), "--subscriber", "ann@example.org", "--out",
+           str(tmp_path / "ann.eml"), dsn=dsn, env=env)
+    result = einmal("campaign", "test", str(campaign), "--to", "qa@example.net", "--subscriber", "ann@example.org",
+                    dsn=dsn, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"test message of campaign {campaign} sent to qa@example.net: 250")
+    [received] = smtp_server.wait_for(1)
+    assert received.rcpt_tos == ("qa@example.net",) and received.mail_from == "news@example.org"
+
+    def comparable(raw: bytes) -> bytes:  # the time of rendering and the recipient aside, the same bytes
+        return re.sub(rb"(?m)^(Date|To): [^\r]*\r\n", b"", raw)
+
+    assert comparable(received.data) == comparable((tmp_path / "ann.eml").read_bytes())
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sends") == 0
+
+
+async def test_preview_is_byte_for_byte_what_the_campaign_delivers_to_that_subscriber(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path, smtp_server) -> None:
+    await seed_subscribers(conn)
+    campaign = await create(dsn, "--html-file", str(_html(tmp_path)))
+    env = UNSUBSCRIBE | {"EINMAL_SMTP_HOST": smtp_server.host, "EINMAL_SMTP_PORT": str(smtp_server.port)}
+    previews = {}
+    for email in ("ann@example.org", "bob@example.org"):
+        out = tmp_path / f"{email}.eml"
+        result = einmal("campaign", "preview", str(campaign), "--subscriber", email, "--out", str(out), dsn=dsn,
+                        env=env)
+        assert result.returncode == 0, result.stderr
+        previews[email] = out.read_bytes()
+    assert einmal("campaign", "approve", str(campaign), dsn=dsn).returncode == 0
+    node = start_node(node_env(dsn, smtp_server.port, **UNSUBSCRIBE), tmp_path / "node.log")
+    try:
+        received = {m.rcpt_tos[0]: m.data for m in smtp_server.wait_for(2, timeout=60)}
+        await wait_status(conn, campaign, "sent")
+    finally:
+        assert await stop_node(node) == 0
+
+    def dateless(raw: bytes) -> bytes:  # the time of rendering aside
+        return re.sub(rb"(?m)^Date: [^\r]*\r\n", b"", raw)
+
+    assert sorted(received) == sorted(previews)
+    for email, preview in previews.items():
+        assert dateless(received[email]) == dateless(preview)
+
+
+async def test_preview_shows_an_international_domain_as_its_a_label_in_to_and_from(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    from service.addresses import email_key
+
+    account = await seed_account(conn)
+    list_id = await conn.fetchval("SELECT id FROM einmal.lists WHERE name = 'default'")
+    for email in ("hans@bücher.example", "jörg@bücher.example"):
+        subscriber = await conn.fetchval("INSERT INTO einmal.subscribers (account_id, email, email_lower, name) "
+                                         "VALUES ($1, $2, $3, 'H') RETURNING id", account, email, email_key(email))
+        await conn.execute("INSERT INTO einmal.list_members VALUES ($1, $2)", list_id, subscriber)
+    result = einmal("campaign", "create", "--account", "acme", "--name", "idn", "--subject", "Hi", "--from",
+                    "News <news@bücher.example>", "--text", "Dear {{ name }}\n{{ unsubscribe_url }}\n", dsn=dsn,
+                    env=UNSUBSCRIBE)
+    assert result.returncode == 0, result.stderr
+    hans = einmal("campaign", "preview", result.stdout.strip(), "--subscriber", "hans@bücher.example", dsn=dsn,
+                  env=UNSUBSCRIBE)
+    assert hans.returncode == 0, hans.stderr
+    head = hans.stdout.split("\n\n", 1)[0]
+    assert head.isascii() and '\nTo: "H" <hans@xn--bcher-kva.example>\n' in head
+    assert 'From: "News" <news@xn--bcher-kva.example>\n' in head
+    jorg = einmal("campaign", "preview", result.stdout.strip(), "--subscriber", "jörg@bücher.example", dsn=dsn,
+                  env=UNSUBSCRIBE)
+    assert '\nTo: "H" <jörg@bücher.example>\n' in jorg.stdout
+
+
+def _html(tmp_path: Path) -> Path:
+    path = tmp_path / "body.html"
+    path.write_text("<p>{{ name }} &amp; {{ attributes.city | default('') }}</p>\n")
+    return path
+
+
+async def test_a_reader_that_goes_away_is_not_reported_as_a_database_error(conn: asyncpg.Connection,
+                                                                           dsn: str) -> None:
+    await seed_campaign(conn, "paused", sends=("sent", "failed"))
+    read, write = os.pipe()
+    os.close(read)  # like `einmal campaign status 1 | head -1` once head has its line
+    try:
+        result = subprocess.run([sys.executable, "-m", "service", "campaign", "list"], stdout=write,  # noqa: ASYNC221 -- nothing else runs
+                                stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=60,
+                                env={k: v for k, v in os.environ.items() if not k.startswith("EINMAL_")}
+                                | {"EINMAL_DATABASE_URL": dsn})
+    finally:
+        os.close(write)
+    assert result.returncode == 1 and result.stderr == ""
+
+
+# -- --at ----------------------------------------------------------------------------------
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("2026-12-01T09:00 Europe/Berlin", datetime(2026, 12, 1, 8, 0, tzinfo=UTC)),
+    ("2026-07-01T09:00 Europe/Berlin", datetime(2026, 7, 1, 7, 0, tzinfo=UTC)),
+    ("2026-12-01T09:00 America/New_York", datetime(2026, 12, 1, 14, 0, tzinfo=UTC)),
+    ("2026-12-01T09:00+01:00", datetime(2026, 12, 1, 8, 0, tzinfo=UTC)),
+    ("2026-12-01T09:00", datetime(2026, 12, 1, 9, 0, tzinfo=UTC)),
+    ("now", None), (" NOW ", None),
+])
+def test_at_takes_an_offset_an_iana_zone_or_now(value, expected) -> None:
+    assert scheduled_for(value, now=NOW) == expected
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("2026-05-31T09:00 Europe/Berlin", "is in the past"),
+    ("2020-01-01T00:00:00Z", "is in the past"),
+    ("2026-12-01T09:00 Mars/Olympus", "unknown time zone 'Mars/Olympus'"),
+    ("2026-12-01T09:00 ../../etc/passwd", "unknown time zone"),
+    ("2026-12-01T09:00+01:00 Europe/Berlin", "an offset or a time zone, not both"),
+])
+def test_at_refuses_the_past_unknown_zones_and_both_an_offset_and_a_zone(value, message) -> None:
+    with pytest.raises(UsageError, match=re.escape(message)):
+        scheduled_for(value, now=NOW)
+
+
+async def test_create_refuses_a_past_at_in_one_line(conn: asyncpg.Connection, dsn: str) -> None:
+    await seed_account(conn)
+    result = einmal("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S", "--from",
+                    "a@example.org", "--text", "Hi", "--at", "2001-01-01T00:00 Europe/Berlin", dsn=dsn)
+    assert one_line_error(result).startswith("einmal: --at '2001-01-01T00:00 Europe/Berlin' is in the past")
+    assert await conn.fetchval("SELECT count(*) FROM einmal.campaigns") == 0

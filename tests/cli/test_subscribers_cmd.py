@@ -1,0 +1,125 @@
+"""`einmal subscribers list|show|export|delete` and `einmal suppressions list|remove`."""
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from tests.cli.test_campaign_commands import one_line_error
+from tests.conftest import einmal
+
+pytestmark = pytest.mark.anyio
+
+CSV = "email,name,list,city,plan\nann@example.org,Ann,news|vip,Köln,pro\nbob@example.org,\"Bob, Jr.\",news,,free\n"
+
+
+def imported(dsn: str, tmp_path: Path, content: str = CSV, account: str = "acme") -> None:
+    path = tmp_path / f"{account}.csv"
+    path.write_text(content)
+    result = einmal("subscribers", "import", "--account", account, "--create-account", str(path), dsn=dsn)
+    assert result.returncode == 0, result.stderr
+
+
+async def test_list_and_show_give_lists_attributes_and_suppression(dsn: str, tmp_path: Path) -> None:
+    imported(dsn, tmp_path)
+    einmal("suppress", "--account", "acme", "BOB@example.org", "--reason", "complaint", dsn=dsn)
+    listing = einmal("subscribers", "list", "--account", "acme", dsn=dsn)
+    assert listing.stdout.splitlines() == ["ann@example.org\tAnn\tconfirmed\tnews|vip",
+                                           "bob@example.org\tBob, Jr.\tconfirmed\tnews"]
+    vip = einmal("subscribers", "list", "--account", "acme", "--list", "vip", dsn=dsn)
+    assert vip.stdout.splitlines() == ["ann@example.org\tAnn\tconfirmed\tnews|vip"]
+    bob = einmal("subscribers", "show", "--account", "acme", "Bob@Example.org", dsn=dsn).stdout
+    assert "email: bob@example.org\n" in bob and "suppressed: complaint\n" in bob
+    assert json.loads(bob.split("attributes: ")[1].splitlines()[0]) == {"city": "", "plan": "free"}
+    nobody = einmal("subscribers", "show", "--account", "acme", "eve@example.org", dsn=dsn)
+    assert one_line_error(nobody) == "einmal: account 'acme' has no subscriber 'eve@example.org'"
+    typo = einmal("subscribers", "list", "--account", "acmee", dsn=dsn)
+    assert one_line_error(typo) == "einmal: no account named 'acmee'"
+
+
+async def test_export_is_read_back_by_import_into_the_same_subscribers(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    imported(dsn, tmp_path)
+    exported = einmal("subscribers", "export", "--account", "acme", dsn=dsn)
+    assert exported.returncode == 0, exported.stderr
+    rows = list(csv.DictReader(io.StringIO(exported.stdout)))
+    assert rows == [
+        {"email": "ann@example.org", "name": "Ann", "list": "news|vip", "city": "Köln", "plan": "pro"},
+        {"email": "bob@example.org", "name": "Bob, Jr.", "list": "news", "city": "", "plan": "free"}]
+    imported(dsn, tmp_path, exported.stdout, account="copy")
+    query = ("SELECT s.email, s.name, s.attributes, array_agg(l.name ORDER BY l.name) AS lists "
+             "FROM einmal.subscribers s JOIN einmal.accounts a ON a.id = s.account_id "
+             "JOIN einmal.list_members m ON m.subscriber_id = s.id JOIN einmal.lists l ON l.id = m.list_id "
+             "WHERE a.name = $1 GROUP BY s.id ORDER BY s.email")
+    original = [tuple(r) for r in await conn.fetch(query, "acme")]
+    copy = [tuple(r) for r in await conn.fetch(query, "copy")]
+    assert original == copy and len(copy) == 2
+
+
+async def test_delete_erases_the_data_keeps_the_suppression_and_never_mails_the_address_again(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    imported(dsn, tmp_path)
+    ann = await conn.fetchval("SELECT id FROM einmal.subscribers WHERE email = 'ann@example.org'")
+    campaign = await conn.fetchval(
+        "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids, status) "
+        "SELECT account_id, 'c', 'S', 'n@example.org', 'Hi', '{}', 'sending' FROM einmal.subscribers "
+        "WHERE id = $1 RETURNING id", ann)
+    await conn.execute("INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id,"
+                       " last_reply, status) SELECT $1, account_id, id, email, email_lower, "
+                       "'campaign:' || $1::bigint || ':' || id, '550 <ann@example.org> unknown', 'queued' "
+                       "FROM einmal.subscribers WHERE id = $2", campaign, ann)
+    result = einmal("subscribers", "delete", "--account", "acme", "ann@example.org", dsn=dsn)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "erased ann@example.org; its address stays suppressed\n"
+    dump = ""
+    for table in ("subscribers", "sends", "list_members"):
+        dump += " ".join(str(tuple(r)) for r in await conn.fetch(f"SELECT * FROM einmal.{table}"))
+    assert "ann@" not in dump and "Ann" not in dump and "Köln" not in dump
+    assert await conn.fetchval("SELECT status FROM einmal.sends WHERE subscriber_id = $1", ann) == "suppressed"
+    assert await conn.fetchval("SELECT reason FROM einmal.suppressions WHERE email_lower = 'ann@example.org'") \
+        == "erased"
+    imported(dsn, tmp_path, "email\nann@example.org\n")  # imported again: still suppressed
+    assert "suppressed: erased" in einmal("subscribers", "show", "--account", "acme", "ann@example.org",
+                                          dsn=dsn).stdout
+
+
+async def test_delete_refuses_while_a_message_to_the_subscriber_is_being_sent(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    imported(dsn, tmp_path)
+    campaign = await conn.fetchval(
+        "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids, status) "
+        "SELECT id, 'c', 'S', 'n@example.org', 'Hi', '{}', 'sending' FROM einmal.accounts RETURNING id")
+    await conn.execute("INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id,"
+                       " status, claimed_by) SELECT $1, account_id, id, email, email_lower, "
+                       "'campaign:' || $1::bigint || ':' || id, 'sending', 'node-a' FROM einmal.subscribers "
+                       "WHERE email = 'bob@example.org'", campaign)
+    result = einmal("subscribers", "delete", "--account", "acme", "bob@example.org", dsn=dsn)
+    assert one_line_error(result).startswith("einmal: a message to 'bob@example.org' is being sent right now")
+    assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers WHERE email = 'bob@example.org'") == 1
+    assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions") == 0
+
+
+async def test_suppressions_list_and_remove(dsn: str, tmp_path: Path) -> None:
+    imported(dsn, tmp_path)
+    einmal("suppress", "--account", "acme", "Ann@example.org", "bob@example.org", "--reason", "bounce", dsn=dsn)
+    listing = einmal("suppressions", "list", "--account", "acme", dsn=dsn).stdout.splitlines()
+    assert [line.split("\t")[:2] for line in listing] == [["ann@example.org", "bounce"], ["bob@example.org", "bounce"]]
+    removed = einmal("suppressions", "remove", "--account", "acme", "ANN@example.org", "eve@example.org", dsn=dsn)
+    assert removed.stdout == "removed 1, not suppressed 1\n"
+    assert [line.split("\t")[0] for line in einmal("suppressions", "list", "--account", "acme",
+                                                   dsn=dsn).stdout.splitlines()] == ["bob@example.org"]
+
+
+async def test_suppressions_remove_finds_every_spelling_of_the_mailbox(dsn: str, tmp_path: Path) -> None:
+    """`remove` compares mailbox keys as `suppress` stores them (service/addresses.py), not
+    PostgreSQL's lower(): ß folds to ss, an A-label domain is its Unicode form."""
+    imported(dsn, tmp_path)
+    given = ["Straße@example.org", "anna@bücher.example", "ΟΔΟΣ@example.org"]
+    einmal("suppress", "--account", "acme", *given, dsn=dsn)
+    removed = einmal("suppressions", "remove", "--account", "acme", "STRASSE@Example.org",
+                     "Anna@xn--bcher-kva.example", "οδοσ@example.org", "straße@example.org", dsn=dsn)
+    assert removed.stdout == "removed 3, not suppressed 0\n", removed.stderr
+    assert einmal("suppressions", "list", "--account", "acme", dsn=dsn).stdout == ""

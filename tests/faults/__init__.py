@@ -1,0 +1,1 @@
+"""Faults of PostgreSQL, SMTP and node processes, and the chaos run."""

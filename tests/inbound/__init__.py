@@ -1,0 +1,1 @@
+"""Bounces, complaints and provider events coming back, and garbage that must not get in."""

@@ -1,0 +1,1 @@
+"""Making a message: rendering, templates, headers, DKIM, VERP."""

@@ -1,0 +1,1 @@
+"""The exactly-once pipeline end to end: build, claim, send, record; policy and budget."""

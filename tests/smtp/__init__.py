@@ -1,0 +1,1 @@
+"""The SMTP client against real SMTP servers, several relays, the capture server."""

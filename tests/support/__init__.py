@@ -1,0 +1,1 @@
+"""What the tests share: servers (SMTP, HTTP, a PostgreSQL cluster), node processes, reports."""

@@ -1,0 +1,1 @@
+"""The HTTP surface over real HTTP: unsubscribe, webhooks, a real browser."""
