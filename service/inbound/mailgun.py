@@ -1,4 +1,5 @@
-"""Mailgun webhooks (the JSON ones: `signature` and `event-data`) at POST /inbound/mailgun (service/inbound/webhooks.py).
+"""Mailgun webhooks (the JSON ones: `signature` and `event-data`) at POST /inbound/mailgun
+(service/inbound/webhooks.py).
 
 Mailgun signs each request: `signature.signature` is the hex HMAC-SHA256, keyed with the
 webhook signing key, of `timestamp` followed by `token` — and of nothing else: the event beside
