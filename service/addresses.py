@@ -40,12 +40,18 @@ To and From headers carry: that same ASCII form whenever the local part is
 ASCII, so the message needs no SMTPUTF8 (RFC 5322 headers are ASCII), and the
 address as written only when the local part is not (RFC 6532: such a message
 needs SMTPUTF8 anyway).
+
+Whether a text is an address at all: `address_problem(a)` says why it is not
+(RFC 5322 syntax, as email_validator reads it; no DNS), `normalized_address(a)`
+is the address as email_validator normalises it. The importer, `einmal
+suppress`, the campaign commands and the settings all ask these two.
 """
 
 import functools
 import unicodedata
 
 import idna
+from email_validator import SPECIAL_USE_DOMAIN_NAMES, EmailNotValidError, validate_email
 
 _ACE_PREFIX = "xn--"
 
@@ -104,3 +110,33 @@ def header_address(address: str) -> str:
         return ascii_address(address)
     except ValueError:
         return address
+
+
+# email_validator refuses special-use domains even with deliverability checks off;
+# `.test` it allows in its test environment. The others are syntactically fine names,
+# so an address ending in one is checked with that last label read as `test`.
+_SPECIAL = frozenset(SPECIAL_USE_DOMAIN_NAMES) - {"test"}
+
+
+def normalized_address(address: str) -> str:
+    """`address` as email_validator normalises it (the domain lower-cased); EmailNotValidError
+    when it is not a syntactically valid email address.
+
+    Syntax only: no DNS; any domain syntax is allowed, dotless (`localhost`) and
+    special-use ones (`.test`, `.invalid`, `.local`, …) included."""
+    last = address.rpartition("@")[2].rpartition(".")[2]
+    special = last.lower() in _SPECIAL
+    if special:
+        address = address[: len(address) - len(last)] + "test"
+    normalized = validate_email(address, check_deliverability=False, test_environment=True,
+                                globally_deliverable=False).normalized
+    return normalized[: -len("test")] + last.lower() if special else normalized
+
+
+def address_problem(address: str) -> str | None:
+    """Why `address` is not a syntactically valid email address (normalized_address), or None."""
+    try:
+        normalized_address(address)
+    except EmailNotValidError as exc:
+        return str(exc)
+    return None

@@ -10,6 +10,7 @@ import idna
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.addresses import address_problem
 from service.domains import parse_limits
 from service.errors import ConfigError
 from service.relays import parse_urls
@@ -164,8 +165,6 @@ class Settings(BaseSettings):
     def _mailto_address(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        from service.subscribers.importer import address_problem  # importer imports this module
-
         value = value.strip()
         problem = address_problem(value)
         if problem is not None or not value.isascii() or any(c in value for c in "<>?&%, "):

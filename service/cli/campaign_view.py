@@ -12,11 +12,12 @@ from pathlib import Path
 import anyio
 
 from service import db
+from service.addresses import address_problem
 from service.errors import UsageError
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
 from service.smtp.connection import Outcome, SmtpConnection, SmtpUnavailable
-from service.subscribers.importer import address_problem, shown
+from service.subscribers.importer import shown
 
 STATUSES = ("draft", "approved", "sending", "paused", "sent", "cancelled")
 

@@ -17,11 +17,12 @@ import asyncpg
 from email_validator import EmailNotValidError
 
 from service import db
+from service.addresses import normalized_address
 from service.cli import campaign_status
 from service.errors import UsageError
 from service.mail import headers
 from service.settings import Settings
-from service.subscribers.importer import MAX_LIST, check_account, normalized_address, shown, unsafe_text
+from service.subscribers.importer import MAX_LIST, check_account, shown, unsafe_text
 
 DEFAULT_LIST = "default"
 

@@ -64,10 +64,9 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 import asyncpg
-from email_validator import SPECIAL_USE_DOMAIN_NAMES, EmailNotValidError, validate_email
 
 from service import db
-from service.addresses import email_key
+from service.addresses import address_problem, email_key
 from service.errors import UsageError, leaves
 from service.settings import Settings
 
@@ -86,36 +85,6 @@ RESERVED = frozenset(("attributes", "campaign", "unsubscribe_url", "id", "accoun
 # C0 and C1 controls (CR, LF and TAB included), DEL, the Unicode line and paragraph
 # separators, and the lone surrogates that stand for bytes that are not UTF-8.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\udc80-\udcff]")
-
-# email_validator refuses special-use domains even with deliverability checks off;
-# `.test` it allows in its test environment. The others are syntactically fine names,
-# so an address ending in one is checked with that last label read as `test`.
-_SPECIAL = frozenset(SPECIAL_USE_DOMAIN_NAMES) - {"test"}
-
-
-def normalized_address(address: str) -> str:
-    """`address` as email_validator normalises it (the domain lower-cased); EmailNotValidError
-    when it is not a syntactically valid email address.
-
-    Syntax only: no DNS; any domain syntax is allowed, dotless (`localhost`) and
-    special-use ones (`.test`, `.invalid`, `.local`, …) included."""
-    last = address.rpartition("@")[2].rpartition(".")[2]
-    special = last.lower() in _SPECIAL
-    if special:
-        address = address[: len(address) - len(last)] + "test"
-    normalized = validate_email(address, check_deliverability=False, test_environment=True,
-                                globally_deliverable=False).normalized
-    return normalized[: -len("test")] + last.lower() if special else normalized
-
-
-def address_problem(address: str) -> str | None:
-    """Why `address` is not a syntactically valid email address (normalized_address), or None."""
-    try:
-        normalized_address(address)
-    except EmailNotValidError as exc:
-        return str(exc)
-    return None
-
 
 def unsafe_text(value: str) -> str | None:
     """Why `value` may not be stored (a line break, a control character, bytes not UTF-8), or None."""

@@ -19,10 +19,10 @@ import argparse
 import asyncpg
 
 from service import db
-from service.addresses import email_key
+from service.addresses import address_problem, email_key
 from service.errors import UsageError
 from service.settings import Settings
-from service.subscribers.importer import address_problem, check_account, shown, unsafe_text
+from service.subscribers.importer import check_account, shown, unsafe_text
 
 MAX_REASON = 200
 
