@@ -19,10 +19,10 @@ from opentelemetry import trace
 
 from actors.feed import Feed
 from service import db, telemetry
-from service.cli import campaigns as campaign_ops
 from service.context import Batch, NodeContext, Row
 from service.errors import UsageError
 from service.mail import render
+from service.transitions import transition
 
 log = logging.getLogger("einmal.claimer")
 
@@ -46,7 +46,7 @@ class Templates:
                 self.compiled[campaign_id] = render.CampaignTemplate.compile(dict(campaign), self.ctx.settings)
             except UsageError as exc:
                 with suppress(UsageError):  # another node paused it first
-                    await campaign_ops.transition(self.conn, "pause", campaign_id, f"cannot render: {exc}")
+                    await transition(self.conn, "pause", campaign_id, f"cannot render: {exc}")
                 log.error("campaign %d paused: it cannot be rendered: %s", campaign_id, exc)
                 return None
         return self.compiled[campaign_id]

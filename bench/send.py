@@ -17,7 +17,7 @@ import asyncpg
 from bench import database
 from bench.dbcost import Backends, cpu_seconds
 from bench.sink import Sink
-from service.cli import campaigns
+from service import transitions
 
 ROOT = Path(__file__).resolve().parent.parent
 BODY_BYTES = 4096
@@ -150,7 +150,7 @@ async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, tick: 
             node_cpu = [cpu_seconds(p.pid) or 0.0 for p in procs]
             base = sink.arm()
             approved_wall, approved = time.time(), time.monotonic()
-            await campaigns.transition(monitor.conn, "approve", campaign_id)
+            await transitions.transition(monitor.conn, "approve", campaign_id)
             deadline = approved + timeout
             while True:
                 sent_at = await monitor.fetchval(

@@ -1,8 +1,6 @@
 """`einmal campaign create|approve|pause|resume|cancel|status` and `einmal reconcile`.
 
-Every campaign transition is one compare-and-set UPDATE followed, in the same
-transaction, by NOTIFY einmal_campaign (docs/design.md §2). When the CAS moves
-nothing, the campaign is read once more only to say why.
+The transitions themselves are service/transitions.py's.
 """
 
 import argparse
@@ -23,17 +21,9 @@ from service.errors import UsageError
 from service.mail import headers
 from service.settings import Settings
 from service.subscribers.importer import MAX_LIST, check_account, shown, unsafe_text
+from service.transitions import TRANSITIONS, current_status, transition
 
 DEFAULT_LIST = "default"
-
-# verb -> (query, the word printed on success)
-TRANSITIONS = {
-    "approve": ("campaign_approve", "approved"),
-    "pause": ("campaign_pause", "paused"),
-    "resume": ("campaign_resume", "resumed"),
-    "cancel": ("campaign_cancel", "cancelled"),
-}
-
 
 # --- create -------------------------------------------------------------------------------------
 
@@ -181,30 +171,6 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 # --- transitions --------------------------------------------------------------------------------
-
-async def current_status(conn: asyncpg.Connection, campaign_id: int) -> str:
-    row = await conn.fetchrow(db.query("campaign_get"), campaign_id)
-    if row is None:
-        raise UsageError(f"no campaign with id {campaign_id}")
-    return row["status"]
-
-
-async def transition(conn: asyncpg.Connection, verb: str, campaign_id: int, reason: str = "by operator") -> None:
-    """One CAS and its NOTIFY, in one transaction; UsageError saying why when refused.
-    A pause records ``reason``; `campaign status` shows it until the campaign is resumed."""
-    query, _ = TRANSITIONS[verb]
-    async with conn.transaction():
-        moved = await conn.fetchval(db.query(query), campaign_id, *([reason[:1000]] if verb == "pause" else []))
-        if moved is not None:
-            if verb == "cancel":
-                # a statement of its own, after the CAS took the campaign's lock, so that it
-                # sees the rows a recipient build committed meanwhile
-                await conn.execute(db.query("sends_cancel"), campaign_id)
-            await conn.execute(db.query("campaign_notify"), campaign_id)
-            return
-    status = await current_status(conn, campaign_id)
-    raise UsageError(f"cannot {verb} campaign {campaign_id}: it is {status}")
-
 
 async def transition_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:

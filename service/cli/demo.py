@@ -23,7 +23,7 @@ import anyio
 from pydantic import SecretStr
 
 from actors import http
-from service import db, node, telemetry
+from service import db, node, telemetry, transitions
 from service.cli import campaign_status, campaigns
 from service.errors import UsageError
 from service.migrate import migrate
@@ -97,7 +97,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
                 tg.start_soon(node.serve, node_settings, stop, None, sock)
                 async with db.connection(dsn) as conn:
                     campaign_id = await create(conn, account, node_settings)
-                    await campaigns.transition(conn, "approve", campaign_id)
+                    await transitions.transition(conn, "approve", campaign_id)
                     print(f"campaign {campaign_id} approved; sending")
                     began = time.monotonic()
                     snap = await campaign_status.follow(conn, campaign_id, sys.stdout, tty=sys.stdout.isatty(),

@@ -1,0 +1,45 @@
+"""A campaign's transitions: approve, pause, resume, cancel (docs/design.md §2).
+
+Every campaign transition is one compare-and-set UPDATE followed, in the same
+transaction, by NOTIFY einmal_campaign, so every node reacts at once. When the
+CAS moves nothing, the campaign is read once more only to say why. The command
+line, the demo and the claimer (a campaign that cannot render pauses) all
+transition through here.
+"""
+
+import asyncpg
+
+from service import db
+from service.errors import UsageError
+
+# verb -> (query, the word printed on success)
+TRANSITIONS = {
+    "approve": ("campaign_approve", "approved"),
+    "pause": ("campaign_pause", "paused"),
+    "resume": ("campaign_resume", "resumed"),
+    "cancel": ("campaign_cancel", "cancelled"),
+}
+
+
+async def current_status(conn: asyncpg.Connection, campaign_id: int) -> str:
+    row = await conn.fetchrow(db.query("campaign_get"), campaign_id)
+    if row is None:
+        raise UsageError(f"no campaign with id {campaign_id}")
+    return row["status"]
+
+
+async def transition(conn: asyncpg.Connection, verb: str, campaign_id: int, reason: str = "by operator") -> None:
+    """One CAS and its NOTIFY, in one transaction; UsageError saying why when refused.
+    A pause records ``reason``; `campaign status` shows it until the campaign is resumed."""
+    query, _ = TRANSITIONS[verb]
+    async with conn.transaction():
+        moved = await conn.fetchval(db.query(query), campaign_id, *([reason[:1000]] if verb == "pause" else []))
+        if moved is not None:
+            if verb == "cancel":
+                # a statement of its own, after the CAS took the campaign's lock, so that it
+                # sees the rows a recipient build committed meanwhile
+                await conn.execute(db.query("sends_cancel"), campaign_id)
+            await conn.execute(db.query("campaign_notify"), campaign_id)
+            return
+    status = await current_status(conn, campaign_id)
+    raise UsageError(f"cannot {verb} campaign {campaign_id}: it is {status}")
