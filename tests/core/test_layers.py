@@ -1,8 +1,9 @@
 """Imports run one way (docs/design.md §14): entry points → actors → subjects → core.
 
 Every import of service/ and actors/, at any depth of a module (a function's late import
-counts too), goes to the importer's own layer or one below; and no two subject packages
-import each other, directly or round a longer circle.
+counts too), goes to the importer's own layer or one below; the subject packages import
+each other without a circle; and no module of service/, actors/ or bench/ imports itself
+round a circle.
 """
 
 import ast
@@ -15,46 +16,55 @@ SUBJECTS = ("service.mail", "service.smtp", "service.inbound", "service.subscrib
 LAYERS = {"entry points": 3, "actors": 2, "subjects": 1, "core": 0}
 
 
+def under(module: str, prefixes: tuple[str, ...]) -> str | None:
+    return next((p for p in prefixes if module == p or module.startswith(p + ".")), None)
+
+
 def layer(module: str) -> str:
-    if module == "actors" or module.startswith("actors."):
+    if under(module, ("actors",)):
         return "actors"
-    for name, prefixes in (("entry points", ENTRY), ("subjects", SUBJECTS)):
-        if any(module == p or module.startswith(p + ".") for p in prefixes):
-            return name
-    return "core"
+    return "entry points" if under(module, ENTRY) else "subjects" if under(module, SUBJECTS) else "core"
 
 
-def imports() -> dict[str, set[str]]:
-    """Each module of service/ and actors/ and the einmal modules it imports."""
+def imports(*folders: str) -> dict[str, set[str]]:
+    """Each module of the folders and the modules of the folders it imports."""
+    paths = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+             for folder in folders for p in ROOT.glob(f"{folder}/**/*.py")}
     found = {}
-    for path in sorted([*ROOT.glob("service/**/*.py"), *ROOT.glob("actors/**/*.py")]):
-        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+    for module, path in paths.items():
         names = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module:
-                names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
-        found[module] = {n for n in names if n.split(".")[0] in ("service", "actors")}
+                names |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in paths else node.module
+                          for a in node.names}
+        found[module] = {n for n in names if n in paths and n != module}
     return found
+
+
+def circle(graph: dict[str, set[str]]) -> str | None:
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as exc:
+        return " → ".join(reversed(exc.args[1]))
+    return None
 
 
 def test_no_module_imports_from_a_layer_above_it() -> None:
     upward = sorted(f"{module} ({layer(module)}) imports {name} ({layer(name)})"
-                    for module, names in imports().items() for name in names
+                    for module, names in imports("service", "actors").items() for name in names
                     if LAYERS[layer(name)] > LAYERS[layer(module)])
     assert upward == [], "\n".join(upward)
 
 
 def test_the_subject_packages_import_each_other_without_a_circle() -> None:
-    def package(module: str) -> str | None:
-        return next((p for p in SUBJECTS if module == p or module.startswith(p + ".")), None)
-
     graph: dict[str, set[str]] = {p: set() for p in SUBJECTS}
-    for module, names in imports().items():
-        if (source := package(module)) is not None:
-            graph[source] |= {p for name in names if (p := package(name)) not in (None, source)}
-    try:
-        TopologicalSorter(graph).prepare()
-    except CycleError as exc:
-        raise AssertionError(f"subject packages in a circle: {' → '.join(exc.args[1])}") from None
+    for module, names in imports("service").items():
+        if (source := under(module, SUBJECTS)) is not None:
+            graph[source] |= {p for name in names if (p := under(name, SUBJECTS)) not in (None, source)}
+    assert (found := circle(graph)) is None, found
+
+
+def test_no_module_imports_itself_round_a_circle() -> None:
+    assert (found := circle(imports("service", "actors", "bench"))) is None, found
