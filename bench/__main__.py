@@ -4,7 +4,7 @@
 2. einmal end to end, one node (`einmal run`) at einmal's defaults (any EINMAL_ variable of the
    bench's environment is passed to the nodes), to the same smtp-sink, timed from the approval
    to the campaign's `sent`; its database cost: transactions, and PostgreSQL's CPU per message
-   against today's engine (bench/dbcost.py);
+   against today's engine (bench/cpu.py);
 3. the same with two nodes;
 4. one node again, unsigned and DKIM-signed with Ed25519 and RSA-2048, interleaved (bench/signing.py);
 5. the recipient build of 1,000,000 subscribers against one bare INSERT … SELECT DISTINCT ON;

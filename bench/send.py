@@ -15,7 +15,7 @@ import anyio
 import asyncpg
 
 from bench import database
-from bench.dbcost import Backends, cpu_seconds
+from bench.cpu import Backends, cpu_seconds
 from bench.sink import Sink
 from service import transitions
 
@@ -54,7 +54,7 @@ class Run:
     statements: int = 0
     statement_method: str = ""
     top_statements: list[tuple[int, str]] = field(default_factory=list)  # (calls, query), pg_stat_statements
-    pg_cpu: float | None = None  # CPU seconds of PostgreSQL's backends serving the nodes (bench/dbcost.py)
+    pg_cpu: float | None = None  # CPU seconds of PostgreSQL's backends serving the nodes (bench/cpu.py)
     node_cpu: float = 0.0  # CPU seconds of the node processes, approval -> sent
     rss: list[int] = field(default_factory=list)  # peak RSS (VmHWM) per node, bytes
     rss_samples: list[tuple[int, int]] = field(default_factory=list)  # (messages at sink, RSS) of node 0
