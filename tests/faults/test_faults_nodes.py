@@ -15,6 +15,7 @@ from tests.support.pipeline import (
     Received,
     approve,
     counts,
+    message_id,
     node_env,
     recording_server,
     seed,
@@ -27,10 +28,6 @@ from tests.support.smtp_servers import FaultServer
 pytestmark = pytest.mark.anyio
 
 CONNECTIONS = 4
-
-
-def message_id(campaign_id: int, subscriber_id: int) -> str:
-    return f"<campaign.{campaign_id}.{subscriber_id}@example.com>"
 
 
 async def test_a_node_frozen_past_its_timeout_sends_none_of_the_rows_taken_over(

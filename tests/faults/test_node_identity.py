@@ -18,6 +18,7 @@ from tests.support.pipeline import (
     Received,
     approve,
     counts,
+    message_id,
     node_env,
     node_settings,
     recording_server,
@@ -30,10 +31,6 @@ from tests.support.pipeline import (
 pytestmark = pytest.mark.anyio
 
 CONNECTIONS = 4
-
-
-def message_id(campaign_id: int, subscriber_id: int) -> str:
-    return f"<campaign.{campaign_id}.{subscriber_id}@example.com>"
 
 
 async def test_a_node_killed_and_restarted_with_its_fixed_id_returns_what_the_dead_process_held(

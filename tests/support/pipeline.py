@@ -93,6 +93,11 @@ async def stop_node(proc: subprocess.Popen, timeout: float = 20) -> int:
     return proc.returncode
 
 
+def message_id(campaign_id: int, subscriber_id: int) -> str:
+    """The Message-ID einmal gives a send row (docs/design.md §1, P4), as the test nodes' domain writes it."""
+    return f"<campaign.{campaign_id}.{subscriber_id}@example.com>"
+
+
 def message_ids(folder: Path) -> list[str]:
     return _message_ids(folder)
 
