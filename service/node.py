@@ -34,7 +34,7 @@ from anyio.abc import TaskStatus
 
 from actors import builder, claimer, http, inbound_smtp, listener, recorder, scheduler, sender
 from actors.feed import Feed
-from actors.writer import advance
+from actors.writer import record
 from service import db, logs, telemetry
 from service.context import Batch, NodeContext
 from service.errors import ConfigError
@@ -73,7 +73,7 @@ async def record_unrecorded(ctx: NodeContext, conn: asyncpg.Connection) -> None:
     under its own token, before what is left of its rows is returned as a dead node's."""
     while ctx.unrecorded:
         token, outcomes = ctx.unrecorded[0]
-        await advance(conn, ctx.settings, outcomes, token, [])  # no next row
+        await record(conn, ctx, outcomes, token)  # no next row
         ctx.unrecorded.pop(0)
 
 
