@@ -37,10 +37,13 @@ WITH r AS (
                                       found_status, found_claimed_by)
     SELECT u.id, s.campaign_id, s.subscriber_id, $7, u.status, substring(u.reply FROM '^[2-5][0-9][0-9]'),
            s.status, s.claimed_by
-    FROM (SELECT * FROM r WHERE NOT EXISTS (SELECT 1 FROM moved m WHERE m.id = r.id)) u
-    LEFT JOIN einmal.sends s ON s.id = u.id
-    -- written again after its statement committed unanswered: already there
-    WHERE s.id IS NULL OR NOT (s.claimed_by = $7 AND s.status = u.status)
+    FROM r u
+    -- a lookup for each outcome that matched nothing, and none while all did (LIMIT keeps it a nested loop,
+    -- whatever the statistics the generic plan was made with)
+    LEFT JOIN LATERAL (SELECT * FROM einmal.sends s WHERE s.id = u.id LIMIT 1) s ON true
+    WHERE NOT EXISTS (SELECT 1 FROM moved m WHERE m.id = u.id)
+      -- written again after its statement committed unanswered: already there
+      AND (s.id IS NULL OR NOT (s.claimed_by = $7 AND s.status = u.status))
     RETURNING send_id, campaign_id, subscriber_id, outcome, reply_code, found_status, found_claimed_by
 ), throttled AS (
     INSERT INTO einmal.domains AS d (domain, paused_until, failures, last_reply)
