@@ -67,9 +67,10 @@ async def check_replication(ctx: NodeContext, conn: asyncpg.Connection) -> None:
             (system, timeline), (new_system, new_timeline) = ctx.database_identity, identity
             changed = (f"timeline {timeline} -> {new_timeline}" if system == new_system
                        else f"system identifier {system} -> {new_system}")
-            log.warning("the database is another primary than before (%s): a failover or a restore; what the "
-                        "old one had not passed on is lost, and the answers to those rows are recorded or "
-                        "logged as they come", changed)
+            log.warning("the database is another primary than before (%s): a failover or a restore; the "
+                        "transitions the old one had not passed on are lost, and an answer this node holds for "
+                        "such a row is recorded where the row is still its own, else kept in "
+                        "einmal.lost_outcomes", changed)
         ctx.database_identity = identity
     if problem != ctx.replication_problem:
         if problem:
