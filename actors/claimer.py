@@ -96,6 +96,9 @@ async def run(ctx: NodeContext, token: str, feed: Feed, *,
             await feed.room.wait()  # set by the sender when its rows run low
             if ctx.stopping.is_set() or feed.closed:
                 break
+            if ctx.refusing:  # EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION, unmet: nothing is claimed while it holds
+                await ctx.claim_nudge.wait(IDLE_SECONDS)
+                continue
             if time.monotonic() - listed_at >= LIST_SECONDS:  # the claim re-checks the status itself
                 campaigns, listed_at = await conn.fetch(db.query("campaign_sending")), time.monotonic()
             batch = None

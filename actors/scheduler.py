@@ -4,6 +4,13 @@ and returns the rows of dead nodes.
 Runs every EINMAL_TICK_SECONDS, and at once when a campaign notification
 arrives. Starting is a compare-and-set: of several nodes exactly one moves a
 campaign approved -> sending; every node then helps send it.
+
+Each tick, and so at start and on every new connection, it also asks the
+server what replication the promise can count on (docs/design.md §4):
+standbys but none synchronous is one warning line when it begins and a
+/readyz detail while it lasts (with EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION,
+not ready and nothing claimed); a new system identifier or timeline is one
+line naming the failover.
 """
 
 import logging
@@ -12,6 +19,7 @@ import time
 from contextlib import suppress
 
 import anyio
+import asyncpg
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
@@ -21,6 +29,57 @@ from service.context import NodeContext
 log = logging.getLogger("einmal.scheduler")
 
 MIN_NUDGED_GAP = 0.05  # seconds between ticks that a nudge brings forward
+WAITING_COMMITS = ("on", "remote_apply", "remote_write")  # synchronous_commit levels a sync standby holds
+# a server that will not say (a managed service's restrictions): the check cannot tell
+CANNOT_ASK = (asyncpg.InsufficientPrivilegeError, asyncpg.UndefinedFunctionError, asyncpg.FeatureNotSupportedError)
+
+
+def replication_problem(state: asyncpg.Record) -> str | None:
+    """Why the server's replication does not keep the promise through a failover; None when it does, or
+    when there is no standby to fail over to."""
+    standbys, synchronous = state["standbys"], state["synchronous"]
+    if not standbys:
+        return None
+    if state["hidden"] == standbys:
+        return (f"{standbys} standby(s) whose state this role may not read: grant it pg_monitor to let "
+                "einmal check that one is synchronous")
+    if not synchronous:
+        why = "synchronous_standby_names is empty" if not state["names_set"] else "none streams as sync"
+        return (f"{standbys} standby(s), none synchronous ({why}): a failover to one may lose the last "
+                "transitions, and a message may go out twice")
+    if state["synchronous_commit"] not in WAITING_COMMITS:
+        return (f"synchronous_commit is {state['synchronous_commit']} for einmal's sessions: its commits do "
+                "not wait for the synchronous standby")
+    return None
+
+
+async def check_replication(ctx: NodeContext, conn: asyncpg.Connection) -> None:
+    """What the promise can count on from the server's replication, and whether it is another primary than
+    at the last check (a failover): one line when either changes, never one a tick."""
+    try:
+        state = await conn.fetchrow(db.query("replication_state"))
+    except CANNOT_ASK as exc:
+        problem = f"cannot check replication: {str(exc).splitlines()[0]}"
+    else:
+        problem = replication_problem(state)
+        identity = (state["system_identifier"], state["timeline"])
+        if ctx.database_identity not in (None, identity):
+            (system, timeline), (new_system, new_timeline) = ctx.database_identity, identity
+            changed = (f"timeline {timeline} -> {new_timeline}" if system == new_system
+                       else f"system identifier {system} -> {new_system}")
+            log.warning("the database is another primary than before (%s): a failover or a restore; the "
+                        "transitions the old one had not passed on are lost, and an answer this node holds for "
+                        "such a row is recorded where the row is still its own, else kept in "
+                        "einmal.lost_outcomes", changed)
+        ctx.database_identity = identity
+    if problem != ctx.replication_problem:
+        if problem:
+            log.warning("replication: %s%s", problem, "; not claiming (EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION)"
+                        if ctx.settings.require_synchronous_replication else "")
+        else:
+            log.info("replication: %s", f"{state['synchronous']} synchronous standby(s)" if state["standbys"]
+                     else "no standby")
+        ctx.replication_problem = problem
 
 
 async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> None:
@@ -31,6 +90,7 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
         for token in dict.fromkeys([ctx.token, *(token for token, _ in ctx.unrecorded)]):
             await conn.execute(db.query("node_heartbeat"), token, ctx.hostname, os.getpid())
         ctx.heartbeat_at = time.monotonic()
+        await check_replication(ctx, conn)
         # this node's own retired tokens are the send pipeline's to return, after it recorded
         # what they got answered (service/node.py)
         rescued = await conn.fetchrow(db.query("node_rescue"), settings.node_timeout_seconds,

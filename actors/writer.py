@@ -17,12 +17,18 @@ outcomes the connections still hand in while they finish the message they
 have on the wire (NodeContext.unrecorded); the feed closes, and the
 pipeline fails once they are done.
 
+An answer is recorded on a row its token still holds, even one an
+asynchronous failover took back to `claimed`; one that finds no such row is
+logged with the row's ids, counted and kept in einmal.lost_outcomes
+(`record`): never dropped without a word (docs/design.md §4).
+
 The writer also settles the batches: once every row of a batch is recorded,
 released or not started, the batch goes to the recorder.
 """
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -48,6 +54,22 @@ async def advance(conn: asyncpg.Connection, settings: Settings, outcomes: list[O
                             [x.reply[:1000] for x in o], [x.attempts for x in o], [x.retry_after for x in o],
                             [x.bounce for x in o], token, starts, [x.throttled for x in o],
                             settings.domain_pause_seconds, settings.domain_pause_max_seconds)
+
+
+async def record(conn: asyncpg.Connection, ctx: NodeContext, outcomes: list[Outcome], token: str,
+                 starts: Sequence[int] = ()) -> list[asyncpg.Record]:
+    """`advance`, and a log line and a count for each outcome that found no row of `token`'s."""
+    rows = await advance(conn, ctx.settings, outcomes, token, list(starts))
+    lost = rows[0]["lost"] or []  # the statement returns one row at least
+    for send_id, campaign_id, subscriber_id, outcome, code, status, owner in lost:
+        ids, found = f"send {send_id}", "there is no such row"
+        if status is not None:
+            ids += f" (campaign {campaign_id}, subscriber {subscriber_id})"
+            found = f"the row is {status}" + (f" by {owner}" if owner else "")
+        log.warning("%s: its answer (%s, reply %s) found no row of %s to record it on: %s; kept in "
+                    "einmal.lost_outcomes", ids, outcome, code or "without a code", token, found)
+    ctx.metrics.lost_outcomes.inc(len(lost))
+    return rows
 
 
 @dataclass(eq=False)
@@ -157,14 +179,10 @@ class Writer:
     async def write(self, steps: list[Step]) -> None:
         done = [step.done[1] for step in steps if step.done is not None]
         began = time.monotonic()
-        rows = await advance(self.conn, self.ctx.settings, done, self.token,
-                             [step.start[1].id for step in steps if step.start is not None])
+        rows = await record(self.conn, self.ctx, done, self.token,
+                            [step.start[1].id for step in steps if step.start is not None])
         self.last_seconds = time.monotonic() - began
         self.ctx.metrics.group_commit_seconds.observe(self.last_seconds)
-        recorded = rows[0]["recorded"] if rows else 0
-        if recorded < len(done):
-            log.warning("%d of %d results were not recorded: their rows are no longer this node's",
-                        len(done) - recorded, len(done))
         started = {r["id"] for r in rows if r["id"] is not None}
         touched: list[Batch] = []
         for step in steps:

@@ -107,6 +107,9 @@ class NodeContext:
     heartbeat_at: float = 0.0  # time.monotonic() of this node's last heartbeat
     smtp_unavailable: str | None = None  # why the last group reached no SMTP server; None once one did
     domain_limits: dict[str, DomainLimit] = field(default_factory=dict)  # EINMAL_DOMAIN_LIMITS, parsed
+    # what the scheduler's replication check found that does not keep the promise; None: nothing (§4)
+    replication_problem: str | None = None
+    database_identity: tuple[int, int] | None = None  # (system identifier, timeline) at the last check
 
     def __post_init__(self) -> None:
         if not self.node_id:
@@ -121,6 +124,16 @@ class NodeContext:
         self.incarnation += 1
         self.token = f"{self.node_id}/{self.process}.{self.incarnation}"
         return self.token
+
+    @property
+    def refusing(self) -> bool:
+        """EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION and a replication that does not keep the promise: this
+        node is not ready and claims nothing while it holds."""
+        return self.settings.require_synchronous_replication and self.replication_problem is not None
+
+    def readiness_notes(self) -> list[str]:
+        """What /readyz says while it is still 200: replication that does not keep the promise, unrefused."""
+        return [f"replication: {self.replication_problem}"] if self.replication_problem and not self.refusing else []
 
     def retry_after(self, attempts: int) -> float:
         base = self.settings.retry_base_seconds * math.pow(2, attempts)

@@ -34,7 +34,7 @@ from anyio.abc import TaskStatus
 
 from actors import builder, claimer, http, inbound_smtp, listener, recorder, scheduler, sender
 from actors.feed import Feed
-from actors.writer import advance
+from actors.writer import record
 from service import db, logs, telemetry
 from service.context import Batch, NodeContext
 from service.errors import ConfigError
@@ -61,11 +61,11 @@ async def http_pool(dsn: str, size: int = HTTP_POOL_SIZE) -> asyncpg.Pool:
     return await asyncpg.create_pool(dsn, min_size=0, max_size=size, init=db.init, timeout=10)
 
 
-async def web_app(settings: Settings, dsn: str, metrics: Metrics, checks: Callable[[], list[str]]
-                  ) -> tuple[web.Web, list[asyncpg.Pool]]:
+async def web_app(settings: Settings, dsn: str, metrics: Metrics, checks: Callable[[], list[str]],
+                  notes: Callable[[], list[str]] = list) -> tuple[web.Web, list[asyncpg.Pool]]:
     """The HTTP surface and its pools: one for requests, one connection for the figures of /metrics."""
     pools = [await http_pool(dsn), await http_pool(dsn, size=1)]
-    return web.Web(settings, pools[0], metrics, checks, metrics_pool=pools[1]), pools
+    return web.Web(settings, pools[0], metrics, checks, metrics_pool=pools[1], notes=notes), pools
 
 
 async def record_unrecorded(ctx: NodeContext, conn: asyncpg.Connection) -> None:
@@ -73,7 +73,7 @@ async def record_unrecorded(ctx: NodeContext, conn: asyncpg.Connection) -> None:
     under its own token, before what is left of its rows is returned as a dead node's."""
     while ctx.unrecorded:
         token, outcomes = ctx.unrecorded[0]
-        await advance(conn, ctx.settings, outcomes, token, [])  # no next row
+        await record(conn, ctx, outcomes, token)  # no next row
         ctx.unrecorded.pop(0)
 
 
@@ -136,6 +136,8 @@ def node_checks(ctx: NodeContext, supervisor: Supervisor) -> Callable[[], list[s
             reasons.append(f"actor {child}")
         if ctx.smtp_unavailable:
             reasons.append(f"SMTP relay refusing: {ctx.smtp_unavailable}")
+        if ctx.refusing:
+            reasons.append(f"replication: {ctx.replication_problem} (EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION)")
         return reasons
     return checks
 
@@ -174,7 +176,8 @@ async def serve(settings: Settings, stop: anyio.Event,
                             passing=db.unreachable)
     web_pools: list[asyncpg.Pool] = []
     if sock is not None:
-        surface, web_pools = await web_app(settings, dsn, ctx.metrics, node_checks(ctx, supervisor))
+        surface, web_pools = await web_app(settings, dsn, ctx.metrics, node_checks(ctx, supervisor),
+                                           ctx.readiness_notes)
         children.insert(0, Child("http", http.HttpActor(surface.app, sock, settings).run))
     inbound_pool = None
     if inbound_sock is not None:

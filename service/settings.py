@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     db_timeout_seconds: float = Field(10.0, gt=0)
     db_wait_seconds: float | None = Field(None, ge=0)  # at start, wait this long for the database; unset: no end
     in_doubt: Literal["hold", "resend"] = "hold"
+    # standbys but none synchronous: not ready, and nothing claimed while it holds (docs/design.md §4)
+    require_synchronous_replication: bool = False
     max_attempts: int = Field(5, ge=1)
     retry_base_seconds: float = Field(60.0, ge=0)
     retry_max_seconds: float = Field(3600.0, ge=0)

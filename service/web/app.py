@@ -8,7 +8,8 @@
     GET  /unsubscribe?token=T   a page with one button that posts the form; a GET never unsubscribes
     GET  /healthz               200 while the event loop answers
     GET  /readyz                200 when the database answered within the last seconds and every actor runs;
-                                503 and {"ready": false, "reason": …} otherwise
+                                503 and {"ready": false, "reason": …} otherwise; "notes": […] when something
+                                the operator should know does not make it unready (replication not synchronous)
     GET  /metrics               Prometheus text format; the database's figures read at most every
                                 METRICS_FRESH_SECONDS, one read at a time, on a connection of their own
     POST /inbound/PROVIDER[/ACCOUNT]   bounces and complaints from Amazon SES (through SNS), Postmark and
@@ -81,12 +82,14 @@ class Web:
     """The app's state: settings, its own database pool, the metrics and what readiness asks of the node.
 
     `checks()` returns the reasons, other than the database, why this process is not ready (draining,
-    an actor restarting, the SMTP relay refusing): an empty list when there are none. `metrics_pool`
-    (one connection is enough) reads the figures of /metrics; unset, they share `pool`."""
+    an actor restarting, the SMTP relay refusing): an empty list when there are none; `notes()` what
+    readiness reports without failing for it. `metrics_pool` (one connection is enough) reads the figures
+    of /metrics; unset, they share `pool`."""
 
     def __init__(self, settings: Settings, pool: asyncpg.Pool, metrics: Metrics,
-                 checks: Callable[[], list[str]] = list, metrics_pool: asyncpg.Pool | None = None) -> None:
-        self.settings, self.pool, self.metrics, self.checks = settings, pool, metrics, checks
+                 checks: Callable[[], list[str]] = list, metrics_pool: asyncpg.Pool | None = None,
+                 notes: Callable[[], list[str]] = list) -> None:
+        self.settings, self.pool, self.metrics, self.checks, self.notes = settings, pool, metrics, checks, notes
         self.metrics_pool = metrics_pool or pool
         self.metrics_lock = anyio.Lock()
         self.metrics_read_at = -METRICS_FRESH_SECONDS
@@ -131,9 +134,10 @@ class Web:
             except (*DB_DOWN, asyncpg.PostgresError) as exc:
                 await self.database_down(exc)
                 reasons.insert(0, f"database unreachable: {_first_line(exc)}")
+        notes = {"notes": notes} if (notes := self.notes()) else {}
         if reasons:
-            return JSONResponse({"ready": False, "reason": reasons[0], "reasons": reasons}, status_code=503)
-        return JSONResponse({"ready": True})
+            return JSONResponse({"ready": False, "reason": reasons[0], "reasons": reasons, **notes}, status_code=503)
+        return JSONResponse({"ready": True, **notes})
 
     async def metrics_text(self, request: Request) -> Response:
         # one read of the database figures at a time, at most every METRICS_FRESH_SECONDS, on a connection

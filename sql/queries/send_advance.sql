@@ -5,11 +5,15 @@
 -- ours, the address is not suppressed and the campaign is still sending; the
 -- others are settled at once: suppressed, back to the queue (campaign
 -- paused), or failed (campaign cancelled). Returns the started ids (a NULL id
--- when none), each with the count recorded. An empty $8 only records.
+-- when none), each with the count recorded and the outcomes lost. An empty $8 only records.
 -- An outcome marked throttled ($9: the domain answered 421/4.7.x) goes back to
 -- the queue in its place, with no attempt counted, and pauses its domain for
 -- every node: $10 seconds, doubling with each throttle in a row up to $11; any
 -- other answer from a paused domain closes its breaker (docs/design.md §13).
+-- An outcome is recorded on a row this token still holds, whether `sending`, `in_doubt` (another node
+-- declared it in doubt while this one stalled) or `claimed` (an asynchronous failover lost its move to
+-- `sending`): an answer is an answer. One that finds no such row, and not already recorded either, is
+-- kept in einmal.lost_outcomes and returned (`lost`) for the log: never dropped without a word (§4).
 WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[], $6::bool[], $9::bool[])
         AS r(id, status, reply, attempts, retry_after, bounce, throttled)
@@ -25,10 +29,22 @@ WITH r AS (
         sent_at = CASE WHEN r.status = 'sent' THEN now() END,
         updated_at = now()
     FROM r
-    -- a row another node declared in doubt while this one stalled still takes this node's answer
-    WHERE s.id = r.id AND s.claimed_by = $7 AND s.status IN ('sending', 'in_doubt')
+    WHERE s.id = r.id AND s.claimed_by = $7 AND s.status IN ('claimed', 'sending', 'in_doubt')
     RETURNING s.id, s.account_id, s.email_lower, r.bounce, r.throttled, r.reply,
               split_part(s.email_lower, '@', 2) AS domain, r.status = 'sent' OR r.attempts > 0 AS answered
+), lost AS (
+    INSERT INTO einmal.lost_outcomes (send_id, campaign_id, subscriber_id, token, outcome, reply_code,
+                                      found_status, found_claimed_by)
+    SELECT u.id, s.campaign_id, s.subscriber_id, $7, u.status, substring(u.reply FROM '^[2-5][0-9][0-9]'),
+           s.status, s.claimed_by
+    FROM r u
+    -- a lookup for each outcome that matched nothing, and none while all did (LIMIT keeps it a nested loop,
+    -- whatever the statistics the generic plan was made with)
+    LEFT JOIN LATERAL (SELECT * FROM einmal.sends s WHERE s.id = u.id LIMIT 1) s ON true
+    WHERE NOT EXISTS (SELECT 1 FROM moved m WHERE m.id = u.id)
+      -- written again after its statement committed unanswered: already there
+      AND (s.id IS NULL OR NOT (s.claimed_by = $7 AND s.status = u.status))
+    RETURNING send_id, campaign_id, subscriber_id, outcome, reply_code, found_status, found_claimed_by
 ), throttled AS (
     INSERT INTO einmal.domains AS d (domain, paused_until, failures, last_reply)
     SELECT DISTINCT ON (domain) domain, clock_timestamp() + make_interval(secs => $10), 1, reply
@@ -68,6 +84,6 @@ WITH r AS (
     WHERE c.id = s.campaign_id AND s.id = ANY ($8::bigint[]) AND s.status = 'claimed' AND s.claimed_by = $7
       AND s.id NOT IN (SELECT id FROM started)
 )
-SELECT id, (SELECT count(*) FROM moved) AS recorded FROM started
+SELECT id, (SELECT count(*) FROM moved) AS recorded, (SELECT array_agg(lost) FROM lost) AS lost FROM started
 UNION ALL
-SELECT NULL, (SELECT count(*) FROM moved) WHERE NOT EXISTS (SELECT 1 FROM started)
+SELECT NULL, (SELECT count(*) FROM moved), (SELECT array_agg(lost) FROM lost) WHERE NOT EXISTS (SELECT 1 FROM started)

