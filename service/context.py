@@ -9,6 +9,7 @@ import socket
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
@@ -68,28 +69,26 @@ class Outcome:
 
 
 class Journal:
-    """The outcomes this node recorded in the last `seconds`, at most `size` of them, each with its token
-    and the wall time it was recorded at: what an asynchronous failover may have lost, to write again on
-    the new primary (docs/design.md §4). Only outcomes that end a row's send (a retry is no loss)."""
+    """The outcomes this node recorded, the last `size` of them within `seconds` of the newest, each with its
+    token and the wall time it was recorded at: what an asynchronous failover may have lost, to write again
+    on the new primary (docs/design.md §4). The age is counted back from the newest outcome, not from now:
+    while the database is away nothing is recorded, and the window before the failover stays whole. Only
+    outcomes that end a row's send are kept: a retry is no loss."""
 
-    def __init__(self, seconds: float, size: int) -> None:
-        self.seconds = seconds
+    def __init__(self, seconds: float, size: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds, self.clock = seconds, clock
         self.entries: deque[tuple[float, float, str, Outcome]] = deque(maxlen=size)  # (monotonic, wall, ...)
 
     def add(self, token: str, outcomes: list[Outcome]) -> None:
-        now, wall = time.monotonic(), time.time()
+        now, wall = self.clock(), time.time()
         self.entries.extend((now, wall, token, o) for o in outcomes if o.status != "queued")
-        self._expire(now)
-
-    def recent(self) -> list[tuple[float, str, Outcome]]:
-        """(wall time, token, outcome) within the window, the last for each row, oldest first."""
-        self._expire(time.monotonic())
-        last = {o.id: (wall, token, o) for _, wall, token, o in self.entries}
-        return sorted(last.values(), key=lambda entry: entry[0])
-
-    def _expire(self, now: float) -> None:
         while self.entries and self.entries[0][0] < now - self.seconds:
             self.entries.popleft()
+
+    def recent(self) -> list[tuple[float, str, Outcome]]:
+        """(wall time, token, outcome): the last for each row, oldest first."""
+        last = {o.id: (wall, token, o) for _, wall, token, o in self.entries}
+        return sorted(last.values(), key=lambda entry: entry[0])
 
 
 @dataclass(eq=False)  # hashed by identity: the writer tracks batches in flight
