@@ -75,7 +75,13 @@ async def check_replication(ctx: NodeContext, conn: asyncpg.Connection) -> None:
                         "in the last %gs are written again where they are missing before it claims again",
                         changed, ctx.settings.journal_seconds)
             ctx.failover_due = True
+            if ctx.standby_lag > (reach := ctx.journal.reach()):
+                log.warning("the standby was %.1fs behind at the last check before the failover, more than "
+                            "the %.1fs the journal covers: outcomes older than that which the failover lost are "
+                            "not written again, and their rows may be in doubt or sent again", ctx.standby_lag,
+                            reach)
         ctx.database_identity = identity
+        ctx.standby_lag = state["lag_seconds"] or 0.0
     if problem != ctx.replication_problem:
         if problem:
             log.warning("replication: %s%s", problem, "; not claiming (EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION)"

@@ -85,6 +85,13 @@ class Journal:
         while self.entries and self.entries[0][0] < now - self.seconds:
             self.entries.popleft()
 
+    def reach(self) -> float:
+        """How many seconds before the newest outcome the journal still covers: its age bound, unless its
+        count bound cut it shorter."""
+        if self.entries and len(self.entries) == self.entries.maxlen:
+            return self.entries[-1][0] - self.entries[0][0]
+        return self.seconds
+
     def recent(self) -> list[tuple[float, str, Outcome]]:
         """(wall time, token, outcome): the last for each row, oldest first."""
         last = {o.id: (wall, token, o) for _, wall, token, o in self.entries}
@@ -137,6 +144,7 @@ class NodeContext:
     # what the scheduler's replication check found that does not keep the promise; None: nothing (§4)
     replication_problem: str | None = None
     database_identity: tuple[int, int] | None = None  # (system identifier, timeline) at the last check
+    standby_lag: float = 0.0  # seconds the slowest standby's replay was behind at the last check
     journal: Journal = field(init=False)  # the outcomes recorded in the last seconds (§4)
     # a failover was seen: the send pipeline writes the journal again on the new primary before it claims
     failover_due: bool = False

@@ -18,9 +18,11 @@ def test_the_journal_keeps_the_last_outcomes_that_end_a_row_within_its_count_and
     journal = Journal(seconds=10, size=3, clock=lambda: now[0])
     journal.add("t", [Outcome(1, "sent", "250"), Outcome(2, "queued", "451 retry"), Outcome(3, "failed", "550")])
     assert [o.id for _, _, o in journal.recent()] == [1, 3], "a retry is no loss: not kept"
+    assert journal.reach() == 10, "not full: it covers its age bound"
     now[0] = 105.0
     journal.add("t", [Outcome(4, "sent", "250"), Outcome(5, "in_doubt", "timeout")])
     assert [o.id for _, _, o in journal.recent()] == [3, 4, 5], "at most 3"
+    assert journal.reach() == 5, "full: the count bound cut it to the 5 s between its oldest and newest"
     now[0] = 1000.0
     assert [o.id for _, _, o in journal.recent()] == [3, 4, 5], "nothing recorded since (an outage): all kept"
     now[0] = 111.0
