@@ -110,7 +110,7 @@ async def write_again(ctx: NodeContext, conn: asyncpg.Connection) -> None:
                         campaign_id, subscriber_id, outcome, code or "without a code", token, found)
         ctx.metrics.lost_outcomes.inc(len(lost))
         log.warning("after the failover: wrote again %d outcome(s) the new primary had lost, %d were there, "
-                    "%d lost (another token has the row)", result["rewritten"], result["there"], len(lost))
+                    "%d lost (the row is another token's, or gone)", result["rewritten"], result["there"], len(lost))
     ctx.unrecorded = [(token, kept) for token, outcomes in ctx.unrecorded
                       if (kept := [o for o in outcomes if o.status == "queued"])]
     ctx.failover_due = False
