@@ -88,8 +88,8 @@ class Journal:
     def reach(self) -> float:
         """How many seconds before the newest outcome the journal still covers: its age bound, unless its
         count bound cut it shorter."""
-        if self.entries and len(self.entries) == self.entries.maxlen:
-            return self.entries[-1][0] - self.entries[0][0]
+        if len(self.entries) == self.entries.maxlen:  # full (EINMAL_JOURNAL_SIZE=0: always, covering nothing)
+            return self.entries[-1][0] - self.entries[0][0] if self.entries else 0.0
         return self.seconds
 
     def recent(self) -> list[tuple[float, str, Outcome]]:

@@ -31,6 +31,9 @@ def test_the_journal_keeps_the_last_outcomes_that_end_a_row_within_its_count_and
     now[0] = 121.5
     journal.add("u", [Outcome(6, "sent", "250")])
     assert [o.id for _, _, o in journal.recent()] == [6], "the others are more than 10 s older than the newest"
+    off = Journal(seconds=10, size=0)
+    off.add("t", [Outcome(1, "sent", "250")])
+    assert off.recent() == [] and off.reach() == 0, "EINMAL_JOURNAL_SIZE=0 keeps nothing"
 
 
 STATES = [  # (status, claimed_by) on the new primary, what the journal says under token T, what follows
