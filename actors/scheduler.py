@@ -10,12 +10,15 @@ server what replication the promise can count on (docs/design.md §4):
 standbys but none synchronous is one warning line when it begins and a
 /readyz detail while it lasts (with EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION,
 not ready and nothing claimed); a new system identifier or timeline is one
-line naming the failover.
+line naming the failover. The send pipeline runs the same check when it
+starts, and after a failover writes the node's journal again on the new
+primary before it claims anything (`write_again`).
 """
 
 import logging
 import os
 import time
+from collections.abc import Iterable
 from contextlib import suppress
 
 import anyio
@@ -24,7 +27,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
 from service import db, telemetry
-from service.context import NodeContext
+from service.context import NodeContext, Outcome
 
 log = logging.getLogger("einmal.scheduler")
 
@@ -68,10 +71,17 @@ async def check_replication(ctx: NodeContext, conn: asyncpg.Connection) -> None:
             changed = (f"timeline {timeline} -> {new_timeline}" if system == new_system
                        else f"system identifier {system} -> {new_system}")
             log.warning("the database is another primary than before (%s): a failover or a restore; the "
-                        "transitions the old one had not passed on are lost, and an answer this node holds for "
-                        "such a row is recorded where the row is still its own, else kept in "
-                        "einmal.lost_outcomes", changed)
+                        "transitions the old one had not passed on are lost: the outcomes this node recorded "
+                        "in the last %gs are written again where they are missing before it claims again",
+                        changed, ctx.settings.journal_seconds)
+            ctx.failover_due = True
+            if ctx.standby_lag > (reach := ctx.journal.reach()):
+                log.warning("the standby was %.1fs behind at the last check before the failover, more than "
+                            "the %.1fs the journal covers: outcomes older than that which the failover lost are "
+                            "not written again, and their rows may be in doubt or sent again", ctx.standby_lag,
+                            reach)
         ctx.database_identity = identity
+        ctx.standby_lag = state["lag_seconds"] or 0.0
     if problem != ctx.replication_problem:
         if problem:
             log.warning("replication: %s%s", problem, "; not claiming (EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION)"
@@ -80,6 +90,37 @@ async def check_replication(ctx: NodeContext, conn: asyncpg.Connection) -> None:
             log.info("replication: %s", f"{state['synchronous']} synchronous standby(s)" if state["standbys"]
                      else "no standby")
         ctx.replication_problem = problem
+
+
+async def write_again(ctx: NodeContext, conn: asyncpg.Connection) -> None:
+    """After a failover, before the send pipeline claims: the outcomes of the journal and those held
+    unrecorded that end a row's send, written again where the new primary lost them (send_rewrite); one
+    that finds its row claimed or settled by another token is logged, counted and kept in
+    einmal.lost_outcomes. The held ones it wrote are no longer held; the retries among them still are."""
+    held = [(time.time(), token, o) for token, outcomes in ctx.unrecorded for o in outcomes if o.status != "queued"]
+    latest = {o.id: (at, token, o) for at, token, o in [*ctx.journal.recent(), *held]}
+    if latest:
+        rows = latest.values()
+        result = await conn.fetchrow(db.query("send_rewrite"), *columns(rows))
+        lost = result["lost"] or []
+        for send_id, campaign_id, subscriber_id, outcome, code, status, owner, token in lost:
+            found = f"the row is {status}" + (f" by {owner}" if owner else "") if status else "there is no such row"
+            log.warning("send %d (campaign %s, subscriber %s): its answer (%s, reply %s) under %s, lost by the "
+                        "failover, cannot be written again: %s; kept in einmal.lost_outcomes", send_id,
+                        campaign_id, subscriber_id, outcome, code or "without a code", token, found)
+        ctx.metrics.lost_outcomes.inc(len(lost))
+        log.warning("after the failover: wrote again %d outcome(s) the new primary had lost, %d were there, "
+                    "%d lost (the row is another token's, or gone)", result["rewritten"], result["there"], len(lost))
+    ctx.unrecorded = [(token, kept) for token, outcomes in ctx.unrecorded
+                      if (kept := [o for o in outcomes if o.status == "queued"])]
+    ctx.failover_due = False
+
+
+def columns(rows: Iterable[tuple[float, str, Outcome]]) -> tuple[list, ...]:
+    rows = list(rows)
+    return ([o.id for _, _, o in rows], [t for _, t, _ in rows], [o.status for _, _, o in rows],
+            [o.reply[:1000] for _, _, o in rows], [o.attempts for _, _, o in rows], [o.bounce for _, _, o in rows],
+            [at for at, _, _ in rows])
 
 
 async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> None:

@@ -20,7 +20,9 @@ pipeline fails once they are done.
 An answer is recorded on a row its token still holds, even one an
 asynchronous failover took back to `claimed`; one that finds no such row is
 logged with the row's ids, counted and kept in einmal.lost_outcomes
-(`record`): never dropped without a word (docs/design.md §4).
+(`record`): never dropped without a word (docs/design.md §4). Each one
+recorded goes into the node's journal (NodeContext.journal), which the
+scheduler writes again on a new primary after a failover.
 
 The writer also settles the batches: once every row of a batch is recorded,
 released or not started, the batch goes to the recorder.
@@ -58,9 +60,12 @@ async def advance(conn: asyncpg.Connection, settings: Settings, outcomes: list[O
 
 async def record(conn: asyncpg.Connection, ctx: NodeContext, outcomes: list[Outcome], token: str,
                  starts: Sequence[int] = ()) -> list[asyncpg.Record]:
-    """`advance`, and a log line and a count for each outcome that found no row of `token`'s."""
+    """`advance`, and a log line and a count for each outcome that found no row of `token`'s; the others
+    go into the node's journal, to be written again if a failover loses them."""
     rows = await advance(conn, ctx.settings, outcomes, token, list(starts))
     lost = rows[0]["lost"] or []  # the statement returns one row at least
+    lost_ids = {entry[0] for entry in lost}
+    ctx.journal.add(token, [o for o in outcomes if o.id not in lost_ids])
     for send_id, campaign_id, subscriber_id, outcome, code, status, owner in lost:
         ids, found = f"send {send_id}", "there is no such row"
         if status is not None:

@@ -1,11 +1,15 @@
 """What the actors of one node share: settings, the pool, the fencing token,
-the in-memory suppression set and the wake-ups between actors."""
+the in-memory suppression set, the journal of recent outcomes and the
+wake-ups between actors."""
 
 import math
 import os
 import random
 import socket
+import time
 import uuid
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
@@ -64,6 +68,36 @@ class Outcome:
     throttled: bool = False  # the domain answered 421/4.7.x: back in its place, no attempt counted
 
 
+class Journal:
+    """The outcomes this node recorded, the last `size` of them within `seconds` of the newest, each with its
+    token and the wall time it was recorded at: what an asynchronous failover may have lost, to write again
+    on the new primary (docs/design.md §4). The age is counted back from the newest outcome, not from now:
+    while the database is away nothing is recorded, and the window before the failover stays whole. Only
+    outcomes that end a row's send are kept: a retry is no loss."""
+
+    def __init__(self, seconds: float, size: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds, self.clock = seconds, clock
+        self.entries: deque[tuple[float, float, str, Outcome]] = deque(maxlen=size)  # (monotonic, wall, ...)
+
+    def add(self, token: str, outcomes: list[Outcome]) -> None:
+        now, wall = self.clock(), time.time()
+        self.entries.extend((now, wall, token, o) for o in outcomes if o.status != "queued")
+        while self.entries and self.entries[0][0] < now - self.seconds:
+            self.entries.popleft()
+
+    def reach(self) -> float:
+        """How many seconds before the newest outcome the journal still covers: its age bound, unless its
+        count bound cut it shorter."""
+        if len(self.entries) == self.entries.maxlen:  # full (EINMAL_JOURNAL_SIZE=0: always, covering nothing)
+            return self.entries[-1][0] - self.entries[0][0] if self.entries else 0.0
+        return self.seconds
+
+    def recent(self) -> list[tuple[float, str, Outcome]]:
+        """(wall time, token, outcome): the last for each row, oldest first."""
+        last = {o.id: (wall, token, o) for _, wall, token, o in self.entries}
+        return sorted(last.values(), key=lambda entry: entry[0])
+
+
 @dataclass(eq=False)  # hashed by identity: the writer tracks batches in flight
 class Batch:
     """One claim's rows, from the claim until every row is settled (then the recorder closes it)."""
@@ -110,11 +144,16 @@ class NodeContext:
     # what the scheduler's replication check found that does not keep the promise; None: nothing (§4)
     replication_problem: str | None = None
     database_identity: tuple[int, int] | None = None  # (system identifier, timeline) at the last check
+    standby_lag: float = 0.0  # seconds the slowest standby's replay was behind at the last check
+    journal: Journal = field(init=False)  # the outcomes recorded in the last seconds (§4)
+    # a failover was seen: the send pipeline writes the journal again on the new primary before it claims
+    failover_due: bool = False
 
     def __post_init__(self) -> None:
         if not self.node_id:
             self.node_id = self.settings.node_id or f"{self.hostname}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.domain_limits = parse_limits(self.settings.domain_limits or "")
+        self.journal = Journal(self.settings.journal_seconds, self.settings.journal_size)
 
     def new_token(self) -> str:
         """A fresh fencing token for a new incarnation of the send pipeline: `<node id>/<process>.<n>`,

@@ -94,6 +94,9 @@ class SendPipeline:
             # the token's node row exists before it claims anything
             await conn.execute(db.query("node_heartbeat"), token, ctx.hostname, os.getpid())
             self.used = True
+            await scheduler.check_replication(ctx, conn)
+            if ctx.failover_due:  # before anything is recorded or claimed on the new primary (§4)
+                await scheduler.write_again(ctx, conn)
             await record_unrecorded(ctx, conn)
             if ctx.retired_tokens:
                 await conn.fetchrow(db.query("node_rescue"), ctx.settings.node_timeout_seconds,

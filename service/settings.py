@@ -57,6 +57,10 @@ class Settings(BaseSettings):
     in_doubt: Literal["hold", "resend"] = "hold"
     # standbys but none synchronous: not ready, and nothing claimed while it holds (docs/design.md §4)
     require_synchronous_replication: bool = False
+    # the outcomes a node keeps to write again after a failover: the last this many seconds, at most this
+    # many (docs/design.md §4)
+    journal_seconds: float = Field(10.0, ge=0)
+    journal_size: int = Field(50_000, ge=0, le=1_000_000)
     max_attempts: int = Field(5, ge=1)
     retry_base_seconds: float = Field(60.0, ge=0)
     retry_max_seconds: float = Field(3600.0, ge=0)

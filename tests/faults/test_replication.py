@@ -3,9 +3,10 @@ throwaway primary; docs/design.md §4).
 
 An asynchronous standby is one warning line and a /readyz note, a synchronous one neither; with
 EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION the node is not ready and claims nothing until a standby is
-synchronous. Through an asynchronous failover that lost a row's move to `sending`, the answer the node
-held is recorded on the new primary (the row is `claimed` there, under the same token) instead of
-being dropped and the message sent again; the node names the failover (a new timeline) in one line."""
+synchronous. Through an asynchronous failover the node names the failover (a new timeline) in one line
+and, before it claims again, writes on the new primary the outcomes it recorded in the last seconds (its
+journal) and the answers it held, where the new primary lost them: a row `sending`, `claimed` or `queued`
+there whose message went out is `sent`, not sent again nor in doubt."""
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -218,17 +219,65 @@ async def test_an_answer_held_through_an_asynchronous_failover_is_recorded_on_th
             standby.promote()
             received.go[1].set()  # the node holds a 250 for a row the new primary has `claimed`
             with anyio.fail_after(90):
-                while (found := await states(standby.url("einmal"), campaign)) != {"sent": 4, "in_doubt": 1}:
+                while (found := await states(standby.url("einmal"), campaign)) != {"sent": 5}:
                     await anyio.sleep(0.1)
-            conn = await asyncpg.connect(standby.url("einmal"))
-            try:
-                assert await conn.fetchval("SELECT count(*) FROM einmal.lost_outcomes") == 0
-                doubt = await conn.fetchval("SELECT email FROM einmal.sends WHERE status = 'in_doubt'")
-            finally:
-                await conn.close()
+            assert await lost(standby) == 0
     ids = received.ids()
     assert len(ids) == 5 and len(set(ids)) == 5, f"each message once: {ids} ({found})"
-    # the first row's `sent` was lost with the old primary and it is `sending` on the new one: in doubt
-    # for the operator (hold), not sent again; writing recent answers again after a failover is not done
-    assert doubt == received.messages[0][1]
+    # the first row's `sent` was lost with the old primary (it is `sending` there): the journal has it; the
+    # second row is `claimed` there and its 250 was held: both written `sent` before the node claims again
     assert "another primary than before (timeline 1 -> 2)" in caplog.text
+    assert "wrote again 2 outcome(s) the new primary had lost, 0 were there, 0 lost" in caplog.text, caplog.text
+
+
+async def lost(cluster: PgCluster) -> int:
+    conn = await asyncpg.connect(cluster.url("einmal"))
+    try:
+        return await conn.fetchval("SELECT count(*) FROM einmal.lost_outcomes")
+    finally:
+        await conn.close()
+
+
+async def test_answers_whose_claim_an_asynchronous_failover_lost_are_written_again_not_sent_again(
+        fresh_pair: tuple[PgCluster, PgCluster], caplog: pytest.LogCaptureFixture) -> None:
+    """The new primary has every row `queued`: the one recorded `sent` on the old primary (the journal) and the
+    one whose 250 the node held through the failover are written `sent` before this node claims again."""
+    caplog.set_level("INFO", logger="einmal")
+    primary, standby = fresh_pair
+    await primary.streaming()
+    await primary.migrated_database("einmal")
+    both = (f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/einmal"
+            "?target_session_attrs=read-write")
+    conn = await asyncpg.connect(primary.url("einmal"))
+    try:
+        campaign = await seed(conn, [f"q{i}@example.com" for i in range(5)])
+        await approve(conn, campaign)
+    finally:
+        await conn.close()
+    received = OneByOne(held=2)
+    async with recording_server(received) as port:
+        # while the standby streams asynchronously the node builds the campaign but claims nothing
+        async with running_node(node_settings(both, port, smtp_connections=1, batch_size=5,
+                                              require_synchronous_replication=True)):
+            with anyio.fail_after(60):
+                while await states(primary.url("einmal"), campaign) != {"queued": 5}:
+                    await anyio.sleep(0.05)
+            await primary.streaming()
+            assert await states(standby.url("einmal"), campaign) == {"queued": 5}
+            await standby.stop_receiving()  # no standby left: the node claims, on the primary only
+            with anyio.fail_after(60):
+                await received.arrived[0].wait()
+            received.go[0].set()
+            with anyio.fail_after(60):
+                await received.arrived[1].wait()
+            assert await states(primary.url("einmal"), campaign) == {"sent": 1, "sending": 1, "claimed": 3}
+            primary.stop("immediate")
+            standby.promote()
+            received.go[1].set()  # a 250 for a row the new primary has `queued`, claimed by nobody
+            with anyio.fail_after(90):
+                while (found := await states(standby.url("einmal"), campaign)) != {"sent": 5}:
+                    await anyio.sleep(0.1)
+            assert await lost(standby) == 0
+    ids = received.ids()
+    assert len(ids) == 5 and len(set(ids)) == 5, f"each message once: {ids} ({found})"
+    assert "wrote again 2 outcome(s) the new primary had lost, 0 were there, 0 lost" in caplog.text, caplog.text

@@ -1,0 +1,43 @@
+-- After a failover, write again the outcomes a node recorded (its journal) or holds unrecorded, where the
+-- new primary lost them (docs/design.md §4): ids $1, each recorded under token $2 as status $3 (sent,
+-- failed, in_doubt or suppressed: never a retry), reply $4, attempts added $5, bounce $6, at epoch $7.
+-- Compare-and-set: only a row behind the outcome moves to it: `claimed`, `sending` or `in_doubt` by the
+-- outcome's token, or `queued` and claimed by nobody (the failover lost its claim). A row that already
+-- shows the outcome is counted; one claimed or settled by another token meanwhile is never touched: it is
+-- kept in einmal.lost_outcomes and returned (`lost`) for the log, as send_advance does.
+WITH j AS (
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bool[], $7::float8[])
+        AS j(id, token, status, reply, attempts, bounce, at)
+), there AS (
+    SELECT j.id FROM j JOIN einmal.sends s ON s.id = j.id
+    WHERE s.status = j.status AND s.claimed_by IS NOT DISTINCT FROM j.token
+), moved AS (
+    UPDATE einmal.sends s SET
+        status = j.status,
+        last_reply = j.reply,
+        attempts = s.attempts + j.attempts,
+        claimed_by = j.token,
+        sent_at = CASE WHEN j.status = 'sent' THEN to_timestamp(j.at) END,
+        updated_at = now()
+    FROM j
+    WHERE s.id = j.id
+      AND ((s.claimed_by = j.token AND s.status IN ('claimed', 'sending', 'in_doubt'))
+           OR (s.status = 'queued' AND s.claimed_by IS NULL))
+      AND j.id NOT IN (SELECT id FROM there)
+    RETURNING s.id, s.account_id, s.email_lower, j.bounce
+), bounced AS (
+    -- the suppression a bounce made may have been lost with the row's outcome
+    INSERT INTO einmal.suppressions (account_id, email_lower, reason)
+    SELECT account_id, email_lower, 'bounce' FROM moved WHERE bounce
+    ON CONFLICT DO NOTHING
+), lost AS (
+    INSERT INTO einmal.lost_outcomes (send_id, campaign_id, subscriber_id, token, outcome, reply_code,
+                                      found_status, found_claimed_by)
+    SELECT j.id, s.campaign_id, s.subscriber_id, j.token, j.status, substring(j.reply FROM '^[2-5][0-9][0-9]'),
+           s.status, s.claimed_by
+    FROM j LEFT JOIN einmal.sends s ON s.id = j.id
+    WHERE j.id NOT IN (SELECT id FROM moved) AND j.id NOT IN (SELECT id FROM there)
+    RETURNING send_id, campaign_id, subscriber_id, outcome, reply_code, found_status, found_claimed_by, token
+)
+SELECT (SELECT count(*) FROM moved) AS rewritten, (SELECT count(*) FROM there) AS there,
+       (SELECT array_agg(lost) FROM lost) AS lost

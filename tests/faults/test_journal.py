@@ -1,0 +1,93 @@
+"""The journal of recent outcomes and its rewrite after a failover (docs/design.md §4): bounded in count
+and in age; written again compare-and-set, so that only a row behind what the node knows moves, and a row
+another token has is never touched but kept in einmal.lost_outcomes."""
+
+import asyncpg
+import pytest
+
+from actors import scheduler
+from service import db
+from service.context import Journal, NodeContext, Outcome
+from tests.support.pipeline import node_settings, seed
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_journal_keeps_the_last_outcomes_that_end_a_row_within_its_count_and_its_age() -> None:
+    now = [100.0]
+    journal = Journal(seconds=10, size=3, clock=lambda: now[0])
+    journal.add("t", [Outcome(1, "sent", "250"), Outcome(2, "queued", "451 retry"), Outcome(3, "failed", "550")])
+    assert [o.id for _, _, o in journal.recent()] == [1, 3], "a retry is no loss: not kept"
+    assert journal.reach() == 10, "not full: it covers its age bound"
+    now[0] = 105.0
+    journal.add("t", [Outcome(4, "sent", "250"), Outcome(5, "in_doubt", "timeout")])
+    assert [o.id for _, _, o in journal.recent()] == [3, 4, 5], "at most 3"
+    assert journal.reach() == 5, "full: the count bound cut it to the 5 s between its oldest and newest"
+    now[0] = 1000.0
+    assert [o.id for _, _, o in journal.recent()] == [3, 4, 5], "nothing recorded since (an outage): all kept"
+    now[0] = 111.0
+    journal.add("u", [Outcome(4, "failed", "550")])
+    assert [(token, o.id, o.status) for _, token, o in journal.recent()] == [("t", 5, "in_doubt"), ("u", 4, "failed")]
+    now[0] = 121.5
+    journal.add("u", [Outcome(6, "sent", "250")])
+    assert [o.id for _, _, o in journal.recent()] == [6], "the others are more than 10 s older than the newest"
+    off = Journal(seconds=10, size=0)
+    off.add("t", [Outcome(1, "sent", "250")])
+    assert off.recent() == [] and off.reach() == 0, "EINMAL_JOURNAL_SIZE=0 keeps nothing"
+
+
+STATES = [  # (status, claimed_by) on the new primary, what the journal says under token T, what follows
+    (("sending", "T"), "sent", ("sent", "T")),
+    (("claimed", "T"), "sent", ("sent", "T")),
+    (("queued", None), "sent", ("sent", "T")),  # the failover lost the claim
+    (("in_doubt", "T"), "sent", ("sent", "T")),  # returned as a dead node's, under hold
+    (("queued", None), "failed", ("failed", "T")),  # a bounce: its suppression is written again too
+    (("sent", "T"), "sent", ("sent", "T")),  # already there
+    (("claimed", "U"), "sent", ("claimed", "U")),  # another node claimed it: never touched
+    (("sent", "U"), "sent", ("sent", "U")),
+    (("sending", "T"), "sent", ("sending", "T")),  # held unrecorded under T2, whose token does not hold it
+]
+
+
+async def test_after_a_failover_only_rows_behind_the_journal_move_and_another_tokens_are_kept_as_lost(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    addresses = [f"j{i}@example.com" for i in range(len(STATES) + 1)]
+    campaign = await seed(conn, addresses)
+    await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
+    ids = [await conn.fetchval("""
+        INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, status,
+                                  claimed_by)
+        SELECT $1::bigint, account_id, id, email, lower(email), 'campaign:' || $1::bigint || ':' || id, $3, $4
+        FROM einmal.subscribers WHERE email = $2 RETURNING id""", campaign, address, *state)
+           for address, (state, _, _) in zip(addresses, STATES, strict=False)]
+    retry = await conn.fetchval("""
+        INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, status,
+                                  claimed_by)
+        SELECT $1::bigint, account_id, id, email, lower(email), 'campaign:' || $1::bigint || ':' || id, 'sending', 'T'
+        FROM einmal.subscribers WHERE email = $2 RETURNING id""", campaign, addresses[-1])
+    pool = await db.create_pool(dsn, size=1, command_timeout=10)
+    try:
+        ctx = NodeContext(node_settings(dsn, 2525), pool, dsn)
+        for send_id, (_, outcome, _) in zip(ids[:-1], STATES, strict=False):
+            ctx.journal.add("T", [Outcome(send_id, outcome, f"{250 if outcome == 'sent' else 550} ok",
+                                          bounce=outcome == "failed")])
+        ctx.unrecorded.append(("T2", [Outcome(ids[-1], "sent", "250 ok"), Outcome(retry, "queued", "451 later")]))
+        ctx.failover_due = True
+        async with pool.acquire() as c:
+            await scheduler.write_again(ctx, c)
+    finally:
+        await pool.close()
+    found = [tuple(r) for r in await conn.fetch(
+        "SELECT status, claimed_by FROM einmal.sends WHERE id = ANY ($1::bigint[]) ORDER BY id", ids)]
+    assert found == [after for _, _, after in STATES]
+    assert ctx.unrecorded == [("T2", [Outcome(retry, "queued", "451 later")])], "the retry is still held"
+    assert ctx.failover_due is False
+    lost = await conn.fetch("SELECT send_id, token, outcome, reply_code, found_status, found_claimed_by "
+                            "FROM einmal.lost_outcomes ORDER BY send_id")
+    assert [tuple(r) for r in lost] == [(ids[6], "T", "sent", "250", "claimed", "U"),
+                                        (ids[7], "T", "sent", "250", "sent", "U"),
+                                        (ids[8], "T2", "sent", "250", "sending", "T")]
+    assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions WHERE email_lower = $1 AND reason = 'bounce'",
+                               addresses[4]) == 1
+    assert await conn.fetchval("SELECT sent_at IS NOT NULL FROM einmal.sends WHERE id = $1", ids[2])
+    assert ctx.metrics.lost_outcomes._value.get() == 3
