@@ -4,6 +4,9 @@ Keeps the node's in-memory set of addresses suppressed since it started,
 fed by notifications. A notification is only a hint: after every (re)connect
 the table is read for what a lost notification could have carried. Campaign
 notifications wake the scheduler at once instead of at its next tick.
+Its connection is to EINMAL_LISTEN_DATABASE_URL when that is set (the
+database without the pooler in front of EINMAL_DATABASE_URL), else to the
+node's database.
 """
 
 import datetime as dt
@@ -37,7 +40,9 @@ class Listener:
         self.ctx.claim_nudge.set()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        conn = await db.connect(self.ctx.dsn, command_timeout=self.ctx.settings.db_timeout_seconds,
+        # its own URL when one is set: behind a transaction pooler, a direct one (a LISTEN needs a session)
+        conn = await db.connect(self.ctx.settings.listen_database_url or self.ctx.dsn,
+                                command_timeout=self.ctx.settings.db_timeout_seconds,
                                 name=f"einmal listener {self.ctx.node_id}")
         lost = anyio.Event()
         conn.add_termination_listener(lambda _c: lost.set())

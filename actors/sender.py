@@ -210,8 +210,10 @@ async def run(ctx: NodeContext, token: str, feed: Feed, to_recorder: MemoryObjec
         async with to_recorder, db.actor_connection(ctx.pool, "sender", token,
                                                     ctx.settings.db_timeout_seconds) as conn:
             # the writer's statement, prepared once, runs thousands of times with arrays of a few ids:
-            # planning it anew each time was a quarter of its cost (docs/design.md §2)
-            await conn.execute("SET plan_cache_mode = force_generic_plan")
+            # planning it anew each time was a quarter of its cost (docs/design.md §2). Behind a
+            # transaction pooler nothing is prepared for long, and a SET would outlive the session's turn.
+            if db.holds_a_session(conn):
+                await conn.execute("SET plan_cache_mode = force_generic_plan")
             sender.writer = writer = Writer(ctx, token, conn, feed, to_recorder)
             task_status.started()
             await sender.send_all()

@@ -40,8 +40,20 @@ def migrations() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
+# The pooler in front of each database URL, as the settings that named it say (EINMAL_DATABASE_POOLER):
+# every connection to that URL is made for it (options). README 'PgBouncer', docs/design.md §4.
+_POOLERS: dict[str, str] = {}
+
+
 def url(settings: Settings) -> str:
-    return settings.database_url or embedded.url()
+    dsn = settings.database_url or embedded.url()
+    _POOLERS[dsn] = settings.database_pooler
+    return dsn
+
+
+def pooler(dsn: str) -> str:
+    """none, session or transaction: what stands between einmal and PostgreSQL at `dsn`."""
+    return _POOLERS.get(dsn, "none")
 
 
 def describe(dsn: str) -> str:
@@ -130,22 +142,44 @@ def unreachable(exc: BaseException) -> bool:
 
 # A node's sessions: named for pg_stat_activity, and probed by the server's TCP keepalives so that the
 # backend of a node that vanished (half-open connection) is ended and its locks freed within about a minute.
+# A pooler takes no such startup parameters (PgBouncer refuses them unless told to ignore them): behind one,
+# its own keepalives (tcp_keepidle…) and server_idle_timeout do that work, and only the name is sent.
 KEEPALIVES = {"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10", "tcp_keepalives_count": "3"}
 
 
-def _session(name: str) -> dict[str, str]:
-    return {"application_name": name[:63], **KEEPALIVES}
+class Sessionless(asyncpg.Connection):
+    """A connection through a transaction pooler: each transaction may run on another server session."""
+
+    holds_a_session = False
+
+
+def options(dsn: str, name: str = "einmal") -> dict:
+    """asyncpg's connection options for `dsn`. Behind a transaction pooler nothing may live in a session:
+    no named prepared statements (asyncpg's statement cache; PgBouncer 1.18, Debian 12's, keeps none for a
+    client) and no SET (init, the actors' names): it would stay on a server session others get next."""
+    mode = pooler(dsn)
+    found: dict = {"server_settings": {"application_name": name[:63], **(KEEPALIVES if mode == "none" else {})}}
+    if mode == "transaction":
+        found.update(statement_cache_size=0, connection_class=Sessionless)
+    return found
+
+
+def holds_a_session(conn: asyncpg.Connection) -> bool:
+    """Whether `conn` (or a pool's proxy of it) has a server session of its own for SETs."""
+    return getattr(conn, "holds_a_session", True)
 
 
 async def init(conn: asyncpg.Connection) -> None:
-    await conn.execute("SET search_path = einmal, public")
+    """A new connection's search path (einmal's queries name their schema; this is for the tests and the
+    operator's habits), but behind a transaction pooler."""
+    if holds_a_session(conn):
+        await conn.execute("SET search_path = einmal, public")
 
 
 async def connect(dsn: str, timeout: float = 10, command_timeout: float | None = None,
                   name: str = "einmal") -> asyncpg.Connection:
     try:
-        conn = await asyncpg.connect(dsn, timeout=timeout, command_timeout=command_timeout,
-                                     server_settings=_session(name))
+        conn = await asyncpg.connect(dsn, timeout=timeout, command_timeout=command_timeout, **options(dsn, name))
     except UNAVAILABLE as exc:
         raise await unavailable(dsn, exc) from exc
     await init(conn)
@@ -170,7 +204,8 @@ async def actor_connection(pool: asyncpg.Pool, actor: str, token: str,
     async with pool.acquire() as conn:
         conn.add_termination_listener(on_lost)
         try:
-            await conn.execute(query("session_name"), f"einmal {actor} {token}"[:63])
+            if holds_a_session(conn):  # a session of its own to name
+                await conn.execute(query("session_name"), f"einmal {actor} {token}"[:63])
             yield conn
         except TimeoutError as exc:
             _drop(conn)
@@ -219,8 +254,8 @@ async def create_pool(dsn: str, size: int = 4, name: str = "einmal",
     an actor's connection ends with the actor (actor_connection), and a pool keeping a floor would open
     one behind it at once, in a task of its own that a close cancels half-way through the handshake."""
     try:
-        return await asyncpg.create_pool(dsn, init_size=1, min_size=0, max_size=size, init=init, timeout=10,
-                                         command_timeout=command_timeout, server_settings=_session(name))
+        return await asyncpg.create_pool(dsn, init_size=1, min_size=0, max_size=size, timeout=10,
+                                         command_timeout=command_timeout, init=init, **options(dsn, name))
     except UNAVAILABLE as exc:
         raise await unavailable(dsn, exc) from exc
 

@@ -1,7 +1,9 @@
 """`einmal migrate`: apply pending migrations, each in its own transaction.
 
-Several nodes may start at once: a session-level advisory lock lets one of
-them apply what is pending while the others wait, then find nothing to do.
+Several nodes may start at once: each transaction takes a transaction-level
+advisory lock first, so one of them applies a migration while the others wait,
+then find it applied. Nothing is held between transactions, so this works
+behind a transaction pooler too (README 'PgBouncer').
 
 A migration that needs what only Python computes has a step in PREPARE: it
 runs first, in the migration's transaction, and leaves its results in a
@@ -46,23 +48,24 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
     """Apply pending migrations; return the names of those applied."""
     known = db.migrations()
     applied_now = []
-    await conn.execute("SELECT pg_advisory_lock($1)", LOCK_KEY)
-    try:
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", LOCK_KEY)
         await conn.execute(BOOTSTRAP)
         applied = {r["version"]: r["name"] for r in await conn.fetch("SELECT version, name FROM einmal.migrations")}
-        unknown = sorted(set(applied) - {version for version, _, _ in known})
-        if unknown:
-            names = ", ".join(f"{v:04d}_{applied[v]}" for v in unknown)
-            raise UsageError(f"the database holds migrations this einmal does not know: {names}; upgrade einmal")
-        for version, name, sql in known:
-            if version in applied:
-                continue
-            async with conn.transaction():
-                if version in PREPARE:
-                    await PREPARE[version](conn)
-                await conn.execute(sql)
-                await conn.execute("INSERT INTO einmal.migrations (version, name) VALUES ($1, $2)", version, name)
-            applied_now.append(f"{version:04d}_{name}")
-    finally:
-        await conn.execute("SELECT pg_advisory_unlock($1)", LOCK_KEY)
+    unknown = sorted(set(applied) - {version for version, _, _ in known})
+    if unknown:
+        names = ", ".join(f"{v:04d}_{applied[v]}" for v in unknown)
+        raise UsageError(f"the database holds migrations this einmal does not know: {names}; upgrade einmal")
+    for version, name, sql in known:
+        if version in applied:
+            continue
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", LOCK_KEY)
+            if await conn.fetchval("SELECT true FROM einmal.migrations WHERE version = $1", version):
+                continue  # another node applied it while this one waited
+            if version in PREPARE:
+                await PREPARE[version](conn)
+            await conn.execute(sql)
+            await conn.execute("INSERT INTO einmal.migrations (version, name) VALUES ($1, $2)", version, name)
+        applied_now.append(f"{version:04d}_{name}")
     return applied_now

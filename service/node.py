@@ -58,7 +58,7 @@ def setup_logging(settings: Settings | None = None) -> None:
 
 async def http_pool(dsn: str, size: int = HTTP_POOL_SIZE) -> asyncpg.Pool:
     """The HTTP actor's pool: no connection until a request needs one, so HTTP starts with the database down."""
-    return await asyncpg.create_pool(dsn, min_size=0, max_size=size, init=db.init, timeout=10)
+    return await asyncpg.create_pool(dsn, min_size=0, max_size=size, init=db.init, timeout=10, **db.options(dsn))
 
 
 async def web_app(settings: Settings, dsn: str, metrics: Metrics, checks: Callable[[], list[str]],

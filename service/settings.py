@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="EINMAL_", extra="ignore", frozen=True, allow_inf_nan=False)
 
     database_url: str | None = None
+    # what stands between einmal and PostgreSQL at EINMAL_DATABASE_URL: README 'PgBouncer', docs/design.md §4
+    database_pooler: Literal["none", "session", "transaction"] = "none"
+    listen_database_url: str | None = None  # the listener's own, direct URL (needed behind a transaction pooler)
     smtp_host: str = "127.0.0.1"
     smtp_port: int = Field(25, ge=1, le=65535)
     smtp_tls: Literal["none", "starttls", "tls"] = "none"
@@ -105,6 +108,20 @@ class Settings(BaseSettings):
     dkim_domain: str | None = None
     dkim_selector: str | None = None
     dkim_private_key_file: str | None = None
+
+    @model_validator(mode="after")
+    def _listen_beside_a_transaction_pooler(self) -> "Settings":
+        if self.database_pooler == "transaction" and not self.listen_database_url:
+            raise ValueError("EINMAL_DATABASE_POOLER=transaction: EINMAL_LISTEN_DATABASE_URL must be set too, to a "
+                             "URL of the same database without the pooler (LISTEN needs a session of its own)")
+        return self
+
+    @field_validator("listen_database_url")
+    @classmethod
+    def _a_database_url(cls, value: str | None) -> str | None:
+        if value is not None and (problem := database_url_problem(value)):
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _heartbeat_outpaces_the_timeout(self) -> "Settings":

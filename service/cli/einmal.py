@@ -25,6 +25,7 @@ class _Parser(argparse.ArgumentParser):
 # the environment variables `einmal run` reads, for its --help (all of them: README.md)
 RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for every variable):
   EINMAL_DATABASE_URL (or DATABASE_URL)   PostgreSQL; unset: the embedded one
+  EINMAL_DATABASE_POOLER, EINMAL_LISTEN_DATABASE_URL   none | session | transaction (PgBouncer), LISTEN's URL
   EINMAL_SMTP_HOST, EINMAL_SMTP_PORT       the relay every message goes to
   EINMAL_SMTP_TLS, EINMAL_SMTP_TLS_CA_FILE none | starttls | tls, and the CAs to check it with
   EINMAL_SMTP_USERNAME, EINMAL_SMTP_PASSWORD   SMTP AUTH
