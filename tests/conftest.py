@@ -82,6 +82,17 @@ def applied_everything() -> str:
     return "applied " + ", ".join(f"{version:04d}_{name}" for version, name, _ in db.migrations())
 
 
+def applied_by(outputs: list[str]) -> list[str]:
+    """The migrations several `einmal migrate` runs at once applied between them, in order: each
+    migration is its own transaction under the lock, so they may share the work, never repeat it."""
+    return sorted(name for out in outputs if out.startswith("applied ")
+                  for name in out.strip().removeprefix("applied ").split(", "))
+
+
+def every_migration() -> list[str]:
+    return applied_by([applied_everything()])
+
+
 def einmal(*args: str, dsn: str | None = None, env: dict | None = None, input: str | None = None,
            timeout: float = 60) -> subprocess.CompletedProcess:
     """Run the real command line in a child process."""

@@ -45,6 +45,7 @@ RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for 
   EINMAL_DB_TIMEOUT_SECONDS                longest wait for one database statement
   EINMAL_DB_WAIT_SECONDS                   longest wait at start for the database (unset: no end; 0: none)
   EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION   true: claim nothing while standbys exist but none is synchronous
+  EINMAL_JOURNAL_SECONDS, EINMAL_JOURNAL_SIZE   the answers kept to write again after a failover
   EINMAL_HTTP_ADDRESS                      host:port of the HTTP surface (unsubscribe, health, metrics)
   EINMAL_HTTP_HEADER_TIMEOUT_SECONDS, EINMAL_HTTP_BODY_TIMEOUT_SECONDS   a request's deadlines
   EINMAL_HTTP_MAX_CONNECTIONS, EINMAL_HTTP_BODY_BUFFER_BYTES   HTTP connections, and body bytes held, at once
