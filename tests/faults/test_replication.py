@@ -189,20 +189,27 @@ async def states(url: str, campaign: int) -> dict[str, int]:
         await conn.close()
 
 
-async def test_an_answer_held_through_an_asynchronous_failover_is_recorded_on_the_new_primary_not_sent_again(
-        fresh_pair: tuple[PgCluster, PgCluster], caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level("INFO", logger="einmal")
-    primary, standby = fresh_pair
+async def seeded_pair(primary: PgCluster, standby: PgCluster, prefix: str) -> tuple[str, int]:
+    """A migrated database streamed to the standby with an approved campaign of five addresses: the URL
+    naming both clusters (the writable one is used) and the campaign."""
     await primary.streaming()
     await primary.migrated_database("einmal")
     both = (f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/einmal"
             "?target_session_attrs=read-write")
     conn = await asyncpg.connect(primary.url("einmal"))
     try:
-        campaign = await seed(conn, [f"f{i}@example.com" for i in range(5)])
+        campaign = await seed(conn, [f"{prefix}{i}@example.com" for i in range(5)])
         await approve(conn, campaign)
     finally:
         await conn.close()
+    return both, campaign
+
+
+async def test_an_answer_held_through_an_asynchronous_failover_is_recorded_on_the_new_primary_not_sent_again(
+        fresh_pair: tuple[PgCluster, PgCluster], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="einmal")
+    primary, standby = fresh_pair
+    both, campaign = await seeded_pair(primary, standby, "f")
     received = OneByOne(held=2)
     async with recording_server(received) as port:
         async with running_node(node_settings(both, port, smtp_connections=1, batch_size=5)):
@@ -244,16 +251,7 @@ async def test_answers_whose_claim_an_asynchronous_failover_lost_are_written_aga
     one whose 250 the node held through the failover are written `sent` before this node claims again."""
     caplog.set_level("INFO", logger="einmal")
     primary, standby = fresh_pair
-    await primary.streaming()
-    await primary.migrated_database("einmal")
-    both = (f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/einmal"
-            "?target_session_attrs=read-write")
-    conn = await asyncpg.connect(primary.url("einmal"))
-    try:
-        campaign = await seed(conn, [f"q{i}@example.com" for i in range(5)])
-        await approve(conn, campaign)
-    finally:
-        await conn.close()
+    both, campaign = await seeded_pair(primary, standby, "q")
     received = OneByOne(held=2)
     async with recording_server(received) as port:
         # while the standby streams asynchronously the node builds the campaign but claims nothing
