@@ -65,9 +65,12 @@ def describe(dsn: str) -> str:
     return f"{hosts}{parts.path}"
 
 
+# a login that failed because of where the server is, not what was asked: none there, a server starting
+# up, shutting down or recovering from a crash (57P0x), no connection slot left, no such database or role
 UNAVAILABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.InvalidCatalogNameError,
                asyncpg.InvalidAuthorizationSpecificationError, asyncpg.InvalidPasswordError, TimeoutError,
-               asyncpg.TargetServerAttributeNotMatched)
+               asyncpg.TargetServerAttributeNotMatched, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError,
+               asyncpg.CrashShutdownError, asyncpg.TooManyConnectionsError)
 PROBE_SECONDS = 3.0  # each host's look when several are named
 WANTED = {"read-write": "accepts writes", "primary": "is a primary", "read-only": "is read-only",
           "standby": "is a standby"}
@@ -129,7 +132,8 @@ class DatabaseConnectionLost(ConnectionError):
 # shutdown, a crash, a server starting up), a statement that got no answer
 _OUTAGE = (DatabaseUnavailable, DatabaseStalled, DatabaseConnectionLost, ConnectionError, TimeoutError,
            asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError,
-           asyncpg.CrashShutdownError, asyncpg.TargetServerAttributeNotMatched)  # the last: mid-failover
+           asyncpg.CrashShutdownError, asyncpg.TooManyConnectionsError,
+           asyncpg.TargetServerAttributeNotMatched)  # the last: mid-failover
 _LOCAL_SHORTAGE = {errno.EMFILE, errno.ENFILE, errno.ENOMEM}  # this process's fault: escalate
 
 

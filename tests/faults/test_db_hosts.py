@@ -2,10 +2,14 @@
 none to use names each host's own cause — refused, read-only, no answer — not only the first host's error.
 The read-only host is a real hot standby of the test's cluster (pg_basebackup)."""
 
+import socketserver
+import struct
+import threading
 from collections.abc import Iterator
 
 import pytest
 
+from service import db
 from tests.conftest import einmal
 from tests.support.pgcluster import PgCluster, pg_cluster  # noqa: F401  (fixtures)
 from tests.support.smtp_servers import free_port
@@ -42,3 +46,65 @@ def test_a_read_only_host_alone_is_named_as_read_only_in_one_line(standby: PgClu
     assert result.stderr.strip() == (
         f"einmal: cannot reach PostgreSQL at 127.0.0.1:{standby.port}/postgres: no host accepts writes "
         f"(target_session_attrs=read-write): 127.0.0.1:{standby.port}: read-only (a standby)"), result.stderr
+
+
+class StartingUp(socketserver.ThreadingTCPServer):
+    """A server on loopback that speaks just enough of PostgreSQL's protocol to answer every login as a
+    server still replaying its WAL does: FATAL 57P03, 'the database system is starting up'."""
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self) -> None:
+        self.logins = 0
+        super().__init__(("127.0.0.1", 0), self.Answer)
+
+    class Answer(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            while True:  # an SSL or GSS request first (refused with 'N'), then the startup packet
+                head = self._read(8)
+                if len(head) < 8:
+                    return
+                length, code = struct.unpack("!ii", head)
+                self._read(length - 8)
+                if code not in (80877103, 80877104):
+                    break
+                self.request.sendall(b"N")
+            self.server.logins += 1
+            fields = b"SFATAL\0VFATAL\0C57P03\0Mthe database system is starting up\0\0"
+            self.request.sendall(b"E" + struct.pack("!i", len(fields) + 4) + fields)
+
+        def _read(self, n: int) -> bytes:
+            data = b""
+            while len(data) < n and (chunk := self.request.recv(n - len(data))):
+                data += chunk
+            return data
+
+
+@pytest.fixture
+def starting_up() -> Iterator[StartingUp]:
+    server = StartingUp()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_server_starting_up_is_one_line_naming_it(starting_up: StartingUp) -> None:
+    port = starting_up.server_address[1]
+    result = einmal("migrate", dsn=f"postgresql://postgres@127.0.0.1:{port}/postgres")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip() == (f"einmal: cannot reach PostgreSQL at 127.0.0.1:{port}/postgres: "
+                                     "the database system is starting up"), result.stderr
+
+
+@pytest.mark.anyio
+async def test_a_node_waiting_for_its_database_waits_through_a_server_starting_up(
+        starting_up: StartingUp) -> None:
+    dsn = f"postgresql://postgres@127.0.0.1:{starting_up.server_address[1]}/postgres"
+    with pytest.raises(db.DatabaseUnavailable, match="starting up"):
+        await db.wait_for_pool(dsn, 1.0)
+    assert starting_up.logins >= 3, starting_up.logins  # tried again and again, not given up at the first
