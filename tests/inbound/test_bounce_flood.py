@@ -65,6 +65,10 @@ async def test_sending_keeps_its_pace_while_the_inbound_listener_is_flooded(
     finally:
         await stop_node(proc)
     assert len(replies) >= CLIENTS, replies
-    assert all(reply.startswith(("552 5.3.4", "250 2.0.0 OK, dropped")) for reply in replies), set(replies)
+    # refused unread, read and dropped, or, past the parsers' queue or their time, "try again later" (the
+    # relay's retry is the back-pressure): never an error, and some of the flood was read
+    assert all(reply.startswith(("552 5.3.4", "250 2.0.0 OK, dropped", "451 4.3.0")) for reply in replies), \
+        set(replies)
+    assert any(reply.startswith("250 2.0.0 OK, dropped") for reply in replies), set(replies)
     assert quiet >= RATE * WINDOW / 2, quiet  # the quiet window measured the pace at all
     assert flooded >= 0.7 * quiet, (quiet, flooded, len(replies))
