@@ -198,6 +198,7 @@ async def _run(s: Scenario, campaign: int, primary: PgCluster, standby: PgCluste
     try:
         result = await tally(conn, campaign, smtp.messages)
         lost = await conn.fetch("SELECT subscriber_id FROM einmal.lost_outcomes WHERE campaign_id = $1", campaign)
+        await keep_rows(conn, campaign, log_dir / "rows.txt")
     finally:
         await conn.close()
     logs = "".join((log_dir / f"node{i}.log").read_text(errors="replace") for i in range(s.nodes))
@@ -219,6 +220,16 @@ async def _run(s: Scenario, campaign: int, primary: PgCluster, standby: PgCluste
     return Verdict(s.name, result.delivered, result.duplicates, result.lost, result.in_doubt, s.in_doubt_bound,
                    len(lost), logs.count(LOST_LINE), sum(r[0] for r in rewrites), sum(r[1] for r in rewrites),
                    lag_said, s.lag, unaccounted, exits, seconds)
+
+
+async def keep_rows(conn: asyncpg.Connection, campaign: int, path: Path) -> None:
+    """The rows left in doubt and the outcomes kept as lost, for whoever reads the verdict."""
+    lines = [" ".join(f"{k}={v}" for k, v in r.items()) for r in await conn.fetch(
+        """SELECT id, subscriber_id, status, claimed_by, attempts, last_reply, updated_at FROM einmal.sends
+           WHERE campaign_id = $1 AND status NOT IN ('sent', 'suppressed') ORDER BY id""", campaign)]
+    lines += [" ".join(f"{k}={v}" for k, v in r.items()) for r in await conn.fetch(
+        "SELECT * FROM einmal.lost_outcomes WHERE campaign_id = $1 ORDER BY send_id", campaign)]
+    await asyncio.to_thread(path.write_text, "".join(f"{line}\n" for line in lines))
 
 
 def behind_the_journal(at: float | None, s: Scenario, moments: Moments, lag_said: float | None) -> bool:
