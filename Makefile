@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # $(call available,<files>,<target>): succeed if one of the files exists, else say so and fail
 available = for f in $(1); do [ -e "$$f" ] && exit 0; done; echo "make $(2): not yet available"; exit 1
 
-.PHONY: help setup run demo migrate test lint chaos bench clean
+.PHONY: help setup run demo migrate test lint chaos failover bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ lint: $(STAMP) ## ruff
 
 chaos: $(STAMP) ## 50,000 recipients, 3 nodes, SIGKILLs, stalls, SMTP faults, opt-outs, a PostgreSQL restart: one verdict line (CHAOS_ARGS='--help')
 	$(BIN)/python -m tests.support.chaos $(CHAOS_ARGS)
+
+failover: $(STAMP) ## 15,000 recipients, 2 nodes, a primary and its standby: sync, async and lagging failovers, a 60 s outage, a fixed node id; a verdict line each (FAILOVER_ARGS='--help')
+	$(BIN)/python -m tests.support.failover $(FAILOVER_ARGS)
 
 bench: ## measure throughput against the wire's limit (BENCH_ARGS='--quick', '--big', '--help')
 	@$(call available,bench/__main__.py bench.py,bench)

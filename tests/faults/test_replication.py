@@ -16,7 +16,7 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.support.pgcluster import PgCluster
+from tests.support.pgcluster import PgCluster, pair_url
 from tests.support.pipeline import Received, approve, counts, node_settings, recording_server, running_node, seed
 from tests.support.smtp_servers import free_port
 
@@ -194,8 +194,7 @@ async def seeded_pair(primary: PgCluster, standby: PgCluster, prefix: str) -> tu
     naming both clusters (the writable one is used) and the campaign."""
     await primary.streaming()
     await primary.migrated_database("einmal")
-    both = (f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/einmal"
-            "?target_session_attrs=read-write")
+    both = pair_url(primary, standby, "einmal")
     conn = await asyncpg.connect(primary.url("einmal"))
     try:
         campaign = await seed(conn, [f"{prefix}{i}@example.com" for i in range(5)])

@@ -31,6 +31,7 @@ import asyncpg
 
 from service import embedded
 from tests.conftest import ROOT, with_database
+from tests.support.pipeline import message_id
 from tests.support.smtp_servers import DROP, FaultServer
 
 CONNECTIONS = 4
@@ -124,6 +125,46 @@ async def prepare(server: str, name: str, recipients: int) -> tuple[str, int]:
     return dsn, campaign
 
 
+@dataclass
+class Tally:
+    """A campaign's rows against what the SMTP server received."""
+    counts: dict[str, int]  # rows by status
+    received: Counter  # Message-ID -> copies the server holds
+    rows: dict[str, asyncpg.Record]  # Message-ID -> its row (id, subscriber_id, email_lower, status)
+    expected: int  # distinct addresses on the campaign's lists
+
+    @property
+    def delivered(self) -> int:
+        return len(self.received)
+
+    @property
+    def duplicates(self) -> int:
+        return sum(n - 1 for n in self.received.values() if n > 1)
+
+    @property
+    def lost(self) -> int:
+        """Rows not settled, rows marked sent that the server does not have, addresses with no row."""
+        unfinished = sum(n for st, n in self.counts.items() if st not in ("sent", "suppressed", "failed", "in_doubt"))
+        sent_not_received = sum(1 for mid, r in self.rows.items() if r["status"] == "sent" and mid not in self.received)
+        return sent_not_received + unfinished + max(self.expected - len(self.rows), 0)
+
+    @property
+    def in_doubt(self) -> int:
+        return self.counts.get("in_doubt", 0)
+
+
+async def tally(conn: asyncpg.Connection, campaign: int, messages) -> Tally:
+    """The campaign's rows (once the nodes are stopped) against `messages`, what the server received."""
+    counts = {r["status"]: r["count"] for r in await conn.fetch(
+        "SELECT status, count(*) FROM einmal.sends WHERE campaign_id = $1 GROUP BY status", campaign)}
+    expected = await conn.fetchval("""SELECT count(DISTINCT s.email_lower) FROM einmal.subscribers s
+                                      JOIN einmal.list_members m ON m.subscriber_id = s.id""")
+    rows = await conn.fetch("SELECT id, subscriber_id, email_lower, status FROM einmal.sends WHERE campaign_id = $1",
+                            campaign)
+    return Tally(counts, Counter(m.message_id for m in messages),
+                 {message_id(campaign, r["subscriber_id"]): r for r in rows}, expected)
+
+
 async def connect(dsn: str, seconds: float = 30) -> asyncpg.Connection:
     """Connect, retrying while the server comes back."""
     deadline = time.monotonic() + seconds
@@ -137,15 +178,18 @@ async def connect(dsn: str, seconds: float = 30) -> asyncpg.Connection:
 
 
 class Nodes:
-    def __init__(self, env: dict, count: int, log_dir: Path) -> None:
-        self.env, self.log_dir = env, log_dir
-        self.procs = [self.start(i) for i in range(count)]
+    """Node processes, node i started with envs[i] and logging to log_dir/node<i>.log."""
+
+    def __init__(self, envs: list[dict], log_dir: Path) -> None:
+        self.envs, self.log_dir = envs, log_dir
+        self.procs = [self.start(i) for i in range(len(envs))]
 
     def start(self, i: int) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "service", "run"], env=self.env, cwd=ROOT,
+        return subprocess.Popen([sys.executable, "-m", "service", "run"], env=self.envs[i], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=open(self.log_dir / f"node{i}.log", "ab"))
 
     def kill(self, i: int) -> None:
+        """SIGKILL node i and start it again, with the same environment."""
         self.procs[i].send_signal(signal.SIGKILL)
         self.procs[i].wait()
         self.procs[i] = self.start(i)
@@ -155,7 +199,8 @@ class Nodes:
         await asyncio.sleep(seconds)
         self.procs[i].send_signal(signal.SIGCONT)
 
-    def stop(self) -> None:
+    def stop(self) -> list[int]:
+        """Drain every node (SIGTERM); their exit codes (-9: killed, still running after 15 s)."""
         for proc in self.procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
@@ -166,6 +211,7 @@ class Nodes:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        return [proc.returncode for proc in self.procs]
 
 
 async def opt_out(conn: asyncpg.Connection, campaign: int, n: int) -> tuple[set[str], set[str]]:
@@ -211,7 +257,7 @@ async def _run(scenario: Scenario, log_dir: Path | None, cluster) -> Verdict:
                EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS), EINMAL_NODE_TIMEOUT_SECONDS=str(NODE_TIMEOUT),
                EINMAL_TICK_SECONDS="0.5", EINMAL_BATCH_SIZE="100", EINMAL_RETRY_BASE_SECONDS="0.2",
                EINMAL_MAX_ATTEMPTS="10", EINMAL_LOG_LEVEL="WARNING", EINMAL_IN_DOUBT=s.in_doubt)
-    nodes = Nodes(env, s.nodes, log_dir)
+    nodes = Nodes([env] * s.nodes, log_dir)
     # the moments (as fractions of the campaign delivered) at which each disturbance happens
     plan = sorted([(rng.uniform(0.05, 0.9), "kill") for _ in range(s.kills)]
                   + [(rng.uniform(0.1, 0.8), "stall") for _ in range(s.stalls)]
@@ -252,29 +298,19 @@ async def _run(scenario: Scenario, log_dir: Path | None, cluster) -> Verdict:
         seconds = time.monotonic() - began
         await asyncio.gather(*stalls)
         nodes.stop()  # drained: what a woken node knew is recorded before the count
-        counts = {r["status"]: r["count"] for r in await conn.fetch(
-            "SELECT status, count(*) FROM einmal.sends WHERE campaign_id = $1 GROUP BY status", campaign)}
-        expected = await conn.fetchval("""SELECT count(DISTINCT s.email_lower) FROM einmal.subscribers s
-                                          JOIN einmal.list_members m ON m.subscriber_id = s.id""")
-        rows = await conn.fetch("SELECT subscriber_id, email_lower, status FROM einmal.sends WHERE campaign_id = $1",
-                                campaign)
+        result = await tally(conn, campaign, smtp.messages)
     finally:
         await conn.close()
         nodes.stop()
         smtp.stop()
-    message_id = {f"<campaign.{campaign}.{r['subscriber_id']}@example.com>": r for r in rows}
-    received = Counter(m.message_id for m in smtp.messages)
     dropped = sum(1 for m in smtp.messages if not m.answered)
-    unfinished = sum(n for st, n in counts.items() if st not in ("sent", "suppressed", "failed", "in_doubt"))
-    sent_not_received = sum(1 for mid, r in message_id.items() if r["status"] == "sent" and mid not in received)
-    leaked = sum(1 for mid in received if mid in message_id and message_id[mid]["email_lower"] in opted_out
-                 and message_id[mid]["status"] != "suppressed")
-    verdict = Verdict(mode=s.in_doubt, delivered=len(received),
-                      duplicates=sum(n - 1 for n in received.values() if n > 1),
-                      lost=sent_not_received + unfinished + max(expected - len(rows), 0),
+    leaked = sum(1 for mid in result.received if mid in result.rows
+                 and result.rows[mid]["email_lower"] in opted_out and result.rows[mid]["status"] != "suppressed")
+    counts = result.counts
+    verdict = Verdict(mode=s.in_doubt, delivered=result.delivered, duplicates=result.duplicates, lost=result.lost,
                       # a stalled node records its own answers when it wakes; a restarted server fails
                       # every node's pipeline at once
-                      in_doubt=counts.get("in_doubt", 0), bound=done["kill"] * CONNECTIONS + dropped
+                      in_doubt=result.in_doubt, bound=done["kill"] * CONNECTIONS + dropped
                       + done["pg-restart"] * s.nodes * CONNECTIONS
                       # under resend a stalled node's rows on the wire are sent again by another node
                       + (done["stall"] * CONNECTIONS if s.in_doubt == "resend" else 0),

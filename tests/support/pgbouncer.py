@@ -9,14 +9,15 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import pytest
+
+from tests.support.relay import Relay
 
 START_SECONDS = 10.0
 
@@ -38,43 +39,10 @@ def _server(dsn: str) -> tuple[str, int, str]:
 @contextmanager
 def _tcp_to(socket_folder: str, port: int) -> Iterator[int]:
     """A loopback TCP port relayed to PostgreSQL's Unix socket in `socket_folder` (the embedded server's,
-    in a folder PgBouncer, run as user postgres, may not enter), served by a thread's event loop."""
+    in a folder PgBouncer, run as user postgres, may not enter)."""
     path = os.path.join(socket_folder, f".s.PGSQL.{port}")
-    loop = asyncio.new_event_loop()
-
-    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with suppress(OSError):
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        writer.close()
-
-    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_unix_connection(path)
-        except OSError:
-            writer.close()
-            return
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-
-    ports: list[int] = []
-    listening = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        server = loop.run_until_complete(asyncio.start_server(relay, "127.0.0.1", 0))
-        ports.append(server.sockets[0].getsockname()[1])
-        listening.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        assert listening.wait(START_SECONDS), "the relay to the Unix socket did not start"
-        yield ports[0]
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
+    with Relay(lambda: asyncio.open_unix_connection(path)) as relay:
+        yield relay.port
 
 
 @contextmanager

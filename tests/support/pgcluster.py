@@ -4,8 +4,11 @@
     cluster.start()                       # 127.0.0.1:<free port>, trust auth, fsync=off
     cluster.url("postgres")               # postgresql://postgres@127.0.0.1:<port>/postgres
     cluster.stop(mode="fast")             # or "immediate": a crash, recovery on the next start
+    cluster.kill()                        # SIGKILL to the postmaster: the server's machine gone, as seen from here
     cluster.restart()                     # same data, same port
     PgCluster.standby_of(cluster)         # a hot standby of it (pg_basebackup), to start()
+    PgCluster.standby_of(cluster, port=relay.port)   # one that streams through a relay (tests/support/relay.py)
+    pair_url(primary, standby, "einmal")  # both hosts, target_session_attrs=read-write: the writable one is used
     await primary.streaming(sync=True)    # wait until a standby streams from it (as sync), and say how
     await standby.stop_receiving()        # the standby takes no more WAL: what the primary commits now, it loses
     standby.promote()                     # the standby becomes a primary, on a new timeline
@@ -23,8 +26,10 @@ cluster is started again after the test if the test left it down).
 import asyncio
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -112,15 +117,27 @@ class PgCluster:
         self.stop(mode)
         self.start()
 
+    def kill(self, timeout: float = 30) -> None:
+        """SIGKILL the postmaster, as a machine that vanished: its backends end when they notice, and answer
+        nothing more (a commit waiting for a synchronous standby is not confirmed); no shutdown checkpoint."""
+        pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + timeout
+        while self.running:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the postmaster {pid} is still running {timeout:g}s after SIGKILL")
+            time.sleep(0.05)
+
     @classmethod
-    def standby_of(cls, primary: "PgCluster") -> "PgCluster":
-        """A hot standby of a running `primary` (pg_basebackup -R: streaming, read-only), not started."""
+    def standby_of(cls, primary: "PgCluster", port: int | None = None) -> "PgCluster":
+        """A hot standby of a running `primary` (pg_basebackup -R: streaming, read-only), not started; it
+        streams from `port` (a relay to the primary) when given."""
         directory = Path(tempfile.mkdtemp(prefix="einmal-pgstandby-"))
         standby = cls(directory)
         if standby.user:
             directory.chmod(0o755)
             shutil.chown(directory, standby.user, standby.user)
-        standby._run("pg_basebackup", "-D", str(standby.data), "-h", "127.0.0.1", "-p", str(primary.port),
+        standby._run("pg_basebackup", "-D", str(standby.data), "-h", "127.0.0.1", "-p", str(port or primary.port),
                      "-U", "postgres", "-R", "-X", "stream", "--no-sync", "-c", "fast", timeout=120)
         return standby
 
@@ -169,6 +186,12 @@ class PgCluster:
         if self.running:
             self.stop("immediate")
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def pair_url(primary: PgCluster, standby: PgCluster, dbname: str) -> str:
+    """The URL naming both clusters, as an operator's would: the one that accepts writes is used."""
+    return (f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/{dbname}"
+            "?target_session_attrs=read-write")
 
 
 async def _admin(url: str, *statements: str) -> None:
