@@ -93,12 +93,16 @@ async def check_replication(ctx: NodeContext, conn: asyncpg.Connection) -> None:
 
 
 async def write_again(ctx: NodeContext, conn: asyncpg.Connection) -> None:
-    """After a failover, before the send pipeline claims: the outcomes of the journal and those held
-    unrecorded that end a row's send, written again where the new primary lost them (send_rewrite); one
-    that finds its row claimed or settled by another token is logged, counted and kept in
-    einmal.lost_outcomes. The held ones it wrote are no longer held; the retries among them still are."""
-    held = [(time.time(), token, o) for token, outcomes in ctx.unrecorded for o in outcomes if o.status != "queued"]
-    latest = {o.id: (at, token, o) for at, token, o in [*ctx.journal.recent(), *held]}
+    """After a failover, before the send pipeline claims: the outcomes of the journal (returns to the queue
+    among them) and the answers held unrecorded that end a row's send, written again where the new primary
+    lost them (send_rewrite); one that finds its row settled by another token, or claimed by one since, is
+    logged, counted and kept in einmal.lost_outcomes. The held ones it wrote are no longer held; the retries
+    among them still are."""
+    latest = {o.id: (at, token, o, at) for at, token, o in ctx.journal.recent()}
+    for token, outcomes in ctx.unrecorded:
+        for o in outcomes:
+            if o.status != "queued":  # when it was answered is not kept: it outranks no other token's claim
+                latest[o.id] = (time.time(), token, o, None)
     if latest:
         rows = latest.values()
         result = await conn.fetchrow(db.query("send_rewrite"), *columns(rows))
@@ -116,11 +120,13 @@ async def write_again(ctx: NodeContext, conn: asyncpg.Connection) -> None:
     ctx.failover_due = False
 
 
-def columns(rows: Iterable[tuple[float, str, Outcome]]) -> tuple[list, ...]:
+def columns(rows: Iterable[tuple[float, str, Outcome, float | None]]) -> tuple[list, ...]:
+    """send_rewrite's arrays from (wall time, token, outcome, when the journal recorded it)."""
     rows = list(rows)
-    return ([o.id for _, _, o in rows], [t for _, t, _ in rows], [o.status for _, _, o in rows],
-            [o.reply[:1000] for _, _, o in rows], [o.attempts for _, _, o in rows], [o.bounce for _, _, o in rows],
-            [at for at, _, _ in rows])
+    outcomes = [o for _, _, o, _ in rows]
+    return ([o.id for o in outcomes], [t for _, t, _, _ in rows], [o.status for o in outcomes],
+            [o.reply[:1000] for o in outcomes], [o.attempts for o in outcomes], [o.bounce for o in outcomes],
+            [at for at, _, _, _ in rows], [o.retry_after for o in outcomes], [r for _, _, _, r in rows])
 
 
 async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> None:

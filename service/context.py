@@ -72,8 +72,9 @@ class Journal:
     """The outcomes this node recorded, the last `size` of them within `seconds` of the newest, each with its
     token and the wall time it was recorded at: what an asynchronous failover may have lost, to write again
     on the new primary (docs/design.md §4). The age is counted back from the newest outcome, not from now:
-    while the database is away nothing is recorded, and the window before the failover stays whole. Only
-    outcomes that end a row's send are kept: a retry is no loss."""
+    while the database is away nothing is recorded, and the window before the failover stays whole. Returns
+    to the queue are kept too (a retry, a send slot passed, a throttle): a row the new primary shows still
+    held by a token that gave it back unsent is not in doubt, and another node's later answer outranks it."""
 
     def __init__(self, seconds: float, size: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds, self.clock = seconds, clock
@@ -81,7 +82,7 @@ class Journal:
 
     def add(self, token: str, outcomes: list[Outcome]) -> None:
         now, wall = self.clock(), time.time()
-        self.entries.extend((now, wall, token, o) for o in outcomes if o.status != "queued")
+        self.entries.extend((now, wall, token, o) for o in outcomes)
         while self.entries and self.entries[0][0] < now - self.seconds:
             self.entries.popleft()
 

@@ -1,28 +1,41 @@
 -- After a failover, write again the outcomes a node recorded (its journal) or holds unrecorded, where the
 -- new primary lost them (docs/design.md §4): ids $1, each recorded under token $2 as status $3 (sent,
--- failed, in_doubt or suppressed: never a retry), reply $4, attempts added $5, bounce $6, at epoch $7.
+-- failed, in_doubt, suppressed, or queued: given back unsent or to be tried again), reply $4, attempts
+-- added $5, bounce $6, at epoch $7, to be tried again after $8 seconds (queued), and $9: the epoch the
+-- node recorded it at (from its journal; NULL for an answer it held unrecorded).
 -- Compare-and-set: only a row behind the outcome moves to it: `claimed`, `sending` or `in_doubt` by the
--- outcome's token, or `queued` and claimed by nobody (the failover lost its claim). A row that already
--- shows the outcome is counted; one claimed or settled by another token meanwhile is never touched: it is
--- kept in einmal.lost_outcomes and returned (`lost`) for the log, as send_advance does.
+-- outcome's token; for an outcome that ends the row's send also a row `queued` and claimed by nobody (the
+-- failover lost its claim), and a row `claimed` or `sending` by another token since before $9: the new
+-- primary shows a state older than the answer (on the old primary that token gave the row back before
+-- this one could claim it; a claim made on the new primary, after the failover, is later than $9 and is
+-- never touched). A row that already shows the outcome is counted, and so is a return to the queue that
+-- finds its row no longer held by its token (a return is no loss). Any other is never touched: it is kept
+-- in einmal.lost_outcomes and returned (`lost`) for the log, as send_advance does.
 WITH j AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bool[], $7::float8[])
-        AS j(id, token, status, reply, attempts, bounce, at)
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bool[], $7::float8[],
+                         $8::float8[], $9::float8[])
+        AS j(id, token, status, reply, attempts, bounce, at, retry_after, recorded_at)
 ), there AS (
     SELECT j.id FROM j JOIN einmal.sends s ON s.id = j.id
-    WHERE s.status = j.status AND s.claimed_by IS NOT DISTINCT FROM j.token
+    WHERE CASE WHEN j.status = 'queued'
+               THEN NOT (s.claimed_by = j.token AND s.status IN ('claimed', 'sending', 'in_doubt'))
+               ELSE s.status = j.status AND s.claimed_by IS NOT DISTINCT FROM j.token END
 ), moved AS (
     UPDATE einmal.sends s SET
         status = j.status,
         last_reply = j.reply,
         attempts = s.attempts + j.attempts,
-        claimed_by = j.token,
+        claimed_by = CASE WHEN j.status = 'queued' THEN NULL ELSE j.token END,
+        next_attempt_at = CASE WHEN j.status = 'queued' THEN now() + make_interval(secs => j.retry_after)
+                               ELSE s.next_attempt_at END,
         sent_at = CASE WHEN j.status = 'sent' THEN to_timestamp(j.at) END,
         updated_at = now()
     FROM j
     WHERE s.id = j.id
       AND ((s.claimed_by = j.token AND s.status IN ('claimed', 'sending', 'in_doubt'))
-           OR (s.status = 'queued' AND s.claimed_by IS NULL))
+           OR (j.status <> 'queued' AND s.status = 'queued' AND s.claimed_by IS NULL)
+           OR (j.status <> 'queued' AND s.status IN ('claimed', 'sending') AND s.claimed_by <> j.token
+               AND s.updated_at <= to_timestamp(j.recorded_at)))
       AND j.id NOT IN (SELECT id FROM there)
     RETURNING s.id, s.account_id, s.email_lower, j.bounce
 ), bounced AS (

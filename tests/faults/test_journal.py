@@ -13,18 +13,18 @@ from tests.support.pipeline import node_settings, seed
 pytestmark = pytest.mark.anyio
 
 
-def test_the_journal_keeps_the_last_outcomes_that_end_a_row_within_its_count_and_its_age() -> None:
+def test_the_journal_keeps_the_last_outcomes_within_its_count_and_its_age() -> None:
     now = [100.0]
-    journal = Journal(seconds=10, size=3, clock=lambda: now[0])
+    journal = Journal(seconds=10, size=4, clock=lambda: now[0])
     journal.add("t", [Outcome(1, "sent", "250"), Outcome(2, "queued", "451 retry"), Outcome(3, "failed", "550")])
-    assert [o.id for _, _, o in journal.recent()] == [1, 3], "a retry is no loss: not kept"
+    assert [o.id for _, _, o in journal.recent()] == [1, 2, 3], "a return to the queue is kept too"
     assert journal.reach() == 10, "not full: it covers its age bound"
     now[0] = 105.0
     journal.add("t", [Outcome(4, "sent", "250"), Outcome(5, "in_doubt", "timeout")])
-    assert [o.id for _, _, o in journal.recent()] == [3, 4, 5], "at most 3"
+    assert [o.id for _, _, o in journal.recent()] == [2, 3, 4, 5], "at most 4"
     assert journal.reach() == 5, "full: the count bound cut it to the 5 s between its oldest and newest"
     now[0] = 1000.0
-    assert [o.id for _, _, o in journal.recent()] == [3, 4, 5], "nothing recorded since (an outage): all kept"
+    assert [o.id for _, _, o in journal.recent()] == [2, 3, 4, 5], "nothing recorded since (an outage): all kept"
     now[0] = 111.0
     journal.add("u", [Outcome(4, "failed", "550")])
     assert [(token, o.id, o.status) for _, token, o in journal.recent()] == [("t", 5, "in_doubt"), ("u", 4, "failed")]
@@ -43,10 +43,16 @@ STATES = [  # (status, claimed_by) on the new primary, what the journal says und
     (("in_doubt", "T"), "sent", ("sent", "T")),  # returned as a dead node's, under hold
     (("queued", None), "failed", ("failed", "T")),  # a bounce: its suppression is written again too
     (("sent", "T"), "sent", ("sent", "T")),  # already there
-    (("claimed", "U"), "sent", ("claimed", "U")),  # another node claimed it: never touched
+    (("claimed", "U"), "sent", ("claimed", "U")),  # another node claimed it after the failover: never touched
     (("sent", "U"), "sent", ("sent", "U")),
+    (("sending", "T"), "queued", ("queued", None)),  # given back unsent: not in doubt
+    (("claimed", "V"), "sent", ("sent", "T")),  # V's claim is older than T's answer: V gave it back first
+    (("sending", "V"), "sent", ("sent", "T")),  # V's attempt was answered and given back before T's claim
+    (("claimed", "U"), "queued", ("claimed", "U")),  # a return is no loss: counted as there
     (("sending", "T"), "sent", ("sending", "T")),  # held unrecorded under T2, whose token does not hold it
 ]
+# U's rows were claimed on the new primary after the failover (later than the journal's answers), V's
+# before T's answers: the new primary shows V's claim from before V gave the row back
 
 
 async def test_after_a_failover_only_rows_behind_the_journal_move_and_another_tokens_are_kept_as_lost(
@@ -60,6 +66,8 @@ async def test_after_a_failover_only_rows_behind_the_journal_move_and_another_to
         SELECT $1::bigint, account_id, id, email, lower(email), 'campaign:' || $1::bigint || ':' || id, $3, $4
         FROM einmal.subscribers WHERE email = $2 RETURNING id""", campaign, address, *state)
            for address, (state, _, _) in zip(addresses, STATES, strict=False)]
+    await conn.execute("UPDATE einmal.sends SET updated_at = now() + interval '1 hour' WHERE claimed_by = 'U'")
+    await conn.execute("UPDATE einmal.sends SET updated_at = now() - interval '1 hour' WHERE claimed_by = 'V'")
     retry = await conn.fetchval("""
         INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, status,
                                   claimed_by)
@@ -69,8 +77,8 @@ async def test_after_a_failover_only_rows_behind_the_journal_move_and_another_to
     try:
         ctx = NodeContext(node_settings(dsn, 2525), pool, dsn)
         for send_id, (_, outcome, _) in zip(ids[:-1], STATES, strict=False):
-            ctx.journal.add("T", [Outcome(send_id, outcome, f"{250 if outcome == 'sent' else 550} ok",
-                                          bounce=outcome == "failed")])
+            reply = {"sent": "250 ok", "queued": "451 later"}.get(outcome, "550 no")
+            ctx.journal.add("T", [Outcome(send_id, outcome, reply, bounce=outcome == "failed", retry_after=60)])
         ctx.unrecorded.append(("T2", [Outcome(ids[-1], "sent", "250 ok"), Outcome(retry, "queued", "451 later")]))
         ctx.failover_due = True
         async with pool.acquire() as c:
@@ -86,7 +94,10 @@ async def test_after_a_failover_only_rows_behind_the_journal_move_and_another_to
                             "FROM einmal.lost_outcomes ORDER BY send_id")
     assert [tuple(r) for r in lost] == [(ids[6], "T", "sent", "250", "claimed", "U"),
                                         (ids[7], "T", "sent", "250", "sent", "U"),
-                                        (ids[8], "T2", "sent", "250", "sending", "T")]
+                                        (ids[12], "T2", "sent", "250", "sending", "T")]
+    returned = await conn.fetchrow("SELECT attempts, next_attempt_at > now() + interval '50 seconds' AS later "
+                                   "FROM einmal.sends WHERE id = $1", ids[8])
+    assert tuple(returned) == (0, True), "the return keeps its retry time"
     assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions WHERE email_lower = $1 AND reason = 'bounce'",
                                addresses[4]) == 1
     assert await conn.fetchval("SELECT sent_at IS NOT NULL FROM einmal.sends WHERE id = $1", ids[2])
