@@ -52,7 +52,8 @@ def read(parse: Callable, data: bytes) -> Verdict:
     kind = next((k for k in ("hard", "soft", "complaint", "unclassified") if k in kinds), "none")
     return Verdict(kind, {key(r.recipient) for r in found if r.recipient},
                    {getattr(r, "reason", None) or "-" for r in found},
-                   any(getattr(r, "suppresses", r.kind in ("hard", "complaint")) for r in found))
+                   any(r.effect() == "suppress" if hasattr(r, "effect") else r.kind in ("hard", "complaint")
+                       for r in found))
 
 
 @dataclass
