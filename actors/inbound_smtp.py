@@ -11,11 +11,12 @@ memory the listener holds is bounded. A message is then (service/inbound/bounces
 - a report to the return path without a token, quoting no envelope sender whose token verifies
   (ARF's Original-Mail-From, the returned Return-Path): 250, nothing written, one log line,
   counted ``unsigned`` (a Message-ID in it could be anyone's guess);
-- past a report's bounds (MIME parts, recipients): 552 5.3.4; a report einmal cannot read:
-  550 5.6.0; nothing written;
-- not a report, or a report that touches no row (no such row, none of several recipients is
+- past a report's bounds (MIME parts, recipients): 552 5.3.4; a message that cannot be read at all
+  (a multipart without its boundary): 550 5.6.0; nothing written;
+- not a bounce or complaint (an auto-reply), or a report that touches no row (no such row, none of several recipients is
   the row's address, a message that was never sent): 250, one log line, nothing written (counted);
-- a bounce or complaint: applied once, to the token's row alone, through inbound.apply, then
+- a bounce of any format (hard, soft, or unclassified: recorded, suppressing nothing) or a
+  complaint: applied once, as its reason says, to the token's row alone, through inbound.apply, then
   250; a repeat: 250, nothing changes; the same report id with other content: 554; the
   database unreachable, or no parser to be had: 451 (the relay tries again later).
 
@@ -128,7 +129,8 @@ class Handler:
                      result.removeprefix("dropped: "))
             self.counted.labels("dropped").inc()
             return "250 2.0.0 OK, dropped"
-        log.info("inbound: %s %s (%s) for %s: %s", report.kind, report.event_id[:120], report.status, where, result)
+        log.info("inbound: %s %s (%s, %s) for %s: %s", report.kind, report.event_id[:120], report.status or "no status",
+                 report.reason or "-", where, result)
         self.counted.labels(result).inc()
         return "250 2.0.0 OK"
 

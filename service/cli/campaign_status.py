@@ -2,11 +2,12 @@
 
 The counts come from one GROUP BY over einmal.sends, read in the same statement as the
 campaign's own status and the messages that came back (einmal.bounces, docs/design.md §8): send
-rows with a hard bounce (bounced), with a soft one (soft bounced) and with a complaint
-(complained). --follow polls (twice a second on a terminal, once a second into a pipe or file)
-until the campaign is sent or cancelled; a paused campaign is shown as paused and still followed.
-The display itself (a live bar with log lines above it on a terminal, plain lines elsewhere) is
-service/cli/progress.py.
+rows with a hard bounce (bounced: a permanent failure, whatever its reason), with a soft one (soft
+bounced), with a bounce that said neither (unclassified) and with a complaint (complained), then
+per reason (service/inbound/reasons.py: no_mailbox, policy, …). --follow polls (twice a second on
+a terminal, once a second into a pipe or file) until the campaign is sent or cancelled; a paused
+campaign is shown as paused and still followed. The display itself (a live bar with log lines
+above it on a terminal, plain lines elsewhere) is service/cli/progress.py.
 """
 
 import argparse
@@ -27,7 +28,7 @@ from service.errors import UsageError
 from service.settings import Settings
 
 STATES = ("queued", "claimed", "sending", "sent", "suppressed", "failed", "in_doubt")
-CAME_BACK = ("bounced", "soft_bounced", "complained")
+CAME_BACK = ("bounced", "soft_bounced", "unclassified", "complained")
 DONE = ("sent", "suppressed", "failed", "in_doubt")
 FINAL = ("sent", "cancelled")
 TOP_FAILURES = 5
@@ -44,6 +45,7 @@ class Snapshot:
     pause_reason: str | None = None
     failures: tuple[tuple[str, int], ...] = ()  # the most frequent replies of failed rows, with their counts
     came_back: dict[str, int] | None = None  # send rows that bounced (hard, soft) or drew a complaint
+    reasons: dict[str, int] | None = None  # send rows per reason of their bounces or complaints
 
     @property
     def total(self) -> int:
@@ -56,6 +58,7 @@ class Snapshot:
     def as_json(self) -> dict:
         return {"id": self.id, "status": self.status, "total": self.total, "counts": dict(self.counts),
                 "pause_reason": self.pause_reason, **(self.came_back or dict.fromkeys(CAME_BACK, 0)),
+                "reasons": dict(self.reasons or {}),
                 "failures": [{"reply": reply, "count": n} for reply, n in self.failures]}
 
 
@@ -73,7 +76,7 @@ async def fetch(conn: asyncpg.Connection, campaign_id: int) -> Snapshot:
                                                                         campaign_id, TOP_FAILURES))
     first = rows[0]
     return Snapshot(first["id"], first["name"], first["status"], counts, first["pause_reason"], failures,
-                    {name: first[name] for name in CAME_BACK})
+                    {name: first[name] for name in CAME_BACK}, json.loads(first["reasons"]))
 
 
 def table(snap: Snapshot) -> str:
@@ -85,6 +88,9 @@ def table(snap: Snapshot) -> str:
     came_back = snap.came_back or dict.fromkeys(CAME_BACK, 0)
     lines.append("came back:")
     lines += [f"  {name.replace('_', ' '):<13}{came_back[name]:>{width}}" for name in CAME_BACK]
+    if snap.reasons:
+        lines.append("by reason:")
+        lines += [f"  {name.replace('_', ' '):<15}{n:>{width}}" for name, n in sorted(snap.reasons.items())]
     if snap.failures:
         lines.append("top failure replies:")
         lines += [f"  {n:>{width}}  {reply[:200]}" for reply, n in snap.failures]

@@ -314,7 +314,8 @@ async def test_status_json_has_every_state_including_zeros(conn: asyncpg.Connect
         "id": campaign, "status": "sending", "total": 4,
         "counts": {"queued": 1, "claimed": 0, "sending": 0, "sent": 2, "suppressed": 0, "failed": 0,
                    "in_doubt": 1},
-        "pause_reason": None, "bounced": 0, "soft_bounced": 0, "complained": 0, "failures": [],
+        "pause_reason": None, "bounced": 0, "soft_bounced": 0, "unclassified": 0, "complained": 0, "reasons": {},
+        "failures": [],
     }) + "\n"
 
 
@@ -325,7 +326,7 @@ async def test_status_json_of_a_campaign_without_send_rows_is_all_zeros(
     assert json.loads(result.stdout) == {"id": campaign, "status": "draft", "total": 0,
                                          "counts": dict.fromkeys(campaign_status.STATES, 0),
                                          "pause_reason": None, "bounced": 0, "soft_bounced": 0,
-                                         "complained": 0, "failures": []}
+                                         "unclassified": 0, "complained": 0, "reasons": {}, "failures": []}
 
 
 async def test_status_counts_the_send_rows_that_bounced_or_drew_a_complaint(conn: asyncpg.Connection,
@@ -341,19 +342,27 @@ async def test_status_counts_the_send_rows_that_bounced_or_drew_a_complaint(conn
     rows = [r["id"] for r in await conn.fetch("SELECT id FROM einmal.sends WHERE campaign_id = $1 ORDER BY id",
                                               campaign)]
     elsewhere = await conn.fetchval("SELECT min(id) FROM einmal.sends WHERE campaign_id = $1", other)
-    came_back = [(rows[0], "hard"), (rows[1], "soft"), (rows[1], "soft"), (rows[2], "soft"), (rows[3], "complaint"),
-                 (rows[4], "hard"), (rows[4], "complaint"), (elsewhere, "hard")]
-    for n, (send_id, kind) in enumerate(came_back):
+    came_back = [(rows[0], "hard", "no_mailbox"), (rows[1], "soft", "mailbox_full"), (rows[1], "soft", "routing"),
+                 (rows[2], "soft", None), (rows[3], "complaint", "complaint"), (rows[4], "hard", "policy"),
+                 (rows[4], "complaint", "complaint"), (rows[4], "unclassified", "unclassified"),
+                 (elsewhere, "hard", "no_mailbox")]
+    for n, (send_id, kind, reason) in enumerate(came_back):
         await conn.execute("INSERT INTO einmal.inbound_events (event_id, payload_hash) VALUES ($1, 'x')", f"t:{n}")
-        await conn.execute("""INSERT INTO einmal.bounces (event_id, account_id, send_id, kind, status)
-                              SELECT $1, account_id, id, $3, '5.1.1' FROM einmal.sends WHERE id = $2""",
-                           f"t:{n}", send_id, kind)
+        await conn.execute("""INSERT INTO einmal.bounces (event_id, account_id, send_id, kind, status, reason)
+                              SELECT $1, account_id, id, $3, '5.1.1', $4 FROM einmal.sends WHERE id = $2""",
+                           f"t:{n}", send_id, kind, reason)
     shown = json.loads(einmal("campaign", "status", str(campaign), "--json", dsn=dsn).stdout)
-    assert (shown["bounced"], shown["soft_bounced"], shown["complained"]) == (2, 2, 2)
+    assert (shown["bounced"], shown["soft_bounced"], shown["unclassified"], shown["complained"]) == (2, 2, 1, 2)
+    assert shown["reasons"] == {"no_mailbox": 1, "mailbox_full": 1, "routing": 1, "policy": 1, "complaint": 2,
+                                "unclassified": 1}
     text = einmal("campaign", "status", str(campaign), dsn=dsn).stdout.splitlines()
     at = text.index("came back:")
-    assert [line.strip().rsplit(maxsplit=1) for line in text[at + 1:at + 4]] == [
-        ["bounced", "2"], ["soft bounced", "2"], ["complained", "2"]]
+    assert [line.strip().rsplit(maxsplit=1) for line in text[at + 1:at + 5]] == [
+        ["bounced", "2"], ["soft bounced", "2"], ["unclassified", "1"], ["complained", "2"]]
+    at = text.index("by reason:")
+    assert [line.strip().rsplit(maxsplit=1) for line in text[at + 1:at + 7]] == [
+        ["complaint", "2"], ["mailbox full", "1"], ["no mailbox", "1"], ["policy", "1"], ["routing", "1"],
+        ["unclassified", "1"]]
 
 
 async def test_status_table_shows_status_name_each_state_and_total(

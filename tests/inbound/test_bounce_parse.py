@@ -10,7 +10,8 @@ from tests.support import reports
 
 def test_a_failed_5xx_dsn_is_a_hard_bounce_and_its_returned_message_id_names_nothing() -> None:
     (report,) = bounces.parse(reports.dsn("a@example.com", original_id="<campaign.7.42@example.com>"))
-    assert report == bounces.Report("hard", "5.1.1", "a@example.com", None, "dsn:<r1@relay.test>")
+    assert report == bounces.Report("hard", "5.1.1", "a@example.com", None, "dsn:<r1@relay.test>",
+                                    reason="no_mailbox")
 
 
 def test_a_dsn_naming_several_recipients_is_one_report_for_each_that_failed_or_was_delayed() -> None:
@@ -69,15 +70,31 @@ def test_a_report_at_its_bounds_is_read() -> None:
     assert len(bounces.parse(data)) == bounces.MAX_RECIPIENTS
 
 
-@pytest.mark.parametrize("data", [
-    reports.dsn("a@example.com").replace(b"Status: 5.1.1", b"Status: bogus"),
-    reports.dsn("a@example.com").replace(b"message/delivery-status", b"text/plain"),
-    reports.dsn("a@example.com").replace(b"Action: failed", b"X-Action: failed"),
-    reports.dsn("a@example.com").replace(b"--BOUNDARY--", b""),
-    reports.arf().replace(b"message/feedback-report", b"text/plain"),
-    b"Content-Type: multipart/report; report-type=delivery-status\r\n\r\nno boundary at all\r\n",
+@pytest.mark.parametrize(("data", "kind"), [
+    (reports.dsn("a@example.com").replace(b"Status: 5.1.1", b"Status: bogus"), "hard"),  # the Diagnostic-Code's
+    (reports.dsn("a@example.com").replace(b"Action: failed", b"X-Action: failed"), "hard"),  # a 5.x.x Status
+    (reports.dsn("a@example.com").replace(b"--BOUNDARY--", b""), "hard"),  # cut short
+    (reports.dsn("a@example.com").replace(b"Action: failed", b"Action: failed (Bad destination mailbox address)"),
+     "hard"),
+    (reports.dsn("a@example.com").replace(b"\r\n\r\nFinal-Recipient", b"\r\nFinal-Recipient"), "hard"),  # AOL's
+    (reports.dsn("a@example.com").replace(b"Action: failed", b"Action: expired").replace(b"5.1.1", b"4.4.7"), "soft"),
+    (reports.dsn("a@example.com").replace(b"message/delivery-status", b"text/plain"), "hard"),  # fields as text
+    (b"From: MAILER-DAEMON@relay.test\r\nSubject: Delivery Status Notification\r\n\r\nSee the attachment.\r\n",
+     "unclassified"),  # a mail system's notice that says nothing
 ])
-def test_a_report_that_cannot_be_read_is_malformed(data: bytes) -> None:
+def test_a_report_as_servers_really_write_it_is_read(data: bytes, kind: str) -> None:
+    assert [r.kind for r in bounces.parse(data)] == [kind]
+
+
+def test_a_complaint_report_without_its_feedback_fields_is_no_complaint() -> None:
+    assert bounces.parse(reports.arf().replace(b"message/feedback-report", b"text/plain")) == ()
+
+
+@pytest.mark.parametrize("data", [
+    b"Content-Type: multipart/report; report-type=delivery-status\r\n\r\nno boundary at all\r\n",
+    b"Content-Type: multipart/report; boundary=b\r\n\r\nno part begins\r\n",
+])
+def test_a_message_that_cannot_be_read_at_all_is_malformed(data: bytes) -> None:
     with pytest.raises(bounces.Malformed):
         bounces.parse(data)
 
@@ -88,7 +105,7 @@ def _outcome(data: bytes) -> None:
     except bounces.Malformed as exc:
         assert str(exc)
         return
-    assert all(report.kind in ("hard", "soft", "complaint") for report in found)
+    assert all(report.kind in ("hard", "soft", "complaint", "unclassified") for report in found)
     assert all(report.event_id.startswith(("dsn:", "arf:")) and len(report.event_id) < 700 for report in found)
 
 

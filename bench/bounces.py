@@ -1,0 +1,33 @@
+"""Parse cost of a bounce: microseconds per message over the real samples (tests/inbound/samples/), in this process.
+
+`python -m bench.bounces` prints the figure: each sample parsed as the inbound listener's worker
+process parses it (service/inbound/reports.py ``parse``), the best of five rounds.
+"""
+
+import sys
+import timeit
+
+from service.inbound import bounces
+from tests.support import bounce_samples
+
+
+def microseconds() -> tuple[int, float]:
+    """(messages, µs per message) over every sample of every set."""
+    messages = [bounce_samples.message(name, file) for name in bounce_samples.SETS
+                for file in bounce_samples.expected(name)]
+
+    def once() -> None:
+        for data in messages:
+            bounces.parse(data)
+
+    return len(messages), min(timeit.repeat(once, number=1, repeat=5)) / len(messages) * 1e6
+
+
+def main() -> int:
+    n, us = microseconds()
+    print(f"bounce parse: {us:.0f} µs/message ({n} real bounces: flufl.bounce's samples, Postfix's)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
