@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 
 from service import db
-from service.addresses import address_problem
+from service.addresses import address_problem, email_key
 from service.errors import UsageError
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
@@ -41,7 +41,8 @@ async def _message(conn, settings: Settings, campaign_id: int, subscriber: str |
     if campaign is None:
         raise UsageError(f"no campaign with id {campaign_id}")
     template = CampaignTemplate.compile(dict(campaign), settings)
-    row = await conn.fetchrow(db.query("subscriber_for_preview"), campaign_id, subscriber)
+    row = await conn.fetchrow(db.query("subscriber_for_preview"), campaign_id,
+                              email_key(subscriber) if subscriber else None, subscriber)
     if row is None:
         raise UsageError(f"campaign {campaign_id}'s account has no subscriber {shown(subscriber)}" if subscriber
                          else f"campaign {campaign_id} has no subscriber on its lists; name one with --subscriber")

@@ -123,3 +123,27 @@ async def test_suppressions_remove_finds_every_spelling_of_the_mailbox(dsn: str,
                      "Anna@xn--bcher-kva.example", "οδοσ@example.org", "straße@example.org", dsn=dsn)
     assert removed.stdout == "removed 3, not suppressed 0\n", removed.stderr
     assert einmal("suppressions", "list", "--account", "acme", dsn=dsn).stdout == ""
+
+
+async def test_every_lookup_by_address_compares_mailbox_keys_as_the_import_stored_them(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    """An address typed as `export` prints it (an A-label domain), or any other spelling of the
+    mailbox (ß folded to ss), finds its subscriber: show, delete and preview ask the mailbox key
+    (service/addresses.py), not PostgreSQL's lower()."""
+    imported(dsn, tmp_path, "email,name\nanna@xn--bcher-kva.example,Anna\nStraße@example.org,Gert\n")
+    assert einmal("subscribers", "export", "--account", "acme", dsn=dsn).stdout.splitlines()[1] \
+        == "anna@xn--bcher-kva.example,Anna,default"
+    for typed in ("anna@xn--bcher-kva.example", "ANNA@Bücher.example", "anna@bücher.example"):
+        shown = einmal("subscribers", "show", "--account", "acme", typed, dsn=dsn)
+        assert shown.returncode == 0 and "email: anna@xn--bcher-kva.example\n" in shown.stdout, shown.stderr
+    assert "email: Straße@example.org\n" in einmal("subscribers", "show", "--account", "acme", "STRASSE@example.org",
+                                                  dsn=dsn).stdout
+    campaign = einmal("campaign", "create", "--account", "acme", "--name", "c", "--subject", "Hi {{ name }}",
+                      "--from", "news@example.org", "--text", "Hello {{ name }}", dsn=dsn)
+    assert campaign.returncode == 0, campaign.stderr
+    preview = einmal("campaign", "preview", campaign.stdout.strip(), "--subscriber", "strasse@EXAMPLE.org", dsn=dsn)
+    assert preview.returncode == 0 and "Subject: Hi Gert" in preview.stdout, preview.stderr
+    erased = einmal("subscribers", "delete", "--account", "acme", "anna@xn--bcher-kva.example", dsn=dsn)
+    assert erased.returncode == 0, erased.stderr
+    assert await conn.fetchval("SELECT reason FROM einmal.suppressions WHERE email_lower = 'anna@bücher.example'") \
+        == "erased"
