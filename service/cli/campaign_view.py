@@ -2,7 +2,9 @@
 
 `preview` renders the exact message one subscriber would get (the Date header is the time of
 the preview); `test` sends that message, addressed to another mailbox, through the configured
-relay, outside the campaign's send rows: it changes nothing in the database.
+relay, outside the campaign's send rows: it changes nothing in the database. A test message is marked
+(`[TEST] ` before its subject, `--subject-prefix` to change it), has a Message-ID of its own and an
+unsubscribe link that unsubscribes nobody: pressing it cannot suppress the subscriber it was rendered for.
 """
 
 import argparse
@@ -35,8 +37,9 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _message(conn, settings: Settings, campaign_id: int, subscriber: str | None,
-                   to: str | None = None) -> tuple[CampaignTemplate, bytes]:
-    """The campaign compiled and rendered for the subscriber (addressed to ``to`` when given)."""
+                   test: tuple[str, str] | None = None) -> tuple[CampaignTemplate, bytes]:
+    """The campaign compiled and rendered for the subscriber; with ``test`` (to, subject prefix) as a test
+    message to that address (CampaignTemplate.render_test)."""
     campaign = await conn.fetchrow(db.query("campaign_for_render"), campaign_id)
     if campaign is None:
         raise UsageError(f"no campaign with id {campaign_id}")
@@ -47,7 +50,9 @@ async def _message(conn, settings: Settings, campaign_id: int, subscriber: str |
         raise UsageError(f"campaign {campaign_id}'s account has no subscriber {shown(subscriber)}" if subscriber
                          else f"campaign {campaign_id} has no subscriber on its lists; name one with --subscriber")
     try:
-        return template, template.render(row["id"], to or row["email"], row["name"], row["attributes"])
+        if test:
+            return template, template.render_test(test[0], row["name"], row["attributes"], test[1])
+        return template, template.render(row["id"], row["email"], row["name"], row["attributes"])
     except ValueError as exc:
         raise UsageError(f"campaign {campaign_id} cannot be rendered for {shown(row['email'])}: {exc}") from None
 
@@ -70,7 +75,8 @@ async def test_command(args: argparse.Namespace, settings: Settings) -> int:
     if problem := address_problem(args.to):
         raise UsageError(f"--to {shown(args.to)} is not a valid address: {problem}")
     async with db.connection(db.url(settings)) as conn:
-        template, message = await _message(conn, settings, args.id, args.subscriber, to=args.to)
+        template, message = await _message(conn, settings, args.id, args.subscriber,
+                                           test=(args.to, args.subject_prefix))
     connection = SmtpConnection(settings)
     try:
         result = await connection.send(template.envelope_from, args.to, message)

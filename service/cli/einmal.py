@@ -154,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("id", type=int, help="the campaign's id")
     test.add_argument("--to", required=True, metavar="ADDR", help="the mailbox that gets the test message")
     test.add_argument("--subscriber", metavar="EMAIL", help="whose message (default: the first on its lists)")
+    test.add_argument("--subject-prefix", default="[TEST] ", metavar="TEXT",
+                      help="put before the subject (default: '[TEST] ')")
     test.set_defaults(func=commands.campaign_test)
 
     suppress = sub.add_parser("suppress", help="suppress addresses for an account")
