@@ -21,6 +21,7 @@ from service.settings import Settings
 from service.smtp.connection import Outcome, SmtpConnection, SmtpUnavailable
 from service.subscribers.importer import shown
 
+TRIAL_SAMPLE = 200  # subscribers rendered at create and approve
 STATUSES = ("draft", "approved", "sending", "paused", "sent", "cancelled")
 
 
@@ -55,6 +56,27 @@ async def _message(conn, settings: Settings, campaign_id: int, subscriber: str |
         return template, template.render(row["id"], row["email"], row["name"], row["attributes"])
     except ValueError as exc:
         raise UsageError(f"campaign {campaign_id} cannot be rendered for {shown(row['email'])}: {exc}") from None
+
+
+async def trial_render(conn, settings: Settings, campaign_id: int) -> str | None:
+    """A warning when the campaign cannot be rendered for some of a sample of its real subscribers (the
+    check at create sees only a subscriber without attributes), else None."""
+    campaign = await conn.fetchrow(db.query("campaign_for_render"), campaign_id)
+    try:
+        template = CampaignTemplate.compile(dict(campaign), settings)
+    except UsageError:  # what a node would refuse (no unsubscribe URL here, say): the node pauses it and says why
+        return None
+    sample = await conn.fetch(db.query("subscribers_render_sample"), campaign_id, TRIAL_SAMPLE)
+    failures = []
+    for row in sample:
+        try:
+            template.render(row["id"], row["email"], row["name"], row["attributes"])
+        except ValueError as exc:
+            failures.append(str(exc))
+    if not failures:
+        return None
+    return (f"warning: the campaign cannot be rendered for {len(failures)} of {len(sample)} subscribers tried "
+            f"(a sample of its lists): {failures[0]}")
 
 
 async def preview_command(args: argparse.Namespace, settings: Settings) -> int:
