@@ -35,7 +35,9 @@ adds only what is missing. 1, with one line and nothing written, when the
 file cannot be used at all: missing or unreadable, empty, no email column,
 a header that is not UTF-8 (UTF-16, say), or a record the CSV reader cannot
 delimit — longer than MAX_RECORD characters (a binary file, a line without
-end) or with a field longer than the csv module's field_size_limit. Past
+end), with a field longer than the csv module's field_size_limit, or with
+broken quoting (a quote never closed, which would take in every line after
+it, or one closed in the middle of a field). Past
 such a record nobody can tell where the next one starts (it may sit inside
 a quoted field), so no row of the file is trusted. Memory stays bounded:
 lines are read at most MAX_RECORD characters at a time.
@@ -225,6 +227,18 @@ def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str],
     return email, email_key(email), name, lists, json.dumps(attributes, ensure_ascii=False)
 
 
+def _malformed(exc: csv.Error) -> str:
+    """What the strict reader's error says of a record, for the refusal."""
+    text = str(exc)
+    if "field larger" in text:
+        return f"has a field longer than {csv.field_size_limit()} characters"
+    if "unexpected end of data" in text:  # a quote opened and never closed: it took in every line after it
+        return "opens a quote that is never closed (broken quoting)"
+    if "expected after" in text:
+        return "has a quote that is not closed where its field ends (broken quoting)"
+    return f"is malformed CSV ({exc})"
+
+
 def records(reader: "csv._reader", lines: Lines) -> Iterator[tuple[int, list[str]]]:
     """(line the record starts on, its fields); blank lines skipped.
 
@@ -237,9 +251,8 @@ def records(reader: "csv._reader", lines: Lines) -> Iterator[tuple[int, list[str
         except StopIteration:
             return
         except csv.Error as exc:
-            problem = (f"has a field longer than {csv.field_size_limit()} characters" if "field larger" in str(exc)
-                       else f"is malformed CSV ({exc})")
-            raise UsageError(f"{lines.path}: the record on line {lines.start} {problem}; nothing imported") from None
+            raise UsageError(f"{lines.path}: the record on line {lines.start} {_malformed(exc)}; "
+                             "nothing imported") from None
         if row:
             yield lines.start, row
 
@@ -284,7 +297,8 @@ async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], 
         first = await anyio.to_thread.run_sync(lines.peek)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    reader = csv.reader(lines, delimiter=max(DELIMITERS, key=first.count))  # a comma on a tie
+    # strict: a stray quote is an error, not the start of a field that takes in the rest of the file
+    reader = csv.reader(lines, delimiter=max(DELIMITERS, key=first.count), strict=True)  # a comma on a tie
     header = await anyio.to_thread.run_sync(read_header, reader, lines, path)
     await conn.execute(db.query("subscribers_stage_create"))
     counts = Counts()

@@ -117,6 +117,26 @@ async def test_a_nasty_file_is_imported_row_by_row_or_refused_whole_in_one_line(
         assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers") == imported
 
 
+@pytest.mark.parametrize(("content", "says"), [
+    (b'email,name\na@example.com,A\nb@example.com,"Bob\nc@example.com,C\nd@example.com,D\n',
+     "the record on line 3 opens a quote that is never closed"),
+    (b'email,name\na@example.com,A\nb@example.com,"Bob\nc@example.com,C"x\nd@example.com,D\n',
+     "the record on line 3 has a quote that is not closed where its field ends"),
+], ids=["never closed", "closed inside a field"])
+async def test_a_stray_quote_refuses_the_file_whole_naming_its_line(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path, content: bytes, says: str) -> None:
+    """An unclosed quote would swallow every row after it into one field: the file is refused whole
+    (before: that one record was rejected as 'line break inside a field' and the rows after it were gone,
+    exit 0)."""
+    path = tmp_path / "stray.csv"
+    path.write_bytes(content)
+    before = await table_counts(conn)
+    result = einmal("subscribers", "import", "--account", "acme", "--create-account", str(path), dsn=dsn)
+    assert result.returncode == 1, result.stdout
+    assert one_line_refusal(result) == f"einmal: {path}: {says} (broken quoting); nothing imported\n"
+    assert await table_counts(conn) == before
+
+
 async def test_a_fifo_is_read_like_a_file(dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
     fifo = tmp_path / "subscribers.fifo"
     os.mkfifo(fifo)
