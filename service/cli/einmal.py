@@ -190,6 +190,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "--help"])
     try:
         settings = settings_module.load()
+        for warning in settings_module.unknown_variables(os.environ):
+            print(f"einmal: warning: {warning}", file=sys.stderr)
         code = run(args.func, args, settings)
     except EinmalError as exc:
         print(f"einmal: {exc}", file=sys.stderr)
