@@ -7,5 +7,5 @@ SELECT s.id, s.account_id, s.email, s.email_lower, s.name, s.status, s.attribute
        x.reason AS suppressed
 FROM einmal.subscribers AS s JOIN einmal.accounts AS a ON a.id = s.account_id
 LEFT JOIN einmal.suppressions AS x ON x.account_id = s.account_id AND x.email_lower = s.email_lower
-WHERE a.name = $1 AND s.email_lower = $2::text
+WHERE a.name = $1 AND s.email_lower = $2::text AND s.status <> 'erased'
 ORDER BY s.email = $3::text DESC, s.id

@@ -4,7 +4,7 @@
 SELECT s.id, s.email, s.name, s.attributes
 FROM einmal.campaigns AS c
 JOIN einmal.subscribers AS s ON s.account_id = c.account_id
-WHERE c.id = $1
+WHERE c.id = $1 AND s.status <> 'erased'
   AND CASE WHEN $2::text IS NULL
            THEN EXISTS (SELECT 1 FROM einmal.list_members m WHERE m.subscriber_id = s.id AND m.list_id = ANY (c.list_ids))
            ELSE s.email_lower = $2::text END

@@ -147,3 +147,28 @@ async def test_every_lookup_by_address_compares_mailbox_keys_as_the_import_store
     assert erased.returncode == 0, erased.stderr
     assert await conn.fetchval("SELECT reason FROM einmal.suppressions WHERE email_lower = 'anna@bücher.example'") \
         == "erased"
+
+
+async def test_an_erased_subscriber_is_gone_from_every_view_and_its_old_links_name_nobody(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    import httpx
+
+    from service.mail.unsubscribe import make_token
+    from tests.support.web import SECRET, http_server
+
+    imported(dsn, tmp_path)
+    ann, account = await conn.fetchrow("SELECT id, account_id FROM einmal.subscribers WHERE email = 'ann@example.org'")
+    campaign = await conn.fetchval(
+        "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids, status) "
+        "VALUES ($1, 'c', 'S', 'n@example.org', 'Hi', '{}', 'sent') RETURNING id", account)
+    assert einmal("subscribers", "delete", "--account", "acme", "ann@example.org", dsn=dsn).returncode == 0
+    listing = einmal("subscribers", "list", "--account", "acme", dsn=dsn)
+    assert listing.stdout.splitlines() == ["bob@example.org\tBob, Jr.\tconfirmed\tnews"]
+    assert "erased" not in einmal("subscribers", "export", "--account", "acme", dsn=dsn).stdout
+    link = f"/unsubscribe?token={make_token(SECRET, account, campaign, ann)}"
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=base) as client:
+        page = await client.get(link)
+        pressed = await client.post(link, data={"List-Unsubscribe": "One-Click"})
+    assert (page.status_code, pressed.status_code) == (404, 404) and "erased" not in page.text
+    suppressions = await conn.fetch("SELECT email_lower, reason FROM einmal.suppressions")
+    assert [tuple(r) for r in suppressions] == [("ann@example.org", "erased")]
