@@ -375,14 +375,14 @@ def _database_url() -> tuple[str, str] | None:
     return None
 
 
-# EINMAL_ variables read outside Settings: the embedded server's folder (service/embedded.py), the chaos
-# run's keep switch (tests)
-OTHER_VARIABLES = ("EINMAL_EMBEDDED_DIR", "EINMAL_CHAOS_KEEP")
+# the EINMAL_ variable read outside Settings: the embedded server's folder (service/embedded.py)
+OTHER_VARIABLES = ("EINMAL_EMBEDDED_DIR",)
 
 
 def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     """A warning for each EINMAL_ variable einmal does not read (a typo, most likely), naming the closest
-    one it does: EINMAL_DATABSE_URL would otherwise leave the embedded database in use, silently."""
+    one it does: a misspelled database URL variable would otherwise leave the embedded database in use,
+    silently."""
     known = {f"EINMAL_{name.upper()}" for name in Settings.model_fields} | set(OTHER_VARIABLES)
     found = []
     for name in sorted(environ):
