@@ -36,6 +36,10 @@ class Templates:
     def __init__(self, ctx: NodeContext, conn: asyncpg.Connection) -> None:
         self.ctx, self.conn, self.compiled = ctx, conn, {}
 
+    def keep(self, campaign_ids: set[int]) -> None:
+        """Forget the templates of campaigns no longer sending: one paused, fixed and resumed is compiled anew."""
+        self.compiled = {k: v for k, v in self.compiled.items() if k in campaign_ids}
+
     async def get(self, campaign_id: int) -> render.CampaignTemplate | None:
         """The template; None when it cannot be rendered here (the campaign is paused then)."""
         if campaign_id not in self.compiled:
@@ -101,6 +105,7 @@ async def run(ctx: NodeContext, token: str, feed: Feed, *,
                 continue
             if time.monotonic() - listed_at >= LIST_SECONDS:  # the claim re-checks the status itself
                 campaigns, listed_at = await conn.fetch(db.query("campaign_sending")), time.monotonic()
+                templates.keep({c["id"] for c in campaigns})
             batch = None
             for i in range(len(campaigns)):
                 campaign = campaigns[(turn + i) % len(campaigns)]

@@ -27,6 +27,8 @@ import logging
 import time
 
 import anyio
+import anyio.abc
+import asyncpg
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
@@ -34,10 +36,12 @@ from actors.feed import Feed
 from actors.writer import Writer
 from service import db, domains, relays
 from service.context import Batch, NodeContext, Outcome, Row
+from service.errors import UsageError
 from service.mail import render
 from service.relays import Relays, RelayState
 from service.smtp.connection import Outcome as Smtp
 from service.smtp.connection import SmtpConnection, SmtpUnavailable
+from service.transitions import transition
 
 log = logging.getLogger("einmal.sender")
 
@@ -52,6 +56,39 @@ def event(batch: Batch, name: str, attributes: dict[str, str]) -> None:
 def late(row: Row) -> bool:
     """Whether the row's send slot (EINMAL_RATE_LIMIT, a domain's rate) has passed by more than LATE."""
     return bool(row.not_before) and time.monotonic() - row.not_before > LATE
+
+
+# a campaign pauses itself once this many of its messages failed to render on a node, and they are at
+# least this share of the messages it rendered there: a template that fails for most subscribers stops
+# after a handful, one that fails for a few goes on (docs/design.md §11)
+RENDER_FAILURES_TO_PAUSE = 10
+RENDER_FAILURE_SHARE = 0.1
+
+
+class RenderWatch:
+    """Counts each campaign's renders and render failures on this node; says once when to pause it. A
+    campaign resumed with its template changed is compiled anew, and counted afresh."""
+
+    def __init__(self) -> None:
+        self.counts: dict[int, list] = {}  # campaign -> [template, rendered, failed, pause asked]
+
+    def count(self, batch: Batch, message: bytes | Outcome) -> str | None:
+        """The pause reason when the campaign's render failures pass the threshold, else None."""
+        counts = self.counts.get(batch.campaign_id)
+        if counts is None or counts[0] is not batch.template:
+            counts = self.counts[batch.campaign_id] = [batch.template, 0, 0, False]
+        counts[1] += 1
+        if not isinstance(message, Outcome):
+            return None
+        counts[2] += 1
+        _, rendered, failed, asked = counts
+        if failed == 1:
+            log.warning("campaign %d: a message cannot be rendered: %s", batch.campaign_id, message.reply)
+        if asked or failed < RENDER_FAILURES_TO_PAUSE or failed < RENDER_FAILURE_SHARE * rendered:
+            return None
+        counts[3] = True
+        why = message.reply.removeprefix("cannot render: ")
+        return f"cannot render for {failed} of {rendered} recipients tried: {why}"
 
 
 def render_row(batch: Batch, row: Row) -> bytes | Outcome:
@@ -69,6 +106,8 @@ class Sender:
         self.own = relays.share([s.relay for s in self.relays.states], ctx.settings.smtp_connections)
         self.connections: list[SmtpConnection] = []  # every one opened, for close()
         self.writer: Writer  # set by run()
+        self.renders = RenderWatch()
+        self.background: anyio.abc.TaskGroup | None = None  # set by send_all()
 
     def outcome(self, row: Row, status: Smtp, reply: str) -> Outcome:
         settings = self.ctx.settings
@@ -168,6 +207,8 @@ class Sender:
             # the message is made while the statement that starts its row runs, off this connection's
             # path from the answer to DATA; it goes out only if the row started (docs/design.md §5)
             message = render_row(*item) if step is not None else b""
+            if step is not None and (reason := self.renders.count(item[0], message)):
+                self.background.start_soon(self.pause, item[0].campaign_id, reason)
             started = await self.writer.answer(step)
             if started and late(item[1]):
                 # the slot passed while its start was written: nothing sent, a new slot at the next claim
@@ -179,6 +220,19 @@ class Sender:
                     self.writer.give_back(self.feed.drop_domain(item[1].domain))
             self.feed.done(item[1])
 
+    async def pause(self, campaign_id: int, reason: str) -> None:
+        """Pause a campaign whose messages keep failing to render, on a connection of its own (the rows of
+        it not yet started go back to the queue as the writer starts them no more)."""
+        log.error("campaign %d paused: %s", campaign_id, reason)
+        try:
+            with anyio.fail_after(self.ctx.settings.db_timeout_seconds):
+                async with db.connection(self.ctx.dsn) as conn:
+                    await transition(conn, "pause", campaign_id, reason)
+        except UsageError:
+            pass  # paused, cancelled or finished meanwhile
+        except (*db.UNAVAILABLE, asyncpg.PostgresError, TimeoutError) as exc:
+            log.error("campaign %d could not be paused: %s", campaign_id, exc)
+
     async def send_all(self) -> None:
         """The connections and the writer, until the feed is closed and the last outcome is written."""
         async def close_on_stop() -> None:
@@ -186,6 +240,7 @@ class Sender:
             self.feed.close()
 
         async with anyio.create_task_group() as watch:
+            self.background = watch
             watch.start_soon(close_on_stop)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.writer.run)

@@ -2,6 +2,7 @@
 
 import errno
 import logging
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -46,6 +47,11 @@ _POOLERS: dict[str, str] = {}
 
 
 def url(settings: Settings) -> str:
+    """The database's URL: EINMAL_DATABASE_URL (or DATABASE_URL), else the embedded server's, said once
+    on stderr (a misspelled variable would otherwise leave the embedded database in use unnoticed)."""
+    if settings.database_url is None and not _POOLERS:
+        print(f"einmal: EINMAL_DATABASE_URL and DATABASE_URL are unset: using the embedded PostgreSQL in "
+              f"{embedded.data_dir()}", file=sys.stderr)
     dsn = settings.database_url or embedded.url()
     _POOLERS[dsn] = settings.database_pooler
     return dsn

@@ -1,8 +1,10 @@
 """Configuration: environment variables only, prefix EINMAL_."""
 
+import difflib
 import ipaddress
 import os
 import re
+from collections.abc import Mapping
 from typing import Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -371,6 +373,23 @@ def _database_url() -> tuple[str, str] | None:
         if os.environ.get(name):
             return name, os.environ[name]
     return None
+
+
+# the EINMAL_ variable read outside Settings: the embedded server's folder (service/embedded.py)
+OTHER_VARIABLES = ("EINMAL_EMBEDDED_DIR",)
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """A warning for each EINMAL_ variable einmal does not read (a typo, most likely), naming the closest
+    one it does: a misspelled database URL variable would otherwise leave the embedded database in use,
+    silently."""
+    known = {f"EINMAL_{name.upper()}" for name in Settings.model_fields} | set(OTHER_VARIABLES)
+    found = []
+    for name in sorted(environ):
+        if name.startswith("EINMAL_") and name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+            found.append(f"unknown variable {name[:60]} ignored" + (f"; did you mean {close[0]}?" if close else ""))
+    return found
 
 
 def load() -> Settings:

@@ -2,7 +2,9 @@
 
 `preview` renders the exact message one subscriber would get (the Date header is the time of
 the preview); `test` sends that message, addressed to another mailbox, through the configured
-relay, outside the campaign's send rows: it changes nothing in the database.
+relay, outside the campaign's send rows: it changes nothing in the database. A test message is marked
+(`[TEST] ` before its subject, `--subject-prefix` to change it), has a Message-ID of its own and an
+unsubscribe link that unsubscribes nobody: pressing it cannot suppress the subscriber it was rendered for.
 """
 
 import argparse
@@ -12,13 +14,14 @@ from pathlib import Path
 import anyio
 
 from service import db
-from service.addresses import address_problem
+from service.addresses import address_problem, email_key
 from service.errors import UsageError
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
 from service.smtp.connection import Outcome, SmtpConnection, SmtpUnavailable
 from service.subscribers.importer import shown
 
+TRIAL_SAMPLE = 200  # subscribers rendered at create and approve
 STATUSES = ("draft", "approved", "sending", "paused", "sent", "cancelled")
 
 
@@ -35,20 +38,45 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _message(conn, settings: Settings, campaign_id: int, subscriber: str | None,
-                   to: str | None = None) -> tuple[CampaignTemplate, bytes]:
-    """The campaign compiled and rendered for the subscriber (addressed to ``to`` when given)."""
+                   test: tuple[str, str] | None = None) -> tuple[CampaignTemplate, bytes]:
+    """The campaign compiled and rendered for the subscriber; with ``test`` (to, subject prefix) as a test
+    message to that address (CampaignTemplate.render_test)."""
     campaign = await conn.fetchrow(db.query("campaign_for_render"), campaign_id)
     if campaign is None:
         raise UsageError(f"no campaign with id {campaign_id}")
     template = CampaignTemplate.compile(dict(campaign), settings)
-    row = await conn.fetchrow(db.query("subscriber_for_preview"), campaign_id, subscriber)
+    row = await conn.fetchrow(db.query("subscriber_for_preview"), campaign_id,
+                              email_key(subscriber) if subscriber else None, subscriber)
     if row is None:
         raise UsageError(f"campaign {campaign_id}'s account has no subscriber {shown(subscriber)}" if subscriber
                          else f"campaign {campaign_id} has no subscriber on its lists; name one with --subscriber")
     try:
-        return template, template.render(row["id"], to or row["email"], row["name"], row["attributes"])
+        if test:
+            return template, template.render_test(test[0], row["name"], row["attributes"], test[1])
+        return template, template.render(row["id"], row["email"], row["name"], row["attributes"])
     except ValueError as exc:
         raise UsageError(f"campaign {campaign_id} cannot be rendered for {shown(row['email'])}: {exc}") from None
+
+
+async def trial_render(conn, settings: Settings, campaign_id: int) -> str | None:
+    """A warning when the campaign cannot be rendered for some of a sample of its real subscribers (the
+    check at create sees only a subscriber without attributes), else None."""
+    campaign = await conn.fetchrow(db.query("campaign_for_render"), campaign_id)
+    try:
+        template = CampaignTemplate.compile(dict(campaign), settings)
+    except UsageError:  # what a node would refuse (no unsubscribe URL here, say): the node pauses it and says why
+        return None
+    sample = await conn.fetch(db.query("subscribers_render_sample"), campaign_id, TRIAL_SAMPLE)
+    failures = []
+    for row in sample:
+        try:
+            template.render(row["id"], row["email"], row["name"], row["attributes"])
+        except ValueError as exc:
+            failures.append(str(exc))
+    if not failures:
+        return None
+    return (f"warning: the campaign cannot be rendered for {len(failures)} of {len(sample)} subscribers tried "
+            f"(a sample of its lists): {failures[0]}")
 
 
 async def preview_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -69,7 +97,8 @@ async def test_command(args: argparse.Namespace, settings: Settings) -> int:
     if problem := address_problem(args.to):
         raise UsageError(f"--to {shown(args.to)} is not a valid address: {problem}")
     async with db.connection(db.url(settings)) as conn:
-        template, message = await _message(conn, settings, args.id, args.subscriber, to=args.to)
+        template, message = await _message(conn, settings, args.id, args.subscriber,
+                                           test=(args.to, args.subject_prefix))
     connection = SmtpConnection(settings)
     try:
         result = await connection.send(template.envelope_from, args.to, message)

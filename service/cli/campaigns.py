@@ -6,6 +6,7 @@ The transitions themselves are service/transitions.py's.
 import argparse
 import json
 import re
+import sys
 from datetime import UTC, datetime
 from email.utils import parseaddr
 from pathlib import Path
@@ -166,15 +167,27 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
         account_id, list_ids = await resolve(conn, args.account, lists)
         campaign_id = await conn.fetchval(db.query("campaign_create"), account_id, name, subject, sender,
                                           text, html, list_ids, at, reply_to, list_id, extra)
+        warning = await _trial_render(conn, settings, campaign_id)
+    if warning:
+        print(f"einmal: {warning}", file=sys.stderr)
     print(campaign_id)
     return 0
 
 
 # --- transitions --------------------------------------------------------------------------------
 
+async def _trial_render(conn: asyncpg.Connection, settings: Settings, campaign_id: int) -> str | None:
+    from service.cli import campaign_view  # imports the renderer: only when needed
+
+    return await campaign_view.trial_render(conn, settings, campaign_id)
+
+
 async def transition_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         await transition(conn, args.verb, args.id)
+        warning = await _trial_render(conn, settings, args.id) if args.verb == "approve" else None
+    if warning:
+        print(f"einmal: {warning}", file=sys.stderr)
     print(f"campaign {args.id} {TRANSITIONS[args.verb][1]}")
     return 0
 

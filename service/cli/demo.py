@@ -24,6 +24,7 @@ from pydantic import SecretStr
 
 from actors import http
 from service import db, node, telemetry, transitions
+from service.addresses import email_key
 from service.cli import campaign_status, campaigns
 from service.errors import UsageError
 from service.migrate import migrate
@@ -155,7 +156,7 @@ async def follow_one_link(conn, out: Path, campaign_id: int, account_id: int) ->
         print("  (EINMAL_UNSUBSCRIBE_URL is set elsewhere: not followed)")
         return True
     status = await anyio.to_thread.run_sync(one_click, url)
-    suppressed = await conn.fetchval(db.query("suppression_exists"), account_id, recipient)
+    suppressed = await conn.fetchval(db.query("suppression_exists"), account_id, email_key(recipient))
     print(f"  one-click POST: HTTP {status}; {recipient} suppressed: {'yes' if suppressed else 'no'}")
     return status == 200 and suppressed
 

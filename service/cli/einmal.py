@@ -154,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("id", type=int, help="the campaign's id")
     test.add_argument("--to", required=True, metavar="ADDR", help="the mailbox that gets the test message")
     test.add_argument("--subscriber", metavar="EMAIL", help="whose message (default: the first on its lists)")
+    test.add_argument("--subject-prefix", default="[TEST] ", metavar="TEXT",
+                      help="put before the subject (default: '[TEST] ')")
     test.set_defaults(func=commands.campaign_test)
 
     suppress = sub.add_parser("suppress", help="suppress addresses for an account")
@@ -188,6 +190,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "--help"])
     try:
         settings = settings_module.load()
+        for warning in settings_module.unknown_variables(os.environ):
+            print(f"einmal: warning: {warning}", file=sys.stderr)
         code = run(args.func, args, settings)
     except EinmalError as exc:
         print(f"einmal: {exc}", file=sys.stderr)

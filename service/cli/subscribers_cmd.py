@@ -48,7 +48,8 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
 async def show_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         await _account(conn, args.account)
-        rows = await conn.fetch(db.query("subscriber_find"), args.account, args.email)
+        rows = await conn.fetch(db.query("subscriber_find"), args.account, email_key(args.email),
+                                args.email)
     if not rows:
         raise UsageError(f"account {shown(args.account)} has no subscriber {shown(args.email)}")
     for r in rows:
@@ -74,7 +75,8 @@ async def export_command(args: argparse.Namespace, settings: Settings) -> int:
 async def delete_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn, conn.transaction():
         account_id = await _account(conn, args.account)
-        rows = await conn.fetch(db.query("subscriber_find"), args.account, args.email)
+        rows = await conn.fetch(db.query("subscriber_find"), args.account, email_key(args.email),
+                                args.email)
         exact = [r for r in rows if r["email"] == args.email] or rows
         if not exact:
             raise UsageError(f"account {shown(args.account)} has no subscriber {shown(args.email)}")

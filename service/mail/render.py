@@ -27,6 +27,7 @@ are canonicalised once per campaign, a body without merge fields is hashed once.
 
 import hashlib
 import re
+import secrets
 import time
 from binascii import b2a_base64, b2a_qp
 from collections.abc import Mapping
@@ -332,8 +333,18 @@ class CampaignTemplate:
         self._between = b"\r\n--" + boundary + CRLF + _HTML_PART
         self._end = b"\r\n--" + boundary + b"--\r\n"
 
+    def render_test(self, email: str, name: str | None, attributes: str | Mapping | None,
+                    subject_prefix: str) -> bytes:
+        """A test message (`einmal campaign test`): one subscriber's message, but with ``subject_prefix``
+        before its subject, a Message-ID of its own (`<test.<campaign>.<random>@…>`, never the one
+        the subscriber's real message carries) and an unsubscribe token that names nobody."""
+        message_id = b"Message-ID: <test.%d.%s" % (self.campaign_id, secrets.token_hex(8).encode()) + self._id_suffix
+        return self.render(unsubscribe.TEST_SUBSCRIBER, email, name, attributes, subject_prefix=subject_prefix,
+                           message_id=message_id)
+
     def render(self, subscriber_id: int, email: str, name: str | None,
-               attributes: str | Mapping | None = None) -> bytes:
+               attributes: str | Mapping | None = None, *, subject_prefix: str = "",
+               message_id: bytes | None = None) -> bytes:
         """The complete message for one recipient, CRLF line endings, not dot-stuffed.
 
         ``attributes`` are the subscriber's, a mapping or its JSON text. ValueError when ``email``
@@ -354,16 +365,16 @@ class CampaignTemplate:
         variables = None
         if self._jinja:
             variables = {**values, "attributes": templates.attributes(attributes), "campaign": self._campaign}
-        if self._subject is None:
+        if self._subject is None or subject_prefix:
             subject = {**(variables or values), "name": clean(name).strip()}
             piece = self._subject_piece
             text = piece.format_map(subject) if piece.__class__ is str else templates.run(piece, subject)
-            out.append(unstructured(b"Subject", clean(text)))
+            out.append(unstructured(b"Subject", clean(subject_prefix + text)))
         else:
             out.append(self._subject)
         now = self.clock()
         out.append(date_header(now))
-        out.append(self._id_prefix + b"%d" % subscriber_id + self._id_suffix)
+        out.append(message_id or self._id_prefix + b"%d" % subscriber_id + self._id_suffix)
         if url and not self._mailto:
             out.append(b"List-Unsubscribe: <" + url.encode() + b">\r\n")
         elif self._mailto:

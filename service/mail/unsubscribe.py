@@ -14,6 +14,8 @@ Rotation: EINMAL_UNSUBSCRIBE_SECRET may hold several keys, comma-separated. The
 first signs; every one verifies, so links in mail already delivered keep working
 while a new key is introduced. Removing a key retires (expires) the links it signed.
 Tokens carry no time of their own.
+
+A test message (`einmal campaign test`) carries a token for TEST_SUBSCRIBER, which names nobody.
 """
 
 import binascii
@@ -23,6 +25,10 @@ import hmac
 from pydantic import SecretStr
 
 Secret = SecretStr | str | bytes
+
+# the subscriber a test message's token names (`einmal campaign test`): no subscriber has id 0, so its
+# link unsubscribes nobody; the page says it came from a test message
+TEST_SUBSCRIBER = 0
 
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
 _MAX_ID_DIGITS = 19  # a PostgreSQL bigint

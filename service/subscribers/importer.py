@@ -35,16 +35,19 @@ adds only what is missing. 1, with one line and nothing written, when the
 file cannot be used at all: missing or unreadable, empty, no email column,
 a header that is not UTF-8 (UTF-16, say), or a record the CSV reader cannot
 delimit — longer than MAX_RECORD characters (a binary file, a line without
-end) or with a field longer than the csv module's field_size_limit. Past
+end), with a field longer than the csv module's field_size_limit, or with
+broken quoting (a quote never closed, which would take in every line after
+it, or one closed in the middle of a field). Past
 such a record nobody can tell where the next one starts (it may sit inside
 a quoted field), so no row of the file is trusted. Memory stays bounded:
 lines are read at most MAX_RECORD characters at a time.
 
-An address is a subscriber of the account as written, so `A@x.org` and
-`a@x.org` are two subscribers (UNIQUE (account_id, email)); each row also
-gets its mailbox key (`email_lower`, service/addresses.py: `a@x.org` for
-both), and one recipient per key is chosen when a campaign's recipients are
-built. An
+A subscriber is a mailbox: each row gets its mailbox key (`email_lower`,
+service/addresses.py), and the account has one subscriber per key, so
+`A@x.org` and `a@x.org` are one subscriber, kept in the spelling first
+imported; a row in another spelling updates it (the summary counts them:
+`2 under another spelling`). Imports into one account take turns (an
+advisory lock), so two at once never add one mailbox twice. An
 existing subscriber keeps its name and status; a new list adds a membership. Its
 attributes are merged with the file's: a column of the file sets that key (an
 empty cell sets it to ""), a key the file has no column for is kept. Rows of one
@@ -157,6 +160,7 @@ class Counts:
     imported: int = 0
     rejected: int = 0
     changed: int = 0  # subscribers already present whose attributes the file changed
+    respelled: int = 0  # subscribers already present that the file names in another spelling
 
 
 def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
@@ -225,6 +229,18 @@ def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str],
     return email, email_key(email), name, lists, json.dumps(attributes, ensure_ascii=False)
 
 
+def _malformed(exc: csv.Error) -> str:
+    """What the strict reader's error says of a record, for the refusal."""
+    text = str(exc)
+    if "field larger" in text:
+        return f"has a field longer than {csv.field_size_limit()} characters"
+    if "unexpected end of data" in text:  # a quote opened and never closed: it took in every line after it
+        return "opens a quote that is never closed (broken quoting)"
+    if "expected after" in text:
+        return "has a quote that is not closed where its field ends (broken quoting)"
+    return f"is malformed CSV ({exc})"
+
+
 def records(reader: "csv._reader", lines: Lines) -> Iterator[tuple[int, list[str]]]:
     """(line the record starts on, its fields); blank lines skipped.
 
@@ -237,9 +253,8 @@ def records(reader: "csv._reader", lines: Lines) -> Iterator[tuple[int, list[str
         except StopIteration:
             return
         except csv.Error as exc:
-            problem = (f"has a field longer than {csv.field_size_limit()} characters" if "field larger" in str(exc)
-                       else f"is malformed CSV ({exc})")
-            raise UsageError(f"{lines.path}: the record on line {lines.start} {problem}; nothing imported") from None
+            raise UsageError(f"{lines.path}: the record on line {lines.start} {_malformed(exc)}; "
+                             "nothing imported") from None
         if row:
             yield lines.start, row
 
@@ -266,15 +281,15 @@ def produce(reader: "csv._reader", lines: Lines, header: Header, send, counts: C
         return  # the loader failed; its error is the one reported
 
 
-async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tuple]) -> tuple[int, int]:
-    """Stage one chunk and move it; return how many subscribers were new and how many had their
-    attributes changed."""
+async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tuple]) -> tuple[int, int, int]:
+    """Stage one chunk and move it; return how many subscribers were new, how many had their
+    attributes changed, and how many the chunk names in another spelling."""
     await conn.execute(db.query("subscribers_stage_clear"))
     await conn.copy_records_to_table("einmal_import", schema_name="pg_temp", columns=COLUMNS, records=chunk)
     await conn.execute(db.query("list_insert_staged"), account_id)
-    added, changed = await conn.fetchrow(db.query("subscribers_insert_staged"), account_id)
+    added, changed, respelled = await conn.fetchrow(db.query("subscribers_insert_staged"), account_id)
     await conn.execute(db.query("list_members_insert_staged"), account_id)
-    return added, changed
+    return added, changed, respelled
 
 
 async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], path: str) -> Counts:
@@ -284,8 +299,10 @@ async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], 
         first = await anyio.to_thread.run_sync(lines.peek)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    reader = csv.reader(lines, delimiter=max(DELIMITERS, key=first.count))  # a comma on a tie
+    # strict: a stray quote is an error, not the start of a field that takes in the rest of the file
+    reader = csv.reader(lines, delimiter=max(DELIMITERS, key=first.count), strict=True)  # a comma on a tie
     header = await anyio.to_thread.run_sync(read_header, reader, lines, path)
+    await conn.execute(db.query("subscribers_import_lock"), account_id)
     await conn.execute(db.query("subscribers_stage_create"))
     counts = Counts()
     send, receive = anyio.create_memory_object_stream[list[tuple]](2)
@@ -302,9 +319,10 @@ async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], 
             tg.start_soon(read)
             async with receive:
                 async for chunk in receive:
-                    added, changed = await load_chunk(conn, account_id, chunk)
+                    added, changed, respelled = await load_chunk(conn, account_id, chunk)
                     counts.imported += added
                     counts.changed += changed
+                    counts.respelled += respelled
     except BaseExceptionGroup as group:
         # the error that failed the import; a broken channel is only its echo in the other task
         errors = leaves(group)
@@ -338,7 +356,9 @@ async def command(args: argparse.Namespace, settings: Settings) -> int:
                 if account_id is None:
                     raise UsageError(f"no account named {shown(account)}; --create-account creates it")
             counts = await import_file(conn, account_id, file, args.file)
-    changed = f" (attributes changed for {counts.changed})" if counts.changed else ""
+    notes = [f"attributes changed for {counts.changed}"] * bool(counts.changed) + [
+        f"{counts.respelled} under another spelling"] * bool(counts.respelled)
+    changed = f" ({'; '.join(notes)})" if notes else ""
     print(f"imported {counts.imported}, already present {counts.good - counts.imported}{changed}, "
           f"rejected {counts.rejected}")
     return 0

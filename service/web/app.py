@@ -168,6 +168,8 @@ class Web:
             ids = self._token(request)
             if request.method == "POST":
                 await _one_click_body(request)
+            if ids[2] == unsubscribe.TEST_SUBSCRIBER:  # a test message's link (einmal campaign test)
+                return _test_link(request)
             with anyio.fail_after(DB_SECONDS):
                 async with self.pool.acquire() as conn:
                     recipient = await conn.fetchrow(db.query("unsubscribe_recipient"), *ids)
@@ -369,6 +371,14 @@ def providers(settings: Settings) -> dict[str, webhooks.Provider]:
     if vouch["mailgun_webhook_signing_key"]:
         found.append(Mailgun(vouch["mailgun_webhook_signing_key"]))
     return {provider.name: provider for provider in found}
+
+
+def _test_link(request: Request) -> Response:
+    """A test message's link: it unsubscribes nobody, and says so."""
+    if _wants_html(request):
+        return HTMLResponse(pages.problem("Test message", "This link comes from a test message: it unsubscribes "
+                                                          "nobody."), headers=PAGE_HEADERS)
+    return Response(status_code=200)
 
 
 def _wants_html(request: Request) -> bool:

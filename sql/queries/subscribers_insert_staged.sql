@@ -1,21 +1,34 @@
--- Add the staged addresses account $1 does not have yet (same exact email; the name of the
--- address's first row in the file), and merge the staged attributes into every row: a key the
--- file has takes the file's value (a later row of one address over an earlier one), a key it
--- lacks keeps the stored value. Returns how many subscribers were added and how many existing
--- ones had their attributes changed.
+-- One subscriber per mailbox key and account (service/addresses.py): add the staged keys account $1 has
+-- no subscriber for (the spelling and name of the key's first row in the file), and merge the staged
+-- attributes into the subscriber of each key, existing (its oldest, not erased) or new: a key the file has
+-- takes the file's value (a later row of one mailbox over an earlier one), a key it lacks keeps the stored
+-- value. Returns how many subscribers were added, how many existing ones had their attributes changed,
+-- and how many existing ones the file names in another spelling.
 WITH staged AS (
-    SELECT DISTINCT ON (email) line, email, email_key, name FROM pg_temp.einmal_import ORDER BY email, line
+    SELECT DISTINCT ON (email_key) line, email, email_key, name FROM pg_temp.einmal_import ORDER BY email_key, line
 ), merged AS (
-    SELECT i.email, jsonb_object_agg(a.key, a.value ORDER BY i.line) AS attributes
+    SELECT i.email_key, jsonb_object_agg(a.key, a.value ORDER BY i.line) AS attributes
     FROM pg_temp.einmal_import AS i, jsonb_each(i.attributes) AS a
-    GROUP BY i.email
-), upserted AS (
+    GROUP BY i.email_key
+), existing AS (
+    SELECT DISTINCT ON (s.email_lower) s.id, s.email, s.email_lower
+    FROM staged AS st JOIN einmal.subscribers AS s ON s.account_id = $1::bigint AND s.email_lower = st.email_key
+    WHERE s.status <> 'erased'
+    ORDER BY s.email_lower, s.created_at, s.id
+), updated AS (
+    UPDATE einmal.subscribers AS s SET attributes = s.attributes || m.attributes
+    FROM existing AS e JOIN merged AS m ON m.email_key = e.email_lower
+    WHERE s.id = e.id AND NOT s.attributes @> m.attributes
+    RETURNING s.id
+), inserted AS (
     INSERT INTO einmal.subscribers AS s (account_id, email, email_lower, name, attributes)
     SELECT $1::bigint, st.email, st.email_key, st.name, coalesce(m.attributes, '{}')
-    FROM staged AS st LEFT JOIN merged AS m USING (email)
+    FROM staged AS st LEFT JOIN merged AS m USING (email_key)
+    WHERE NOT EXISTS (SELECT 1 FROM existing AS e WHERE e.email_lower = st.email_key)
     ORDER BY st.line
-    ON CONFLICT (account_id, email) DO UPDATE SET attributes = s.attributes || EXCLUDED.attributes
-    WHERE NOT s.attributes @> EXCLUDED.attributes
-    RETURNING xmax = 0 AS inserted  -- xmax is 0 on a row this statement inserted, not on one it updated
+    ON CONFLICT (account_id, email) DO NOTHING
+    RETURNING s.id
 )
-SELECT count(*) FILTER (WHERE inserted) AS added, count(*) FILTER (WHERE NOT inserted) AS changed FROM upserted
+SELECT (SELECT count(*) FROM inserted) AS added, (SELECT count(*) FROM updated) AS changed,
+       (SELECT count(*) FROM existing AS e
+        WHERE NOT EXISTS (SELECT 1 FROM pg_temp.einmal_import AS i WHERE i.email = e.email)) AS respelled

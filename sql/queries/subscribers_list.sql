@@ -1,11 +1,11 @@
--- The subscribers of the account named $1, on list $2 when it is not NULL, oldest first,
+-- The subscribers of the account named $1 (not the erased), on list $2 when it is not NULL, oldest first,
 -- each with its lists joined by '|' (as an import reads them back).
 SELECT s.id, s.email, s.name, s.status, s.attributes, s.created_at,
        coalesce((SELECT string_agg(l.name, '|' ORDER BY l.name)
                  FROM einmal.list_members m JOIN einmal.lists l ON l.id = m.list_id
                  WHERE m.subscriber_id = s.id), '') AS lists
 FROM einmal.subscribers AS s JOIN einmal.accounts AS a ON a.id = s.account_id
-WHERE a.name = $1
+WHERE a.name = $1 AND s.status <> 'erased'
   AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM einmal.list_members m JOIN einmal.lists l ON l.id = m.list_id
                                    WHERE m.subscriber_id = s.id AND l.name = $2::text))
 ORDER BY s.id

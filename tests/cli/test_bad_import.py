@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from service.addresses import email_key
 from service.errors import UsageError
 from service.settings import Settings
 from service.subscribers import importer
@@ -115,6 +116,26 @@ async def test_a_nasty_file_is_imported_row_by_row_or_refused_whole_in_one_line(
     else:
         assert result.stdout.startswith(f"imported {imported}, ")
         assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers") == imported
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    (b'email,name\na@example.com,A\nb@example.com,"Bob\nc@example.com,C\nd@example.com,D\n',
+     "the record on line 3 opens a quote that is never closed"),
+    (b'email,name\na@example.com,A\nb@example.com,"Bob\nc@example.com,C"x\nd@example.com,D\n',
+     "the record on line 3 has a quote that is not closed where its field ends"),
+], ids=["never closed", "closed inside a field"])
+async def test_a_stray_quote_refuses_the_file_whole_naming_its_line(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path, content: bytes, says: str) -> None:
+    """An unclosed quote would swallow every row after it into one field: the file is refused whole
+    (before: that one record was rejected as 'line break inside a field' and the rows after it were gone,
+    exit 0)."""
+    path = tmp_path / "stray.csv"
+    path.write_bytes(content)
+    before = await table_counts(conn)
+    result = einmal("subscribers", "import", "--account", "acme", "--create-account", str(path), dsn=dsn)
+    assert result.returncode == 1, result.stdout
+    assert one_line_refusal(result) == f"einmal: {path}: {says} (broken quoting); nothing imported\n"
+    assert await table_counts(conn) == before
 
 
 async def test_a_fifo_is_read_like_a_file(dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
@@ -265,16 +286,18 @@ async def test_every_good_row_is_imported_and_every_bad_row_reported_by_its_line
             for _, email, name, list_name, defect in records if defect is None]
     bad_lines = [line for line, *_, defect in records if defect is not None]
     assert [int(n) for n in re.findall(r"^line (\d+):", err, re.M)] == bad_lines, err
-    first_names = {}
+    first = {}  # one subscriber per mailbox key: the spelling and name of its first row
     for email, name, _ in good:
-        first_names.setdefault(email, name)
+        first.setdefault(email_key(email), (email, name))
+    first_names = dict(first.values())
     assert counts == (len(first_names), len(good) - len(first_names), len(bad_lines))
     stored = await conn.fetch("SELECT s.email, s.name, l.name AS list FROM einmal.subscribers s"
                               " JOIN einmal.accounts a ON a.id = s.account_id AND a.name = $1"
                               " JOIN einmal.list_members m ON m.subscriber_id = s.id"
                               " JOIN einmal.lists l ON l.id = m.list_id", account)
     assert {r["email"]: r["name"] for r in stored} == first_names
-    assert {(r["email"], r["list"]) for r in stored} == {(email, list_name) for email, _, list_name in good}
+    assert {(r["email"], r["list"]) for r in stored} == {(first[email_key(email)][0], list_name)
+                                                         for email, _, list_name in good}
 
 
 garbage_text = st.text(st.characters(codec="utf-8") | st.sampled_from(',"\r\n@.\x00'), max_size=200)

@@ -6,9 +6,12 @@ import re
 import subprocess
 import sys
 from datetime import UTC, datetime
+from email import message_from_bytes
+from email.policy import default as default_policy
 from pathlib import Path
 
 import asyncpg
+import httpx
 import pytest
 
 from service.cli.campaigns import scheduled_for
@@ -123,8 +126,9 @@ async def test_campaign_test_sends_the_preview_to_another_mailbox_and_touches_no
     [received] = smtp_server.wait_for(1)
     assert received.rcpt_tos == ("qa@example.net",) and received.mail_from == "news@example.org"
 
-    def comparable(raw: bytes) -> bytes:  # the time of rendering and the recipient aside, the same bytes
-        return re.sub(rb"(?m)^(Date|To): [^\r]*\r\n", b"", raw)
+    def comparable(raw: bytes) -> bytes:  # the time, the recipient and the test's own marks aside, the same bytes
+        raw = re.sub(rb"(?m)^(Date|To|Subject|Message-ID|List-Unsubscribe): [^\r]*\r\n( [^\r]*\r\n)*", b"", raw)
+        return re.sub(rb"token=[^\s>&<]+", b"token=T", raw.replace(b"=\r\n", b""))  # QP's soft breaks aside
 
     assert comparable(received.data) == comparable((tmp_path / "ann.eml").read_bytes())
     assert await conn.fetchval("SELECT count(*) FROM einmal.sends") == 0
@@ -239,3 +243,35 @@ async def test_create_refuses_a_past_at_in_one_line(conn: asyncpg.Connection, ds
                     "a@example.org", "--text", "Hi", "--at", "2001-01-01T00:00 Europe/Berlin", dsn=dsn)
     assert one_line_error(result).startswith("einmal: --at '2001-01-01T00:00 Europe/Berlin' is in the past")
     assert await conn.fetchval("SELECT count(*) FROM einmal.campaigns") == 0
+
+
+async def test_a_test_message_is_marked_has_its_own_message_id_and_a_link_that_unsubscribes_nobody(
+        conn: asyncpg.Connection, dsn: str, smtp_server) -> None:
+    """`campaign test --subscriber li` renders li's message, but pressing its link must not suppress li,
+    and its Message-ID must not be the one li's real message carries (a receiver de-duplicating would drop
+    one of them)."""
+    from tests.support.web import SECRET, http_server
+
+    await seed_subscribers(conn)
+    env = UNSUBSCRIBE | {"EINMAL_UNSUBSCRIBE_SECRET": SECRET, "EINMAL_SMTP_HOST": smtp_server.host,
+                         "EINMAL_SMTP_PORT": str(smtp_server.port)}
+    campaign = await create(dsn)
+    ann = await conn.fetchval("SELECT id FROM einmal.subscribers WHERE email = 'ann@example.org'")
+    for extra in ((), ("--subject-prefix", "[Probe] ")):
+        result = einmal("campaign", "test", str(campaign), "--to", "qa@example.net", "--subscriber",
+                        "ann@example.org", *extra, dsn=dsn, env=env)
+        assert result.returncode == 0, result.stderr
+    first, second = smtp_server.wait_for(2)
+    message = message_from_bytes(first.data, policy=default_policy)
+    assert str(message["Subject"]).startswith("[TEST] Hi Ann")
+    assert str(message_from_bytes(second.data, policy=default_policy)["Subject"]).startswith("[Probe] ")
+    assert message["Message-ID"] != f"<campaign.{campaign}.{ann}@example.org>"
+    assert message["Message-ID"].startswith(f"<test.{campaign}.")
+    assert message["Message-ID"] != message_from_bytes(second.data)["Message-ID"]
+    link = re.search(r"<(https://news.example.org/u\?token=([^>]+))>", message["List-Unsubscribe"]).group(2)
+    async with http_server(dsn) as base, httpx.AsyncClient() as client:
+        page = await client.get(f"{base}/unsubscribe?token={link}")
+        pressed = await client.post(f"{base}/unsubscribe?token={link}", data={"List-Unsubscribe": "One-Click"})
+    assert "test message" in page.text and pressed.status_code == 200
+    assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions") == 0
+    assert await conn.fetchval("SELECT count(*) FROM einmal.inbound_events") == 0

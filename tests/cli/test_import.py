@@ -42,20 +42,36 @@ def assert_one_line_error(result, starts: str) -> None:
     assert result.stdout == ""
 
 
-async def test_import_creates_account_lists_and_case_variants_as_separate_subscribers(
+async def test_import_creates_account_lists_and_one_subscriber_per_mailbox_whatever_its_spelling(
         dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
-    path = write(tmp_path, "email,name,list\nAlice@Example.com,Alice,news\nalice@example.com,Al,news\n"
+    path = write(tmp_path, "email,name,list\nAlice@Example.com,Alice,news\nalice@example.com,Al,vip\n"
                            "bob@example.com,Bob,\nbob@example.com,Bobby,other\n")
     result = run_import(dsn, path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "imported 3, already present 1, rejected 0\n"
+    assert result.stdout == "imported 2, already present 2, rejected 0\n"
     assert result.stderr == ""
     assert await members(conn) == {
-        ("acme", "Alice@Example.com", "news"), ("acme", "alice@example.com", "news"),
+        ("acme", "Alice@Example.com", "news"), ("acme", "Alice@Example.com", "vip"),
         ("acme", "bob@example.com", "default"), ("acme", "bob@example.com", "other")}
     names = await conn.fetch("SELECT email, name FROM einmal.subscribers ORDER BY id")
-    assert [(r["email"], r["name"]) for r in names] == [
-        ("Alice@Example.com", "Alice"), ("alice@example.com", "Al"), ("bob@example.com", "Bob")]
+    assert [(r["email"], r["name"]) for r in names] == [("Alice@Example.com", "Alice"), ("bob@example.com", "Bob")]
+
+
+async def test_another_spelling_of_a_mailbox_updates_its_subscriber_and_the_summary_says_so(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    """USER1@NU3.EXAMPLE is the mailbox of user1@nu3.example (service/addresses.py): its row updates that
+    subscriber (before: a second subscriber of the same mailbox)."""
+    assert run_import(dsn, write(tmp_path, "email,plan\nuser1@nu3.example,free\nanna@bücher.example,free\n")) \
+        .returncode == 0
+    again = run_import(dsn, write(tmp_path, "email,plan,list\nUSER1@NU3.EXAMPLE,pro,vip\n"
+                                            "anna@xn--bcher-kva.example,free,\n", "again.csv"))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == ("imported 0, already present 2 (attributes changed for 1; 2 under another spelling), "
+                            "rejected 0\n")
+    rows = await conn.fetch("SELECT email, attributes FROM einmal.subscribers ORDER BY id")
+    assert [(r["email"], r["attributes"]) for r in rows] == [
+        ("user1@nu3.example", '{"plan": "pro"}'), ("anna@bücher.example", '{"plan": "free"}')]
+    assert ("acme", "user1@nu3.example", "vip") in await members(conn)
 
 
 async def test_bad_rows_are_reported_with_their_starting_line_and_the_rest_imported(

@@ -123,3 +123,52 @@ async def test_suppressions_remove_finds_every_spelling_of_the_mailbox(dsn: str,
                      "Anna@xn--bcher-kva.example", "οδοσ@example.org", "straße@example.org", dsn=dsn)
     assert removed.stdout == "removed 3, not suppressed 0\n", removed.stderr
     assert einmal("suppressions", "list", "--account", "acme", dsn=dsn).stdout == ""
+
+
+async def test_every_lookup_by_address_compares_mailbox_keys_as_the_import_stored_them(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    """An address typed as `export` prints it (an A-label domain), or any other spelling of the
+    mailbox (ß folded to ss), finds its subscriber: show, delete and preview ask the mailbox key
+    (service/addresses.py), not PostgreSQL's lower()."""
+    imported(dsn, tmp_path, "email,name\nanna@xn--bcher-kva.example,Anna\nStraße@example.org,Gert\n")
+    assert einmal("subscribers", "export", "--account", "acme", dsn=dsn).stdout.splitlines()[1] \
+        == "anna@xn--bcher-kva.example,Anna,default"
+    for typed in ("anna@xn--bcher-kva.example", "ANNA@Bücher.example", "anna@bücher.example"):
+        shown = einmal("subscribers", "show", "--account", "acme", typed, dsn=dsn)
+        assert shown.returncode == 0 and "email: anna@xn--bcher-kva.example\n" in shown.stdout, shown.stderr
+    assert "email: Straße@example.org\n" in einmal("subscribers", "show", "--account", "acme", "STRASSE@example.org",
+                                                  dsn=dsn).stdout
+    campaign = einmal("campaign", "create", "--account", "acme", "--name", "c", "--subject", "Hi {{ name }}",
+                      "--from", "news@example.org", "--text", "Hello {{ name }}", dsn=dsn)
+    assert campaign.returncode == 0, campaign.stderr
+    preview = einmal("campaign", "preview", campaign.stdout.strip(), "--subscriber", "strasse@EXAMPLE.org", dsn=dsn)
+    assert preview.returncode == 0 and "Subject: Hi Gert" in preview.stdout, preview.stderr
+    erased = einmal("subscribers", "delete", "--account", "acme", "anna@xn--bcher-kva.example", dsn=dsn)
+    assert erased.returncode == 0, erased.stderr
+    assert await conn.fetchval("SELECT reason FROM einmal.suppressions WHERE email_lower = 'anna@bücher.example'") \
+        == "erased"
+
+
+async def test_an_erased_subscriber_is_gone_from_every_view_and_its_old_links_name_nobody(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    import httpx
+
+    from service.mail.unsubscribe import make_token
+    from tests.support.web import SECRET, http_server
+
+    imported(dsn, tmp_path)
+    ann, account = await conn.fetchrow("SELECT id, account_id FROM einmal.subscribers WHERE email = 'ann@example.org'")
+    campaign = await conn.fetchval(
+        "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids, status) "
+        "VALUES ($1, 'c', 'S', 'n@example.org', 'Hi', '{}', 'sent') RETURNING id", account)
+    assert einmal("subscribers", "delete", "--account", "acme", "ann@example.org", dsn=dsn).returncode == 0
+    listing = einmal("subscribers", "list", "--account", "acme", dsn=dsn)
+    assert listing.stdout.splitlines() == ["bob@example.org\tBob, Jr.\tconfirmed\tnews"]
+    assert "erased" not in einmal("subscribers", "export", "--account", "acme", dsn=dsn).stdout
+    link = f"/unsubscribe?token={make_token(SECRET, account, campaign, ann)}"
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=base) as client:
+        page = await client.get(link)
+        pressed = await client.post(link, data={"List-Unsubscribe": "One-Click"})
+    assert (page.status_code, pressed.status_code) == (404, 404) and "erased" not in page.text
+    suppressions = await conn.fetch("SELECT email_lower, reason FROM einmal.suppressions")
+    assert [tuple(r) for r in suppressions] == [("ann@example.org", "erased")]

@@ -141,3 +141,27 @@ def test_drop_stale_handles_drops_every_pid_when_the_server_is_not_running(tmp_p
 def test_drop_stale_handles_without_a_pids_file_does_nothing(tmp_path: Path) -> None:
     assert embedded.drop_stale_handles(tmp_path) == []
     assert not (tmp_path / ".handle_pids.json").exists()
+
+
+def test_a_misspelled_variable_is_named_and_the_embedded_fallback_said(embedded_dir: Path) -> None:
+    """EINMAL_DATABSE_URL is no variable einmal knows: one warning line names the closest one, and the
+    command, falling back to the embedded PostgreSQL, says so (before: silence, and the embedded
+    database's data read as if it were the one meant)."""
+    result = einmal("migrate", env={"EINMAL_EMBEDDED_DIR": str(embedded_dir),
+                                    "EINMAL_DATABSE_URL": "postgresql://postgres@db.example.org/prod"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert "einmal: warning: unknown variable EINMAL_DATABSE_URL ignored; did you mean EINMAL_DATABASE_URL?" \
+        in lines
+    assert (f"einmal: EINMAL_DATABASE_URL and DATABASE_URL are unset: using the embedded PostgreSQL in "
+            f"{embedded_dir / 'pgdata'}") in lines
+    assert "db.example.org" not in result.stderr
+
+
+def test_every_variable_einmal_reads_is_known_to_the_check() -> None:
+    from service.settings import unknown_variables
+
+    assert unknown_variables({"EINMAL_EMBEDDED_DIR": "x", "EINMAL_SMTP_HOST": "h", "OTEL_X": "y"}) == []
+    assert unknown_variables({"EINMAL_SMTP_HSOT": "h", "EINMAL_ZZZ": "1"}) == [
+        "unknown variable EINMAL_SMTP_HSOT ignored; did you mean EINMAL_SMTP_HOST?",
+        "unknown variable EINMAL_ZZZ ignored"]
