@@ -34,6 +34,7 @@ from actors.feed import Feed
 from actors.writer import Writer
 from service import db, domains, relays
 from service.context import Batch, NodeContext, Outcome, Row
+from service.inbound import reasons
 from service.mail import render
 from service.relays import Relays, RelayState
 from service.smtp.connection import Outcome as Smtp
@@ -75,7 +76,14 @@ class Sender:
         if status is Smtp.SENT:
             return Outcome(row.id, "sent", reply)
         if status is Smtp.PERMANENT:
-            bounce = reply[4:8] == "5.1."  # "550 5.1.1 no such user": the address does not exist
+            kind, reason = reasons.of_reply(reply)
+            if reason in domains.REFUSALS:
+                # the domain refuses the campaign (policy, authentication), not the address: paused for
+                # every node like a throttle, the row keeps its place and probes test when it passes again
+                self.ctx.metrics.domain_throttled.labels(row.domain).inc()
+                return Outcome(row.id, "queued", reply, throttled=True)
+            # the same table as a bounce's: only an address reason (550 5.1.1, 5.2.1) suppresses
+            bounce = reasons.effect(kind, reason) == reasons.SUPPRESS
             return Outcome(row.id, "failed", reply, attempts=1, bounce=bounce)
         if status is Smtp.TRANSIENT and domains.throttled(reply):
             # the domain asks us to slow down: it is paused for every node, the row keeps its place

@@ -1,0 +1,79 @@
+"""A domain that refuses a campaign by policy or authentication (550 5.7.x) is paused like one that throttles
+(421 4.7.x): its rows keep their place, no address is suppressed, and they go out once it accepts again."""
+
+from pathlib import Path
+
+import anyio
+import asyncpg
+import pytest
+
+from tests.conftest import einmal
+from tests.support.pipeline import approve, counts, node_env, seed, start_node, stop_node, wait_status
+from tests.support.smtp_servers import FaultServer
+
+pytestmark = pytest.mark.anyio
+
+DMARC = "550 5.7.26 Unauthenticated email from example.com is not accepted due to domain's DMARC policy"
+
+
+async def test_a_domain_refusing_by_policy_is_paused_not_its_subscribers_failed(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    refused = [f"r{i}@refusing.example" for i in range(20)]
+    other = [f"o{i}@other.example" for i in range(80)]
+    campaign = await seed(conn, [a for pair in zip(other[:20], refused, strict=True) for a in pair] + other[20:])
+    with FaultServer() as server:
+        server.inject("rcpt", DMARC, domain="refusing.example")
+        env = node_env(dsn, server.port, EINMAL_SMTP_CONNECTIONS="3", EINMAL_BATCH_SIZE="20",
+                       EINMAL_DOMAIN_PAUSE_SECONDS="1", EINMAL_DOMAIN_PROBES="1")
+        node = start_node(env, tmp_path / "node.log")
+        try:
+            await approve(conn, campaign)
+            with anyio.fail_after(30):
+                await server.arrived(len(other))  # the other domain is delivered meanwhile
+            await anyio.sleep(2)  # a probe or two, refused again
+            during = await counts(conn, campaign)
+            status = einmal("campaign", "status", str(campaign), dsn=dsn)
+            server.clear_faults()
+            await wait_status(conn, campaign, "sent", timeout=60)
+        finally:
+            code = await stop_node(node)
+    assert code == 0
+    assert "failed" not in during, f"rows of a refusing domain failed: {during}"
+    assert during["sent"] == len(other)
+    assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions") == 0, "an address was suppressed"
+    assert status.returncode == 0, status.stderr
+    assert "paused domains" in status.stdout and "refusing.example" in status.stdout, status.stdout
+    assert "5.7.26" in status.stdout, status.stdout
+    assert await counts(conn, campaign) == {"sent": len(other) + len(refused)}
+    assert not server.duplicates()
+    delivered = sorted(m.rcpt_tos[0] for m in server.messages if m.rcpt_tos[0].endswith("@refusing.example"))
+    assert delivered == sorted(refused), "each row of the refusing domain went out once it accepted again"
+    rows = await conn.fetch("SELECT attempts FROM einmal.sends WHERE campaign_id = $1"
+                            " AND email_lower LIKE '%@refusing.example'", campaign)
+    assert {r["attempts"] for r in rows} == {0}, "no attempt is charged for a refusal of the domain"
+    assert await conn.fetchval("SELECT failures FROM einmal.domains WHERE domain = 'refusing.example'") == 0
+
+
+async def test_at_send_time_only_an_address_reason_suppresses(conn: asyncpg.Connection, dsn: str,
+                                                               tmp_path: Path) -> None:
+    """The send path takes a 5xx reply's reason from the same table as a bounce (service/inbound/reasons.py)."""
+    replies = {"gone.example": "550 5.1.1 <x@gone.example>: Recipient address rejected: User unknown",
+               "closed.example": "550 5.2.1 This mailbox has been disabled",
+               "nocode.example": "550 No such user here",
+               "full.example": "552 5.2.2 Mailbox full",
+               "big.example": "552 5.3.4 Message too big for system"}
+    campaign = await seed(conn, [f"x@{domain}" for domain in replies] + ["here@example.org"])
+    with FaultServer() as server:
+        for domain, reply in replies.items():
+            server.inject("rcpt", reply, domain=domain)
+        node = start_node(node_env(dsn, server.port, EINMAL_SMTP_CONNECTIONS="1"), tmp_path / "node.log")
+        try:
+            await approve(conn, campaign)
+            await wait_status(conn, campaign, "sent", timeout=30)
+        finally:
+            assert await stop_node(node) == 0
+    assert await counts(conn, campaign) == {"failed": len(replies), "sent": 1}
+    suppressed = await conn.fetch("SELECT email_lower, reason FROM einmal.suppressions ORDER BY 1")
+    assert [(r["email_lower"], r["reason"]) for r in suppressed] == [
+        ("x@closed.example", "bounce"), ("x@gone.example", "bounce"), ("x@nocode.example", "bounce")], \
+        "an unknown or disabled address suppresses; a full mailbox or a refused content does not"
