@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 
 from tests.conftest import einmal
-from tests.support.pipeline import approve, counts, node_env, seed, start_node, stop_node, wait_status
+from tests.support.pipeline import approve, counts, message_id, node_env, seed, start_node, stop_node, wait_status
 from tests.support.smtp_servers import FaultServer
 
 pytestmark = pytest.mark.anyio
@@ -77,3 +77,34 @@ async def test_at_send_time_only_an_address_reason_suppresses(conn: asyncpg.Conn
     assert [(r["email_lower"], r["reason"]) for r in suppressed] == [
         ("x@closed.example", "bounce"), ("x@gone.example", "bounce"), ("x@nocode.example", "bounce")], \
         "an unknown or disabled address suppresses; a full mailbox or a refused content does not"
+
+
+async def test_a_retried_failed_row_is_delivered_exactly_once_with_its_message_id(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    big = [f"b{i}@big.example" for i in range(5)]
+    fine = [f"f{i}@fine.example" for i in range(20)]
+    campaign = await seed(conn, big + fine)
+    with FaultServer() as server:
+        server.inject("rcpt", "552 5.3.4 Message size exceeds fixed limit", domain="big.example")
+        node = start_node(node_env(dsn, server.port, EINMAL_SMTP_CONNECTIONS="2"), tmp_path / "node.log")
+        try:
+            await approve(conn, campaign)
+            await wait_status(conn, campaign, "sent", timeout=30)
+            assert await counts(conn, campaign) == {"sent": len(fine), "failed": len(big)}
+            server.clear_faults()  # the relay's limit was raised
+            result = await anyio.to_thread.run_sync(lambda: einmal(
+                "campaign", "retry", str(campaign), "--failed", "--reason", "content", dsn=dsn))
+            assert result.returncode == 0, result.stderr
+            assert result.stdout.splitlines() == [f"{len(big)} failed rows of campaign {campaign} queued again",
+                                                  f"campaign {campaign} is sending again"]
+            await wait_status(conn, campaign, "sent", timeout=30)
+        finally:
+            assert await stop_node(node) == 0
+        messages = server.messages
+    assert await counts(conn, campaign) == {"sent": len(big) + len(fine)}
+    accepted = [m for m in messages if m.rcpt_tos[0].endswith("@big.example") and m.answered]
+    assert sorted(m.rcpt_tos[0] for m in accepted) == sorted(big), "each retried row delivered once"
+    ids = {r["email"]: message_id(campaign, r["subscriber_id"])
+           for r in await conn.fetch("SELECT email, subscriber_id FROM einmal.sends WHERE campaign_id = $1", campaign)}
+    assert all(ids[m.rcpt_tos[0]] in m.data.decode() for m in accepted), "the row's own Message-ID"
+    assert not server.duplicates()
