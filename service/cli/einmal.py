@@ -194,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--account", required=True, help="whose suppressions")
     p.add_argument("emails", nargs="+", metavar="EMAIL", help="the addresses")
     p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", "suppressions_remove_command"))
+    p = suppressions.add_parser("review", help="bounce suppressions that today's reasons would not make; "
+                                               "--lift deletes them")
+    p.add_argument("--account", required=True, help="whose suppressions")
+    p.add_argument("--lift", action="store_true", help="delete the ones listed (without it: only list them)")
+    p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", "suppressions_review_command"))
 
     reconcile = sub.add_parser("reconcile", help="list or decide a campaign's in-doubt rows")
     reconcile.add_argument("id", type=int, help="the campaign's id")
