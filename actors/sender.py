@@ -78,10 +78,17 @@ class Sender:
         if status is Smtp.PERMANENT:
             kind, reason = reasons.of_reply(reply)
             if reason in domains.REFUSALS:
-                # the domain refuses the campaign (policy, authentication), not the address: paused for
-                # every node like a throttle, the row keeps its place and probes test when it passes again
+                # the domain refuses the sender (policy, authentication), not the address: paused for every
+                # node like a throttle, its other rows keep their place and probes test when it passes again.
+                # This row is charged an attempt and waits a backoff, so it is not the first probe each time:
+                # a refusal of one recipient alone (a group closed to outside senders) then holds the domain
+                # for a few pauses, not for good, and the row fails at the limit, never suppressed.
                 self.ctx.metrics.domain_throttled.labels(row.domain).inc()
-                return Outcome(row.id, "queued", reply, throttled=True)
+                if row.attempts + 1 >= settings.max_attempts:
+                    return Outcome(row.id, "failed", f"{reply} (gave up after {row.attempts + 1} attempts)",
+                                   attempts=1, throttled=True)
+                return Outcome(row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts),
+                               throttled=True)
             # the same table as a bounce's: only an address reason (550 5.1.1, 5.2.1) suppresses
             bounce = reasons.effect(kind, reason) == reasons.SUPPRESS
             return Outcome(row.id, "failed", reply, attempts=1, bounce=bounce)

@@ -106,8 +106,8 @@ async def test_a_5xx_fails_the_row_a_5_1_x_suppresses_and_a_5_7_x_pauses_the_dom
             for r in await conn.fetch("SELECT email, status, last_reply, attempts FROM einmal.sends")}
     assert rows["gone@bounce.test"] == ("failed", "550 5.1.1", 1)
     assert rows["big@content.test"] == ("failed", "552 5.3.4", 1)
-    # the domain refuses the sender, not the address: paused, the row keeps its place with no attempt
-    assert rows["spam@policy.test"] == ("queued", "554 5.7.1", 0)
+    # the domain refuses the sender, not the address: paused, the row back in the queue after one attempt
+    assert rows["spam@policy.test"] == ("queued", "554 5.7.1", 1)
     assert rows["a@example.com"][0] == rows["b@example.com"][0] == "sent"
     suppressions = await conn.fetch("SELECT email_lower, reason FROM einmal.suppressions")
     assert [tuple(r) for r in suppressions] == [("gone@bounce.test", "bounce")]

@@ -24,7 +24,8 @@ async def test_a_domain_refusing_by_policy_is_paused_not_its_subscribers_failed(
     with FaultServer() as server:
         server.inject("rcpt", DMARC, domain="refusing.example")
         env = node_env(dsn, server.port, EINMAL_SMTP_CONNECTIONS="3", EINMAL_BATCH_SIZE="20",
-                       EINMAL_DOMAIN_PAUSE_SECONDS="1", EINMAL_DOMAIN_PROBES="1")
+                       EINMAL_DOMAIN_PAUSE_SECONDS="1", EINMAL_DOMAIN_PROBES="1", EINMAL_RETRY_BASE_SECONDS="1",
+                       EINMAL_MAX_ATTEMPTS="20")
         node = start_node(env, tmp_path / "node.log")
         try:
             await approve(conn, campaign)
@@ -34,6 +35,7 @@ async def test_a_domain_refusing_by_policy_is_paused_not_its_subscribers_failed(
             during = await counts(conn, campaign)
             status = einmal("campaign", "status", str(campaign), dsn=dsn)
             server.clear_faults()
+            refusals = len([a for _, a in server.rcpts if a.endswith("@refusing.example")])
             await wait_status(conn, campaign, "sent", timeout=60)
         finally:
             code = await stop_node(node)
@@ -50,8 +52,36 @@ async def test_a_domain_refusing_by_policy_is_paused_not_its_subscribers_failed(
     assert delivered == sorted(refused), "each row of the refusing domain went out once it accepted again"
     rows = await conn.fetch("SELECT attempts FROM einmal.sends WHERE campaign_id = $1"
                             " AND email_lower LIKE '%@refusing.example'", campaign)
-    assert {r["attempts"] for r in rows} == {0}, "no attempt is charged for a refusal of the domain"
+    charged = sum(r["attempts"] for r in rows)
+    assert 0 < charged <= refusals, "only a refused row is charged, so that the next probe is another row"
+    assert refusals <= 3 + 1 + 3, f"{refusals} tries of a refusing domain: those on the wire, then a probe a pause"
     assert await conn.fetchval("SELECT failures FROM einmal.domains WHERE domain = 'refusing.example'") == 0
+
+
+async def test_one_recipient_refused_by_policy_holds_its_domain_for_a_few_pauses_not_for_good(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    """Exchange refuses a group closed to outside senders with 5.7.x: one row, not the domain. Charged an
+    attempt each time, it is not the first probe again, and fails at the limit, its address not suppressed."""
+    corp = ["group@corp.example"] + [f"c{i}@corp.example" for i in range(30)]
+    campaign = await seed(conn, corp)
+    with FaultServer() as server:
+        server.inject("rcpt", "550 5.7.133 RESOLVER.RST.SenderNotAuthenticatedForGroup; authentication required",
+                      domain="group@corp.example")
+        env = node_env(dsn, server.port, EINMAL_SMTP_CONNECTIONS="2", EINMAL_DOMAIN_PAUSE_SECONDS="0.5",
+                       EINMAL_DOMAIN_PROBES="1", EINMAL_RETRY_BASE_SECONDS="0.2", EINMAL_MAX_ATTEMPTS="3")
+        node = start_node(env, tmp_path / "node.log")
+        try:
+            await approve(conn, campaign)
+            await wait_status(conn, campaign, "sent", timeout=30)
+        finally:
+            assert await stop_node(node) == 0
+    assert await counts(conn, campaign) == {"sent": len(corp) - 1, "failed": 1}
+    row = await conn.fetchrow("SELECT status, attempts, last_reply FROM einmal.sends"
+                              " WHERE email = 'group@corp.example'")
+    assert (row["status"], row["attempts"]) == ("failed", 3)
+    assert row["last_reply"].startswith("550 5.7.133") and row["last_reply"].endswith("(gave up after 3 attempts)")
+    assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions") == 0
+    assert not server.duplicates()
 
 
 async def test_at_send_time_only_an_address_reason_suppresses(conn: asyncpg.Connection, dsn: str,
