@@ -37,6 +37,7 @@ from actors.writer import Writer
 from service import db, domains, relays
 from service.context import Batch, NodeContext, Outcome, Row
 from service.errors import UsageError
+from service.inbound import reasons
 from service.mail import render
 from service.relays import Relays, RelayState
 from service.smtp.connection import Outcome as Smtp
@@ -114,7 +115,21 @@ class Sender:
         if status is Smtp.SENT:
             return Outcome(row.id, "sent", reply)
         if status is Smtp.PERMANENT:
-            bounce = reply[4:8] == "5.1."  # "550 5.1.1 no such user": the address does not exist
+            kind, reason = reasons.of_reply(reply)
+            if reason in domains.REFUSALS:
+                # the domain refuses the sender (policy, authentication), not the address: paused for every
+                # node like a throttle, its other rows keep their place and probes test when it passes again.
+                # This row is charged an attempt and waits a backoff, so it is not the first probe each time:
+                # a refusal of one recipient alone (a group closed to outside senders) then holds the domain
+                # for a few pauses, not for good, and the row fails at the limit, never suppressed.
+                self.ctx.metrics.domain_throttled.labels(row.domain).inc()
+                if row.attempts + 1 >= settings.max_attempts:
+                    return Outcome(row.id, "failed", f"{reply} (gave up after {row.attempts + 1} attempts)",
+                                   attempts=1, throttled=True)
+                return Outcome(row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts),
+                               throttled=True)
+            # the same table as a bounce's: only an address reason (550 5.1.1, 5.2.1) suppresses
+            bounce = reasons.effect(kind, reason) == reasons.SUPPRESS
             return Outcome(row.id, "failed", reply, attempts=1, bounce=bounce)
         if status is Smtp.TRANSIENT and domains.throttled(reply):
             # the domain asks us to slow down: it is paused for every node, the row keeps its place

@@ -65,7 +65,7 @@ class Outcome:
     attempts: int = 0  # added to the row's count
     retry_after: float = 0.0
     bounce: bool = False
-    throttled: bool = False  # the domain answered 421/4.7.x: back in its place, no attempt counted
+    throttled: bool = False  # the domain answered 421/4.7.x, or refused by policy (5.7.x): it is paused
 
 
 class Journal:

@@ -57,6 +57,11 @@ def parse_limits(value: str) -> dict[str, DomainLimit]:
     return limits
 
 
+# the reasons of a 5xx reply (service/inbound/reasons.py) by which a domain refuses a sender rather than an
+# address: the domain is paused as for a throttle, its rows keep their place
+REFUSALS = ("policy", "authentication")
+
+
 def throttled(reply: str) -> bool:
     """A 4xx answer with enhanced status 4.7.x (421 4.7.0, 451 4.7.1): the domain asks us to slow down."""
     return reply[:1] == "4" and reply[4:8] == "4.7."

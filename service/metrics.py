@@ -42,8 +42,8 @@ class Metrics:
                                               buckets=LATENCY_BUCKETS, registry=r)
         self.relay_unavailable = Counter("einmal_relay_unavailable", "Tries that reached no SMTP relay (refused "
                                          "connection, TLS or AUTH), by relay", ["relay"], registry=r)
-        self.domain_throttled = Counter("einmal_domain_throttled", "421/4.7.x answers that paused a recipient "
-                                        "domain, by domain", ["domain"], registry=r)
+        self.domain_throttled = Counter("einmal_domain_throttled", "421/4.7.x answers and 5.7.x refusals that "
+                                        "paused a recipient domain, by domain", ["domain"], registry=r)
         self.lost_outcomes = Counter("einmal_lost_outcomes", "SMTP answers that found no row of their token's "
                                      "to record them on (kept in einmal.lost_outcomes)", registry=r)
         self.rows_claimed = Counter("einmal_rows_claimed", "Send rows claimed by this process", registry=r)

@@ -46,6 +46,9 @@ class Snapshot:
     failures: tuple[tuple[str, int], ...] = ()  # the most frequent replies of failed rows, with their counts
     came_back: dict[str, int] | None = None  # send rows that bounced (hard, soft) or drew a complaint
     reasons: dict[str, int] | None = None  # send rows per reason of their bounces or complaints
+    # recipient domains paused (a throttle, a refusal) with queued rows of the campaign: (domain, until,
+    # the reply that paused it, rows waiting)
+    paused_domains: tuple[tuple[str, str, str, int], ...] = ()
 
     @property
     def total(self) -> int:
@@ -59,6 +62,8 @@ class Snapshot:
         return {"id": self.id, "status": self.status, "total": self.total, "counts": dict(self.counts),
                 "pause_reason": self.pause_reason, **(self.came_back or dict.fromkeys(CAME_BACK, 0)),
                 "reasons": dict(self.reasons or {}),
+                "paused_domains": [{"domain": d, "until": until, "reply": reply, "queued": n}
+                                   for d, until, reply, n in self.paused_domains],
                 "failures": [{"reply": reply, "count": n} for reply, n in self.failures]}
 
 
@@ -74,9 +79,13 @@ async def fetch(conn: asyncpg.Connection, campaign_id: int) -> Snapshot:
     if counts["failed"]:
         failures = tuple((r["reply"], r["n"]) for r in await conn.fetch(db.query("sends_top_failures"),
                                                                         campaign_id, TOP_FAILURES))
+    paused = ()
+    if counts["queued"]:
+        paused = tuple((r["domain"], r["paused_until"].isoformat(timespec="seconds"), r["last_reply"] or "",
+                        r["n"]) for r in await conn.fetch(db.query("domains_paused"), campaign_id))
     first = rows[0]
     return Snapshot(first["id"], first["name"], first["status"], counts, first["pause_reason"], failures,
-                    {name: first[name] for name in CAME_BACK}, json.loads(first["reasons"]))
+                    {name: first[name] for name in CAME_BACK}, json.loads(first["reasons"]), paused)
 
 
 def table(snap: Snapshot) -> str:
@@ -91,6 +100,10 @@ def table(snap: Snapshot) -> str:
     if snap.reasons:
         lines.append("by reason:")
         lines += [f"  {name.replace('_', ' '):<15}{n:>{width}}" for name, n in sorted(snap.reasons.items())]
+    if snap.paused_domains:
+        lines.append("paused domains (their rows wait, then probes test them):")
+        lines += [f"  {domain}  {n} queued, until {until}: {reply[:200]}"
+                  for domain, until, reply, n in snap.paused_domains]
     if snap.failures:
         lines.append("top failure replies:")
         lines += [f"  {n:>{width}}  {reply[:200]}" for reply, n in snap.failures]

@@ -1,4 +1,4 @@
-"""`einmal campaign create|approve|pause|resume|cancel|status` and `einmal reconcile`.
+"""`einmal campaign create|approve|pause|resume|cancel|status|retry` and `einmal reconcile`.
 
 The transitions themselves are service/transitions.py's.
 """
@@ -196,6 +196,52 @@ async def status_command(args: argparse.Namespace, settings: Settings) -> int:
     return await campaign_status.command(args, settings)
 
 
+# --- retry --------------------------------------------------------------------------------------
+
+def chosen(replies: list[str], reason: str | None, pattern: re.Pattern | None) -> list[str] | None:
+    """The last replies whose rows go back (None: every failed row)."""
+    from service.inbound import reasons
+
+    if reason is not None:
+        return [r for r in replies if reasons.of_reply(r)[1] == reason]
+    if pattern is not None:
+        return [r for r in replies if pattern.search(r)]
+    return None
+
+
+async def retry_failed(conn: asyncpg.Connection, campaign_id: int, reason: str | None = None,
+                       pattern: re.Pattern | None = None) -> tuple[int, bool]:
+    """Campaign `campaign_id`'s failed rows back to the queue, those whose last reply has `reason` or matches
+    `pattern` when given; returns (rows moved, whether a sent campaign was reopened). Under the campaign's
+    lock, so that a finish of the campaign waits for it (docs/design.md §2)."""
+    async with conn.transaction():
+        campaign = await conn.fetchrow(db.query("reconcile_lock_campaign"), campaign_id)
+        if campaign is None:
+            raise UsageError(f"no campaign with id {campaign_id}")
+        if campaign["status"] == "cancelled":
+            raise UsageError(f"cannot retry failed rows of campaign {campaign_id}: it is cancelled")
+        replies = None
+        if reason is not None or pattern is not None:
+            replies = chosen([r["reply"] for r in await conn.fetch(db.query("sends_failed_replies"), campaign_id)],
+                             reason, pattern)
+            if not replies:
+                return 0, False
+        moved = await conn.fetchval(db.query("sends_retry_failed"), campaign_id, replies)
+        reopened = moved > 0 and await conn.fetchval(db.query("campaign_reopen"), campaign_id) is not None
+        if moved:
+            await conn.execute(db.query("campaign_notify"), campaign_id)
+        return moved, reopened
+
+
+async def retry_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        moved, reopened = await retry_failed(conn, args.id, args.reason, args.reply)
+    print(f"{moved} failed row{'' if moved == 1 else 's'} of campaign {args.id} queued again")
+    if reopened:
+        print(f"campaign {args.id} is sending again")
+    return 0
+
+
 # --- reconcile ----------------------------------------------------------------------------------
 
 async def list_in_doubt(conn: asyncpg.Connection, campaign_id: int) -> None:
@@ -219,7 +265,7 @@ async def decide(conn: asyncpg.Connection, campaign_id: int, resend: bool) -> tu
         if campaign["status"] == "cancelled":
             raise UsageError(f"cannot resend in-doubt rows of campaign {campaign_id}: it is cancelled")
         moved = await conn.fetchval(db.query("reconcile_resend"), campaign_id)
-        reopened = moved > 0 and await conn.fetchval(db.query("reconcile_reopen"), campaign_id) is not None
+        reopened = moved > 0 and await conn.fetchval(db.query("campaign_reopen"), campaign_id) is not None
         if moved:
             await conn.execute(db.query("campaign_notify"), campaign_id)
         return moved, reopened

@@ -7,6 +7,7 @@ stderr and its exit code; nothing else prints a traceback to a person.
 
 import argparse
 import os
+import re
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
@@ -69,9 +70,21 @@ def einmal_version() -> str:
         return "unknown"
 
 
+def reply_pattern(value: str) -> re.Pattern:
+    """`campaign retry --reply`: a regular expression searched in a row's last reply, ignoring case (a plain
+    substring such as 5.7.26 matches itself); a bad one is a one-line usage error (exit 2)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    try:
+        return re.compile(value, re.IGNORECASE)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a regular expression: {exc}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     from service.cli import commands
     from service.cli.campaign_view import STATUSES
+    from service.inbound.reasons import REASONS
 
     parser = _Parser(prog="einmal", description="Send email campaigns from PostgreSQL, each recipient once.")
     parser.add_argument("--version", action="version", version=f"einmal {einmal_version()}",
@@ -142,6 +155,16 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     status.add_argument("--follow", action="store_true", help="show a progress bar until the campaign ends")
     status.set_defaults(func=commands.campaign_status)
+    retry = campaign.add_parser("retry", help="put failed rows back in the queue (same Message-ID)")
+    retry.add_argument("id", type=int, help="the campaign's id")
+    retry.add_argument("--failed", action="store_true", required=True,
+                       help="the failed rows (never accepted by the server); a campaign that was sent sends again")
+    which = retry.add_mutually_exclusive_group()
+    which.add_argument("--reason", choices=REASONS,
+                       help="only rows whose last reply has this reason (README: Bounces and complaints)")
+    which.add_argument("--reply", metavar="PATTERN", type=reply_pattern,
+                       help="only rows whose last reply matches this regular expression, ignoring case")
+    retry.set_defaults(func=commands.lazy("service.cli.campaigns", "retry_command"))
     listing = campaign.add_parser("list", help="campaigns, newest first")
     listing.add_argument("--status", choices=STATUSES, help="only campaigns in this status")
     listing.set_defaults(func=commands.campaign_list)
@@ -173,6 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--account", required=True, help="whose suppressions")
     p.add_argument("emails", nargs="+", metavar="EMAIL", help="the addresses")
     p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", "suppressions_remove_command"))
+    p = suppressions.add_parser("review", help="bounce suppressions that today's reasons would not make; "
+                                               "--lift deletes them")
+    p.add_argument("--account", required=True, help="whose suppressions")
+    p.add_argument("--lift", action="store_true", help="delete the ones listed (without it: only list them)")
+    p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", "suppressions_review_command"))
 
     reconcile = sub.add_parser("reconcile", help="list or decide a campaign's in-doubt rows")
     reconcile.add_argument("id", type=int, help="the campaign's id")

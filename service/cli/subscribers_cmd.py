@@ -1,4 +1,4 @@
-"""`einmal subscribers list|show|export|delete` and `einmal suppressions list|remove`.
+"""`einmal subscribers list|show|export|delete` and `einmal suppressions list|remove|review`.
 
 `export` writes CSV that `subscribers import` reads back: email, name, list (joined with
 `|`), then one column per attribute. `delete` is for erasure requests (GDPR art. 17): the
@@ -10,7 +10,9 @@ import of the same address is never mailed. A subscriber whose message is being 
 now is refused: try again when it is done.
 
 `suppressions remove` deletes suppressions from the table; a running node that learnt of one
-keeps skipping the address until it restarts (the safe direction).
+keeps skipping the address until it restarts (the safe direction). `suppressions review` lists, and
+with --lift deletes, the 'bounce' suppressions today's reasons would not have made
+(service/subscribers/review.py).
 """
 
 import argparse
@@ -108,4 +110,23 @@ async def suppressions_remove_command(args: argparse.Namespace, settings: Settin
         keys = {email_key(email) for email in args.emails}
         removed = await conn.fetch(db.query("suppression_delete"), account_id, list(keys))
     print(f"removed {len(removed)}, not suppressed {len(keys) - len(removed)}")
+    return 0
+
+
+async def suppressions_review_command(args: argparse.Namespace, settings: Settings) -> int:
+    from service.subscribers import review
+
+    async with db.connection(db.url(settings)) as conn:
+        account_id = await _account(conn, args.account)
+        listed, lifted = await review.review(conn, args.account, account_id, settings.soft_bounce_limit,
+                                             lift=args.lift)
+    for r in listed:
+        print(r.line())
+    n = len(listed)
+    which = f"{n} bounce suppression{'' if n == 1 else 's'} that no bounce of {'its' if n == 1 else 'their'} " \
+            "mailbox would make today"
+    if args.lift:
+        print(f"{which}; lifted {lifted}" + (f", {n - lifted} bounced again since and kept" if lifted < n else ""))
+    else:
+        print(f"{which}{'; lift them with --lift' if n else ''}")
     return 0

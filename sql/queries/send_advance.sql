@@ -10,6 +10,8 @@
 -- the queue in its place, with no attempt counted, and pauses its domain for
 -- every node: $10 seconds, doubling with each throttle in a row up to $11; any
 -- other answer from a paused domain closes its breaker (docs/design.md §13).
+-- A refusal (5xx by policy or authentication) is throttled too, but its own row
+-- is charged an attempt and waits its backoff, so that the next probe is another row.
 -- An outcome is recorded on a row this token still holds, whether `sending`, `in_doubt` (another node
 -- declared it in doubt while this one stalled) or `claimed` (an asynchronous failover lost its move to
 -- `sending`): an answer is an answer. One that finds no such row, and not already recorded either, is
@@ -22,7 +24,7 @@ WITH r AS (
         status = r.status,
         last_reply = r.reply,
         attempts = s.attempts + r.attempts,
-        next_attempt_at = CASE WHEN r.status = 'queued' AND NOT r.throttled
+        next_attempt_at = CASE WHEN r.status = 'queued' AND (NOT r.throttled OR r.attempts > 0)
                                THEN now() + make_interval(secs => r.retry_after)
                                ELSE s.next_attempt_at END,
         claimed_by = CASE WHEN r.status = 'queued' THEN NULL ELSE s.claimed_by END,

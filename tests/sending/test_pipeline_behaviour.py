@@ -83,26 +83,36 @@ async def test_too_many_4xx_fail_the_row(conn: asyncpg.Connection, dsn: str) -> 
     assert row["last_reply"].startswith("452")
 
 
-async def test_a_5xx_fails_the_row_and_a_5_1_x_suppresses_the_address(conn: asyncpg.Connection, dsn: str) -> None:
-    campaign = await seed(conn, ["a@example.com", "gone@bounce.test", "b@example.com", "spam@policy.test"])
+async def test_a_5xx_fails_the_row_a_5_1_x_suppresses_and_a_5_7_x_pauses_the_domain(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    campaign = await seed(conn, ["a@example.com", "gone@bounce.test", "b@example.com", "spam@policy.test",
+                                 "big@content.test"])
 
     def decide(rcpt: str) -> str | None:
         if rcpt.endswith("@bounce.test"):
             return "550 5.1.1 no such user"
         if rcpt.endswith("@policy.test"):
             return "554 5.7.1 rejected by policy"
+        if rcpt.endswith("@content.test"):
+            return "552 5.3.4 message too big"
         return None
 
     async with recording_server(Received(decide)) as port, running_node(node_settings(dsn, port)):
         await approve(conn, campaign)
-        await wait_status(conn, campaign, "sent")
-    rows = {r["email"]: (r["status"], r["last_reply"][:9])
-            for r in await conn.fetch("SELECT email, status, last_reply FROM einmal.sends")}
-    assert rows["gone@bounce.test"] == ("failed", "550 5.1.1")
-    assert rows["spam@policy.test"] == ("failed", "554 5.7.1")
+        with anyio.fail_after(30):
+            while await counts(conn, campaign) != {"sent": 2, "failed": 2, "queued": 1}:
+                await anyio.sleep(0.05)
+    rows = {r["email"]: (r["status"], r["last_reply"][:9], r["attempts"])
+            for r in await conn.fetch("SELECT email, status, last_reply, attempts FROM einmal.sends")}
+    assert rows["gone@bounce.test"] == ("failed", "550 5.1.1", 1)
+    assert rows["big@content.test"] == ("failed", "552 5.3.4", 1)
+    # the domain refuses the sender, not the address: paused, the row back in the queue after one attempt
+    assert rows["spam@policy.test"] == ("queued", "554 5.7.1", 1)
     assert rows["a@example.com"][0] == rows["b@example.com"][0] == "sent"
     suppressions = await conn.fetch("SELECT email_lower, reason FROM einmal.suppressions")
     assert [tuple(r) for r in suppressions] == [("gone@bounce.test", "bounce")]
+    assert await conn.fetchval("SELECT last_reply FROM einmal.domains WHERE domain = 'policy.test'") \
+        == "554 5.7.1 rejected by policy"
 
 
 async def test_pause_stops_sending_and_resume_finishes(conn: asyncpg.Connection, dsn: str) -> None:

@@ -347,7 +347,9 @@ class FaultServer:
         domain = address.rpartition("@")[2].lower() if address else None
         with self._lock:
             for fault in self._faults:
-                if fault.stage != stage or (fault.domain is not None and fault.domain != domain):
+                # `domain` names a domain, or one address when it holds an @
+                where = address.lower() if address and fault.domain and "@" in fault.domain else domain
+                if fault.stage != stage or (fault.domain is not None and fault.domain != where):
                     continue
                 if fault.probability < 1.0 and self._random.random() >= fault.probability:
                     continue
