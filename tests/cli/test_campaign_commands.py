@@ -315,7 +315,7 @@ async def test_status_json_has_every_state_including_zeros(conn: asyncpg.Connect
         "counts": {"queued": 1, "claimed": 0, "sending": 0, "sent": 2, "suppressed": 0, "failed": 0,
                    "in_doubt": 1},
         "pause_reason": None, "bounced": 0, "soft_bounced": 0, "unclassified": 0, "complained": 0, "reasons": {},
-        "failures": [],
+        "paused_domains": [], "failures": [],
     }) + "\n"
 
 
@@ -326,7 +326,8 @@ async def test_status_json_of_a_campaign_without_send_rows_is_all_zeros(
     assert json.loads(result.stdout) == {"id": campaign, "status": "draft", "total": 0,
                                          "counts": dict.fromkeys(campaign_status.STATES, 0),
                                          "pause_reason": None, "bounced": 0, "soft_bounced": 0,
-                                         "unclassified": 0, "complained": 0, "reasons": {}, "failures": []}
+                                         "unclassified": 0, "complained": 0, "reasons": {}, "paused_domains": [],
+                                         "failures": []}
 
 
 async def test_status_counts_the_send_rows_that_bounced_or_drew_a_complaint(conn: asyncpg.Connection,
