@@ -12,7 +12,7 @@ now is refused: try again when it is done.
 `suppressions remove` deletes suppressions from the table; a running node that learnt of one
 keeps skipping the address until it restarts (the safe direction). `suppressions review` lists, and
 with --lift deletes, the 'bounce' suppressions today's reasons would not have made
-(service/subscribers/review.py).
+(service/inbound/review.py).
 """
 
 import argparse
@@ -114,7 +114,7 @@ async def suppressions_remove_command(args: argparse.Namespace, settings: Settin
 
 
 async def suppressions_review_command(args: argparse.Namespace, settings: Settings) -> int:
-    from service.subscribers import review
+    from service.inbound import review
 
     async with db.connection(db.url(settings)) as conn:
         account_id = await _account(conn, args.account)
