@@ -32,23 +32,24 @@ async def sending_campaign(conn: asyncpg.Connection, recipients: int, suppressed
 async def claimers(dsn: str, campaign: int, nodes: int, seconds: float, *limits) -> list[list[float]]:
     """`nodes` connections claiming batches of 50 for `seconds`; each claimed row's slot (epoch seconds)."""
     slots: list[list[float]] = [[] for _ in range(nodes)]
+    conns = [await asyncpg.connect(dsn) for _ in range(nodes)]
+    end = time.monotonic() + seconds  # one window for all: a connection slow to open does not stretch it
 
     async def node(i: int) -> None:
-        conn = await asyncpg.connect(dsn)
-        try:
-            end = time.monotonic() + seconds
-            while time.monotonic() < end:
-                rows = await conn.fetch(CLAIM, campaign, f"node-{i}", 50, *limits)
-                slots[i].extend(r["slot_at"].timestamp() if r["slot_at"] else 0.0
-                                for r in rows if r["status"] == "claimed")
-                if not rows:
-                    await anyio.sleep(0.02)
-        finally:
-            await conn.close()
+        while time.monotonic() < end:
+            rows = await conns[i].fetch(CLAIM, campaign, f"node-{i}", 50, *limits)
+            slots[i].extend(r["slot_at"].timestamp() if r["slot_at"] else 0.0
+                            for r in rows if r["status"] == "claimed")
+            if not rows:
+                await anyio.sleep(0.02)
 
-    async with anyio.create_task_group() as tg:
-        for i in range(nodes):
-            tg.start_soon(node, i)
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(nodes):
+                tg.start_soon(node, i)
+    finally:
+        for conn in conns:
+            await conn.close()
     return slots
 
 
