@@ -226,11 +226,18 @@ async def retry_failed(conn: asyncpg.Connection, campaign_id: int, reason: str |
                              reason, pattern)
             if not replies:
                 return 0, False
-        moved = await conn.fetchval(db.query("sends_retry_failed"), campaign_id, replies)
-        reopened = moved > 0 and await conn.fetchval(db.query("campaign_reopen"), campaign_id) is not None
-        if moved:
-            await conn.execute(db.query("campaign_notify"), campaign_id)
-        return moved, reopened
+        return await requeued(conn, campaign_id, await conn.fetchval(db.query("sends_retry_failed"), campaign_id,
+                                                                     replies))
+
+
+async def requeued(conn: asyncpg.Connection, campaign_id: int, moved: int) -> tuple[int, bool]:
+    """After `moved` rows of the campaign went back to the queue, in the transaction that moved them: a sent
+    campaign is reopened (compare-and-set) and the nodes are told; returns (moved, whether it reopened)."""
+    if not moved:
+        return 0, False
+    reopened = await conn.fetchval(db.query("campaign_reopen"), campaign_id) is not None
+    await conn.execute(db.query("campaign_notify"), campaign_id)
+    return moved, reopened
 
 
 async def retry_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -264,11 +271,7 @@ async def decide(conn: asyncpg.Connection, campaign_id: int, resend: bool) -> tu
             return await conn.fetchval(db.query("reconcile_mark_sent"), campaign_id), False
         if campaign["status"] == "cancelled":
             raise UsageError(f"cannot resend in-doubt rows of campaign {campaign_id}: it is cancelled")
-        moved = await conn.fetchval(db.query("reconcile_resend"), campaign_id)
-        reopened = moved > 0 and await conn.fetchval(db.query("campaign_reopen"), campaign_id) is not None
-        if moved:
-            await conn.execute(db.query("campaign_notify"), campaign_id)
-        return moved, reopened
+        return await requeued(conn, campaign_id, await conn.fetchval(db.query("reconcile_resend"), campaign_id))
 
 
 async def reconcile_command(args: argparse.Namespace, settings: Settings) -> int:
