@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from service.mail.unsubscribe import TEST_SUBSCRIBER
+from service.web import texts
 from tests.conftest import einmal
 from tests.support.web import ONE_CLICK, http_server, subscriber, token, written
 
@@ -116,8 +117,6 @@ async def test_the_confirmation_after_the_button_follows_the_language(conn: asyn
 
 async def test_an_invalid_link_offers_a_next_step_without_naming_an_account(conn: asyncpg.Connection,
                                                                             dsn: str) -> None:
-    from service.web import texts  # the page's strings
-
     ids = await subscriber(conn)
     assert einmal("accounts", "set", "acme", "--contact", "help@acme.example", dsn=dsn).returncode == 0
     forged = token(ids, "not-the-key")  # names acme's ids, but nobody can vouch for them
@@ -151,8 +150,6 @@ async def test_a_genuine_link_of_a_recipient_gone_offers_the_account_s_contact(c
 
 
 async def test_a_test_message_s_link_speaks_the_campaign_s_language(conn: asyncpg.Connection, dsn: str) -> None:
-    from service.web import texts  # the page's strings
-
     ids = await subscriber(conn)
     await conn.execute("UPDATE einmal.campaigns SET language = 'de' WHERE id = $1", ids[1])
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
@@ -163,8 +160,6 @@ async def test_a_test_message_s_link_speaks_the_campaign_s_language(conn: asyncp
 
 
 def test_every_language_has_every_text_with_the_same_placeholders() -> None:
-    from service.web import texts  # the page's strings
-
     assert {"en", "de"} <= set(texts.LANGUAGES)
     english = texts.LANGUAGES["en"]
     for code, table in texts.LANGUAGES.items():
@@ -174,8 +169,6 @@ def test_every_language_has_every_text_with_the_same_placeholders() -> None:
 
 
 def test_accept_language_picks_an_available_language_else_english() -> None:
-    from service.web import texts  # the page's strings
-
     assert texts.negotiate("de-DE,de;q=0.9,en;q=0.8") == "de"
     assert texts.negotiate("fr, de;q=0.1") == "de"
     assert texts.negotiate("fr, en;q=0.9, de;q=0.2") == "en"
