@@ -125,6 +125,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("email", help="the subscriber's address")
         p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", f"{verb}_command"))
 
+    accounts = sub.add_parser("accounts", help="an account's settings").add_subparsers(
+        dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
+    p = accounts.add_parser("set", help="what its unsubscribe page shows: display name, language, contact")
+    p.add_argument("account", help="the account's name")
+    p.add_argument("--display-name", help="the sender's name on the page ('' clears it: the message's From name)")
+    p.add_argument("--language", help="the page's language, e.g. en or de (a campaign's own comes first)")
+    p.add_argument("--contact", help="an address shown when a link does not work ('' clears it)")
+    p.set_defaults(func=commands.lazy("service.cli.accounts", "set_command"))
+
     campaign = sub.add_parser("campaign", help="manage campaigns").add_subparsers(
         dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
     create = campaign.add_parser("create", help="create a draft; prints its id")
@@ -181,15 +190,6 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("--subject-prefix", default="[TEST] ", metavar="TEXT",
                       help="put before the subject (default: '[TEST] ')")
     test.set_defaults(func=commands.campaign_test)
-
-    accounts = sub.add_parser("accounts", help="an account's settings").add_subparsers(
-        dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
-    p = accounts.add_parser("set", help="what its unsubscribe page shows: display name, language, contact")
-    p.add_argument("account", help="the account's name")
-    p.add_argument("--display-name", help="the sender's name on the page ('' clears it: the message's From name)")
-    p.add_argument("--language", help="the page's language, e.g. en or de (a campaign's own comes first)")
-    p.add_argument("--contact", help="an address shown when a link does not work ('' clears it)")
-    p.set_defaults(func=commands.lazy("service.cli.accounts", "set_command"))
 
     suppress = sub.add_parser("suppress", help="suppress addresses for an account")
     suppress.add_argument("--account", required=True, help="the account the addresses are suppressed for")
