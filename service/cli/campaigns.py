@@ -23,6 +23,7 @@ from service.mail import headers
 from service.settings import Settings
 from service.subscribers.importer import MAX_LIST, check_account, shown, unsafe_text
 from service.transitions import TRANSITIONS, current_status, transition
+from service.web import texts
 
 DEFAULT_LIST = "default"
 
@@ -163,10 +164,11 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
         list_id = f"{phrase} <{identifier}>" if phrase else identifier
     extra = json.dumps(headers.customs(args.headers))
     lists = list_names(args.lists)
+    language = texts.checked(args.language) if args.language is not None else None
     async with db.connection(db.url(settings)) as conn:
         account_id, list_ids = await resolve(conn, args.account, lists)
         campaign_id = await conn.fetchval(db.query("campaign_create"), account_id, name, subject, sender,
-                                          text, html, list_ids, at, reply_to, list_id, extra)
+                                          text, html, list_ids, at, reply_to, list_id, extra, language)
         warning = await _trial_render(conn, settings, campaign_id)
     if warning:
         print(f"einmal: {warning}", file=sys.stderr)

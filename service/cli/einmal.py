@@ -125,6 +125,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("email", help="the subscriber's address")
         p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", f"{verb}_command"))
 
+    accounts = sub.add_parser("accounts", help="an account's settings").add_subparsers(
+        dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
+    p = accounts.add_parser("set", help="what its unsubscribe page shows: display name, language, contact")
+    p.add_argument("account", help="the account's name")
+    p.add_argument("--display-name", help="the sender's name on the page ('' clears it: the message's From name)")
+    p.add_argument("--language", help="the page's language, e.g. en or de (a campaign's own comes first)")
+    p.add_argument("--contact", help="an address shown when a link does not work ('' clears it)")
+    p.set_defaults(func=commands.lazy("service.cli.accounts", "set_command"))
+
     campaign = sub.add_parser("campaign", help="manage campaigns").add_subparsers(
         dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
     create = campaign.add_parser("create", help="create a draft; prints its id")
@@ -145,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--list-id", help="List-Id: 'Name <id.example.org>' or 'id.example.org'")
     create.add_argument("--header", dest="headers", action="append", default=[],
                         help="an extra header 'X-Name: value' (repeatable)")
+    create.add_argument("--language", help="the language of its unsubscribe page (default: the account's)")
     create.set_defaults(func=commands.campaign_create)
     for verb in ("approve", "pause", "resume", "cancel"):
         p = campaign.add_parser(verb, help=f"{verb} a campaign")

@@ -5,7 +5,9 @@
                                 the client asks for HTML). Records the inbound event `unsubscribe:<a>.<c>.<s>`
                                 and the suppression in one transaction (service.inbound.events.apply): a repeat
                                 changes nothing. A bad, tampered or retired token: 400, nothing written.
-    GET  /unsubscribe?token=T   a page with one button that posts the form; a GET never unsubscribes
+    GET  /unsubscribe?token=T   a page with one button that posts the form, naming the message's subject and the
+                                sender, in the campaign's language (service/web/pages.py); "already unsubscribed"
+                                when the address is suppressed; a GET never unsubscribes (never writes)
     GET  /healthz               200 while the event loop answers
     GET  /readyz                200 when the database answered within the last seconds and every actor runs;
                                 503 and {"ready": false, "reason": …} otherwise; "notes": […] when something
@@ -27,6 +29,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from email.utils import parseaddr
 
 import anyio
 import asyncpg
@@ -50,7 +53,7 @@ from service.mail import unsubscribe
 from service.mail.verp import ReturnPath
 from service.metrics import CONTENT_TYPE, Metrics
 from service.settings import Settings
-from service.web import pages
+from service.web import pages, subject, texts
 
 log = logging.getLogger("einmal.http")
 
@@ -71,11 +74,12 @@ PAGE_HEADERS = {
 
 
 class Refused(Exception):
-    """A request answered with a 4xx or 503 before anything was written."""
+    """A request answered with a 4xx or 503 before anything was written. `page`: the texts of the page a
+    browser gets, in its language (service/web/texts.py); without it, an English one of title and text."""
 
-    def __init__(self, status: int, title: str, text: str) -> None:
+    def __init__(self, status: int, title: str, text: str, page: str | None = None) -> None:
         super().__init__(text)
-        self.status, self.title, self.text = status, title, text
+        self.status, self.title, self.text, self.page = status, title, text, page
 
 
 class Web:
@@ -92,6 +96,7 @@ class Web:
         self.settings, self.pool, self.metrics, self.checks, self.notes = settings, pool, metrics, checks, notes
         self.metrics_pool = metrics_pool or pool
         self.metrics_lock = anyio.Lock()
+        self.subject_limiter = anyio.CapacityLimiter(subject.RENDERS)
         self.metrics_read_at = -METRICS_FRESH_SECONDS
         self.db_answered_at = -READY_FRESH_SECONDS
         self.down_logged_at = -DOWN_LOG_SECONDS
@@ -164,34 +169,60 @@ class Web:
     # -- unsubscribe ------------------------------------------------------------------------------
 
     async def unsubscribe(self, request: Request) -> Response:
+        # until the token names an account, the page is in the browser's language and names no account
+        code, next_step = texts.negotiate(request.headers.get("accept-language")), self._next_step(None)
         try:
             ids = self._token(request)
             if request.method == "POST":
                 await _one_click_body(request)
-            if ids[2] == unsubscribe.TEST_SUBSCRIBER:  # a test message's link (einmal campaign test)
-                return _test_link(request)
+            if ids[2] == unsubscribe.TEST_SUBSCRIBER and not _wants_html(request):
+                return Response(status_code=200)  # a test message's link (einmal campaign test): nobody
             with anyio.fail_after(DB_SECONDS):
                 async with self.pool.acquire() as conn:
-                    recipient = await conn.fetchrow(db.query("unsubscribe_recipient"), *ids)
-                    if recipient is None:
-                        raise Refused(404, "Unknown recipient", "This link names a recipient that no longer exists.")
-                    if request.method != "POST":
-                        return HTMLResponse(pages.question(request.query_params["token"], recipient["email"],
-                                                           recipient["account_name"], recipient["campaign_name"]),
-                                            headers=PAGE_HEADERS)
-                    applied = await self._apply(conn, ids, recipient["email"])
+                    row = await conn.fetchrow(db.query("unsubscribe_recipient"), *ids)
+                    if row is not None:  # the token is genuine: its account's language and contact
+                        code, next_step = row["language"], self._next_step(row["contact"])
+                    if ids[2] == unsubscribe.TEST_SUBSCRIBER:
+                        return HTMLResponse(pages.problem(code, "test"), headers=PAGE_HEADERS)
+                    if row is None or row["email"] is None:
+                        raise Refused(404, "Unknown recipient", "This link names a recipient that no longer "
+                                                                "exists.", page="unknown")
+                    applied = await self._apply(conn, ids, row["email"]) if request.method == "POST" else None
+            if applied is None:
+                return HTMLResponse(await self._page(request, ids, row), headers=PAGE_HEADERS)
         except Refused as refused:
             if refused.status < 500:
                 self.metrics.unsubscribes.labels("refused").inc()
-            return _problem(request, refused)
+            return _problem(request, refused, code, next_step)
         except (*DB_DOWN, TimeoutError) as exc:
             await self.database_down(exc)
-            return _problem(request, Refused(503, "Try again later", "The service is briefly unavailable."))
+            return _problem(request, Refused(503, "Try again later", "The service is briefly unavailable.",
+                                             page="unavailable"), code)
         self.metrics.unsubscribes.labels("applied" if applied else "repeated").inc()
         if _wants_html(request):
-            return HTMLResponse(pages.confirmation(recipient["email"], recipient["account_name"]),
-                                headers=PAGE_HEADERS)
+            return HTMLResponse(pages.confirmation(code, row["email"], sender_name(row)), headers=PAGE_HEADERS)
         return Response(status_code=200)
+
+    async def _page(self, request: Request, ids: tuple[int, int, int], row: asyncpg.Record) -> str:
+        """What a GET shows: "already unsubscribed" when the address is suppressed, else the question."""
+        if row["suppressed"]:
+            return pages.already(row["language"], row["email"], sender_name(row), row["contact"])
+        token = request.query_params["token"]
+        shown = None
+        if row["subject"] is not None:
+            url = unsubscribe.link(self.settings.unsubscribe_url, token) if self.settings.unsubscribe_url else ""
+            shown = await subject.rendered(row["subject"], ids[1], row["campaign_name"], row["name"], row["email"],
+                                           row["attributes"], url, self.subject_limiter)
+        return pages.question(row["language"], token, row["email"], sender_name(row), shown)
+
+    def _next_step(self, contact: str | None) -> pages.Next:
+        """What a page of a link that does not work offers instead: the account's contact (only when a
+        genuine token named the account), else the installation's unsubscribe address, else a sentence."""
+        if contact:
+            return "next_contact", contact
+        if self.settings.unsubscribe_mailto:
+            return "next_mailto", self.settings.unsubscribe_mailto
+        return "next_generic", None
 
     def _token(self, request: Request) -> tuple[int, int, int]:
         secret = self.settings.unsubscribe_secret
@@ -201,7 +232,7 @@ class Web:
         ids = unsubscribe.verify_token(secret, tokens[0]) if len(tokens) == 1 else None
         if ids is None:
             raise Refused(400, "Invalid link", "This unsubscribe link is not valid: it is incomplete, "
-                                               "altered or expired.")
+                                               "altered or expired.", page="invalid")
         return ids
 
     async def _apply(self, conn: asyncpg.Connection, ids: tuple[int, int, int], email: str) -> bool:
@@ -213,7 +244,7 @@ class Web:
         except UsageError as exc:  # e.g. the link was applied before for another address (it changed since)
             log.warning("unsubscribe %s not applied: %s", event_id, exc)
             raise Refused(409, "Not applied", "This unsubscribe could not be applied; please contact the "
-                                              "sender.") from exc
+                                              "sender.", page="not_applied") from exc
 
     # -- provider webhooks (service/inbound/webhooks.py) -------------------------------------------------
 
@@ -373,12 +404,15 @@ def providers(settings: Settings) -> dict[str, webhooks.Provider]:
     return {provider.name: provider for provider in found}
 
 
-def _test_link(request: Request) -> Response:
-    """A test message's link: it unsubscribes nobody, and says so."""
-    if _wants_html(request):
-        return HTMLResponse(pages.problem("Test message", "This link comes from a test message: it unsubscribes "
-                                                          "nobody."), headers=PAGE_HEADERS)
-    return Response(status_code=200)
+def sender_name(row: asyncpg.Record) -> str:
+    """Whom the page names as the sender: the account's display name, else the From name of the message
+    (else its From address), else the account's name."""
+    if row["display_name"]:
+        return row["display_name"]
+    if row["from_address"]:
+        name, address = parseaddr(row["from_address"])
+        return name or address or row["account_name"]
+    return row["account_name"]
 
 
 def _wants_html(request: Request) -> bool:
@@ -394,11 +428,13 @@ def _webhook_refusal(exc: webhooks.Rejected) -> Response:
     return PlainTextResponse(str(exc), status_code=exc.status, headers=headers)
 
 
-def _problem(request: Request, refused: Refused) -> Response:
+def _problem(request: Request, refused: Refused, code: str = texts.DEFAULT,
+             next_step: pages.Next | None = None) -> Response:
     headers = {"Retry-After": "5"} if refused.status == 503 else {}
     if _wants_html(request):
-        return HTMLResponse(pages.problem(refused.title, refused.text), status_code=refused.status,
-                            headers={**PAGE_HEADERS, **headers})
+        page = pages.problem(code, refused.page, next_step if refused.status < 500 else None) if refused.page \
+            else pages.plain(refused.title, refused.text)
+        return HTMLResponse(page, status_code=refused.status, headers={**PAGE_HEADERS, **headers})
     return PlainTextResponse(refused.text, status_code=refused.status, headers=headers)
 
 

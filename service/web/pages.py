@@ -1,21 +1,29 @@
-"""The two small HTML pages of the unsubscribe link: the question and the answer.
+"""The small HTML pages of the unsubscribe link: the question, the answer, "already unsubscribed",
+and a link that does not work, in the language the page is for (service/web/texts.py).
 
-No JavaScript and no outside resources: one form with one button, which posts
-the RFC 8058 body to the same URL. Everything shown is escaped.
+No JavaScript and no outside resources: one form with one button, which posts the RFC 8058 body to
+the same URL. Everything shown is escaped: the texts, and what goes into them (the subject and the
+sender's name are the operator's, the address the subscriber's).
 """
 
 import html
 
+from service.web import texts
+
 STYLE = """
 body { font: 16px/1.5 system-ui, sans-serif; margin: 0; background: #f4f4f5; color: #18181b; }
 main { max-width: 32rem; margin: 4rem auto; padding: 2rem; background: #fff; border-radius: 8px;
-       box-shadow: 0 1px 3px rgba(0, 0, 0, .15); }
+       box-shadow: 0 1px 3px rgba(0, 0, 0, .15); overflow-wrap: anywhere; }
+@media (max-width: 36rem) { main { margin: 1rem; padding: 1.25rem; } }
 h1 { font-size: 1.5rem; margin-top: 0; }
 button { font: inherit; font-weight: 600; padding: .6rem 1.4rem; border: 0; border-radius: 6px;
          background: #b91c1c; color: #fff; cursor: pointer; }
-button:focus-visible { outline: 3px solid #1d4ed8; outline-offset: 2px; }
+button:focus-visible, a:focus-visible { outline: 3px solid #1d4ed8; outline-offset: 2px; }
+a { color: #1d4ed8; }
 .small { color: #52525b; font-size: .875rem; }
 """
+
+Next = tuple[str, str | None]  # a next step: the text's key (next_contact, next_mailto, next_generic), the address
 
 
 def mask(email: str) -> str:
@@ -26,33 +34,64 @@ def mask(email: str) -> str:
     return f"{local[:1]}***@{domain}"
 
 
-def _page(title: str, body: str) -> str:
-    return (f'<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+def _say(code: str, key: str, **parts: str) -> str:
+    """The text `key` of the language, escaped, with `parts` (HTML already) in its placeholders."""
+    return html.escape(texts.text(code, key), quote=False).format(**parts)
+
+
+def _strong(value: str) -> str:
+    return f"<strong>{html.escape(value)}</strong>"
+
+
+def _mailto(address: str) -> str:
+    return f'<a href="mailto:{html.escape(address)}">{html.escape(address)}</a>'
+
+
+def _page(code: str, title_key: str, body: str) -> str:
+    return _document(texts.language(code), _say(code, title_key), body)
+
+
+def _document(code: str, title: str, body: str) -> str:
+    return (f'<!doctype html>\n<html lang="{html.escape(code)}">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f'<meta name="robots" content="noindex">\n<title>{html.escape(title)}</title>\n'
+            f'<meta name="robots" content="noindex">\n<title>{title}</title>\n'
             f'<style>{STYLE}</style>\n</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n')
 
 
-def _whom(account: str, campaign: str | None) -> str:
-    sender = f"<strong>{html.escape(account)}</strong>"
-    return f"{sender} (you received “{html.escape(campaign)}”)" if campaign else sender
-
-
-def question(token: str, email: str, account: str, campaign: str | None) -> str:
-    return _page("Unsubscribe", f"""<h1>Unsubscribe</h1>
-<p>Stop all mail from {_whom(account, campaign)} to <strong>{html.escape(mask(email))}</strong>?</p>
+def question(code: str, token: str, email: str, sender: str, subject: str | None) -> str:
+    received = f"\n<p>{_say(code, 'subject', subject=_strong(subject))}</p>" if subject else ""
+    return _page(code, "question_title", f"""<h1>{_say(code, 'question_title')}</h1>
+<p>{_say(code, 'question', sender=_strong(sender), address=_strong(mask(email)))}</p>{received}
 <form method="post" action="?token={html.escape(token)}">
 <input type="hidden" name="List-Unsubscribe" value="One-Click">
-<button type="submit">Unsubscribe</button>
+<button type="submit">{_say(code, 'button')}</button>
 </form>
-<p class="small">Nothing changes until you press the button.</p>""")
+<p class="small">{_say(code, 'question_note')}</p>""")
 
 
-def confirmation(email: str, account: str) -> str:
-    return _page("Unsubscribed", f"""<h1 role="status">You are unsubscribed</h1>
-<p><strong>{html.escape(mask(email))}</strong> will get no more mail from <strong>{html.escape(account)}</strong>.</p>
-<p class="small">You can close this page.</p>""")
+def confirmation(code: str, email: str, sender: str) -> str:
+    return _page(code, "done_title", f"""<h1 role="status">{_say(code, 'done_heading')}</h1>
+<p>{_say(code, 'done', address=_strong(mask(email)), sender=_strong(sender))}</p>
+<p class="small">{_say(code, 'done_note')}</p>""")
 
 
-def problem(title: str, text: str) -> str:
-    return _page(title, f"<h1>{html.escape(title)}</h1>\n<p>{html.escape(text)}</p>")
+def already(code: str, email: str, sender: str, contact: str | None) -> str:
+    """A revisit after the address was suppressed: it says so and asks nothing."""
+    further = f"\n<p class=\"small\">{_say(code, 'next_contact', contact=_mailto(contact))}</p>" if contact else ""
+    return _page(code, "already_title", f"""<h1 role="status">{_say(code, 'already_heading')}</h1>
+<p>{_say(code, 'already', address=_strong(mask(email)), sender=_strong(sender))}</p>{further}""")
+
+
+def problem(code: str, key: str, next_step: Next | None = None) -> str:
+    """A link that does not work (`key`: invalid, unknown, not_applied, unavailable, test), with what to
+    do instead."""
+    further = ""
+    if next_step is not None:
+        step, address = next_step
+        further = f"\n<p>{_say(code, step, contact=_mailto(address) if address else '')}</p>"
+    return _page(code, f"{key}_title", f"<h1>{_say(code, f'{key}_title')}</h1>\n<p>{_say(code, key)}</p>{further}")
+
+
+def plain(title: str, text: str) -> str:
+    """A page for what only a program meets (a body too large, a bad form), in English."""
+    return _document("en", html.escape(title), f"<h1>{html.escape(title)}</h1>\n<p>{html.escape(text)}</p>")

@@ -1,5 +1,6 @@
 -- A new draft. $8 NULL: send as soon as it is approved. $11: JSON array of [name, value] headers.
+-- $12: the language of its unsubscribe page (NULL: the account's).
 INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, body_html, list_ids, scheduled_for,
-                              reply_to, list_id, headers)
-VALUES ($1, $2, $3, $4, $5, $6, $7::bigint[], coalesce($8::timestamptz, now()), $9, $10, $11::jsonb)
+                              reply_to, list_id, headers, language)
+VALUES ($1, $2, $3, $4, $5, $6, $7::bigint[], coalesce($8::timestamptz, now()), $9, $10, $11::jsonb, $12)
 RETURNING id

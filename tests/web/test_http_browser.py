@@ -1,6 +1,8 @@
 """The unsubscribe page in a real browser: Debian's chromium, driven by chromedriver through
-Selenium, opens the link, presses the button and sees the confirmation; the suppression is in
-the database. A screenshot of each page is kept in test-output/ (at the repository's root)."""
+Selenium, opens each of its states — the question, the confirmation after the button, the revisit
+(already unsubscribed), an invalid link and a test message's link — in English and in German, at a
+phone's width (375 px) and a desktop's. A screenshot of each is kept in test-output/ (at the
+repository's root), named unsubscribe-<state>-<language>-<width>.png."""
 
 import os
 import shutil
@@ -11,6 +13,7 @@ import anyio
 import asyncpg
 import pytest
 
+from service.mail.unsubscribe import TEST_SUBSCRIBER
 from tests.conftest import ROOT
 from tests.support.web import http_server, subscriber, token, written
 
@@ -21,6 +24,20 @@ ARTEFACTS = ROOT / "test-output"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage", "--window-size=900,700"]
+WIDTHS = {"phone": (375, 740), "desktop": (1280, 800)}
+# what each state says, in each language: (title, a piece of the main text)
+SAYS = {
+    "en": {"question": ("Unsubscribe", "Stop all mail from Acme Newsletter to j***@example.org?"),
+           "done": ("Unsubscribed", "You are unsubscribed"),
+           "already": ("Already unsubscribed", "You are already unsubscribed"),
+           "invalid": ("Invalid link", "This unsubscribe link is not valid"),
+           "test": ("Test message", "This link comes from a test message")},
+    "de": {"question": ("Abmelden", "Keine E-Mails mehr von Acme Newsletter an j***@example.org?"),
+           "done": ("Abgemeldet", "Sie sind abgemeldet"),
+           "already": ("Bereits abgemeldet", "Sie sind bereits abgemeldet"),
+           "invalid": ("Ungültiger Link", "Dieser Abmeldelink ist ungültig"),
+           "test": ("Testnachricht", "Dieser Link stammt aus einer Testnachricht")},
+}
 
 
 @pytest.fixture
@@ -46,38 +63,78 @@ def browser():
         shutil.rmtree(profile, ignore_errors=True)
 
 
-async def test_the_page_in_a_browser_unsubscribes_when_the_button_is_pressed(
-        conn: asyncpg.Connection, dsn: str, browser) -> None:
+def look(browser, state: str, language: str, width: str) -> dict:
+    """The page as loaded now, at `width`: its title, lang, main text, whether it scrolls sideways;
+    its screenshot kept."""
+    from selenium.webdriver.common.by import By
+
+    browser.set_window_size(*WIDTHS[width])
+    browser.save_screenshot(str(ARTEFACTS / f"unsubscribe-{state}-{language}-{width}.png"))
+    return {"title": browser.title, "text": browser.find_element(By.TAG_NAME, "main").text,
+            "lang": browser.find_element(By.TAG_NAME, "html").get_attribute("lang"),
+            "sideways": browser.execute_script("return document.documentElement.scrollWidth > window.innerWidth"),
+            "viewport": browser.execute_script("return window.innerWidth"),
+            "buttons": len(browser.find_elements(By.TAG_NAME, "button"))}
+
+
+def check(seen: dict, state: str, language: str, width: str) -> None:
+    title, text = SAYS[language][state]
+    assert seen["title"] == title and text in seen["text"], (state, language, width, seen)
+    assert seen["lang"] == language and not seen["sideways"], (state, language, width, seen)
+    assert seen["buttons"] == (state == "question"), (state, language, width, seen)
+    if width == "phone":
+        assert seen["viewport"] <= 375, seen
+
+
+@pytest.mark.parametrize("language", ["en", "de"])
+async def test_every_state_of_the_page_in_a_browser_at_phone_and_desktop_width(
+        conn: asyncpg.Connection, dsn: str, browser, language: str) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.wait import WebDriverWait
 
-    ids = await subscriber(conn, email="jane.doe@example.org", account="Acme News")
+    ids = await subscriber(conn, email="jane.doe@example.org", account="acme")
+    await conn.execute("UPDATE einmal.accounts SET display_name = 'Acme Newsletter', language = $1", language)
+    await conn.execute("UPDATE einmal.campaigns SET subject = 'Spring {{ \"offers\" | upper }}'")
     ARTEFACTS.mkdir(exist_ok=True)
     async with http_server(dsn) as base:
         link = f"{base}/unsubscribe?token={token(ids)}"
+        links = {"invalid": f"{base}/unsubscribe?token={token(ids, 'forged')}",
+                 "test": f"{base}/unsubscribe?token={token((ids[0], ids[1], TEST_SUBSCRIBER))}"}
 
-        def open_page() -> tuple[str, str]:
+        def question() -> list[dict]:
             browser.get(link)
-            browser.save_screenshot(str(ARTEFACTS / "unsubscribe-page.png"))
-            return browser.title, browser.find_element(By.TAG_NAME, "main").text
+            return [look(browser, "question", language, width) for width in WIDTHS]
 
-        title, text = await anyio.to_thread.run_sync(open_page)
-        assert title == "Unsubscribe"
-        assert "j***@example.org" in text and "Acme News" in text and "Spring news" in text
+        for seen, width in zip(await anyio.to_thread.run_sync(question), WIDTHS, strict=True):
+            check(seen, "question", language, width)
+            assert "Spring OFFERS" in seen["text"] and "Spring news" not in seen["text"]
         assert await written(conn) == (0, 0)  # opening the page changed nothing
 
-        def press() -> tuple[str, str, str]:
-            button = browser.find_element(By.TAG_NAME, "button")
-            button.click()
+        def press() -> tuple[str, list[dict]]:
+            browser.find_element(By.TAG_NAME, "button").click()
             # the confirmation has loaded: wait for it, however slowly the form post is answered
             WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "h1[role=status]"))
-            browser.save_screenshot(str(ARTEFACTS / "unsubscribe-confirmation.png"))
-            return browser.title, browser.find_element(By.TAG_NAME, "main").text, browser.current_url
+            return browser.current_url, [look(browser, "done", language, width) for width in WIDTHS]
 
-        title, text, url = await anyio.to_thread.run_sync(press)
-    assert title == "Unsubscribed" and "You are unsubscribed" in text and "j***@example.org" in text
-    assert url == link
+        url, pages = await anyio.to_thread.run_sync(press)
+        assert url == link
+        for seen, width in zip(pages, WIDTHS, strict=True):
+            check(seen, "done", language, width)
+        assert await written(conn) == (1, 1)
+
+        def visit(state: str, address: str) -> list[dict]:
+            if state == "invalid":  # a link that names no account: the browser's language decides
+                browser.execute_cdp_cmd("Network.setUserAgentOverride",
+                                        {"userAgent": "einmal-test", "acceptLanguage": language})
+            browser.get(address)
+            return [look(browser, state, language, width) for width in WIDTHS]
+
+        for state, address in (("already", link), ("invalid", links["invalid"]), ("test", links["test"])):
+            for seen, width in zip(await anyio.to_thread.run_sync(visit, state, address), WIDTHS, strict=True):
+                check(seen, state, language, width)
     rows = await conn.fetch("SELECT account_id, email_lower, reason FROM einmal.suppressions")
     assert [tuple(r) for r in rows] == [(ids[0], "jane.doe@example.org", "unsubscribe")]
     assert await written(conn) == (1, 1)
-    assert (ARTEFACTS / "unsubscribe-page.png").stat().st_size > 1000
+    for state in SAYS[language]:
+        for width in WIDTHS:
+            assert (ARTEFACTS / f"unsubscribe-{state}-{language}-{width}.png").stat().st_size > 1000

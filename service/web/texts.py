@@ -1,0 +1,71 @@
+"""The unsubscribe page's texts, one file a language: service/web/languages/<code>.toml.
+
+A language is its code (en, de, pt-BR: the file's name) and a table of the same keys as en.toml.
+Adding one is adding its file; `einmal accounts set --language` and `campaign create --language`
+accept every code that has a file. A page asks for its texts by code: an unknown code falls back to
+its primary language (pt-BR to pt), then to English, and a key a language lacks to English's text.
+"""
+
+import re
+import tomllib
+from pathlib import Path
+
+from service.errors import UsageError
+
+DEFAULT = "en"
+FOLDER = Path(__file__).with_name("languages")
+_CODE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{1,8})*")  # as the database's CHECK
+_MAX_ACCEPT = 40  # the Accept-Language entries looked at
+
+
+def _load() -> dict[str, dict[str, str]]:
+    found = {}
+    for path in sorted(FOLDER.glob("*.toml")):
+        if _CODE.fullmatch(path.stem):
+            with path.open("rb") as file:
+                found[path.stem] = {key: str(value) for key, value in tomllib.load(file).items()}
+    return found
+
+
+LANGUAGES = _load()
+
+
+def language(code: str | None) -> str:
+    """The language with texts that serves `code`: itself, its primary language, else English."""
+    if code in LANGUAGES:
+        return code
+    primary = (code or "").split("-")[0].lower()
+    return primary if primary in LANGUAGES else DEFAULT
+
+
+def text(code: str, key: str) -> str:
+    return LANGUAGES[language(code)].get(key) or LANGUAGES[DEFAULT][key]
+
+
+def checked(value: str, option: str = "--language") -> str:
+    """`value` as a language code with texts; UsageError naming the ones there are."""
+    code = value.strip()
+    if code not in LANGUAGES:
+        shown = repr(value[:40])
+        raise UsageError(f"{option} {shown}: no texts for it ({', '.join(LANGUAGES)}); a language is added "
+                         f"as service/web/languages/<code>.toml")
+    return code
+
+
+def negotiate(header: str | None) -> str:
+    """The language for a page that names no campaign (a broken link): the first in the browser's
+    Accept-Language, by weight, that has texts; else English."""
+    best, weight = DEFAULT, 0.0
+    for entry in (header or "").split(",")[:_MAX_ACCEPT]:
+        tag, _, params = entry.strip().partition(";")
+        q = 1.0
+        if params.strip().startswith("q="):
+            try:
+                q = float(params.strip()[2:7])
+            except ValueError:
+                continue
+        tag = tag.strip()
+        code = tag if tag in LANGUAGES else tag.split("-")[0].lower()
+        if code in LANGUAGES and q > weight:
+            best, weight = code, q
+    return best
