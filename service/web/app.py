@@ -12,6 +12,8 @@
                                 the operator should know does not make it unready (replication not synchronous)
     GET  /metrics               Prometheus text format; the database's figures read at most every
                                 METRICS_FRESH_SECONDS, one read at a time, on a connection of their own
+    /api/v1/…                   the JSON API for applications (service/api/app.py), with per-account keys;
+                                its OpenAPI document at /api/v1/openapi.json
     POST /inbound/PROVIDER[/ACCOUNT]   bounces and complaints from Amazon SES (through SNS), Postmark and
                                 Mailgun (service/inbound/webhooks.py): 200 once the events are applied (or were
                                 before); 404 while the provider's secret is not configured; bodies over
@@ -36,10 +38,11 @@ from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import db
+from service.api import app as api
 from service.errors import UsageError
 from service.inbound import events as inbound
 from service.inbound import webhook_credentials, webhooks
@@ -102,6 +105,7 @@ class Web:
             Route("/metrics", self.metrics_text, methods=["GET"]),
             Route("/inbound/{provider}", self.webhook, methods=["POST"]),
             Route("/inbound/{provider}/{account}", self.webhook, methods=["POST"]),
+            Mount("/api/v1", app=BoundedBody(api.build(pool), MAX_BODY)),
         ]
         self.providers = providers(settings)
         self.return_path = ReturnPath.from_settings(settings)
@@ -405,6 +409,33 @@ def _problem(request: Request, refused: Refused) -> Response:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class BoundedBody:
+    """The API's request bodies, read through read_body (bounded, within the BodyBudget) before the API
+    sees them; a body refused is a JSON problem, as the API's own are."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        try:
+            body = await read_body(Request(scope, receive), self.limit)
+        except Refused as refused:
+            headers = {"Retry-After": "5"} if refused.status == 503 else {}
+            return await JSONResponse({"error": refused.text}, refused.status, headers)(scope, receive, send)
+        sent = False
+
+        async def replay() -> dict:
+            nonlocal sent
+            if sent:  # the body was read whole: what follows is the client going away
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
 
 
 class NoTraceback:
