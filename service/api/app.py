@@ -14,9 +14,12 @@ from typing import Annotated, Literal
 
 import asyncpg
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from service import db
 from service.addresses import address_problem, email_key
@@ -59,22 +62,34 @@ class Problem(BaseModel):
     error: str
 
 
-ERRORS = {401: {"model": Problem}, 403: {"model": Problem}, 404: {"model": Problem}, 503: {"model": Problem}}
+ERRORS = {status: {"model": Problem} for status in (400, 401, 403, 404, 422, 503)}
 
 
 def build(pool: asyncpg.Pool) -> FastAPI:
     app = FastAPI(title="einmal", version="1", openapi_url="/openapi.json", docs_url=None, redoc_url=None,
                   responses=ERRORS)
     app.state.pool = pool
-    app.add_exception_handler(HTTPException, _problem)
+    app.add_exception_handler(StarletteHTTPException, _problem)
+    app.add_exception_handler(RequestValidationError, _invalid)
     for exc in db.UNAVAILABLE:
         app.add_exception_handler(exc, _unavailable)
     app.include_router(_subscribers())
     return app
 
 
-async def _problem(request: Request, exc: HTTPException) -> Response:
-    return JSONResponse({"error": exc.detail}, exc.status_code, headers=exc.headers)
+async def _problem(request: Request, exc: StarletteHTTPException) -> Response:
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:  # Allow: every method of the path, not only its first route's
+        methods = {m for route in request.app.routes if route.matches(request.scope)[0] is Match.PARTIAL
+                   for m in getattr(route, "methods", ())}
+        headers["Allow"] = ", ".join(sorted(methods))
+    return JSONResponse({"error": exc.detail}, exc.status_code, headers=headers)
+
+
+async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+    """FastAPI's validation errors in the API's one shape: {"error": "where: what; …"}."""
+    said = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+    return JSONResponse({"error": said[:1000]}, 422)
 
 
 async def _unavailable(request: Request, exc: Exception) -> Response:
@@ -144,12 +159,12 @@ def _subscribers():
         return _subscriber(rows[0])
 
     @router.put("/{email}", summary="create the subscriber, or update its name and attributes",
-                responses={**ERRORS, 201: {"model": Subscriber, "description": "created"},
-                           422: {"model": Problem}})
+                responses={**ERRORS, 201: {"model": Subscriber, "description": "created"}})
     async def put_subscriber(email: Email, fields: SubscriberFields, conn: Conn, key: Key,
                              response: Response) -> Subscriber:
-        if unsafe_text(email) or (problem := address_problem(email)):
-            raise HTTPException(422, f"not an email address: {problem or 'control characters'}")
+        problem = unsafe_text(email) or address_problem(email)
+        if problem:
+            raise HTTPException(422, f"not an email address: {problem}")
         if fields.name is not None and unsafe_text(fields.name):
             raise HTTPException(422, "name: control characters")
         attributes = json.dumps(fields.attributes, ensure_ascii=False) if fields.attributes is not None else None

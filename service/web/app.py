@@ -38,7 +38,7 @@ from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import db
@@ -105,11 +105,11 @@ class Web:
             Route("/metrics", self.metrics_text, methods=["GET"]),
             Route("/inbound/{provider}", self.webhook, methods=["POST"]),
             Route("/inbound/{provider}/{account}", self.webhook, methods=["POST"]),
-            Mount("/api/v1", app=BoundedBody(api.build(pool), MAX_BODY)),
         ]
         self.providers = providers(settings)
         self.return_path = ReturnPath.from_settings(settings)
-        self.body_budget = BodyBudget(Starlette(routes=routes), settings.http_body_buffer_bytes)
+        site = ApiPrefix(BoundedBody(api.build(pool), MAX_BODY), Starlette(routes=routes))
+        self.body_budget = BodyBudget(site, settings.http_body_buffer_bytes)
         metrics.watch_bodies(lambda: self.body_budget.held)
         self.app: ASGIApp = NoTraceback(self.body_budget)
 
@@ -409,6 +409,23 @@ def _problem(request: Request, refused: Refused) -> Response:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class ApiPrefix:
+    """Every path under /api/v1 to the API, whatever characters it holds (a Mount's pattern stops at a line
+    break, and the site's plain-text 404 would answer): the API answers in JSON, its 404s too."""
+
+    PREFIX = "/api/v1"
+
+    def __init__(self, api_app: ASGIApp, site: ASGIApp) -> None:
+        self.api, self.site = api_app, site
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and (path == self.PREFIX or path.startswith(self.PREFIX + "/")):
+            scope = {**scope, "root_path": scope.get("root_path", "") + self.PREFIX}
+            return await self.api(scope, receive, send)
+        await self.site(scope, receive, send)
 
 
 class BoundedBody:
