@@ -70,22 +70,107 @@ async def test_without_a_valid_key_every_route_is_401_and_a_revoked_key_is_refus
         assert again.returncode == 1 and "no key" in again.stderr
 
 
-async def test_a_key_sees_and_changes_its_own_account_alone(
+async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_nothing(
         conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    """Every operation of the document, asked by other's key about acme's subscriber, suppression and
+    campaign: 404 where it names one, nothing of acme's in a listing, and acme's rows as they were."""
+    acme = await conn.fetchval("SELECT id FROM einmal.accounts WHERE name = 'acme'")
+    await conn.execute("INSERT INTO einmal.suppressions (account_id, email_lower, reason) "
+                       "VALUES ($1, 'alice@example.org', 'unsubscribe')", acme)
+    campaign = await conn.fetchval("INSERT INTO einmal.campaigns (account_id, name, subject, from_address, "
+                                   "body_text, list_ids) VALUES ($1, 'c', 's', 'n@example.com', 'b', '{}') "
+                                   "RETURNING id", acme)
+    before = await snapshot(conn)
     other = auth(two_accounts["other"])
+    values = {"email": ALICE, "campaign_id": str(campaign), "verb": "cancel"}
+    bodies = {("put", "/subscribers/{email}"): {"name": "x"}, ("put", "/suppressions/{email}"): {},
+              ("post", "/campaigns"): None}
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
-        listing = (await client.get("/subscribers", headers=other)).json()
-        assert [s["email"] for s in listing["subscribers"]] == ["bob@example.net"]
-        for method, body in (("GET", None), ("DELETE", None)):
-            answer = await client.request(method, f"/subscribers/{ALICE}", headers=other, json=body)
-            assert (answer.status_code, answer.json()) == (404, {"error": "no such subscriber"}), method
-        # a PUT of acme's address by other's key makes other's own subscriber, never touches acme's
-        made = await client.put(f"/subscribers/{ALICE}", headers=other, json={"name": "Not Alice"})
-        assert made.status_code == 201
-    rows = await conn.fetch("SELECT a.name, s.email, s.name AS who, s.status FROM einmal.subscribers s "
-                            "JOIN einmal.accounts a ON a.id = s.account_id ORDER BY s.id")
-    assert [tuple(r) for r in rows] == [("acme", ALICE, "", "confirmed"), ("other", "bob@example.net", "", "confirmed"),
-                                        ("other", ALICE, "Not Alice", "confirmed")]
+        document = (await client.get("/openapi.json")).json()
+        asked = 0
+        operations = sorted(((method, path) for path, ops in document["paths"].items() for method in ops),
+                            key=lambda op: op[0] == "put")  # the PUTs last: they make other's own rows
+        for method, path in operations:
+            if (method, path) in bodies and bodies[(method, path)] is None:
+                continue  # creates in the key's own account: nothing of acme's to reach
+            url = path.format(**values)
+            answer = await client.request(method.upper(), url, headers=other, json=bodies.get((method, path)))
+            asked += 1
+            if "{" in path and method != "put":
+                assert (answer.status_code, answer.json()) in ((404, {"error": "no such subscriber"}),
+                                                               (404, {"error": "no such suppression"}),
+                                                               (404, {"error": "no such campaign"})), \
+                    (method, path, answer.text)
+            else:
+                assert answer.status_code in (200, 201), (method, path, answer.text)
+                assert "alice" not in answer.text.lower() or method == "put", (method, path, answer.text)
+        assert asked >= 9
+    assert await snapshot(conn, "acme") == before
+    assert await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", campaign) == "draft"
+
+
+async def snapshot(conn: asyncpg.Connection, account: str = "acme") -> list:
+    """acme's subscribers, suppressions and campaigns, as rows."""
+    return [tuple(r) for r in await conn.fetch("""
+        SELECT 'subscriber', s.email, s.name || s.status || s.attributes::text FROM einmal.subscribers s
+            JOIN einmal.accounts a ON a.id = s.account_id WHERE a.name = $1
+        UNION ALL SELECT 'suppression', x.email_lower, x.reason FROM einmal.suppressions x
+            JOIN einmal.accounts a ON a.id = x.account_id WHERE a.name = $1
+        UNION ALL SELECT 'campaign', c.name, c.status FROM einmal.campaigns c
+            JOIN einmal.accounts a ON a.id = c.account_id WHERE a.name = $1
+        ORDER BY 1, 2""", account)]
+
+
+async def test_suppressions_are_added_listed_and_removed_for_the_keys_account(
+        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    key = auth(two_accounts["acme"])
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        first = await client.put("/suppressions/Eve@Example.org", headers=key, json={"reason": "asked by phone"})
+        again = await client.put("/suppressions/eve@example.org", headers=key, json={})
+        assert (first.status_code, again.status_code) == (201, 200)
+        assert again.json()["reason"] == "asked by phone" and again.json()["mailbox"] == "eve@example.org"
+        listed = (await client.get("/suppressions", headers=key)).json()
+        assert [s["mailbox"] for s in listed["suppressions"]] == ["eve@example.org"] and listed["next"] is None
+        bad = await client.put("/suppressions/not-an-address", headers=key, json={})
+        assert bad.status_code == 422 and "invalid address" in bad.json()["error"]
+        assert (await client.delete("/suppressions/EVE@example.org", headers=key)).status_code == 204
+        assert (await client.delete("/suppressions/eve@example.org", headers=key)).status_code == 404
+    assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions") == 0
+
+
+async def test_a_campaign_is_created_approved_and_cancelled_and_its_status_read(
+        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    acme = await conn.fetchval("SELECT id FROM einmal.accounts WHERE name = 'acme'")
+    await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", acme)
+    key = auth(two_accounts["acme"])
+    draft = {"name": "Spring", "subject": "Hello {{ name }}", "from": "News <news@example.com>",
+             "text": "Hi {{ name }}", "lists": ["news"], "at": "2099-01-01T09:00:00+01:00"}
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        made = await client.post("/campaigns", headers=key, json=draft)
+        assert made.status_code == 201, made.text
+        campaign = made.json()
+        assert (campaign["status"], campaign["scheduled_for"]) == ("draft", "2099-01-01T08:00:00Z")
+        refused = {
+            "no such list": {**draft, "lists": ["nosuch"]},
+            "bad template": {**draft, "text": "{% if %}"},
+            "bad sender": {**draft, "from": "nobody"},
+            "no time zone": {**draft, "at": "2099-01-01T09:00:00"},
+        }
+        for what, body in refused.items():
+            answer = await client.post("/campaigns", headers=key, json=body)
+            assert answer.status_code == 422, (what, answer.text)
+        url = f"/campaigns/{campaign['id']}"
+        approved = await client.post(f"{url}/approve", headers=key)
+        assert approved.status_code == 200 and approved.json()["status"] == "approved"
+        again = await client.post(f"{url}/approve", headers=key)
+        assert again.status_code == 409 and "it is approved" in again.json()["error"]
+        assert (await client.post(f"{url}/cancel", headers=key)).json()["status"] == "cancelled"
+        status = (await client.get(url, headers=key)).json()
+        assert (status["status"], status["total"], status["counts"]["queued"]) == ("cancelled", 0, 0)
+        listed = (await client.get("/campaigns", headers=key)).json()
+        assert [c["id"] for c in listed["campaigns"]] == [campaign["id"]]
+        assert (await client.post(f"{url}/explode", headers=key)).status_code == 422
+    assert await conn.fetchval("SELECT count(*) FROM einmal.campaigns") == 1
 
 
 async def test_put_creates_then_updates_one_subscriber_per_mailbox_and_get_finds_any_spelling(
@@ -152,7 +237,8 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
     assert answer.status_code == 200
     document = answer.json()
     assert document["openapi"].startswith("3.1")
-    assert set(document["paths"]) == {"/subscribers", "/subscribers/{email}"}
+    assert set(document["paths"]) == {"/subscribers", "/subscribers/{email}", "/suppressions", "/suppressions/{email}",
+                                      "/campaigns", "/campaigns/{campaign_id}", "/campaigns/{campaign_id}/{verb}"}
     assert set(document["paths"]["/subscribers/{email}"]) == {"get", "put", "delete"}
     assert {"Subscriber", "SubscriberPage", "SubscriberFields", "Problem"} <= set(document["components"]["schemas"])
     assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
