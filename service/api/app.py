@@ -14,13 +14,19 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
+from starlette.types import ASGIApp
 
 from service import db
-from service.api import campaigns, subscribers, suppressions
+from service.api import campaigns, idempotency, subscribers, suppressions
 from service.api.deps import ERRORS, log
 
 
-def build(pool: asyncpg.Pool) -> FastAPI:
+def build(pool: asyncpg.Pool) -> ASGIApp:
+    """The API, its POSTs behind the Idempotency-Key claim (service/api/idempotency.py)."""
+    return idempotency.Idempotent(api(pool), pool)
+
+
+def api(pool: asyncpg.Pool) -> FastAPI:
     app = FastAPI(title="einmal", version="1", openapi_url="/openapi.json", docs_url=None, redoc_url=None,
                   responses=ERRORS)
     app.state.pool = pool

@@ -5,7 +5,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 import anyio
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, Header, HTTPException, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from service import db
@@ -29,6 +29,8 @@ router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 Status = Literal["draft", "approved", "sending", "paused", "sent", "cancelled"]
 Verb = Literal["approve", "pause", "resume", "cancel"]
 CampaignId = Annotated[int, Path(ge=1, le=2**63 - 1)]
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200, description=(
+    "the same key with the same request returns the first answer, without a second effect (24 h)"))]
 MAX_BODY_TEXT = 60_000  # a body is also bounded by the request's 64 KiB
 
 
@@ -106,7 +108,7 @@ async def list_campaigns(conn: Conn, key: Key, status: Status | None = None,
 
 
 @router.post("", status_code=201, summary="create a draft; approve it to send", responses=ERRORS)
-async def create_campaign(draft: Draft, conn: Conn, key: Key) -> Campaign:
+async def create_campaign(draft: Draft, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None) -> Campaign:
     try:
         name = one_line(draft.name, "name", MAX_CAMPAIGN_NAME)
         subject = one_line(draft.subject, "subject", MAX_SUBJECT)
@@ -138,7 +140,8 @@ async def get_campaign(campaign_id: CampaignId, conn: Conn, key: Key) -> Campaig
 
 @router.post("/{campaign_id}/{verb}", summary="approve, pause, resume or cancel (409 when its state forbids)",
              responses={**ERRORS, 409: {"model": Problem}})
-async def move_campaign(campaign_id: CampaignId, verb: Verb, conn: Conn, key: Key) -> CampaignStatus:
+async def move_campaign(campaign_id: CampaignId, verb: Verb, conn: Conn, key: Key,
+                        idempotency_key: IdempotencyKey = None) -> CampaignStatus:
     await _own(conn, key, campaign_id)
     try:
         await transition(conn, verb, campaign_id, reason="by the API")
