@@ -17,7 +17,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp
 
 from service import db
-from service.api import campaigns, idempotency, subscribers, suppressions
+from service.api import campaigns, idempotency, lists, subscribers, suppressions
 from service.api.deps import ERRORS, log
 
 
@@ -34,7 +34,7 @@ def api(pool: asyncpg.Pool) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _invalid)
     for exc in db.UNAVAILABLE:
         app.add_exception_handler(exc, _unavailable)
-    for module in (subscribers, suppressions, campaigns):
+    for module in (subscribers, lists, suppressions, campaigns):
         app.include_router(module.router)
     return app
 

@@ -17,6 +17,7 @@ from service.subscribers.importer import MAX_ATTRIBUTE, MAX_EMAIL, MAX_NAME, uns
 
 LOCK_SECONDS = 5.0  # the most an upsert waits for an import into its account to end (then 503)
 Status = Literal["confirmed", "unconfirmed", "unsubscribed", "bounced"]
+OnList = Annotated[str | None, Query(alias="list", max_length=200, description="only the members of this list")]
 Email = Annotated[str, Path(max_length=MAX_EMAIL, description="the address, in any spelling of its mailbox")]
 
 
@@ -59,16 +60,17 @@ router = APIRouter(prefix="/subscribers", tags=["subscribers"])
 @router.get("", summary="the account's subscribers, oldest first")
 async def list_subscribers(conn: Conn, key: Key, status: Status | None = None,
                            cursor: Annotated[str | None, Query(max_length=20, pattern=r"^[0-9]+$")] = None,
-                           limit: Annotated[int, Query(ge=1, le=500)] = 100) -> SubscriberPage:
+                           limit: Annotated[int, Query(ge=1, le=500)] = 100,
+                           list_name: OnList = None) -> SubscriberPage:
     after = int(cursor) if cursor else 0
-    rows = await conn.fetch(db.query("api_subscribers"), key.account_id, None, after, status, limit + 1,
+    rows = await conn.fetch(db.query("api_subscribers"), key.account_id, None, after, status, limit + 1, list_name,
                             timeout=DB_SECONDS)
     page = [_subscriber(r) for r in rows[:limit]]
     return SubscriberPage(subscribers=page, next=str(page[-1].id) if len(rows) > limit else None)
 
 @router.get("/{email}", summary="one subscriber, by any spelling of its mailbox", responses=ERRORS)
 async def get_subscriber(email: Email, conn: Conn, key: Key) -> Subscriber:
-    rows = await conn.fetch(db.query("api_subscribers"), key.account_id, _mailbox(email), 0, None, 1,
+    rows = await conn.fetch(db.query("api_subscribers"), key.account_id, _mailbox(email), 0, None, 1, None,
                             timeout=DB_SECONDS)
     if not rows:
         raise not_found("subscriber")
@@ -95,7 +97,7 @@ async def put_subscriber(email: Email, fields: SubscriberFields, conn: Conn, key
                             headers={"Retry-After": "5"}) from None
     response.status_code = 201 if row["created"] else 200
     [found] = await conn.fetch(db.query("api_subscribers"), key.account_id, email_key(email), row["id"] - 1,
-                               None, 1, timeout=DB_SECONDS)
+                               None, 1, None, timeout=DB_SECONDS)
     return _subscriber(found)
 
 @router.delete("/{email}", status_code=204, summary="erase the subscriber (GDPR art. 17); its mailbox "

@@ -80,10 +80,14 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
     campaign = await conn.fetchval("INSERT INTO einmal.campaigns (account_id, name, subject, from_address, "
                                    "body_text, list_ids) VALUES ($1, 'c', 's', 'n@example.com', 'b', '{}') "
                                    "RETURNING id", acme)
+    await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", acme)
+    await conn.execute("INSERT INTO einmal.list_members SELECT l.id, s.id FROM einmal.lists l, einmal.subscribers s "
+                       "WHERE l.account_id = $1 AND s.account_id = $1", acme)
     before = await snapshot(conn)
     other = auth(two_accounts["other"])
-    values = {"email": ALICE, "campaign_id": str(campaign), "verb": "cancel"}
+    values = {"email": ALICE, "campaign_id": str(campaign), "verb": "cancel", "name": "news"}
     bodies = {("put", "/subscribers/{email}"): {"name": "x"}, ("put", "/suppressions/{email}"): {},
+              ("put", "/lists/{name}"): None, ("put", "/lists/{name}/members/{email}"): None,
               ("post", "/campaigns"): None}
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         document = (await client.get("/openapi.json")).json()
@@ -99,12 +103,13 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
             if "{" in path and method != "put":
                 assert (answer.status_code, answer.json()) in ((404, {"error": "no such subscriber"}),
                                                                (404, {"error": "no such suppression"}),
+                                                               (404, {"error": "no such membership"}),
                                                                (404, {"error": "no such campaign"})), \
                     (method, path, answer.text)
             else:
                 assert answer.status_code in (200, 201), (method, path, answer.text)
                 assert "alice" not in answer.text.lower() or method == "put", (method, path, answer.text)
-        assert asked >= 9
+        assert asked >= 12
     assert await snapshot(conn, "acme") == before
     assert await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", campaign) == "draft"
 
@@ -116,6 +121,8 @@ async def snapshot(conn: asyncpg.Connection, account: str = "acme") -> list:
             JOIN einmal.accounts a ON a.id = s.account_id WHERE a.name = $1
         UNION ALL SELECT 'suppression', x.email_lower, x.reason FROM einmal.suppressions x
             JOIN einmal.accounts a ON a.id = x.account_id WHERE a.name = $1
+        UNION ALL SELECT 'member', l.name, m.subscriber_id::text FROM einmal.list_members m
+            JOIN einmal.lists l ON l.id = m.list_id JOIN einmal.accounts a ON a.id = l.account_id WHERE a.name = $1
         UNION ALL SELECT 'campaign', c.name, c.status FROM einmal.campaigns c
             JOIN einmal.accounts a ON a.id = c.account_id WHERE a.name = $1
         ORDER BY 1, 2""", account)]
@@ -136,6 +143,31 @@ async def test_suppressions_are_added_listed_and_removed_for_the_keys_account(
         assert (await client.delete("/suppressions/EVE@example.org", headers=key)).status_code == 204
         assert (await client.delete("/suppressions/eve@example.org", headers=key)).status_code == 404
     assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions") == 0
+
+
+async def test_lists_are_made_and_members_put_on_and_taken_off(
+        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    key = auth(two_accounts["acme"])
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        made, found = [await client.put("/lists/Weekly news", headers=key) for _ in range(2)]
+        assert (made.status_code, found.status_code) == (201, 200) and made.json()["id"] == found.json()["id"]
+        assert (await client.put("/lists/%20padded", headers=key)).status_code == 422
+        put = await client.put("/lists/Weekly news/members/ALICE@example.org", headers=key)
+        assert put.status_code == 200 and put.json()["added"] is True
+        assert (await client.put("/lists/Weekly news/members/alice@example.org", headers=key)).json()["added"] is False
+        assert (await client.put("/lists/nosuch/members/alice@example.org", headers=key)).json() == \
+            {"error": "no such list"}
+        assert (await client.put("/lists/Weekly news/members/zed@example.org", headers=key)).json() == \
+            {"error": "no such subscriber"}
+        lists = (await client.get("/lists", headers=key)).json()
+        assert [(x["name"], x["members"]) for x in lists] == [("Weekly news", 1)]
+        members = (await client.get("/subscribers", headers=key, params={"list": "Weekly news"})).json()
+        assert [s["email"] for s in members["subscribers"]] == [ALICE] and members["subscribers"][0]["lists"] == \
+            ["Weekly news"]
+        assert (await client.delete("/lists/Weekly news/members/alice@EXAMPLE.org", headers=key)).status_code == 204
+        assert (await client.delete("/lists/Weekly news/members/alice@example.org", headers=key)).status_code == 404
+        assert (await client.get("/subscribers", headers=key, params={"list": "Weekly news"})).json()[
+            "subscribers"] == []
 
 
 async def test_a_campaign_is_created_approved_and_cancelled_and_its_status_read(
@@ -238,7 +270,8 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
     document = answer.json()
     assert document["openapi"].startswith("3.1")
     assert set(document["paths"]) == {"/subscribers", "/subscribers/{email}", "/suppressions", "/suppressions/{email}",
-                                      "/campaigns", "/campaigns/{campaign_id}", "/campaigns/{campaign_id}/{verb}"}
+                                      "/campaigns", "/campaigns/{campaign_id}", "/campaigns/{campaign_id}/{verb}",
+                                      "/lists", "/lists/{name}", "/lists/{name}/members/{email}"}
     assert set(document["paths"]["/subscribers/{email}"]) == {"get", "put", "delete"}
     assert {"Subscriber", "SubscriberPage", "SubscriberFields", "Problem"} <= set(document["components"]["schemas"])
     assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
