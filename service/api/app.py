@@ -18,7 +18,7 @@ from starlette.types import ASGIApp
 
 from service import db
 from service.api import campaigns, idempotency, lists, subscribers, suppressions
-from service.api.deps import ERRORS, log
+from service.api.deps import ERRORS, Failures, log
 
 
 def build(pool: asyncpg.Pool) -> ASGIApp:
@@ -29,7 +29,7 @@ def build(pool: asyncpg.Pool) -> ASGIApp:
 def api(pool: asyncpg.Pool) -> FastAPI:
     app = FastAPI(title="einmal", version="1", openapi_url="/openapi.json", docs_url=None, redoc_url=None,
                   responses=ERRORS)
-    app.state.pool = pool
+    app.state.pool, app.state.failures = pool, Failures()
     app.add_exception_handler(StarletteHTTPException, _problem)
     app.add_exception_handler(RequestValidationError, _invalid)
     for exc in db.UNAVAILABLE:

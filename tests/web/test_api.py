@@ -2,6 +2,7 @@
 by the real command line, each request acting for its key's account alone, the generated OpenAPI document,
 and bad input answered without a traceback or a write."""
 
+import anyio
 import asyncpg
 import httpx
 import pytest
@@ -52,13 +53,19 @@ async def test_a_key_is_printed_once_alone_and_only_its_hash_is_kept(
 
 async def test_without_a_valid_key_every_route_is_401_and_a_revoked_key_is_refused(
         dsn: str, two_accounts: dict[str, str]) -> None:
+    bad = ({}, auth("einmal_" + "x" * 43), auth("not-ours"), {"Authorization": "Basic eDp4"})
+    values = {"email": ALICE, "campaign_id": "1", "verb": "cancel", "name": "news"}
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
-        for headers in ({}, auth("einmal_" + "x" * 43), auth("not-ours"), {"Authorization": "Basic eDp4"}):
-            for method, path in (("GET", "/subscribers"), ("GET", f"/subscribers/{ALICE}"),
-                                 ("PUT", f"/subscribers/{ALICE}"), ("DELETE", f"/subscribers/{ALICE}")):
-                answer = await client.request(method, path, headers=headers, json={})
+        document = (await client.get("/openapi.json")).json()
+    operations = [(method, path) for path, ops in document["paths"].items() for method in ops]
+    assert len(operations) >= 13
+    for kind, headers in enumerate(bad):  # a server each: fewer failures than slow a client down
+        async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+            for method, path in operations[kind::len(bad)]:
+                answer = await client.request(method.upper(), path.format(**values), headers=headers, json={})
                 assert answer.status_code == 401, (method, path, headers, answer.text)
                 assert answer.headers["www-authenticate"] == "Bearer"
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         key = two_accounts["acme"]
         assert (await client.get("/subscribers", headers=auth(key))).status_code == 200
         [key_id] = [line.split("\t")[0] for line in einmal("account", "key", "list", "--account", "acme",
@@ -226,6 +233,20 @@ async def test_put_creates_then_updates_one_subscriber_per_mailbox_and_get_finds
                                      json={})
         assert read_only.status_code == 403
     assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers WHERE email_lower LIKE 'dave%'") == 0
+
+
+async def test_a_client_that_keeps_failing_to_authenticate_is_slowed(dsn: str,
+                                                                    two_accounts: dict[str, str]) -> None:
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        for _ in range(5):
+            assert (await client.get("/subscribers", headers=auth("einmal_wrong"))).status_code == 401
+        started = anyio.current_time()
+        for _ in range(4):  # after 5 failures, the next requests wait 0.25, 0.5, 0.75 and 1 s
+            assert (await client.get("/subscribers", headers=auth("einmal_wrong"))).status_code == 401
+        assert anyio.current_time() - started >= 2.5
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        # another process counts afresh; the count lives in the process, not in the database
+        assert (await client.get("/subscribers", headers=auth(two_accounts["acme"]))).status_code == 200
 
 
 async def test_delete_erases_as_the_command_line_does(conn: asyncpg.Connection, dsn: str,
