@@ -218,6 +218,22 @@ def build_parser() -> argparse.ArgumentParser:
     decide.add_argument("--resend", action="store_true", help="queue them again (same Message-ID)")
     decide.add_argument("--mark-sent", action="store_true", help="record them as sent")
     reconcile.set_defaults(func=commands.reconcile)
+
+    account = sub.add_parser("account", help="an account's API keys").add_subparsers(dest="what", required=True)
+    key = account.add_parser("key", help="keys for /api/v1 (README: HTTP API)").add_subparsers(
+        dest="verb", required=True)
+    p = key.add_parser("create", help="a new key; printed once, alone on stdout")
+    p.add_argument("--account", required=True, help="the account the key acts for, and only it")
+    p.add_argument("--scope", choices=("read", "write"), default="write", help="read: GET only (default write)")
+    p.add_argument("--name", default="", help="what the key is for, shown by `key list`")
+    p.set_defaults(func=commands.lazy("service.api.keys", "create_command"))
+    p = key.add_parser("list", help="an account's keys: prefix, scope, name, created, last used, revoked")
+    p.add_argument("--account", required=True)
+    p.set_defaults(func=commands.lazy("service.api.keys", "list_command"))
+    p = key.add_parser("revoke", help="refuse a key from now on")
+    p.add_argument("--account", required=True)
+    p.add_argument("id", type=int, help="the key's id (`key list`)")
+    p.set_defaults(func=commands.lazy("service.api.keys", "revoke_command"))
     return parser
 
 

@@ -1,13 +1,8 @@
 """`einmal subscribers list|show|export|delete` and `einmal suppressions list|remove|review`.
 
 `export` writes CSV that `subscribers import` reads back: email, name, list (joined with
-`|`), then one column per attribute. `delete` is for erasure requests (GDPR art. 17): the
-subscriber leaves every list, its address, name and attributes are erased from its row and
-from its send rows (replaced by a placeholder, `erased-<id>@erased.invalid`), replies that
-may quote it are dropped, and a row still queued is settled as suppressed. The address's
-suppression is kept (one is added with reason `erased` when there was none), so a later
-import of the same address is never mailed. A subscriber whose message is being sent right
-now is refused: try again when it is done.
+`|`), then one column per attribute. `delete` is for erasure requests (GDPR art. 17:
+service/subscribers/erasure.py).
 
 `suppressions remove` deletes suppressions from the table; a running node that learnt of one
 keeps skipping the address until it restarts (the safe direction). `suppressions review` lists, and
@@ -24,10 +19,8 @@ from service import db
 from service.addresses import email_key
 from service.errors import UsageError
 from service.settings import Settings
+from service.subscribers import erasure
 from service.subscribers.importer import check_account, shown
-from service.subscribers.suppressions import suppress
-
-ERASED_REASON = "erased"
 
 
 async def _account(conn, name: str) -> int:
@@ -77,21 +70,8 @@ async def export_command(args: argparse.Namespace, settings: Settings) -> int:
 async def delete_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn, conn.transaction():
         account_id = await _account(conn, args.account)
-        rows = await conn.fetch(db.query("subscriber_find"), args.account, email_key(args.email),
-                                args.email)
-        exact = [r for r in rows if r["email"] == args.email] or rows
-        if not exact:
-            raise UsageError(f"account {shown(args.account)} has no subscriber {shown(args.email)}")
-        subscriber = exact[0]
-        states = {r["status"] for r in await conn.fetch(db.query("subscriber_sends_lock"), subscriber["id"])}
-        if states & {"claimed", "sending"}:
-            raise UsageError(f"a message to {shown(subscriber['email'])} is being sent right now; try again "
-                             "when it is done")
-        await suppress(conn, account_id, [subscriber["email"]], ERASED_REASON)
-        placeholder = f"erased-{subscriber['id']}@erased.invalid"
-        await conn.execute(db.query("subscriber_sends_erase"), subscriber["id"], placeholder)
-        await conn.execute(db.query("subscriber_erase"), subscriber["id"], placeholder)
-    print(f"erased {subscriber['email']}; its address stays suppressed")
+        erased = await erasure.erase(conn, args.account, account_id, args.email)
+    print(f"erased {erased}; its address stays suppressed")
     return 0
 
 

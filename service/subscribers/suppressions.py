@@ -45,7 +45,7 @@ async def _insert(conn: asyncpg.Connection, account_id: int, emails: list[str],
     return row["added"], row["given"]
 
 
-def _check(emails: list[str], reason: str) -> list[str]:
+def check(emails: list[str], reason: str) -> list[str]:
     problem = unsafe_text(reason)
     if not reason.strip() or problem or len(reason) > MAX_REASON:
         raise UsageError(f"invalid reason {shown(reason)}: 1 to {MAX_REASON} printable characters")
@@ -61,7 +61,7 @@ def _check(emails: list[str], reason: str) -> list[str]:
 
 async def suppress_command(args: argparse.Namespace, settings: Settings) -> int:
     check_account(args.account)
-    emails = _check(args.emails, args.reason)
+    emails = check(args.emails, args.reason)
     async with db.connection(db.url(settings)) as conn:
         account_id = await conn.fetchval(db.query("account_find"), args.account)
         if account_id is None:

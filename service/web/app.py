@@ -14,6 +14,8 @@
                                 the operator should know does not make it unready (replication not synchronous)
     GET  /metrics               Prometheus text format; the database's figures read at most every
                                 METRICS_FRESH_SECONDS, one read at a time, on a connection of their own
+    /api/v1/…                   the JSON API for applications (service/api/app.py), with per-account keys;
+                                its OpenAPI document at /api/v1/openapi.json
     POST /inbound/PROVIDER[/ACCOUNT]   bounces and complaints from Amazon SES (through SNS), Postmark and
                                 Mailgun (service/inbound/webhooks.py): 200 once the events are applied (or were
                                 before); 404 while the provider's secret is not configured; bodies over
@@ -43,6 +45,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import db
+from service.api import app as api
 from service.errors import UsageError
 from service.inbound import events as inbound
 from service.inbound import webhook_credentials, webhooks
@@ -110,7 +113,8 @@ class Web:
         ]
         self.providers = providers(settings)
         self.return_path = ReturnPath.from_settings(settings)
-        self.body_budget = BodyBudget(Starlette(routes=routes), settings.http_body_buffer_bytes)
+        site = ApiPrefix(BoundedBody(api.build(pool), MAX_BODY), Starlette(routes=routes))
+        self.body_budget = BodyBudget(site, settings.http_body_buffer_bytes)
         metrics.watch_bodies(lambda: self.body_budget.held)
         self.app: ASGIApp = NoTraceback(self.body_budget)
 
@@ -441,6 +445,50 @@ def _problem(request: Request, refused: Refused, code: str = texts.DEFAULT,
 def _first_line(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class ApiPrefix:
+    """Every path under /api/v1 to the API, whatever characters it holds (a Mount's pattern stops at a line
+    break, and the site's plain-text 404 would answer): the API answers in JSON, its 404s too."""
+
+    PREFIX = "/api/v1"
+
+    def __init__(self, api_app: ASGIApp, site: ASGIApp) -> None:
+        self.api, self.site = api_app, site
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and (path == self.PREFIX or path.startswith(self.PREFIX + "/")):
+            scope = {**scope, "root_path": scope.get("root_path", "") + self.PREFIX}
+            return await self.api(scope, receive, send)
+        await self.site(scope, receive, send)
+
+
+class BoundedBody:
+    """The API's request bodies, read through read_body (bounded, within the BodyBudget) before the API
+    sees them; a body refused is a JSON problem, as the API's own are."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        try:
+            body = await read_body(Request(scope, receive), self.limit)
+        except Refused as refused:
+            headers = {"Retry-After": "5"} if refused.status == 503 else {}
+            return await JSONResponse({"error": refused.text}, refused.status, headers)(scope, receive, send)
+        sent = False
+
+        async def replay() -> dict:
+            nonlocal sent
+            if sent:  # the body was read whole: what follows is the client going away
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
 
 
 class NoTraceback:

@@ -11,7 +11,7 @@ from graphlib import CycleError, TopologicalSorter
 
 from tests.conftest import ROOT
 
-ENTRY = ("service.cli", "service.web", "service.node", "service.__main__")
+ENTRY = ("service.cli", "service.web", "service.api", "service.node", "service.__main__")
 SUBJECTS = ("service.mail", "service.smtp", "service.inbound", "service.subscribers")
 LAYERS = {"entry points": 3, "actors": 2, "subjects": 1, "core": 0}
 

@@ -1,0 +1,61 @@
+"""The JSON API under /api/v1 (docs/design.md §15; README "HTTP API"): FastAPI on the Starlette the HTTP
+actor already serves, so that the OpenAPI document (/api/v1/openapi.json) is generated from the models of
+the routes, never written by hand.
+
+Every route but the document needs `Authorization: Bearer <key>` (`einmal account key create`): 401
+without a valid key, 403 for a read key on a route that writes. A request acts for its key's account
+alone: anything of another account is 404, as if it did not exist. Bodies are bounded before they are
+read by the HTTP surface (service/web/app.py BoundedBody). Every answer that is not a success is
+{"error": "…"}."""
+
+import asyncpg
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+from starlette.types import ASGIApp
+
+from service import db
+from service.api import campaigns, idempotency, lists, subscribers, suppressions
+from service.api.deps import ERRORS, Failures, log
+
+
+def build(pool: asyncpg.Pool) -> ASGIApp:
+    """The API, its POSTs behind the Idempotency-Key claim (service/api/idempotency.py)."""
+    return idempotency.Idempotent(api(pool), pool)
+
+
+def api(pool: asyncpg.Pool) -> FastAPI:
+    app = FastAPI(title="einmal", version="1", openapi_url="/openapi.json", docs_url=None, redoc_url=None,
+                  responses=ERRORS)
+    app.state.pool, app.state.failures = pool, Failures()
+    app.add_exception_handler(StarletteHTTPException, _problem)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    for exc in db.UNAVAILABLE:
+        app.add_exception_handler(exc, _unavailable)
+    for module in (subscribers, lists, suppressions, campaigns):
+        app.include_router(module.router)
+    return app
+
+
+async def _problem(request: Request, exc: StarletteHTTPException) -> Response:
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:  # Allow: every method of the path, not only its first route's
+        methods = {m for route in request.app.routes if route.matches(request.scope)[0] is Match.PARTIAL
+                   for m in getattr(route, "methods", ())}
+        headers["Allow"] = ", ".join(sorted(methods))
+    return JSONResponse({"error": exc.detail}, exc.status_code, headers=headers)
+
+
+async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+    """FastAPI's validation errors in the API's one shape: {"error": "where: what; …"}."""
+    said = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+    return JSONResponse({"error": said[:1000]}, 422)
+
+
+async def _unavailable(request: Request, exc: Exception) -> Response:
+    log.warning("%s %s: the database cannot be reached: %s", request.method, request.url.path,
+                str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    return JSONResponse({"error": "the database cannot be reached; try again shortly"}, 503,
+                        headers={"Retry-After": "5"})

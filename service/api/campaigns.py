@@ -1,0 +1,150 @@
+"""/api/v1/campaigns: the key's account's campaigns — list, create a draft, status (the counts of
+`einmal campaign status --json`), and the transitions approve, pause, resume, cancel (docs/design.md §2)."""
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+import anyio
+from fastapi import APIRouter, Header, HTTPException, Path, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from service import db
+from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, Problem, not_found
+from service.cli import campaign_status
+from service.cli.campaigns import (
+    MAX_CAMPAIGN_NAME,
+    MAX_FROM,
+    MAX_SUBJECT,
+    body_text,
+    check_templates,
+    from_address,
+    list_names,
+    one_line,
+    resolve,
+)
+from service.errors import UsageError
+from service.transitions import transition
+
+router = APIRouter(prefix="/campaigns", tags=["campaigns"])
+Status = Literal["draft", "approved", "sending", "paused", "sent", "cancelled"]
+Verb = Literal["approve", "pause", "resume", "cancel"]
+CampaignId = Annotated[int, Path(ge=1, le=2**63 - 1)]
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200, description=(
+    "the same key with the same request returns the first answer, without a second effect (24 h)"))]
+MAX_BODY_TEXT = 60_000  # a body is also bounded by the request's 64 KiB
+
+
+class Campaign(BaseModel):
+    id: int
+    name: str
+    subject: str
+    status: Status
+    scheduled_for: datetime
+    pause_reason: str | None
+    created_at: datetime
+
+
+class CampaignPage(BaseModel):
+    campaigns: list[Campaign]
+    next: str | None = Field(description="the cursor of the next page; null on the last")
+
+
+class Draft(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    name: str = Field(min_length=1, max_length=MAX_CAMPAIGN_NAME)
+    subject: str = Field(min_length=1, max_length=MAX_SUBJECT, description="a template, like the bodies")
+    from_address: str = Field(alias="from", min_length=1, max_length=MAX_FROM)
+    text: str = Field(min_length=1, max_length=MAX_BODY_TEXT, description="the text body's template")
+    html: str | None = Field(None, max_length=MAX_BODY_TEXT, description="the HTML body's template")
+    lists: list[Annotated[str, Field(max_length=200)]] = Field(default_factory=list, max_length=50,
+                                                               description="default: the list `default`")
+    at: datetime | None = Field(None, description="when to start once approved (with its time zone); "
+                                                  "absent: at approval")
+    reply_to: str | None = Field(None, max_length=MAX_FROM)
+
+
+class Counted(BaseModel):
+    reply: str
+    count: int
+
+
+class PausedDomain(BaseModel):
+    domain: str
+    until: str
+    reply: str
+    queued: int
+
+
+class CampaignStatus(BaseModel):
+    id: int
+    status: Status
+    total: int
+    counts: dict[str, int] = Field(description="send rows per state: queued, claimed, sending, sent, …")
+    pause_reason: str | None
+    bounced: int
+    soft_bounced: int
+    unclassified: int
+    complained: int
+    reasons: dict[str, int]
+    paused_domains: list[PausedDomain]
+    failures: list[Counted]
+
+
+async def _own(conn, key, campaign_id: int) -> None:
+    owner = await conn.fetchrow(db.query("api_campaign_owner"), campaign_id, timeout=DB_SECONDS)
+    if owner is None or owner["account_id"] != key.account_id:
+        raise not_found("campaign")
+
+
+@router.get("", summary="the account's campaigns, newest first")
+async def list_campaigns(conn: Conn, key: Key, status: Status | None = None,
+                         cursor: Annotated[str | None, Query(max_length=20, pattern=r"^[0-9]+$")] = None,
+                         limit: Annotated[int, Query(ge=1, le=500)] = 100) -> CampaignPage:
+    before = int(cursor) if cursor else 2**63 - 1
+    rows = await conn.fetch(db.query("api_campaigns"), key.account_id, before, status, limit + 1,
+                            timeout=DB_SECONDS)
+    page = [Campaign(**dict(r)) for r in rows[:limit]]
+    return CampaignPage(campaigns=page, next=str(page[-1].id) if len(rows) > limit else None)
+
+
+@router.post("", status_code=201, summary="create a draft; approve it to send", responses=ERRORS)
+async def create_campaign(draft: Draft, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None) -> Campaign:
+    try:
+        name = one_line(draft.name, "name", MAX_CAMPAIGN_NAME)
+        subject = one_line(draft.subject, "subject", MAX_SUBJECT)
+        sender = from_address(draft.from_address, "from")
+        reply_to = from_address(draft.reply_to, "reply_to") if draft.reply_to is not None else None
+        text = body_text(draft.text, "text")
+        html = body_text(draft.html, "html") if draft.html is not None else None
+        if draft.at is not None and draft.at.tzinfo is None:
+            raise UsageError("at: give its time zone, e.g. 2027-01-01T09:00:00+01:00")
+        lists = list_names(draft.lists)
+        await anyio.to_thread.run_sync(check_templates, subject, text, html)  # compiling is CPU work
+        account = await conn.fetchval(db.query("account_name"), key.account_id, timeout=DB_SECONDS)
+        account_id, list_ids = await resolve(conn, account, lists)
+    except UsageError as exc:
+        raise HTTPException(422, str(exc)) from None
+    campaign_id = await conn.fetchval(db.query("campaign_create"), account_id, name, subject, sender, text, html,
+                                      list_ids, draft.at, reply_to, None, "[]", timeout=DB_SECONDS)
+    [row] = await conn.fetch(db.query("api_campaigns"), key.account_id, campaign_id + 1, None, 1)
+    return Campaign(**dict(row))
+
+
+@router.get("/{campaign_id}", summary="counts per send state, what came back, why it is paused",
+            responses=ERRORS)
+async def get_campaign(campaign_id: CampaignId, conn: Conn, key: Key) -> CampaignStatus:
+    await _own(conn, key, campaign_id)
+    snapshot = await campaign_status.fetch(conn, campaign_id)
+    return CampaignStatus(**snapshot.as_json())
+
+
+@router.post("/{campaign_id}/{verb}", summary="approve, pause, resume or cancel (409 when its state forbids)",
+             responses={**ERRORS, 409: {"model": Problem}})
+async def move_campaign(campaign_id: CampaignId, verb: Verb, conn: Conn, key: Key,
+                        idempotency_key: IdempotencyKey = None) -> CampaignStatus:
+    await _own(conn, key, campaign_id)
+    try:
+        await transition(conn, verb, campaign_id, reason="by the API")
+    except UsageError as exc:
+        raise HTTPException(409, str(exc)) from None
+    return CampaignStatus(**(await campaign_status.fetch(conn, campaign_id)).as_json())

@@ -1,0 +1,97 @@
+"""What every /api/v1 route shares: its connection, its key (the request's account), the problem shape."""
+
+import logging
+import time
+from collections import OrderedDict, deque
+from typing import Annotated
+
+import anyio
+import asyncpg
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
+
+from service.api import keys
+
+log = logging.getLogger("einmal.api")
+
+DB_SECONDS = 10.0  # the most a request waits for the database
+
+
+class Problem(BaseModel):
+    error: str
+
+
+ERRORS = {status: {"model": Problem} for status in (400, 401, 403, 404, 422, 503)}
+bearer = HTTPBearer(auto_error=False, description="a key from `einmal account key create`")
+
+
+class Failures:
+    """Failed authentications per client address over the last WINDOW seconds, for at most CLIENTS clients
+    (the oldest forgotten first). Once a client has failed FREE times, each of its requests waits STEP
+    seconds more than the last before its key is looked up, up to MAX_DELAY, holding no database
+    connection; valid keys from that address too (a shared address is slowed as a whole)."""
+
+    WINDOW, CLIENTS, FREE, STEP, MAX_DELAY = 60.0, 10_000, 5, 0.25, 2.0
+
+    def __init__(self) -> None:
+        self.seen: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def _recent(self, client: str) -> deque[float]:
+        times = self.seen.get(client, deque())
+        while times and times[0] < time.monotonic() - self.WINDOW:
+            times.popleft()
+        return times
+
+    def delay(self, client: str) -> float:
+        over = len(self._recent(client)) - self.FREE + 1
+        return min(self.MAX_DELAY, self.STEP * over) if over > 0 else 0.0
+
+    def failed(self, client: str) -> None:
+        times = self._recent(client)
+        times.append(time.monotonic())
+        if len(times) > 100:
+            times.popleft()
+        self.seen[client] = times
+        self.seen.move_to_end(client)
+        while len(self.seen) > self.CLIENTS:
+            self.seen.popitem(last=False)
+
+
+async def key(request: Request,
+              credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> keys.Key:
+    client = request.client.host if request.client else "?"
+    failures: Failures = request.app.state.failures
+    if delay := failures.delay(client):
+        await anyio.sleep(delay)
+    found = None
+    if credentials:
+        async with request.app.state.pool.acquire(timeout=DB_SECONDS) as conn:
+            found = await keys.find(conn, credentials.credentials)
+    if found is None:
+        failures.failed(client)
+        log.info("%s %s from %s: %s", request.method, request.url.path, client,
+                 "no key" if credentials is None else "a key that is not valid")
+        raise HTTPException(401, "a valid key is needed: Authorization: Bearer <key>",
+                            headers={"WWW-Authenticate": "Bearer"})
+    if request.method not in ("GET", "HEAD") and not found.writes:
+        raise HTTPException(403, "this key may only read")
+    return found
+
+
+Key = Annotated[keys.Key, Depends(key)]
+
+
+async def connection(request: Request, _: Key):
+    """The request's connection, taken once its key was looked up (on a connection of its own, given back
+    first: a request never holds one connection while it waits for another)."""
+    async with request.app.state.pool.acquire(timeout=DB_SECONDS) as conn:
+        yield conn
+
+
+Conn = Annotated[asyncpg.Connection, Depends(connection)]
+
+
+def not_found(what: str) -> HTTPException:
+    """Also the answer for another account's: a key learns nothing of what is not its account's."""
+    return HTTPException(404, f"no such {what}")

@@ -1,0 +1,114 @@
+"""Idempotency-Key on every POST of /api/v1 (docs/design.md §15): the same key with the same request gets
+the first answer (status and body) again, without a second effect, concurrently too; the same key with
+another request is 422. Built like the inbound events (§8): claim first, then apply.
+
+The claim is a row of einmal.api_requests, keyed by the API key's hash and the Idempotency-Key, inserted
+before the request runs. The request that inserted it runs and stores its answer; a request that finds
+the row waits for the answer (up to WAIT_SECONDS, then 409 with Retry-After) and returns it, marked
+`Idempotent-Replayed: true`. An answer of 5xx or 401 is not kept (the claim is removed, a retry runs
+again). A claim left without an answer for TAKEOVER_SECONDS (its node died mid-request) is taken over by
+the next retry of the same request, which runs it again: the routes' own writes are compare-and-set or
+upserts, so a second run changes nothing the first one made. Keys are kept WINDOW_SECONDS."""
+
+import hashlib
+import json
+
+import anyio
+import asyncpg
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service import db
+from service.api import keys
+
+HEADER = "idempotency-key"
+WINDOW_SECONDS = 24 * 3600.0
+WAIT_SECONDS = 10.0
+TAKEOVER_SECONDS = 60.0
+POLL_SECONDS = 0.05
+MAX_KEY = 200
+
+
+class Idempotent:
+    """ASGI middleware over the API; the body was read whole by BoundedBody before it."""
+
+    def __init__(self, app: ASGIApp, pool: asyncpg.Pool) -> None:
+        self.app, self.pool = app, pool
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        idem = request.headers.get(HEADER)
+        if scope["type"] != "http" or scope["method"] != "POST" or idem is None:
+            return await self.app(scope, receive, send)
+        if not (0 < len(idem) <= MAX_KEY and idem.isascii() and idem.isprintable()):
+            return await _json(send, 400, {"error": f"Idempotency-Key: 1 to {MAX_KEY} printable ASCII characters"})
+        body = await request.body()  # already read and bounded: replayed from memory
+        authorization = request.headers.get("authorization", "")
+        key_hash = keys.digest(authorization)
+        request_hash = hashlib.sha256(b"\0".join([scope["path"].encode(), scope.get("query_string", b""),
+                                                  body])).digest()
+        pool = self.pool  # a statement at a time: a waiter holds no connection the runner needs
+        claim = (db.query("api_request_claim"), key_hash, idem, request_hash, WINDOW_SECONDS, TAKEOVER_SECONDS)
+        if await pool.fetchval(*claim, timeout=WAIT_SECONDS):
+            return await self._run(scope, _replay(body, receive), send, key_hash, idem)
+        with anyio.move_on_after(WAIT_SECONDS):
+            while True:
+                kept = await pool.fetchrow(db.query("api_request_get"), key_hash, idem, timeout=WAIT_SECONDS)
+                if kept is None:  # released by a failed first run: run this one
+                    if await pool.fetchval(*claim, timeout=WAIT_SECONDS):
+                        return await self._run(scope, _replay(body, receive), send, key_hash, idem)
+                elif bytes(kept["request_hash"]) != request_hash:
+                    return await _json(send, 422, {"error": "this Idempotency-Key was used for another request"})
+                elif kept["status"] is not None:
+                    headers = [(b"content-type", kept["content_type"].encode()), (b"idempotent-replayed", b"true")]
+                    return await _answer(send, kept["status"], headers, bytes(kept["body"]))
+                await anyio.sleep(POLL_SECONDS)
+        await _json(send, 409, {"error": "a request with this Idempotency-Key is still running"},
+                    [(b"retry-after", b"1")])
+
+    async def _run(self, scope: Scope, receive: Receive, send: Send, key_hash: bytes, idem: str) -> None:
+        """Run the request that holds the claim; keep its answer, or release the claim."""
+        start: Message = {}
+        chunks: list[bytes] = []
+
+        async def capture(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+            await send(message)
+
+        status = None
+        try:
+            await self.app(scope, receive, capture)
+            status = start.get("status")
+        finally:
+            keep = status is not None and status < 500 and status != 401
+            headers = dict(start.get("headers", []))
+            with anyio.CancelScope(shield=True):
+                await self.pool.execute(db.query("api_request_answer"), key_hash, idem, status if keep else None,
+                                        headers.get(b"content-type", b"application/json").decode("latin-1"),
+                                        b"".join(chunks), WINDOW_SECONDS, timeout=WAIT_SECONDS)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body again, then what the connection says next (its end)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+    return replay
+
+
+async def _answer(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _json(send: Send, status: int, value: dict, headers: list | None = None) -> None:
+    await _answer(send, status, [(b"content-type", b"application/json"), *(headers or [])], json.dumps(value).encode())

@@ -1,0 +1,84 @@
+"""API keys (docs/design.md §15): `einmal account key create|list|revoke`, and the lookup a request's
+Bearer key goes through.
+
+A key is `einmal_` and 43 URL-safe characters (32 random bytes). It is printed once, alone on stdout;
+the database keeps its SHA-256 and its first PREFIX characters, to tell keys apart in a listing."""
+
+import argparse
+import hashlib
+import secrets
+from dataclasses import dataclass
+
+import asyncpg
+
+from service import db
+from service.errors import UsageError
+from service.settings import Settings
+from service.subscribers.importer import check_account, shown
+
+MARK = "einmal_"
+PREFIX = len(MARK) + 6
+MAX_KEY = 200  # a longer Authorization value is not one of ours, and is not hashed
+SCOPES = ("read", "write")
+
+
+@dataclass(frozen=True)
+class Key:
+    id: int
+    account_id: int
+    scope: str
+
+    @property
+    def writes(self) -> bool:
+        return self.scope == "write"
+
+
+def digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+async def find(conn: asyncpg.Connection, key: str) -> Key | None:
+    """The key's account and scope; None for a key that is not one (unknown, revoked, malformed)."""
+    if not key.startswith(MARK) or len(key) > MAX_KEY or not key.isascii():
+        return None
+    row = await conn.fetchrow(db.query("api_key_find"), digest(key))
+    return Key(row["id"], row["account_id"], row["scope"]) if row else None
+
+
+async def _account(conn: asyncpg.Connection, name: str) -> int:
+    account_id = await conn.fetchval(db.query("account_find"), check_account(name))
+    if account_id is None:
+        raise UsageError(f"no account named {shown(name)}")
+    return account_id
+
+
+async def create_command(args: argparse.Namespace, settings: Settings) -> int:
+    if len(args.name) > 100 or not args.name.isprintable():
+        raise UsageError("--name: at most 100 printable characters")
+    key = MARK + secrets.token_urlsafe(32)
+    async with db.connection(db.url(settings)) as conn:
+        account_id = await _account(conn, args.account)
+        await conn.fetchval(db.query("api_key_insert"), account_id, args.name, args.scope, key[:PREFIX],
+                            digest(key))
+    print(key)  # the key alone on stdout: `KEY=$(einmal account key create …)`
+    return 0
+
+
+async def list_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        await _account(conn, args.account)
+        rows = await conn.fetch(db.query("api_keys_list"), args.account)
+    print("id\tprefix\tscope\tname\tcreated\tlast used\trevoked")
+    for r in rows:
+        when = [r[c].isoformat(timespec="seconds") if r[c] else "" for c in ("created_at", "used_at", "revoked_at")]
+        print("\t".join([str(r["id"]), r["prefix"] + "…", r["scope"], r["name"], *when]))
+    return 0
+
+
+async def revoke_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        await _account(conn, args.account)
+        if await conn.fetchval(db.query("api_key_revoke"), args.account, args.id) is None:
+            raise UsageError(f"account {shown(args.account)} has no key {args.id} that is not revoked")
+    print(f"revoked key {args.id}")
+    return 0

@@ -1,0 +1,115 @@
+"""/api/v1/subscribers: list with a cursor, get by any spelling of the mailbox, create or update (PUT),
+erase (DELETE, the erasure of `einmal subscribers delete`)."""
+
+import json
+from datetime import datetime
+from typing import Annotated, Literal
+
+import asyncpg
+from fastapi import APIRouter, HTTPException, Path, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from service import db
+from service.addresses import address_problem, email_key
+from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, Problem, not_found
+from service.subscribers import erasure
+from service.subscribers.importer import MAX_ATTRIBUTE, MAX_EMAIL, MAX_NAME, unsafe_text
+
+LOCK_SECONDS = 5.0  # the most an upsert waits for an import into its account to end (then 503)
+Status = Literal["confirmed", "unconfirmed", "unsubscribed", "bounced"]
+OnList = Annotated[str | None, Query(alias="list", max_length=200, description="only the members of this list")]
+Email = Annotated[str, Path(max_length=MAX_EMAIL, description="the address, in any spelling of its mailbox")]
+
+
+class Subscriber(BaseModel):
+    id: int
+    email: str
+    name: str
+    status: Status
+    attributes: dict[str, str]
+    lists: list[str]
+    suppressed: str | None = Field(description="why the mailbox is suppressed for the account, if it is")
+    created_at: datetime
+
+
+class SubscriberPage(BaseModel):
+    subscribers: list[Subscriber]
+    next: str | None = Field(description="the cursor of the next page; null on the last")
+
+
+class SubscriberFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(None, max_length=MAX_NAME, description="unchanged when absent")
+    attributes: dict[Annotated[str, Field(max_length=200)], Annotated[str, Field(max_length=MAX_ATTRIBUTE)]] | None \
+        = Field(None, max_length=200, description="merged into the stored ones: a key given replaces its value")
+
+
+def _subscriber(row: asyncpg.Record) -> Subscriber:
+    return Subscriber(**{**dict(row), "attributes": json.loads(row["attributes"]), "lists": list(row["lists"])})
+
+
+def _mailbox(email: str) -> str:
+    if unsafe_text(email) or address_problem(email):
+        raise not_found("subscriber")  # not an address: no subscriber can have it
+    return email_key(email)
+
+
+router = APIRouter(prefix="/subscribers", tags=["subscribers"])
+
+
+@router.get("", summary="the account's subscribers, oldest first")
+async def list_subscribers(conn: Conn, key: Key, status: Status | None = None,
+                           cursor: Annotated[str | None, Query(max_length=20, pattern=r"^[0-9]+$")] = None,
+                           limit: Annotated[int, Query(ge=1, le=500)] = 100,
+                           list_name: OnList = None) -> SubscriberPage:
+    after = int(cursor) if cursor else 0
+    rows = await conn.fetch(db.query("api_subscribers"), key.account_id, None, after, status, limit + 1, list_name,
+                            timeout=DB_SECONDS)
+    page = [_subscriber(r) for r in rows[:limit]]
+    return SubscriberPage(subscribers=page, next=str(page[-1].id) if len(rows) > limit else None)
+
+@router.get("/{email}", summary="one subscriber, by any spelling of its mailbox", responses=ERRORS)
+async def get_subscriber(email: Email, conn: Conn, key: Key) -> Subscriber:
+    rows = await conn.fetch(db.query("api_subscribers"), key.account_id, _mailbox(email), 0, None, 1, None,
+                            timeout=DB_SECONDS)
+    if not rows:
+        raise not_found("subscriber")
+    return _subscriber(rows[0])
+
+@router.put("/{email}", summary="create the subscriber, or update its name and attributes",
+            responses={**ERRORS, 201: {"model": Subscriber, "description": "created"}})
+async def put_subscriber(email: Email, fields: SubscriberFields, conn: Conn, key: Key,
+                         response: Response) -> Subscriber:
+    problem = unsafe_text(email) or address_problem(email)
+    if problem:
+        raise HTTPException(422, f"not an email address: {problem}")
+    if fields.name is not None and unsafe_text(fields.name):
+        raise HTTPException(422, "name: control characters")
+    attributes = json.dumps(fields.attributes, ensure_ascii=False) if fields.attributes is not None else None
+    try:
+        async with conn.transaction():
+            await conn.execute(f"SET LOCAL lock_timeout = '{int(LOCK_SECONDS * 1000)}ms'")
+            await conn.execute(db.query("subscribers_import_lock"), key.account_id)
+            row = await conn.fetchrow(db.query("api_subscriber_upsert"), key.account_id, email,
+                                      email_key(email), fields.name, attributes, timeout=DB_SECONDS)
+    except asyncpg.LockNotAvailableError:
+        raise HTTPException(503, "an import into this account is running; try again shortly",
+                            headers={"Retry-After": "5"}) from None
+    response.status_code = 201 if row["created"] else 200
+    [found] = await conn.fetch(db.query("api_subscribers"), key.account_id, email_key(email), row["id"] - 1,
+                               None, 1, None, timeout=DB_SECONDS)
+    return _subscriber(found)
+
+@router.delete("/{email}", status_code=204, summary="erase the subscriber (GDPR art. 17); its mailbox "
+               "stays suppressed", responses={**ERRORS, 409: {"model": Problem}})
+async def delete_subscriber(email: Email, conn: Conn, key: Key) -> Response:
+    account = await conn.fetchval(db.query("account_name"), key.account_id, timeout=DB_SECONDS)
+    try:
+        async with conn.transaction():
+            await erasure.erase(conn, account, key.account_id, email)
+    except erasure.Unknown:
+        raise not_found("subscriber") from None
+    except erasure.Busy as exc:
+        raise HTTPException(409, str(exc), headers={"Retry-After": "5"}) from None
+    return Response(status_code=204)
+

@@ -1,0 +1,42 @@
+"""Erasure of one subscriber (GDPR art. 17): `einmal subscribers delete` and `DELETE /api/v1/subscribers/…`.
+
+The subscriber leaves every list, its address, name and attributes are erased from its row and from its
+send rows (replaced by a placeholder, `erased-<id>@erased.invalid`), replies that may quote it are
+dropped, and a row still queued is settled as suppressed. The address's suppression is kept (one is added
+with reason `erased` when there was none), so a later import of the same address is never mailed. A
+subscriber whose message is being sent right now is refused: try again when it is done."""
+
+import asyncpg
+
+from service import db
+from service.addresses import email_key
+from service.errors import UsageError
+from service.subscribers.importer import shown
+from service.subscribers.suppressions import suppress
+
+ERASED_REASON = "erased"
+
+
+class Unknown(UsageError):
+    """The account has no such subscriber (or it was erased before)."""
+
+
+class Busy(UsageError):
+    """A message to the subscriber is on its way: erasing now would race the send."""
+
+
+async def erase(conn: asyncpg.Connection, account: str, account_id: int, email: str) -> str:
+    """Erase the subscriber of `account` whose mailbox `email` names (its exact spelling first), inside the
+    caller's transaction; return the address it had."""
+    rows = await conn.fetch(db.query("subscriber_find"), account, email_key(email), email)
+    if not rows:
+        raise Unknown(f"account {shown(account)} has no subscriber {shown(email)}")
+    subscriber = rows[0]  # subscriber_find orders the exact spelling first
+    states = {r["status"] for r in await conn.fetch(db.query("subscriber_sends_lock"), subscriber["id"])}
+    if states & {"claimed", "sending"}:
+        raise Busy(f"a message to {shown(subscriber['email'])} is being sent right now; try again when it is done")
+    await suppress(conn, account_id, [subscriber["email"]], ERASED_REASON)
+    placeholder = f"erased-{subscriber['id']}@erased.invalid"
+    await conn.execute(db.query("subscriber_sends_erase"), subscriber["id"], placeholder)
+    await conn.execute(db.query("subscriber_erase"), subscriber["id"], placeholder)
+    return subscriber["email"]

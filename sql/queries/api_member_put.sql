@@ -1,0 +1,13 @@
+-- Put account $1's subscriber of mailbox key $3 (the spelling $4 first, not erased) on its list named $2.
+-- One row: list_id NULL when there is no such list, subscriber_id NULL when no such subscriber, added true
+-- when the membership is new.
+WITH l AS (SELECT id FROM einmal.lists WHERE account_id = $1 AND name = $2),
+s AS (
+    SELECT id FROM einmal.subscribers
+    WHERE account_id = $1 AND email_lower = $3 AND status <> 'erased'
+    ORDER BY email = $4 DESC, created_at, id LIMIT 1
+), added AS (
+    INSERT INTO einmal.list_members (list_id, subscriber_id) SELECT l.id, s.id FROM l, s
+    ON CONFLICT DO NOTHING RETURNING list_id
+)
+SELECT (SELECT id FROM l) AS list_id, (SELECT id FROM s) AS subscriber_id, EXISTS (SELECT 1 FROM added) AS added

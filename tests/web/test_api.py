@@ -1,0 +1,298 @@
+"""The JSON API under /api/v1 over real HTTP (einmal serve on loopback) against a real PostgreSQL: keys made
+by the real command line, each request acting for its key's account alone, the generated OpenAPI document,
+and bad input answered without a traceback or a write."""
+
+import anyio
+import asyncpg
+import httpx
+import pytest
+
+from tests.conftest import einmal
+from tests.support.web import http_server
+
+pytestmark = pytest.mark.anyio
+
+ALICE = "Alice@Example.org"
+
+
+def make_key(dsn: str, account: str, *options: str) -> str:
+    done = einmal("account", "key", "create", "--account", account, *options, dsn=dsn)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.fixture
+async def two_accounts(conn: asyncpg.Connection, dsn: str) -> dict[str, str]:
+    """Accounts acme and other, each with one subscriber (alice in acme, bob in other), and a key each."""
+    for account, email in (("acme", ALICE), ("other", "bob@example.net")):
+        account_id = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ($1) RETURNING id", account)
+        await conn.execute("INSERT INTO einmal.subscribers (account_id, email, email_lower, attributes) "
+                           "VALUES ($1, $2, lower($2), '{\"city\": \"Köln\"}')", account_id, email)
+    return {"acme": make_key(dsn, "acme"), "other": make_key(dsn, "other"),
+            "acme-read": make_key(dsn, "acme", "--scope", "read", "--name", "reports")}
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def test_a_key_is_printed_once_alone_and_only_its_hash_is_kept(
+        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    key = two_accounts["acme"]
+    assert key.startswith("einmal_") and len(key) == 50 and "\n" not in key
+    stored = await conn.fetch("SELECT prefix, hash FROM einmal.api_keys")
+    assert len(stored) == 3 and all(key not in (r["prefix"], bytes(r["hash"]).hex()) for r in stored)
+    assert key[:13] in {r["prefix"] for r in stored}
+    listed = einmal("account", "key", "list", "--account", "acme", dsn=dsn)
+    assert listed.returncode == 0 and key not in listed.stdout
+    assert "reports" in listed.stdout and "\tread\t" in listed.stdout
+    unknown = einmal("account", "key", "create", "--account", "nosuch", dsn=dsn)
+    assert (unknown.returncode, unknown.stdout) == (1, "")
+    assert unknown.stderr.strip() == "einmal: no account named 'nosuch'", unknown.stderr
+
+
+async def test_without_a_valid_key_every_route_is_401_and_a_revoked_key_is_refused(
+        dsn: str, two_accounts: dict[str, str]) -> None:
+    bad = ({}, auth("einmal_" + "x" * 43), auth("not-ours"), {"Authorization": "Basic eDp4"})
+    values = {"email": ALICE, "campaign_id": "1", "verb": "cancel", "name": "news"}
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        document = (await client.get("/openapi.json")).json()
+    operations = [(method, path) for path, ops in document["paths"].items() for method in ops]
+    assert len(operations) >= 13
+    for kind, headers in enumerate(bad):  # a server each: fewer failures than slow a client down
+        async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+            for method, path in operations[kind::len(bad)]:
+                answer = await client.request(method.upper(), path.format(**values), headers=headers, json={})
+                assert answer.status_code == 401, (method, path, headers, answer.text)
+                assert answer.headers["www-authenticate"] == "Bearer"
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        key = two_accounts["acme"]
+        assert (await client.get("/subscribers", headers=auth(key))).status_code == 200
+        [key_id] = [line.split("\t")[0] for line in einmal("account", "key", "list", "--account", "acme",
+                                                             dsn=dsn).stdout.splitlines()
+                    if line.endswith("\t") and "\twrite\t" in line]
+        assert einmal("account", "key", "revoke", "--account", "acme", key_id, dsn=dsn).returncode == 0
+        assert (await client.get("/subscribers", headers=auth(key))).status_code == 401
+        again = einmal("account", "key", "revoke", "--account", "acme", key_id, dsn=dsn)
+        assert again.returncode == 1 and "no key" in again.stderr
+
+
+async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_nothing(
+        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    """Every operation of the document, asked by other's key about acme's subscriber, suppression and
+    campaign: 404 where it names one, nothing of acme's in a listing, and acme's rows as they were."""
+    acme = await conn.fetchval("SELECT id FROM einmal.accounts WHERE name = 'acme'")
+    await conn.execute("INSERT INTO einmal.suppressions (account_id, email_lower, reason) "
+                       "VALUES ($1, 'alice@example.org', 'unsubscribe')", acme)
+    campaign = await conn.fetchval("INSERT INTO einmal.campaigns (account_id, name, subject, from_address, "
+                                   "body_text, list_ids) VALUES ($1, 'c', 's', 'n@example.com', 'b', '{}') "
+                                   "RETURNING id", acme)
+    await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", acme)
+    await conn.execute("INSERT INTO einmal.list_members SELECT l.id, s.id FROM einmal.lists l, einmal.subscribers s "
+                       "WHERE l.account_id = $1 AND s.account_id = $1", acme)
+    before = await snapshot(conn)
+    other = auth(two_accounts["other"])
+    values = {"email": ALICE, "campaign_id": str(campaign), "verb": "cancel", "name": "news"}
+    bodies = {("put", "/subscribers/{email}"): {"name": "x"}, ("put", "/suppressions/{email}"): {},
+              ("put", "/lists/{name}"): None, ("put", "/lists/{name}/members/{email}"): None,
+              ("post", "/campaigns"): None}
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        document = (await client.get("/openapi.json")).json()
+        asked = 0
+        operations = sorted(((method, path) for path, ops in document["paths"].items() for method in ops),
+                            key=lambda op: op[0] == "put")  # the PUTs last: they make other's own rows
+        for method, path in operations:
+            if (method, path) in bodies and bodies[(method, path)] is None:
+                continue  # creates in the key's own account: nothing of acme's to reach
+            url = path.format(**values)
+            answer = await client.request(method.upper(), url, headers=other, json=bodies.get((method, path)))
+            asked += 1
+            if "{" in path and method != "put":
+                assert (answer.status_code, answer.json()) in ((404, {"error": "no such subscriber"}),
+                                                               (404, {"error": "no such suppression"}),
+                                                               (404, {"error": "no such membership"}),
+                                                               (404, {"error": "no such campaign"})), \
+                    (method, path, answer.text)
+            else:
+                assert answer.status_code in (200, 201), (method, path, answer.text)
+                assert "alice" not in answer.text.lower() or method == "put", (method, path, answer.text)
+        assert asked >= 12
+    assert await snapshot(conn, "acme") == before
+    assert await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", campaign) == "draft"
+
+
+async def snapshot(conn: asyncpg.Connection, account: str = "acme") -> list:
+    """acme's subscribers, suppressions and campaigns, as rows."""
+    return [tuple(r) for r in await conn.fetch("""
+        SELECT 'subscriber', s.email, s.name || s.status || s.attributes::text FROM einmal.subscribers s
+            JOIN einmal.accounts a ON a.id = s.account_id WHERE a.name = $1
+        UNION ALL SELECT 'suppression', x.email_lower, x.reason FROM einmal.suppressions x
+            JOIN einmal.accounts a ON a.id = x.account_id WHERE a.name = $1
+        UNION ALL SELECT 'member', l.name, m.subscriber_id::text FROM einmal.list_members m
+            JOIN einmal.lists l ON l.id = m.list_id JOIN einmal.accounts a ON a.id = l.account_id WHERE a.name = $1
+        UNION ALL SELECT 'campaign', c.name, c.status FROM einmal.campaigns c
+            JOIN einmal.accounts a ON a.id = c.account_id WHERE a.name = $1
+        ORDER BY 1, 2""", account)]
+
+
+async def test_suppressions_are_added_listed_and_removed_for_the_keys_account(
+        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    key = auth(two_accounts["acme"])
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        first = await client.put("/suppressions/Eve@Example.org", headers=key, json={"reason": "asked by phone"})
+        again = await client.put("/suppressions/eve@example.org", headers=key, json={})
+        assert (first.status_code, again.status_code) == (201, 200)
+        assert again.json()["reason"] == "asked by phone" and again.json()["mailbox"] == "eve@example.org"
+        listed = (await client.get("/suppressions", headers=key)).json()
+        assert [s["mailbox"] for s in listed["suppressions"]] == ["eve@example.org"] and listed["next"] is None
+        bad = await client.put("/suppressions/not-an-address", headers=key, json={})
+        assert bad.status_code == 422 and "invalid address" in bad.json()["error"]
+        assert (await client.delete("/suppressions/EVE@example.org", headers=key)).status_code == 204
+        assert (await client.delete("/suppressions/eve@example.org", headers=key)).status_code == 404
+    assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions") == 0
+
+
+async def test_lists_are_made_and_members_put_on_and_taken_off(
+        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    key = auth(two_accounts["acme"])
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        made, found = [await client.put("/lists/Weekly news", headers=key) for _ in range(2)]
+        assert (made.status_code, found.status_code) == (201, 200) and made.json()["id"] == found.json()["id"]
+        assert (await client.put("/lists/%20padded", headers=key)).status_code == 422
+        put = await client.put("/lists/Weekly news/members/ALICE@example.org", headers=key)
+        assert put.status_code == 200 and put.json()["added"] is True
+        assert (await client.put("/lists/Weekly news/members/alice@example.org", headers=key)).json()["added"] is False
+        assert (await client.put("/lists/nosuch/members/alice@example.org", headers=key)).json() == \
+            {"error": "no such list"}
+        assert (await client.put("/lists/Weekly news/members/zed@example.org", headers=key)).json() == \
+            {"error": "no such subscriber"}
+        lists = (await client.get("/lists", headers=key)).json()
+        assert [(x["name"], x["members"]) for x in lists] == [("Weekly news", 1)]
+        members = (await client.get("/subscribers", headers=key, params={"list": "Weekly news"})).json()
+        assert [s["email"] for s in members["subscribers"]] == [ALICE] and members["subscribers"][0]["lists"] == \
+            ["Weekly news"]
+        assert (await client.delete("/lists/Weekly news/members/alice@EXAMPLE.org", headers=key)).status_code == 204
+        assert (await client.delete("/lists/Weekly news/members/alice@example.org", headers=key)).status_code == 404
+        assert (await client.get("/subscribers", headers=key, params={"list": "Weekly news"})).json()[
+            "subscribers"] == []
+
+
+async def test_a_campaign_is_created_approved_and_cancelled_and_its_status_read(
+        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    acme = await conn.fetchval("SELECT id FROM einmal.accounts WHERE name = 'acme'")
+    await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", acme)
+    key = auth(two_accounts["acme"])
+    draft = {"name": "Spring", "subject": "Hello {{ name }}", "from": "News <news@example.com>",
+             "text": "Hi {{ name }}", "lists": ["news"], "at": "2099-01-01T09:00:00+01:00"}
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        made = await client.post("/campaigns", headers=key, json=draft)
+        assert made.status_code == 201, made.text
+        campaign = made.json()
+        assert (campaign["status"], campaign["scheduled_for"]) == ("draft", "2099-01-01T08:00:00Z")
+        refused = {
+            "no such list": {**draft, "lists": ["nosuch"]},
+            "bad template": {**draft, "text": "{% if %}"},
+            "bad sender": {**draft, "from": "nobody"},
+            "no time zone": {**draft, "at": "2099-01-01T09:00:00"},
+        }
+        for what, body in refused.items():
+            answer = await client.post("/campaigns", headers=key, json=body)
+            assert answer.status_code == 422, (what, answer.text)
+        url = f"/campaigns/{campaign['id']}"
+        approved = await client.post(f"{url}/approve", headers=key)
+        assert approved.status_code == 200 and approved.json()["status"] == "approved"
+        again = await client.post(f"{url}/approve", headers=key)
+        assert again.status_code == 409 and "it is approved" in again.json()["error"]
+        assert (await client.post(f"{url}/cancel", headers=key)).json()["status"] == "cancelled"
+        status = (await client.get(url, headers=key)).json()
+        assert (status["status"], status["total"], status["counts"]["queued"]) == ("cancelled", 0, 0)
+        listed = (await client.get("/campaigns", headers=key)).json()
+        assert [c["id"] for c in listed["campaigns"]] == [campaign["id"]]
+        assert (await client.post(f"{url}/explode", headers=key)).status_code == 422
+    assert await conn.fetchval("SELECT count(*) FROM einmal.campaigns") == 1
+
+
+async def test_put_creates_then_updates_one_subscriber_per_mailbox_and_get_finds_any_spelling(
+        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    key = auth(two_accounts["acme"])
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        updated = await client.put("/subscribers/ALICE@example.ORG", headers=key,
+                                   json={"name": "Alice", "attributes": {"plan": "pro"}})
+        assert updated.status_code == 200, updated.text
+        body = updated.json()
+        assert (body["email"], body["name"], body["attributes"]) == (ALICE, "Alice", {"city": "Köln", "plan": "pro"})
+        created = await client.put("/subscribers/carol@bücher.example", headers=key, json={})
+        assert created.status_code == 201 and created.json()["attributes"] == {}
+        found = await client.get("/subscribers/carol@xn--bcher-kva.example", headers=key)
+        assert found.status_code == 200 and found.json()["email"] == "carol@bücher.example"
+        first = (await client.get("/subscribers", headers=key, params={"limit": 1})).json()
+        second = (await client.get("/subscribers", headers=key, params={"limit": 1, "cursor": first["next"]})).json()
+        assert [s["email"] for s in first["subscribers"] + second["subscribers"]] == [ALICE, "carol@bücher.example"]
+        assert second["next"] is None
+        read_only = await client.put("/subscribers/dave@example.org", headers=auth(two_accounts["acme-read"]),
+                                     json={})
+        assert read_only.status_code == 403
+    assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers WHERE email_lower LIKE 'dave%'") == 0
+
+
+async def test_a_client_that_keeps_failing_to_authenticate_is_slowed(dsn: str,
+                                                                    two_accounts: dict[str, str]) -> None:
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        for _ in range(5):
+            assert (await client.get("/subscribers", headers=auth("einmal_wrong"))).status_code == 401
+        started = anyio.current_time()
+        for _ in range(4):  # after 5 failures, the next requests wait 0.25, 0.5, 0.75 and 1 s
+            assert (await client.get("/subscribers", headers=auth("einmal_wrong"))).status_code == 401
+        assert anyio.current_time() - started >= 2.5
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        # another process counts afresh; the count lives in the process, not in the database
+        assert (await client.get("/subscribers", headers=auth(two_accounts["acme"]))).status_code == 200
+
+
+async def test_delete_erases_as_the_command_line_does(conn: asyncpg.Connection, dsn: str,
+                                                       two_accounts: dict[str, str]) -> None:
+    key = auth(two_accounts["acme"])
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        assert (await client.delete("/subscribers/alice@example.org", headers=key)).status_code == 204
+        assert (await client.get(f"/subscribers/{ALICE}", headers=key)).status_code == 404
+        assert (await client.delete(f"/subscribers/{ALICE}", headers=key)).status_code == 404
+    assert await conn.fetchval("SELECT reason FROM einmal.suppressions") == "erased"
+    assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers WHERE email = $1", ALICE) == 0
+
+
+async def test_bad_input_is_a_4xx_with_nothing_written(conn: asyncpg.Connection, dsn: str,
+                                                      two_accounts: dict[str, str]) -> None:
+    key = auth(two_accounts["acme"])
+    before = await conn.fetchval("SELECT count(*) FROM einmal.subscribers")
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        cases = {
+            "not an address": (client.put("/subscribers/nobody", headers=key, json={}), 422),
+            "unknown field": (client.put("/subscribers/e@example.org", headers=key, json={"status": "x"}), 422),
+            "not JSON": (client.put("/subscribers/e@example.org", content=b"{",
+                                    headers={**key, "content-type": "application/json"}), 422),
+            "body over 64 KiB": (client.put("/subscribers/e@example.org", headers=key,
+                                            json={"name": "x" * 70_000}), 413),
+            "bad cursor": (client.get("/subscribers", headers=key, params={"cursor": "-1"}), 422),
+            "limit too high": (client.get("/subscribers", headers=key, params={"limit": 501}), 422),
+            "control characters": (client.put("/subscribers/e@example.org", headers=key,
+                                              json={"name": "a\x00b"}), 422),
+        }
+        for what, (request, status) in cases.items():
+            answer = await request
+            assert answer.status_code == status, (what, answer.text)
+            assert answer.headers["content-type"] == "application/json", what
+    assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers") == before
+
+
+async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> None:
+    async with http_server(dsn) as base, httpx.AsyncClient() as client:
+        answer = await client.get(f"{base}/api/v1/openapi.json")
+    assert answer.status_code == 200
+    document = answer.json()
+    assert document["openapi"].startswith("3.1")
+    assert set(document["paths"]) == {"/subscribers", "/subscribers/{email}", "/suppressions", "/suppressions/{email}",
+                                      "/campaigns", "/campaigns/{campaign_id}", "/campaigns/{campaign_id}/{verb}",
+                                      "/lists", "/lists/{name}", "/lists/{name}/members/{email}"}
+    assert set(document["paths"]["/subscribers/{email}"]) == {"get", "put", "delete"}
+    assert {"Subscriber", "SubscriberPage", "SubscriberFields", "Problem"} <= set(document["components"]["schemas"])
+    assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
