@@ -125,7 +125,7 @@ async def create_campaign(draft: Draft, conn: Conn, key: Key, idempotency_key: I
     except UsageError as exc:
         raise HTTPException(422, str(exc)) from None
     campaign_id = await conn.fetchval(db.query("campaign_create"), account_id, name, subject, sender, text, html,
-                                      list_ids, draft.at, reply_to, None, "[]", timeout=DB_SECONDS)
+                                      list_ids, draft.at, reply_to, None, "[]", None, timeout=DB_SECONDS)
     [row] = await conn.fetch(db.query("api_campaigns"), key.account_id, campaign_id + 1, None, 1)
     return Campaign(**dict(row))
 

@@ -125,14 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("email", help="the subscriber's address")
         p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", f"{verb}_command"))
 
-    accounts = sub.add_parser("accounts", help="an account's settings").add_subparsers(
-        dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
+    accounts = sub.add_parser("accounts", aliases=["account"], help="an account's settings and API keys")
+    accounts = accounts.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
     p = accounts.add_parser("set", help="what its unsubscribe page shows: display name, language, contact")
     p.add_argument("account", help="the account's name")
     p.add_argument("--display-name", help="the sender's name on the page ('' clears it: the message's From name)")
     p.add_argument("--language", help="the page's language, e.g. en or de (a campaign's own comes first)")
     p.add_argument("--contact", help="an address shown when a link does not work ('' clears it)")
     p.set_defaults(func=commands.lazy("service.cli.accounts", "set_command"))
+    key = accounts.add_parser("key", help="keys for /api/v1 (README: HTTP API)").add_subparsers(
+        dest="verb", metavar="VERB", parser_class=_Parser, required=True)
 
     campaign = sub.add_parser("campaign", help="manage campaigns").add_subparsers(
         dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
@@ -219,19 +221,16 @@ def build_parser() -> argparse.ArgumentParser:
     decide.add_argument("--mark-sent", action="store_true", help="record them as sent")
     reconcile.set_defaults(func=commands.reconcile)
 
-    account = sub.add_parser("account", help="an account's API keys").add_subparsers(dest="what", required=True)
-    key = account.add_parser("key", help="keys for /api/v1 (README: HTTP API)").add_subparsers(
-        dest="verb", required=True)
     p = key.add_parser("create", help="a new key; printed once, alone on stdout")
     p.add_argument("--account", required=True, help="the account the key acts for, and only it")
     p.add_argument("--scope", choices=("read", "write"), default="write", help="read: GET only (default write)")
     p.add_argument("--name", default="", help="what the key is for, shown by `key list`")
     p.set_defaults(func=commands.lazy("service.api.keys", "create_command"))
     p = key.add_parser("list", help="an account's keys: prefix, scope, name, created, last used, revoked")
-    p.add_argument("--account", required=True)
+    p.add_argument("--account", required=True, help="whose keys")
     p.set_defaults(func=commands.lazy("service.api.keys", "list_command"))
     p = key.add_parser("revoke", help="refuse a key from now on")
-    p.add_argument("--account", required=True)
+    p.add_argument("--account", required=True, help="whose key")
     p.add_argument("id", type=int, help="the key's id (`key list`)")
     p.set_defaults(func=commands.lazy("service.api.keys", "revoke_command"))
     return parser
