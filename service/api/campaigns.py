@@ -24,6 +24,7 @@ from service.cli.campaigns import (
 )
 from service.errors import UsageError
 from service.transitions import transition
+from service.web import texts
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 Status = Literal["draft", "approved", "sending", "paused", "sent", "cancelled"]
@@ -61,6 +62,8 @@ class Draft(BaseModel):
     at: datetime | None = Field(None, description="when to start once approved (with its time zone); "
                                                   "absent: at approval")
     reply_to: str | None = Field(None, max_length=MAX_FROM)
+    language: str | None = Field(None, max_length=20, description="its unsubscribe page's language, e.g. en, "
+                                                                   "de; absent: the account's")
 
 
 class Counted(BaseModel):
@@ -119,13 +122,14 @@ async def create_campaign(draft: Draft, conn: Conn, key: Key, idempotency_key: I
         if draft.at is not None and draft.at.tzinfo is None:
             raise UsageError("at: give its time zone, e.g. 2027-01-01T09:00:00+01:00")
         lists = list_names(draft.lists)
+        language = texts.checked(draft.language, "language") if draft.language is not None else None
         await anyio.to_thread.run_sync(check_templates, subject, text, html)  # compiling is CPU work
         account = await conn.fetchval(db.query("account_name"), key.account_id, timeout=DB_SECONDS)
         account_id, list_ids = await resolve(conn, account, lists)
     except UsageError as exc:
         raise HTTPException(422, str(exc)) from None
     campaign_id = await conn.fetchval(db.query("campaign_create"), account_id, name, subject, sender, text, html,
-                                      list_ids, draft.at, reply_to, None, "[]", None, timeout=DB_SECONDS)
+                                      list_ids, draft.at, reply_to, None, "[]", language, timeout=DB_SECONDS)
     [row] = await conn.fetch(db.query("api_campaigns"), key.account_id, campaign_id + 1, None, 1)
     return Campaign(**dict(row))
 

@@ -194,6 +194,7 @@ async def test_a_campaign_is_created_approved_and_cancelled_and_its_status_read(
             "bad template": {**draft, "text": "{% if %}"},
             "bad sender": {**draft, "from": "nobody"},
             "no time zone": {**draft, "at": "2099-01-01T09:00:00"},
+            "unknown language": {**draft, "language": "klingon"},
         }
         for what, body in refused.items():
             answer = await client.post("/campaigns", headers=key, json=body)
@@ -210,6 +211,15 @@ async def test_a_campaign_is_created_approved_and_cancelled_and_its_status_read(
         assert [c["id"] for c in listed["campaigns"]] == [campaign["id"]]
         assert (await client.post(f"{url}/explode", headers=key)).status_code == 422
     assert await conn.fetchval("SELECT count(*) FROM einmal.campaigns") == 1
+    made = await client_post_language(dsn, key, {**draft, "language": "de"})
+    assert await conn.fetchval("SELECT language FROM einmal.campaigns WHERE id = $1", made) == "de"
+
+
+async def client_post_language(dsn: str, key: dict, draft: dict) -> int:
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        made = await client.post("/campaigns", headers=key, json=draft)
+    assert made.status_code == 201, made.text
+    return made.json()["id"]
 
 
 async def test_put_creates_then_updates_one_subscriber_per_mailbox_and_get_finds_any_spelling(
