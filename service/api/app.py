@@ -17,7 +17,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp
 
 from service import db
-from service.api import campaigns, idempotency, lists, subscribers, suppressions
+from service.api import campaigns, docs, idempotency, lists, subscribers, suppressions
 from service.api.deps import ERRORS, Failures, log
 
 
@@ -36,6 +36,13 @@ def api(pool: asyncpg.Pool) -> FastAPI:
         app.add_exception_handler(exc, _unavailable)
     for module in (subscribers, lists, suppressions, campaigns):
         app.include_router(module.router)
+    reference = []  # made at the first request, once: the document does not change while the process runs
+
+    @app.get("/docs", include_in_schema=False)
+    async def read_the_docs() -> Response:
+        reference[:] = reference or [docs.page(app)]
+        return reference[0]
+
     return app
 
 

@@ -306,3 +306,16 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
     assert set(document["paths"]["/subscribers/{email}"]) == {"get", "put", "delete"}
     assert {"Subscriber", "SubscriberPage", "SubscriberFields", "Problem"} <= set(document["components"]["schemas"])
     assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+
+
+async def test_the_docs_page_is_made_from_the_document_and_needs_no_outside_network(dsn: str) -> None:
+    async with http_server(dsn) as base, httpx.AsyncClient() as client:
+        page = await client.get(f"{base}/api/v1/docs")
+        document = (await client.get(f"{base}/api/v1/openapi.json")).json()
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    for path, operations in document["paths"].items():
+        for method in operations:
+            assert f"{method.upper()}</span> <code>/api/v1{path}</code>" in page.text, (method, path)
+    assert "<script" not in page.text and "http://" not in page.text and "https://" not in page.text
+    assert 'id="Subscriber"' in page.text and 'href="openapi.json"' in page.text

@@ -138,3 +138,20 @@ async def test_every_state_of_the_page_in_a_browser_at_phone_and_desktop_width(
     for state in SAYS[language]:
         for width in WIDTHS:
             assert (ARTEFACTS / f"unsubscribe-{state}-{language}-{width}.png").stat().st_size > 1000
+
+
+async def test_the_api_reference_reads_at_phone_and_desktop_width(dsn: str, browser) -> None:
+    from selenium.webdriver.common.by import By
+
+    ARTEFACTS.mkdir(exist_ok=True)
+    async with http_server(dsn) as base:
+        for width in WIDTHS:
+            await anyio.to_thread.run_sync(browser.get, f"{base}/api/v1/docs")
+            browser.set_window_size(*WIDTHS[width])
+            browser.save_screenshot(str(ARTEFACTS / f"api-docs-{width}.png"))
+            assert browser.title == "einmal API"
+            assert not browser.execute_script("return document.documentElement.scrollWidth > window.innerWidth"), \
+                width
+            operations = browser.find_elements(By.CSS_SELECTOR, ".op")
+            assert len(operations) >= 14 and "PUT /api/v1/subscribers/{email}" in browser.find_element(
+                By.TAG_NAME, "body").text
