@@ -2,9 +2,11 @@
 and returns the rows of dead nodes.
 
 Runs every EINMAL_TICK_SECONDS, and at once when a campaign notification
-arrives (or the writer recorded a refusal or rejection, which may pause a
-campaign: service/health.py). Starting is a compare-and-set: of several nodes exactly one moves a
-campaign approved -> sending; every node then helps send it.
+arrives. Starting is a compare-and-set: of several nodes exactly one moves a
+campaign approved -> sending; every node then helps send it. Each tick also
+pauses a sending campaign whose complaint, hard-bounce or policy-rejection
+rate crossed its threshold (service/health.py); the writer brings the tick
+forward when it recorded a refusal or a rejection.
 
 Each tick, and so at start and on every new connection, it also asks the
 server what replication the promise can count on (docs/design.md §4):
