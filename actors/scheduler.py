@@ -3,7 +3,10 @@ and returns the rows of dead nodes.
 
 Runs every EINMAL_TICK_SECONDS, and at once when a campaign notification
 arrives. Starting is a compare-and-set: of several nodes exactly one moves a
-campaign approved -> sending; every node then helps send it.
+campaign approved -> sending; every node then helps send it. Each tick also
+pauses a sending campaign whose complaint, hard-bounce or policy-rejection
+rate crossed its threshold (service/health.py); the writer brings the tick
+forward when it recorded a refusal or a rejection.
 
 Each tick, and so at start and on every new connection, it also asks the
 server what replication the promise can count on (docs/design.md §4):
@@ -26,7 +29,7 @@ import asyncpg
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
-from service import db, telemetry
+from service import db, health, telemetry
 from service.context import NodeContext, Outcome
 
 log = logging.getLogger("einmal.scheduler")
@@ -155,6 +158,8 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
                 log.info("campaign %d: approved -> sending", due["id"])
         unbuilt = [r["id"] for r in await conn.fetch(db.query("campaign_unbuilt"))]
         sending = await conn.fetch(db.query("campaign_sending"))
+        if sending:  # a campaign whose complaint, bounce or refusal rate crossed its threshold pauses itself
+            await health.check(conn, settings)
         for campaign in sending:
             if campaign["built"] and await finish(conn, campaign["id"]):
                 log.info("campaign %d: sending -> sent", campaign["id"])

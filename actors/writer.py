@@ -189,6 +189,8 @@ class Writer:
         self.last_seconds = time.monotonic() - began
         self.ctx.metrics.group_commit_seconds.observe(self.last_seconds)
         started = {r["id"] for r in rows if r["id"] is not None}
+        if any(o.bounce or (o.throttled and o.attempts) for o in done):
+            self.ctx.campaign_nudge.set()  # a refusal or a rejection: the scheduler checks the rates now
         touched: list[Batch] = []
         for step in steps:
             if step.done is not None:

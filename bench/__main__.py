@@ -10,7 +10,8 @@
 5. the recipient build of 1,000,000 subscribers against one bare INSERT … SELECT DISTINCT ON;
 6. a relay that answers the end of DATA after 0-100 ms: one node at 20 connections against a
    pool of 20 aiosmtplib connections (bench/latency.py, bench/relay.py);
-7. the render cost per message, in this process (bench/render.py).
+7. the render cost per message, in this process (bench/render.py);
+8. the parse cost of a bounce per message, over the real samples, in this process (bench/bounces.py).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
 bench could not run, 3 when smtp-sink is missing and cannot be installed.
@@ -24,7 +25,7 @@ import time
 import anyio
 import asyncpg
 
-from bench import build, database, latency, render, report, send, signing
+from bench import bounces, build, database, latency, render, report, send, signing
 from bench.sink import Sink, Unavailable, ensure_tools, wire
 from service.errors import EinmalError
 
@@ -91,6 +92,7 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
     report.default(header, min(s for s, _ in wires), runs, built, say, render.figures())
     report.dkim(signed.pop("unsigned"), signed, say, verified)
     report.latency(relayed, say)
+    report.bounce_parse(*bounces.microseconds(rounds=2 if args.quick else 5), say)
 
 
 def relay_messages(args: argparse.Namespace) -> int:

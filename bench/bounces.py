@@ -1,7 +1,8 @@
 """Parse cost of a bounce: microseconds per message over the real samples (tests/inbound/samples/), in this process.
 
-`python -m bench.bounces` prints the figure: each sample parsed as the inbound listener's worker
-process parses it (service/inbound/reports.py ``parse``), the best of five rounds.
+`python -m bench.bounces` prints the figure, and `python -m bench` with the others: each sample
+parsed as the inbound listener's worker process parses it (service/inbound/reports.py ``parse``), the
+best of five rounds (--quick: of two).
 """
 
 import sys
@@ -11,8 +12,8 @@ from service.inbound import bounces
 from tests.support import bounce_samples
 
 
-def microseconds() -> tuple[int, float]:
-    """(messages, µs per message) over every sample of every set."""
+def microseconds(rounds: int = 5) -> tuple[int, float]:
+    """(messages, µs per message) over every sample of every set, the best of `rounds`."""
     messages = [bounce_samples.message(name, file) for name in bounce_samples.SETS
                 for file in bounce_samples.expected(name)]
 
@@ -20,7 +21,7 @@ def microseconds() -> tuple[int, float]:
         for data in messages:
             bounces.parse(data)
 
-    return len(messages), min(timeit.repeat(once, number=1, repeat=5)) / len(messages) * 1e6
+    return len(messages), min(timeit.repeat(once, number=1, repeat=rounds)) / len(messages) * 1e6
 
 
 def main() -> int:

@@ -174,6 +174,11 @@ def latency(result, say=print) -> None:
         say(line)
 
 
+def bounce_parse(messages: int, us: float, say=print) -> None:
+    """The parse cost of a bounce (bench/bounces.py): no target, a figure to compare across changes."""
+    say(row(f"bounce parse, {messages} real bounces", f"{us:.0f} µs/message", "", None))
+
+
 def _checks(runs: list[Run]) -> list[str]:
     """Warnings when what arrived does not match the campaign's rows (the figures are then suspect)."""
     return [f"warning: {_nodes(run)}: {run.delivered:,} messages at the sink, {run.counts.get('sent', 0):,} rows "

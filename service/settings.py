@@ -99,6 +99,13 @@ class Settings(BaseSettings):
     inbound_timeout_seconds: float = Field(60.0, gt=0)
     soft_bounce_limit: int = Field(3, ge=1)
     soft_bounce_days: float = Field(7.0, gt=0)
+    # a campaign pauses itself when a rate passes its threshold, in per cent of its messages since its last
+    # resume, once it has this many (service/health.py; the defaults' sources: docs/design.md §13); 0 or
+    # empty: never for that rate
+    pause_complaint_rate: float = 0.3
+    pause_hard_bounce_rate: float = 2.0
+    pause_policy_rejection_rate: float = 5.0
+    pause_min_sample: int = Field(1000, ge=1, le=1_000_000_000)
     # provider webhooks (service/inbound/webhook_credentials.py): the global credentials serve a single account
     ses_certificate_file: str | None = None  # PEM: SNS's signing certificate(s); unset: /inbound/ses answers 404
     ses_topic_arn: str | None = None  # comma-separated topics /inbound/ses accepts (one is needed, here or per account)
@@ -277,6 +284,20 @@ class Settings(BaseSettings):
         if value is not None:
             parse_urls(value)
         return value
+
+    @field_validator("pause_complaint_rate", "pause_hard_bounce_rate", "pause_policy_rejection_rate",
+                     mode="before")
+    @classmethod
+    def _per_cent(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip().removesuffix("%").strip()
+            try:
+                value = float(text) if text else 0.0
+            except ValueError:
+                value = None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
+            raise ValueError("a percentage from 0 to 100, e.g. 0.3 or 0.3% (0 or empty: never pause for it)")
+        return float(value)
 
     @field_validator("log_level")
     @classmethod

@@ -30,7 +30,8 @@ async def current_status(conn: asyncpg.Connection, campaign_id: int) -> str:
 
 async def transition(conn: asyncpg.Connection, verb: str, campaign_id: int, reason: str = "by operator") -> None:
     """One CAS and its NOTIFY, in one transaction; UsageError saying why when refused.
-    A pause records ``reason``; `campaign status` shows it until the campaign is resumed."""
+    A pause records ``reason``; `campaign status` shows it until the campaign is resumed. A resume
+    starts the campaign's figures for its self-pause again from nothing."""
     query, _ = TRANSITIONS[verb]
     async with conn.transaction():
         moved = await conn.fetchval(db.query(query), campaign_id, *([reason[:1000]] if verb == "pause" else []))
@@ -39,6 +40,9 @@ async def transition(conn: asyncpg.Connection, verb: str, campaign_id: int, reas
                 # a statement of its own, after the CAS took the campaign's lock, so that it
                 # sees the rows a recipient build committed meanwhile
                 await conn.execute(db.query("sends_cancel"), campaign_id)
+            if verb == "resume":
+                # judged afresh from here: what paused it does not pause it again (service/health.py)
+                await conn.execute(db.query("campaign_counts_rebase"), campaign_id)
             await conn.execute(db.query("campaign_notify"), campaign_id)
             return
     status = await current_status(conn, campaign_id)

@@ -54,6 +54,8 @@ RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for 
   EINMAL_INBOUND_SMTP_ADDRESS              host:port of the listener for bounces and complaints
   EINMAL_INBOUND_PROTOCOL, EINMAL_INBOUND_MAX_BYTES, EINMAL_INBOUND_TIMEOUT_SECONDS
   EINMAL_SOFT_BOUNCE_LIMIT, EINMAL_SOFT_BOUNCE_DAYS   soft bounces within the days that suppress
+  EINMAL_PAUSE_COMPLAINT_RATE, EINMAL_PAUSE_HARD_BOUNCE_RATE, EINMAL_PAUSE_POLICY_REJECTION_RATE,
+  EINMAL_PAUSE_MIN_SAMPLE   a campaign pauses itself when a rate (per cent) passes its threshold
   EINMAL_SES_CERTIFICATE_FILE, EINMAL_SES_TOPIC_ARN   POST /inbound/ses: SNS's signing certificate, the topics
   EINMAL_POSTMARK_WEBHOOK_SECRET           POST /inbound/postmark: user:password of its basic auth
   EINMAL_MAILGUN_WEBHOOK_SIGNING_KEY       POST /inbound/mailgun: the webhook signing key

@@ -16,7 +16,9 @@ not exist, a domain that does not, a disabled mailbox, or a complaint suppress t
 (reason ``bounce`` or ``complaint``); a full mailbox, routing trouble, an expiry or a temporary
 failure count, and suppress once EINMAL_SOFT_BOUNCE_LIMIT of them fell within
 EINMAL_SOFT_BOUNCE_DAYS; policy, authentication, content and unclassified bounces are kept and
-change nothing. Every event applied leaves one einmal.bounces row, with its reason. Provider
+change nothing. Every event applied leaves one einmal.bounces row, with its reason; a complaint or a
+hard bounce for an address reason is counted toward its campaign's self-pause in the same transaction,
+and the campaign is checked once it committed (service/health.py). Provider
 webhooks (service/inbound/webhooks.py), authenticated by the provider's signature, find their rows
 with ``find_row`` or their own query and end in ``apply`` too.
 """
@@ -26,7 +28,7 @@ from dataclasses import replace
 
 import asyncpg
 
-from service import db
+from service import db, health
 from service.addresses import email_key
 from service.inbound import events as inbound
 from service.inbound import reasons
@@ -84,10 +86,15 @@ async def apply(conn: asyncpg.Connection, settings: Settings, report: Report, ro
     limit, window = settings.soft_bounce_limit, settings.soft_bounce_days * 86400
 
     effect = report.effect()
+    complained = report.kind == "complaint"
+    bounced = report.kind == "hard" and effect == reasons.SUPPRESS
+    campaign: list[int] = []
 
     async def keep(conn: asyncpg.Connection) -> bool:
         await conn.execute(db.query("bounce_insert"), report.event_id, row["account_id"], row["id"],
                            report.kind, report.status, report.recorded_reason(), effect == reasons.COUNT)
+        if complained or bounced:  # toward the campaign's self-pause (service/health.py)
+            campaign.extend(await conn.fetch(db.query("bounce_count"), row["id"], int(bounced), int(complained)))
         if effect != reasons.COUNT:
             return effect == reasons.SUPPRESS
         await conn.execute(db.query("bounce_lock_mailbox"), row["account_id"], row["email_lower"])
@@ -97,6 +104,8 @@ async def apply(conn: asyncpg.Connection, settings: Settings, report: Report, ro
     kind = "complaint" if report.kind == "complaint" else "bounce"
     payload = payload or {"report": report.kind, "status": report.status, "send_id": row["id"]}
     applied = await inbound.apply(conn, report.event_id, kind, row["account_id"], row["email"], payload, keep)
+    if applied and campaign:
+        await health.check(conn, settings, campaign[0]["campaign_id"])
     return "applied" if applied else "repeated"
 
 

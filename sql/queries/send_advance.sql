@@ -12,6 +12,8 @@
 -- other answer from a paused domain closes its breaker (docs/design.md §13).
 -- A refusal (5xx by policy or authentication) is throttled too, but its own row
 -- is charged an attempt and waits its backoff, so that the next probe is another row.
+-- The outcomes delivered, refused (5.7.x) and rejected (an address reason) are added to their campaign's
+-- counts under $7, one row per campaign, for the campaign's self-pause (service/health.py).
 -- An outcome is recorded on a row this token still holds, whether `sending`, `in_doubt` (another node
 -- declared it in doubt while this one stalled) or `claimed` (an asynchronous failover lost its move to
 -- `sending`): an answer is an answer. One that finds no such row, and not already recorded either, is
@@ -33,7 +35,8 @@ WITH r AS (
     FROM r
     WHERE s.id = r.id AND s.claimed_by = $7 AND s.status IN ('claimed', 'sending', 'in_doubt')
     RETURNING s.id, s.account_id, s.email_lower, r.bounce, r.throttled, r.reply,
-              split_part(s.email_lower, '@', 2) AS domain, r.status = 'sent' OR r.attempts > 0 AS answered
+              split_part(s.email_lower, '@', 2) AS domain, r.status = 'sent' OR r.attempts > 0 AS answered,
+              s.campaign_id, r.status = 'sent' AS delivered, r.throttled AND r.attempts > 0 AS refused
 ), lost AS (
     INSERT INTO einmal.lost_outcomes (send_id, campaign_id, subscriber_id, token, outcome, reply_code,
                                       found_status, found_claimed_by)
@@ -62,6 +65,15 @@ WITH r AS (
     UPDATE einmal.domains d SET failures = 0, paused_until = '-infinity', probing = false
     WHERE d.failures > 0 AND d.domain IN (SELECT domain FROM moved WHERE answered AND NOT throttled)
       AND d.domain NOT IN (SELECT domain FROM moved WHERE throttled)
+), counted AS (
+    -- the campaign's figures for its self-pause (service/health.py): one row per campaign and token, so
+    -- no other writer waits for it
+    INSERT INTO einmal.campaign_counts AS k (campaign_id, source, delivered, refused, rejected)
+    SELECT campaign_id, $7, count(*) FILTER (WHERE delivered), count(*) FILTER (WHERE refused),
+           count(*) FILTER (WHERE bounce)
+    FROM moved WHERE delivered OR refused OR bounce GROUP BY campaign_id
+    ON CONFLICT (campaign_id, source) DO UPDATE SET delivered = k.delivered + EXCLUDED.delivered,
+        refused = k.refused + EXCLUDED.refused, rejected = k.rejected + EXCLUDED.rejected
 ), bounced AS (
     INSERT INTO einmal.suppressions (account_id, email_lower, reason)
     SELECT account_id, email_lower, 'bounce' FROM moved WHERE bounce

@@ -40,6 +40,7 @@ FIGURES = [
     r"bare INSERT … SELECT DISTINCT ON\s+\d+\.\d+ s \([\d,]+ rows\)",
     r"relay 0-100 ms: pool of 20 aiosmtplib conns\s+[\d,]+ msg/s \(750 in [\d.]+ s\)\s+\(the reference\)",
     r"relay 0-100 ms: einmal 1 node, 20 connections\s+[\d,]+ msg/s = [\d.]+ × pool\s+>= 0.9 × pool\s+(PASS|MISS)$",
+    r"bounce parse, \d+ real bounces\s+\d+ µs/message\s+-$",
 ]
 VERDICT = re.compile(r"\s(PASS|MISS|-)$")
 RATIO = re.compile(r"([^\s=]+) × (wire|bare|pool|unsigned|today's)")

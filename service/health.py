@@ -1,0 +1,81 @@
+"""A campaign that is being refused or complained about pauses itself (docs/design.md §13).
+
+Its figures are running counts (einmal.campaign_counts, migration 0060): each send pipeline's group
+commit adds what its outcomes were (delivered, refused by policy at send time, rejected for an address
+reason), and the transaction that records a bounce or complaint adds it. They count since the campaign's
+last resume: a resume starts them again from nothing (`rebase`), so a campaign resumed is judged on what
+it sends from then on, and pauses again only when that crosses a threshold over a new sample.
+
+- complaint rate: complaints over messages delivered (EINMAL_PAUSE_COMPLAINT_RATE, 0.3 %);
+- hard-bounce rate: hard bounces for an address reason, by mail, by webhook or at send time (550 5.1.1),
+  over messages delivered or rejected (EINMAL_PAUSE_HARD_BOUNCE_RATE, 2 %);
+- policy-rejection rate: 5.7.x refusals at send time, one per refused attempt, over attempts delivered or
+  refused (EINMAL_PAUSE_POLICY_REJECTION_RATE, 5 %): a campaign refused everywhere delivers nothing, so
+  its sample is its attempts.
+
+A rate is judged once what it is over reaches EINMAL_PAUSE_MIN_SAMPLE, and pauses the campaign when it
+is above its threshold; a threshold of 0 never does. The check (`check`) runs where the counts grow: after
+a bounce or complaint is recorded, and in the scheduler's tick, which the writer brings forward when it
+recorded a refusal or rejection. The pause is the CAS sending -> paused, so of several nodes one pauses and
+the others find it done; `einmal campaign resume` resumes it as any pause.
+"""
+
+import logging
+from dataclasses import dataclass
+
+import asyncpg
+
+from service import db
+from service.errors import UsageError
+from service.settings import Settings
+from service.transitions import transition
+
+log = logging.getLogger("einmal.health")
+
+
+@dataclass(frozen=True)
+class Figures:
+    delivered: int = 0
+    refused: int = 0
+    rejected: int = 0
+    bounced: int = 0
+    complained: int = 0
+
+
+# (name, setting, events, what they are over, a word for what that is)
+RATES = (
+    ("complaint rate", "pause_complaint_rate", lambda f: f.complained, lambda f: f.delivered, "delivered"),
+    ("hard-bounce rate", "pause_hard_bounce_rate", lambda f: f.bounced + f.rejected,
+     lambda f: f.delivered + f.rejected, "delivered or rejected"),
+    ("policy-rejection rate", "pause_policy_rejection_rate", lambda f: f.refused,
+     lambda f: f.delivered + f.refused, "attempts"),
+)
+
+
+def verdict(settings: Settings, figures: Figures) -> str | None:
+    """Why the campaign with `figures` should pause, naming the threshold and the figures; None if it
+    should not."""
+    for name, setting, events, over, word in RATES:
+        limit, n, total = getattr(settings, setting), events(figures), over(figures)
+        if limit and total >= settings.pause_min_sample and n * 100 > limit * total:
+            return (f"{name} {n * 100 / total:.2f} % ({n:,} of {total:,} {word}) over the {limit:.2f} % "
+                    f"threshold (EINMAL_{setting.upper()})")
+    return None
+
+
+async def check(conn: asyncpg.Connection, settings: Settings, campaign_id: int | None = None) -> list[int]:
+    """Pause each sending campaign (`campaign_id`: that one only) whose figures cross a threshold; the
+    campaigns this call paused."""
+    paused = []
+    for row in await conn.fetch(db.query("campaign_figures"), campaign_id):
+        reason = verdict(settings, Figures(*(row[k] for k in ("delivered", "refused", "rejected", "bounced",
+                                                               "complained"))))
+        if reason is None:
+            continue
+        try:
+            await transition(conn, "pause", row["campaign_id"], reason)
+        except UsageError:
+            continue  # paused, cancelled or finished meanwhile, maybe by another node
+        log.error("campaign %d paused: %s", row["campaign_id"], reason)
+        paused.append(row["campaign_id"])
+    return paused
