@@ -11,7 +11,9 @@
 6. a relay that answers the end of DATA after 0-100 ms: one node at 20 connections against a
    pool of 20 aiosmtplib connections (bench/latency.py, bench/relay.py);
 7. the render cost per message, in this process (bench/render.py);
-8. the parse cost of a bounce per message, over the real samples, in this process (bench/bounces.py).
+8. the parse cost of a bounce per message, over the real samples, in this process (bench/bounces.py);
+9. subscriber upserts through the HTTP API (`einmal serve`, 50 clients) against a bare asyncpg loop at 50
+   connections, and the API's p99 latency (bench/api.py).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
 bench could not run, 3 when smtp-sink is missing and cannot be installed.
@@ -25,7 +27,7 @@ import time
 import anyio
 import asyncpg
 
-from bench import bounces, build, database, latency, render, report, send, signing
+from bench import api, bounces, build, database, latency, render, report, send, signing
 from bench.sink import Sink, Unavailable, ensure_tools, wire
 from service.errors import EinmalError
 
@@ -93,6 +95,7 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
     report.dkim(signed.pop("unsigned"), signed, say, verified)
     report.latency(relayed, say)
     report.bounce_parse(*bounces.microseconds(rounds=2 if args.quick else 5), say)
+    report.api_upserts(await api.measure(server, 1_000 if args.quick else 10_000), say)
 
 
 def relay_messages(args: argparse.Namespace) -> int:

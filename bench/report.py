@@ -216,3 +216,13 @@ def big(header: Header, run: Run, say=print) -> None:
     lines += _checks([run])
     for line in lines:
         say(line)
+
+
+def api_upserts(result, say=print) -> None:
+    """Subscriber upserts through the API against the bare loop of the same run (bench/api.py)."""
+    say(row(f"upserts, bare asyncpg, {result.upserts:,} at 50 conns",
+            f"{result.upserts / result.bare_seconds:,.0f}/s ({result.bare_seconds:.2f} s)", "(the reference)", None))
+    say(row("upserts, PUT /api/v1/subscribers, 50 clients",
+            f"{result.upserts / result.api_seconds:,.0f}/s = {result.ratio:.3f} × bare", ">= 0.5 × bare",
+            result.ratio >= 0.5))
+    say(row("upserts through the API: p99 latency", f"{result.p99_ms:.0f} ms", "", None))

@@ -88,8 +88,8 @@ async def put_subscriber(email: Email, fields: SubscriberFields, conn: Conn, key
     attributes = json.dumps(fields.attributes, ensure_ascii=False) if fields.attributes is not None else None
     try:
         async with conn.transaction():
-            await conn.execute(f"SET LOCAL lock_timeout = '{int(LOCK_SECONDS * 1000)}ms'")
-            await conn.execute(db.query("subscribers_import_lock"), key.account_id)
+            await conn.execute(db.query("api_subscriber_lock"), key.account_id, email_key(email),
+                               f"{int(LOCK_SECONDS * 1000)}ms")
             row = await conn.fetchrow(db.query("api_subscriber_upsert"), key.account_id, email,
                                       email_key(email), fields.name, attributes, timeout=DB_SECONDS)
     except asyncpg.LockNotAvailableError:

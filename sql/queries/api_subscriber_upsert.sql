@@ -1,7 +1,7 @@
 -- Account $1's subscriber of mailbox key $3 (its oldest, not erased): its name set to $4 unless NULL, the
 -- attributes $5 merged into its own; or, when it has none, a new one spelt $2 (status confirmed: like an
--- import, the caller asserts consent). Returns its id and whether it is new. The caller holds the
--- account's import lock (subscribers_import_lock), so no import adds the key in another spelling meanwhile.
+-- import, the caller asserts consent). Returns its id and whether it is new. The caller holds the locks of
+-- api_subscriber_lock, so neither an import nor another upsert adds the key in another spelling meanwhile.
 WITH existing AS (
     SELECT id FROM einmal.subscribers
     WHERE account_id = $1 AND email_lower = $3::text AND status <> 'erased'
