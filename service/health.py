@@ -1,6 +1,6 @@
 """A campaign that is being refused or complained about pauses itself (docs/design.md §13).
 
-Its figures are running counts (einmal.campaign_counts, migration 0060): each send pipeline's group
+Its figures are running counts (einmal.campaign_tallies, migration 0060): each send pipeline's group
 commit adds what its outcomes were (delivered, refused by policy at send time, rejected for an address
 reason), and the transaction that records a bounce or complaint adds it. They count since the campaign's
 last resume: a resume starts them again from nothing (`rebase`), so a campaign resumed is judged on what

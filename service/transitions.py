@@ -42,7 +42,7 @@ async def transition(conn: asyncpg.Connection, verb: str, campaign_id: int, reas
                 await conn.execute(db.query("sends_cancel"), campaign_id)
             if verb == "resume":
                 # judged afresh from here: what paused it does not pause it again (service/health.py)
-                await conn.execute(db.query("campaign_counts_rebase"), campaign_id)
+                await conn.execute(db.query("campaign_tallies_rebase"), campaign_id)
             await conn.execute(db.query("campaign_notify"), campaign_id)
             return
     status = await current_status(conn, campaign_id)

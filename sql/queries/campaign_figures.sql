@@ -3,6 +3,6 @@
 SELECT k.campaign_id, sum(k.delivered)::bigint AS delivered, sum(k.refused)::bigint AS refused,
        sum(k.rejected)::bigint AS rejected, sum(k.bounced)::bigint AS bounced,
        sum(k.complained)::bigint AS complained
-FROM einmal.campaigns c JOIN einmal.campaign_counts k ON k.campaign_id = c.id
+FROM einmal.campaigns c JOIN einmal.campaign_tallies k ON k.campaign_id = c.id
 WHERE c.status = 'sending' AND ($1::bigint IS NULL OR c.id = $1)
 GROUP BY k.campaign_id

@@ -68,7 +68,7 @@ WITH r AS (
 ), counted AS (
     -- the campaign's figures for its self-pause (service/health.py): one row per campaign and token, so
     -- no other writer waits for it
-    INSERT INTO einmal.campaign_counts AS k (campaign_id, source, delivered, refused, rejected)
+    INSERT INTO einmal.campaign_tallies AS k (campaign_id, source, delivered, refused, rejected)
     SELECT campaign_id, $7, count(*) FILTER (WHERE delivered), count(*) FILTER (WHERE refused),
            count(*) FILTER (WHERE bounce)
     FROM moved WHERE delivered OR refused OR bounce GROUP BY campaign_id

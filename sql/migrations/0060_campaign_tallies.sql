@@ -10,7 +10,7 @@
 --   'resumed': the sums at the campaign's last resume, negated, and when (since): so the figures are
 --     those since the last resume, and a bounce or complaint about a message that went out before it
 --     is not counted.
-CREATE TABLE einmal.campaign_counts (
+CREATE TABLE einmal.campaign_tallies (
     campaign_id bigint NOT NULL REFERENCES einmal.campaigns (id),
     source      text NOT NULL,
     delivered   bigint NOT NULL DEFAULT 0,
