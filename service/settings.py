@@ -99,6 +99,9 @@ class Settings(BaseSettings):
     inbound_timeout_seconds: float = Field(60.0, gt=0)
     soft_bounce_limit: int = Field(3, ge=1)
     soft_bounce_days: float = Field(7.0, gt=0)
+    # a node prunes campaigns finished (sent or cancelled) more than this many days ago; unset: none
+    # (service/retention.py, docs/design.md §15)
+    retention_days: float | None = Field(None, ge=0)
     # provider webhooks (service/inbound/webhook_credentials.py): the global credentials serve a single account
     ses_certificate_file: str | None = None  # PEM: SNS's signing certificate(s); unset: /inbound/ses answers 404
     ses_topic_arn: str | None = None  # comma-separated topics /inbound/ses accepts (one is needed, here or per account)
