@@ -35,9 +35,9 @@ ALTER SEQUENCE einmal.send_ids OWNED BY einmal.sends.id;
 ALTER TABLE einmal.sends
     ADD CONSTRAINT sends_one_per_subscriber UNIQUE (campaign_id, subscriber_id),
     ADD CONSTRAINT sends_one_per_address UNIQUE (campaign_id, email_lower),
-    ADD FOREIGN KEY (campaign_id) REFERENCES einmal.campaigns (id),
-    ADD FOREIGN KEY (account_id) REFERENCES einmal.accounts (id),
-    ADD FOREIGN KEY (subscriber_id) REFERENCES einmal.subscribers (id);
+    ADD CONSTRAINT sends_campaign_id_fkey FOREIGN KEY (campaign_id) REFERENCES einmal.campaigns (id),
+    ADD CONSTRAINT sends_account_id_fkey FOREIGN KEY (account_id) REFERENCES einmal.accounts (id),
+    ADD CONSTRAINT sends_subscriber_id_fkey FOREIGN KEY (subscriber_id) REFERENCES einmal.subscribers (id);
 CREATE INDEX sends_claimable ON einmal.sends (campaign_id, next_attempt_at, id) WHERE status = 'queued';
 CREATE INDEX sends_held ON einmal.sends (claimed_by) WHERE status IN ('claimed', 'sending');
 CREATE INDEX sends_in_doubt ON einmal.sends (campaign_id) WHERE status = 'in_doubt';
