@@ -77,25 +77,27 @@ async def _mark(conn: asyncpg.Connection, campaign_id: int) -> tuple[str | None,
 
 async def _remove(conn: asyncpg.Connection, campaign_id: int) -> str:
     """Step 2, outside any transaction block: the campaign's partition detached and dropped, or its rows in
-    sends_legacy deleted in batches."""
+    sends_legacy deleted in batches. Another node's prune of the same campaign may be a step ahead: a
+    statement that fails is tried again from the partition's state as it is then."""
     state = await conn.fetchval(db.query("prune_partition"), campaign_id)
-    if state == "none":
+    if state == "legacy":
         while await conn.fetchval(db.query("prune_legacy_batch"), campaign_id, LEGACY_BATCH):
             pass
         return "rows deleted from sends_legacy"
     await conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
     try:
-        if state == "attached":
+        for attempt in range(3):
             try:
-                await conn.execute(DETACH.format(id=int(campaign_id)))
-            except asyncpg.PostgresError:
-                # another node's prune detached it first, or is detaching it: look again
-                state = await conn.fetchval(db.query("prune_partition"), campaign_id)
                 if state == "attached":
+                    await conn.execute(DETACH.format(id=int(campaign_id)))
+                elif state == "pending":
+                    await conn.execute(FINALIZE.format(id=int(campaign_id)))
+                await conn.execute(DROP.format(id=int(campaign_id)))
+                break
+            except asyncpg.PostgresError:
+                if attempt == 2:
                     raise
-        if state == "pending":
-            await conn.execute(FINALIZE.format(id=int(campaign_id)))
-        await conn.execute(DROP.format(id=int(campaign_id)))
+                state = await conn.fetchval(db.query("prune_partition"), campaign_id)
     finally:
         await conn.execute("RESET lock_timeout")
     return "partition dropped"

@@ -1,6 +1,8 @@
--- The state of campaign $1's partition einmal.sends_c<id>: none (its rows are in sends_legacy, or it is
--- dropped), attached, pending (a DETACH … CONCURRENTLY cut short: FINALIZE ends it) or detached
-SELECT CASE WHEN t.oid IS NULL THEN 'none'
+-- Where campaign $1's rows live: `legacy` when in einmal.sends_legacy (a campaign from before 0053), else the
+-- state of its partition einmal.sends_c<id>: none (dropped), attached, pending (a DETACH … CONCURRENTLY cut
+-- short: FINALIZE ends it) or detached
+SELECT CASE WHEN $1::bigint < (SELECT legacy_below FROM einmal.sends_layout) THEN 'legacy'
+            WHEN t.oid IS NULL THEN 'none'
             WHEN i.inhrelid IS NULL THEN 'detached'
             WHEN i.inhdetachpending THEN 'pending'
             ELSE 'attached' END AS state
