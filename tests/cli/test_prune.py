@@ -193,3 +193,15 @@ async def test_bounces_of_a_pruned_campaign_are_kept_and_counted(conn: asyncpg.C
     assert "partition dropped" in einmal("prune", "--campaign", str(campaign), dsn=dsn).stdout
     assert json.loads(einmal("campaign", "status", str(campaign), "--json", dsn=dsn).stdout) == before
     assert await conn.fetchval("SELECT count(*) FROM einmal.bounces WHERE campaign_id = $1", campaign) == 2
+
+
+async def test_a_retry_that_reopens_a_campaign_drops_its_counts_and_a_pruned_one_is_not_reopened(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    campaign = await seed_campaign(conn, "sending", sends=("sent", "failed"))
+    await conn.execute("UPDATE einmal.campaigns SET recipients_built_at = now() WHERE id = $1", campaign)
+    assert await conn.fetchrow(db.query("campaign_finish"), campaign) is not None
+    result = einmal("campaign", "retry", str(campaign), "--failed", dsn=dsn)
+    assert result.stdout.splitlines()[-1] == f"campaign {campaign} is sending again", result.stderr
+    assert await conn.fetchval("SELECT count(*) FROM einmal.campaign_counts WHERE campaign_id = $1", campaign) == 0
+    await conn.execute("UPDATE einmal.campaigns SET status = 'sent', pruned_at = now() WHERE id = $1", campaign)
+    assert await conn.fetchval(db.query("campaign_reopen"), campaign) is None
