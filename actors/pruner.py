@@ -35,7 +35,10 @@ async def prune_once(ctx: NodeContext) -> int:
             except asyncpg.PostgresError as exc:
                 log.warning("campaign %d: prune failed, tried again in %gs: %s", candidate.id, EVERY, exc)
                 continue
-            pruned += not done.how.startswith("skipped")
+            if done.how.startswith("skipped"):
+                log.info("campaign %d (%s): not pruned, %s", done.id, done.status, done.how)
+                continue
+            pruned += 1
             log.info("campaign %d (%s): pruned, %s; %d rows counted", done.id, done.status, done.how, done.rows)
         # the connection is dropped with its session, and the turn with it (db.actor_connection)
     return pruned
