@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # $(call available,<files>,<target>): succeed if one of the files exists, else say so and fail
 available = for f in $(1); do [ -e "$$f" ] && exit 0; done; echo "make $(2): not yet available"; exit 1
 
-.PHONY: help setup run demo migrate test lint chaos failover bench clean
+.PHONY: help setup run demo migrate test lint chaos failover retention bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ chaos: $(STAMP) ## 50,000 recipients, 3 nodes, SIGKILLs, stalls, SMTP faults, op
 
 failover: $(STAMP) ## 15,000 recipients, 2 nodes, a primary and its standby: sync, async and lagging failovers, a 60 s outage, a fixed node id; a verdict line each (FAILOVER_ARGS='--help')
 	$(BIN)/python -m tests.support.failover $(FAILOVER_ARGS)
+
+retention: $(STAMP) ## 1,000,000 send rows of the old shape migrated step by step, a prune's time at 1,000 and 100,000 rows: figures (RETENTION_ARGS='--help')
+	$(BIN)/python -m tests.support.retention $(RETENTION_ARGS)
 
 bench: ## measure throughput against the wire's limit (BENCH_ARGS='--quick', '--big', '--help')
 	@$(call available,bench/__main__.py bench.py,bench)

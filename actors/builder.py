@@ -37,7 +37,7 @@ async def build(ctx: NodeContext, campaign_id: int, chunk: int = CHUNK) -> int:
                 size = chunk
                 added += row["inserted"]
                 if added and not analysed:  # the first rows: plans made from here on see them
-                    await conn.execute(db.query("sends_analyze"))
+                    await conn.execute(db.query("sends_analyze"), campaign_id)
                     analysed = added
                 if row["inserted"]:
                     ctx.claim_nudge.set()
@@ -45,7 +45,7 @@ async def build(ctx: NodeContext, campaign_id: int, chunk: int = CHUNK) -> int:
                     break
                 after = row["upper"]
             if added > analysed:
-                await conn.execute(db.query("sends_analyze"))
+                await conn.execute(db.query("sends_analyze"), campaign_id)
             if await conn.fetchrow(db.query("recipients_build_done"), campaign_id):
                 log.info("campaign %d: recipients built (%d rows added here)", campaign_id, added)
                 ctx.campaign_nudge.set()

@@ -49,17 +49,22 @@ MAX_LINGER = 0.0025  # seconds
 
 
 async def advance(conn: asyncpg.Connection, settings: Settings, outcomes: list[Outcome], token: str,
-                  starts: list[int]) -> list[asyncpg.Record]:
-    """One send_advance: record `outcomes` under `token`, start the rows `starts`."""
+                  starts: list[tuple[int, int]]) -> list[asyncpg.Record]:
+    """One send_advance: record `outcomes` under `token`, start the rows `starts` (id, campaign)."""
     o = outcomes
+    if any(x.campaign_id is None for x in o):  # an outcome made without its batch: its row says (one lookup)
+        found = dict(await conn.fetch(db.query("send_campaigns"), [x.id for x in o if x.campaign_id is None]))
+        for x in o:
+            x.campaign_id = x.campaign_id or found.get(x.id, 0)
     return await conn.fetch(db.query("send_advance"), [x.id for x in o], [x.status for x in o],
                             [x.reply[:1000] for x in o], [x.attempts for x in o], [x.retry_after for x in o],
-                            [x.bounce for x in o], token, starts, [x.throttled for x in o],
-                            settings.domain_pause_seconds, settings.domain_pause_max_seconds)
+                            [x.bounce for x in o], token, [s[0] for s in starts], [x.throttled for x in o],
+                            settings.domain_pause_seconds, settings.domain_pause_max_seconds,
+                            [x.campaign_id for x in o], [s[1] for s in starts])
 
 
 async def record(conn: asyncpg.Connection, ctx: NodeContext, outcomes: list[Outcome], token: str,
-                 starts: Sequence[int] = ()) -> list[asyncpg.Record]:
+                 starts: Sequence[tuple[int, int]] = ()) -> list[asyncpg.Record]:
     """`advance`, and a log line and a count for each outcome that found no row of `token`'s; the others
     go into the node's journal, to be written again if a failover loses them."""
     rows = await advance(conn, ctx.settings, outcomes, token, list(starts))
@@ -102,6 +107,8 @@ class Writer:
     def hand_in(self, done: tuple[Batch, Outcome] | None, start: tuple[Batch, Row] | None) -> Step | None:
         """Record `done` and start `start` in the next statement; None when the writer has failed, so
         nothing starts. `answer` waits for the statement."""
+        if done is not None:
+            done[1].campaign_id = done[0].campaign_id
         if self.error is not None:
             if done is not None:
                 self.unrecorded.append(done[1])
@@ -177,7 +184,8 @@ class Writer:
             if step.done is not None:
                 self.unrecorded.append(step.done[1])
             if step.start is not None:
-                self.unrecorded.append(Outcome(step.start[1].id, "queued", NOT_SENT))
+                self.unrecorded.append(Outcome(step.start[1].id, "queued", NOT_SENT,
+                                               campaign_id=step.start[0].campaign_id))
             step.answered.set()
         self.writing, self.waiting = [], []
 
@@ -185,7 +193,8 @@ class Writer:
         done = [step.done[1] for step in steps if step.done is not None]
         began = time.monotonic()
         rows = await record(self.conn, self.ctx, done, self.token,
-                            [step.start[1].id for step in steps if step.start is not None])
+                            [(step.start[1].id, step.start[0].campaign_id) for step in steps
+                             if step.start is not None])
         self.last_seconds = time.monotonic() - began
         self.ctx.metrics.group_commit_seconds.observe(self.last_seconds)
         started = {r["id"] for r in rows if r["id"] is not None}
@@ -209,7 +218,8 @@ class Writer:
     async def release(self, items: list[tuple[Batch, Row]]) -> None:
         """Give rows never handed to a connection back to the queue."""
         if items:
-            await self.conn.execute(db.query("send_release"), [row.id for _, row in items], self.token)
+            await self.conn.execute(db.query("send_release"), [row.id for _, row in items], self.token,
+                                    [batch.campaign_id for batch, _ in items])
         for batch, _ in items:
             settle(batch, "released")
         await self.close_settled([batch for batch, _ in items])

@@ -66,6 +66,7 @@ class Outcome:
     retry_after: float = 0.0
     bounce: bool = False
     throttled: bool = False  # the domain answered 421/4.7.x, or refused by policy (5.7.x): it is paused
+    campaign_id: int | None = None  # its row's: the statement that records it reads that partition alone
 
 
 class Journal:

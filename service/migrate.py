@@ -44,15 +44,16 @@ async def _stage_address_keys(conn: asyncpg.Connection) -> None:
 PREPARE = {2: _stage_address_keys}
 
 
-async def migrate(conn: asyncpg.Connection) -> list[str]:
-    """Apply pending migrations; return the names of those applied."""
-    known = db.migrations()
+async def migrate(conn: asyncpg.Connection, before: int | None = None) -> list[str]:
+    """Apply pending migrations (those numbered below `before` when given: a test or bench builds a database
+    as an older einmal left it); return the names of those applied."""
+    known = [m for m in db.migrations() if before is None or m[0] < before]
     applied_now = []
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", LOCK_KEY)
         await conn.execute(BOOTSTRAP)
         applied = {r["version"]: r["name"] for r in await conn.fetch("SELECT version, name FROM einmal.migrations")}
-    unknown = sorted(set(applied) - {version for version, _, _ in known})
+    unknown = sorted(set(applied) - {version for version, _, _ in db.migrations()})
     if unknown:
         names = ", ".join(f"{v:04d}_{applied[v]}" for v in unknown)
         raise UsageError(f"the database holds migrations this einmal does not know: {names}; upgrade einmal")

@@ -32,7 +32,7 @@ import anyio
 import asyncpg
 from anyio.abc import TaskStatus
 
-from actors import builder, claimer, http, inbound_smtp, listener, recorder, scheduler, sender
+from actors import builder, claimer, http, inbound_smtp, listener, pruner, recorder, scheduler, sender
 from actors.feed import Feed
 from actors.writer import record
 from service import db, logs, telemetry
@@ -158,8 +158,9 @@ async def serve(settings: Settings, stop: anyio.Event,
     sock = http_socket or (http.bind(settings.http_address) if settings.http_address else None)
     inbound_sock = inbound_socket or (inbound_smtp.bind(settings.inbound_smtp_address)
                                       if settings.inbound_smtp_address else None)
-    # scheduler, builder, claimer, two sender lanes, spare
-    pool = await db.wait_for_pool(dsn, settings.db_wait_seconds, size=8, command_timeout=settings.db_timeout_seconds)
+    # scheduler, builder, claimer, two sender lanes, spare; the pruner's
+    size = 8 + (settings.retention_days is not None)
+    pool = await db.wait_for_pool(dsn, settings.db_wait_seconds, size=size, command_timeout=settings.db_timeout_seconds)
     ctx = NodeContext(settings, pool, dsn)
     ctx.new_token()
     ctx.metrics.watch_heartbeat(lambda: ctx.heartbeat_at)
@@ -174,6 +175,8 @@ async def serve(settings: Settings, stop: anyio.Event,
         Child("builder", lambda **kw: builder.run(ctx, from_scheduler.clone(), **kw)),
         Child("send pipeline", pipeline.run),
     ]
+    if settings.retention_days is not None:
+        children.append(Child("pruner", lambda **kw: pruner.run(ctx, **kw)))
     supervisor = Supervisor(settings.restart_intensity, settings.restart_period_seconds,
                             on_restart=lambda name: ctx.metrics.actor_restarts.labels(name).inc(),
                             passing=db.unreachable)

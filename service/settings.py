@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     pause_hard_bounce_rate: float = 2.0
     pause_policy_rejection_rate: float = 5.0
     pause_min_sample: int = Field(1000, ge=1, le=1_000_000_000)
+    # a node prunes campaigns finished (sent or cancelled) more than this many days ago; unset: none
+    # (service/retention.py, docs/design.md §15)
+    retention_days: float | None = Field(None, ge=0)
     # provider webhooks (service/inbound/webhook_credentials.py): the global credentials serve a single account
     ses_certificate_file: str | None = None  # PEM: SNS's signing certificate(s); unset: /inbound/ses answers 404
     ses_topic_arn: str | None = None  # comma-separated topics /inbound/ses accepts (one is needed, here or per account)

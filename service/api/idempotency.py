@@ -1,4 +1,4 @@
-"""Idempotency-Key on every POST of /api/v1 (docs/design.md §15): the same key with the same request gets
+"""Idempotency-Key on every POST of /api/v1 (docs/design.md §16): the same key with the same request gets
 the first answer (status and body) again, without a second effect, concurrently too; the same key with
 another request is 422. Built like the inbound events (§8): claim first, then apply.
 

@@ -56,6 +56,7 @@ RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for 
   EINMAL_SOFT_BOUNCE_LIMIT, EINMAL_SOFT_BOUNCE_DAYS   soft bounces within the days that suppress
   EINMAL_PAUSE_COMPLAINT_RATE, EINMAL_PAUSE_HARD_BOUNCE_RATE, EINMAL_PAUSE_POLICY_REJECTION_RATE,
   EINMAL_PAUSE_MIN_SAMPLE   a campaign pauses itself when a rate (per cent) passes its threshold
+  EINMAL_RETENTION_DAYS                    prune campaigns finished this many days ago (unset: never)
   EINMAL_SES_CERTIFICATE_FILE, EINMAL_SES_TOPIC_ARN   POST /inbound/ses: SNS's signing certificate, the topics
   EINMAL_POSTMARK_WEBHOOK_SECRET           POST /inbound/postmark: user:password of its basic auth
   EINMAL_MAILGUN_WEBHOOK_SIGNING_KEY       POST /inbound/mailgun: the webhook signing key
@@ -81,6 +82,17 @@ def reply_pattern(value: str) -> re.Pattern:
         return re.compile(value, re.IGNORECASE)
     except re.error as exc:
         raise argparse.ArgumentTypeError(f"{value!r} is not a regular expression: {exc}") from None
+
+
+def days(value: str) -> float:
+    """`prune --older-than`: a number of days, 0 or more (fractions too)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of days") from None
+    if not 0 <= number < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more days (got {value})")
+    return number
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -215,6 +227,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--account", required=True, help="whose suppressions")
     p.add_argument("--lift", action="store_true", help="delete the ones listed (without it: only list them)")
     p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", "suppressions_review_command"))
+
+    prune = sub.add_parser("prune", help="remove the send rows of campaigns finished long ago; their counts, "
+                                         "bounces and suppressions stay")
+    prune.add_argument("--older-than", type=days, metavar="DAYS",
+                       help="campaigns sent or cancelled more than DAYS days ago (default: EINMAL_RETENTION_DAYS)")
+    prune.add_argument("--campaign", type=int, metavar="ID", help="only this campaign (finished: any age)")
+    prune.add_argument("--dry-run", action="store_true", help="list what would be pruned, remove nothing")
+    prune.set_defaults(func=commands.lazy("service.cli.prune", "prune_command"))
 
     reconcile = sub.add_parser("reconcile", help="list or decide a campaign's in-doubt rows")
     reconcile.add_argument("id", type=int, help="the campaign's id")

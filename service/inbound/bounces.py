@@ -80,7 +80,7 @@ async def apply(conn: asyncpg.Connection, settings: Settings, report: Report, ro
     """Apply the report to its send row once: applied, repeated, or ``dropped: why`` (nothing
     written) when the row's message never went out (WENT_OUT). `payload` is what identifies the
     event's content (default: its kind, status and row)."""
-    status = await conn.fetchval(db.query("bounce_send_status"), row["id"])
+    status = await conn.fetchval(db.query("bounce_send_status"), row["id"], row["campaign_id"])
     if status not in WENT_OUT:
         return f"dropped: its message was not sent (the send row is {status or 'gone'})"
     limit, window = settings.soft_bounce_limit, settings.soft_bounce_days * 86400
@@ -92,9 +92,11 @@ async def apply(conn: asyncpg.Connection, settings: Settings, report: Report, ro
 
     async def keep(conn: asyncpg.Connection) -> bool:
         await conn.execute(db.query("bounce_insert"), report.event_id, row["account_id"], row["id"],
-                           report.kind, report.status, report.recorded_reason(), effect == reasons.COUNT)
+                           report.kind, report.status, report.recorded_reason(), effect == reasons.COUNT,
+                           row["campaign_id"])
         if complained or bounced:  # toward the campaign's self-pause (service/health.py)
-            campaign.extend(await conn.fetch(db.query("bounce_count"), row["id"], int(bounced), int(complained)))
+            campaign.extend(await conn.fetch(db.query("bounce_count"), row["id"], int(bounced), int(complained),
+                                             row["campaign_id"]))
         if effect != reasons.COUNT:
             return effect == reasons.SUPPRESS
         await conn.execute(db.query("bounce_lock_mailbox"), row["account_id"], row["email_lower"])

@@ -3,7 +3,7 @@
 -- row never sent (queued, claimed, failed, suppressed) cannot have bounced.
 -- One probe of sends_one_per_address (campaign_id, email_lower) per campaign of the account: no index of
 -- its own on einmal.sends, whose every status change would have to update it.
-SELECT s.id, s.account_id, s.email, s.email_lower
+SELECT s.id, s.campaign_id, s.account_id, s.email, s.email_lower
 FROM einmal.campaigns AS c
 JOIN einmal.sends AS s ON s.campaign_id = c.id AND s.email_lower = $1
 WHERE c.account_id = $2 AND s.status IN ('sent', 'sending', 'in_doubt')

@@ -1,4 +1,5 @@
--- CAS sending -> sent once recipients are built and nothing is left to send
+-- CAS sending -> sent once recipients are built and nothing is left to send; what its rows came to is kept
+-- (einmal.campaign_counts), so that a later prune drops them without reading them (docs/design.md §15)
 WITH finished AS (
     UPDATE einmal.campaigns c SET status = 'sent', sent_at = now(), updated_at = now()
     WHERE c.id = $1 AND c.status = 'sending' AND c.recipients_built_at IS NOT NULL
@@ -7,5 +8,11 @@ WITH finished AS (
       AND NOT EXISTS (SELECT 1 FROM einmal.sends s
                       WHERE s.campaign_id = c.id AND s.status IN ('claimed', 'sending'))
     RETURNING c.id
+), counted AS (
+    INSERT INTO einmal.campaign_counts (campaign_id, status, n)
+    SELECT s.campaign_id, s.status, count(*) FROM einmal.sends s
+    WHERE s.campaign_id = $1 AND EXISTS (SELECT 1 FROM finished)
+    GROUP BY s.campaign_id, s.status
+    ON CONFLICT (campaign_id, status) DO UPDATE SET n = EXCLUDED.n
 )
 SELECT id, pg_notify('einmal_campaign', id::text) FROM finished

@@ -1,6 +1,9 @@
--- Campaigns, newest first, all or those in status $1; with their account and send-row total.
+-- Campaigns, newest first, all or those in status $1; with their account and send-row total
+-- (a pruned campaign's: what its rows came to, einmal.campaign_counts).
 SELECT c.id, a.name AS account, c.name, c.status, c.scheduled_for, c.pause_reason,
-       (SELECT count(*) FROM einmal.sends s WHERE s.campaign_id = c.id) AS recipients
+       CASE WHEN c.pruned_at IS NULL THEN (SELECT count(*) FROM einmal.sends s WHERE s.campaign_id = c.id)
+            ELSE (SELECT coalesce(sum(k.n), 0) FROM einmal.campaign_counts k WHERE k.campaign_id = c.id)
+       END AS recipients
 FROM einmal.campaigns AS c JOIN einmal.accounts AS a ON a.id = c.account_id
 WHERE $1::text IS NULL OR c.status = $1::text
 ORDER BY c.id DESC

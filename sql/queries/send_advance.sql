@@ -18,9 +18,14 @@
 -- declared it in doubt while this one stalled) or `claimed` (an asynchronous failover lost its move to
 -- `sending`): an answer is an answer. One that finds no such row, and not already recorded either, is
 -- kept in einmal.lost_outcomes and returned (`lost`) for the log: never dropped without a word (§4).
+-- Each row is named with its campaign ($12 for the outcomes, $13 for the rows to start), so that each lookup
+-- reads that campaign's partition alone, however many campaigns einmal.sends holds (docs/design.md §15).
 WITH r AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[], $6::bool[], $9::bool[])
-        AS r(id, status, reply, attempts, retry_after, bounce, throttled)
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[], $6::bool[], $9::bool[],
+                         $12::bigint[])
+        AS r(id, status, reply, attempts, retry_after, bounce, throttled, campaign_id)
+), st AS (
+    SELECT * FROM unnest($8::bigint[], $13::bigint[]) AS st(id, campaign_id)
 ), moved AS (
     UPDATE einmal.sends s SET
         status = r.status,
@@ -33,7 +38,8 @@ WITH r AS (
         sent_at = CASE WHEN r.status = 'sent' THEN now() END,
         updated_at = now()
     FROM r
-    WHERE s.id = r.id AND s.claimed_by = $7 AND s.status IN ('claimed', 'sending', 'in_doubt')
+    WHERE s.id = r.id AND s.campaign_id = r.campaign_id AND s.claimed_by = $7
+      AND s.status IN ('claimed', 'sending', 'in_doubt')
     RETURNING s.id, s.account_id, s.email_lower, r.bounce, r.throttled, r.reply,
               split_part(s.email_lower, '@', 2) AS domain, r.status = 'sent' OR r.attempts > 0 AS answered,
               s.campaign_id, r.status = 'sent' AS delivered, r.throttled AND r.attempts > 0 AS refused
@@ -45,7 +51,8 @@ WITH r AS (
     FROM r u
     -- a lookup for each outcome that matched nothing, and none while all did (LIMIT keeps it a nested loop,
     -- whatever the statistics the generic plan was made with)
-    LEFT JOIN LATERAL (SELECT * FROM einmal.sends s WHERE s.id = u.id LIMIT 1) s ON true
+    LEFT JOIN LATERAL (SELECT * FROM einmal.sends s WHERE s.id = u.id AND s.campaign_id = u.campaign_id LIMIT 1) s
+        ON true
     WHERE NOT EXISTS (SELECT 1 FROM moved m WHERE m.id = u.id)
       -- written again after its statement committed unanswered: already there
       AND (s.id IS NULL OR NOT (s.claimed_by = $7 AND s.status = u.status))
@@ -80,7 +87,8 @@ WITH r AS (
     ON CONFLICT DO NOTHING
 ), started AS (
     UPDATE einmal.sends s SET status = 'sending', updated_at = now()
-    WHERE s.id = ANY ($8::bigint[]) AND s.status = 'claimed' AND s.claimed_by = $7
+    FROM st
+    WHERE s.id = st.id AND s.campaign_id = st.campaign_id AND s.status = 'claimed' AND s.claimed_by = $7
       AND NOT EXISTS (SELECT 1 FROM einmal.suppressions x
                       WHERE x.account_id = s.account_id AND x.email_lower = s.email_lower)
       AND EXISTS (SELECT 1 FROM einmal.campaigns c WHERE c.id = s.campaign_id AND c.status = 'sending')
@@ -94,8 +102,9 @@ WITH r AS (
             ELSE 'queued' END,
         last_reply = CASE WHEN c.status = 'cancelled' THEN 'campaign cancelled' ELSE s.last_reply END,
         claimed_by = NULL, updated_at = now()
-    FROM einmal.campaigns c
-    WHERE c.id = s.campaign_id AND s.id = ANY ($8::bigint[]) AND s.status = 'claimed' AND s.claimed_by = $7
+    FROM einmal.campaigns c, st
+    WHERE c.id = s.campaign_id AND s.id = st.id AND s.campaign_id = st.campaign_id
+      AND s.status = 'claimed' AND s.claimed_by = $7
       AND s.id NOT IN (SELECT id FROM started)
 )
 SELECT id, (SELECT count(*) FROM moved) AS recorded, (SELECT array_agg(lost) FROM lost) AS lost FROM started

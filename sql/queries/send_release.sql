@@ -1,10 +1,12 @@
 -- give rows this node claimed but will not send back to the queue, and to the quotas that counted them
 WITH released AS (
-    SELECT id, updated_at FROM einmal.sends
-    WHERE id = ANY ($1::bigint[]) AND status = 'claimed' AND claimed_by = $2
-    FOR UPDATE
+    SELECT s.id, s.campaign_id, s.updated_at
+    FROM unnest($1::bigint[], $3::bigint[]) AS g(id, campaign_id)  -- each row with its campaign: one partition
+    JOIN einmal.sends s ON s.id = g.id AND s.campaign_id = g.campaign_id
+    WHERE s.status = 'claimed' AND s.claimed_by = $2
+    FOR UPDATE OF s
 ), queued AS (
     UPDATE einmal.sends s SET status = 'queued', claimed_by = NULL, updated_at = now()
-    FROM released r WHERE s.id = r.id
+    FROM released r WHERE s.id = r.id AND s.campaign_id = r.campaign_id
 )
 SELECT einmal.quota_refund(array_agg(updated_at)) FROM released

@@ -48,15 +48,15 @@ async def test_only_the_token_that_claimed_a_row_can_release_it(conn: asyncpg.Co
     theirs = [r["id"] for r in await conn.fetch(CLAIM, campaign, "node-b/1", 4, *NO_LIMITS)]
     assert len(mine) == len(theirs) == 4
     # node b gives back what it holds, and names node a's rows too (a stale list, a bug): only its own go
-    await conn.execute(db.query("send_release"), mine + theirs, "node-b/1")
+    await conn.execute(db.query("send_release"), mine + theirs, "node-b/1", [campaign] * 8)
     rows = await conn.fetch("SELECT id, status, claimed_by FROM einmal.sends WHERE campaign_id = $1", campaign)
     assert {r["id"]: (r["status"], r["claimed_by"]) for r in rows} == {
         **{i: ("claimed", "node-a/1") for i in mine}, **{i: ("queued", None) for i in theirs}}
     # nor does a retired incarnation of node a release what its new one holds
-    await conn.execute(db.query("send_release"), mine, "node-a/0")
+    await conn.execute(db.query("send_release"), mine, "node-a/0", [campaign] * 4)
     assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE claimed_by = 'node-a/1' "
                                "AND status = 'claimed'") == 4
-    await conn.execute(db.query("send_release"), mine, "node-a/1")
+    await conn.execute(db.query("send_release"), mine, "node-a/1", [campaign] * 4)
     assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE status = 'queued'") == 8
 
 

@@ -57,7 +57,7 @@ async def test_an_answer_that_finds_no_row_of_its_token_is_logged_counted_and_ke
                 Outcome(theirs[0], "sent", "250 ok"),  # another node holds the row
                 Outcome(queued, "sent", "250 ok"),  # the claim itself was lost: the queue has it back
                 Outcome(gone, "failed", "550 5.1.1 no such user <x@example.com>", attempts=1)]
-    rows = await record(conn, ctx, outcomes, TOKEN, [mine[1]])
+    rows = await record(conn, ctx, outcomes, TOKEN, [(mine[1], campaign)])
     assert rows[0]["recorded"] == 1
     assert [r["id"] for r in rows] == [mine[1]], "the next row still starts"
     states = dict(await conn.fetch("SELECT id, status FROM einmal.sends WHERE campaign_id = $1", campaign))

@@ -1,0 +1,51 @@
+"""Pruner: with EINMAL_RETENTION_DAYS set, prunes the campaigns finished longer ago (service/retention.py).
+
+At start, then every EVERY seconds, on a connection of its own: the scheduler's tick never waits for a
+prune. One node at a time prunes (a session advisory lock, tried, not waited for; behind a transaction
+pooler none is taken, as each step of a prune is safe with two nodes at once). A campaign whose prune fails
+(a DETACH that found the table's lock taken for longer than its lock timeout) is logged and left for the
+next pass; the pruner does not stop for it.
+"""
+
+import logging
+
+import anyio
+import asyncpg
+from anyio.abc import TaskStatus
+
+from service import db, retention
+from service.context import NodeContext
+
+log = logging.getLogger("einmal.pruner")
+
+EVERY = 3600.0  # seconds between passes
+
+
+async def prune_once(ctx: NodeContext) -> int:
+    """One pass: the campaigns it pruned (0 while another node holds the turn)."""
+    days = ctx.settings.retention_days
+    locking = ctx.settings.database_pooler != "transaction"
+    pruned = 0
+    async with db.actor_connection(ctx.pool, "pruner", ctx.token, ctx.settings.db_timeout_seconds) as conn:
+        if locking and not await conn.fetchval(db.query("prune_turn_take")):
+            return 0
+        for candidate in await retention.candidates(conn, days * 86400):
+            try:
+                done = await retention.prune(conn, candidate)
+            except asyncpg.PostgresError as exc:
+                log.warning("campaign %d: prune failed, tried again in %gs: %s", candidate.id, EVERY, exc)
+                continue
+            if done.how.startswith("skipped"):
+                log.info("campaign %d (%s): not pruned, %s", done.id, done.status, done.how)
+                continue
+            pruned += 1
+            log.info("campaign %d (%s): pruned, %s; %d rows counted", done.id, done.status, done.how, done.rows)
+        # the connection is dropped with its session, and the turn with it (db.actor_connection)
+    return pruned
+
+
+async def run(ctx: NodeContext, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    task_status.started()
+    while True:
+        await prune_once(ctx)
+        await anyio.sleep(EVERY)
