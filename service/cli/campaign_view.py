@@ -23,15 +23,21 @@ from service.subscribers.importer import shown
 
 TRIAL_SAMPLE = 200  # subscribers rendered at create and approve
 STATUSES = ("draft", "approved", "sending", "paused", "sent", "cancelled")
+NOT_YET = "-"  # the started column of a campaign that has not started
 
 
 async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         rows = await conn.fetch(db.query("campaign_list"), args.status)
+    if rows:
+        print("id\taccount\tname\tstatus\tstarted\trecipients")
     for r in rows:
         reason = f" ({r['pause_reason']})" if r["status"] == "paused" and r["pause_reason"] else ""
-        print(f"{r['id']}\t{r['account']}\t{r['name']}\t{r['status']}{reason}\t"
-              f"{r['scheduled_for'].isoformat(timespec='seconds')}\t{r['recipients']} recipients")
+        if r["status"] in ("draft", "approved") and r["scheduled_for"] is not None:  # given with --at
+            reason = f" (scheduled for {r['scheduled_for'].isoformat(timespec='seconds')})"
+        started = r["started_at"].isoformat(timespec="seconds") if r["started_at"] else NOT_YET
+        print(f"{r['id']}\t{r['account']}\t{r['name']}\t{r['status']}{reason}\t{started}\t"
+              f"{r['recipients']} recipients")
     if not rows:
         print("no campaigns" + (f" with status {args.status}" if args.status else ""), file=sys.stderr)
     return 0

@@ -16,7 +16,7 @@ import asyncpg
 from email_validator import EmailNotValidError
 
 from service import db
-from service.addresses import normalized_address
+from service.addresses import email_key, normalized_address
 from service.cli import campaign_status
 from service.errors import UsageError
 from service.mail import headers
@@ -188,10 +188,18 @@ async def transition_command(args: argparse.Namespace, settings: Settings) -> in
     async with db.connection(db.url(settings)) as conn:
         await transition(conn, args.verb, args.id)
         warning = await _trial_render(conn, settings, args.id) if args.verb == "approve" else None
+        schedule = _starts(await campaign_status.fetch(conn, args.id)) if args.verb == "approve" else None
     if warning:
         print(f"einmal: {warning}", file=sys.stderr)
-    print(f"campaign {args.id} {TRANSITIONS[args.verb][1]}")
+    print(f"campaign {args.id} {TRANSITIONS[args.verb][1]}" + (f"; {schedule}" if schedule else ""))
     return 0
+
+
+def _starts(snap: campaign_status.Snapshot) -> str | None:
+    """What `approve` adds: `scheduled for … (in 1 h 20 min)`, or `starts now` (at a running node's next tick)."""
+    if snap.scheduled_for is not None and snap.now is not None and snap.scheduled_for <= snap.now:
+        return "starts now"
+    return snap.schedule
 
 
 async def status_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -253,35 +261,65 @@ async def retry_command(args: argparse.Namespace, settings: Settings) -> int:
 
 # --- reconcile ----------------------------------------------------------------------------------
 
-async def list_in_doubt(conn: asyncpg.Connection, campaign_id: int) -> None:
+def chosen_rows(args: argparse.Namespace) -> tuple[list[int] | None, list[str] | None]:
+    """--id and --address as the (send row ids, mailbox keys) to decide; (None, None): every in-doubt row."""
+    ids, addresses = getattr(args, "ids", None) or [], getattr(args, "addresses", None) or []
+    if not ids and not addresses:
+        return None, None
+    return ids, [email_key(address) for address in addresses]
+
+
+async def list_in_doubt(conn: asyncpg.Connection, campaign_id: int, ids: list[int] | None = None,
+                        keys: list[str] | None = None) -> None:
     await current_status(conn, campaign_id)
-    rows = await conn.fetch(db.query("reconcile_list"), campaign_id)
+    rows = await conn.fetch(db.query("reconcile_list"), campaign_id, ids, keys)
+    if rows:
+        print("id\temail\tnode\tin doubt since\tlast reply")
     for r in rows:
         reply = (r["last_reply"] or "-").replace("\t", " ")
-        print(f"{r['email']}\t{r['job_id']}\tattempts={r['attempts']}\t{reply}\t{r['updated_at'].isoformat()}")
-    hint = "; decide with --resend or --mark-sent" if rows else ""
+        print(f"{r['id']}\t{r['email']}\t{r['claimed_by'] or '-'}\t{r['updated_at'].isoformat(timespec='seconds')}"
+              f"\t{reply}")
+    hint = "; decide with --resend or --mark-sent (all, or some with --id and --address)" if rows else ""
     print(f"{len(rows)} in-doubt row{'' if len(rows) == 1 else 's'} in campaign {campaign_id}{hint}")
 
 
-async def decide(conn: asyncpg.Connection, campaign_id: int, resend: bool) -> tuple[int, bool]:
-    """Move the in-doubt rows; returns (rows moved, whether the campaign was reopened)."""
+async def _check_chosen(conn: asyncpg.Connection, campaign_id: int, ids: list[int], keys: list[str],
+                        addresses: list[str]) -> None:
+    """UsageError naming the first --id or --address that is no in-doubt row of the campaign."""
+    found = await conn.fetch(db.query("reconcile_list"), campaign_id, ids, keys)
+    for i in ids:
+        if i not in {r["id"] for r in found}:
+            raise UsageError(f"campaign {campaign_id} has no in-doubt row with id {i}; nothing decided")
+    for key, address in zip(keys, addresses, strict=True):
+        if key not in {r["email_lower"] for r in found}:
+            raise UsageError(f"campaign {campaign_id} has no in-doubt row for {shown(address)}; nothing decided")
+
+
+async def decide(conn: asyncpg.Connection, campaign_id: int, resend: bool, ids: list[int] | None = None,
+                 keys: list[str] | None = None, addresses: list[str] = ()) -> tuple[int, bool]:
+    """Move the in-doubt rows (only those of ``ids`` and ``keys`` when either is given); returns (rows moved,
+    whether the campaign was reopened)."""
     async with conn.transaction():
         campaign = await conn.fetchrow(db.query("reconcile_lock_campaign"), campaign_id)
         if campaign is None:
             raise UsageError(f"no campaign with id {campaign_id}")
+        if ids is not None:
+            await _check_chosen(conn, campaign_id, ids, keys or [], list(addresses))
         if not resend:
-            return await conn.fetchval(db.query("reconcile_mark_sent"), campaign_id), False
+            return await conn.fetchval(db.query("reconcile_mark_sent"), campaign_id, ids, keys), False
         if campaign["status"] == "cancelled":
             raise UsageError(f"cannot resend in-doubt rows of campaign {campaign_id}: it is cancelled")
-        return await requeued(conn, campaign_id, await conn.fetchval(db.query("reconcile_resend"), campaign_id))
+        return await requeued(conn, campaign_id, await conn.fetchval(db.query("reconcile_resend"), campaign_id,
+                                                                     ids, keys))
 
 
 async def reconcile_command(args: argparse.Namespace, settings: Settings) -> int:
+    ids, keys = chosen_rows(args)
     async with db.connection(db.url(settings)) as conn:
         if not (args.resend or args.mark_sent):
-            await list_in_doubt(conn, args.id)
+            await list_in_doubt(conn, args.id, ids, keys)
             return 0
-        moved, reopened = await decide(conn, args.id, resend=args.resend)
+        moved, reopened = await decide(conn, args.id, args.resend, ids, keys, args.addresses or [])
     rows = f"{moved} in-doubt row{'' if moved == 1 else 's'}"
     print(f"{rows} of campaign {args.id} {'queued again' if args.resend else 'marked sent'}")
     if reopened:

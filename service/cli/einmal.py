@@ -147,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--language", help="the page's language, e.g. en or de (a campaign's own comes first)")
     p.add_argument("--contact", help="an address shown when a link does not work ('' clears it)")
     p.set_defaults(func=commands.lazy("service.cli.accounts", "set_command"))
+    accounts.add_parser("list", help="every account: name, when created, how many subscribers").set_defaults(
+        func=commands.lazy("service.cli.subscribers_cmd", "accounts_list_command"))
     key = accounts.add_parser("key", help="keys for /api/v1 (README: HTTP API)").add_subparsers(
         dest="verb", metavar="VERB", parser_class=_Parser, required=True)
 
@@ -241,6 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
     decide = reconcile.add_mutually_exclusive_group()
     decide.add_argument("--resend", action="store_true", help="queue them again (same Message-ID)")
     decide.add_argument("--mark-sent", action="store_true", help="record them as sent")
+    reconcile.add_argument("--id", dest="ids", type=int, action="append", metavar="N",
+                           help="only the in-doubt row with this id (as listed); repeatable")
+    reconcile.add_argument("--address", dest="addresses", action="append", metavar="EMAIL",
+                           help="only the in-doubt row of this address (any spelling of it); repeatable")
     reconcile.set_defaults(func=commands.reconcile)
 
     p = key.add_parser("create", help="a new key; printed once, alone on stdout")

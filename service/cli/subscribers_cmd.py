@@ -1,4 +1,5 @@
-"""`einmal subscribers list|show|export|delete` and `einmal suppressions list|remove|review`.
+"""`einmal subscribers list|show|export|delete`, `einmal suppressions list|remove|review` and `einmal accounts
+list` (each account's name, creation time and subscriber count).
 
 `export` writes CSV that `subscribers import` reads back: email, name, list (joined with
 `|`), suppressed (the reason of the mailbox's suppression, empty when it has none: an import
@@ -50,6 +51,19 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
         status = f"suppressed ({r['suppressed']})" if r["suppressed"] else r["status"]
         print(f"{r['email']}\t{r['name']}\t{status}\t{r['lists']}")
     print(f"{len(rows)} subscriber{'' if len(rows) == 1 else 's'}", file=sys.stderr)
+    return 0
+
+
+async def accounts_list_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        rows = await conn.fetch(db.query("accounts_list"))
+    if rows:
+        print("name\tcreated\tsubscribers")
+    for r in rows:
+        print(f"{r['name']}\t{r['created_at'].isoformat(timespec='seconds')}\t{r['subscribers']}")
+    if not rows:
+        print("no accounts: `einmal subscribers import --account A --create-account FILE.csv` creates one",
+              file=sys.stderr)
     return 0
 
 

@@ -370,13 +370,16 @@ async def command(args: argparse.Namespace, settings: Settings) -> int:
     file = await anyio.to_thread.run_sync(open_csv, args.file)
     with file:
         async with db.connection(db.url(settings)) as conn, conn.transaction():
-            if getattr(args, "create_account", False):
-                account_id = await conn.fetchval(db.query("account_ensure"), account)
+            created = False
+            if getattr(args, "create_account", False):  # a typo would make an account silently: say so
+                account_id, created = await conn.fetchrow(db.query("account_ensure"), account)
             else:
                 account_id = await conn.fetchval(db.query("account_find"), account)
                 if account_id is None:
                     raise UsageError(f"no account named {shown(account)}; --create-account creates it")
             counts = await import_file(conn, account_id, file, args.file)
+    if created:
+        print(f"einmal: created account {shown(account)}", file=sys.stderr)
     notes = [f"attributes changed for {counts.changed}"] * bool(counts.changed) + [
         f"{counts.respelled} under another spelling"] * bool(counts.respelled)
     changed = f" ({'; '.join(notes)})" if notes else ""

@@ -202,7 +202,7 @@ async def test_create_refuses_a_template_of_1_mb_in_one_line(
 
 # --- transitions --------------------------------------------------------------------------------
 
-DONE_WORD = {"approve": "approved", "pause": "paused", "resume": "resumed", "cancel": "cancelled"}
+DONE_WORD = {"approve": "approved; starts now", "pause": "paused", "resume": "resumed", "cancel": "cancelled"}
 
 
 async def test_every_allowed_transition_moves_the_campaign_and_notifies(
@@ -300,7 +300,7 @@ async def test_two_racing_approve_processes_one_exits_0_and_one_exits_1(
         for _ in range(2):
             tg.start_soon(approve)
     winner, loser = sorted(results, key=lambda r: r.returncode)
-    assert (winner.returncode, winner.stdout) == (0, f"campaign {campaign} approved\n"), winner.stderr
+    assert (winner.returncode, winner.stdout) == (0, f"campaign {campaign} approved; starts now\n"), winner.stderr
     assert one_line_error(loser) == f"einmal: cannot approve campaign {campaign}: it is approved"
 
 
@@ -310,10 +310,12 @@ async def test_status_json_has_every_state_including_zeros(conn: asyncpg.Connect
     campaign = await seed_campaign(conn, "sending", sends=("sent", "sent", "queued", "in_doubt"))
     result = einmal("campaign", "status", str(campaign), "--json", dsn=dsn)
     assert result.returncode == 0, result.stderr
+    scheduled = await conn.fetchval("SELECT scheduled_for FROM einmal.campaigns WHERE id = $1", campaign)
     assert result.stdout == json.dumps({
         "id": campaign, "status": "sending", "total": 4,
         "counts": {"queued": 1, "claimed": 0, "sending": 0, "sent": 2, "suppressed": 0, "failed": 0,
-                   "in_doubt": 1},
+                   "cancelled": 0, "in_doubt": 1},
+        "scheduled_for": scheduled.isoformat(), "started_at": None,
         "pause_reason": None, "bounced": 0, "soft_bounced": 0, "unclassified": 0, "complained": 0, "reasons": {},
         "paused_domains": [], "failures": [],
     }) + "\n"
@@ -323,8 +325,10 @@ async def test_status_json_of_a_campaign_without_send_rows_is_all_zeros(
         conn: asyncpg.Connection, dsn: str) -> None:
     campaign = await seed_campaign(conn, "draft")
     result = einmal("campaign", "status", str(campaign), "--json", dsn=dsn)
+    scheduled = await conn.fetchval("SELECT scheduled_for FROM einmal.campaigns WHERE id = $1", campaign)
     assert json.loads(result.stdout) == {"id": campaign, "status": "draft", "total": 0,
                                          "counts": dict.fromkeys(campaign_status.STATES, 0),
+                                         "scheduled_for": scheduled.isoformat(), "started_at": None,
                                          "pause_reason": None, "bounced": 0, "soft_bounced": 0,
                                          "unclassified": 0, "complained": 0, "reasons": {}, "paused_domains": [],
                                          "failures": []}
@@ -373,9 +377,9 @@ async def test_status_table_shows_status_name_each_state_and_total(
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"campaign {campaign} 'spring': paused"
-    assert [line.split() for line in lines[1:9]] == [
+    assert [line.split() for line in lines[1:10]] == [
         ["queued", "0"], ["claimed", "1"], ["sending", "0"], ["sent", "1"], ["suppressed", "1"],
-        ["failed", "1"], ["in_doubt", "0"], ["total", "4"]]
+        ["failed", "1"], ["cancelled", "0"], ["in_doubt", "0"], ["total", "4"]]
 
 
 def test_progress_line_counts_every_finished_state_as_done() -> None:

@@ -83,10 +83,11 @@ async def test_campaign_list_shows_every_campaign_newest_first_or_those_of_one_s
     sending = await seed_campaign(conn, "sending", sends=("queued", "sent"))
     everything = einmal("campaign", "list", dsn=dsn)
     assert everything.returncode == 0, everything.stderr
-    assert [line.split("\t")[0] for line in everything.stdout.splitlines()] == [str(sending), str(draft)]
+    assert [line.split("\t")[0] for line in everything.stdout.splitlines()] == ["id", str(sending), str(draft)]
     only = einmal("campaign", "list", "--status", "sending", dsn=dsn).stdout.splitlines()
-    assert len(only) == 1 and only[0].startswith(f"{sending}\tacme\tspring\tsending\t")
-    assert only[0].endswith("\t2 recipients")
+    assert only[0] == "id\taccount\tname\tstatus\tstarted\trecipients"
+    assert len(only) == 2 and only[1].startswith(f"{sending}\tacme\tspring\tsending\t")
+    assert only[1].endswith("\t2 recipients")
     bad = einmal("campaign", "list", "--status", "sendingg", dsn=dsn)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr and "Traceback" not in bad.stderr
 

@@ -64,7 +64,8 @@ async def test_export_is_read_back_by_import_into_the_same_subscribers(
 async def test_an_export_carries_the_suppressions_into_the_account_it_is_imported_into(
         dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
     imported(dsn, tmp_path)
-    assert einmal("suppress", "--account", "acme", "BOB@example.org", "--reason", "unsubscribe", dsn=dsn).returncode == 0
+    suppressed = einmal("suppress", "--account", "acme", "BOB@example.org", "--reason", "unsubscribe", dsn=dsn)
+    assert suppressed.returncode == 0, suppressed.stderr
     exported = einmal("subscribers", "export", "--account", "acme", dsn=dsn)
     rows = {r["email"]: r["suppressed"] for r in csv.DictReader(io.StringIO(exported.stdout))}
     assert rows == {"ann@example.org": "", "bob@example.org": "unsubscribe"}
@@ -204,3 +205,22 @@ async def test_an_erased_subscriber_is_gone_from_every_view_and_its_old_links_na
     assert (page.status_code, pressed.status_code) == (404, 404) and "erased" not in page.text
     suppressions = await conn.fetch("SELECT email_lower, reason FROM einmal.suppressions")
     assert [tuple(r) for r in suppressions] == [("ann@example.org", "erased")]
+
+
+async def test_accounts_list_names_each_account_with_its_creation_and_subscriber_count(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    assert einmal("accounts", "list", dsn=dsn).stderr.startswith("no accounts")
+    path = tmp_path / "two.csv"
+    path.write_text(CSV)
+    first = einmal("subscribers", "import", "--account", "acmee", "--create-account", str(path), dsn=dsn)
+    assert first.stderr == "einmal: created account 'acmee'\n"  # a typo makes an account: never silently
+    again = einmal("subscribers", "import", "--account", "acmee", "--create-account", str(path), dsn=dsn)
+    assert again.returncode == 0 and again.stderr == ""  # it existed: nothing created, nothing said
+    imported(dsn, tmp_path, "email\nc@example.org\n", account="acme")
+    created = dict(await conn.fetch("SELECT name, created_at FROM einmal.accounts"))
+    listing = einmal("accounts", "list", dsn=dsn)
+    assert listing.returncode == 0, listing.stderr
+    assert listing.stdout.splitlines() == [
+        "name\tcreated\tsubscribers",
+        f"acme\t{created['acme'].isoformat(timespec='seconds')}\t1",
+        f"acmee\t{created['acmee'].isoformat(timespec='seconds')}\t2"]
