@@ -18,7 +18,7 @@ from email_validator import EmailNotValidError
 from service import db
 from service.addresses import email_key, normalized_address
 from service.cli import campaign_status
-from service.errors import UsageError
+from service.errors import ArgumentError, UsageError
 from service.mail import headers
 from service.settings import Settings
 from service.subscribers.importer import MAX_LIST, check_account, shown, unsafe_text
@@ -73,32 +73,58 @@ def from_address(value: str, option: str = "--from") -> str:
     return result
 
 
+# `2027-01-01 09:00` (a date, spaces, a time with perhaps an offset), then perhaps a zone
+_DATE_AND_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}) +(\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)"
+                            r"(?: +|$)")
+
+
+def _split_at(value: str) -> tuple[str, str]:
+    """--at as (ISO-8601 text, zone or ""): `2027-01-01 09:00 Europe/Berlin` gives ("2027-01-01T09:00",
+    "Europe/Berlin")."""
+    text = value.strip()
+    if apart := _DATE_AND_TIME.match(text):  # the date, a space, the time
+        text = f"{apart[1]}T{apart[2]} {text[apart.end():]}".strip()
+    iso, _, zone = text.partition(" ")
+    return iso, zone.strip()
+
+
+def at_without_zone(value: str | None, at: datetime | None) -> str | None:
+    """The note `campaign create` prints when --at named neither an offset nor a zone: which zone it took."""
+    if at is None or value is None:
+        return None
+    iso, zone = _split_at(value)
+    if zone or datetime.fromisoformat(iso).tzinfo is not None:
+        return None
+    return f"note: --at {shown(value)} names no offset or time zone: taken as UTC, {at.isoformat()}"
+
+
 def scheduled_for(value: str | None, now: datetime | None = None) -> datetime | None:
     """--at as an aware datetime (None: when approved). An ISO-8601 time, with an offset, an IANA
-    zone after a space (`2026-12-01T09:00 Europe/Berlin`) or neither (UTC); `now`; never the past."""
+    zone after a space (`2026-12-01T09:00 Europe/Berlin`) or neither (UTC); the date and the time may
+    be apart (`2027-01-01 09:00`); `now`; never the past. ArgumentError (exit 2) for anything else."""
     if value is None or value.strip().lower() == "now":
         return None
-    text, _, zone = value.strip().partition(" ")
+    text, zone = _split_at(value)
     try:
         at = datetime.fromisoformat(text)
     except ValueError:
-        raise UsageError(f"--at {shown(value)} is not an ISO-8601 time, e.g. 2030-01-31T09:00:00+01:00 "
-                         "or 2030-01-31T09:00 Europe/Berlin") from None
-    if zone.strip():
+        raise ArgumentError(f"--at {shown(value)} is not an ISO-8601 time, e.g. 2030-01-31T09:00:00+01:00 "
+                            "or 2030-01-31T09:00 Europe/Berlin") from None
+    if zone:
         if at.tzinfo is not None:
-            raise UsageError(f"--at {shown(value)}: give an offset or a time zone, not both")
+            raise ArgumentError(f"--at {shown(value)}: give an offset or a time zone, not both")
         try:
-            at = at.replace(tzinfo=ZoneInfo(zone.strip()))
+            at = at.replace(tzinfo=ZoneInfo(zone))
         except (ZoneInfoNotFoundError, ValueError):
-            raise UsageError(f"--at {shown(value)}: unknown time zone {shown(zone.strip())}, "
-                             "e.g. Europe/Berlin") from None
+            raise ArgumentError(f"--at {shown(value)}: unknown time zone {shown(zone)}, "
+                                "e.g. Europe/Berlin") from None
     try:
         at = (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC)
     except OverflowError:  # before year 1 or after 9999 in UTC
-        raise UsageError(f"--at {shown(value)} is out of range") from None
+        raise ArgumentError(f"--at {shown(value)} is out of range") from None
     if at < (now or datetime.now(UTC)):
-        raise UsageError(f"--at {shown(value)} is in the past ({at.isoformat(timespec='seconds')}); "
-                         "--at now sends when approved")
+        raise ArgumentError(f"--at {shown(value)} is in the past ({at.isoformat(timespec='seconds')}); "
+                            "--at now sends when approved")
     return at
 
 
@@ -106,11 +132,11 @@ def read_body(path: str, option: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UsageError(f"{option} {path}: no such file") from None
+        raise ArgumentError(f"{option} {path}: no such file") from None
     except UnicodeDecodeError:
         raise UsageError(f"{option} {path}: not UTF-8 text") from None
     except OSError as exc:
-        raise UsageError(f"{option} {path}: {exc.strerror}") from None
+        raise ArgumentError(f"{option} {path}: {exc.strerror}") from None
 
 
 def check_templates(subject: str, text: str, html: str | None) -> None:
@@ -147,6 +173,8 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
     subject = one_line(args.subject, "--subject", MAX_SUBJECT)
     sender = from_address(args.from_address)
     at = scheduled_for(args.at)
+    if note := at_without_zone(args.at, at):
+        print(f"einmal: {note}", file=sys.stderr)
     if args.text is not None:
         text = body_text(args.text, "--text")
     else:

@@ -34,8 +34,9 @@ Exit code: 0 when the file was imported, even when some rows were rejected —
 the good rows are in, the summary line on stdout counts the rejected ones
 (`imported N, already present M, rejected K`; `already present M (attributes
 changed for C)` when the file changed some), and re-running after a fix
-adds only what is missing. 1, with one line and nothing written, when the
-file cannot be used at all: missing or unreadable, empty, no email column,
+adds only what is missing. 2, with one line, when the file is missing or
+cannot be opened (a bad argument). 1, with one line and nothing written, when the
+file cannot be used at all: empty, no email column,
 a header that is not UTF-8 (UTF-16, say), or a record the CSV reader cannot
 delimit — longer than MAX_RECORD characters (a binary file, a line without
 end), with a field longer than the csv module's field_size_limit, or with
@@ -73,7 +74,7 @@ import asyncpg
 
 from service import db
 from service.addresses import address_problem, email_key
-from service.errors import UsageError, leaves
+from service.errors import ArgumentError, UsageError, leaves
 from service.settings import Settings
 
 DEFAULT_LIST = "default"
@@ -361,8 +362,8 @@ def open_csv(path: str) -> IO[str]:
     try:
         # surrogateescape: bytes that are not UTF-8 become lone surrogates, rejected row by row
         return open(path, encoding="utf-8-sig", errors="surrogateescape", newline="")
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except OSError as exc:  # a file that is not there (or a folder): a bad argument, exit 2
+        raise ArgumentError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 async def command(args: argparse.Namespace, settings: Settings) -> int:

@@ -130,6 +130,25 @@ async def test_create_at_a_future_time_stores_scheduled_for(conn: asyncpg.Connec
     assert at[int(zoned.stdout)] == datetime(2031, 5, 1, 7, 30, tzinfo=UTC)
     assert at[int(naive.stdout)] == datetime(2031, 5, 1, 9, 30, tzinfo=UTC)  # no timezone: UTC
     assert at[int(now.stdout)] < datetime.now(UTC)
+    assert zoned.stderr == "" and naive.stderr == (
+        "einmal: note: --at '2031-05-01T09:30:00' names no offset or time zone: taken as UTC, "
+        "2031-05-01T09:30:00+00:00\n")
+
+
+async def test_create_at_a_date_and_a_time_apart_is_understood(conn: asyncpg.Connection, dsn: str) -> None:
+    await seed_account(conn)
+    common = ("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S",
+              "--from", "a@example.org", "--text", "Hi", "--at")
+    spaced = einmal(*common, "2031-01-01 09:00", dsn=dsn)
+    zoned = einmal(*common, "2031-01-01 09:00 Europe/Berlin", dsn=dsn)
+    assert [spaced.returncode, zoned.returncode] == [0, 0], (spaced.stderr, zoned.stderr)
+    assert spaced.stderr == ("einmal: note: --at '2031-01-01 09:00' names no offset or time zone: taken as UTC, "
+                             "2031-01-01T09:00:00+00:00\n")
+    at = dict(await conn.fetch("SELECT id, scheduled_for FROM einmal.campaigns"))
+    assert at[int(spaced.stdout)] == datetime(2031, 1, 1, 9, 0, tzinfo=UTC)
+    assert at[int(zoned.stdout)] == datetime(2031, 1, 1, 8, 0, tzinfo=UTC)
+    past = einmal(*common, "2001-01-01 09:00", dsn=dsn)
+    assert past.returncode == 2 and past.stderr.startswith("einmal: --at '2001-01-01 09:00' is in the past")
 
 
 BAD_CREATE = {
@@ -159,6 +178,9 @@ BAD_CREATE = {
 }
 
 
+BAD_ARGUMENTS = {"missing text file", "missing html file", "unparseable at"}
+
+
 @pytest.mark.parametrize("case", BAD_CREATE, ids=list(BAD_CREATE))
 async def test_create_refuses_bad_input_in_one_line_and_inserts_nothing(
         conn: asyncpg.Connection, dsn: str, case: str) -> None:
@@ -175,7 +197,10 @@ async def test_create_refuses_bad_input_in_one_line_and_inserts_nothing(
     lists = [x for option, value in zip(changes[::2], changes[1::2], strict=True) if option == "--list"
              for x in (option, value)]
     result = einmal("campaign", "create", *[x for pair in options.items() for x in pair], *lists, dsn=dsn)
-    assert one_line_error(result).startswith(expected)
+    # judged without the database: a bad argument, exit 2 as README says; the rest exit 1
+    assert result.returncode == (2 if case in BAD_ARGUMENTS else 1), result.stderr
+    assert one_line_error(subprocess.CompletedProcess(result.args, 1, result.stdout, result.stderr)).startswith(
+        expected)
     assert result.stdout == ""
     assert await campaign_count(conn) == 0
 

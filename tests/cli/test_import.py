@@ -35,8 +35,8 @@ async def members(conn: asyncpg.Connection) -> set[tuple[str, str, str]]:
     return {(r["account"], r["email"], r["list"]) for r in rows}
 
 
-def assert_one_line_error(result, starts: str) -> None:
-    assert result.returncode == 1
+def assert_one_line_error(result, starts: str, code: int = 1) -> None:
+    assert result.returncode == code
     assert "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(starts), result.stderr
     assert result.stdout == ""
@@ -179,10 +179,10 @@ async def test_unusable_header_is_refused_in_one_line_and_writes_nothing(
 
 
 async def test_missing_or_unreadable_file_is_one_line(dsn: str, tmp_path: Path) -> None:
-    missing = run_import(dsn, str(tmp_path / "nope.csv"))
-    assert_one_line_error(missing, f"einmal: cannot read {tmp_path / 'nope.csv'}: No such file")
+    missing = run_import(dsn, str(tmp_path / "nope.csv"))  # a bad argument: exit 2, as README says
+    assert_one_line_error(missing, f"einmal: cannot read {tmp_path / 'nope.csv'}: No such file", code=2)
     directory = run_import(dsn, str(tmp_path))
-    assert_one_line_error(directory, f"einmal: cannot read {tmp_path}: Is a directory")
+    assert_one_line_error(directory, f"einmal: cannot read {tmp_path}: Is a directory", code=2)
 
 
 async def test_database_error_mid_import_leaves_nothing_written(
