@@ -12,7 +12,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
-from service.errors import ConfigError
+from service.settings import traces_exporter
 
 _provider: TracerProvider | None = None
 
@@ -21,19 +21,17 @@ def setup(exporter: SpanExporter | None = None) -> None:
     """Install a tracer provider; `exporter` (tests) overrides the environment."""
     global _provider
     if exporter is None:
-        kind = os.environ.get("OTEL_TRACES_EXPORTER", "none").strip().lower()
-        if kind in ("", "none"):
+        kind = traces_exporter(os.environ)
+        if kind == "none":
             return
         if kind == "console":
             from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
             exporter = ConsoleSpanExporter()
-        elif kind == "otlp":
+        else:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
             exporter = OTLPSpanExporter()
-        else:
-            raise ConfigError(f"OTEL_TRACES_EXPORTER: expected none, console or otlp (got {kind!r})")
         processor = BatchSpanProcessor(exporter)
     else:
         processor = SimpleSpanProcessor(exporter)

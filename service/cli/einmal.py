@@ -271,6 +271,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "--help"])
     try:
         settings = settings_module.load()
+        settings_module.traces_exporter(os.environ)  # every command alike, not only those that trace
         for warning in settings_module.unknown_variables(os.environ):
             print(f"einmal: warning: {warning}", file=sys.stderr)
         code = run(args.func, args, settings)

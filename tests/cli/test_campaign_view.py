@@ -22,7 +22,8 @@ from tests.support.pipeline import node_env, start_node, stop_node, wait_status
 
 pytestmark = pytest.mark.anyio
 
-UNSUBSCRIBE = {"EINMAL_UNSUBSCRIBE_URL": "https://news.example.org/u", "EINMAL_UNSUBSCRIBE_SECRET": "s3cret"}
+UNSUBSCRIBE = {"EINMAL_UNSUBSCRIBE_URL": "https://news.example.org/u",
+               "EINMAL_UNSUBSCRIBE_SECRET": "s3cret-of-at-least-32-characters-x"}  # a node needs 32 at least
 
 
 async def create(dsn: str, *extra: str) -> int:
