@@ -1,13 +1,16 @@
 """`einmal campaign list|preview|test`: what an operator looks at before and while a campaign goes out.
 
 `preview` renders the exact message one subscriber would get (the Date header is the time of
-the preview); `test` sends that message, addressed to another mailbox, through the configured
+the preview), its body decoded for reading (`--raw`: the bytes as they go on the wire, as `--out` writes them).
+`test` sends that message, addressed to another mailbox, through the configured
 relay, outside the campaign's send rows: it changes nothing in the database. A test message is marked
 (`[TEST] ` before its subject, `--subject-prefix` to change it), has a Message-ID of its own and an
 unsubscribe link that unsubscribes nobody: pressing it cannot suppress the subscriber it was rendered for.
 """
 
 import argparse
+import email
+import email.policy
 import sys
 from pathlib import Path
 
@@ -94,9 +97,26 @@ async def preview_command(args: argparse.Namespace, settings: Settings) -> int:
         except OSError as exc:
             raise UsageError(f"--out {args.out}: {exc.strerror or exc}") from None
         print(f"wrote {len(message)} bytes to {Path(args.out)}")
-    else:
+    elif args.raw:
         sys.stdout.write(message.decode("utf-8").replace("\r\n", "\n"))
+    else:
+        sys.stdout.write(readable(message))
     return 0
+
+
+def readable(message: bytes) -> str:
+    """The message for a person: its header as it goes on the wire, then each text part decoded (not
+    quoted-printable or base64), under a `--- text/html ---` line when there are several."""
+    head = message.split(b"\r\n\r\n", 1)[0].decode("utf-8").replace("\r\n", "\n")
+    parsed = email.message_from_bytes(message, policy=email.policy.default)
+    parts = [part for part in parsed.walk() if not part.is_multipart()]
+    body = []
+    for part in parts:
+        if len(parts) > 1:
+            body.append(f"--- {part.get_content_type()} ---\n")
+        content = part.get_content()
+        body.append(content if isinstance(content, str) else f"({len(content)} bytes)\n")
+    return f"{head}\n\n{''.join(body)}"
 
 
 async def test_command(args: argparse.Namespace, settings: Settings) -> int:

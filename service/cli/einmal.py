@@ -200,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("id", type=int, help="the campaign's id")
     preview.add_argument("--subscriber", metavar="EMAIL", help="whose message (default: the first on its lists)")
     preview.add_argument("--out", metavar="FILE.eml", help="write the message's bytes there instead of stdout")
+    preview.add_argument("--raw", action="store_true",
+                         help="print the message as it goes on the wire (quoted-printable), not decoded")
     preview.set_defaults(func=commands.campaign_preview)
     test = campaign.add_parser("test", help="send one message through the relay, outside the campaign")
     test.add_argument("id", type=int, help="the campaign's id")

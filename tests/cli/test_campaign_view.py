@@ -114,6 +114,32 @@ async def test_preview_prints_the_message_of_the_named_subscriber(
     assert one_line_error(missing) == f"einmal: campaign {campaign}'s account has no subscriber 'nobody@example.org'"
 
 
+async def test_preview_prints_the_body_decoded_and_raw_prints_it_as_on_the_wire(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    await seed_subscribers(conn)
+    long_line = "Grüße aus Köln, " * 8  # over 76 characters and not ASCII: quoted-printable with soft breaks
+    created = einmal("campaign", "create", "--account", "acme", "--name", "qp", "--subject", "Hi", "--from",
+                     "news@example.org", "--text", f"{long_line}\n{{{{ unsubscribe_url }}}}\n", "--html-file",
+                     str(_html(tmp_path)), dsn=dsn, env=UNSUBSCRIBE)
+    assert created.returncode == 0, created.stderr
+    args = ("campaign", "preview", created.stdout.strip(), "--subscriber", "ann@example.org")
+    decoded = einmal(*args, dsn=dsn, env=UNSUBSCRIBE)
+    raw = einmal(*args, "--raw", dsn=dsn, env=UNSUBSCRIBE)
+    assert decoded.returncode == 0 and raw.returncode == 0, (decoded.stderr, raw.stderr)
+    assert f"--- text/plain ---\n{long_line}\n" in decoded.stdout
+    assert "--- text/html ---\n<p>Ann &amp; Köln</p>\n" in decoded.stdout
+    assert "=C3=BC" not in decoded.stdout and "=\n" not in decoded.stdout.split("\n\n", 1)[1]
+
+
+    def dateless(text: str) -> str:  # the time of rendering aside
+        return re.sub(r"(?m)^Date: .*\n", "", text)
+
+    assert dateless(decoded.stdout.split("\n\n", 1)[0]) == dateless(raw.stdout.split("\n\n", 1)[0])  # as sent
+    assert long_line not in raw.stdout and "Gr=C3=BC=C3=9Fe" in raw.stdout  # the wire form, quoted-printable
+    einmal(*args, "--out", str(tmp_path / "out.eml"), dsn=dsn, env=UNSUBSCRIBE)
+    assert dateless((tmp_path / "out.eml").read_bytes().decode().replace("\r\n", "\n")) == dateless(raw.stdout)
+
+
 async def test_campaign_test_sends_the_preview_to_another_mailbox_and_touches_no_row(
         conn: asyncpg.Connection, dsn: str, tmp_path: Path, smtp_server) -> None:
     await seed_subscribers(conn)
