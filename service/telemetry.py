@@ -2,7 +2,8 @@
 
 OTEL_TRACES_EXPORTER: none (default), console or otlp (OTLP over HTTP to
 OTEL_EXPORTER_OTLP_ENDPOINT). Spans carry ids and counts, never an address,
-a password or a body.
+a password or a body: a batch's `send` and `record` spans its campaign, node and
+row count, and (once its rows are settled) its outcomes counted by status.
 """
 
 import os
@@ -38,6 +39,23 @@ def setup(exporter: SpanExporter | None = None) -> None:
     service_name = os.environ.get("OTEL_SERVICE_NAME", "einmal")
     _provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     _provider.add_span_processor(processor)
+
+
+def batch_attributes(batch) -> dict[str, int | str]:
+    """What the `send` and `record` spans of a batch (service/context.py Batch) say of it."""
+    return {"einmal.campaign_id": batch.campaign_id, "einmal.account_id": batch.account_id,
+            "einmal.node_id": batch.token, "einmal.rows": len(batch.rows)}
+
+
+def outcome_attributes(batch) -> dict[str, int]:
+    """`einmal.outcome.<status>`: the batch's rows per outcome, those the SMTP answers decided and those
+    settled without SMTP (suppressed, released, …)."""
+    counts: dict[str, int] = {}
+    for outcome in batch.outcomes:
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    for status, n in batch.settled.items():
+        counts[status] = counts.get(status, 0) + n
+    return {f"einmal.outcome.{status}": n for status, n in counts.items()}
 
 
 def tracer() -> trace.Tracer:
