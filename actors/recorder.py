@@ -27,9 +27,11 @@ log = logging.getLogger("einmal.recorder")
 def close(batch: Batch, metrics: Metrics | None = None) -> Counter:
     counts = Counter(o.status for o in batch.outcomes)
     counts.update(batch.settled)
-    with telemetry.tracer().start_as_current_span("record", context=trace.set_span_in_context(batch.span)):
-        for status, count in counts.items():
-            batch.span.set_attribute(f"einmal.outcome.{status}", count)
+    with telemetry.tracer().start_as_current_span("record", context=trace.set_span_in_context(batch.span),
+                                                  attributes=telemetry.batch_attributes(batch)) as span:
+        outcomes = telemetry.outcome_attributes(batch)
+        span.set_attributes(outcomes)
+        batch.span.set_attributes(outcomes)
         log.debug("campaign %d: batch of %d: %s", batch.campaign_id, len(batch.rows), dict(counts))
     batch.span.end()
     if metrics is not None:  # once per batch, with its counts

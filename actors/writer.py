@@ -38,7 +38,7 @@ import asyncpg
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.feed import Feed
-from service import db
+from service import db, telemetry
 from service.context import Batch, NodeContext, Outcome, Row
 from service.settings import Settings
 
@@ -227,6 +227,7 @@ class Writer:
     async def close_settled(self, batches: list[Batch]) -> None:
         for batch in dict.fromkeys(batches):
             if batch.left == 0:
+                batch.send_span.set_attributes(telemetry.outcome_attributes(batch))
                 batch.send_span.end()
                 await self.to_recorder.send(batch)
                 if not self.feed.rows:

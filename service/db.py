@@ -91,6 +91,8 @@ async def unavailable(dsn: str, exc: BaseException) -> DatabaseUnavailable:
     query = [(k, v) for k, v in parse_qsl(parts.query) if k != "target_session_attrs"]
     target = dict(parse_qsl(parts.query)).get("target_session_attrs")
     message = f"cannot reach PostgreSQL at {describe(dsn)}"
+    if isinstance(exc, asyncpg.InvalidAuthorizationSpecificationError):  # it answered: the login is what failed
+        return DatabaseUnavailable(f"PostgreSQL at {describe(dsn)} refused the login: {exc}")
     if not hosts or ("," not in hosts and not isinstance(exc, asyncpg.TargetServerAttributeNotMatched)):
         return DatabaseUnavailable(f"{message}: {exc}")
     causes = []

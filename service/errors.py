@@ -3,6 +3,7 @@
     EinmalError                 anything einmal reports to a person in one line
     ├── ConfigError             a malformed environment variable (exit 2)
     ├── UsageError              bad input: unknown campaign, bad file, refused transition (exit 1)
+    │   └── ArgumentError       a bad argument judged without the database: a --at, a file that is not there (exit 2)
     ├── DatabaseUnavailable     PostgreSQL cannot be reached (exit 1)
     └── SendFailure             an SMTP transaction did not deliver
         ├── TransientSendFailure    4xx, or the connection was lost before the end of DATA
@@ -30,6 +31,10 @@ class ConfigError(EinmalError):
 
 class UsageError(EinmalError):
     pass
+
+
+class ArgumentError(UsageError):
+    exit_code = 2
 
 
 class DatabaseUnavailable(EinmalError):

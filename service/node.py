@@ -40,7 +40,7 @@ from service.context import Batch, NodeContext
 from service.errors import ConfigError
 from service.mail import dkim
 from service.metrics import Metrics
-from service.settings import Settings
+from service.settings import Settings, weak_unsubscribe_secret
 from service.supervisor import Child, Supervisor
 from service.web import app as web
 
@@ -276,6 +276,8 @@ async def run(settings: Settings, body: Callable[[Settings, anyio.Event], Awaita
     http.raise_file_limit()  # the HTTP surface's connection cap is a share of it
     dkim.signer(settings)  # a missing or unusable DKIM key stops start-up: one line, exit 2
     web.providers(settings)  # so does an unusable EINMAL_SES_CERTIFICATE_FILE
+    if weak := weak_unsubscribe_secret(settings):  # and an unsubscribe key short enough to guess
+        raise ConfigError(weak)
     telemetry.setup()
     stop = anyio.Event()
 

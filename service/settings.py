@@ -400,6 +400,34 @@ def _database_url() -> tuple[str, str] | None:
 
 
 # the EINMAL_ variable read outside Settings: the embedded server's folder (service/embedded.py)
+MIN_SECRET = 32  # characters of each unsubscribe key: 128 bits and more for a random hex or base64 key
+TRACES_EXPORTERS = ("none", "console", "otlp")
+
+
+def weak_unsubscribe_secret(settings: "Settings") -> str | None:
+    """Why EINMAL_UNSUBSCRIBE_SECRET is too weak for a node that signs and checks links with it, or None.
+    A short key can be guessed offline from one token, and then every subscriber of every account can be
+    unsubscribed: `einmal run` and `einmal serve` refuse to start (checked there, so that a test or a
+    preview may use any key)."""
+    if settings.unsubscribe_secret is None:
+        return None
+    keys = [key.strip() for key in settings.unsubscribe_secret.get_secret_value().split(",")]
+    short = [n for n, key in enumerate(keys, 1) if len(key) < MIN_SECRET]
+    if not short:
+        return None
+    which = "the key" if len(keys) == 1 else f"key {short[0]} of {len(keys)}"
+    return (f"EINMAL_UNSUBSCRIBE_SECRET: {which} has {len(keys[short[0] - 1])} characters; each key needs at "
+            f"least {MIN_SECRET} (128 bits or more of randomness, e.g. `openssl rand -hex 32`)")
+
+
+def traces_exporter(environ: Mapping[str, str]) -> str:
+    """OTEL_TRACES_EXPORTER, checked by every command alike: none, console or otlp; ConfigError otherwise."""
+    kind = environ.get("OTEL_TRACES_EXPORTER", "none").strip().lower() or "none"
+    if kind not in TRACES_EXPORTERS:
+        raise ConfigError(f"OTEL_TRACES_EXPORTER: expected none, console or otlp (got {kind[:40]!r})")
+    return kind
+
+
 OTHER_VARIABLES = ("EINMAL_EMBEDDED_DIR",)
 
 

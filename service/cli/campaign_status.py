@@ -17,6 +17,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TextIO
 
 import anyio
@@ -27,9 +28,12 @@ from service.cli import progress
 from service.errors import UsageError
 from service.settings import Settings
 
-STATES = ("queued", "claimed", "sending", "sent", "suppressed", "failed", "in_doubt")
+# `cancelled`: rows a cancel settled, stored as `failed` with the reply 'campaign cancelled' (the status words
+# of einmal.sends are a contract: README "Watching progress with SQL"); counted apart from the failures
+STATES = ("queued", "claimed", "sending", "sent", "suppressed", "failed", "cancelled", "in_doubt")
 CAME_BACK = ("bounced", "soft_bounced", "unclassified", "complained")
-DONE = ("sent", "suppressed", "failed", "in_doubt")
+DONE = ("sent", "suppressed", "failed", "cancelled", "in_doubt")
+NOT_STARTED = ("draft", "approved")
 FINAL = ("sent", "cancelled")
 TOP_FAILURES = 5
 TTY_INTERVAL = 0.5
@@ -49,6 +53,24 @@ class Snapshot:
     # recipient domains paused (a throttle, a refusal) with queued rows of the campaign: (domain, until,
     # the reply that paused it, rows waiting)
     paused_domains: tuple[tuple[str, str, str, int], ...] = ()
+    scheduled_for: datetime | None = None  # when it may start (for a draft: once approved, if that is later)
+    started_at: datetime | None = None
+    now: datetime | None = None  # the database's clock when the snapshot was read
+
+    @property
+    def schedule(self) -> str | None:
+        """`scheduled for 2027-01-01T08:00:00+00:00 (in 1 h 20 min)` for a campaign not started yet,
+        `started 2026-…` for one that has; None when neither is known."""
+        if self.status in NOT_STARTED and self.scheduled_for is not None:
+            when = self.scheduled_for.isoformat(timespec="seconds")
+            if self.now is not None and self.scheduled_for > self.now:
+                return f"scheduled for {when} (in {until((self.scheduled_for - self.now).total_seconds())})"
+            if self.status == "draft":
+                return "starts when approved"
+            return f"due since {when}: a running node starts it within a tick"
+        if self.started_at is not None:
+            return f"started {self.started_at.isoformat(timespec='seconds')}"
+        return None
 
     @property
     def total(self) -> int:
@@ -60,6 +82,8 @@ class Snapshot:
 
     def as_json(self) -> dict:
         return {"id": self.id, "status": self.status, "total": self.total, "counts": dict(self.counts),
+                "scheduled_for": self.scheduled_for.isoformat() if self.scheduled_for else None,
+                "started_at": self.started_at.isoformat() if self.started_at else None,
                 "pause_reason": self.pause_reason, **(self.came_back or dict.fromkeys(CAME_BACK, 0)),
                 "reasons": dict(self.reasons or {}),
                 "paused_domains": [{"domain": d, "until": until, "reply": reply, "queued": n}
@@ -85,13 +109,16 @@ async def fetch(conn: asyncpg.Connection, campaign_id: int) -> Snapshot:
                         r["n"]) for r in await conn.fetch(db.query("domains_paused"), campaign_id))
     first = rows[0]
     return Snapshot(first["id"], first["name"], first["status"], counts, first["pause_reason"], failures,
-                    {name: first[name] for name in CAME_BACK}, json.loads(first["reasons"]), paused)
+                    {name: first[name] for name in CAME_BACK}, json.loads(first["reasons"]), paused,
+                    first["scheduled_for"], first["started_at"], first["now"])
 
 
 def table(snap: Snapshot) -> str:
     width = max(len(str(snap.total)), 5)
     reason = f" ({snap.pause_reason})" if snap.status == "paused" and snap.pause_reason else ""
     lines = [f"campaign {snap.id} {snap.name!r}: {snap.status}{reason}"]
+    if snap.schedule:
+        lines.append(f"  {snap.schedule}")
     lines += [f"  {state:<13}{snap.counts[state]:>{width}}" for state in STATES]
     lines.append(f"  {'total':<13}{snap.total:>{width}}")
     came_back = snap.came_back or dict.fromkeys(CAME_BACK, 0)
@@ -134,9 +161,23 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
+def until(seconds: float) -> str:
+    """`1 h 20 min`, `3 min`, `45 s`, `2 d 3 h`: how long until a start, to the nearest unit shown."""
+    seconds = max(0, round(seconds))
+    days, hours, minutes = seconds // 86400, seconds % 86400 // 3600, seconds % 3600 // 60
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{minutes} min" if minutes else f"{seconds} s"
+
+
 def summary(snap: Snapshot, rate: float) -> str:
     """`done 1200/5000 (sent 1000, suppressed 150, failed 40, in_doubt 10)   24%  850/s  ETA 4s`:
-    done counts every finished state, each named."""
+    done counts every finished state, each named. A campaign not started yet says when it starts instead:
+    `approved: scheduled for 2027-01-01T08:00:00+00:00 (in 1 h 20 min)`."""
+    if snap.status in NOT_STARTED and not snap.total:
+        return f"{snap.status}: {snap.schedule or 'not scheduled'}"
     done, total = snap.done, snap.total
     fraction = done / total if total else 0.0
     eta = duration((total - done) / rate) if rate > 0 else "--"

@@ -1,13 +1,16 @@
 """`einmal campaign list|preview|test`: what an operator looks at before and while a campaign goes out.
 
 `preview` renders the exact message one subscriber would get (the Date header is the time of
-the preview); `test` sends that message, addressed to another mailbox, through the configured
+the preview), its body decoded for reading (`--raw`: the bytes as they go on the wire, as `--out` writes them).
+`test` sends that message, addressed to another mailbox, through the configured
 relay, outside the campaign's send rows: it changes nothing in the database. A test message is marked
 (`[TEST] ` before its subject, `--subject-prefix` to change it), has a Message-ID of its own and an
 unsubscribe link that unsubscribes nobody: pressing it cannot suppress the subscriber it was rendered for.
 """
 
 import argparse
+import email
+import email.policy
 import sys
 from pathlib import Path
 
@@ -23,15 +26,21 @@ from service.subscribers.importer import shown
 
 TRIAL_SAMPLE = 200  # subscribers rendered at create and approve
 STATUSES = ("draft", "approved", "sending", "paused", "sent", "cancelled")
+NOT_YET = "-"  # the started column of a campaign that has not started
 
 
 async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         rows = await conn.fetch(db.query("campaign_list"), args.status)
+    if rows:
+        print("id\taccount\tname\tstatus\tstarted\trecipients")
     for r in rows:
         reason = f" ({r['pause_reason']})" if r["status"] == "paused" and r["pause_reason"] else ""
-        print(f"{r['id']}\t{r['account']}\t{r['name']}\t{r['status']}{reason}\t"
-              f"{r['scheduled_for'].isoformat(timespec='seconds')}\t{r['recipients']} recipients")
+        if r["status"] in ("draft", "approved") and r["scheduled_for"] is not None:  # given with --at
+            reason = f" (scheduled for {r['scheduled_for'].isoformat(timespec='seconds')})"
+        started = r["started_at"].isoformat(timespec="seconds") if r["started_at"] else NOT_YET
+        print(f"{r['id']}\t{r['account']}\t{r['name']}\t{r['status']}{reason}\t{started}\t"
+              f"{r['recipients']} recipients")
     if not rows:
         print("no campaigns" + (f" with status {args.status}" if args.status else ""), file=sys.stderr)
     return 0
@@ -88,9 +97,26 @@ async def preview_command(args: argparse.Namespace, settings: Settings) -> int:
         except OSError as exc:
             raise UsageError(f"--out {args.out}: {exc.strerror or exc}") from None
         print(f"wrote {len(message)} bytes to {Path(args.out)}")
-    else:
+    elif args.raw:
         sys.stdout.write(message.decode("utf-8").replace("\r\n", "\n"))
+    else:
+        sys.stdout.write(readable(message))
     return 0
+
+
+def readable(message: bytes) -> str:
+    """The message for a person: its header as it goes on the wire, then each text part decoded (not
+    quoted-printable or base64), under a `--- text/html ---` line when there are several."""
+    head = message.split(b"\r\n\r\n", 1)[0].decode("utf-8").replace("\r\n", "\n")
+    parsed = email.message_from_bytes(message, policy=email.policy.default)
+    parts = [part for part in parsed.walk() if not part.is_multipart()]
+    body = []
+    for part in parts:
+        if len(parts) > 1:
+            body.append(f"--- {part.get_content_type()} ---\n")
+        content = part.get_content()
+        body.append(content if isinstance(content, str) else f"({len(content)} bytes)\n")
+    return f"{head}\n\n{''.join(body)}"
 
 
 async def test_command(args: argparse.Namespace, settings: Settings) -> int:

@@ -16,9 +16,9 @@ import asyncpg
 from email_validator import EmailNotValidError
 
 from service import db
-from service.addresses import normalized_address
+from service.addresses import email_key, normalized_address
 from service.cli import campaign_status
-from service.errors import UsageError
+from service.errors import ArgumentError, UsageError
 from service.mail import headers
 from service.settings import Settings
 from service.subscribers.importer import MAX_LIST, check_account, shown, unsafe_text
@@ -73,32 +73,58 @@ def from_address(value: str, option: str = "--from") -> str:
     return result
 
 
+# `2027-01-01 09:00` (a date, spaces, a time with perhaps an offset), then perhaps a zone
+_DATE_AND_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}) +(\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)"
+                            r"(?: +|$)")
+
+
+def _split_at(value: str) -> tuple[str, str]:
+    """--at as (ISO-8601 text, zone or ""): `2027-01-01 09:00 Europe/Berlin` gives ("2027-01-01T09:00",
+    "Europe/Berlin")."""
+    text = value.strip()
+    if apart := _DATE_AND_TIME.match(text):  # the date, a space, the time
+        text = f"{apart[1]}T{apart[2]} {text[apart.end():]}".strip()
+    iso, _, zone = text.partition(" ")
+    return iso, zone.strip()
+
+
+def at_without_zone(value: str | None, at: datetime | None) -> str | None:
+    """The note `campaign create` prints when --at named neither an offset nor a zone: which zone it took."""
+    if at is None or value is None:
+        return None
+    iso, zone = _split_at(value)
+    if zone or datetime.fromisoformat(iso).tzinfo is not None:
+        return None
+    return f"note: --at {shown(value)} names no offset or time zone: taken as UTC, {at.isoformat()}"
+
+
 def scheduled_for(value: str | None, now: datetime | None = None) -> datetime | None:
     """--at as an aware datetime (None: when approved). An ISO-8601 time, with an offset, an IANA
-    zone after a space (`2026-12-01T09:00 Europe/Berlin`) or neither (UTC); `now`; never the past."""
+    zone after a space (`2026-12-01T09:00 Europe/Berlin`) or neither (UTC); the date and the time may
+    be apart (`2027-01-01 09:00`); `now`; never the past. ArgumentError (exit 2) for anything else."""
     if value is None or value.strip().lower() == "now":
         return None
-    text, _, zone = value.strip().partition(" ")
+    text, zone = _split_at(value)
     try:
         at = datetime.fromisoformat(text)
     except ValueError:
-        raise UsageError(f"--at {shown(value)} is not an ISO-8601 time, e.g. 2030-01-31T09:00:00+01:00 "
-                         "or 2030-01-31T09:00 Europe/Berlin") from None
-    if zone.strip():
+        raise ArgumentError(f"--at {shown(value)} is not an ISO-8601 time, e.g. 2030-01-31T09:00:00+01:00 "
+                            "or 2030-01-31T09:00 Europe/Berlin") from None
+    if zone:
         if at.tzinfo is not None:
-            raise UsageError(f"--at {shown(value)}: give an offset or a time zone, not both")
+            raise ArgumentError(f"--at {shown(value)}: give an offset or a time zone, not both")
         try:
-            at = at.replace(tzinfo=ZoneInfo(zone.strip()))
+            at = at.replace(tzinfo=ZoneInfo(zone))
         except (ZoneInfoNotFoundError, ValueError):
-            raise UsageError(f"--at {shown(value)}: unknown time zone {shown(zone.strip())}, "
-                             "e.g. Europe/Berlin") from None
+            raise ArgumentError(f"--at {shown(value)}: unknown time zone {shown(zone)}, "
+                                "e.g. Europe/Berlin") from None
     try:
         at = (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC)
     except OverflowError:  # before year 1 or after 9999 in UTC
-        raise UsageError(f"--at {shown(value)} is out of range") from None
+        raise ArgumentError(f"--at {shown(value)} is out of range") from None
     if at < (now or datetime.now(UTC)):
-        raise UsageError(f"--at {shown(value)} is in the past ({at.isoformat(timespec='seconds')}); "
-                         "--at now sends when approved")
+        raise ArgumentError(f"--at {shown(value)} is in the past ({at.isoformat(timespec='seconds')}); "
+                            "--at now sends when approved")
     return at
 
 
@@ -106,11 +132,11 @@ def read_body(path: str, option: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UsageError(f"{option} {path}: no such file") from None
+        raise ArgumentError(f"{option} {path}: no such file") from None
     except UnicodeDecodeError:
         raise UsageError(f"{option} {path}: not UTF-8 text") from None
     except OSError as exc:
-        raise UsageError(f"{option} {path}: {exc.strerror}") from None
+        raise ArgumentError(f"{option} {path}: {exc.strerror}") from None
 
 
 def check_templates(subject: str, text: str, html: str | None) -> None:
@@ -147,6 +173,8 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
     subject = one_line(args.subject, "--subject", MAX_SUBJECT)
     sender = from_address(args.from_address)
     at = scheduled_for(args.at)
+    if note := at_without_zone(args.at, at):
+        print(f"einmal: {note}", file=sys.stderr)
     if args.text is not None:
         text = body_text(args.text, "--text")
     else:
@@ -188,10 +216,18 @@ async def transition_command(args: argparse.Namespace, settings: Settings) -> in
     async with db.connection(db.url(settings)) as conn:
         await transition(conn, args.verb, args.id)
         warning = await _trial_render(conn, settings, args.id) if args.verb == "approve" else None
+        schedule = _starts(await campaign_status.fetch(conn, args.id)) if args.verb == "approve" else None
     if warning:
         print(f"einmal: {warning}", file=sys.stderr)
-    print(f"campaign {args.id} {TRANSITIONS[args.verb][1]}")
+    print(f"campaign {args.id} {TRANSITIONS[args.verb][1]}" + (f"; {schedule}" if schedule else ""))
     return 0
+
+
+def _starts(snap: campaign_status.Snapshot) -> str | None:
+    """What `approve` adds: `scheduled for … (in 1 h 20 min)`, or `starts now` (at a running node's next tick)."""
+    if snap.scheduled_for is not None and snap.now is not None and snap.scheduled_for <= snap.now:
+        return "starts now"
+    return snap.schedule
 
 
 async def status_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -253,35 +289,65 @@ async def retry_command(args: argparse.Namespace, settings: Settings) -> int:
 
 # --- reconcile ----------------------------------------------------------------------------------
 
-async def list_in_doubt(conn: asyncpg.Connection, campaign_id: int) -> None:
+def chosen_rows(args: argparse.Namespace) -> tuple[list[int] | None, list[str] | None]:
+    """--id and --address as the (send row ids, mailbox keys) to decide; (None, None): every in-doubt row."""
+    ids, addresses = getattr(args, "ids", None) or [], getattr(args, "addresses", None) or []
+    if not ids and not addresses:
+        return None, None
+    return ids, [email_key(address) for address in addresses]
+
+
+async def list_in_doubt(conn: asyncpg.Connection, campaign_id: int, ids: list[int] | None = None,
+                        keys: list[str] | None = None) -> None:
     await current_status(conn, campaign_id)
-    rows = await conn.fetch(db.query("reconcile_list"), campaign_id)
+    rows = await conn.fetch(db.query("reconcile_list"), campaign_id, ids, keys)
+    if rows:
+        print("id\temail\tnode\tin doubt since\tlast reply")
     for r in rows:
         reply = (r["last_reply"] or "-").replace("\t", " ")
-        print(f"{r['email']}\t{r['job_id']}\tattempts={r['attempts']}\t{reply}\t{r['updated_at'].isoformat()}")
-    hint = "; decide with --resend or --mark-sent" if rows else ""
+        print(f"{r['id']}\t{r['email']}\t{r['claimed_by'] or '-'}\t{r['updated_at'].isoformat(timespec='seconds')}"
+              f"\t{reply}")
+    hint = "; decide with --resend or --mark-sent (all, or some with --id and --address)" if rows else ""
     print(f"{len(rows)} in-doubt row{'' if len(rows) == 1 else 's'} in campaign {campaign_id}{hint}")
 
 
-async def decide(conn: asyncpg.Connection, campaign_id: int, resend: bool) -> tuple[int, bool]:
-    """Move the in-doubt rows; returns (rows moved, whether the campaign was reopened)."""
+async def _check_chosen(conn: asyncpg.Connection, campaign_id: int, ids: list[int], keys: list[str],
+                        addresses: list[str]) -> None:
+    """UsageError naming the first --id or --address that is no in-doubt row of the campaign."""
+    found = await conn.fetch(db.query("reconcile_list"), campaign_id, ids, keys)
+    for i in ids:
+        if i not in {r["id"] for r in found}:
+            raise UsageError(f"campaign {campaign_id} has no in-doubt row with id {i}; nothing decided")
+    for key, address in zip(keys, addresses, strict=True):
+        if key not in {r["email_lower"] for r in found}:
+            raise UsageError(f"campaign {campaign_id} has no in-doubt row for {shown(address)}; nothing decided")
+
+
+async def decide(conn: asyncpg.Connection, campaign_id: int, resend: bool, ids: list[int] | None = None,
+                 keys: list[str] | None = None, addresses: list[str] = ()) -> tuple[int, bool]:
+    """Move the in-doubt rows (only those of ``ids`` and ``keys`` when either is given); returns (rows moved,
+    whether the campaign was reopened)."""
     async with conn.transaction():
         campaign = await conn.fetchrow(db.query("reconcile_lock_campaign"), campaign_id)
         if campaign is None:
             raise UsageError(f"no campaign with id {campaign_id}")
+        if ids is not None:
+            await _check_chosen(conn, campaign_id, ids, keys or [], list(addresses))
         if not resend:
-            return await conn.fetchval(db.query("reconcile_mark_sent"), campaign_id), False
+            return await conn.fetchval(db.query("reconcile_mark_sent"), campaign_id, ids, keys), False
         if campaign["status"] == "cancelled":
             raise UsageError(f"cannot resend in-doubt rows of campaign {campaign_id}: it is cancelled")
-        return await requeued(conn, campaign_id, await conn.fetchval(db.query("reconcile_resend"), campaign_id))
+        return await requeued(conn, campaign_id, await conn.fetchval(db.query("reconcile_resend"), campaign_id,
+                                                                     ids, keys))
 
 
 async def reconcile_command(args: argparse.Namespace, settings: Settings) -> int:
+    ids, keys = chosen_rows(args)
     async with db.connection(db.url(settings)) as conn:
         if not (args.resend or args.mark_sent):
-            await list_in_doubt(conn, args.id)
+            await list_in_doubt(conn, args.id, ids, keys)
             return 0
-        moved, reopened = await decide(conn, args.id, resend=args.resend)
+        moved, reopened = await decide(conn, args.id, args.resend, ids, keys, args.addresses or [])
     rows = f"{moved} in-doubt row{'' if moved == 1 else 's'}"
     print(f"{rows} of campaign {args.id} {'queued again' if args.resend else 'marked sent'}")
     if reopened:

@@ -40,6 +40,12 @@ Unsubscribe: {{ unsubscribe_url }}
 """
 
 
+def sample_rows(n: int) -> tuple[int, int, int]:
+    """The rows sample_csv writes for n subscribers: (all, those again on 'product', those in upper case)."""
+    product, again = len(range(0, n, 10)), len(range(0, n, 25))
+    return n + product + again, product, again
+
+
 def sample_csv(path: Path, n: int) -> None:
     """n subscribers on list 'newsletter'; every 10th again on 'product'; every 25th
     once more in upper case (the same address, another row)."""
@@ -75,7 +81,10 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(dsn) as conn:
         await migrate(conn)
     account = "demo"
-    print(f"einmal demo: {args.subscribers} sample subscribers, messages captured in {out}")
+    rows, product, again = sample_rows(args.subscribers)
+    # the import counts rows of the file: say how they make the subscribers, so that its line adds up
+    print(f"einmal demo: {args.subscribers} sample subscribers in {rows} rows of CSV ({product} again for a second "
+          f"list, {again} again in upper case), messages captured in {out}")
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "subscribers.csv"
         sample_csv(csv_path, args.subscribers)

@@ -147,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--language", help="the page's language, e.g. en or de (a campaign's own comes first)")
     p.add_argument("--contact", help="an address shown when a link does not work ('' clears it)")
     p.set_defaults(func=commands.lazy("service.cli.accounts", "set_command"))
+    accounts.add_parser("list", help="every account: name, when created, how many subscribers").set_defaults(
+        func=commands.lazy("service.cli.subscribers_cmd", "accounts_list_command"))
     key = accounts.add_parser("key", help="keys for /api/v1 (README: HTTP API)").add_subparsers(
         dest="verb", metavar="VERB", parser_class=_Parser, required=True)
 
@@ -198,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("id", type=int, help="the campaign's id")
     preview.add_argument("--subscriber", metavar="EMAIL", help="whose message (default: the first on its lists)")
     preview.add_argument("--out", metavar="FILE.eml", help="write the message's bytes there instead of stdout")
+    preview.add_argument("--raw", action="store_true",
+                         help="print the message as it goes on the wire (quoted-printable), not decoded")
     preview.set_defaults(func=commands.campaign_preview)
     test = campaign.add_parser("test", help="send one message through the relay, outside the campaign")
     test.add_argument("id", type=int, help="the campaign's id")
@@ -241,6 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     decide = reconcile.add_mutually_exclusive_group()
     decide.add_argument("--resend", action="store_true", help="queue them again (same Message-ID)")
     decide.add_argument("--mark-sent", action="store_true", help="record them as sent")
+    reconcile.add_argument("--id", dest="ids", type=int, action="append", metavar="N",
+                           help="only the in-doubt row with this id (as listed); repeatable")
+    reconcile.add_argument("--address", dest="addresses", action="append", metavar="EMAIL",
+                           help="only the in-doubt row of this address (any spelling of it); repeatable")
     reconcile.set_defaults(func=commands.reconcile)
 
     p = key.add_parser("create", help="a new key; printed once, alone on stdout")
@@ -265,6 +273,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "--help"])
     try:
         settings = settings_module.load()
+        settings_module.traces_exporter(os.environ)  # every command alike, not only those that trace
         for warning in settings_module.unknown_variables(os.environ):
             print(f"einmal: warning: {warning}", file=sys.stderr)
         code = run(args.func, args, settings)

@@ -1,8 +1,11 @@
-"""`einmal subscribers list|show|export|delete` and `einmal suppressions list|remove|review`.
+"""`einmal subscribers list|show|export|delete`, `einmal suppressions list|remove|review` and `einmal accounts
+list` (each account's name, creation time and subscriber count).
 
 `export` writes CSV that `subscribers import` reads back: email, name, list (joined with
-`|`), then one column per attribute. `delete` is for erasure requests (GDPR art. 17:
-service/subscribers/erasure.py).
+`|`), suppressed (the reason of the mailbox's suppression, empty when it has none: an import
+suppresses it again, so an export copied into another account mails no opt-out), then one
+column per attribute. `list` shows a suppressed subscriber as `suppressed (reason)`. `delete`
+is for erasure requests (GDPR art. 17: service/subscribers/erasure.py).
 
 `suppressions remove` deletes suppressions from the table; a running node that learnt of one
 keeps skipping the address until it restarts (the safe direction). `suppressions review` lists, and
@@ -20,7 +23,7 @@ from service.addresses import email_key
 from service.errors import UsageError
 from service.settings import Settings
 from service.subscribers import erasure
-from service.subscribers.importer import check_account, shown
+from service.subscribers.importer import SUPPRESSED, check_account, shown
 
 
 async def _account(conn, name: str) -> int:
@@ -30,13 +33,37 @@ async def _account(conn, name: str) -> int:
     return account_id
 
 
+async def _subscribers(conn, args: argparse.Namespace) -> list:
+    """The rows of `subscribers list|export`; UsageError for an unknown account or --list."""
+    if args.list is None:
+        await _account(conn, args.account)
+    else:
+        from service.cli.campaigns import resolve  # the check of campaign create: the same one line
+
+        await resolve(conn, check_account(args.account), [args.list])
+    return await conn.fetch(db.query("subscribers_list"), args.account, args.list)
+
+
 async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        await _account(conn, args.account)
-        rows = await conn.fetch(db.query("subscribers_list"), args.account, args.list)
-    for r in rows:
-        print(f"{r['email']}\t{r['name']}\t{r['status']}\t{r['lists']}")
+        rows = await _subscribers(conn, args)
+    for r in rows:  # a suppressed subscriber is never mailed, whatever its status: that is what it shows
+        status = f"suppressed ({r['suppressed']})" if r["suppressed"] else r["status"]
+        print(f"{r['email']}\t{r['name']}\t{status}\t{r['lists']}")
     print(f"{len(rows)} subscriber{'' if len(rows) == 1 else 's'}", file=sys.stderr)
+    return 0
+
+
+async def accounts_list_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        rows = await conn.fetch(db.query("accounts_list"))
+    if rows:
+        print("name\tcreated\tsubscribers")
+    for r in rows:
+        print(f"{r['name']}\t{r['created_at'].isoformat(timespec='seconds')}\t{r['subscribers']}")
+    if not rows:
+        print("no accounts: `einmal subscribers import --account A --create-account FILE.csv` creates one",
+              file=sys.stderr)
     return 0
 
 
@@ -56,14 +83,14 @@ async def show_command(args: argparse.Namespace, settings: Settings) -> int:
 
 async def export_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        await _account(conn, args.account)
-        rows = await conn.fetch(db.query("subscribers_list"), args.account, args.list)
+        rows = await _subscribers(conn, args)
     attributes = [json.loads(r["attributes"]) for r in rows]
     columns = sorted({key for a in attributes for key in a})
     writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(["email", "name", "list", *columns])
+    writer.writerow(["email", "name", "list", SUPPRESSED, *columns])
     for r, a in zip(rows, attributes, strict=True):
-        writer.writerow([r["email"], r["name"], r["lists"], *(a.get(key, "") for key in columns)])
+        writer.writerow([r["email"], r["name"], r["lists"], r["suppressed"] or "",
+                         *(a.get(key, "") for key in columns)])
     return 0
 
 

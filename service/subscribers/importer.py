@@ -12,7 +12,10 @@ half-written, and a re-import of the same file adds nothing.
 The file: a header row (names case-insensitive, surrounding spaces ignored);
 `email` required (also spelt `E-Mail`, `Email Address`, `mail`), `name` and
 `list` optional (an empty list means `default`; `news|vip` puts the address on
-both). Every other column is kept as a string attribute of the subscriber
+both). A `suppressed` column (as `subscribers export` writes it) suppresses each
+row's address whose cell is not empty, with the cell as the reason, so that an
+export copied into another account mails none of its opt-outs. Every other column is kept as a string
+attribute of the subscriber
 (`{{ attributes.city }}` in a template), named by its header in lower case;
 a column named like a reserved field (`attributes`, `campaign`, `id`, …), a
 header row of more than MAX_COLUMNS columns or an attribute value over
@@ -31,8 +34,9 @@ Exit code: 0 when the file was imported, even when some rows were rejected —
 the good rows are in, the summary line on stdout counts the rejected ones
 (`imported N, already present M, rejected K`; `already present M (attributes
 changed for C)` when the file changed some), and re-running after a fix
-adds only what is missing. 1, with one line and nothing written, when the
-file cannot be used at all: missing or unreadable, empty, no email column,
+adds only what is missing. 2, with one line, when the file is missing or
+cannot be opened (a bad argument). 1, with one line and nothing written, when the
+file cannot be used at all: empty, no email column,
 a header that is not UTF-8 (UTF-16, say), or a record the CSV reader cannot
 delimit — longer than MAX_RECORD characters (a binary file, a line without
 end), with a field longer than the csv module's field_size_limit, or with
@@ -70,7 +74,7 @@ import asyncpg
 
 from service import db
 from service.addresses import address_problem, email_key
-from service.errors import UsageError, leaves
+from service.errors import ArgumentError, UsageError, leaves
 from service.settings import Settings
 
 DEFAULT_LIST = "default"
@@ -81,8 +85,11 @@ COLUMNS = ["line", "email", "email_key", "name", "list_name", "attributes"]
 MAX_COLUMNS, MAX_ATTRIBUTE = 200, 10_000
 DELIMITERS = (",", ";", "\t")
 # header spellings, compared without case, spaces, "-" and "_"
+SUPPRESSED = "suppressed"  # the column of `subscribers export` that holds a suppression's reason
 SPELLINGS = {"email": "email", "emailaddress": "email", "mail": "email", "mailaddress": "email",
-             "name": "name", "fullname": "name", "list": "list", "lists": "list"}
+             "name": "name", "fullname": "name", "list": "list", "lists": "list", SUPPRESSED: SUPPRESSED}
+SPECIAL = ("email", "name", "list", SUPPRESSED)
+MAX_REASON = 200
 RESERVED = frozenset(("attributes", "campaign", "unsubscribe_url", "id", "account", "status", "subscriber"))
 
 # C0 and C1 controls (CR, LF and TAB included), DEL, the Unicode line and paragraph
@@ -151,7 +158,8 @@ class Header(NamedTuple):
     email: int
     name: int | None
     list: int | None
-    attributes: tuple[tuple[int, str], ...] = ()  # (column, attribute name) of the other columns
+    attributes: tuple[tuple[int, str], ...] = ()
+    suppressed: int | None = None  # (column, attribute name) of the other columns
 
 
 @dataclass
@@ -161,6 +169,7 @@ class Counts:
     rejected: int = 0
     changed: int = 0  # subscribers already present whose attributes the file changed
     respelled: int = 0  # subscribers already present that the file names in another spelling
+    suppressed: int = 0  # mailboxes the file's suppressed column suppressed that were not before
 
 
 def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
@@ -180,14 +189,14 @@ def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
         raise UsageError(f"{path}: the header row has {len(row)} columns, at most {MAX_COLUMNS} are allowed")
     written = [field.strip().lower() for field in row]
     names = [SPELLINGS.get(re.sub(r"[\s_-]", "", name), name) for name in written]
-    for name in ("email", "name", "list"):
+    for name in SPECIAL:
         if names.count(name) > 1:
             raise UsageError(f"{path}: the header row names the {name} column twice")
     if "email" not in names:
         raise UsageError(f"{path}: the header row has no email column")
     attributes = []
     for column, name in enumerate(names):
-        if name in ("email", "name", "list"):
+        if name in SPECIAL:
             continue
         if not name or unsafe_text(name) or len(name) > MAX_LIST:
             raise UsageError(f"{path}: column {column + 1} of the header row has no usable name")
@@ -196,12 +205,14 @@ def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
         if name in dict(attributes).values():
             raise UsageError(f"{path}: the header row names the {shown(name)} column twice")
         attributes.append((column, name))
-    where = {name: names.index(name) for name in ("name", "list") if name in names}
-    return Header(len(row), names.index("email"), where.get("name"), where.get("list"), tuple(attributes))
+    where = {name: names.index(name) for name in ("name", "list", SUPPRESSED) if name in names}
+    return Header(len(row), names.index("email"), where.get("name"), where.get("list"), tuple(attributes),
+                  where.get(SUPPRESSED))
 
 
-def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str], str] | str:
-    """(email, its key, name, lists, attributes as JSON) of a good row, or why it is rejected."""
+def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str], str, str] | str:
+    """(email, its key, name, lists, attributes as JSON, the reason to suppress it or "") of a good row, or
+    why it is rejected."""
     if len(row) != header.width:
         return f"expected {header.width} fields, found {len(row)}"
     for field in row:
@@ -220,13 +231,16 @@ def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str],
         return f"name longer than {MAX_NAME} characters"
     if any(len(list_name) > MAX_LIST for list_name in lists):
         return f"list name longer than {MAX_LIST} characters"
+    reason = row[header.suppressed].strip(" ") if header.suppressed is not None else ""
+    if len(reason) > MAX_REASON:
+        return f"suppressed reason longer than {MAX_REASON} characters"
     attributes = {name: row[column].strip(" ") for column, name in header.attributes}
     if any(len(value) > MAX_ATTRIBUTE for value in attributes.values()):
         return f"attribute longer than {MAX_ATTRIBUTE} characters"
     problem = address_problem(email)
     if problem:
         return f"invalid address {shown(email)}: {problem}"
-    return email, email_key(email), name, lists, json.dumps(attributes, ensure_ascii=False)
+    return email, email_key(email), name, lists, json.dumps(attributes, ensure_ascii=False), reason
 
 
 def _malformed(exc: csv.Error) -> str:
@@ -260,8 +274,10 @@ def records(reader: "csv._reader", lines: Lines) -> Iterator[tuple[int, list[str
 
 
 def produce(reader: "csv._reader", lines: Lines, header: Header, send, counts: Counts) -> None:
-    """Worker thread: validate rows, report bad ones, send chunks of good ones."""
+    """Worker thread: validate rows, report bad ones, send chunks of good ones, each with the (key,
+    reason) of its rows to suppress."""
     chunk: list[tuple[int, str, str, str]] = []
+    suppress: list[tuple[str, str]] = []
     try:
         for line, row in records(reader, lines):
             result = check_row(row, header)
@@ -269,14 +285,16 @@ def produce(reader: "csv._reader", lines: Lines, header: Header, send, counts: C
                 counts.rejected += 1
                 print(f"line {line}: {result}", file=sys.stderr)
                 continue
-            email, key, name, lists, attributes = result
+            email, key, name, lists, attributes, reason = result
             counts.good += 1
             chunk.extend((line, email, key, name, list_name, attributes) for list_name in lists)
+            if reason:
+                suppress.append((key, reason))
             if len(chunk) >= CHUNK_ROWS:
-                anyio.from_thread.run(send.send, chunk)
-                chunk = []
+                anyio.from_thread.run(send.send, (chunk, suppress))
+                chunk, suppress = [], []
         if chunk:
-            anyio.from_thread.run(send.send, chunk)
+            anyio.from_thread.run(send.send, (chunk, suppress))
     except anyio.BrokenResourceError:
         return  # the loader failed; its error is the one reported
 
@@ -305,7 +323,7 @@ async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], 
     await conn.execute(db.query("subscribers_import_lock"), account_id)
     await conn.execute(db.query("subscribers_stage_create"))
     counts = Counts()
-    send, receive = anyio.create_memory_object_stream[list[tuple]](2)
+    send, receive = anyio.create_memory_object_stream[tuple[list[tuple], list[tuple[str, str]]]](2)
 
     async def read() -> None:
         async with send:
@@ -318,8 +336,12 @@ async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], 
         async with anyio.create_task_group() as tg:
             tg.start_soon(read)
             async with receive:
-                async for chunk in receive:
+                async for chunk, suppress in receive:
                     added, changed, respelled = await load_chunk(conn, account_id, chunk)
+                    for reason in dict.fromkeys(r for _, r in suppress):
+                        keys = [key for key, r in suppress if r == reason]
+                        counts.suppressed += (await conn.fetchrow(db.query("suppression_insert"), account_id,
+                                                                  keys, reason))["added"]
                     counts.imported += added
                     counts.changed += changed
                     counts.respelled += respelled
@@ -340,8 +362,8 @@ def open_csv(path: str) -> IO[str]:
     try:
         # surrogateescape: bytes that are not UTF-8 become lone surrogates, rejected row by row
         return open(path, encoding="utf-8-sig", errors="surrogateescape", newline="")
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except OSError as exc:  # a file that is not there (or a folder): a bad argument, exit 2
+        raise ArgumentError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 async def command(args: argparse.Namespace, settings: Settings) -> int:
@@ -349,16 +371,20 @@ async def command(args: argparse.Namespace, settings: Settings) -> int:
     file = await anyio.to_thread.run_sync(open_csv, args.file)
     with file:
         async with db.connection(db.url(settings)) as conn, conn.transaction():
-            if getattr(args, "create_account", False):
-                account_id = await conn.fetchval(db.query("account_ensure"), account)
+            created = False
+            if getattr(args, "create_account", False):  # a typo would make an account silently: say so
+                account_id, created = await conn.fetchrow(db.query("account_ensure"), account)
             else:
                 account_id = await conn.fetchval(db.query("account_find"), account)
                 if account_id is None:
                     raise UsageError(f"no account named {shown(account)}; --create-account creates it")
             counts = await import_file(conn, account_id, file, args.file)
+    if created:
+        print(f"einmal: created account {shown(account)}", file=sys.stderr)
     notes = [f"attributes changed for {counts.changed}"] * bool(counts.changed) + [
         f"{counts.respelled} under another spelling"] * bool(counts.respelled)
     changed = f" ({'; '.join(notes)})" if notes else ""
+    suppressed = f", suppressed {counts.suppressed}" if counts.suppressed else ""
     print(f"imported {counts.imported}, already present {counts.good - counts.imported}{changed}, "
-          f"rejected {counts.rejected}")
+          f"rejected {counts.rejected}{suppressed}")
     return 0

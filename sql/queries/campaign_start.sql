@@ -1,6 +1,6 @@
 -- CAS approved -> sending: of several nodes, exactly one gets the row back
 WITH started AS (
-    UPDATE einmal.campaigns SET status = 'sending', updated_at = now()
+    UPDATE einmal.campaigns SET status = 'sending', started_at = now(), updated_at = now()
     WHERE id = $1 AND status = 'approved' AND scheduled_for <= now()
     RETURNING id, account_id
 )

@@ -1,16 +1,20 @@
 -- The campaign, its send rows counted per state, and the send rows that came back as a hard bounce,
 -- a soft bounce, an unclassified bounce or a complaint (einmal.bounces), and per reason, in one snapshot.
 -- A pruned campaign's counts are those kept in einmal.campaign_counts (docs/design.md §15).
+-- With its schedule and start, and the database's clock (now) to say how long until the start.
 -- No row when the campaign is unknown; one row with NULL send_status when it has no send rows.
-SELECT c.id, c.name, c.status, c.pause_reason, s.send_status, coalesce(s.n, 0) AS n,
+SELECT c.id, c.name, c.status, c.pause_reason, c.scheduled_for, c.started_at, now() AS now,
+       s.send_status, coalesce(s.n, 0) AS n,
        b.bounced, b.soft_bounced, b.unclassified, b.complained, r.reasons
 FROM einmal.campaigns AS c
 LEFT JOIN LATERAL (
-    SELECT status AS send_status, count(*) AS n
+    -- a row the cancel settled is `failed` with the reply 'campaign cancelled' (sends_cancel.sql): counted apart
+    SELECT CASE WHEN status = 'failed' AND last_reply = 'campaign cancelled' THEN 'cancelled' ELSE status END
+               AS send_status, count(*) AS n
     FROM einmal.sends
     WHERE campaign_id = c.id AND c.pruned_at IS NULL
-    GROUP BY status
-    UNION ALL  -- a pruned campaign's rows are gone: what they came to (einmal.campaign_counts)
+    GROUP BY 1
+    UNION ALL  -- a pruned campaign's rows are gone: what they came to (einmal.campaign_counts, by stored status)
     SELECT k.status, k.n FROM einmal.campaign_counts AS k WHERE k.campaign_id = c.id AND c.pruned_at IS NOT NULL
 ) AS s ON true
 CROSS JOIN LATERAL (

@@ -130,6 +130,25 @@ async def test_create_at_a_future_time_stores_scheduled_for(conn: asyncpg.Connec
     assert at[int(zoned.stdout)] == datetime(2031, 5, 1, 7, 30, tzinfo=UTC)
     assert at[int(naive.stdout)] == datetime(2031, 5, 1, 9, 30, tzinfo=UTC)  # no timezone: UTC
     assert at[int(now.stdout)] < datetime.now(UTC)
+    assert zoned.stderr == "" and naive.stderr == (
+        "einmal: note: --at '2031-05-01T09:30:00' names no offset or time zone: taken as UTC, "
+        "2031-05-01T09:30:00+00:00\n")
+
+
+async def test_create_at_a_date_and_a_time_apart_is_understood(conn: asyncpg.Connection, dsn: str) -> None:
+    await seed_account(conn)
+    common = ("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S",
+              "--from", "a@example.org", "--text", "Hi", "--at")
+    spaced = einmal(*common, "2031-01-01 09:00", dsn=dsn)
+    zoned = einmal(*common, "2031-01-01 09:00 Europe/Berlin", dsn=dsn)
+    assert [spaced.returncode, zoned.returncode] == [0, 0], (spaced.stderr, zoned.stderr)
+    assert spaced.stderr == ("einmal: note: --at '2031-01-01 09:00' names no offset or time zone: taken as UTC, "
+                             "2031-01-01T09:00:00+00:00\n")
+    at = dict(await conn.fetch("SELECT id, scheduled_for FROM einmal.campaigns"))
+    assert at[int(spaced.stdout)] == datetime(2031, 1, 1, 9, 0, tzinfo=UTC)
+    assert at[int(zoned.stdout)] == datetime(2031, 1, 1, 8, 0, tzinfo=UTC)
+    past = einmal(*common, "2001-01-01 09:00", dsn=dsn)
+    assert past.returncode == 2 and past.stderr.startswith("einmal: --at '2001-01-01 09:00' is in the past")
 
 
 BAD_CREATE = {
@@ -159,6 +178,9 @@ BAD_CREATE = {
 }
 
 
+BAD_ARGUMENTS = {"missing text file", "missing html file", "unparseable at"}
+
+
 @pytest.mark.parametrize("case", BAD_CREATE, ids=list(BAD_CREATE))
 async def test_create_refuses_bad_input_in_one_line_and_inserts_nothing(
         conn: asyncpg.Connection, dsn: str, case: str) -> None:
@@ -175,7 +197,10 @@ async def test_create_refuses_bad_input_in_one_line_and_inserts_nothing(
     lists = [x for option, value in zip(changes[::2], changes[1::2], strict=True) if option == "--list"
              for x in (option, value)]
     result = einmal("campaign", "create", *[x for pair in options.items() for x in pair], *lists, dsn=dsn)
-    assert one_line_error(result).startswith(expected)
+    # judged without the database: a bad argument, exit 2 as README says; the rest exit 1
+    assert result.returncode == (2 if case in BAD_ARGUMENTS else 1), result.stderr
+    assert one_line_error(subprocess.CompletedProcess(result.args, 1, result.stdout, result.stderr)).startswith(
+        expected)
     assert result.stdout == ""
     assert await campaign_count(conn) == 0
 
@@ -202,7 +227,7 @@ async def test_create_refuses_a_template_of_1_mb_in_one_line(
 
 # --- transitions --------------------------------------------------------------------------------
 
-DONE_WORD = {"approve": "approved", "pause": "paused", "resume": "resumed", "cancel": "cancelled"}
+DONE_WORD = {"approve": "approved; starts now", "pause": "paused", "resume": "resumed", "cancel": "cancelled"}
 
 
 async def test_every_allowed_transition_moves_the_campaign_and_notifies(
@@ -300,7 +325,7 @@ async def test_two_racing_approve_processes_one_exits_0_and_one_exits_1(
         for _ in range(2):
             tg.start_soon(approve)
     winner, loser = sorted(results, key=lambda r: r.returncode)
-    assert (winner.returncode, winner.stdout) == (0, f"campaign {campaign} approved\n"), winner.stderr
+    assert (winner.returncode, winner.stdout) == (0, f"campaign {campaign} approved; starts now\n"), winner.stderr
     assert one_line_error(loser) == f"einmal: cannot approve campaign {campaign}: it is approved"
 
 
@@ -310,10 +335,12 @@ async def test_status_json_has_every_state_including_zeros(conn: asyncpg.Connect
     campaign = await seed_campaign(conn, "sending", sends=("sent", "sent", "queued", "in_doubt"))
     result = einmal("campaign", "status", str(campaign), "--json", dsn=dsn)
     assert result.returncode == 0, result.stderr
+    scheduled = await conn.fetchval("SELECT scheduled_for FROM einmal.campaigns WHERE id = $1", campaign)
     assert result.stdout == json.dumps({
         "id": campaign, "status": "sending", "total": 4,
         "counts": {"queued": 1, "claimed": 0, "sending": 0, "sent": 2, "suppressed": 0, "failed": 0,
-                   "in_doubt": 1},
+                   "cancelled": 0, "in_doubt": 1},
+        "scheduled_for": scheduled.isoformat(), "started_at": None,
         "pause_reason": None, "bounced": 0, "soft_bounced": 0, "unclassified": 0, "complained": 0, "reasons": {},
         "paused_domains": [], "failures": [],
     }) + "\n"
@@ -323,8 +350,10 @@ async def test_status_json_of_a_campaign_without_send_rows_is_all_zeros(
         conn: asyncpg.Connection, dsn: str) -> None:
     campaign = await seed_campaign(conn, "draft")
     result = einmal("campaign", "status", str(campaign), "--json", dsn=dsn)
+    scheduled = await conn.fetchval("SELECT scheduled_for FROM einmal.campaigns WHERE id = $1", campaign)
     assert json.loads(result.stdout) == {"id": campaign, "status": "draft", "total": 0,
                                          "counts": dict.fromkeys(campaign_status.STATES, 0),
+                                         "scheduled_for": scheduled.isoformat(), "started_at": None,
                                          "pause_reason": None, "bounced": 0, "soft_bounced": 0,
                                          "unclassified": 0, "complained": 0, "reasons": {}, "paused_domains": [],
                                          "failures": []}
@@ -373,9 +402,9 @@ async def test_status_table_shows_status_name_each_state_and_total(
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"campaign {campaign} 'spring': paused"
-    assert [line.split() for line in lines[1:9]] == [
+    assert [line.split() for line in lines[1:10]] == [
         ["queued", "0"], ["claimed", "1"], ["sending", "0"], ["sent", "1"], ["suppressed", "1"],
-        ["failed", "1"], ["in_doubt", "0"], ["total", "4"]]
+        ["failed", "1"], ["cancelled", "0"], ["in_doubt", "0"], ["total", "4"]]
 
 
 def test_progress_line_counts_every_finished_state_as_done() -> None:

@@ -22,7 +22,8 @@ from tests.support.pipeline import node_env, start_node, stop_node, wait_status
 
 pytestmark = pytest.mark.anyio
 
-UNSUBSCRIBE = {"EINMAL_UNSUBSCRIBE_URL": "https://news.example.org/u", "EINMAL_UNSUBSCRIBE_SECRET": "s3cret"}
+UNSUBSCRIBE = {"EINMAL_UNSUBSCRIBE_URL": "https://news.example.org/u",
+               "EINMAL_UNSUBSCRIBE_SECRET": "s3cret-of-at-least-32-characters-x"}  # a node needs 32 at least
 
 
 async def create(dsn: str, *extra: str) -> int:
@@ -83,10 +84,11 @@ async def test_campaign_list_shows_every_campaign_newest_first_or_those_of_one_s
     sending = await seed_campaign(conn, "sending", sends=("queued", "sent"))
     everything = einmal("campaign", "list", dsn=dsn)
     assert everything.returncode == 0, everything.stderr
-    assert [line.split("\t")[0] for line in everything.stdout.splitlines()] == [str(sending), str(draft)]
+    assert [line.split("\t")[0] for line in everything.stdout.splitlines()] == ["id", str(sending), str(draft)]
     only = einmal("campaign", "list", "--status", "sending", dsn=dsn).stdout.splitlines()
-    assert len(only) == 1 and only[0].startswith(f"{sending}\tacme\tspring\tsending\t")
-    assert only[0].endswith("\t2 recipients")
+    assert only[0] == "id\taccount\tname\tstatus\tstarted\trecipients"
+    assert len(only) == 2 and only[1].startswith(f"{sending}\tacme\tspring\tsending\t")
+    assert only[1].endswith("\t2 recipients")
     bad = einmal("campaign", "list", "--status", "sendingg", dsn=dsn)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -110,6 +112,32 @@ async def test_preview_prints_the_message_of_the_named_subscriber(
     missing = einmal("campaign", "preview", str(campaign), "--subscriber", "nobody@example.org", dsn=dsn,
                      env=UNSUBSCRIBE)
     assert one_line_error(missing) == f"einmal: campaign {campaign}'s account has no subscriber 'nobody@example.org'"
+
+
+async def test_preview_prints_the_body_decoded_and_raw_prints_it_as_on_the_wire(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    await seed_subscribers(conn)
+    long_line = "Grüße aus Köln, " * 8  # over 76 characters and not ASCII: quoted-printable with soft breaks
+    created = einmal("campaign", "create", "--account", "acme", "--name", "qp", "--subject", "Hi", "--from",
+                     "news@example.org", "--text", f"{long_line}\n{{{{ unsubscribe_url }}}}\n", "--html-file",
+                     str(_html(tmp_path)), dsn=dsn, env=UNSUBSCRIBE)
+    assert created.returncode == 0, created.stderr
+    args = ("campaign", "preview", created.stdout.strip(), "--subscriber", "ann@example.org")
+    decoded = einmal(*args, dsn=dsn, env=UNSUBSCRIBE)
+    raw = einmal(*args, "--raw", dsn=dsn, env=UNSUBSCRIBE)
+    assert decoded.returncode == 0 and raw.returncode == 0, (decoded.stderr, raw.stderr)
+    assert f"--- text/plain ---\n{long_line}\n" in decoded.stdout
+    assert "--- text/html ---\n<p>Ann &amp; Köln</p>\n" in decoded.stdout
+    assert "=C3=BC" not in decoded.stdout and "=\n" not in decoded.stdout.split("\n\n", 1)[1]
+
+
+    def dateless(text: str) -> str:  # the time of rendering aside
+        return re.sub(r"(?m)^Date: .*\n", "", text)
+
+    assert dateless(decoded.stdout.split("\n\n", 1)[0]) == dateless(raw.stdout.split("\n\n", 1)[0])  # as sent
+    assert long_line not in raw.stdout and "Gr=C3=BC=C3=9Fe" in raw.stdout  # the wire form, quoted-printable
+    einmal(*args, "--out", str(tmp_path / "out.eml"), dsn=dsn, env=UNSUBSCRIBE)
+    assert dateless((tmp_path / "out.eml").read_bytes().decode().replace("\r\n", "\n")) == dateless(raw.stdout)
 
 
 async def test_campaign_test_sends_the_preview_to_another_mailbox_and_touches_no_row(
@@ -241,7 +269,9 @@ async def test_create_refuses_a_past_at_in_one_line(conn: asyncpg.Connection, ds
     await seed_account(conn)
     result = einmal("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S", "--from",
                     "a@example.org", "--text", "Hi", "--at", "2001-01-01T00:00 Europe/Berlin", dsn=dsn)
-    assert one_line_error(result).startswith("einmal: --at '2001-01-01T00:00 Europe/Berlin' is in the past")
+    assert result.returncode == 2, result.stderr  # a bad argument (README: 2 for bad arguments)
+    assert result.stderr.startswith("einmal: --at '2001-01-01T00:00 Europe/Berlin' is in the past")
+    assert len(result.stderr.splitlines()) == 1
     assert await conn.fetchval("SELECT count(*) FROM einmal.campaigns") == 0
 
 

@@ -29,3 +29,9 @@ async def test_demo_with_database_url_says_which_database_and_sends_there(dsn: s
     database = dsn.rsplit("/", 1)[1]
     assert result.stdout.splitlines()[0].startswith("einmal demo: database ") and database in result.stdout
     assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE status = 'sent'") > 0
+    # the counts add up: 20 subscribers in 23 rows (2 again on a second list, 1 in upper case), then the import
+    # counts the rows of the file: 20 new subscribers, 3 rows naming one already there
+    lines = result.stdout.splitlines()
+    assert lines[1].startswith("einmal demo: 20 sample subscribers in 23 rows of CSV (2 again for a second list, "
+                               "1 again in upper case), messages captured in ")
+    assert lines[2] == "imported 20, already present 3, rejected 0"

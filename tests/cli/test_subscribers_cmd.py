@@ -28,7 +28,7 @@ async def test_list_and_show_give_lists_attributes_and_suppression(dsn: str, tmp
     einmal("suppress", "--account", "acme", "BOB@example.org", "--reason", "complaint", dsn=dsn)
     listing = einmal("subscribers", "list", "--account", "acme", dsn=dsn)
     assert listing.stdout.splitlines() == ["ann@example.org\tAnn\tconfirmed\tnews|vip",
-                                           "bob@example.org\tBob, Jr.\tconfirmed\tnews"]
+                                           "bob@example.org\tBob, Jr.\tsuppressed (complaint)\tnews"]
     vip = einmal("subscribers", "list", "--account", "acme", "--list", "vip", dsn=dsn)
     assert vip.stdout.splitlines() == ["ann@example.org\tAnn\tconfirmed\tnews|vip"]
     bob = einmal("subscribers", "show", "--account", "acme", "Bob@Example.org", dsn=dsn).stdout
@@ -47,8 +47,10 @@ async def test_export_is_read_back_by_import_into_the_same_subscribers(
     assert exported.returncode == 0, exported.stderr
     rows = list(csv.DictReader(io.StringIO(exported.stdout)))
     assert rows == [
-        {"email": "ann@example.org", "name": "Ann", "list": "news|vip", "city": "Köln", "plan": "pro"},
-        {"email": "bob@example.org", "name": "Bob, Jr.", "list": "news", "city": "", "plan": "free"}]
+        {"email": "ann@example.org", "name": "Ann", "list": "news|vip", "suppressed": "", "city": "Köln",
+         "plan": "pro"},
+        {"email": "bob@example.org", "name": "Bob, Jr.", "list": "news", "suppressed": "", "city": "",
+         "plan": "free"}]
     imported(dsn, tmp_path, exported.stdout, account="copy")
     query = ("SELECT s.email, s.name, s.attributes, array_agg(l.name ORDER BY l.name) AS lists "
              "FROM einmal.subscribers s JOIN einmal.accounts a ON a.id = s.account_id "
@@ -57,6 +59,37 @@ async def test_export_is_read_back_by_import_into_the_same_subscribers(
     original = [tuple(r) for r in await conn.fetch(query, "acme")]
     copy = [tuple(r) for r in await conn.fetch(query, "copy")]
     assert original == copy and len(copy) == 2
+
+
+async def test_an_export_carries_the_suppressions_into_the_account_it_is_imported_into(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    imported(dsn, tmp_path)
+    suppressed = einmal("suppress", "--account", "acme", "BOB@example.org", "--reason", "unsubscribe", dsn=dsn)
+    assert suppressed.returncode == 0, suppressed.stderr
+    exported = einmal("subscribers", "export", "--account", "acme", dsn=dsn)
+    rows = {r["email"]: r["suppressed"] for r in csv.DictReader(io.StringIO(exported.stdout))}
+    assert rows == {"ann@example.org": "", "bob@example.org": "unsubscribe"}
+    path = tmp_path / "copy.csv"
+    path.write_text(exported.stdout)
+    result = einmal("subscribers", "import", "--account", "copy", "--create-account", str(path), dsn=dsn)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "imported 2, already present 0, rejected 0, suppressed 1\n"
+    suppressed = await conn.fetch("SELECT x.email_lower, x.reason FROM einmal.suppressions x "
+                                  "JOIN einmal.accounts a ON a.id = x.account_id WHERE a.name = 'copy'")
+    assert [tuple(r) for r in suppressed] == [("bob@example.org", "unsubscribe")]
+    attributes = await conn.fetchval("SELECT s.attributes FROM einmal.subscribers s JOIN einmal.accounts a "
+                                     "ON a.id = s.account_id WHERE a.name = 'copy' AND s.email = 'bob@example.org'")
+    assert "suppressed" not in json.loads(attributes)  # a column of its own, not an attribute
+    listing = einmal("subscribers", "list", "--account", "copy", dsn=dsn).stdout.splitlines()
+    assert listing[1] == "bob@example.org\tBob, Jr.\tsuppressed (unsubscribe)\tnews"
+
+
+async def test_list_and_export_refuse_a_list_the_account_does_not_have(dsn: str, tmp_path: Path) -> None:
+    imported(dsn, tmp_path)
+    for verb in ("list", "export"):
+        result = einmal("subscribers", verb, "--account", "acme", "--list", "nosuch", dsn=dsn)
+        assert one_line_error(result) == "einmal: account 'acme' has no list named 'nosuch'"
+        assert result.stdout == ""
 
 
 async def test_delete_erases_the_data_keeps_the_suppression_and_never_mails_the_address_again(
@@ -132,7 +165,7 @@ async def test_every_lookup_by_address_compares_mailbox_keys_as_the_import_store
     (service/addresses.py), not PostgreSQL's lower()."""
     imported(dsn, tmp_path, "email,name\nanna@xn--bcher-kva.example,Anna\nStraße@example.org,Gert\n")
     assert einmal("subscribers", "export", "--account", "acme", dsn=dsn).stdout.splitlines()[1] \
-        == "anna@xn--bcher-kva.example,Anna,default"
+        == "anna@xn--bcher-kva.example,Anna,default,"
     for typed in ("anna@xn--bcher-kva.example", "ANNA@Bücher.example", "anna@bücher.example"):
         shown = einmal("subscribers", "show", "--account", "acme", typed, dsn=dsn)
         assert shown.returncode == 0 and "email: anna@xn--bcher-kva.example\n" in shown.stdout, shown.stderr
@@ -172,3 +205,22 @@ async def test_an_erased_subscriber_is_gone_from_every_view_and_its_old_links_na
     assert (page.status_code, pressed.status_code) == (404, 404) and "erased" not in page.text
     suppressions = await conn.fetch("SELECT email_lower, reason FROM einmal.suppressions")
     assert [tuple(r) for r in suppressions] == [("ann@example.org", "erased")]
+
+
+async def test_accounts_list_names_each_account_with_its_creation_and_subscriber_count(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    assert einmal("accounts", "list", dsn=dsn).stderr.startswith("no accounts")
+    path = tmp_path / "two.csv"
+    path.write_text(CSV)
+    first = einmal("subscribers", "import", "--account", "acmee", "--create-account", str(path), dsn=dsn)
+    assert first.stderr == "einmal: created account 'acmee'\n"  # a typo makes an account: never silently
+    again = einmal("subscribers", "import", "--account", "acmee", "--create-account", str(path), dsn=dsn)
+    assert again.returncode == 0 and again.stderr == ""  # it existed: nothing created, nothing said
+    imported(dsn, tmp_path, "email\nc@example.org\n", account="acme")
+    created = dict(await conn.fetch("SELECT name, created_at FROM einmal.accounts"))
+    listing = einmal("accounts", "list", dsn=dsn)
+    assert listing.returncode == 0, listing.stderr
+    assert listing.stdout.splitlines() == [
+        "name\tcreated\tsubscribers",
+        f"acme\t{created['acme'].isoformat(timespec='seconds')}\t1",
+        f"acmee\t{created['acmee'].isoformat(timespec='seconds')}\t2"]

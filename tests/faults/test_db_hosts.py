@@ -54,6 +54,8 @@ class StartingUp(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
+    answer = b"SFATAL\0VFATAL\0C57P03\0Mthe database system is starting up\0\0"
+
     def __init__(self) -> None:
         self.logins = 0
         super().__init__(("127.0.0.1", 0), self.Answer)
@@ -70,7 +72,7 @@ class StartingUp(socketserver.ThreadingTCPServer):
                     break
                 self.request.sendall(b"N")
             self.server.logins += 1
-            fields = b"SFATAL\0VFATAL\0C57P03\0Mthe database system is starting up\0\0"
+            fields = self.server.answer
             self.request.sendall(b"E" + struct.pack("!i", len(fields) + 4) + fields)
 
         def _read(self, n: int) -> bytes:
@@ -78,6 +80,31 @@ class StartingUp(socketserver.ThreadingTCPServer):
             while len(data) < n and (chunk := self.request.recv(n - len(data))):
                 data += chunk
             return data
+
+
+class WrongPassword(StartingUp):
+    answer = b'SFATAL\0VFATAL\0C28P01\0Mpassword authentication failed for user "einmal"\0\0'
+
+
+@pytest.fixture
+def wrong_password() -> Iterator[StartingUp]:
+    server = WrongPassword()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_server_that_refuses_the_password_is_said_to_refuse_the_login_not_to_be_unreachable(
+        wrong_password: StartingUp) -> None:
+    port = wrong_password.server_address[1]
+    result = einmal("campaign", "list", dsn=f"postgresql://einmal:wrong@127.0.0.1:{port}/postgres")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (f"einmal: PostgreSQL at 127.0.0.1:{port}/postgres refused the login: "
+                             'password authentication failed for user "einmal"\n')
 
 
 @pytest.fixture

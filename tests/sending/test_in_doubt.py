@@ -65,13 +65,18 @@ async def test_hold_keeps_the_rows_in_doubt_until_reconcile_resend_sends_them_ag
         try:
             await wait_status(conn, killed.campaign, "sent", timeout=30)
             assert await counts(conn, killed.campaign) == {"sent": RECIPIENTS - CONNECTIONS, "in_doubt": CONNECTIONS}
-            held = await conn.fetch("SELECT email, job_id FROM einmal.sends WHERE status = 'in_doubt' ORDER BY id")
+            held = await conn.fetch("SELECT id, email, claimed_by FROM einmal.sends WHERE status = 'in_doubt' "
+                                    "ORDER BY id")
             listed = await reconcile(dsn, killed.campaign)
             assert listed.returncode == 0, listed.stderr
             lines = listed.stdout.splitlines()
-            assert [line.split("\t")[:2] for line in lines[:-1]] == [[r["email"], r["job_id"]] for r in held]
+            # what is known of each: its id, address and the dead node whose transaction it was in, and why
+            assert [line.split("\t")[:3] for line in lines[1:-1]] == [
+                [str(r["id"]), r["email"], r["claimed_by"]] for r in held]
+            assert all(r["claimed_by"] and line.endswith(f"node {r['claimed_by']} died during the SMTP transaction")
+                       for r, line in zip(held, lines[1:-1], strict=True))
             assert lines[-1] == (f"{CONNECTIONS} in-doubt rows in campaign {killed.campaign}; "
-                                 "decide with --resend or --mark-sent")
+                                 "decide with --resend or --mark-sent (all, or some with --id and --address)")
             assert all(n == 1 for n in times_received(server).values()), "held: nothing sent twice yet"
 
             resent = await reconcile(dsn, killed.campaign, "--resend")

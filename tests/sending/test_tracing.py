@@ -38,6 +38,12 @@ async def test_each_batch_is_one_trace_with_claim_send_and_record(
         assert batch.attributes["einmal.outcome.sent"] == batch.attributes["einmal.batch_size"]
         children = sorted(s.name for s in finished if s.parent and s.parent.span_id == batch.context.span_id)
         assert children == ["claim", "record", "send"]
+        for name in ("send", "record"):  # each says which batch it is of, and what came of it
+            [child] = [s for s in finished if s.name == name and s.parent.span_id == batch.context.span_id]
+            assert child.attributes["einmal.campaign_id"] == campaign
+            assert child.attributes["einmal.node_id"] == batch.attributes["einmal.node_id"]
+            assert child.attributes["einmal.rows"] == batch.attributes["einmal.batch_size"]
+            assert child.attributes["einmal.outcome.sent"] == batch.attributes["einmal.batch_size"]
         assert all(s.context.trace_id == batch.context.trace_id for s in finished
                    if s.parent and s.parent.span_id == batch.context.span_id)
     assert any(s.name == "campaign.start" for s in finished)

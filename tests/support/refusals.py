@@ -13,8 +13,9 @@ async def table_counts(conn: asyncpg.Connection) -> tuple[int, ...]:
     return tuple(row)
 
 
-def one_line_refusal(result: subprocess.CompletedProcess, starts: str = "einmal: ") -> str:
-    assert result.returncode == 1, (result.returncode, result.stderr[:500])
+def one_line_refusal(result: subprocess.CompletedProcess, starts: str = "einmal: ", code: int = 1) -> str:
+    """The one line of a refusal with exit `code` (2: a bad argument, judged without the database)."""
+    assert result.returncode == code, (result.returncode, result.stderr[:500])
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(starts), result.stderr[:500]

@@ -36,7 +36,7 @@ from tests.support.smtp_servers import free_port
 
 pytestmark = pytest.mark.anyio
 
-SECRET = "node-test-key"
+SECRET = "node-test-key-of-32-characters-or-more"
 BODY = "Hello {{ name }}, leave here: {{ unsubscribe_url }}"
 
 
