@@ -83,6 +83,8 @@ class CampaignStatus(BaseModel):
     status: Status
     total: int
     counts: dict[str, int] = Field(description="send rows per state: queued, claimed, sending, sent, …")
+    scheduled_for: datetime | None
+    started_at: datetime | None
     pause_reason: str | None
     bounced: int
     soft_bounced: int

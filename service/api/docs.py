@@ -10,7 +10,8 @@ STYLE = """body{font:16px/1.5 system-ui,sans-serif;max-width:60rem;margin:0 auto
 h2{border-top:1px solid #ccc;padding-top:1rem}code,pre{font-family:ui-monospace,monospace;font-size:.9em}
 .op{margin:1rem 0;padding:.5rem 1rem;border-left:4px solid #0b5cad;background:#f4f7fb;overflow-wrap:anywhere}
 .m{font-weight:700;color:#0b5cad}table{border-collapse:collapse;display:block;overflow-x:auto;max-width:100%}
-p>code{overflow-wrap:anywhere}th,td:first-child,td:nth-child(2),td:nth-child(3){white-space:nowrap}td,th{padding:.2rem .6rem;text-align:left;
+p>code{overflow-wrap:anywhere}
+th,td:first-child,td:nth-child(2),td:nth-child(3){white-space:nowrap}td,th{padding:.2rem .6rem;text-align:left;
 vertical-align:top;border-bottom:1px solid #ddd}a:focus{outline:3px solid #0b5cad}"""
 HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
            "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}

@@ -2,6 +2,8 @@
 by the real command line, each request acting for its key's account alone, the generated OpenAPI document,
 and bad input answered without a traceback or a write."""
 
+import json
+
 import anyio
 import asyncpg
 import httpx
@@ -207,6 +209,9 @@ async def test_a_campaign_is_created_approved_and_cancelled_and_its_status_read(
         assert (await client.post(f"{url}/cancel", headers=key)).json()["status"] == "cancelled"
         status = (await client.get(url, headers=key)).json()
         assert (status["status"], status["total"], status["counts"]["queued"]) == ("cancelled", 0, 0)
+        printed = json.loads(einmal("campaign", "status", str(campaign["id"]), "--json", dsn=dsn).stdout)
+        assert status.keys() == printed.keys() and status["counts"] == printed["counts"]
+        assert status["scheduled_for"] == "2099-01-01T08:00:00Z" and status["started_at"] is None
         listed = (await client.get("/campaigns", headers=key)).json()
         assert [c["id"] for c in listed["campaigns"]] == [campaign["id"]]
         assert (await client.post(f"{url}/explode", headers=key)).status_code == 422
