@@ -50,13 +50,13 @@ class Idempotent:
         pool = self.pool  # a statement at a time: a waiter holds no connection the runner needs
         claim = (db.query("api_request_claim"), key_hash, idem, request_hash, WINDOW_SECONDS, TAKEOVER_SECONDS)
         if await pool.fetchval(*claim, timeout=WAIT_SECONDS):
-            return await self._run(scope, _replay(body, receive), send, key_hash, idem)
+            return await self._run(scope, replay(body, receive), send, key_hash, idem)
         with anyio.move_on_after(WAIT_SECONDS):
             while True:
                 kept = await pool.fetchrow(db.query("api_request_get"), key_hash, idem, timeout=WAIT_SECONDS)
                 if kept is None:  # released by a failed first run: run this one
                     if await pool.fetchval(*claim, timeout=WAIT_SECONDS):
-                        return await self._run(scope, _replay(body, receive), send, key_hash, idem)
+                        return await self._run(scope, replay(body, receive), send, key_hash, idem)
                 elif bytes(kept["request_hash"]) != request_hash:
                     return await _json(send, 422, {"error": "this Idempotency-Key was used for another request"})
                 elif kept["status"] is not None:
@@ -91,17 +91,18 @@ class Idempotent:
                                         b"".join(chunks), WINDOW_SECONDS, timeout=WAIT_SECONDS)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """The body again, then what the connection says next (its end)."""
+def replay(body: bytes, receive: Receive) -> Receive:
+    """An ASGI receive that gives the body read whole before, then what the connection says next (its end):
+    for an app behind a middleware that had to read the body first (this one, service/web/app.py BoundedBody)."""
     sent = False
 
-    async def replay() -> Message:
+    async def again() -> Message:
         nonlocal sent
         if sent:
             return await receive()
         sent = True
         return {"type": "http.request", "body": body, "more_body": False}
-    return replay
+    return again
 
 
 async def _answer(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import asyncpg
 
 from service import db
+from service.cli.subscribers_cmd import find_account
 from service.errors import UsageError
 from service.settings import Settings
-from service.subscribers.importer import check_account, shown
+from service.subscribers.importer import shown
 
 MARK = "einmal_"
 PREFIX = len(MARK) + 6
@@ -45,19 +46,12 @@ async def find(conn: asyncpg.Connection, key: str) -> Key | None:
     return Key(row["id"], row["account_id"], row["scope"]) if row else None
 
 
-async def _account(conn: asyncpg.Connection, name: str) -> int:
-    account_id = await conn.fetchval(db.query("account_find"), check_account(name))
-    if account_id is None:
-        raise UsageError(f"no account named {shown(name)}")
-    return account_id
-
-
 async def create_command(args: argparse.Namespace, settings: Settings) -> int:
     if len(args.name) > 100 or not args.name.isprintable():
         raise UsageError("--name: at most 100 printable characters")
     key = MARK + secrets.token_urlsafe(32)
     async with db.connection(db.url(settings)) as conn:
-        account_id = await _account(conn, args.account)
+        account_id = await find_account(conn, args.account)
         await conn.fetchval(db.query("api_key_insert"), account_id, args.name, args.scope, key[:PREFIX],
                             digest(key))
     print(key)  # the key alone on stdout: `KEY=$(einmal account key create …)`
@@ -66,7 +60,7 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
 
 async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        await _account(conn, args.account)
+        await find_account(conn, args.account)
         rows = await conn.fetch(db.query("api_keys_list"), args.account)
     print("id\tprefix\tscope\tname\tcreated\tlast used\trevoked")
     for r in rows:
@@ -77,7 +71,7 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
 
 async def revoke_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        await _account(conn, args.account)
+        await find_account(conn, args.account)
         if await conn.fetchval(db.query("api_key_revoke"), args.account, args.id) is None:
             raise UsageError(f"account {shown(args.account)} has no key {args.id} that is not revoked")
     print(f"revoked key {args.id}")

@@ -26,7 +26,8 @@ from service.subscribers import erasure
 from service.subscribers.importer import SUPPRESSED, check_account, shown
 
 
-async def _account(conn, name: str) -> int:
+async def find_account(conn, name: str) -> int:
+    """The id of the account named `name`; UsageError when there is none."""
     account_id = await conn.fetchval(db.query("account_find"), check_account(name))
     if account_id is None:
         raise UsageError(f"no account named {shown(name)}")
@@ -36,7 +37,7 @@ async def _account(conn, name: str) -> int:
 async def _subscribers(conn, args: argparse.Namespace) -> list:
     """The rows of `subscribers list|export`; UsageError for an unknown account or --list."""
     if args.list is None:
-        await _account(conn, args.account)
+        await find_account(conn, args.account)
     else:
         from service.cli.campaigns import resolve  # the check of campaign create: the same one line
 
@@ -69,7 +70,7 @@ async def accounts_list_command(args: argparse.Namespace, settings: Settings) ->
 
 async def show_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        await _account(conn, args.account)
+        await find_account(conn, args.account)
         rows = await conn.fetch(db.query("subscriber_find"), args.account, email_key(args.email),
                                 args.email)
     if not rows:
@@ -96,7 +97,7 @@ async def export_command(args: argparse.Namespace, settings: Settings) -> int:
 
 async def delete_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn, conn.transaction():
-        account_id = await _account(conn, args.account)
+        account_id = await find_account(conn, args.account)
         erased = await erasure.erase(conn, args.account, account_id, args.email)
     print(f"erased {erased}; its address stays suppressed")
     return 0
@@ -104,7 +105,7 @@ async def delete_command(args: argparse.Namespace, settings: Settings) -> int:
 
 async def suppressions_list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        await _account(conn, args.account)
+        await find_account(conn, args.account)
         rows = await conn.fetch(db.query("suppressions_list"), args.account)
     for r in rows:
         print(f"{r['email_lower']}\t{r['reason']}\t{r['created_at'].isoformat(timespec='seconds')}")
@@ -113,7 +114,7 @@ async def suppressions_list_command(args: argparse.Namespace, settings: Settings
 
 async def suppressions_remove_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        account_id = await _account(conn, args.account)
+        account_id = await find_account(conn, args.account)
         keys = {email_key(email) for email in args.emails}
         removed = await conn.fetch(db.query("suppression_delete"), account_id, list(keys))
     print(f"removed {len(removed)}, not suppressed {len(keys) - len(removed)}")
@@ -124,7 +125,7 @@ async def suppressions_review_command(args: argparse.Namespace, settings: Settin
     from service.inbound import review
 
     async with db.connection(db.url(settings)) as conn:
-        account_id = await _account(conn, args.account)
+        account_id = await find_account(conn, args.account)
         listed, lifted = await review.review(conn, args.account, account_id, settings.soft_bounce_limit,
                                              lift=args.lift)
     for r in listed:

@@ -46,6 +46,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import db
 from service.api import app as api
+from service.api import idempotency
 from service.errors import UsageError
 from service.inbound import events as inbound
 from service.inbound import webhook_credentials, webhooks
@@ -479,16 +480,7 @@ class BoundedBody:
         except Refused as refused:
             headers = {"Retry-After": "5"} if refused.status == 503 else {}
             return await JSONResponse({"error": refused.text}, refused.status, headers)(scope, receive, send)
-        sent = False
-
-        async def replay() -> dict:
-            nonlocal sent
-            if sent:  # the body was read whole: what follows is the client going away
-                return await receive()
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, send)
+        await self.app(scope, idempotency.replay(body, receive), send)
 
 
 class NoTraceback:
