@@ -15,7 +15,8 @@ standbys but none synchronous is one warning line when it begins and a
 not ready and nothing claimed); a new system identifier or timeline is one
 line naming the failover. The send pipeline runs the same check when it
 starts, and after a failover writes the node's journal again on the new
-primary before it claims anything (`write_again`).
+primary before it claims anything (`write_again`), and waits until every
+other live node has done the same (`await_journals`).
 """
 
 import logging
@@ -35,6 +36,7 @@ from service.context import NodeContext, Outcome
 log = logging.getLogger("einmal.scheduler")
 
 MIN_NUDGED_GAP = 0.05  # seconds between ticks that a nudge brings forward
+BARRIER_POLL_SECONDS = 0.2  # how often a node waiting for the others' journals after a failover asks
 WAITING_COMMITS = ("on", "remote_apply", "remote_write")  # synchronous_commit levels a sync standby holds
 # a server that will not say (a managed service's restrictions): the check cannot tell
 CANNOT_ASK = (asyncpg.InsufficientPrivilegeError, asyncpg.UndefinedFunctionError, asyncpg.FeatureNotSupportedError)
@@ -121,6 +123,36 @@ async def write_again(ctx: NodeContext, conn: asyncpg.Connection) -> None:
     ctx.unrecorded = [(token, kept) for token, outcomes in ctx.unrecorded
                       if (kept := [o for o in outcomes if o.status == "queued"])]
     ctx.failover_due = False
+
+
+async def await_journals(ctx: NodeContext, conn: asyncpg.Connection, tokens: list[str]) -> None:
+    """The barrier after a failover, before the send pipeline claims: this node's tokens are marked as
+    having written their journal on this primary, then it waits until every other live node has too
+    (node_journals_pending). A row whose claim the failover lost is queued with no owner on the new primary,
+    and only its owner's rewrite says it was sent; a claim before that would send it again. A node that
+    never writes (dead, or an einmal without the barrier) is waited for until its heartbeat is older than
+    the node timeout, and at most that long in all. A node that has just started has no journal and marks
+    its primary at once: nobody waits for it."""
+    if ctx.database_identity is None:  # the server would not say which primary it is: nothing to compare
+        return
+    primary = "{}:{}".format(*ctx.database_identity)
+    await conn.execute(db.query("node_journal_written"), tokens, primary)
+    timeout = ctx.settings.node_timeout_seconds
+    deadline, said = time.monotonic() + timeout, None
+    while pending := [r["id"] for r in await conn.fetch(db.query("node_journals_pending"), primary, timeout)]:
+        if time.monotonic() >= deadline:
+            log.warning("claiming though node(s) %s have not written their journal on this primary in %gs "
+                        "(EINMAL_NODE_TIMEOUT_SECONDS): rows whose claims the failover lost may be sent again",
+                        ", ".join(pending), timeout)
+            return
+        if said is None:
+            said = time.monotonic()
+            log.warning("after the failover: not claiming until node(s) %s have written their journal on this "
+                        "primary (at most %gs)", ", ".join(pending), timeout)
+        await anyio.sleep(BARRIER_POLL_SECONDS)
+    if said is not None:
+        log.info("after the failover: every live node has written its journal; claiming after %.1fs",
+                 time.monotonic() - said)
 
 
 def columns(rows: Iterable[tuple[float, str, Outcome, float | None]]) -> tuple[list, ...]:

@@ -102,6 +102,8 @@ class SendPipeline:
                 await conn.fetchrow(db.query("node_rescue"), ctx.settings.node_timeout_seconds,
                                     ctx.settings.in_doubt, ctx.retired_tokens, ctx.settings.max_attempts)
                 ctx.retired_tokens.clear()
+            # after a failover, no claim before every live node's journal is written on the new primary (§4)
+            await scheduler.await_journals(ctx, conn, [token])
         settings = ctx.settings
         # the claimer is woken when fewer rows than this wait to be sent (docs/design.md §5)
         caps = {domain: limit.connections for domain, limit in ctx.domain_limits.items() if limit.connections}

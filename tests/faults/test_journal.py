@@ -2,6 +2,7 @@
 and in age; written again compare-and-set, so that only a row behind what the node knows moves, and a row
 another token has is never touched but kept in einmal.lost_outcomes."""
 
+import anyio
 import asyncpg
 import pytest
 
@@ -102,3 +103,62 @@ async def test_after_a_failover_only_rows_behind_the_journal_move_and_another_to
                                addresses[4]) == 1
     assert await conn.fetchval("SELECT sent_at IS NOT NULL FROM einmal.sends WHERE id = $1", ids[2])
     assert ctx.metrics.lost_outcomes._value.get() == 3
+
+
+async def test_after_a_failover_no_node_claims_until_every_live_node_has_written_its_journal_there(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    # the new primary as the barrier finds it: A alive and not yet rewritten (its row names the old
+    # primary), B dead (its heartbeat older than the node timeout), C alive and rewritten already, D new
+    await conn.execute("""
+        INSERT INTO einmal.nodes (id, heartbeat_at, journal_written_on) VALUES
+            ('a/1.1', now(), '7:1'), ('b/1.1', now() - interval '1 hour', '7:1'), ('c/1.1', now(), '7:2'),
+            ('d/1.1', now(), NULL)""")  # D has just started on the new primary: no journal to wait for
+    pool = await db.create_pool(dsn, size=2, command_timeout=10)
+    try:
+        ctx = NodeContext(node_settings(dsn, 2525, node_timeout_seconds=20), pool, dsn)
+        ctx.database_identity = (7, 2)
+        await conn.execute("INSERT INTO einmal.nodes (id) VALUES ($1)", ctx.token)
+        passed = anyio.Event()
+
+        async def start() -> None:
+            async with pool.acquire() as c:
+                await scheduler.await_journals(ctx, c, [ctx.token])
+            passed.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(start)
+            with anyio.move_on_after(1.5):
+                await passed.wait()
+            assert not passed.is_set(), "A is alive and has not written its journal on the new primary"
+            assert await conn.fetchval("SELECT journal_written_on FROM einmal.nodes WHERE id = $1",
+                                       ctx.token) == "7:2", "this node's own mark is set before it waits"
+            await conn.execute("UPDATE einmal.nodes SET journal_written_on = '7:2' WHERE id = 'a/1.1'")
+            with anyio.fail_after(5):
+                await passed.wait()  # B is dead: not waited for
+    finally:
+        await pool.close()
+
+
+async def test_the_barrier_waits_for_a_node_that_never_writes_at_most_the_node_timeout(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    await conn.execute("INSERT INTO einmal.nodes (id, journal_written_on) VALUES ('old/1.1', '7:1')")
+    pool = await db.create_pool(dsn, size=1, command_timeout=10)
+    try:
+        ctx = NodeContext(node_settings(dsn, 2525, node_timeout_seconds=1.5, tick_seconds=0.5), pool, dsn)
+        ctx.database_identity = (7, 2)
+        began = anyio.current_time()
+
+        async def heartbeat() -> None:  # the other node stays alive: only the overall bound ends the wait
+            while True:
+                await conn.execute("UPDATE einmal.nodes SET heartbeat_at = now() WHERE id = 'old/1.1'")
+                await anyio.sleep(0.2)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(heartbeat)
+            with anyio.fail_after(10):
+                async with pool.acquire() as c:
+                    await scheduler.await_journals(ctx, c, [])
+            tg.cancel_scope.cancel()
+        assert 1.4 <= anyio.current_time() - began < 5
+    finally:
+        await pool.close()
