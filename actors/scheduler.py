@@ -30,6 +30,7 @@ import asyncpg
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
+from actors import writer
 from service import db, health, telemetry
 from service.context import NodeContext, Outcome
 
@@ -110,6 +111,7 @@ async def write_again(ctx: NodeContext, conn: asyncpg.Connection) -> None:
                 latest[o.id] = (time.time(), token, o, None)
     if latest:
         rows = latest.values()
+        await writer.campaigns_of(conn, [o for _, _, o, _ in rows])
         result = await conn.fetchrow(db.query("send_rewrite"), *columns(rows))
         lost = result["lost"] or []
         for send_id, campaign_id, subscriber_id, outcome, code, status, owner, token in lost:
@@ -161,7 +163,8 @@ def columns(rows: Iterable[tuple[float, str, Outcome, float | None]]) -> tuple[l
     outcomes = [o for _, _, o, _ in rows]
     return ([o.id for o in outcomes], [t for _, t, _, _ in rows], [o.status for o in outcomes],
             [o.reply[:1000] for o in outcomes], [o.attempts for o in outcomes], [o.bounce for o in outcomes],
-            [at for at, _, _, _ in rows], [o.retry_after for o in outcomes], [r for _, _, _, r in rows])
+            [at for at, _, _, _ in rows], [o.retry_after for o in outcomes], [r for _, _, _, r in rows],
+            [o.campaign_id for o in outcomes])
 
 
 async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> None:

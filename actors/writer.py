@@ -48,14 +48,20 @@ NOT_SENT = "not sent: the database connection failed"
 MAX_LINGER = 0.0025  # seconds
 
 
+async def campaigns_of(conn: asyncpg.Connection, outcomes: Sequence[Outcome]) -> None:
+    """Fill in the campaign of the outcomes made without their batch (their row says, one lookup), so that the
+    statements recording them read one partition a row; 0 for a row that is gone."""
+    if missing := [x.id for x in outcomes if x.campaign_id is None]:
+        found = dict(await conn.fetch(db.query("send_campaigns"), missing))
+        for x in outcomes:
+            x.campaign_id = x.campaign_id or found.get(x.id, 0)
+
+
 async def advance(conn: asyncpg.Connection, settings: Settings, outcomes: list[Outcome], token: str,
                   starts: list[tuple[int, int]]) -> list[asyncpg.Record]:
     """One send_advance: record `outcomes` under `token`, start the rows `starts` (id, campaign)."""
     o = outcomes
-    if any(x.campaign_id is None for x in o):  # an outcome made without its batch: its row says (one lookup)
-        found = dict(await conn.fetch(db.query("send_campaigns"), [x.id for x in o if x.campaign_id is None]))
-        for x in o:
-            x.campaign_id = x.campaign_id or found.get(x.id, 0)
+    await campaigns_of(conn, o)
     return await conn.fetch(db.query("send_advance"), [x.id for x in o], [x.status for x in o],
                             [x.reply[:1000] for x in o], [x.attempts for x in o], [x.retry_after for x in o],
                             [x.bounce for x in o], token, [s[0] for s in starts], [x.throttled for x in o],

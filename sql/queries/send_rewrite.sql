@@ -2,7 +2,8 @@
 -- new primary lost them (docs/design.md §4): ids $1, each recorded under token $2 as status $3 (sent,
 -- failed, in_doubt, suppressed, or queued: given back unsent or to be tried again), reply $4, attempts
 -- added $5, bounce $6, at epoch $7, to be tried again after $8 seconds (queued), and $9: the epoch the
--- node recorded it at (from its journal; NULL for an answer it held unrecorded).
+-- node recorded it at (from its journal; NULL for an answer it held unrecorded); $10 the row's campaign, so
+-- that each row is read from its campaign's partition alone (0: its row is gone).
 -- Compare-and-set: only a row behind the outcome moves to it: `claimed`, `sending` or `in_doubt` by the
 -- outcome's token; for an outcome that ends the row's send also a row `queued` and claimed by nobody (the
 -- failover lost its claim), and a row `claimed` or `sending` by another token since before $9: the new
@@ -13,10 +14,10 @@
 -- in einmal.lost_outcomes and returned (`lost`) for the log, as send_advance does.
 WITH j AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bool[], $7::float8[],
-                         $8::float8[], $9::float8[])
-        AS j(id, token, status, reply, attempts, bounce, at, retry_after, recorded_at)
+                         $8::float8[], $9::float8[], $10::bigint[])
+        AS j(id, token, status, reply, attempts, bounce, at, retry_after, recorded_at, campaign_id)
 ), there AS (
-    SELECT j.id FROM j JOIN einmal.sends s ON s.id = j.id
+    SELECT j.id FROM j JOIN einmal.sends s ON s.id = j.id AND s.campaign_id = j.campaign_id
     WHERE CASE WHEN j.status = 'queued'
                THEN NOT (s.claimed_by = j.token AND s.status IN ('claimed', 'sending', 'in_doubt'))
                ELSE s.status = j.status AND s.claimed_by IS NOT DISTINCT FROM j.token END
@@ -31,7 +32,7 @@ WITH j AS (
         sent_at = CASE WHEN j.status = 'sent' THEN to_timestamp(j.at) END,
         updated_at = now()
     FROM j
-    WHERE s.id = j.id
+    WHERE s.id = j.id AND s.campaign_id = j.campaign_id
       AND ((s.claimed_by = j.token AND s.status IN ('claimed', 'sending', 'in_doubt'))
            OR (j.status <> 'queued' AND s.status = 'queued' AND s.claimed_by IS NULL)
            OR (j.status <> 'queued' AND s.status IN ('claimed', 'sending') AND s.claimed_by <> j.token
@@ -48,7 +49,7 @@ WITH j AS (
                                       found_status, found_claimed_by)
     SELECT j.id, s.campaign_id, s.subscriber_id, j.token, j.status, substring(j.reply FROM '^[2-5][0-9][0-9]'),
            s.status, s.claimed_by
-    FROM j LEFT JOIN einmal.sends s ON s.id = j.id
+    FROM j LEFT JOIN einmal.sends s ON s.id = j.id AND s.campaign_id = j.campaign_id
     WHERE j.id NOT IN (SELECT id FROM moved) AND j.id NOT IN (SELECT id FROM there)
     RETURNING send_id, campaign_id, subscriber_id, outcome, reply_code, found_status, found_claimed_by, token
 )
