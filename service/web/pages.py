@@ -21,6 +21,7 @@ button { font: inherit; font-weight: 600; padding: .6rem 1.4rem; border: 0; bord
 button:focus-visible, a:focus-visible { outline: 3px solid #1d4ed8; outline-offset: 2px; }
 a { color: #1d4ed8; }
 .small { color: #52525b; font-size: .875rem; }
+h2 { font-size: 1.2rem; margin-top: 2rem; }
 .lists { list-style: none; padding: 0; margin: 0 0 1rem; }
 .lists li { display: flex; align-items: center; justify-content: space-between; gap: 1rem;
             padding: .5rem 0; border-top: 1px solid #e4e4e7; }
