@@ -10,7 +10,7 @@
                                 when the address is suppressed; a GET never unsubscribes (never writes). Below
                                 the button, the preference page: the account's lists the address is on, each
                                 with a button that posts to the next route (service/web/preference_page.py)
-    POST /unsubscribe?token=T&list=L   leave the account's list L only (service/subscribers/preferences.py), any
+    POST /unsubscribe?token=T&leave=L  leave the account's list L only (service/subscribers/preferences.py), any
                                 body; the page again, saying so. A list the address is not on (or another
                                 account's) changes nothing and is told as "not on that list"
     GET  /healthz               200 while the event loop answers
@@ -446,10 +446,10 @@ def sender_name(row: asyncpg.Record) -> str:
 
 
 def _leaving(request: Request) -> int | None:
-    """The list a POST of the preference page leaves (`&list=<id>`); None for the one-click POST and a GET."""
-    if request.method != "POST" or "list" not in request.query_params:
+    """The list a POST of the preference page leaves (`&leave=<id>`); None for the one-click POST and a GET."""
+    if request.method != "POST" or "leave" not in request.query_params:
         return None
-    given = request.query_params.getlist("list")
+    given = request.query_params.getlist("leave")
     if len(given) != 1 or not (0 < len(given[0]) <= 18 and given[0].isascii() and given[0].isdigit()):
         raise Refused(400, "Bad form", "The list to leave is not a list's id.")
     return int(given[0])

@@ -1,7 +1,7 @@
 """The preference page's part of the unsubscribe page (service/web/pages.py): the lists of the sender that
 the address is on, each with a button that leaves it, and what the last press did.
 
-Each list's button is a form of its own that posts to the same link with `&list=<id>`; no JavaScript. Its
+Each list's button is a form of its own that posts to the same link with `&leave=<id>`; no JavaScript. Its
 accessible name names the list ("Leave Weekly news"), its visible text is the word alone. Everything shown
 is escaped: the list names are the operator's.
 """
@@ -16,7 +16,7 @@ Notice = tuple[str, str | None]  # what the last press did: the text's key (left
 def _item(code: str, token: str, list_id: int, name: str) -> str:
     label = html.escape(texts.text(code, "leave_label").format(list=name))
     return (f'<li><span>{html.escape(name)}</span>\n'
-            f'<form method="post" action="?token={html.escape(token)}&amp;list={list_id}">'
+            f'<form method="post" action="?token={html.escape(token)}&amp;leave={list_id}">'
             f'<button type="submit" class="leave" aria-label="{label}">{pages.say(code, "leave")}</button>'
             f'</form></li>')
 

@@ -34,7 +34,7 @@ async def test_a_list_left_mid_send_stops_the_messages_no_other_targeted_list_re
             for email in ("b-claimed@example.com", "c-queued@example.com", "d-both@example.com"):
                 row = rows[email]
                 ids = (row["account_id"], row["campaign_id"], row["subscriber_id"])
-                left = await client.post(f"{base}/unsubscribe?token={token(ids)}&list={news}")
+                left = await client.post(f"{base}/unsubscribe?token={token(ids)}&leave={news}")
                 assert left.status_code == 200 and "You left “news”" in left.text, email
             received.release.set()
             await wait_status(conn, campaign, "sent", timeout=60)

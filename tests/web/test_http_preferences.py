@@ -44,7 +44,7 @@ def shown_lists(page: httpx.Response) -> list[str]:
 
 
 def leave_actions(page: httpx.Response) -> list[str]:
-    return re.findall(r'action="(\?token=[^"]*&amp;list=\d+)"', page.text)
+    return re.findall(r'action="(\?token=[^"]*&amp;leave=\d+)"', page.text)
 
 
 async def two_accounts(conn: asyncpg.Connection) -> tuple[tuple[int, int, int], dict[str, int], int]:
@@ -69,7 +69,7 @@ async def test_the_page_lists_the_account_s_lists_the_address_is_on_and_nothing_
     assert page.status_code == 200
     assert shown_lists(page) == ["News &amp; &lt;more&gt;", "Offers"]  # by name, escaped
     assert "Staff" not in page.text and "Globex" not in page.text and "x@example.org" not in page.text
-    assert sorted(leave_actions(page)) == sorted(f"?token={token(ids)}&amp;list={lists[name]}"
+    assert sorted(leave_actions(page)) == sorted(f"?token={token(ids)}&amp;leave={lists[name]}"
                                                  for name in ("news", "offers"))
     assert 'aria-label="Leave Offers"' in page.text and '<h2 id="lists-heading">' in page.text
     assert 'name="List-Unsubscribe" value="One-Click"' in page.text  # "leave all" is still there
@@ -86,7 +86,7 @@ async def test_leaving_one_list_removes_that_membership_only_and_suppresses_noth
                                ids[0], email_key("ann.example@example.org"))
     await on_lists(conn, ids[0], copy, "News & <more>")
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
-        url = f"{base}/unsubscribe?token={token(ids)}&list={lists['news']}"
+        url = f"{base}/unsubscribe?token={token(ids)}&leave={lists['news']}"
         left = await client.post(url, headers={"Accept": "text/html"})
         again = await client.post(url)
     assert left.status_code == 200 and 'role="status"' in left.text
@@ -122,7 +122,7 @@ async def test_leaving_a_list_stops_the_rows_of_campaigns_that_no_other_of_their
     news_and_offers = await campaign("sending", [lists["news"], lists["offers"]], "queued")
     only_offers = await campaign("sending", [lists["offers"]], "queued")
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
-        left = await client.post(f"{base}/unsubscribe?token={token(ids)}&list={lists['news']}")
+        left = await client.post(f"{base}/unsubscribe?token={token(ids)}&leave={lists['news']}")
     assert left.status_code == 200
     rows = {r["campaign_id"]: (r["status"], r["claimed_by"], r["last_reply"]) for r in await conn.fetch(
         "SELECT campaign_id, status, claimed_by, last_reply FROM einmal.sends WHERE subscriber_id = $1", ann)}
@@ -153,9 +153,9 @@ async def test_a_link_of_one_account_never_leaves_another_account_s_list(conn: a
     ids, lists, secret = await two_accounts(conn)
     before = await memberships(conn)
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
-        foreign = await client.post(f"{base}/unsubscribe?token={token(ids)}&list={secret}")
-        not_on_it = await client.post(f"{base}/unsubscribe?token={token(ids)}&list={lists['staff']}")
-        nowhere = await client.post(f"{base}/unsubscribe?token={token(ids)}&list=999999")
+        foreign = await client.post(f"{base}/unsubscribe?token={token(ids)}&leave={secret}")
+        not_on_it = await client.post(f"{base}/unsubscribe?token={token(ids)}&leave={lists['staff']}")
+        nowhere = await client.post(f"{base}/unsubscribe?token={token(ids)}&leave=999999")
     # another account's list, a list of the account she is not on, and no list: the same answer
     for page in (foreign, not_on_it, nowhere):
         assert page.status_code == 200 and texts.text("en", "not_on_list") in page.text
@@ -172,15 +172,15 @@ async def test_a_tampered_foreign_test_or_malformed_link_changes_and_shows_nothi
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
         base_url = f"{base}/unsubscribe?token="
         forged = await client.get(f"{base_url}{token(ids, 'forged')}")
-        forged_leave = await client.post(f"{base_url}{token(ids, 'forged')}&list={lists['news']}")
+        forged_leave = await client.post(f"{base_url}{token(ids, 'forged')}&leave={lists['news']}")
         # a genuine token with the ids of another account: its subscriber is not that account's
-        crossed = await client.post(f"{base_url}{token(globex_ids)}&list={secret}")
+        crossed = await client.post(f"{base_url}{token(globex_ids)}&leave={secret}")
         crossed_page = await client.get(f"{base_url}{token(globex_ids)}")
-        test = await client.post(f"{base_url}{token((ids[0], ids[1], TEST_SUBSCRIBER))}&list={lists['news']}",
+        test = await client.post(f"{base_url}{token((ids[0], ids[1], TEST_SUBSCRIBER))}&leave={lists['news']}",
                                  headers={"Accept": "text/html"})
-        bad = [await client.post(f"{base_url}{token(ids)}&list={value}")
+        bad = [await client.post(f"{base_url}{token(ids)}&leave={value}")
                for value in ("x", "-1", "1e3", "", "9" * 40)]
-        twice = await client.post(f"{base_url}{token(ids)}&list={lists['news']}&list={lists['offers']}")
+        twice = await client.post(f"{base_url}{token(ids)}&leave={lists['news']}&leave={lists['offers']}")
     assert forged.status_code == forged_leave.status_code == 400
     assert crossed.status_code == crossed_page.status_code == 404
     for page in (forged, forged_leave, crossed, crossed_page, test):
@@ -197,7 +197,7 @@ async def test_after_the_last_list_the_page_says_so_in_the_campaign_s_language(c
     (only,) = await on_lists(conn, ids[0], ids[2], "Wochenpost")
     await conn.execute("UPDATE einmal.campaigns SET language = 'de' WHERE id = $1", ids[1])
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
-        left = await client.post(f"{base}/unsubscribe?token={token(ids)}&list={only}")
+        left = await client.post(f"{base}/unsubscribe?token={token(ids)}&leave={only}")
     assert '<html lang="de">' in left.text and "Sie haben „Wochenpost“ verlassen." in left.text
     assert "<strong>j***@example.org</strong> steht auf keiner Liste von" in left.text
     assert shown_lists(left) == [] and await memberships(conn) == []

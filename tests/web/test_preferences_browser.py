@@ -78,7 +78,7 @@ async def test_the_lists_and_leaving_one_in_a_browser_at_phone_and_desktop_width
                 browser.current_url
 
         notice, seen, url = await anyio.to_thread.run_sync(leave)
-        assert notice == says["left"] and url.startswith(link + "&list=")
+        assert notice == says["left"] and url.startswith(link + "&leave=")
         for page, width in zip(seen, WIDTHS, strict=True):
             ready(page, language, width)
             assert page["buttons"] == len(names) and "Offers & events" in page["text"] and LONG in page["text"]
