@@ -7,7 +7,12 @@
                                 changes nothing. A bad, tampered or retired token: 400, nothing written.
     GET  /unsubscribe?token=T   a page with one button that posts the form, naming the message's subject and the
                                 sender, in the campaign's language (service/web/pages.py); "already unsubscribed"
-                                when the address is suppressed; a GET never unsubscribes (never writes)
+                                when the address is suppressed; a GET never unsubscribes (never writes). Below
+                                the button, the preference page: the account's lists the address is on, each
+                                with a button that posts to the next route (service/web/preference_page.py)
+    POST /unsubscribe?token=T&leave=L  leave the account's list L only (service/subscribers/preferences.py), any
+                                body; the page again, saying so. A list the address is not on (or another
+                                account's) changes nothing and is told as "not on that list"
     GET  /healthz               200 while the event loop answers
     GET  /readyz                200 when the database answered within the last seconds and every actor runs;
                                 503 and {"ready": false, "reason": …} otherwise; "notes": […] when something
@@ -57,7 +62,8 @@ from service.mail import unsubscribe
 from service.mail.verp import ReturnPath
 from service.metrics import CONTENT_TYPE, Metrics
 from service.settings import Settings
-from service.web import pages, subject, texts
+from service.subscribers import preferences
+from service.web import pages, preference_page, subject, texts
 
 log = logging.getLogger("einmal.http")
 
@@ -178,8 +184,9 @@ class Web:
         code, next_step = texts.negotiate(request.headers.get("accept-language")), self._next_step(None)
         try:
             ids = self._token(request)
+            leaving = _leaving(request)
             if request.method == "POST":
-                await _one_click_body(request)
+                await (_one_click_body(request) if leaving is None else read_body(request, MAX_BODY))
             if ids[2] == unsubscribe.TEST_SUBSCRIBER and not _wants_html(request):
                 return Response(status_code=200)  # a test message's link (einmal campaign test): nobody
             with anyio.fail_after(DB_SECONDS):
@@ -192,9 +199,13 @@ class Web:
                     if row is None or row["email"] is None:
                         raise Refused(404, "Unknown recipient", "This link names a recipient that no longer "
                                                                 "exists.", page="unknown")
-                    applied = await self._apply(conn, ids, row["email"]) if request.method == "POST" else None
+                    applied = await self._apply(conn, ids, row["email"]) \
+                        if request.method == "POST" and leaving is None else None
+                    done = await self._leave(conn, ids, leaving) if leaving is not None else None
+                    lists = await preferences.lists(conn, ids[0], ids[2]) \
+                        if applied is None and not row["suppressed"] else []
             if applied is None:
-                return HTMLResponse(await self._page(request, ids, row), headers=PAGE_HEADERS)
+                return HTMLResponse(await self._page(request, ids, row, lists, done), headers=PAGE_HEADERS)
         except Refused as refused:
             if refused.status < 500:
                 self.metrics.unsubscribes.labels("refused").inc()
@@ -208,8 +219,10 @@ class Web:
             return HTMLResponse(pages.confirmation(code, row["email"], sender_name(row)), headers=PAGE_HEADERS)
         return Response(status_code=200)
 
-    async def _page(self, request: Request, ids: tuple[int, int, int], row: asyncpg.Record) -> str:
-        """What a GET shows: "already unsubscribed" when the address is suppressed, else the question."""
+    async def _page(self, request: Request, ids: tuple[int, int, int], row: asyncpg.Record,
+                    lists: list[tuple[int, str]], done: preference_page.Notice | None) -> str:
+        """What a GET shows: "already unsubscribed" when the address is suppressed, else the question with
+        the address's `lists` and what a leave just `done`."""
         if row["suppressed"]:
             return pages.already(row["language"], row["email"], sender_name(row), row["contact"])
         token = request.query_params["token"]
@@ -218,7 +231,19 @@ class Web:
             url = unsubscribe.link(self.settings.unsubscribe_url, token) if self.settings.unsubscribe_url else ""
             shown = await subject.rendered(row["subject"], ids[1], row["campaign_name"], row["name"], row["email"],
                                            row["attributes"], url, self.subject_limiter)
-        return pages.question(row["language"], token, row["email"], sender_name(row), shown)
+        code, sender = row["language"], sender_name(row)
+        return pages.question(code, token, row["email"], sender, shown,
+                              preference_page.section(code, token, row["email"], sender, lists, done),
+                              preference_page.notice(code, done))
+
+    async def _leave(self, conn: asyncpg.Connection, ids: tuple[int, int, int],
+                     list_id: int) -> preference_page.Notice:
+        left = await preferences.leave(conn, ids[0], ids[2], list_id)
+        if left is None:
+            return "not_on_list", None
+        log.info("subscriber %d of account %d left list %d; %d messages not sent", ids[2], ids[0], list_id,
+                 left.stopped)
+        return "left", left.name
 
     def _next_step(self, contact: str | None) -> pages.Next:
         """What a page of a link that does not work offers instead: the account's contact (only when a
@@ -418,6 +443,16 @@ def sender_name(row: asyncpg.Record) -> str:
         name, address = parseaddr(row["from_address"])
         return name or address or row["account_name"]
     return row["account_name"]
+
+
+def _leaving(request: Request) -> int | None:
+    """The list a POST of the preference page leaves (`&leave=<id>`); None for the one-click POST and a GET."""
+    if request.method != "POST" or "leave" not in request.query_params:
+        return None
+    given = request.query_params.getlist("leave")
+    if len(given) != 1 or not (0 < len(given[0]) <= 18 and given[0].isascii() and given[0].isdigit()):
+        raise Refused(400, "Bad form", "The list to leave is not a list's id.")
+    return int(given[0])
 
 
 def _wants_html(request: Request) -> bool:

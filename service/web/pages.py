@@ -21,6 +21,15 @@ button { font: inherit; font-weight: 600; padding: .6rem 1.4rem; border: 0; bord
 button:focus-visible, a:focus-visible { outline: 3px solid #1d4ed8; outline-offset: 2px; }
 a { color: #1d4ed8; }
 .small { color: #52525b; font-size: .875rem; }
+h2 { font-size: 1.2rem; margin-top: 2rem; }
+.lists { list-style: none; padding: 0; margin: 0 0 1rem; }
+.lists li { display: flex; align-items: center; justify-content: space-between; gap: 1rem;
+            padding: .5rem 0; border-top: 1px solid #e4e4e7; }
+.lists li:last-child { border-bottom: 1px solid #e4e4e7; }
+.lists span { min-width: 0; }
+.lists form { margin: 0; flex: none; }
+button.leave { background: #fff; color: #b91c1c; border: 2px solid #b91c1c; padding: .4rem 1rem; }
+.notice { background: #ecfdf5; border-left: 4px solid #047857; padding: .5rem .75rem; }
 """
 
 Next = tuple[str, str | None]  # a next step: the text's key (next_contact, next_mailto, next_generic), the address
@@ -43,6 +52,9 @@ def _strong(value: str) -> str:
     return f"<strong>{html.escape(value)}</strong>"
 
 
+say, strong = _say, _strong  # for the parts of pages made elsewhere (service/web/preference_page.py)
+
+
 def _mailto(address: str) -> str:
     return f'<a href="mailto:{html.escape(address)}">{html.escape(address)}</a>'
 
@@ -58,15 +70,18 @@ def _document(code: str, title: str, body: str) -> str:
             f'<style>{STYLE}</style>\n</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n')
 
 
-def question(code: str, token: str, email: str, sender: str, subject: str | None) -> str:
+def question(code: str, token: str, email: str, sender: str, subject: str | None, lists: str = "",
+             notice: str = "") -> str:
+    """The question, with the preference page's `lists` after its button and the `notice` of what the last
+    press did under its heading (service/web/preference_page.py)."""
     received = f"\n<p>{_say(code, 'subject', subject=_strong(subject))}</p>" if subject else ""
-    return _page(code, "question_title", f"""<h1>{_say(code, 'question_title')}</h1>
+    return _page(code, "question_title", f"""<h1>{_say(code, 'question_title')}</h1>{notice}
 <p>{_say(code, 'question', sender=_strong(sender), address=_strong(mask(email)))}</p>{received}
 <form method="post" action="?token={html.escape(token)}">
 <input type="hidden" name="List-Unsubscribe" value="One-Click">
 <button type="submit">{_say(code, 'button')}</button>
 </form>
-<p class="small">{_say(code, 'question_note')}</p>""")
+<p class="small">{_say(code, 'question_note')}</p>{lists}""")
 
 
 def confirmation(code: str, email: str, sender: str) -> str:
