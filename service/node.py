@@ -159,7 +159,7 @@ async def serve(settings: Settings, stop: anyio.Event,
     inbound_sock = inbound_socket or (inbound_smtp.bind(settings.inbound_smtp_address)
                                       if settings.inbound_smtp_address else None)
     # scheduler, builder, claimer, two sender lanes, spare; the pruner's
-    size = 8 + (settings.retention_days is not None)
+    size = 9
     pool = await db.wait_for_pool(dsn, settings.db_wait_seconds, size=size, command_timeout=settings.db_timeout_seconds)
     ctx = NodeContext(settings, pool, dsn)
     ctx.new_token()
@@ -175,8 +175,7 @@ async def serve(settings: Settings, stop: anyio.Event,
         Child("builder", lambda **kw: builder.run(ctx, from_scheduler.clone(), **kw)),
         Child("send pipeline", pipeline.run),
     ]
-    if settings.retention_days is not None:
-        children.append(Child("pruner", lambda **kw: pruner.run(ctx, **kw)))
+    children.append(Child("pruner", lambda **kw: pruner.run(ctx, **kw)))  # sign-ups; with retention, campaigns
     supervisor = Supervisor(settings.restart_intensity, settings.restart_period_seconds,
                             on_restart=lambda name: ctx.metrics.actor_restarts.labels(name).inc(),
                             passing=db.unreachable)

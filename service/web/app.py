@@ -57,7 +57,7 @@ from service.mail import unsubscribe
 from service.mail.verp import ReturnPath
 from service.metrics import CONTENT_TYPE, Metrics
 from service.settings import Settings
-from service.web import pages, subject, texts
+from service.web import pages, signup, subject, texts
 
 log = logging.getLogger("einmal.http")
 
@@ -112,9 +112,10 @@ class Web:
             Route("/inbound/{provider}", self.webhook, methods=["POST"]),
             Route("/inbound/{provider}/{account}", self.webhook, methods=["POST"]),
         ]
+        routes += signup.SignUpPages(settings, pool, read_body, Refused, self.database_down, PAGE_HEADERS).routes
         self.providers = providers(settings)
         self.return_path = ReturnPath.from_settings(settings)
-        site = ApiPrefix(BoundedBody(api.build(pool), MAX_BODY), Starlette(routes=routes))
+        site = ApiPrefix(BoundedBody(api.build(pool, settings), MAX_BODY), Starlette(routes=routes))
         self.body_budget = BodyBudget(site, settings.http_body_buffer_bytes)
         metrics.watch_bodies(lambda: self.body_budget.held)
         self.app: ASGIApp = NoTraceback(self.body_budget)
