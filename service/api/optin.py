@@ -52,15 +52,16 @@ Answer = Annotated[SubscribeAnswer, Field(description=ANSWER)]
 async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: Key) -> SubscribeAnswer:
     settings = request.app.state.settings
     try:
-        optin.check_configured(settings)
         email, name = optin.checked_address(body.email, body.name)
-    except optin.NotConfigured as exc:
-        raise HTTPException(409, str(exc)) from None
     except UsageError as exc:
         raise HTTPException(422, str(exc)) from None
     list_id = await conn.fetchval(db.query("optin_list_named"), key.account_id, body.list, timeout=DB_SECONDS)
     if list_id is None:
         raise not_found("list")
+    try:
+        optin.check_configured(settings)
+    except optin.NotConfigured as exc:
+        raise HTTPException(409, str(exc)) from None
     if not request.app.state.sign_ups.allow(f"key:{key.id}", settings.optin_client_limit):
         raise HTTPException(429, "too many sign-ups from this key; try again later", headers={"Retry-After": "60"})
     queued = await optin.sign_up(conn, settings, optin.SignUp(list_id, key.account_id, email, name, f"api:{key.id}"))
