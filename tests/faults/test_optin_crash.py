@@ -15,6 +15,7 @@ import pytest
 from tests.support.optin import FROM, SECRET, account_with_list, confirmation_rows
 from tests.support.pipeline import TAKEOVER_TIMEOUT, node_env, start_node, stop_node
 from tests.support.smtp_servers import FaultServer, free_port
+from tests.web.test_http_node import wait_ready
 
 pytestmark = pytest.mark.anyio
 
@@ -23,14 +24,7 @@ SETTLE = 3.0  # seconds in which a second message would have arrived (ticks are 
 
 async def ready(base: str) -> None:
     async with httpx.AsyncClient() as client:
-        with anyio.fail_after(60):
-            while True:
-                try:
-                    if (await client.get(f"{base}/readyz")).status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                await anyio.sleep(0.1)
+        await wait_ready(client, f"{base}/readyz")
 
 
 async def sign_up(base: str, list_id: int, times: int) -> None:

@@ -17,6 +17,7 @@ from tests.support.optin import SECRET, SETTINGS, account_with_list, confirm_lin
 from tests.support.pipeline import node_settings, running_node
 from tests.support.smtp_servers import FaultServer, free_port
 from tests.support.web import http_server
+from tests.web.test_http_node import wait_ready
 
 pytestmark = pytest.mark.anyio
 
@@ -41,14 +42,7 @@ async def test_an_api_sign_up_sends_one_confirmation_whose_link_confirms_on_post
                              http_address=f"127.0.0.1:{port}", **{**SETTINGS, "confirm_url": f"http://127.0.0.1:{port}/confirm"})
     body = {"list": "news", "email": "Ann@Example.org", "name": "Ann"}
     async with running_node(settings), httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-        with anyio.fail_after(30):
-            while True:
-                try:
-                    if (await client.get("/readyz")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                await anyio.sleep(0.1)
+        await wait_ready(client, "/readyz")
         answers = [await client.post("/api/v1/subscribe", json=body, headers=auth(key)) for _ in range(3)]
         answers.append(await client.post("/api/v1/subscribe", json={**body, "email": "ann@example.org"},
                                          headers={**auth(key), "Idempotency-Key": "k1"}))
