@@ -62,7 +62,7 @@ class SignUpPages:
         try:
             optin.check_configured(self.settings)
         except optin.NotConfigured:
-            return self.problem(request, 404, "unknown")
+            return self.page(pages.plain("Not found", "Sign-up forms are not served here."), 404)
         try:
             with anyio.fail_after(DB_SECONDS):
                 async with self.pool.acquire() as conn:

@@ -178,3 +178,33 @@ async def test_sign_ups_unconfirmed_past_the_window_are_pruned_and_may_sign_up_a
     assert [(r["email"], r["status"]) for r in await confirmation_rows(conn)] == [
         ("recent@example.org", "sent"), ("late@example.org", "queued")]
     assert await optin.prune(conn, settings) == (0, 0)
+
+
+async def test_a_node_without_retention_prunes_sign_ups_past_the_window_at_start(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    account_id, list_id, _ = await account_with_list(conn, dsn, members=["kept@example.org"])
+    settings = Settings(database_url=dsn, unsubscribe_secret=SecretStr(SECRET), **SETTINGS)
+    for address in ("old@example.org", "new@example.org"):
+        await optin.sign_up(conn, settings, optin.SignUp(list_id, account_id, address, "", "form"))
+    await conn.execute("UPDATE einmal.list_members SET created_at = now() - interval '4 days' "
+                       "WHERE subscriber_id = (SELECT id FROM einmal.subscribers WHERE email = 'old@example.org')")
+    with FaultServer() as server:
+        async with running_node(node_settings(dsn, server.port, unsubscribe_secret=SecretStr(SECRET),
+                                              optin_window_hours=72, **SETTINGS)):
+            with anyio.fail_after(30):
+                while "old@example.org" in await memberships(conn, list_id):
+                    await anyio.sleep(0.1)
+    assert await memberships(conn, list_id) == {"kept@example.org": "confirmed", "new@example.org": "unconfirmed"}
+    assert [r["email"] for r in await confirmation_rows(conn)] == ["new@example.org"]
+
+
+def test_double_opt_in_settings_are_checked() -> None:
+    for bad, says in (({"confirm_url": "http://example.org/confirm"}, "https"),
+                      ({"confirm_url": "https://example.org/confirm\r\nX: y"}, "line breaks"),
+                      ({"optin_window_hours": 0}, "greater than 0")):
+        with pytest.raises(ValueError, match=says):
+            Settings(unsubscribe_secret=SecretStr(SECRET), **bad)
+    with pytest.raises(ValueError, match="EINMAL_UNSUBSCRIBE_SECRET must be set when EINMAL_CONFIRM_URL"):
+        Settings(**SETTINGS)
+    with pytest.raises(optin.NotConfigured):
+        optin.check_configured(Settings(unsubscribe_secret=SecretStr(SECRET)))
