@@ -87,6 +87,9 @@ async def test_every_state_of_an_address_gets_the_same_answer_and_only_a_new_one
                for address in ("member@example.org", "gone@example.org", "new@example.org", "new@example.org")]
         form = [await client.post(f"/lists/{list_id}/subscribe", data={"email": address})
                 for address in ("member@example.org", "gone@example.org", "new@example.org", "other@example.org")]
+        keyed = [await client.post("/api/v1/subscribe", json={"list": "news", "email": address},
+                                   headers={**auth(key), "Idempotency-Key": "same"})
+                 for address in ("new@example.org", "new@example.org", "other@example.org")]
         missing = await client.post("/api/v1/subscribe", json={"list": "nosuch", "email": "x@example.org"},
                                     headers=auth(key))
         bad = await client.post("/api/v1/subscribe", json={"list": "news", "email": "not an address"},
@@ -97,6 +100,8 @@ async def test_every_state_of_an_address_gets_the_same_answer_and_only_a_new_one
     assert all(m in f.text for f, m in zip(form, masked, strict=True))
     assert len({f.text.replace(m, "X***@") for f, m in zip(form, masked, strict=True)}) == 1
     assert (missing.status_code, bad.status_code) == (404, 422)
+    assert [(k.status_code, k.headers.get("idempotent-replayed")) for k in keyed] == [
+        (202, None), (202, "true"), (422, None)], "Idempotency-Key: replayed, and refused for another body"
     assert await memberships(conn, list_id) == {"member@example.org": "confirmed", "gone@example.org": "unconfirmed",
                                                 "new@example.org": "unconfirmed", "other@example.org": "unconfirmed"}
     rows = [(r["email"], r["status"]) for r in await confirmation_rows(conn)]
