@@ -16,7 +16,8 @@ import asyncpg
 
 from service import db
 from service.addresses import address_problem, email_key
-from service.errors import UsageError
+from service.errors import ConfigError, UsageError
+from service.mail.render import CampaignTemplate
 from service.settings import Settings
 from service.subscribers.importer import MAX_EMAIL, MAX_NAME, unsafe_text
 
@@ -52,6 +53,18 @@ def check_configured(settings: Settings) -> None:
     if not (settings.confirm_url and settings.optin_from and settings.unsubscribe_secret):
         raise NotConfigured("double opt-in is not set up here: EINMAL_CONFIRM_URL, EINMAL_OPTIN_FROM and "
                             "EINMAL_UNSUBSCRIBE_SECRET are needed")
+
+
+def check_message(settings: Settings) -> None:
+    """ConfigError, one line, when the confirmation message cannot be made with these settings (an
+    EINMAL_OPTIN_FROM that is not an address): at start, rather than a confirmation campaign paused later."""
+    if not settings.optin_from:
+        return
+    try:
+        CampaignTemplate.compile({"id": 0, "account_id": 0, "name": "list", "subject": SUBJECT, "body_text": BODY,
+                                  "from_address": settings.optin_from, "kind": "confirmation"}, settings)
+    except UsageError as exc:
+        raise ConfigError(f"EINMAL_OPTIN_FROM: {exc}") from None
 
 
 def checked_address(email: str, name: str = "") -> tuple[str, str]:

@@ -13,6 +13,7 @@ from service import db
 from service.mail import confirm, unsubscribe
 from service.settings import Settings
 from service.subscribers import optin
+from tests.conftest import einmal
 from tests.support.optin import SECRET, SETTINGS, account_with_list, confirm_link, confirmation_rows, memberships
 from tests.support.pipeline import node_settings, running_node
 from tests.support.smtp_servers import FaultServer, free_port
@@ -213,3 +214,12 @@ def test_double_opt_in_settings_are_checked() -> None:
         Settings(**SETTINGS)
     with pytest.raises(optin.NotConfigured):
         optin.check_configured(Settings(unsubscribe_secret=SecretStr(SECRET)))
+
+
+@pytest.mark.parametrize("command", ["run", "serve"])
+def test_a_node_refuses_a_confirmation_from_that_is_not_an_address(command: str) -> None:
+    result = einmal(command, dsn="postgresql://nobody@127.0.0.1:1/none",
+                    env={"EINMAL_UNSUBSCRIBE_SECRET": SECRET, "EINMAL_HTTP_ADDRESS": "127.0.0.1:0",
+                         "EINMAL_OPTIN_FROM": "News <not an address>", "EINMAL_CONFIRM_URL": SETTINGS["confirm_url"]})
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr.startswith("einmal: EINMAL_OPTIN_FROM: from address: ") and result.stderr.count("\n") == 1
