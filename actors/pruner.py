@@ -1,4 +1,6 @@
-"""Pruner: with EINMAL_RETENTION_DAYS set, prunes the campaigns finished longer ago (service/retention.py).
+"""Pruner: removes the double opt-in sign-ups unconfirmed past EINMAL_OPTIN_WINDOW_HOURS
+(service/subscribers/optin.py) and, with EINMAL_RETENTION_DAYS set, prunes the campaigns finished longer ago
+(service/retention.py).
 
 At start, then every EVERY seconds, on a connection of its own: the scheduler's tick never waits for a
 prune. One node at a time prunes (a session advisory lock, tried, not waited for; behind a transaction
@@ -15,6 +17,7 @@ from anyio.abc import TaskStatus
 
 from service import db, retention
 from service.context import NodeContext
+from service.subscribers import optin
 
 log = logging.getLogger("einmal.pruner")
 
@@ -29,7 +32,11 @@ async def prune_once(ctx: NodeContext) -> int:
     async with db.actor_connection(ctx.pool, "pruner", ctx.token, ctx.settings.db_timeout_seconds) as conn:
         if locking and not await conn.fetchval(db.query("prune_turn_take")):
             return 0
-        for candidate in await retention.candidates(conn, days * 86400):
+        members, rows = await optin.prune(conn, ctx.settings)
+        if members:
+            log.info("removed %d sign-up(s) unconfirmed for %g hours, and %d confirmation row(s)", members,
+                     ctx.settings.optin_window_hours, rows)
+        for candidate in await retention.candidates(conn, days * 86400) if days is not None else ():
             try:
                 done = await retention.prune(conn, candidate)
             except asyncpg.PostgresError as exc:

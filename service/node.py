@@ -41,6 +41,7 @@ from service.errors import ConfigError
 from service.mail import dkim
 from service.metrics import Metrics
 from service.settings import Settings, weak_unsubscribe_secret
+from service.subscribers import optin
 from service.supervisor import Child, Supervisor
 from service.web import app as web
 
@@ -161,7 +162,7 @@ async def serve(settings: Settings, stop: anyio.Event,
     inbound_sock = inbound_socket or (inbound_smtp.bind(settings.inbound_smtp_address)
                                       if settings.inbound_smtp_address else None)
     # scheduler, builder, claimer, two sender lanes, spare; the pruner's
-    size = 8 + (settings.retention_days is not None)
+    size = 9
     pool = await db.wait_for_pool(dsn, settings.db_wait_seconds, size=size, command_timeout=settings.db_timeout_seconds)
     ctx = NodeContext(settings, pool, dsn)
     ctx.new_token()
@@ -177,8 +178,7 @@ async def serve(settings: Settings, stop: anyio.Event,
         Child("builder", lambda **kw: builder.run(ctx, from_scheduler.clone(), **kw)),
         Child("send pipeline", pipeline.run),
     ]
-    if settings.retention_days is not None:
-        children.append(Child("pruner", lambda **kw: pruner.run(ctx, **kw)))
+    children.append(Child("pruner", lambda **kw: pruner.run(ctx, **kw)))  # sign-ups; with retention, campaigns
     supervisor = Supervisor(settings.restart_intensity, settings.restart_period_seconds,
                             on_restart=lambda name: ctx.metrics.actor_restarts.labels(name).inc(),
                             passing=db.unreachable)
@@ -278,6 +278,7 @@ async def run(settings: Settings, body: Callable[[Settings, anyio.Event], Awaita
     http.raise_file_limit()  # the HTTP surface's connection cap is a share of it
     dkim.signer(settings)  # a missing or unusable DKIM key stops start-up: one line, exit 2
     web.providers(settings)  # so does an unusable EINMAL_SES_CERTIFICATE_FILE
+    optin.check_message(settings)  # and a double opt-in From that is not an address
     if weak := weak_unsubscribe_secret(settings):  # and an unsubscribe key short enough to guess
         raise ConfigError(weak)
     telemetry.setup()

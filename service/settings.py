@@ -82,6 +82,15 @@ class Settings(BaseSettings):
     unsubscribe_url: str | None = None
     unsubscribe_secret: SecretStr | None = None
     unsubscribe_mailto: str | None = None
+    # double opt-in (service/subscribers/optin.py, docs/design.md §16): the confirmation page's URL, the From of
+    # the confirmation messages, how long a sign-up waits for its confirmation (no second message meanwhile;
+    # then pruned), and the flood bounds: messages to one mailbox of an account in 24 hours, sign-ups from one
+    # client (a network address, an API key) in an hour, per node
+    confirm_url: str | None = None
+    optin_from: str | None = None
+    optin_window_hours: float = Field(72.0, gt=0, le=24 * 365)
+    optin_address_limit: int = Field(3, ge=1)
+    optin_client_limit: int = Field(30, ge=1)
     shutdown_grace_seconds: float = Field(10.0, gt=0)
     restart_intensity: int = Field(10, ge=0)
     restart_period_seconds: float = Field(60.0, gt=0)
@@ -213,6 +222,9 @@ class Settings(BaseSettings):
                                                                     or self.unsubscribe_secret):
             raise ValueError("EINMAL_RETURN_PATH_SECRET (or EINMAL_UNSUBSCRIBE_SECRET) must be set "
                              "when EINMAL_RETURN_PATH or EINMAL_INBOUND_SMTP_ADDRESS is")
+        if (self.confirm_url or self.optin_from) and not self.unsubscribe_secret:
+            raise ValueError("EINMAL_UNSUBSCRIBE_SECRET must be set when EINMAL_CONFIRM_URL or EINMAL_OPTIN_FROM is "
+                             "(it signs the confirmation links)")
         if self.inbound_smtp_address and not self.return_path:
             raise ValueError("EINMAL_RETURN_PATH must be set when EINMAL_INBOUND_SMTP_ADDRESS is")
         return self
@@ -228,7 +240,7 @@ class Settings(BaseSettings):
             raise ValueError("expected a plain ASCII address without '+', e.g. bounces@example.org")
         return value
 
-    @field_validator("message_id_domain", "unsubscribe_url", "smtp_host")
+    @field_validator("message_id_domain", "unsubscribe_url", "confirm_url", "smtp_host")
     @classmethod
     def _no_line_breaks(cls, value: str | None) -> str | None:
         if value is not None and any(c in value for c in "\r\n\0"):
@@ -236,7 +248,7 @@ class Settings(BaseSettings):
         return value
 
 
-    @field_validator("unsubscribe_url")
+    @field_validator("unsubscribe_url", "confirm_url")
     @classmethod
     def _https_unless_loopback(cls, value: str | None) -> str | None:
         if value is None:

@@ -39,7 +39,7 @@ from email.utils import format_datetime
 
 from service.addresses import header_address
 from service.errors import UsageError
-from service.mail import dkim, headers, templates, unsubscribe, verp
+from service.mail import confirm, dkim, headers, templates, unsubscribe, verp
 from service.settings import Settings
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -219,7 +219,7 @@ def _domain(domain: str) -> bytes:
 class CampaignTemplate:
     """A campaign ready to render: ``CampaignTemplate.compile(campaign, settings).render(…)``."""
 
-    __slots__ = ("_between", "_campaign", "_digest", "_dkim", "_end", "_extra", "_from", "_head", "_html",
+    __slots__ = ("_between", "_campaign", "_confirm", "_digest", "_dkim", "_end", "_extra", "_from", "_head", "_html",
                  "_id_prefix", "_id_suffix", "_jinja", "_mailto", "_signer", "_start", "_subject", "_subject_piece",
                  "_text", "_url_prefix", "_verp", "account_id", "campaign_id", "clock", "envelope_from")
 
@@ -252,6 +252,9 @@ class CampaignTemplate:
         self._id_prefix = b"Message-ID: <campaign.%d." % self.campaign_id
         self._id_suffix = b"@" + domain + b">\r\n"
         self._compile_unsubscribe(settings, used | self._text.fields | (self._html.fields if self._html else set()))
+        self._confirm = None  # a list's confirmations (docs/design.md §16): (signer, the link without its token)
+        if campaign.get("kind") == "confirmation" and settings.confirm_url and settings.unsubscribe_secret:
+            self._confirm = (confirm.Signer(settings.unsubscribe_secret), unsubscribe.link(settings.confirm_url, ""))
         # the same campaign always gets the same boundary: a preview is the message that goes out
         content = "\0".join((campaign["subject"], campaign["body_text"], campaign.get("body_html") or ""))
         self._digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
@@ -361,7 +364,10 @@ class CampaignTemplate:
         if self._signer is not None:
             token = self._signer.token(self.account_id, self.campaign_id, subscriber_id)
             url = self._url_prefix + token if self._url_prefix else ""
-        values = {"name": name, "email": email, "unsubscribe_url": url}
+        confirm_url = ""
+        if self._confirm is not None:
+            confirm_url = self._confirm[1] + self._confirm[0].token(self.account_id, self.campaign_id, subscriber_id)
+        values = {"name": name, "email": email, "unsubscribe_url": url, "confirm_url": confirm_url}
         variables = None
         if self._jinja:
             variables = {**values, "attributes": templates.attributes(attributes), "campaign": self._campaign}

@@ -1,6 +1,7 @@
 """Campaign templates: Jinja2 in a sandbox, checked when the campaign is created, compiled once.
 
-Variables: ``name``, ``email``, ``unsubscribe_url``, ``attributes`` (the subscriber's JSON
+Variables: ``name``, ``email``, ``unsubscribe_url``, ``confirm_url`` (a double opt-in confirmation's
+link; empty in other messages), ``attributes`` (the subscriber's JSON
 attributes: ``{{ attributes.city | default("") }}``) and ``campaign`` (``campaign.name``,
 ``campaign.id``). Conditionals, loops and the common filters work; anything else is refused
 when the campaign is created, with the line: an unknown variable, a syntax error, an
@@ -34,8 +35,8 @@ from markupsafe import escape
 from service.errors import UsageError
 from service.mail.sandbox import MAX_OUTPUT, MAX_STEPS, Sandbox
 
-VARIABLES = ("name", "email", "unsubscribe_url", "attributes", "campaign")
-SIMPLE = frozenset(("name", "email", "unsubscribe_url"))  # the fields a str.format string can fill
+VARIABLES = ("name", "email", "unsubscribe_url", "confirm_url", "attributes", "campaign")
+SIMPLE = frozenset(("name", "email", "unsubscribe_url", "confirm_url"))  # the fields a str.format string can fill
 MAX_TEMPLATE = 500_000  # characters of one template
 _BLOCKS = frozenset(("if", "for", "filter", "with", "autoescape", "call"))  # tags closed by end<tag>
 _STATEFUL = frozenset(("set", "macro", "block", "extends", "include", "import", "from"))
@@ -130,7 +131,7 @@ def check(text: str, where: str, html: bool = False) -> set[str]:
     except TemplateSyntaxError as exc:
         raise _refuse(where, exc.lineno, exc.message or "syntax error") from None
     sample = {"name": "Jane Doe", "email": "jane@example.org", "unsubscribe_url": "https://example.org/u?token=x",
-              "attributes": {}, "campaign": {"id": 1, "name": "sample"}}
+              "confirm_url": "https://example.org/c?token=x", "attributes": {}, "campaign": {"id": 1, "name": "sample"}}
     try:
         run(template, sample)
     except RenderError as exc:

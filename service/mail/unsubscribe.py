@@ -42,7 +42,7 @@ def keys(secret: Secret) -> list[bytes]:
     return [key for key in (part.strip() for part in raw.split(b",")) if key]
 
 
-def _key(secret: Secret) -> bytes:
+def signing_key(secret: Secret) -> bytes:
     """The signing key: the first one."""
     found = keys(secret)
     if not found:
@@ -50,9 +50,14 @@ def _key(secret: Secret) -> bytes:
     return found[0]
 
 
-def _signature(key: bytes, account_id: int, campaign_id: int, subscriber_id: int) -> bytes:
-    mac = hmac.digest(key, f"{account_id}:{campaign_id}:{subscriber_id}".encode(), hashlib.sha256)
+def signature(key: bytes, text: str) -> bytes:
+    """HMAC-SHA256 of `text` in unpadded url-safe base64."""
+    mac = hmac.digest(key, text.encode(), hashlib.sha256)
     return binascii.b2a_base64(mac, newline=False).translate(_URLSAFE).rstrip(b"=")
+
+
+def _signature(key: bytes, account_id: int, campaign_id: int, subscriber_id: int) -> bytes:
+    return signature(key, f"{account_id}:{campaign_id}:{subscriber_id}")
 
 
 class Signer:
@@ -61,7 +66,7 @@ class Signer:
     __slots__ = ("_key",)
 
     def __init__(self, secret: Secret):
-        self._key = _key(secret)
+        self._key = signing_key(secret)
 
     def token(self, account_id: int, campaign_id: int, subscriber_id: int) -> str:
         signature = _signature(self._key, account_id, campaign_id, subscriber_id).decode()
@@ -83,6 +88,11 @@ def _parse_id(text: str) -> int | None:
 
 def verify_token(secret: Secret, token: str) -> tuple[int, int, int] | None:
     """(account_id, campaign_id, subscriber_id) when the token was signed by any key of `secret`, else None."""
+    return verify_with(_signature, secret, token)
+
+
+def verify_with(sign, secret: Secret, token: str) -> tuple[int, int, int] | None:
+    """verify_token for tokens of this form whose signature `sign(key, account, campaign, subscriber)` makes."""
     if not isinstance(token, str) or len(token) > 200:
         return None
     parts = token.split(".")
@@ -96,7 +106,7 @@ def verify_token(secret: Secret, token: str) -> tuple[int, int, int] | None:
     # every key is tried, also after a match: the time taken does not tell which key signed
     matched = False
     for key in keys(secret):
-        matched |= hmac.compare_digest(_signature(key, account_id, campaign_id, subscriber_id), given)
+        matched |= hmac.compare_digest(sign(key, account_id, campaign_id, subscriber_id), given)
     return (account_id, campaign_id, subscriber_id) if matched else None
 
 

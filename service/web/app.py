@@ -19,6 +19,8 @@
                                 the operator should know does not make it unready (replication not synchronous)
     GET  /metrics               Prometheus text format; the database's figures read at most every
                                 METRICS_FRESH_SECONDS, one read at a time, on a connection of their own
+    /lists/{id}/subscribe, /confirm   double opt-in: a list's sign-up form and the confirmation link's page
+                                (service/web/signup.py)
     /api/v1/…                   the JSON API for applications (service/api/app.py), with per-account keys;
                                 its OpenAPI document at /api/v1/openapi.json
     POST /inbound/PROVIDER[/ACCOUNT]   bounces and complaints from Amazon SES (through SNS), Postmark and
@@ -63,7 +65,7 @@ from service.mail.verp import ReturnPath
 from service.metrics import CONTENT_TYPE, Metrics
 from service.settings import Settings
 from service.subscribers import preferences
-from service.web import pages, preference_page, subject, texts
+from service.web import pages, preference_page, signup, subject, texts
 
 log = logging.getLogger("einmal.http")
 
@@ -118,9 +120,10 @@ class Web:
             Route("/inbound/{provider}", self.webhook, methods=["POST"]),
             Route("/inbound/{provider}/{account}", self.webhook, methods=["POST"]),
         ]
+        routes += signup.SignUpPages(settings, pool, read_body, Refused, self.database_down, PAGE_HEADERS).routes
         self.providers = providers(settings)
         self.return_path = ReturnPath.from_settings(settings)
-        site = ApiPrefix(BoundedBody(api.build(pool), MAX_BODY), Starlette(routes=routes))
+        site = ApiPrefix(BoundedBody(api.build(pool, settings), MAX_BODY), Starlette(routes=routes))
         self.body_budget = BodyBudget(site, settings.http_body_buffer_bytes)
         metrics.watch_bodies(lambda: self.body_budget.held)
         self.app: ASGIApp = NoTraceback(self.body_budget)

@@ -59,15 +59,15 @@ def _mailto(address: str) -> str:
     return f'<a href="mailto:{html.escape(address)}">{html.escape(address)}</a>'
 
 
-def _page(code: str, title_key: str, body: str) -> str:
-    return _document(texts.language(code), _say(code, title_key), body)
+def _page(code: str, title_key: str, body: str, style: str = "") -> str:
+    return _document(texts.language(code), _say(code, title_key), body, style)
 
 
-def _document(code: str, title: str, body: str) -> str:
+def _document(code: str, title: str, body: str, style: str = "") -> str:
     return (f'<!doctype html>\n<html lang="{html.escape(code)}">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f'<meta name="robots" content="noindex">\n<title>{title}</title>\n'
-            f'<style>{STYLE}</style>\n</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n')
+            f'<style>{STYLE}{style}</style>\n</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n')
 
 
 def question(code: str, token: str, email: str, sender: str, subject: str | None, lists: str = "",

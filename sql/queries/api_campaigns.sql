@@ -2,5 +2,6 @@
 SELECT c.id, c.name, c.subject, c.status, c.scheduled_for, c.pause_reason, c.created_at
 FROM einmal.campaigns AS c
 WHERE c.account_id = $1 AND c.id < $2 AND ($3::text IS NULL OR c.status = $3::text)
+  AND c.kind = 'campaign'  -- not a list's confirmations
 ORDER BY c.id DESC
 LIMIT $4

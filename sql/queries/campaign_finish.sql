@@ -3,6 +3,7 @@
 WITH finished AS (
     UPDATE einmal.campaigns c SET status = 'sent', sent_at = now(), updated_at = now()
     WHERE c.id = $1 AND c.status = 'sending' AND c.recipients_built_at IS NOT NULL
+      AND c.kind = 'campaign'  -- a list's confirmations go on while the list exists (0100_double_optin.sql)
       -- two probes, each of a partial index (sends_claimable, sends_held): rows still open are few
       AND NOT EXISTS (SELECT 1 FROM einmal.sends s WHERE s.campaign_id = c.id AND s.status = 'queued')
       AND NOT EXISTS (SELECT 1 FROM einmal.sends s

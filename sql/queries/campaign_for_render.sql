@@ -1,2 +1,2 @@
-SELECT id, account_id, name, subject, from_address, body_text, body_html, reply_to, list_id, headers
+SELECT id, account_id, name, subject, from_address, body_text, body_html, reply_to, list_id, headers, kind
 FROM einmal.campaigns WHERE id = $1

@@ -7,5 +7,5 @@ SELECT c.id, a.name AS account, c.name, c.status, c.started_at, c.pause_reason,
             ELSE (SELECT coalesce(sum(k.n), 0) FROM einmal.campaign_counts k WHERE k.campaign_id = c.id)
        END AS recipients
 FROM einmal.campaigns AS c JOIN einmal.accounts AS a ON a.id = c.account_id
-WHERE $1::text IS NULL OR c.status = $1::text
+WHERE ($1::text IS NULL OR c.status = $1::text) AND c.kind = 'campaign'  -- not a list's confirmations
 ORDER BY c.id DESC

@@ -35,7 +35,8 @@ WITH c AS (
     WHERE s.status = 'confirmed'
       -- OFFSET 0 keeps this a probe of the membership index per subscriber, not a join of every list
       AND EXISTS (SELECT 1 FROM einmal.list_members m
-                  WHERE m.subscriber_id = s.id AND m.list_id = ANY (c.list_ids) OFFSET 0)
+                  WHERE m.subscriber_id = s.id AND m.list_id = ANY (c.list_ids)
+                    AND m.state = 'confirmed' OFFSET 0)
     ORDER BY s.email_lower, s.created_at, s.id
     ON CONFLICT DO NOTHING
     RETURNING 1

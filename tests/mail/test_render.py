@@ -300,7 +300,7 @@ def test_unknown_variable_is_named_with_its_line_and_the_known_ones():
     with pytest.raises(UsageError) as error:
         check_template("Hi\n{{ name }} {{ nme }}", "subject")
     assert str(error.value) == ("subject: line 2: unknown variable 'nme'; "
-                                "known: name, email, unsubscribe_url, attributes, campaign")
+                                "known: name, email, unsubscribe_url, confirm_url, attributes, campaign")
 
 
 def test_unclosed_braces_are_refused_with_their_line():

@@ -97,7 +97,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
     values = {"email": ALICE, "campaign_id": str(campaign), "verb": "cancel", "name": "news"}
     bodies = {("put", "/subscribers/{email}"): {"name": "x"}, ("put", "/suppressions/{email}"): {},
               ("put", "/lists/{name}"): None, ("put", "/lists/{name}/members/{email}"): None,
-              ("post", "/campaigns"): None}
+              ("post", "/campaigns"): None, ("post", "/subscribe"): {"list": "news", "email": ALICE}}
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         document = (await client.get("/openapi.json")).json()
         asked = 0
@@ -109,7 +109,9 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
             url = path.format(**values)
             answer = await client.request(method.upper(), url, headers=other, json=bodies.get((method, path)))
             asked += 1
-            if "{" in path and method != "put":
+            if path == "/subscribe":  # acme's list, by its name: none of other's
+                assert (answer.status_code, answer.json()) == (404, {"error": "no such list"}), answer.text
+            elif "{" in path and method != "put":
                 assert (answer.status_code, answer.json()) in ((404, {"error": "no such subscriber"}),
                                                                (404, {"error": "no such suppression"}),
                                                                (404, {"error": "no such membership"}),
@@ -307,7 +309,7 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
     assert document["openapi"].startswith("3.1")
     assert set(document["paths"]) == {"/subscribers", "/subscribers/{email}", "/suppressions", "/suppressions/{email}",
                                       "/campaigns", "/campaigns/{campaign_id}", "/campaigns/{campaign_id}/{verb}",
-                                      "/lists", "/lists/{name}", "/lists/{name}/members/{email}"}
+                                      "/lists", "/lists/{name}", "/lists/{name}/members/{email}", "/subscribe"}
     assert set(document["paths"]["/subscribers/{email}"]) == {"get", "put", "delete"}
     assert {"Subscriber", "SubscriberPage", "SubscriberFields", "Problem"} <= set(document["components"]["schemas"])
     assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"

@@ -1,38 +1,25 @@
 """The README's HTTP API example, run as it is written there: its curl commands against a real node."""
 
-import os
-import re
-import sys
-from pathlib import Path
-
-import anyio
 import asyncpg
 import pytest
 
-from tests.conftest import ROOT
+from tests.support import readme
 from tests.support.web import http_server
 
 pytestmark = pytest.mark.anyio
 
 
 def readme_example() -> str:
-    section = (ROOT / "README.md").read_text().split("## HTTP API\n", 1)[1].split("\n## ", 1)[0]
-    [block] = re.findall(r"```sh\n(.*?)```", section, re.S)
-    return block
+    return readme.example("## HTTP API", "sh")
 
 
 async def test_the_readme_example_runs_as_written(conn: asyncpg.Connection, dsn: str) -> None:
     await conn.execute("INSERT INTO einmal.accounts (name) VALUES ('acme')")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # einmal on the PATH
     async with http_server(dsn) as base:
-        env.update(EINMAL_DATABASE_URL=dsn, API_URL=f"{base}/api/v1")
-        done = await anyio.run_process(["bash", "-euo", "pipefail", "-c", readme_example()], env=env, cwd=ROOT,
-                                       check=False)
-    assert done.returncode == 0, done.stderr.decode()
-    put, listing, deleted = done.stdout.decode().splitlines()
+        code, out, err = await readme.run(readme_example(), dsn, base)
+    assert code == 0, err
+    put, listing, deleted = out.splitlines()
     assert '"email":"ada@example.org"' in put and '"attributes":{"plan":"pro"}' in put
     assert '"subscribers":[{' in listing and '"next":null' in listing
     assert deleted == "204"
     assert await conn.fetchval("SELECT reason FROM einmal.suppressions") == "erased"
-

@@ -1,0 +1,69 @@
+"""POST /api/v1/subscribe: a double opt-in sign-up for an application (service/subscribers/optin.py).
+
+The answer is 202 and the same whatever the address's state (new, unconfirmed, confirmed, suppressed) and
+whether a confirmation went out: the caller learns nothing of who is subscribed. A client (here: a key)
+past EINMAL_OPTIN_CLIENT_LIMIT sign-ups in the last hour is 429, on this node."""
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, HTTPException, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from service import db
+from service.api.deps import DB_SECONDS, ERRORS, Conn, Failures, Key, log, not_found
+from service.errors import UsageError
+from service.subscribers import optin
+from service.subscribers.importer import MAX_EMAIL, MAX_LIST, MAX_NAME
+
+router = APIRouter(tags=["double opt-in"])
+ANSWER = "if the address can be subscribed, a message asking to confirm is on its way"
+
+
+class Rate(Failures):
+    """Sign-ups per client in the last hour, for at most CLIENTS clients (the bound of Failures)."""
+
+    WINDOW = 3600.0
+
+    def allow(self, client: str, limit: int) -> bool:
+        """Count this sign-up unless the client has made `limit` within the window (then False)."""
+        if len(self._recent(client)) >= limit:
+            return False
+        self.failed(client)  # recorded as Failures records a failure: a time in the client's window
+        return True
+
+
+class SubscribeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    list: str = Field(min_length=1, max_length=MAX_LIST, description="the name of one of the account's lists")
+    email: str = Field(min_length=1, max_length=MAX_EMAIL)
+    name: str = Field("", max_length=MAX_NAME, description="used only when the address is new to the account")
+
+
+class SubscribeAnswer(BaseModel):
+    status: Literal["pending"]
+    detail: str
+
+
+Answer = Annotated[SubscribeAnswer, Field(description=ANSWER)]
+
+
+@router.post("/subscribe", status_code=202, responses={**ERRORS, 409: ERRORS[400], 429: ERRORS[400]},
+             summary="sign an address up to a list; it is on the list once it confirms (double opt-in)")
+async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: Key) -> SubscribeAnswer:
+    settings = request.app.state.settings
+    try:
+        email, name = optin.checked_address(body.email, body.name)
+    except UsageError as exc:
+        raise HTTPException(422, str(exc)) from None
+    list_id = await conn.fetchval(db.query("optin_list_named"), key.account_id, body.list, timeout=DB_SECONDS)
+    if list_id is None:
+        raise not_found("list")
+    try:
+        optin.check_configured(settings)
+    except optin.NotConfigured as exc:
+        raise HTTPException(409, str(exc)) from None
+    if not request.app.state.sign_ups.allow(f"key:{key.id}", settings.optin_client_limit):
+        raise HTTPException(429, "too many sign-ups from this key; try again later", headers={"Retry-After": "60"})
+    queued = await optin.sign_up(conn, settings, optin.SignUp(list_id, key.account_id, email, name, f"api:{key.id}"))
+    log.info("sign-up to list %d by key %d: %s", list_id, key.id, "confirmation queued" if queued else "nothing sent")
+    return SubscribeAnswer(status="pending", detail=ANSWER)

@@ -1,0 +1,36 @@
+"""The signed link of a double opt-in confirmation (docs/design.md §16 "Double opt-in").
+
+A token names the account, the list's confirmation campaign and the subscriber, in the unsubscribe
+token's form (service/mail/unsubscribe.py), ``<account_id>.<campaign_id>.<subscriber_id>.<signature>``,
+but its HMAC-SHA256 is over ``confirm:<account_id>:<campaign_id>:<subscriber_id>``: a message's
+unsubscribe link cannot be turned into a confirmation, nor the other way round. It is keyed with the same
+EINMAL_UNSUBSCRIBE_SECRET, so the same rotation applies: the first key signs, every key verifies.
+"""
+
+
+from service.mail import unsubscribe
+from service.mail.unsubscribe import Secret
+
+PURPOSE = "confirm"
+
+
+def _signature(key: bytes, account_id: int, campaign_id: int, subscriber_id: int) -> bytes:
+    return unsubscribe.signature(key, f"{PURPOSE}:{account_id}:{campaign_id}:{subscriber_id}")
+
+
+class Signer:
+    """The token with the key prepared once (the sender signs one per confirmation message)."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, secret: Secret):
+        self._key = unsubscribe.signing_key(secret)
+
+    def token(self, account_id: int, campaign_id: int, subscriber_id: int) -> str:
+        signature = _signature(self._key, account_id, campaign_id, subscriber_id).decode()
+        return f"{account_id}.{campaign_id}.{subscriber_id}.{signature}"
+
+
+def verify_token(secret: Secret, token: str) -> tuple[int, int, int] | None:
+    """(account_id, campaign_id, subscriber_id) when any key of `secret` signed the token, else None."""
+    return unsubscribe.verify_with(_signature, secret, token)

@@ -1,0 +1,60 @@
+"""The double opt-in pages (service/web/signup.py): a list's sign-up form, its answer, the question of a
+confirmation link (one button), its answer, and a link that has expired. No JavaScript, no outside
+resources; labelled fields; readable on a 375 px phone. Everything shown is escaped."""
+
+import html
+
+from service.web.pages import _page, _say, _strong, mask
+
+FORM_STYLE = """
+label { display: block; font-weight: 600; margin: 1rem 0 .25rem; }
+input { font: inherit; width: 100%; box-sizing: border-box; padding: .5rem .6rem; border: 1px solid #71717a;
+        border-radius: 6px; }
+input:focus-visible { outline: 3px solid #1d4ed8; outline-offset: 1px; }
+form button { margin-top: 1.25rem; background: #1d4ed8; }
+.error { color: #b91c1c; font-weight: 600; }
+"""
+
+
+def form(code: str, list_name: str, sender: str, invalid: bool = False, email: str = "") -> str:
+    error = f'\n<p class="error" id="problem" role="alert">{_say(code, "signup_invalid")}</p>' if invalid else ""
+    described = ' aria-describedby="problem" aria-invalid="true"' if invalid else ""
+    return _page(code, "signup_title", f"""<h1>{_say(code, 'signup_heading', list=_strong(list_name))}</h1>
+<p>{_say(code, 'signup', sender=_strong(sender))}</p>{error}
+<form method="post">
+<label for="email">{_say(code, 'signup_email')}</label>
+<input id="email" name="email" type="email" required maxlength="254" autocomplete="email" \
+value="{html.escape(email)}"{described}>
+<label for="name">{_say(code, 'signup_name')}</label>
+<input id="name" name="name" type="text" maxlength="200" autocomplete="name">
+<button type="submit">{_say(code, 'signup_button')}</button>
+</form>""", FORM_STYLE)
+
+
+def sent(code: str, list_name: str, email: str) -> str:
+    """The one answer to a sign-up, whatever the address's state."""
+    return _page(code, "signup_sent_title", f"""<h1 role="status">{_say(code, 'signup_sent_title')}</h1>
+<p>{_say(code, 'signup_sent', address=_strong(mask(email)), list=_strong(list_name))}</p>""")
+
+
+def busy(code: str) -> str:
+    return _page(code, "signup_busy_title", f"<h1>{_say(code, 'signup_busy_title')}</h1>\n"
+                                            f"<p>{_say(code, 'signup_busy')}</p>")
+
+
+def question(code: str, token: str, list_name: str, sender: str, email: str) -> str:
+    return _page(code, "confirm_title", f"""<h1>{_say(code, 'confirm_title')}</h1>
+<p>{_say(code, 'confirm_question', address=_strong(mask(email)), list=_strong(list_name), sender=_strong(sender))}</p>
+<form method="post" action="?token={html.escape(token)}">
+<button type="submit">{_say(code, 'confirm_button')}</button>
+</form>
+<p class="small">{_say(code, 'confirm_note')}</p>""", FORM_STYLE)
+
+
+def confirmed(code: str, list_name: str, email: str) -> str:
+    return _page(code, "confirmed_title", f"""<h1 role="status">{_say(code, 'confirmed_title')}</h1>
+<p>{_say(code, 'confirmed', address=_strong(mask(email)), list=_strong(list_name))}</p>""")
+
+
+def expired(code: str) -> str:
+    return _page(code, "expired_title", f"<h1>{_say(code, 'expired_title')}</h1>\n<p>{_say(code, 'expired')}</p>")
