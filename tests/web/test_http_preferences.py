@@ -121,6 +121,10 @@ async def test_leaving_a_list_stops_the_rows_of_campaigns_that_no_other_of_their
     on_the_wire = await campaign("sending", [lists["news"]], "sending")
     news_and_offers = await campaign("sending", [lists["news"], lists["offers"]], "queued")
     only_offers = await campaign("sending", [lists["offers"]], "queued")
+    # a sign-up to Staff she has not confirmed: no build reaches her through it, so it keeps nothing
+    await conn.execute("INSERT INTO einmal.list_members (list_id, subscriber_id, state) VALUES ($1, $2, "
+                       "'unconfirmed')", lists["staff"], ann)
+    news_and_unconfirmed = await campaign("sending", [lists["news"], lists["staff"]], "queued")
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
         left = await client.post(f"{base}/unsubscribe?token={token(ids)}&leave={lists['news']}")
     assert left.status_code == 200
@@ -130,7 +134,8 @@ async def test_leaving_a_list_stops_the_rows_of_campaigns_that_no_other_of_their
                     only_news_claimed: ("suppressed", None, "left the list"),
                     on_the_wire: ("sending", "some-node/1", None),  # on the wire already: its answer decides
                     news_and_offers: ("queued", None, None),  # Offers still reaches her
-                    only_offers: ("queued", None, None)}
+                    only_offers: ("queued", None, None),
+                    news_and_unconfirmed: ("suppressed", None, "left the list")}
 
 
 async def test_leave_all_is_the_one_click_unsubscribe_of_the_account_as_before(
