@@ -2,10 +2,10 @@
 it off. A subscriber's lists are in its own answer; `GET /subscribers?list=NAME` lists a list's members."""
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from service import db
 from service.addresses import email_key
@@ -20,7 +20,8 @@ Email = Annotated[str, Path(max_length=MAX_EMAIL, description="the address, in a
 class MailingList(BaseModel):
     id: int
     name: str
-    members: int
+    members: int = Field(description="confirmed members: the ones campaigns reach")
+    unconfirmed: int = Field(description="sign-ups awaiting confirmation (double opt-in)")
     created_at: datetime
 
 
@@ -28,6 +29,8 @@ class Membership(BaseModel):
     list: str
     email: str
     added: bool
+    state: Literal["confirmed", "unconfirmed"] = Field(
+        description="unconfirmed: a sign-up awaiting its confirmation, which only its link gives")
 
 
 @router.get("", summary="the account's lists, by name, with their member counts")
@@ -56,7 +59,7 @@ async def put_member(name: ListName, email: Email, conn: Conn, key: Key) -> Memb
         raise not_found("list")
     if row["subscriber_id"] is None:
         raise not_found("subscriber")
-    return Membership(list=name, email=email, added=row["added"])
+    return Membership(list=name, email=email, added=row["added"], state=row["state"])
 
 
 @router.delete("/{name}/members/{email}", status_code=204, summary="take the subscriber off the list",

@@ -17,7 +17,8 @@ from service.subscribers.importer import MAX_ATTRIBUTE, MAX_EMAIL, MAX_NAME, uns
 
 LOCK_SECONDS = 5.0  # the most an upsert waits for an import into its account to end (then 503)
 Status = Literal["confirmed", "unconfirmed", "unsubscribed", "bounced"]
-OnList = Annotated[str | None, Query(alias="list", max_length=200, description="only the members of this list")]
+OnList = Annotated[str | None, Query(alias="list", max_length=200,
+                                     description="only the confirmed members of this list")]
 Email = Annotated[str, Path(max_length=MAX_EMAIL, description="the address, in any spelling of its mailbox")]
 
 
@@ -27,7 +28,8 @@ class Subscriber(BaseModel):
     name: str
     status: Status
     attributes: dict[str, str]
-    lists: list[str]
+    lists: list[str] = Field(description="the lists it is a confirmed member of: the ones campaigns reach")
+    unconfirmed_lists: list[str] = Field(description="its sign-ups awaiting confirmation (double opt-in)")
     suppressed: str | None = Field(description="why the mailbox is suppressed for the account, if it is")
     created_at: datetime
 
@@ -45,7 +47,8 @@ class SubscriberFields(BaseModel):
 
 
 def _subscriber(row: asyncpg.Record) -> Subscriber:
-    return Subscriber(**{**dict(row), "attributes": json.loads(row["attributes"]), "lists": list(row["lists"])})
+    return Subscriber(**{**dict(row), "attributes": json.loads(row["attributes"]), "lists": list(row["lists"]),
+                         "unconfirmed_lists": list(row["unconfirmed_lists"])})
 
 
 def _mailbox(email: str) -> str:

@@ -1,6 +1,7 @@
 -- Put account $1's subscriber of mailbox key $3 (the spelling $4 first, not erased) on its list named $2.
 -- One row: list_id NULL when there is no such list, subscriber_id NULL when no such subscriber, added true
--- when the membership is new.
+-- when the membership is new (confirmed: the caller asserts consent, as an import does), and its state (an
+-- unconfirmed sign-up stays one: only its link confirms it).
 WITH l AS (SELECT id FROM einmal.lists WHERE account_id = $1 AND name = $2),
 s AS (
     SELECT id FROM einmal.subscribers
@@ -10,4 +11,6 @@ s AS (
     INSERT INTO einmal.list_members (list_id, subscriber_id) SELECT l.id, s.id FROM l, s
     ON CONFLICT DO NOTHING RETURNING list_id
 )
-SELECT (SELECT id FROM l) AS list_id, (SELECT id FROM s) AS subscriber_id, EXISTS (SELECT 1 FROM added) AS added
+SELECT (SELECT id FROM l) AS list_id, (SELECT id FROM s) AS subscriber_id, EXISTS (SELECT 1 FROM added) AS added,
+       coalesce((SELECT m.state FROM einmal.list_members m, l, s WHERE m.list_id = l.id AND m.subscriber_id = s.id),
+                'confirmed') AS state

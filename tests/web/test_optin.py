@@ -223,3 +223,23 @@ def test_a_node_refuses_a_confirmation_from_that_is_not_an_address(command: str)
                          "EINMAL_OPTIN_FROM": "News <not an address>", "EINMAL_CONFIRM_URL": SETTINGS["confirm_url"]})
     assert result.returncode == 2 and result.stdout == "", result.stderr
     assert result.stderr.startswith("einmal: EINMAL_OPTIN_FROM: from address: ") and result.stderr.count("\n") == 1
+
+
+async def test_the_api_tells_a_sign_up_awaiting_confirmation_from_a_member(conn: asyncpg.Connection,
+                                                                          dsn: str) -> None:
+    _, list_id, key = await account_with_list(conn, dsn, members=["bob@example.org"])
+    async with http_server(dsn, SECRET, **SETTINGS) as base, \
+            httpx.AsyncClient(base_url=f"{base}/api/v1", headers=auth(key)) as client:
+        signed = await client.post("/subscribe", json={"list": "news", "email": "ann@example.org"})
+        assert signed.status_code == 202
+        ann = (await client.get("/subscribers/ann@example.org")).json()
+        assert (ann["lists"], ann["unconfirmed_lists"]) == ([], ["news"]), "no campaign reaches her yet"
+        assert [(x["name"], x["members"], x["unconfirmed"]) for x in (await client.get("/lists")).json()] == \
+            [("news", 1, 1)]
+        members = (await client.get("/subscribers", params={"list": "news"})).json()["subscribers"]
+        assert [s["email"] for s in members] == ["bob@example.org"], "a list's members are its confirmed ones"
+        put = (await client.put("/lists/news/members/ann@example.org")).json()
+        assert (put["added"], put["state"]) == (False, "unconfirmed"), "only the link confirms a sign-up"
+        await conn.execute("UPDATE einmal.list_members SET state = 'confirmed' WHERE list_id = $1", list_id)
+        ann = (await client.get("/subscribers/ann@example.org")).json()
+        assert (ann["lists"], ann["unconfirmed_lists"]) == (["news"], [])
