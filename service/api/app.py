@@ -17,24 +17,25 @@ from starlette.routing import Match
 from starlette.types import ASGIApp
 
 from service import db
-from service.api import campaigns, docs, idempotency, lists, subscribers, suppressions
+from service.api import campaigns, docs, drafts, idempotency, key_routes, lists, previews, subscribers, suppressions
 from service.api.deps import ERRORS, Failures, log
+from service.settings import Settings
 
 
-def build(pool: asyncpg.Pool) -> ASGIApp:
+def build(pool: asyncpg.Pool, settings: Settings) -> ASGIApp:
     """The API, its POSTs behind the Idempotency-Key claim (service/api/idempotency.py)."""
-    return idempotency.Idempotent(api(pool), pool)
+    return idempotency.Idempotent(api(pool, settings), pool)
 
 
-def api(pool: asyncpg.Pool) -> FastAPI:
+def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
     app = FastAPI(title="einmal", version="1", openapi_url="/openapi.json", docs_url=None, redoc_url=None,
                   responses=ERRORS)
-    app.state.pool, app.state.failures = pool, Failures()
+    app.state.pool, app.state.failures, app.state.settings = pool, Failures(), settings
     app.add_exception_handler(StarletteHTTPException, _problem)
     app.add_exception_handler(RequestValidationError, _invalid)
     for exc in db.UNAVAILABLE:
         app.add_exception_handler(exc, _unavailable)
-    for module in (subscribers, lists, suppressions, campaigns):
+    for module in (subscribers, lists, suppressions, previews, drafts, campaigns, key_routes):  # /test before /{verb}
         app.include_router(module.router)
     reference = []  # made at the first request, once: the document does not change while the process runs
 

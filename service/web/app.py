@@ -114,7 +114,7 @@ class Web:
         ]
         self.providers = providers(settings)
         self.return_path = ReturnPath.from_settings(settings)
-        site = ApiPrefix(BoundedBody(api.build(pool), MAX_BODY), Starlette(routes=routes))
+        site = ApiPrefix(BoundedBody(api.build(pool, settings), MAX_BODY), Starlette(routes=routes))
         self.body_budget = BodyBudget(site, settings.http_body_buffer_bytes)
         metrics.watch_bodies(lambda: self.body_budget.held)
         self.app: ASGIApp = NoTraceback(self.body_budget)
