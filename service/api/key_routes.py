@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service import db
 from service.api import keys
-from service.api.deps import DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key, not_found
+from service.api.deps import DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key, Problem, not_found
 from service.errors import UsageError
 
 router = APIRouter(prefix="/keys", tags=["keys"])
@@ -44,7 +44,8 @@ async def list_keys(conn: Conn, key: Key) -> list[ApiKey]:
     return [ApiKey(**dict(r)) for r in rows]
 
 
-@router.post("", status_code=201, responses=ERRORS,
+@router.post("", status_code=201, responses={**ERRORS, 409: {"model": Problem, "description": (
+                 "its Idempotency-Key's request was done: the key it made is not shown again")}},
              summary="a new key of the account; the key is in this answer only (a write key may do this)")
 async def create_key(fields: KeyFields, conn: Conn, key: Key, response: Response,
                      idempotency_key: IdempotencyKey = None) -> NewApiKey:
