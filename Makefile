@@ -5,11 +5,13 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # extra arguments for pytest, e.g. make test PYTEST_ARGS='-x -k embedded'
 PYTEST_ARGS ?=
+# examples per operation for make fuzz (CI runs 25)
+API_FUZZ_EXAMPLES ?= 500
 
 # $(call available,<files>,<target>): succeed if one of the files exists, else say so and fail
 available = for f in $(1); do [ -e "$$f" ] && exit 0; done; echo "make $(2): not yet available"; exit 1
 
-.PHONY: help setup run demo migrate test lint chaos failover retention bench clean
+.PHONY: help setup run demo migrate test lint fuzz chaos failover retention bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -35,6 +37,9 @@ test: $(STAMP) ## set up and run the whole test suite (PYTEST_ARGS='…' to pass
 
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check $(wildcard service actors tests bench)
+
+fuzz: $(STAMP) ## the HTTP API fuzzed from its OpenAPI document by schemathesis, API_FUZZ_EXAMPLES=500 an operation, against a node and EINMAL_DATABASE_URL: its summary (operations, test cases, failures)
+	API_FUZZ_EXAMPLES=$(API_FUZZ_EXAMPLES) $(BIN)/pytest tests/web/test_api_fuzz.py -q -s
 
 chaos: $(STAMP) ## 50,000 recipients, 3 nodes, SIGKILLs, stalls, SMTP faults, opt-outs, a PostgreSQL restart: one verdict line (CHAOS_ARGS='--help')
 	$(BIN)/python -m tests.support.chaos $(CHAOS_ARGS)

@@ -17,7 +17,18 @@ from starlette.routing import Match
 from starlette.types import ASGIApp
 
 from service import db
-from service.api import campaigns, docs, idempotency, lists, optin, subscribers, suppressions
+from service.api import (
+    campaigns,
+    docs,
+    drafts,
+    idempotency,
+    key_routes,
+    lists,
+    optin,
+    previews,
+    subscribers,
+    suppressions,
+)
 from service.api.deps import ERRORS, Failures, log
 from service.settings import Settings
 
@@ -30,13 +41,14 @@ def build(pool: asyncpg.Pool, settings: Settings) -> ASGIApp:
 def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
     app = FastAPI(title="einmal", version="1", openapi_url="/openapi.json", docs_url=None, redoc_url=None,
                   responses=ERRORS)
-    app.state.pool, app.state.failures = pool, Failures()
-    app.state.settings, app.state.sign_ups = settings, optin.Rate()
+    app.state.pool, app.state.failures, app.state.settings = pool, Failures(), settings
+    app.state.sign_ups = optin.Rate()
     app.add_exception_handler(StarletteHTTPException, _problem)
     app.add_exception_handler(RequestValidationError, _invalid)
     for exc in db.UNAVAILABLE:
         app.add_exception_handler(exc, _unavailable)
-    for module in (subscribers, lists, suppressions, campaigns, optin):
+    # /campaigns/{id}/test before /campaigns/{id}/{verb}
+    for module in (subscribers, lists, suppressions, previews, drafts, campaigns, key_routes, optin):
         app.include_router(module.router)
     reference = []  # made at the first request, once: the document does not change while the process runs
 

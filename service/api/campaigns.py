@@ -5,11 +5,11 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 import anyio
-from fastapi import APIRouter, Header, HTTPException, Path, Query
+from fastapi import APIRouter, HTTPException, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from service import db
-from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, Problem, not_found
+from service.api.deps import DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key, Problem, not_found
 from service.cli import campaign_status
 from service.cli.campaigns import (
     MAX_CAMPAIGN_NAME,
@@ -30,8 +30,6 @@ router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 Status = Literal["draft", "approved", "sending", "paused", "sent", "cancelled"]
 Verb = Literal["approve", "pause", "resume", "cancel"]
 CampaignId = Annotated[int, Path(ge=1, le=2**63 - 1)]
-IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200, description=(
-    "the same key with the same request returns the first answer, without a second effect (24 h)"))]
 MAX_BODY_TEXT = 60_000  # a body is also bounded by the request's 64 KiB
 
 
@@ -95,7 +93,7 @@ class CampaignStatus(BaseModel):
     failures: list[Counted]
 
 
-async def _own(conn, key, campaign_id: int) -> None:
+async def own(conn, key, campaign_id: int) -> None:
     owner = await conn.fetchrow(db.query("api_campaign_owner"), campaign_id, timeout=DB_SECONDS)
     if owner is None or owner["account_id"] != key.account_id:
         raise not_found("campaign")
@@ -115,31 +113,55 @@ async def list_campaigns(conn: Conn, key: Key, status: Status | None = None,
 @router.post("", status_code=201, summary="create a draft; approve it to send", responses=ERRORS)
 async def create_campaign(draft: Draft, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None) -> Campaign:
     try:
-        name = one_line(draft.name, "name", MAX_CAMPAIGN_NAME)
-        subject = one_line(draft.subject, "subject", MAX_SUBJECT)
-        sender = from_address(draft.from_address, "from")
-        reply_to = from_address(draft.reply_to, "reply_to") if draft.reply_to is not None else None
-        text = body_text(draft.text, "text")
-        html = body_text(draft.html, "html") if draft.html is not None else None
-        if draft.at is not None and draft.at.tzinfo is None:
-            raise UsageError("at: give its time zone, e.g. 2027-01-01T09:00:00+01:00")
-        lists = list_names(draft.lists)
-        language = texts.checked(draft.language, "language") if draft.language is not None else None
-        await anyio.to_thread.run_sync(check_templates, subject, text, html)  # compiling is CPU work
-        account = await conn.fetchval(db.query("account_name"), key.account_id, timeout=DB_SECONDS)
-        account_id, list_ids = await resolve(conn, account, lists)
+        fields = await checked(draft.model_dump())
+        account_id, list_ids = await resolve(conn, await account_name(conn, key), fields["lists"])
     except UsageError as exc:
         raise HTTPException(422, str(exc)) from None
-    campaign_id = await conn.fetchval(db.query("campaign_create"), account_id, name, subject, sender, text, html,
-                                      list_ids, draft.at, reply_to, None, "[]", language, timeout=DB_SECONDS)
-    [row] = await conn.fetch(db.query("api_campaigns"), key.account_id, campaign_id + 1, None, 1)
+    campaign_id = await conn.fetchval(db.query("campaign_create"), account_id, fields["name"], fields["subject"],
+                                      fields["from_address"], fields["text"], fields["html"], list_ids, fields["at"],
+                                      fields["reply_to"], None, "[]", fields["language"], timeout=DB_SECONDS)
+    return await one(conn, key, campaign_id)
+
+
+async def checked(fields: dict) -> dict:
+    """The fields of a Draft that are given, checked as `einmal campaign create` checks its options (the
+    templates compiled in the sandbox, in a worker thread); None stays None. UsageError for the first that
+    is not right."""
+    rules = {
+        "name": lambda v: one_line(v, "name", MAX_CAMPAIGN_NAME),
+        "subject": lambda v: one_line(v, "subject", MAX_SUBJECT),
+        "from_address": lambda v: from_address(v, "from"),
+        "reply_to": lambda v: from_address(v, "reply_to"),
+        "text": lambda v: body_text(v, "text"),
+        "html": lambda v: body_text(v, "html"),
+        "at": _aware,
+        "lists": list_names,
+        "language": lambda v: texts.checked(v, "language"),
+    }
+    fields = {name: rules[name](value) if value is not None else None for name, value in fields.items()}
+    await anyio.to_thread.run_sync(check_templates, fields.get("subject"), fields.get("text"), fields.get("html"))
+    return fields
+
+
+def _aware(at: datetime) -> datetime:
+    if at.tzinfo is None:
+        raise UsageError("at: give its time zone, e.g. 2027-01-01T09:00:00+01:00")
+    return at
+
+
+async def account_name(conn, key) -> str:
+    return await conn.fetchval(db.query("account_name"), key.account_id, timeout=DB_SECONDS)
+
+
+async def one(conn, key, campaign_id: int) -> Campaign:
+    [row] = await conn.fetch(db.query("api_campaigns"), key.account_id, campaign_id + 1, None, 1, timeout=DB_SECONDS)
     return Campaign(**dict(row))
 
 
 @router.get("/{campaign_id}", summary="counts per send state, what came back, why it is paused",
             responses=ERRORS)
 async def get_campaign(campaign_id: CampaignId, conn: Conn, key: Key) -> CampaignStatus:
-    await _own(conn, key, campaign_id)
+    await own(conn, key, campaign_id)
     snapshot = await campaign_status.fetch(conn, campaign_id)
     return CampaignStatus(**snapshot.as_json())
 
@@ -148,7 +170,7 @@ async def get_campaign(campaign_id: CampaignId, conn: Conn, key: Key) -> Campaig
              responses={**ERRORS, 409: {"model": Problem}})
 async def move_campaign(campaign_id: CampaignId, verb: Verb, conn: Conn, key: Key,
                         idempotency_key: IdempotencyKey = None) -> CampaignStatus:
-    await _own(conn, key, campaign_id)
+    await own(conn, key, campaign_id)
     try:
         await transition(conn, verb, campaign_id, reason="by the API")
     except UsageError as exc:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import anyio
 import asyncpg
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, Header, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
@@ -23,6 +23,8 @@ class Problem(BaseModel):
 
 
 ERRORS = {status: {"model": Problem} for status in (400, 401, 403, 404, 422, 503)}
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200, description=(
+    "the same key with the same request returns the first answer, without a second effect (24 h)"))]
 bearer = HTTPBearer(auto_error=False, description="a key from `einmal account key create`")
 
 

@@ -6,8 +6,9 @@ The claim is a row of einmal.api_requests, keyed by the API key's hash and the I
 before the request runs. The request that inserted it runs and stores its answer; a request that finds
 the row waits for the answer (up to WAIT_SECONDS, then 409 with Retry-After) and returns it, marked
 `Idempotent-Replayed: true`. An answer of 5xx or 401 is not kept (the claim is removed, a retry runs
-again). A claim left without an answer for TAKEOVER_SECONDS (its node died mid-request) is taken over by
-the next retry of the same request, which runs it again: the routes' own writes are compare-and-set or
+again; an answer marked `Cache-Control: no-store`, a new key, is kept as a 409 that says it was done, so
+that no secret is stored). A claim left without an answer for TAKEOVER_SECONDS (its node died mid-request)
+is taken over by the next retry of the same request, which runs it again: the routes' own writes are compare-and-set or
 upserts, so a second run changes nothing the first one made. Keys are kept WINDOW_SECONDS."""
 
 import hashlib
@@ -27,6 +28,8 @@ WAIT_SECONDS = 10.0
 TAKEOVER_SECONDS = 60.0
 POLL_SECONDS = 0.05
 MAX_KEY = 200
+SECRET_NOT_KEPT = ("this Idempotency-Key's request was done; its answer held a secret shown once, which is not "
+                   "kept: it is not shown again")
 
 
 class Idempotent:
@@ -85,10 +88,13 @@ class Idempotent:
         finally:
             keep = status is not None and status < 500 and status != 401
             headers = dict(start.get("headers", []))
+            content_type = headers.get(b"content-type", b"application/json").decode("latin-1")
+            body = b"".join(chunks)
+            if keep and headers.get(b"cache-control") == b"no-store":  # a secret (a new key): no copy is kept
+                status, content_type, body = 409, "application/json", json.dumps({"error": SECRET_NOT_KEPT}).encode()
             with anyio.CancelScope(shield=True):
                 await self.pool.execute(db.query("api_request_answer"), key_hash, idem, status if keep else None,
-                                        headers.get(b"content-type", b"application/json").decode("latin-1"),
-                                        b"".join(chunks), WINDOW_SECONDS, timeout=WAIT_SECONDS)
+                                        content_type, body, WINDOW_SECONDS, timeout=WAIT_SECONDS)
 
 
 def replay(body: bytes, receive: Receive) -> Receive:

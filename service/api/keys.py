@@ -21,6 +21,7 @@ MARK = "einmal_"
 PREFIX = len(MARK) + 6
 MAX_KEY = 200  # a longer Authorization value is not one of ours, and is not hashed
 SCOPES = ("read", "write")
+MAX_NAME = 100
 
 
 @dataclass(frozen=True)
@@ -46,14 +47,22 @@ async def find(conn: asyncpg.Connection, key: str) -> Key | None:
     return Key(row["id"], row["account_id"], row["scope"]) if row else None
 
 
-async def create_command(args: argparse.Namespace, settings: Settings) -> int:
-    if len(args.name) > 100 or not args.name.isprintable():
-        raise UsageError("--name: at most 100 printable characters")
+def check_name(name: str, option: str = "--name") -> str:
+    if len(name) > MAX_NAME or not name.isprintable():
+        raise UsageError(f"{option}: at most {MAX_NAME} printable characters")
+    return name
+
+
+async def mint(conn: asyncpg.Connection, account_id: int, name: str, scope: str) -> tuple[asyncpg.Record, str]:
+    """A new key of the account: (its row, the key), the key to be shown once and never again."""
     key = MARK + secrets.token_urlsafe(32)
+    return await conn.fetchrow(db.query("api_key_insert"), account_id, name, scope, key[:PREFIX], digest(key)), key
+
+
+async def create_command(args: argparse.Namespace, settings: Settings) -> int:
+    check_name(args.name)
     async with db.connection(db.url(settings)) as conn:
-        account_id = await find_account(conn, args.account)
-        await conn.fetchval(db.query("api_key_insert"), account_id, args.name, args.scope, key[:PREFIX],
-                            digest(key))
+        _, key = await mint(conn, await find_account(conn, args.account), args.name, args.scope)
     print(key)  # the key alone on stdout: `KEY=$(einmal account key create …)`
     return 0
 

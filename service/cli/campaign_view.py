@@ -10,18 +10,20 @@ unsubscribe link that unsubscribes nobody: pressing it cannot suppress the subsc
 
 import argparse
 import email
+import email.message
 import email.policy
 import sys
 from pathlib import Path
 
 import anyio
+import asyncpg
 
 from service import db
 from service.addresses import address_problem, email_key
 from service.errors import UsageError
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
-from service.smtp.connection import Outcome, SmtpConnection, SmtpUnavailable
+from service.smtp.connection import Outcome, Result, SmtpConnection, SmtpUnavailable
 from service.subscribers.importer import shown
 
 TRIAL_SAMPLE = 200  # subscribers rendered at create and approve
@@ -46,25 +48,40 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-async def _message(conn, settings: Settings, campaign_id: int, subscriber: str | None,
-                   test: tuple[str, str] | None = None) -> tuple[CampaignTemplate, bytes]:
-    """The campaign compiled and rendered for the subscriber; with ``test`` (to, subject prefix) as a test
-    message to that address (CampaignTemplate.render_test)."""
+async def sources(conn, campaign_id: int, subscriber: str | None) -> tuple[dict | None, asyncpg.Record | None]:
+    """What a preview or a test message is made of: the campaign's row and the subscriber's (the first member
+    of its lists when ``subscriber`` is None); None for either that is not there."""
     campaign = await conn.fetchrow(db.query("campaign_for_render"), campaign_id)
     if campaign is None:
-        raise UsageError(f"no campaign with id {campaign_id}")
-    template = CampaignTemplate.compile(dict(campaign), settings)
+        return None, None
     row = await conn.fetchrow(db.query("subscriber_for_preview"), campaign_id,
                               email_key(subscriber) if subscriber else None, subscriber)
-    if row is None:
-        raise UsageError(f"campaign {campaign_id}'s account has no subscriber {shown(subscriber)}" if subscriber
-                         else f"campaign {campaign_id} has no subscriber on its lists; name one with --subscriber")
+    return dict(campaign), row
+
+
+def rendered(campaign: dict, row: asyncpg.Record, settings: Settings,
+             test: tuple[str, str] | None = None) -> tuple[CampaignTemplate, bytes]:
+    """The campaign compiled and rendered for the subscriber; with ``test`` (to, subject prefix) as a test
+    message to that address (CampaignTemplate.render_test), whose unsubscribe link names nobody. CPU work,
+    bounded by the sandbox's budget: callers that serve others run it in a worker thread."""
+    template = CampaignTemplate.compile(campaign, settings)
     try:
         if test:
             return template, template.render_test(test[0], row["name"], row["attributes"], test[1])
         return template, template.render(row["id"], row["email"], row["name"], row["attributes"])
     except ValueError as exc:
-        raise UsageError(f"campaign {campaign_id} cannot be rendered for {shown(row['email'])}: {exc}") from None
+        raise UsageError(f"campaign {campaign['id']} cannot be rendered for {shown(row['email'])}: {exc}") from None
+
+
+async def _message(conn, settings: Settings, campaign_id: int, subscriber: str | None,
+                   test: tuple[str, str] | None = None) -> tuple[CampaignTemplate, bytes]:
+    campaign, row = await sources(conn, campaign_id, subscriber)
+    if campaign is None:
+        raise UsageError(f"no campaign with id {campaign_id}")
+    if row is None:
+        raise UsageError(f"campaign {campaign_id}'s account has no subscriber {shown(subscriber)}" if subscriber
+                         else f"campaign {campaign_id} has no subscriber on its lists; name one with --subscriber")
+    return rendered(campaign, row, settings, test)
 
 
 async def trial_render(conn, settings: Settings, campaign_id: int) -> str | None:
@@ -108,15 +125,22 @@ def readable(message: bytes) -> str:
     """The message for a person: its header as it goes on the wire, then each text part decoded (not
     quoted-printable or base64), under a `--- text/html ---` line when there are several."""
     head = message.split(b"\r\n\r\n", 1)[0].decode("utf-8").replace("\r\n", "\n")
-    parsed = email.message_from_bytes(message, policy=email.policy.default)
-    parts = [part for part in parsed.walk() if not part.is_multipart()]
+    parts = decoded(parsed(message))
     body = []
-    for part in parts:
+    for content_type, content in parts:
         if len(parts) > 1:
-            body.append(f"--- {part.get_content_type()} ---\n")
-        content = part.get_content()
+            body.append(f"--- {content_type} ---\n")
         body.append(content if isinstance(content, str) else f"({len(content)} bytes)\n")
     return f"{head}\n\n{''.join(body)}"
+
+
+def parsed(message: bytes) -> email.message.EmailMessage:
+    return email.message_from_bytes(message, policy=email.policy.default)
+
+
+def decoded(message: email.message.EmailMessage) -> list[tuple[str, str | bytes]]:
+    """Each part of the message that is not multipart: (its content type, its content decoded)."""
+    return [(part.get_content_type(), part.get_content()) for part in message.walk() if not part.is_multipart()]
 
 
 async def test_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -125,14 +149,21 @@ async def test_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         template, message = await _message(conn, settings, args.id, args.subscriber,
                                            test=(args.to, args.subject_prefix))
-    connection = SmtpConnection(settings)
     try:
-        result = await connection.send(template.envelope_from, args.to, message)
+        result = await send_test(settings, template, args.to, message)
     except SmtpUnavailable as exc:
         raise UsageError(f"test message not sent: {exc}") from None
-    finally:
-        await connection.close()
     if result.outcome is not Outcome.SENT:
         raise UsageError(f"test message not accepted: {result.reply}")
     print(f"test message of campaign {args.id} sent to {args.to}: {result.reply}")
     return 0
+
+
+async def send_test(settings: Settings, template: CampaignTemplate, to: str, message: bytes) -> Result:
+    """A test message through the configured relay, on a connection of its own, outside the campaign's send
+    rows. SmtpUnavailable when no relay answers."""
+    connection = SmtpConnection(settings)
+    try:
+        return await connection.send(template.envelope_from, to, message)
+    finally:
+        await connection.close()

@@ -139,11 +139,14 @@ def read_body(path: str, option: str) -> str:
         raise ArgumentError(f"{option} {path}: {exc.strerror}") from None
 
 
-def check_templates(subject: str, text: str, html: str | None) -> None:
+def check_templates(subject: str | None, text: str | None, html: str | None) -> None:
+    """Compile each template given (None: not given) in the sandbox; UsageError for one that does not."""
     from service.mail.render import check_template  # written alongside; imported when first needed
 
-    check_template(subject, "subject")
-    check_template(text, "text body")
+    if subject is not None:
+        check_template(subject, "subject")
+    if text is not None:
+        check_template(text, "text body")
     if html is not None:
         check_template(html, "html body", html=True)
 

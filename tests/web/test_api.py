@@ -56,11 +56,11 @@ async def test_a_key_is_printed_once_alone_and_only_its_hash_is_kept(
 async def test_without_a_valid_key_every_route_is_401_and_a_revoked_key_is_refused(
         dsn: str, two_accounts: dict[str, str]) -> None:
     bad = ({}, auth("einmal_" + "x" * 43), auth("not-ours"), {"Authorization": "Basic eDp4"})
-    values = {"email": ALICE, "campaign_id": "1", "verb": "cancel", "name": "news"}
+    values = {"email": ALICE, "campaign_id": "1", "verb": "cancel", "name": "news", "key_id": "1"}
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         document = (await client.get("/openapi.json")).json()
     operations = [(method, path) for path, ops in document["paths"].items() for method in ops]
-    assert len(operations) >= 13
+    assert len(operations) >= 20
     for kind, headers in enumerate(bad):  # a server each: fewer failures than slow a client down
         async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
             for method, path in operations[kind::len(bad)]:
@@ -94,10 +94,15 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
                        "WHERE l.account_id = $1 AND s.account_id = $1", acme)
     before = await snapshot(conn)
     other = auth(two_accounts["other"])
-    values = {"email": ALICE, "campaign_id": str(campaign), "verb": "cancel", "name": "news"}
+    acme_keys = await conn.fetch("SELECT id, prefix FROM einmal.api_keys WHERE account_id = $1", acme)
+    values = {"email": ALICE, "campaign_id": str(campaign), "verb": "cancel", "name": "news",
+              "key_id": str(acme_keys[0]["id"])}
     bodies = {("put", "/subscribers/{email}"): {"name": "x"}, ("put", "/suppressions/{email}"): {},
               ("put", "/lists/{name}"): None, ("put", "/lists/{name}/members/{email}"): None,
-              ("post", "/campaigns"): None, ("post", "/subscribe"): {"list": "news", "email": ALICE}}
+              ("post", "/campaigns"): None, ("post", "/keys"): None,
+              ("post", "/subscribe"): {"list": "news", "email": ALICE},
+              ("patch", "/campaigns/{campaign_id}"): {"name": "x"},
+              ("post", "/campaigns/{campaign_id}/test"): {"to": "qa@example.net"}}
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         document = (await client.get("/openapi.json")).json()
         asked = 0
@@ -115,18 +120,20 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
                 assert (answer.status_code, answer.json()) in ((404, {"error": "no such subscriber"}),
                                                                (404, {"error": "no such suppression"}),
                                                                (404, {"error": "no such membership"}),
-                                                               (404, {"error": "no such campaign"})), \
+                                                               (404, {"error": "no such campaign"}),
+                                                               (404, {"error": "no such key"})), \
                     (method, path, answer.text)
             else:
                 assert answer.status_code in (200, 201), (method, path, answer.text)
                 assert "alice" not in answer.text.lower() or method == "put", (method, path, answer.text)
-        assert asked >= 12
+            assert not any(k["prefix"] in answer.text for k in acme_keys), (method, path, answer.text)
+        assert asked >= 17
     assert await snapshot(conn, "acme") == before
     assert await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", campaign) == "draft"
 
 
 async def snapshot(conn: asyncpg.Connection, account: str = "acme") -> list:
-    """acme's subscribers, suppressions and campaigns, as rows."""
+    """acme's subscribers, suppressions, memberships, campaigns and keys, as rows."""
     return [tuple(r) for r in await conn.fetch("""
         SELECT 'subscriber', s.email, s.name || s.status || s.attributes::text FROM einmal.subscribers s
             JOIN einmal.accounts a ON a.id = s.account_id WHERE a.name = $1
@@ -134,8 +141,10 @@ async def snapshot(conn: asyncpg.Connection, account: str = "acme") -> list:
             JOIN einmal.accounts a ON a.id = x.account_id WHERE a.name = $1
         UNION ALL SELECT 'member', l.name, m.subscriber_id::text FROM einmal.list_members m
             JOIN einmal.lists l ON l.id = m.list_id JOIN einmal.accounts a ON a.id = l.account_id WHERE a.name = $1
-        UNION ALL SELECT 'campaign', c.name, c.status FROM einmal.campaigns c
+        UNION ALL SELECT 'campaign', c.name, c.status || c.subject || c.updated_at::text FROM einmal.campaigns c
             JOIN einmal.accounts a ON a.id = c.account_id WHERE a.name = $1
+        UNION ALL SELECT 'key', k.prefix, coalesce(k.revoked_at::text, 'live') FROM einmal.api_keys k
+            JOIN einmal.accounts a ON a.id = k.account_id WHERE a.name = $1
         ORDER BY 1, 2""", account)]
 
 
@@ -309,7 +318,10 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
     assert document["openapi"].startswith("3.1")
     assert set(document["paths"]) == {"/subscribers", "/subscribers/{email}", "/suppressions", "/suppressions/{email}",
                                       "/campaigns", "/campaigns/{campaign_id}", "/campaigns/{campaign_id}/{verb}",
-                                      "/lists", "/lists/{name}", "/lists/{name}/members/{email}", "/subscribe"}
+                                      "/campaigns/{campaign_id}/preview", "/campaigns/{campaign_id}/test",
+                                      "/lists", "/lists/{name}", "/lists/{name}/members/{email}", "/keys",
+                                      "/keys/{key_id}", "/subscribe"}
+    assert set(document["paths"]["/campaigns/{campaign_id}"]) == {"get", "patch"}
     assert set(document["paths"]["/subscribers/{email}"]) == {"get", "put", "delete"}
     assert {"Subscriber", "SubscriberPage", "SubscriberFields", "Problem"} <= set(document["components"]["schemas"])
     assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"

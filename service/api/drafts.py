@@ -1,0 +1,57 @@
+"""PATCH /api/v1/campaigns/{id}: change what `einmal campaign create` set, while the campaign is a draft.
+
+Each field given is checked as at creation (service/api/campaigns.py checked: the templates compiled in the
+sandbox); a field left out stays as it was; null clears what may be absent (html, reply_to, language) or
+makes `at` "at approval". One compare-and-set UPDATE: a campaign approved meanwhile is 409, unchanged."""
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel, ConfigDict, Field
+
+from service import db
+from service.api.campaigns import MAX_BODY_TEXT, Campaign, CampaignId, account_name, checked, one, own
+from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, Problem
+from service.cli.campaigns import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT, resolve
+from service.errors import UsageError
+from service.transitions import current_status
+
+router = APIRouter(prefix="/campaigns", tags=["campaigns"])
+
+
+class DraftChanges(BaseModel):
+    """The fields of a draft to change; those left out stay as they are."""
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    name: str = Field(None, min_length=1, max_length=MAX_CAMPAIGN_NAME)
+    subject: str = Field(None, min_length=1, max_length=MAX_SUBJECT, description="a template, like the bodies")
+    from_address: str = Field(None, alias="from", min_length=1, max_length=MAX_FROM)
+    text: str = Field(None, min_length=1, max_length=MAX_BODY_TEXT, description="the text body's template")
+    html: str | None = Field(None, max_length=MAX_BODY_TEXT, description="the HTML body's template; null: none")
+    lists: list[Annotated[str, Field(max_length=200)]] = Field(None, max_length=50,
+                                                               description="[]: the list `default`")
+    at: datetime | None = Field(None, description="when to start once approved; null: at approval")
+    reply_to: str | None = Field(None, max_length=MAX_FROM, description="null: none")
+    language: str | None = Field(None, max_length=20, description="null: the account's")
+
+
+@router.patch("/{campaign_id}", responses={**ERRORS, 409: {"model": Problem}},
+              summary="change a draft (409 once it is approved)")
+async def edit_draft(campaign_id: CampaignId, changes: DraftChanges, conn: Conn, key: Key) -> Campaign:
+    await own(conn, key, campaign_id)
+    given = changes.model_dump(include=changes.model_fields_set)
+    try:
+        fields = await checked(given)
+        list_ids = None
+        if "lists" in fields:
+            _, list_ids = await resolve(conn, await account_name(conn, key), fields["lists"])
+    except UsageError as exc:
+        raise HTTPException(422, str(exc)) from None
+    changed = await conn.fetchval(
+        db.query("api_campaign_draft_update"), campaign_id, key.account_id, list(fields), fields.get("name"),
+        fields.get("subject"), fields.get("from_address"), fields.get("text"), fields.get("html"), list_ids,
+        fields.get("at"), fields.get("reply_to"), fields.get("language"), timeout=DB_SECONDS)
+    if changed is None:
+        status = await current_status(conn, campaign_id)
+        raise HTTPException(409, f"campaign {campaign_id} is {status}: only a draft can be changed")
+    return await one(conn, key, campaign_id)

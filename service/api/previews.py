@@ -1,0 +1,129 @@
+"""GET /api/v1/campaigns/{id}/preview and POST /api/v1/campaigns/{id}/test: the message one subscriber
+would get, as `einmal campaign preview` and `einmal campaign test` make it (service/cli/campaign_view.py).
+
+Compiling and rendering run in a worker thread, RENDERS at a time per process, within the sandbox's
+budget; a preview over MAX_PREVIEW bytes is refused. A test message goes to the address given through the
+configured relay, outside the campaign's send rows, TESTS at a time per process; like the command's, it
+carries a Message-ID of its own and an unsubscribe link that names nobody (render_test), so pressing it
+cannot suppress the subscriber it was rendered for."""
+
+import anyio
+from fastapi import APIRouter, HTTPException, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.addresses import address_problem
+from service.api.campaigns import CampaignId, own
+from service.api.deps import ERRORS, Conn, IdempotencyKey, Key, Problem, not_found
+from service.cli import campaign_view
+from service.errors import UsageError
+from service.smtp.connection import Outcome, SmtpUnavailable
+from service.subscribers.importer import MAX_EMAIL, shown
+
+router = APIRouter(prefix="/campaigns", tags=["campaigns"])
+RENDERS, TESTS = 4, 4
+MAX_PREVIEW = 2 * 1024 * 1024  # bytes of one previewed message
+Subscriber = Query(None, max_length=MAX_EMAIL, description="the subscriber's address, in any spelling; "
+                                                            "absent: the first member of the campaign's lists")
+
+
+class Header(BaseModel):
+    name: str
+    value: str = Field(description="decoded (no encoded words), unfolded")
+
+
+class Preview(BaseModel):
+    subscriber: str = Field(description="the subscriber it was rendered for")
+    headers: list[Header] = Field(description="in the order they go on the wire (the Date: now)")
+    subject: str
+    text: str = Field(description="the text body, decoded, its lines ending in \\n")
+    html: str | None = Field(description="the HTML body, decoded; null when it has none")
+    size: int = Field(description="the message's bytes on the wire")
+
+
+class TestMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    to: str = Field(min_length=1, max_length=MAX_EMAIL, description="where the test message goes")
+    subscriber: str | None = Field(None, max_length=MAX_EMAIL, description=(
+        "whose message it is, in any spelling; absent: the first member of the campaign's lists"))
+    subject_prefix: str = Field("[TEST] ", max_length=100, description="put before its subject")
+
+
+class TestSent(BaseModel):
+    to: str
+    subscriber: str
+    reply: str = Field(description="the relay's answer")
+
+
+def _limiter(request: Request, name: str, tokens: int) -> anyio.CapacityLimiter:
+    """The process's limiter `name`, made at its first use (in the event loop that serves the requests)."""
+    state = request.app.state
+    if getattr(state, name, None) is None:
+        setattr(state, name, anyio.CapacityLimiter(tokens))
+    return getattr(state, name)
+
+
+async def _render(request: Request, conn, key, campaign_id: int, subscriber: str | None,
+                  test: tuple[str, str] | None = None):
+    """(template, message, subscriber's address) rendered off the event loop; 404/422 as the API says them."""
+    await own(conn, key, campaign_id)
+    if subscriber is not None and (problem := address_problem(subscriber)):
+        raise HTTPException(422, f"subscriber: {shown(subscriber)} is not a valid address: {problem}")
+    campaign, row = await campaign_view.sources(conn, campaign_id, subscriber)
+    if row is None:
+        if subscriber is not None:
+            raise not_found("subscriber")
+        raise HTTPException(422, f"campaign {campaign_id} has no subscriber on its lists; name one with subscriber")
+    try:
+        template, message = await anyio.to_thread.run_sync(
+            campaign_view.rendered, campaign, row, request.app.state.settings, test,
+            limiter=_limiter(request, "renders", RENDERS))
+    except UsageError as exc:
+        raise HTTPException(422, str(exc)) from None
+    return template, message, row["email"]
+
+
+def _preview(message: bytes, subscriber: str) -> Preview:
+    parsed = campaign_view.parsed(message)
+    parts = {kind: content.replace("\r\n", "\n") for kind, content in reversed(campaign_view.decoded(parsed))
+             if isinstance(content, str)}  # the first of each type, its lines ending in \n
+    return Preview(subscriber=subscriber, headers=[Header(name=k, value=str(v)) for k, v in parsed.items()],
+                   subject=str(parsed["Subject"] or ""), text=parts.get("text/plain", ""),
+                   html=parts.get("text/html"), size=len(message))
+
+
+@router.get("/{campaign_id}/preview", responses=ERRORS,
+            summary="the exact message one subscriber would get, decoded (its Date is now)")
+async def preview(campaign_id: CampaignId, request: Request, conn: Conn, key: Key,
+                  subscriber: str | None = Subscriber) -> Preview:
+    _, message, email = await _render(request, conn, key, campaign_id, subscriber)
+    if len(message) > MAX_PREVIEW:
+        raise HTTPException(422, f"the message is {len(message):,} bytes, more than a preview's {MAX_PREVIEW:,}; "
+                                 "`einmal campaign preview --out` writes it")
+    return await anyio.to_thread.run_sync(_preview, message, email, limiter=_limiter(request, "renders", RENDERS))
+
+
+@router.post("/{campaign_id}/test", responses={**ERRORS, 409: {"model": Problem}},
+             summary="send one subscriber's message, marked as a test, to another address (outside the campaign)")
+async def send_test(campaign_id: CampaignId, sent: TestMessage, request: Request, conn: Conn, key: Key,
+                    idempotency_key: IdempotencyKey = None) -> TestSent:
+    if problem := address_problem(sent.to):
+        raise HTTPException(422, f"to: {shown(sent.to)} is not a valid address: {problem}")
+    if not sent.subject_prefix.isprintable():
+        raise HTTPException(422, "subject_prefix: printable characters only")
+    template, message, email = await _render(request, conn, key, campaign_id, sent.subscriber,
+                                             test=(sent.to, sent.subject_prefix))
+    tests = _limiter(request, "tests", TESTS)
+    try:
+        tests.acquire_nowait()
+    except anyio.WouldBlock:
+        raise HTTPException(503, "too many test messages are going out; try again shortly",
+                            headers={"Retry-After": "5"}) from None
+    try:
+        result = await campaign_view.send_test(request.app.state.settings, template, sent.to, message)
+    except SmtpUnavailable as exc:
+        raise HTTPException(503, f"test message not sent: {exc}", headers={"Retry-After": "30"}) from None
+    finally:
+        tests.release()
+    if result.outcome is not Outcome.SENT:
+        raise HTTPException(422, f"test message not accepted: {result.reply}")
+    return TestSent(to=sent.to, subscriber=email, reply=result.reply)
