@@ -47,8 +47,7 @@ def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _invalid)
     for exc in db.UNAVAILABLE:
         app.add_exception_handler(exc, _unavailable)
-    # /campaigns/{id}/test before /campaigns/{id}/{verb}
-    for module in (subscribers, lists, suppressions, previews, drafts, campaigns, key_routes, optin):
+    for module in (subscribers, lists, suppressions, campaigns, previews, drafts, key_routes, optin):
         app.include_router(module.router)
     reference = []  # made at the first request, once: the document does not change while the process runs
 

@@ -1,6 +1,7 @@
 """/api/v1/campaigns: the key's account's campaigns — list, create a draft, status (the counts of
 `einmal campaign status --json`), and the transitions approve, pause, resume, cancel (docs/design.md §2)."""
 
+import typing
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -9,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from service import db
-from service.api.deps import DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key, Problem, not_found
+from service.api.deps import DB_SECONDS, ERRORS, Conn, Cursor, IdempotencyKey, Key, Problem, not_found
 from service.cli import campaign_status
 from service.cli.campaigns import (
     MAX_CAMPAIGN_NAME,
@@ -101,7 +102,7 @@ async def own(conn, key, campaign_id: int) -> None:
 
 @router.get("", summary="the account's campaigns, newest first")
 async def list_campaigns(conn: Conn, key: Key, status: Status | None = None,
-                         cursor: Annotated[str | None, Query(max_length=20, pattern=r"^[0-9]+$")] = None,
+                         cursor: Cursor = None,
                          limit: Annotated[int, Query(ge=1, le=500)] = 100) -> CampaignPage:
     before = int(cursor) if cursor else 2**63 - 1
     rows = await conn.fetch(db.query("api_campaigns"), key.account_id, before, status, limit + 1,
@@ -166,13 +167,21 @@ async def get_campaign(campaign_id: CampaignId, conn: Conn, key: Key) -> Campaig
     return CampaignStatus(**snapshot.as_json())
 
 
-@router.post("/{campaign_id}/{verb}", summary="approve, pause, resume or cancel (409 when its state forbids)",
-             responses={**ERRORS, 409: {"model": Problem}})
-async def move_campaign(campaign_id: CampaignId, verb: Verb, conn: Conn, key: Key,
-                        idempotency_key: IdempotencyKey = None) -> CampaignStatus:
-    await own(conn, key, campaign_id)
-    try:
-        await transition(conn, verb, campaign_id, reason="by the API")
-    except UsageError as exc:
-        raise HTTPException(409, str(exc)) from None
-    return CampaignStatus(**(await campaign_status.fetch(conn, campaign_id)).as_json())
+def _mover(verb: str):
+    async def move(campaign_id: CampaignId, conn: Conn, key: Key,
+                   idempotency_key: IdempotencyKey = None) -> CampaignStatus:
+        await own(conn, key, campaign_id)
+        try:
+            await transition(conn, verb, campaign_id, reason="by the API")
+        except UsageError as exc:
+            raise HTTPException(409, str(exc)) from None
+        return CampaignStatus(**(await campaign_status.fetch(conn, campaign_id)).as_json())
+    move.__name__ = f"{verb}_campaign"  # the document's operation id
+    return move
+
+
+# a route each, not /{campaign_id}/{verb}: a POST to another path under a campaign (…/preview) is a 405, and
+# each transition is its own operation in the document
+for _verb in typing.get_args(Verb):
+    router.post(f"/{{campaign_id}}/{_verb}", summary=f"{_verb} the campaign (409 when its state forbids)",
+                responses={**ERRORS, 409: {"model": Problem}})(_mover(_verb))

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import anyio
 import asyncpg
-from fastapi import Depends, Header, HTTPException, Request
+from fastapi import Depends, Header, HTTPException, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
@@ -16,6 +16,10 @@ from service.api import keys
 log = logging.getLogger("einmal.api")
 
 DB_SECONDS = 10.0  # the most a request waits for the database
+
+
+# a page's cursor: a row id, below 2**63 (a bigint)
+Cursor = Annotated[str | None, Query(max_length=18, pattern=r"^[0-9]{1,18}$", description="`next` of the page before")]
 
 
 class Problem(BaseModel):

@@ -1,4 +1,5 @@
-"""/api/v1/keys: the key's account's own keys — list, create (the key shown once, in the answer), revoke.
+"""/api/v1/keys: the key's account's own keys — list, create (the key shown once, in the answer), revoke
+(another key than the one asking).
 
 A read key may list; only a write key creates or revokes (deps.key refuses a read key on anything but GET),
 so a read key cannot mint a write key. Another account's keys are neither listed nor revoked (404)."""
@@ -58,8 +59,12 @@ async def create_key(fields: KeyFields, conn: Conn, key: Key, response: Response
     return NewApiKey(**dict(row), key=secret)
 
 
-@router.delete("/{key_id}", responses=ERRORS, summary="revoke a key of the account (a write key may do this)")
+@router.delete("/{key_id}", responses={**ERRORS, 409: {"model": Problem, "description": "the key asking is that key"}},
+               summary="revoke another key of the account (a write key may do this)")
 async def revoke_key(key_id: Annotated[int, Path(ge=1, le=2**63 - 1)], conn: Conn, key: Key) -> ApiKey:
+    if key_id == key.id:  # an application would lock itself out with its last key; the command line can
+        raise HTTPException(409, "a key does not revoke itself: revoke it with another key of the account, or "
+                                 "with `einmal account key revoke`")
     row = await conn.fetchrow(db.query("api_key_revoke_own"), key.account_id, key_id, timeout=DB_SECONDS)
     if row is None:
         raise not_found("key")

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service import db
 from service.addresses import address_problem, email_key
-from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, Problem, not_found
+from service.api.deps import DB_SECONDS, ERRORS, Conn, Cursor, Key, Problem, not_found
 from service.subscribers import erasure
 from service.subscribers.importer import MAX_ATTRIBUTE, MAX_EMAIL, MAX_NAME, unsafe_text
 
@@ -62,7 +62,7 @@ router = APIRouter(prefix="/subscribers", tags=["subscribers"])
 
 @router.get("", summary="the account's subscribers, oldest first")
 async def list_subscribers(conn: Conn, key: Key, status: Status | None = None,
-                           cursor: Annotated[str | None, Query(max_length=20, pattern=r"^[0-9]+$")] = None,
+                           cursor: Cursor = None,
                            limit: Annotated[int, Query(ge=1, le=500)] = 100,
                            list_name: OnList = None) -> SubscriberPage:
     after = int(cursor) if cursor else 0

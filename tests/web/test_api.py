@@ -225,7 +225,11 @@ async def test_a_campaign_is_created_approved_and_cancelled_and_its_status_read(
         assert status["scheduled_for"] == "2099-01-01T08:00:00Z" and status["started_at"] is None
         listed = (await client.get("/campaigns", headers=key)).json()
         assert [c["id"] for c in listed["campaigns"]] == [campaign["id"]]
-        assert (await client.post(f"{url}/explode", headers=key)).status_code == 422
+        assert (await client.post(f"{url}/explode", headers=key)).status_code == 404  # no such transition
+        assert (await client.post(f"{url}/preview", headers=key)).status_code == 405  # it is a GET
+        for listing in ("/campaigns", "/subscribers"):  # a cursor is a bigint: beyond it, 422 and not a 500
+            assert (await client.get(listing, headers=key, params={"cursor": "9" * 19})).status_code == 422
+            assert (await client.get(listing, headers=key, params={"cursor": "9" * 18})).status_code == 200
     assert await conn.fetchval("SELECT count(*) FROM einmal.campaigns") == 1
     made = await client_post_language(dsn, key, {**draft, "language": "de"})
     assert await conn.fetchval("SELECT language FROM einmal.campaigns WHERE id = $1", made) == "de"
@@ -317,7 +321,9 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
     document = answer.json()
     assert document["openapi"].startswith("3.1")
     assert set(document["paths"]) == {"/subscribers", "/subscribers/{email}", "/suppressions", "/suppressions/{email}",
-                                      "/campaigns", "/campaigns/{campaign_id}", "/campaigns/{campaign_id}/{verb}",
+                                      "/campaigns", "/campaigns/{campaign_id}",
+                                      "/campaigns/{campaign_id}/approve", "/campaigns/{campaign_id}/pause",
+                                      "/campaigns/{campaign_id}/resume", "/campaigns/{campaign_id}/cancel",
                                       "/campaigns/{campaign_id}/preview", "/campaigns/{campaign_id}/test",
                                       "/lists", "/lists/{name}", "/lists/{name}/members/{email}", "/keys",
                                       "/keys/{key_id}", "/subscribe"}

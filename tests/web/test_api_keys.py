@@ -39,6 +39,10 @@ async def test_a_write_key_creates_lists_and_revokes_its_account_s_keys(conn: as
         assert all("key" not in k for k in listed.json()) and write not in listed.text
         assert (await client.delete(f"/keys/{new['id']}", headers=auth(other))).json() == {"error": "no such key"}
         assert (await client.get("/keys", headers=auth(other))).json()[0]["id"] not in [k["id"] for k in listed.json()]
+        write_id = listed.json()[0]["id"]
+        itself = await client.delete(f"/keys/{write_id}", headers=auth(write))
+        assert itself.status_code == 409 and "does not revoke itself" in itself.text, "no lock-out by mistake"
+        assert (await client.get("/subscribers", headers=auth(write))).status_code == 200
         revoked = await client.delete(f"/keys/{new['id']}", headers=auth(write))
         assert revoked.status_code == 200 and revoked.json()["revoked_at"] is not None
         assert (await client.get("/subscribers", headers=auth(new["key"]))).status_code == 401
