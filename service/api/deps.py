@@ -33,8 +33,9 @@ bearer = HTTPBearer(auto_error=False, description="a key from `einmal account ke
 
 
 class Failures:
-    """Failed authentications per client address over the last WINDOW seconds, for at most CLIENTS clients
-    (the oldest forgotten first). Once a client has failed FREE times, each of its requests waits STEP
+    """Failed authentications (a key that is not valid; a request with no key at all is refused at no cost
+    and guesses nothing, so it is not counted) per client address over the last WINDOW seconds, for at most
+    CLIENTS clients (the oldest forgotten first). Once a client has failed FREE times, each of its requests waits STEP
     seconds more than the last before its key is looked up, up to MAX_DELAY, holding no database
     connection; valid keys from that address too (a shared address is slowed as a whole)."""
 
@@ -75,7 +76,8 @@ async def key(request: Request,
         async with request.app.state.pool.acquire(timeout=DB_SECONDS) as conn:
             found = await keys.find(conn, credentials.credentials)
     if found is None:
-        failures.failed(client)
+        if credentials is not None:  # a key that is not one may be a guess; no key at all guesses nothing
+            failures.failed(client)
         log.info("%s %s from %s: %s", request.method, request.url.path, client,
                  "no key" if credentials is None else "a key that is not valid")
         raise HTTPException(401, "a valid key is needed: Authorization: Bearer <key>",
