@@ -47,6 +47,8 @@ def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _invalid)
     for exc in db.UNAVAILABLE:
         app.add_exception_handler(exc, _unavailable)
+    # text PostgreSQL cannot hold (a NUL character) in a parameter or a body, wherever a route passes it on
+    app.add_exception_handler(asyncpg.CharacterNotInRepertoireError, _unstorable)
     for module in (subscribers, lists, suppressions, campaigns, previews, drafts, key_routes, optin):
         app.include_router(module.router)
     reference = []  # made at the first request, once: the document does not change while the process runs
@@ -66,6 +68,10 @@ async def _problem(request: Request, exc: StarletteHTTPException) -> Response:
                    for m in getattr(route, "methods", ())}
         headers["Allow"] = ", ".join(sorted(methods))
     return JSONResponse({"error": exc.detail}, exc.status_code, headers=headers)
+
+
+async def _unstorable(request: Request, exc: asyncpg.CharacterNotInRepertoireError) -> Response:
+    return JSONResponse({"error": "text with a character that cannot be stored (NUL)"}, 422)
 
 
 async def _invalid(request: Request, exc: RequestValidationError) -> Response:

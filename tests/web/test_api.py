@@ -230,6 +230,8 @@ async def test_a_campaign_is_created_approved_and_cancelled_and_its_status_read(
         for listing in ("/campaigns", "/subscribers"):  # a cursor is a bigint: beyond it, 422 and not a 500
             assert (await client.get(listing, headers=key, params={"cursor": "9" * 19})).status_code == 422
             assert (await client.get(listing, headers=key, params={"cursor": "9" * 18})).status_code == 200
+        nul = await client.get("/suppressions", headers=key, params={"cursor": "a\x00b"})
+        assert (nul.status_code, nul.json()) == (422, {"error": "text with a character that cannot be stored (NUL)"})
     assert await conn.fetchval("SELECT count(*) FROM einmal.campaigns") == 1
     made = await client_post_language(dsn, key, {**draft, "language": "de"})
     assert await conn.fetchval("SELECT language FROM einmal.campaigns WHERE id = $1", made) == "de"
