@@ -26,7 +26,7 @@ class Problem(BaseModel):
     error: str
 
 
-ERRORS = {status: {"model": Problem} for status in (400, 401, 403, 404, 422, 503)}
+ERRORS = {status: {"model": Problem} for status in (400, 401, 403, 404, 413, 422, 503)}  # 413: a body over its bound
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200, description=(
     "the same key with the same request returns the first answer, without a second effect (24 h)"))]
 bearer = HTTPBearer(auto_error=False, description="a key from `einmal account key create`")

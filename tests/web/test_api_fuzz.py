@@ -22,6 +22,9 @@ async def test_every_operation_holds_to_the_document_under_generated_input(conn:
     key = einmal("account", "key", "create", "--account", "acme", dsn=dsn).stdout.strip()
     examples = os.environ.get("API_FUZZ_EXAMPLES", "25")
     relay = {"smtp_host": smtp_server.host, "smtp_port": smtp_server.port}  # test messages go nowhere else
+    # a body over its bound is refused before it is read, 413, which schemathesis does not count as a rejection
+    (tmp_path / "schemathesis.toml").write_text('[checks.negative_data_rejection]\nexpected-statuses = '
+                                                '[400, 401, 403, 404, 405, 406, 409, 413, 415, 422, 428, 429]\n')
     async with http_server(dsn, **relay) as base:
         done = await anyio.run_process(
             [str(Path(sys.executable).parent / "schemathesis"), "run", f"{base}/api/v1/openapi.json",
@@ -37,7 +40,7 @@ async def test_every_operation_holds_to_the_document_under_generated_input(conn:
             cwd=tmp_path, check=False, env={**os.environ, "SCHEMATHESIS_HOOKS": ""})
     out = done.stdout.decode()
     print(summary(out))  # `make fuzz` shows it
-    assert done.returncode == 0, out[-6000:]
+    assert done.returncode == 0, out[out.find("FAILURES"):][:8000]
     assert "No issues found" in out or "passed" in out, out[-2000:]
     assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers s JOIN einmal.accounts a "
                                "ON a.id = s.account_id WHERE a.name = 'other'") == 0, "acme's key wrote to other"
