@@ -90,7 +90,7 @@ class Settings(BaseSettings):
     optin_from: str | None = None
     optin_window_hours: float = Field(72.0, gt=0, le=24 * 365)
     optin_address_limit: int = Field(3, ge=1)
-    optin_client_limit: int = Field(30, ge=1)
+    optin_client_limit: int = Field(30, ge=1, le=100)  # a client's times kept: service/api/deps.py Failures.KEEP
     shutdown_grace_seconds: float = Field(10.0, gt=0)
     restart_intensity: int = Field(10, ge=0)
     restart_period_seconds: float = Field(60.0, gt=0)

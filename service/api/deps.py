@@ -40,6 +40,7 @@ class Failures:
     connection; valid keys from that address too (a shared address is slowed as a whole)."""
 
     WINDOW, CLIENTS, FREE, STEP, MAX_DELAY = 60.0, 10_000, 5, 0.25, 2.0
+    KEEP = 100  # the times kept per client: a count past it is not told apart (EINMAL_OPTIN_CLIENT_LIMIT's bound)
 
     def __init__(self) -> None:
         self.seen: OrderedDict[str, deque[float]] = OrderedDict()
@@ -57,7 +58,7 @@ class Failures:
     def failed(self, client: str) -> None:
         times = self._recent(client)
         times.append(time.monotonic())
-        if len(times) > 100:
+        if len(times) > self.KEEP:
             times.popleft()
         self.seen[client] = times
         self.seen.move_to_end(client)

@@ -5,6 +5,7 @@ import os
 import re
 
 import pytest
+from pydantic import ValidationError
 
 from service.settings import Settings
 from tests.conftest import ROOT, einmal
@@ -135,3 +136,11 @@ def test_a_well_formed_database_url_goes_on_to_connect(url: str) -> None:
         result.stderr
     assert len(result.stderr.splitlines()) == 1
     assert "p%3Fw" not in result.stderr
+
+
+def test_a_client_sign_up_limit_beyond_the_times_kept_per_client_is_refused() -> None:
+    from service.api.deps import Failures
+
+    assert Settings(optin_client_limit=Failures.KEEP).optin_client_limit == Failures.KEEP
+    with pytest.raises(ValidationError):  # past it the count would never reach the limit: no bound at all
+        Settings(optin_client_limit=Failures.KEEP + 1)
