@@ -67,35 +67,38 @@ class Failures:
 
 
 async def key(request: Request,
-              credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> keys.Key:
+              credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]):
+    """The request's key, looked up on the request's one connection (`connection`), taken here and given
+    back when the request ends. A request with no key at all is refused before any is taken."""
     client = request.client.host if request.client else "?"
     failures: Failures = request.app.state.failures
     if delay := failures.delay(client):
         await anyio.sleep(delay)
-    found = None
-    if credentials:
-        async with request.app.state.pool.acquire(timeout=DB_SECONDS) as conn:
-            found = await keys.find(conn, credentials.credentials)
-    if found is None:
-        if credentials is not None:  # a key that is not one may be a guess; no key at all guesses nothing
+    if credentials is None:
+        raise _unauthenticated(request, client, "no key")
+    async with request.app.state.pool.acquire(timeout=DB_SECONDS) as conn:
+        found = await keys.find(conn, credentials.credentials)
+        if found is None:  # a key that is not one may be a guess; no key at all guesses nothing
             failures.failed(client)
-        log.info("%s %s from %s: %s", request.method, request.url.path, client,
-                 "no key" if credentials is None else "a key that is not valid")
-        raise HTTPException(401, "a valid key is needed: Authorization: Bearer <key>",
-                            headers={"WWW-Authenticate": "Bearer"})
-    if request.method not in ("GET", "HEAD") and not found.writes:
-        raise HTTPException(403, "this key may only read")
-    return found
+            raise _unauthenticated(request, client, "a key that is not valid")
+        if request.method not in ("GET", "HEAD") and not found.writes:
+            raise HTTPException(403, "this key may only read")
+        request.state.conn = conn
+        yield found
+
+
+def _unauthenticated(request: Request, client: str, why: str) -> HTTPException:
+    log.info("%s %s from %s: %s", request.method, request.url.path, client, why)
+    return HTTPException(401, "a valid key is needed: Authorization: Bearer <key>",
+                         headers={"WWW-Authenticate": "Bearer"})
 
 
 Key = Annotated[keys.Key, Depends(key)]
 
 
-async def connection(request: Request, _: Key):
-    """The request's connection, taken once its key was looked up (on a connection of its own, given back
-    first: a request never holds one connection while it waits for another)."""
-    async with request.app.state.pool.acquire(timeout=DB_SECONDS) as conn:
-        yield conn
+async def connection(request: Request, _: Key) -> asyncpg.Connection:
+    """The request's one connection: the one its key was looked up on."""
+    return request.state.conn
 
 
 Conn = Annotated[asyncpg.Connection, Depends(connection)]
