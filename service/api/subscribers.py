@@ -90,11 +90,8 @@ async def put_subscriber(email: Email, fields: SubscriberFields, conn: Conn, key
         raise HTTPException(422, "name: control characters")
     attributes = json.dumps(fields.attributes, ensure_ascii=False) if fields.attributes is not None else None
     try:
-        async with conn.transaction():
-            await conn.execute(db.query("api_subscriber_lock"), key.account_id, email_key(email),
-                               f"{int(LOCK_SECONDS * 1000)}ms")
-            row = await conn.fetchrow(db.query("api_subscriber_upsert"), key.account_id, email,
-                                      email_key(email), fields.name, attributes, timeout=DB_SECONDS)
+        row = await conn.fetchrow(db.query("api_subscriber_upsert"), key.account_id, email, email_key(email),
+                                  fields.name, attributes, f"{int(LOCK_SECONDS * 1000)}ms", timeout=DB_SECONDS)
     except asyncpg.LockNotAvailableError:
         raise HTTPException(503, "an import into this account is running; try again shortly",
                             headers={"Retry-After": "5"}) from None

@@ -9,6 +9,8 @@ import asyncpg
 import httpx
 import pytest
 
+from service import db
+from service.api import subscribers
 from tests.conftest import einmal
 from tests.support.web import http_server
 
@@ -265,6 +267,36 @@ async def test_put_creates_then_updates_one_subscriber_per_mailbox_and_get_finds
                                      json={})
         assert read_only.status_code == 403
     assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers WHERE email_lower LIKE 'dave%'") == 0
+
+
+async def test_upserts_of_one_mailbox_at_once_make_one_subscriber_and_wait_for_an_import(
+        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """30 PUTs of one new mailbox in three spellings at once: one subscriber, created by exactly one of them,
+    every attribute merged. While an import holds the account's lock, a PUT waits for it, then is 503."""
+    monkeypatch.setattr(subscribers, "LOCK_SECONDS", 0.5)
+    key = auth(two_accounts["acme"])
+    spellings = ["Race@example.org", "race@EXAMPLE.org", "RACE@example.org"]
+    answers: list[httpx.Response] = []
+    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1",
+                                                           limits=httpx.Limits(max_connections=30)) as client:
+        async def put(i: int) -> None:
+            answers.append(await client.put(f"/subscribers/{spellings[i % 3]}", headers=key,
+                                            json={"attributes": {f"a{i}": str(i)}}))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(30):
+                tg.start_soon(put, i)
+        assert sorted(a.status_code for a in answers) == [200] * 29 + [201], [a.text for a in answers]
+        async with conn.transaction():
+            await conn.execute(db.query("subscribers_import_lock"),
+                               await conn.fetchval("SELECT id FROM einmal.accounts WHERE name = 'acme'"))
+            started = anyio.current_time()
+            waited = await client.put("/subscribers/someone@example.org", headers=key, json={})
+            assert (waited.status_code, waited.headers["retry-after"]) == (503, "5"), waited.text
+            assert anyio.current_time() - started >= 0.5
+    rows = await conn.fetch("SELECT attributes FROM einmal.subscribers WHERE email_lower = 'race@example.org'")
+    assert len(rows) == 1 and json.loads(rows[0]["attributes"]) == {f"a{i}": str(i) for i in range(30)}
+    assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers WHERE email_lower LIKE 'someone%'") == 0
 
 
 async def test_a_client_that_keeps_failing_to_authenticate_is_slowed(dsn: str,
