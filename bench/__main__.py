@@ -13,7 +13,8 @@
 7. the render cost per message, in this process (bench/render.py);
 8. the parse cost of a bounce per message, over the real samples, in this process (bench/bounces.py);
 9. subscriber upserts through the HTTP API (`einmal serve`, 50 clients) against a bare asyncpg loop at 50
-   connections, and the API's p99 latency (bench/api.py).
+   connections, and the API's p99 latency; beside them the floor, a bare ASGI app on einmal's server parts
+   running the bare statement per request (bench/api.py, bench/floor.py).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
 bench could not run, 3 when smtp-sink is missing and cannot be installed.

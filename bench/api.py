@@ -3,7 +3,9 @@
 The reference: CLIENTS tasks, each on its own connection, upserting with one `INSERT … ON CONFLICT (account_id,
 email) DO UPDATE`. einmal: `einmal serve` in its own process at its defaults, CLIENTS HTTP clients each
 sending `PUT /api/v1/subscribers/{email}` with a name and an attribute, one request at a time; the p99 of
-their latencies. Both write the same number of distinct addresses, half of them new and half updates.
+their latencies. Beside them, the same clients against the floor (bench/floor.py): an ASGI app of a few
+lines on einmal's server parts that runs the bare loop's statement for each PUT, what the HTTP front alone
+costs. Each writes the same number of distinct addresses, half of them new and half updates.
 
 `python -m bench.api [--upserts N]` prints the two lines; `python -m bench` prints them with the rest.
 """
@@ -32,12 +34,17 @@ NAME = "einmal_bench_api"
 class Upserts:
     upserts: int
     bare_seconds: float
+    floor_seconds: float
     api_seconds: float
     p99_ms: float
 
     @property
     def ratio(self) -> float:
         return self.bare_seconds / self.api_seconds
+
+    @property
+    def floor_ratio(self) -> float:
+        return self.bare_seconds / self.floor_seconds
 
 
 def _addresses(n: int, prefix: str) -> list[str]:
@@ -110,10 +117,11 @@ async def measure(server: str, upserts: int) -> Upserts:
     try:
         conn = await asyncpg.connect(dsn)
         try:
-            bare_account, api_account = [await conn.fetchval(
-                "INSERT INTO einmal.accounts (name) VALUES ($1) RETURNING id", name) for name in ("bare", "api")]
+            bare_account, floor_account, api_account = [
+                await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ($1) RETURNING id", name)
+                for name in ("bare", "floor", "api")]
             # half the addresses exist already: the upserts are half inserts, half updates
-            for account_id, prefix in ((bare_account, "b"), (api_account, "a")):
+            for account_id, prefix in ((bare_account, "b"), (floor_account, "f"), (api_account, "a")):
                 existing = [(account_id, e) for e in _addresses(upserts // 2, prefix)]
                 await conn.executemany("INSERT INTO einmal.subscribers (account_id, email, email_lower) "
                                        "VALUES ($1, $2, $2)", existing)
@@ -125,22 +133,30 @@ async def measure(server: str, upserts: int) -> Upserts:
                                         "api"], env=env)
         key = made.stdout.decode().strip()
         bare_seconds = await _bare(dsn, bare_account, _addresses(upserts, "b"))
-        address = f"127.0.0.1:{_free_port()}"
-        async with await anyio.open_process([sys.executable, "-m", "service", "serve"],
-                                            env={**env, "EINMAL_HTTP_ADDRESS": address},
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as node:
-            try:
-                base = f"http://{address}"
-                await _ready(base)
-                api_seconds, latencies = await _api(address, key, _addresses(upserts, "a"))
-            finally:
-                node.terminate()
-                with anyio.fail_after(30):
-                    await node.wait()
+        floor_seconds, _ = await _served("bench.floor", {**env, "BENCH_ACCOUNT": str(floor_account)}, key,
+                                         _addresses(upserts, "f"))
+        api_seconds, latencies = await _served("service", env, key, _addresses(upserts, "a"), "serve")
         latencies.sort()
-        return Upserts(upserts, bare_seconds, api_seconds, latencies[int(len(latencies) * 0.99) - 1] * 1000)
+        p99 = latencies[int(len(latencies) * 0.99) - 1] * 1000
+        return Upserts(upserts, bare_seconds, floor_seconds, api_seconds, p99)
     finally:
         await database.drop(server, NAME)
+
+
+async def _served(module: str, env: dict[str, str], key: str, addresses: list[str],
+                  *arguments: str) -> tuple[float, list[float]]:
+    """_api against `python -m module arguments…`, a server on the free port it is given in EINMAL_HTTP_ADDRESS."""
+    address = f"127.0.0.1:{_free_port()}"
+    async with await anyio.open_process([sys.executable, "-m", module, *arguments],
+                                        env={**env, "EINMAL_HTTP_ADDRESS": address},
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as node:
+        try:
+            await _ready(f"http://{address}")
+            return await _api(address, key, addresses)
+        finally:
+            node.terminate()
+            with anyio.fail_after(30):
+                await node.wait()
 
 
 async def _ready(base: str) -> None:
