@@ -222,7 +222,7 @@ def api_upserts(result, say=print) -> None:
     """Subscriber upserts through the API against the bare loop of the same run (bench/api.py)."""
     say(row(f"upserts, bare asyncpg, {result.upserts:,} at 50 conns",
             f"{result.upserts / result.bare_seconds:,.0f}/s ({result.bare_seconds:.2f} s)", "(the reference)", None))
-    say(row("upserts, the floor: a bare ASGI app, 50 clients",
+    say(row("upserts, floor: a bare ASGI app, 50 clients",
             f"{result.upserts / result.floor_seconds:,.0f}/s = {result.floor_ratio:.3f} × bare",
             "(bench/floor.py)", None))
     say(row("upserts, PUT /api/v1/subscribers, 50 clients",

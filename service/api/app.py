@@ -5,7 +5,7 @@ the routes, never written by hand.
 Every route but the document needs `Authorization: Bearer <key>` (`einmal account key create`): 401
 without a valid key, 403 for a read key on a route that writes. A request acts for its key's account
 alone: anything of another account is 404, as if it did not exist. Bodies are bounded before they are
-read by the HTTP surface (service/web/app.py BoundedBody). Every answer that is not a success is
+read by the HTTP surface (service/web/layers.py BoundedBody). Every answer that is not a success is
 {"error": "…"}."""
 
 import asyncpg

@@ -34,7 +34,6 @@ content types 415, other methods 405, other paths 404. The bodies all requests h
 Retry-After, and the pool's connections are renewed so that the retry gets fresh ones.
 """
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -46,14 +45,13 @@ from python_multipart.exceptions import FormParserError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from service import db
 from service.api import app as api
-from service.api import idempotency
 from service.errors import UsageError
 from service.inbound import events as inbound
 from service.inbound import webhook_credentials, webhooks
@@ -66,11 +64,10 @@ from service.metrics import CONTENT_TYPE, Metrics
 from service.settings import Settings
 from service.subscribers import preferences
 from service.web import pages, preference_page, signup, subject, texts
+from service.web.layers import MAX_BODY, ApiPrefix, BodyBudget, BoundedBody, NoTraceback, Refused, first_line, read_body
 
 log = logging.getLogger("einmal.http")
 
-MAX_BODY = 64 * 1024
-BUDGET_WAIT_SECONDS = 1.0  # how long a body waits for room in the budget before it is refused (503)
 METRICS_FRESH_SECONDS = 5.0  # the database figures of /metrics are read at most this often
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 DB_SECONDS = 10.0  # the most a request waits for the database (pool and statements)
@@ -83,15 +80,6 @@ PAGE_HEADERS = {
     "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
 }
-
-
-class Refused(Exception):
-    """A request answered with a 4xx or 503 before anything was written. `page`: the texts of the page a
-    browser gets, in its language (service/web/texts.py); without it, an English one of title and text."""
-
-    def __init__(self, status: int, title: str, text: str, page: str | None = None) -> None:
-        super().__init__(text)
-        self.status, self.title, self.text, self.page = status, title, text, page
 
 
 class Web:
@@ -133,7 +121,7 @@ class Web:
         every DOWN_LOG_SECONDS while it lasts, not at every request (a probe asks every few seconds)."""
         if time.monotonic() - self.down_logged_at >= DOWN_LOG_SECONDS:
             self.down_logged_at = time.monotonic()
-            log.warning("database unreachable: %s", _first_line(exc))
+            log.warning("database unreachable: %s", first_line(exc))
         self.db_answered_at = -READY_FRESH_SECONDS  # readiness asks again
         await (pool or self.pool).expire_connections()
 
@@ -152,7 +140,7 @@ class Web:
                 self.db_answered_at = time.monotonic()
             except (*DB_DOWN, asyncpg.PostgresError) as exc:
                 await self.database_down(exc)
-                reasons.insert(0, f"database unreachable: {_first_line(exc)}")
+                reasons.insert(0, f"database unreachable: {first_line(exc)}")
         notes = {"notes": notes} if (notes := self.notes()) else {}
         if reasons:
             return JSONResponse({"ready": False, "reason": reasons[0], "reasons": reasons, **notes}, status_code=503)
@@ -177,7 +165,7 @@ class Web:
             await self.database_down(exc, self.metrics_pool)
             self.metrics.database_up.set(0)
         except asyncpg.PostgresError as exc:  # it answered, but not as expected (e.g. not migrated)
-            log.warning("metrics: %s", _first_line(exc))
+            log.warning("metrics: %s", first_line(exc))
             self.metrics.database_up.set(1)
 
     # -- unsubscribe ------------------------------------------------------------------------------
@@ -346,64 +334,6 @@ class Web:
         return account_id
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request's body, read no further than `limit` bytes: Refused 413 past it (400: a bad Content-Length),
-    503 when the bodies of all requests leave no room for it soon (BodyBudget), 408 when it stopped arriving
-    (its connection was closed at the body's deadline, actors/http.py)."""
-    length = request.headers.get("content-length")
-    if length is not None and (not (length.isascii() and length.isdigit()) or int(length) > limit):
-        raise Refused(413 if length.isdigit() else 400, "Too large", "The request body is too large.")
-    await request.scope[BodyBudget.KEY].take(limit if length is None else int(length))
-    body = bytearray()
-    try:
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise Refused(413, "Too large", "The request body is too large.")
-    except ClientDisconnect:
-        raise Refused(408, "Too slow", "The request did not arrive in time.") from None
-    return bytes(body)
-
-
-class _Room:
-    """The room one request holds in the budget: taken at once, before its body is read."""
-
-    def __init__(self, budget: "BodyBudget") -> None:
-        self.budget, self.held = budget, 0
-
-    async def take(self, n: int) -> None:
-        budget = self.budget
-        with anyio.move_on_after(BUDGET_WAIT_SECONDS):
-            while budget.held + n > budget.limit:
-                await budget.freed.wait()
-            budget.held += n
-            self.held += n
-            return
-        raise Refused(503, "Try again later", "The service is busy; please try again shortly.")
-
-
-class BodyBudget:
-    """The request bodies of all requests together take at most `limit` bytes (EINMAL_HTTP_BODY_BUFFER_BYTES).
-    read_body takes room for the whole body first (its Content-Length, else the route's limit), waiting up to
-    BUDGET_WAIT_SECONDS for it; the request gives it back once it is answered (docs/design.md §10)."""
-
-    KEY = "einmal.body_room"
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit, self.held = app, limit, 0
-        self.freed = anyio.Event()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        room = scope[self.KEY] = _Room(self)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            if room.held:
-                self.held -= room.held
-                self.freed.set()
-                self.freed = anyio.Event()
-
-
 async def _one_click_body(request: Request) -> None:
     """An empty body, or a form whose List-Unsubscribe field is One-Click (RFC 8058); else Refused."""
     body = await read_body(request, MAX_BODY)
@@ -479,69 +409,3 @@ def _problem(request: Request, refused: Refused, code: str = texts.DEFAULT,
             else pages.plain(refused.title, refused.text)
         return HTMLResponse(page, status_code=refused.status, headers={**PAGE_HEADERS, **headers})
     return PlainTextResponse(refused.text, status_code=refused.status, headers=headers)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-class ApiPrefix:
-    """Every path under /api/v1 to the API, whatever characters it holds (a Mount's pattern stops at a line
-    break, and the site's plain-text 404 would answer): the API answers in JSON, its 404s too."""
-
-    PREFIX = "/api/v1"
-
-    def __init__(self, api_app: ASGIApp, site: ASGIApp) -> None:
-        self.api, self.site = api_app, site
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
-        if scope["type"] == "http" and (path == self.PREFIX or path.startswith(self.PREFIX + "/")):
-            scope = {**scope, "root_path": scope.get("root_path", "") + self.PREFIX}
-            return await self.api(scope, receive, send)
-        await self.site(scope, receive, send)
-
-
-class BoundedBody:
-    """The API's request bodies, read through read_body (bounded, within the BodyBudget) before the API
-    sees them; a body refused is a JSON problem, as the API's own are."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            return await self.app(scope, receive, send)
-        try:
-            body = await read_body(Request(scope, receive), self.limit)
-        except Refused as refused:
-            headers = {"Retry-After": "5"} if refused.status == 503 else {}
-            return await JSONResponse({"error": refused.text}, refused.status, headers)(scope, receive, send)
-        await self.app(scope, idempotency.replay(body, receive), send)
-
-
-class NoTraceback:
-    """Outermost: an error no handler expected is one log line and a 500, never a traceback."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = False
-
-        async def tracking_send(message: dict) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, tracking_send)
-        except Exception as exc:  # the boundary: anything unexpected becomes one line
-            log.error("%s %s failed: %s", scope.get("method", ""), scope.get("path", ""), _first_line(exc))
-            if scope["type"] == "http" and not started:
-                body = json.dumps({"error": "internal error"}).encode()
-                await send({"type": "http.response.start", "status": 500,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"content-length", str(len(body)).encode())]})
-                await send({"type": "http.response.body", "body": body})

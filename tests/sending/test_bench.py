@@ -42,6 +42,7 @@ FIGURES = [
     r"relay 0-100 ms: einmal 1 node, 20 connections\s+[\d,]+ msg/s = [\d.]+ × pool\s+>= 0.9 × pool\s+(PASS|MISS)$",
     r"bounce parse, \d+ real bounces\s+\d+ µs/message\s+-$",
     r"upserts, bare asyncpg, 1,000 at 50 conns\s+[\d,]+/s \([\d.]+ s\)\s+\(the reference\)",
+    r"upserts, floor: a bare ASGI app, 50 clients\s+[\d,]+/s = [\d.]+ × bare\s+\(bench/floor.py\)\s+-$",
     r"upserts, PUT /api/v1/subscribers, 50 clients\s+[\d,]+/s = [\d.]+ × bare\s+>= 0.5 × bare\s+(PASS|MISS)$",
     r"upserts through the API: p99 latency\s+\d+ ms\s+-$",
 ]

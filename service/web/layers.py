@@ -1,0 +1,152 @@
+"""The layers around the HTTP surface's routes (service/web/app.py), outermost first: NoTraceback (an
+unexpected error is one log line and a 500), BodyBudget (the bodies of all requests together are bounded),
+ApiPrefix (/api/v1/… to the API), BoundedBody (the API's bodies read within the bounds before it sees them);
+and read_body, through which every route reads a body (docs/design.md §10)."""
+
+import json
+import logging
+
+import anyio
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from service.api import idempotency
+
+log = logging.getLogger("einmal.http")
+
+MAX_BODY = 64 * 1024
+BUDGET_WAIT_SECONDS = 1.0  # how long a body waits for room in the budget before it is refused (503)
+
+
+class Refused(Exception):
+    """A request answered with a 4xx or 503 before anything was written. `page`: the texts of the page a
+    browser gets, in its language (service/web/texts.py); without it, an English one of title and text."""
+
+    def __init__(self, status: int, title: str, text: str, page: str | None = None) -> None:
+        super().__init__(text)
+        self.status, self.title, self.text, self.page = status, title, text, page
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request's body, read no further than `limit` bytes: Refused 413 past it (400: a bad Content-Length),
+    503 when the bodies of all requests leave no room for it soon (BodyBudget), 408 when it stopped arriving
+    (its connection was closed at the body's deadline, actors/http.py)."""
+    length = request.headers.get("content-length")
+    if length is not None and (not (length.isascii() and length.isdigit()) or int(length) > limit):
+        raise Refused(413 if length.isdigit() else 400, "Too large", "The request body is too large.")
+    await request.scope[BodyBudget.KEY].take(limit if length is None else int(length))
+    body = bytearray()
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise Refused(413, "Too large", "The request body is too large.")
+    except ClientDisconnect:
+        raise Refused(408, "Too slow", "The request did not arrive in time.") from None
+    return bytes(body)
+
+
+class _Room:
+    """The room one request holds in the budget: taken at once, before its body is read."""
+
+    def __init__(self, budget: "BodyBudget") -> None:
+        self.budget, self.held = budget, 0
+
+    async def take(self, n: int) -> None:
+        budget = self.budget
+        with anyio.move_on_after(BUDGET_WAIT_SECONDS):
+            while budget.held + n > budget.limit:
+                await budget.freed.wait()
+            budget.held += n
+            self.held += n
+            return
+        raise Refused(503, "Try again later", "The service is busy; please try again shortly.")
+
+
+class BodyBudget:
+    """The request bodies of all requests together take at most `limit` bytes (EINMAL_HTTP_BODY_BUFFER_BYTES).
+    read_body takes room for the whole body first (its Content-Length, else the route's limit), waiting up to
+    BUDGET_WAIT_SECONDS for it; the request gives it back once it is answered (docs/design.md §10)."""
+
+    KEY = "einmal.body_room"
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit, self.held = app, limit, 0
+        self.freed = anyio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        room = scope[self.KEY] = _Room(self)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if room.held:
+                self.held -= room.held
+                self.freed.set()
+                self.freed = anyio.Event()
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class ApiPrefix:
+    """Every path under /api/v1 to the API, whatever characters it holds (a Mount's pattern stops at a line
+    break, and the site's plain-text 404 would answer): the API answers in JSON, its 404s too."""
+
+    PREFIX = "/api/v1"
+
+    def __init__(self, api_app: ASGIApp, site: ASGIApp) -> None:
+        self.api, self.site = api_app, site
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and (path == self.PREFIX or path.startswith(self.PREFIX + "/")):
+            scope = {**scope, "root_path": scope.get("root_path", "") + self.PREFIX}
+            return await self.api(scope, receive, send)
+        await self.site(scope, receive, send)
+
+
+class BoundedBody:
+    """The API's request bodies, read through read_body (bounded, within the BodyBudget) before the API
+    sees them; a body refused is a JSON problem, as the API's own are."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        try:
+            body = await read_body(Request(scope, receive), self.limit)
+        except Refused as refused:
+            headers = {"Retry-After": "5"} if refused.status == 503 else {}
+            return await JSONResponse({"error": refused.text}, refused.status, headers)(scope, receive, send)
+        await self.app(scope, idempotency.replay(body, receive), send)
+
+
+class NoTraceback:
+    """Outermost: an error no handler expected is one log line and a 500, never a traceback."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def tracking_send(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:  # the boundary: anything unexpected becomes one line
+            log.error("%s %s failed: %s", scope.get("method", ""), scope.get("path", ""), first_line(exc))
+            if scope["type"] == "http" and not started:
+                body = json.dumps({"error": "internal error"}).encode()
+                await send({"type": "http.response.start", "status": 500,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
