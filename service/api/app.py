@@ -18,6 +18,8 @@ from starlette.types import ASGIApp
 
 from service import db
 from service.api import (
+    account,
+    campaign_rows,
     campaigns,
     docs,
     drafts,
@@ -49,7 +51,8 @@ def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
         app.add_exception_handler(exc, _unavailable)
     # text PostgreSQL cannot hold (a NUL character) in a parameter or a body, wherever a route passes it on
     app.add_exception_handler(asyncpg.CharacterNotInRepertoireError, _unstorable)
-    for module in (subscribers, lists, suppressions, campaigns, previews, drafts, key_routes, optin):
+    for module in (subscribers, lists, suppressions, campaigns, campaign_rows, previews, drafts, key_routes,
+                   account, optin):
         app.include_router(module.router)
     reference = []  # made at the first request, once: the document does not change while the process runs
 

@@ -103,7 +103,9 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
               ("put", "/lists/{name}"): None, ("put", "/lists/{name}/members/{email}"): None,
               ("post", "/campaigns"): None, ("post", "/keys"): None,
               ("post", "/subscribe"): {"list": "news", "email": ALICE},
-              ("patch", "/campaigns/{campaign_id}"): {"name": "x"},
+              ("patch", "/campaigns/{campaign_id}"): {"name": "x"}, ("patch", "/account"): None,
+              ("post", "/campaigns/{campaign_id}/retry"): {},
+              ("post", "/campaigns/{campaign_id}/reconcile"): {"decision": "resend"},
               ("post", "/campaigns/{campaign_id}/test"): {"to": "qa@example.net"}}
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         document = (await client.get("/openapi.json")).json()
@@ -366,7 +368,8 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
                                       "/campaigns/{campaign_id}/resume", "/campaigns/{campaign_id}/cancel",
                                       "/campaigns/{campaign_id}/preview", "/campaigns/{campaign_id}/test",
                                       "/lists", "/lists/{name}", "/lists/{name}/members/{email}", "/keys",
-                                      "/keys/{key_id}", "/subscribe"}
+                                      "/keys/{key_id}", "/subscribe", "/account", "/campaigns/{campaign_id}/retry",
+                                      "/campaigns/{campaign_id}/in-doubt", "/campaigns/{campaign_id}/reconcile"}
     assert set(document["paths"]["/campaigns/{campaign_id}"]) == {"get", "patch"}
     assert set(document["paths"]["/subscribers/{email}"]) == {"get", "put", "delete"}
     assert {"Subscriber", "SubscriberPage", "SubscriberFields", "Problem"} <= set(document["components"]["schemas"])
