@@ -44,6 +44,7 @@ from service.settings import Settings, weak_unsubscribe_secret
 from service.subscribers import optin
 from service.supervisor import Child, Supervisor
 from service.web import app as web
+from service.web import texts
 
 log = logging.getLogger("einmal.node")
 
@@ -278,7 +279,8 @@ async def run(settings: Settings, body: Callable[[Settings, anyio.Event], Awaita
     http.raise_file_limit()  # the HTTP surface's connection cap is a share of it
     dkim.signer(settings)  # a missing or unusable DKIM key stops start-up: one line, exit 2
     web.providers(settings)  # so does an unusable EINMAL_SES_CERTIFICATE_FILE
-    optin.check_message(settings)  # and a double opt-in From that is not an address
+    optin.check_message(settings, [texts.confirmation(code) for code in texts.LANGUAGES])  # and a double opt-in
+    # From that is not an address, or a confirmation message that is not a template
     if weak := weak_unsubscribe_secret(settings):  # and an unsubscribe key short enough to guess
         raise ConfigError(weak)
     telemetry.setup()

@@ -14,6 +14,7 @@ from service.api.deps import DB_SECONDS, ERRORS, Conn, Failures, Key, log, not_f
 from service.errors import UsageError
 from service.subscribers import optin
 from service.subscribers.importer import MAX_EMAIL, MAX_LIST, MAX_NAME
+from service.web import texts
 
 router = APIRouter(tags=["double opt-in"])
 ANSWER = "if the address can be subscribed, a message asking to confirm is on its way"
@@ -55,8 +56,8 @@ async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: K
         email, name = optin.checked_address(body.email, body.name)
     except UsageError as exc:
         raise HTTPException(422, str(exc)) from None
-    list_id = await conn.fetchval(db.query("optin_list_named"), key.account_id, body.list, timeout=DB_SECONDS)
-    if list_id is None:
+    found = await conn.fetchrow(db.query("optin_list_named"), key.account_id, body.list, timeout=DB_SECONDS)
+    if found is None:
         raise not_found("list")
     try:
         optin.check_configured(settings)
@@ -64,6 +65,8 @@ async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: K
         raise HTTPException(409, str(exc)) from None
     if not request.app.state.sign_ups.allow(f"key:{key.id}", settings.optin_client_limit):
         raise HTTPException(429, "too many sign-ups from this key; try again later", headers={"Retry-After": "60"})
-    queued = await optin.sign_up(conn, settings, optin.SignUp(list_id, key.account_id, email, name, f"api:{key.id}"))
-    log.info("sign-up to list %d by key %d: %s", list_id, key.id, "confirmation queued" if queued else "nothing sent")
+    queued = await optin.sign_up(conn, settings, optin.SignUp(found["id"], key.account_id, email, name,
+                                                              f"api:{key.id}", texts.confirmation(found["language"])))
+    log.info("sign-up to list %d by key %d: %s", found["id"], key.id,
+             "confirmation queued" if queued else "nothing sent")
     return SubscribeAnswer(status="pending", detail=ANSWER)

@@ -21,17 +21,7 @@ from service.mail.render import CampaignTemplate
 from service.settings import Settings
 from service.subscribers.importer import MAX_EMAIL, MAX_NAME, unsafe_text
 
-WORDING = "en-1"  # the version of the message below: kept with every sign-up (list_members.wording)
-SUBJECT = "Please confirm your subscription to {{ campaign.name }}"
-BODY = """Hello,
-
-someone, we hope you, asked to receive "{{ campaign.name }}" at {{ email }}.
-To confirm, open this link and press the button on the page:
-
-{{ confirm_url }}
-
-If it was not you, ignore this message: nothing will be sent to you.
-"""
+VERSION = 1  # of the confirmation message's wording, in every language: each sign-up keeps "<language>-<VERSION>"
 LOCK_WAIT = "5s"  # the longest a sign-up waits for the key's lock (api_subscriber_lock)
 PRUNE_BATCH = 1000
 
@@ -41,12 +31,23 @@ class NotConfigured(UsageError):
 
 
 @dataclass(frozen=True)
+class Wording:
+    """The confirmation message in one language: templates of a campaign's subject and text body, with
+    campaign.name (the list's), email and confirm_url (service/web/languages/<language>.toml)."""
+
+    language: str
+    subject: str
+    body: str
+
+
+@dataclass(frozen=True)
 class SignUp:
     list_id: int
     account_id: int
     email: str
     name: str
     source: str  # "form", or "api:<key prefix>": the consent record's "which form"
+    wording: Wording  # in the account's language: the list's confirmations are made in it at its first sign-up
 
 
 def check_configured(settings: Settings) -> None:
@@ -55,16 +56,20 @@ def check_configured(settings: Settings) -> None:
                             "EINMAL_UNSUBSCRIBE_SECRET are needed")
 
 
-def check_message(settings: Settings) -> None:
+def check_message(settings: Settings, wordings: list[Wording]) -> None:
     """ConfigError, one line, when the confirmation message cannot be made with these settings (an
-    EINMAL_OPTIN_FROM that is not an address): at start, rather than a confirmation campaign paused later."""
+    EINMAL_OPTIN_FROM that is not an address), or in one of its languages: at start, rather than a
+    confirmation campaign paused later."""
     if not settings.optin_from:
         return
-    try:
-        CampaignTemplate.compile({"id": 0, "account_id": 0, "name": "list", "subject": SUBJECT, "body_text": BODY,
-                                  "from_address": settings.optin_from, "kind": "confirmation"}, settings)
-    except UsageError as exc:
-        raise ConfigError(f"EINMAL_OPTIN_FROM: {exc}") from None
+    for wording, said in ((Wording("en", "x", "x"), "EINMAL_OPTIN_FROM"),  # the From alone, first
+                          *((w, f"the {w.language} confirmation message") for w in wordings)):
+        try:
+            CampaignTemplate.compile({"id": 0, "account_id": 0, "name": "list", "subject": wording.subject,
+                                      "body_text": wording.body, "from_address": settings.optin_from,
+                                      "kind": "confirmation"}, settings)
+        except UsageError as exc:
+            raise ConfigError(f"{said}: {exc}") from None
 
 
 def checked_address(email: str, name: str = "") -> tuple[str, str]:
@@ -83,28 +88,31 @@ async def sign_up(conn: asyncpg.Connection, settings: Settings, request: SignUp)
     caller never depends on it). The address must have passed checked_address."""
     check_configured(settings)
     key = email_key(request.email)
-    campaign_id = await confirmations(conn, settings, request.list_id, request.account_id)
+    campaign_id, language = await confirmations(conn, settings, request)
     async with conn.transaction():
         await conn.execute(db.query("api_subscriber_lock"), request.account_id, key, LOCK_WAIT)
         subscriber_id = await conn.fetchval(db.query("optin_subscriber"), request.account_id, request.email, key,
                                             request.name)
         row = await conn.fetchrow(db.query("optin_signup"), request.list_id, subscriber_id, campaign_id,
-                                  request.email, key, request.source, WORDING, settings.optin_address_limit,
+                                  request.email, key, request.source, f"{language}-{VERSION}",
+                                  settings.optin_address_limit,
                                   86400.0)
     return row["queued"]
 
 
-async def confirmations(conn: asyncpg.Connection, settings: Settings, list_id: int, account_id: int) -> int:
-    """The list's confirmation campaign, made (and committed) at its first need."""
-    campaign_id = await conn.fetchval(db.query("optin_campaign_find"), list_id, account_id)
-    if campaign_id is None:
+async def confirmations(conn: asyncpg.Connection, settings: Settings, request: SignUp) -> tuple[int, str]:
+    """The list's confirmation campaign and its language, made (and committed) at its first need, in the
+    sign-up's wording: the account's language then. One made before confirmations had languages is English."""
+    found = await conn.fetchrow(db.query("optin_campaign_find"), request.list_id, request.account_id)
+    if found is None:
         async with conn.transaction():
-            await conn.execute(db.query("optin_campaign_lock"), list_id)
-            campaign_id = await conn.fetchval(db.query("optin_campaign_ensure"), list_id, account_id, SUBJECT,
-                                              settings.optin_from, BODY)
-    if campaign_id is None:
+            await conn.execute(db.query("optin_campaign_lock"), request.list_id)
+            wording = request.wording
+            found = await conn.fetchrow(db.query("optin_campaign_ensure"), request.list_id, request.account_id,
+                                        wording.subject, settings.optin_from, wording.body, wording.language)
+    if found is None:
         raise UsageError("no such list")
-    return campaign_id
+    return found["id"], found["language"] or "en"
 
 
 def window_seconds(settings: Settings) -> float:

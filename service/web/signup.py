@@ -92,7 +92,8 @@ class SignUpPages:
             log.info("sign-up to list %d from %s refused: over the client limit", found["id"], client)
             return self.page(signup_pages.busy(code), 429)
         queued = await optin.sign_up(conn, self.settings, optin.SignUp(found["id"], found["account_id"], email,
-                                                                       name, "form"))
+                                                                       name, "form",
+                                                                       texts.confirmation(found["language"])))
         log.info("sign-up to list %d from %s: %s", found["id"], client,
                  "confirmation queued" if queued else "nothing sent")
         return self.page(signup_pages.sent(code, found["list_name"], email))

@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 
 from service.errors import UsageError
+from service.subscribers.optin import Wording
 
 DEFAULT = "en"
 FOLDER = Path(__file__).with_name("languages")
@@ -40,6 +41,12 @@ def language(code: str | None) -> str:
 
 def text(code: str, key: str) -> str:
     return LANGUAGES[language(code)].get(key) or LANGUAGES[DEFAULT][key]
+
+
+def confirmation(code: str | None) -> Wording:
+    """The double opt-in confirmation message in the language that serves `code`."""
+    found = language(code)
+    return Wording(found, text(found, "confirmation_subject"), text(found, "confirmation_body"))
 
 
 def checked(value: str, option: str = "--language") -> str:

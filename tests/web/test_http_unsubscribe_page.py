@@ -165,7 +165,8 @@ def test_every_language_has_every_text_with_the_same_placeholders() -> None:
     for code, table in texts.LANGUAGES.items():
         assert set(table) == set(english), code
         for key, value in table.items():
-            assert set(re.findall(r"{(\w+)}", value)) == set(re.findall(r"{(\w+)}", english[key])), (code, key)
+            for placeholder in (r"{(\w+)}", r"{{\s*([\w.]+)\s*}}"):  # a page's; the confirmation message's
+                assert set(re.findall(placeholder, value)) == set(re.findall(placeholder, english[key])), (code, key)
 
 
 def test_accept_language_picks_an_available_language_else_english() -> None:

@@ -3,6 +3,9 @@ server: one confirmation per (list, mailbox) whatever is submitted, the link's G
 POST does (twice harmlessly), the same answer for every state of an address, flood bounds, campaigns to
 confirmed members only, and the pruning of sign-ups never confirmed."""
 
+import email
+from email import policy
+
 import anyio
 import asyncpg
 import httpx
@@ -11,8 +14,10 @@ from pydantic import SecretStr
 
 from service import db
 from service.mail import confirm, unsubscribe
+from service.errors import ConfigError
 from service.settings import Settings
 from service.subscribers import optin
+from service.web import texts
 from tests.conftest import einmal
 from tests.support.optin import SECRET, SETTINGS, account_with_list, confirm_link, confirmation_rows, memberships
 from tests.support.pipeline import node_settings, running_node
@@ -63,7 +68,7 @@ async def test_an_api_sign_up_sends_one_confirmation_whose_link_confirms_on_post
         done = await client.post(link, headers={"User-Agent": "test-browser/1"})
         assert done.status_code == 200 and "is subscribed to" in done.text
         record = await conn.fetchrow("SELECT * FROM einmal.list_members WHERE list_id = $1", list_id)
-        assert (record["state"], record["source"], record["wording"]) == ("confirmed", "api:1", optin.WORDING)
+        assert (record["state"], record["source"], record["wording"]) == ("confirmed", "api:1", "en-1")
         assert str(record["confirmed_ip"]) == "127.0.0.1" and record["confirmed_agent"] == "test-browser/1"
         again = await client.post(link, headers={"User-Agent": "someone-else"})
         assert again.status_code == 200 and again.text == done.text, "confirming twice says confirmed"
@@ -124,6 +129,43 @@ async def test_a_form_submitted_twice_at_once_queues_one_confirmation(conn: asyn
     assert [a.status_code for a in answers] == [200] * 10
     assert [r["email"] for r in await confirmation_rows(conn)] == ["twice@example.org"]
     assert await conn.fetchval("SELECT count(*) FROM einmal.campaigns WHERE kind = 'confirmation'") == 1
+
+
+async def test_the_confirmation_is_in_the_accounts_language_and_each_sign_up_keeps_which_wording(
+        conn: asyncpg.Connection, dsn: str, smtp_server: FaultServer) -> None:
+    """A German account's form sends a German confirmation; its list keeps that wording once made, and
+    every sign-up records the wording it was sent (consent: which words were agreed to)."""
+    account_id, list_id, key = await account_with_list(conn, dsn)
+    await conn.execute("UPDATE einmal.accounts SET language = 'de' WHERE id = $1", account_id)
+    port = free_port()
+    settings = node_settings(dsn, smtp_server.port, unsubscribe_secret=SecretStr(SECRET),
+                             http_address=f"127.0.0.1:{port}", **{**SETTINGS, "confirm_url": f"http://127.0.0.1:{port}/confirm"})
+    async with running_node(settings), httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+        await wait_ready(client, "/readyz")
+        sent = await client.post(f"/lists/{list_id}/subscribe", data={"email": "jan@example.org"})
+        assert sent.status_code == 200 and "Sehen Sie in Ihr Postfach" in sent.text
+        with anyio.fail_after(30):
+            [message] = await smtp_server.arrived(1)
+        parsed = email.message_from_bytes(message.data, policy=policy.default)
+        assert parsed["subject"] == "Bitte bestätigen Sie Ihre Anmeldung für news"
+        text = parsed.get_body(("plain",)).get_content()
+        assert "„news“ an jan@example.org" in text and confirm_link(message.data) in text
+        await conn.execute("UPDATE einmal.accounts SET language = 'en' WHERE id = $1", account_id)
+        later = await client.post("/api/v1/subscribe", json={"list": "news", "email": "kim@example.org"},
+                                  headers=auth(key))
+        assert later.status_code == 202
+    assert dict(await conn.fetch("SELECT s.email, m.wording FROM einmal.list_members m JOIN einmal.subscribers s "
+                                 "ON s.id = m.subscriber_id WHERE m.list_id = $1", list_id)) == {
+        "jan@example.org": "de-1", "kim@example.org": "de-1"}
+    assert await conn.fetchval("SELECT language FROM einmal.campaigns WHERE kind = 'confirmation'") == "de"
+
+
+def test_a_confirmation_message_that_is_no_template_stops_the_start_naming_its_language() -> None:
+    settings = Settings(unsubscribe_secret=SecretStr(SECRET), **SETTINGS)
+    optin.check_message(settings, [texts.confirmation(code) for code in texts.LANGUAGES])
+    broken = optin.Wording("xx", "Bitte {{ campaign.name", "{{ confirm_url }}")
+    with pytest.raises(ConfigError, match="^the xx confirmation message: "):
+        optin.check_message(settings, [texts.confirmation("en"), broken])
 
 
 async def test_sign_up_floods_are_bounded_per_address_and_per_client(conn: asyncpg.Connection, dsn: str) -> None:
@@ -191,7 +233,8 @@ async def test_a_node_without_retention_prunes_sign_ups_past_the_window_at_start
     account_id, list_id, _ = await account_with_list(conn, dsn, members=["kept@example.org"])
     settings = Settings(database_url=dsn, unsubscribe_secret=SecretStr(SECRET), **SETTINGS)
     for address in ("old@example.org", "new@example.org"):
-        await optin.sign_up(conn, settings, optin.SignUp(list_id, account_id, address, "", "form"))
+        await optin.sign_up(conn, settings, optin.SignUp(list_id, account_id, address, "", "form",
+                                                                 texts.confirmation("en")))
     await conn.execute("UPDATE einmal.list_members SET created_at = now() - interval '4 days' "
                        "WHERE subscriber_id = (SELECT id FROM einmal.subscribers WHERE email = 'old@example.org')")
     with FaultServer() as server:
