@@ -13,8 +13,8 @@ import pytest
 from pydantic import SecretStr
 
 from service import db
-from service.mail import confirm, unsubscribe
 from service.errors import ConfigError
+from service.mail import confirm, unsubscribe
 from service.settings import Settings
 from service.subscribers import optin
 from service.web import texts
@@ -164,7 +164,7 @@ def test_a_confirmation_message_that_is_no_template_stops_the_start_naming_its_l
     settings = Settings(unsubscribe_secret=SecretStr(SECRET), **SETTINGS)
     optin.check_message(settings, [texts.confirmation(code) for code in texts.LANGUAGES])
     broken = optin.Wording("xx", "Bitte {{ campaign.name", "{{ confirm_url }}")
-    with pytest.raises(ConfigError, match="^the xx confirmation message: "):
+    with pytest.raises(ConfigError, match=r"^the xx confirmation message: "):
         optin.check_message(settings, [texts.confirmation("en"), broken])
 
 
