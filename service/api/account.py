@@ -44,6 +44,6 @@ async def set_account(fields: AccountFields, conn: Conn, key: Key) -> Account:
     except UsageError as exc:
         raise HTTPException(422, str(exc)) from None
     name = await conn.fetchval(db.query("account_name"), key.account_id, timeout=DB_SECONDS)
-    await conn.execute(db.query("account_set_page"), name, "display_name" in given, named, language,
-                       "contact" in given, address, timeout=DB_SECONDS)
-    return await get_account(conn, key)
+    row = await conn.fetchrow(db.query("account_set_page"), name, "display_name" in given, named, language,
+                              "contact" in given, address, timeout=DB_SECONDS)
+    return Account(name=name, **dict(row))

@@ -11,14 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from service import db
 from service.addresses import email_key
 from service.api.campaigns import CampaignId, own
-from service.api.deps import DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key, Problem
+from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key
 from service.cli.campaigns import decide, retry_failed
 from service.errors import UsageError
 from service.inbound.reasons import REASONS
 from service.subscribers.importer import MAX_EMAIL
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
-CONFLICT = {**ERRORS, 409: {"model": Problem}}
 MAX_CHOSEN = 1000
 
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from service import db
-from service.api.deps import DB_SECONDS, ERRORS, Conn, Cursor, IdempotencyKey, Key, Problem, not_found
+from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, Cursor, IdempotencyKey, Key, not_found
 from service.cli import campaign_status
 from service.cli.campaigns import (
     MAX_CAMPAIGN_NAME,
@@ -184,4 +184,4 @@ def _mover(verb: str):
 # each transition is its own operation in the document
 for _verb in typing.get_args(Verb):
     router.post(f"/{{campaign_id}}/{_verb}", summary=f"{_verb} the campaign (409 when its state forbids)",
-                responses={**ERRORS, 409: {"model": Problem}})(_mover(_verb))
+                responses=CONFLICT)(_mover(_verb))

@@ -27,6 +27,7 @@ class Problem(BaseModel):
 
 
 ERRORS = {status: {"model": Problem} for status in (400, 401, 403, 404, 413, 422, 503)}  # 413: a body over its bound
+CONFLICT = {**ERRORS, 409: {"model": Problem}}  # a route whose state may forbid what is asked
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200, description=(
     "the same key with the same request returns the first answer, without a second effect (24 h)"))]
 bearer = HTTPBearer(auto_error=False, description="a key from `einmal account key create`")

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service import db
 from service.api.campaigns import MAX_BODY_TEXT, Campaign, CampaignId, account_name, checked, one, own
-from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, Problem
+from service.api.deps import CONFLICT, DB_SECONDS, Conn, Key
 from service.cli.campaigns import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT, resolve
 from service.errors import UsageError
 from service.transitions import current_status
@@ -35,7 +35,7 @@ class DraftChanges(BaseModel):
     language: str | None = Field(None, max_length=20, description="null: the account's")
 
 
-@router.patch("/{campaign_id}", responses={**ERRORS, 409: {"model": Problem}},
+@router.patch("/{campaign_id}", responses=CONFLICT,
               summary="change a draft (409 once it is approved)")
 async def edit_draft(campaign_id: CampaignId, changes: DraftChanges, conn: Conn, key: Key) -> Campaign:
     await own(conn, key, campaign_id)

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.addresses import address_problem
 from service.api.campaigns import CampaignId, own
-from service.api.deps import ERRORS, Conn, IdempotencyKey, Key, Problem, not_found
+from service.api.deps import CONFLICT, ERRORS, Conn, IdempotencyKey, Key, not_found
 from service.cli import campaign_view
 from service.errors import UsageError
 from service.smtp.connection import Outcome, SmtpUnavailable
@@ -102,7 +102,7 @@ async def preview(campaign_id: CampaignId, request: Request, conn: Conn, key: Ke
     return await anyio.to_thread.run_sync(_preview, message, email, limiter=_limiter(request, "renders", RENDERS))
 
 
-@router.post("/{campaign_id}/test", responses={**ERRORS, 409: {"model": Problem}},
+@router.post("/{campaign_id}/test", responses=CONFLICT,
              summary="send one subscriber's message, marked as a test, to another address (outside the campaign)")
 async def send_test(campaign_id: CampaignId, sent: TestMessage, request: Request, conn: Conn, key: Key,
                     idempotency_key: IdempotencyKey = None) -> TestSent:

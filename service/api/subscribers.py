@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service import db
 from service.addresses import address_problem, email_key
-from service.api.deps import DB_SECONDS, ERRORS, Conn, Cursor, Key, Problem, not_found
+from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, Cursor, Key, not_found
 from service.subscribers import erasure
 from service.subscribers.importer import MAX_ATTRIBUTE, MAX_EMAIL, MAX_NAME, unsafe_text
 
@@ -101,7 +101,7 @@ async def put_subscriber(email: Email, fields: SubscriberFields, conn: Conn, key
     return _subscriber(found)
 
 @router.delete("/{email}", status_code=204, summary="erase the subscriber (GDPR art. 17); its mailbox "
-               "stays suppressed", responses={**ERRORS, 409: {"model": Problem}})
+               "stays suppressed", responses=CONFLICT)
 async def delete_subscriber(email: Email, conn: Conn, key: Key) -> Response:
     account = await conn.fetchval(db.query("account_name"), key.account_id, timeout=DB_SECONDS)
     try:
