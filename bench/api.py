@@ -24,6 +24,7 @@ import httpx
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from bench import database
+from bench.floor import UPSERT
 from service.addresses import email_key
 
 CLIENTS = 50
@@ -54,13 +55,10 @@ def _addresses(n: int, prefix: str) -> list[str]:
 async def _bare(dsn: str, account_id: int, addresses: list[str]) -> float:
     chunks = [addresses[i::CLIENTS] for i in range(CLIENTS)]
     conns = [await asyncpg.connect(dsn) for _ in range(CLIENTS)]
-    statement = ("INSERT INTO einmal.subscribers (account_id, email, email_lower, name, attributes) "
-                 "VALUES ($1, $2, $3, $4, $5::jsonb) ON CONFLICT (account_id, email) DO UPDATE "
-                 "SET name = excluded.name, attributes = einmal.subscribers.attributes || excluded.attributes")
 
     async def client(conn: asyncpg.Connection, mine: list[str]) -> None:
         for email in mine:
-            await conn.execute(statement, account_id, email, email_key(email), "Bench", '{"plan": "pro"}')
+            await conn.execute(UPSERT, account_id, email, email_key(email), "Bench", '{"plan": "pro"}')
 
     try:
         started = time.perf_counter()

@@ -15,6 +15,7 @@ import uvicorn
 from service.addresses import email_key
 from service.node import HTTP_POOL_SIZE
 
+# the statement of the bare loop too (bench/api.py)
 UPSERT = ("INSERT INTO einmal.subscribers (account_id, email, email_lower, name, attributes) "
           "VALUES ($1, $2, $3, $4, $5::jsonb) ON CONFLICT (account_id, email) DO UPDATE "
           "SET name = excluded.name, attributes = einmal.subscribers.attributes || excluded.attributes")
