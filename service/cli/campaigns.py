@@ -12,6 +12,7 @@ from email.utils import parseaddr
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import anyio
 import asyncpg
 from email_validator import EmailNotValidError
 
@@ -263,8 +264,9 @@ async def retry_failed(conn: asyncpg.Connection, campaign_id: int, reason: str |
             raise UsageError(f"cannot retry failed rows of campaign {campaign_id}: it is cancelled")
         replies = None
         if reason is not None or pattern is not None:
-            replies = chosen([r["reply"] for r in await conn.fetch(db.query("sends_failed_replies"), campaign_id)],
-                             reason, pattern)
+            found = [r["reply"] for r in await conn.fetch(db.query("sends_failed_replies"), campaign_id)]
+            # one distinct reply a failed row at worst: classified off the event loop (the API serves others)
+            replies = await anyio.to_thread.run_sync(chosen, found, reason, pattern)
             if not replies:
                 return 0, False
         return await requeued(conn, campaign_id, await conn.fetchval(db.query("sends_retry_failed"), campaign_id,
