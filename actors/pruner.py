@@ -1,6 +1,6 @@
 """Pruner: removes the double opt-in sign-ups unconfirmed past EINMAL_OPTIN_WINDOW_HOURS
-(service/subscribers/optin.py) and, with EINMAL_RETENTION_DAYS set, prunes the campaigns finished longer ago
-(service/retention.py).
+(service/subscribers/optin.py), the public clients' counts of windows long past (service/clients.py)
+and, with EINMAL_RETENTION_DAYS set, prunes the campaigns finished longer ago (service/retention.py).
 
 At start, then every EVERY seconds, on a connection of its own: the scheduler's tick never waits for a
 prune. One node at a time prunes (a session advisory lock, tried, not waited for; behind a transaction
@@ -15,7 +15,7 @@ import anyio
 import asyncpg
 from anyio.abc import TaskStatus
 
-from service import db, retention
+from service import clients, db, retention
 from service.context import NodeContext
 from service.subscribers import optin
 
@@ -36,6 +36,7 @@ async def prune_once(ctx: NodeContext) -> int:
         if members:
             log.info("removed %d sign-up(s) unconfirmed for %g hours, and %d confirmation row(s)", members,
                      ctx.settings.optin_window_hours, rows)
+        await clients.prune(conn)
         for candidate in await retention.candidates(conn, days * 86400) if days is not None else ():
             try:
                 done = await retention.prune(conn, candidate)
