@@ -16,7 +16,9 @@ from service.subscribers import erasure
 from service.subscribers.importer import MAX_ATTRIBUTE, MAX_EMAIL, MAX_NAME, unsafe_text
 
 LOCK_SECONDS = 5.0  # the most an upsert waits for an import into its account to end (then 503)
-Status = Literal["confirmed", "unconfirmed", "unsubscribed", "bounced"]
+# what is true of a subscriber now (einmal.subscriber_state, migration 0105): its mailbox's suppression by
+# reason first, then `unconfirmed` when it has only sign-ups awaiting confirmation
+Status = Literal["confirmed", "unconfirmed", "unsubscribed", "bounced", "complained", "suppressed"]
 OnList = Annotated[str | None, Query(alias="list", max_length=200,
                                      description="only the confirmed members of this list")]
 Email = Annotated[str, Path(max_length=MAX_EMAIL, description="the address, in any spelling of its mailbox")]

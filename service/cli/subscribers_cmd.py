@@ -1,10 +1,14 @@
 """`einmal subscribers list|show|export|delete`, `einmal suppressions list|remove|review` and `einmal accounts
 list` (each account's name, creation time and subscriber count).
 
-`export` writes CSV that `subscribers import` reads back: email, name, list (joined with
-`|`), suppressed (the reason of the mailbox's suppression, empty when it has none: an import
-suppresses it again, so an export copied into another account mails no opt-out), then one
-column per attribute. `list` shows a suppressed subscriber as `suppressed (reason)`. `delete`
+`export` writes CSV that `subscribers import` reads back: email, name, list (its confirmed
+memberships, joined with `|`), unconfirmed (its sign-ups awaiting confirmation: an import never
+makes them memberships, and puts a row that has only those on no list), suppressed (the reason of
+the mailbox's suppression, empty when it has none: an import suppresses it again, so an export
+copied into another account mails no opt-out), then one column per attribute (empty where the
+subscriber has none: an import sets no value from an empty cell). `list` and `show` give each
+subscriber's state as einmal.subscriber_state derives it: confirmed, unconfirmed (only sign-ups
+awaiting confirmation), unsubscribed, bounced, complained or suppressed (another reason). `delete`
 is for erasure requests (GDPR art. 17: service/subscribers/erasure.py).
 
 `suppressions remove` deletes suppressions from the table; a running node that learnt of one
@@ -20,10 +24,11 @@ import sys
 
 from service import db
 from service.addresses import email_key
+from service.cli.tables import aligned
 from service.errors import UsageError
 from service.settings import Settings
 from service.subscribers import erasure
-from service.subscribers.importer import SUPPRESSED, check_account, shown
+from service.subscribers.importer import SUPPRESSED, UNCONFIRMED, check_account, shown
 
 
 async def find_account(conn, name: str) -> int:
@@ -48,9 +53,10 @@ async def _subscribers(conn, args: argparse.Namespace) -> list:
 async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         rows = await _subscribers(conn, args)
-    for r in rows:  # a suppressed subscriber is never mailed, whatever its status: that is what it shows
-        status = f"suppressed ({r['suppressed']})" if r["suppressed"] else r["status"]
-        print(f"{r['email']}\t{r['name']}\t{status}\t{r['lists']}")
+    table = [(r["email"], r["name"], f"suppressed ({r['suppressed']})" if r["status"] == "suppressed" else r["status"],
+              r["lists"]) for r in rows]
+    for line in aligned(("email", "name", "status", "lists"), table) if rows else ():
+        print(line)
     print(f"{len(rows)} subscriber{'' if len(rows) == 1 else 's'}", file=sys.stderr)
     return 0
 
@@ -77,6 +83,7 @@ async def show_command(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"account {shown(args.account)} has no subscriber {shown(args.email)}")
     for r in rows:
         print(f"email: {r['email']}\nname: {r['name']}\nstatus: {r['status']}\nlists: {r['lists'] or '-'}\n"
+              f"awaiting confirmation: {r['unconfirmed'] or '-'}\n"
               f"attributes: {r['attributes']}\nsuppressed: {r['suppressed'] or 'no'}\n"
               f"created: {r['created_at'].isoformat(timespec='seconds')}")
     return 0
@@ -88,9 +95,9 @@ async def export_command(args: argparse.Namespace, settings: Settings) -> int:
     attributes = [json.loads(r["attributes"]) for r in rows]
     columns = sorted({key for a in attributes for key in a})
     writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(["email", "name", "list", SUPPRESSED, *columns])
+    writer.writerow(["email", "name", "list", UNCONFIRMED, SUPPRESSED, *columns])
     for r, a in zip(rows, attributes, strict=True):
-        writer.writerow([r["email"], r["name"], r["lists"], r["suppressed"] or "",
+        writer.writerow([r["email"], r["name"], r["lists"], r["unconfirmed"], r["suppressed"] or "",
                          *(a.get(key, "") for key in columns)])
     return 0
 

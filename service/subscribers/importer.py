@@ -12,8 +12,10 @@ half-written, and a re-import of the same file adds nothing.
 The file: a header row (names case-insensitive, surrounding spaces ignored);
 `email` required (also spelt `E-Mail`, `Email Address`, `mail`), `name` and
 `list` optional (an empty list means `default`; `news|vip` puts the address on
-both). A `suppressed` column (as `subscribers export` writes it) suppresses each
-row's address whose cell is not empty, with the cell as the reason, so that an
+both). An `unconfirmed` column (as `subscribers export` writes it: sign-ups awaiting confirmation) never
+makes a membership: a row whose `list` is empty and whose `unconfirmed` is not goes on no list, since only
+the person's own confirmation makes a sign-up a member. A `suppressed` column (as `subscribers export`
+writes it) suppresses each row's address whose cell is not empty, with the cell as the reason, so that an
 export copied into another account mails none of its opt-outs. Every other column is kept as a string
 attribute of the subscriber
 (`{{ attributes.city }}` in a template), named by its header in lower case;
@@ -54,7 +56,8 @@ imported; a row in another spelling updates it (the summary counts them:
 advisory lock), so two at once never add one mailbox twice. An
 existing subscriber keeps its name and status; a new list adds a membership. Its
 attributes are merged with the file's: a column of the file sets that key (an
-empty cell sets it to ""), a key the file has no column for is kept. Rows of one
+empty cell sets nothing: an export writes one where the subscriber has no value), a key the file has no
+column for is kept. Rows of one
 address within the file merge in file order, the later winning.
 """
 
@@ -86,9 +89,11 @@ MAX_COLUMNS, MAX_ATTRIBUTE = 200, 10_000
 DELIMITERS = (",", ";", "\t")
 # header spellings, compared without case, spaces, "-" and "_"
 SUPPRESSED = "suppressed"  # the column of `subscribers export` that holds a suppression's reason
+UNCONFIRMED = "unconfirmed"  # the column of `subscribers export` that holds the sign-ups awaiting confirmation
 SPELLINGS = {"email": "email", "emailaddress": "email", "mail": "email", "mailaddress": "email",
-             "name": "name", "fullname": "name", "list": "list", "lists": "list", SUPPRESSED: SUPPRESSED}
-SPECIAL = ("email", "name", "list", SUPPRESSED)
+             "name": "name", "fullname": "name", "list": "list", "lists": "list", SUPPRESSED: SUPPRESSED,
+             UNCONFIRMED: UNCONFIRMED}
+SPECIAL = ("email", "name", "list", SUPPRESSED, UNCONFIRMED)
 MAX_REASON = 200
 RESERVED = frozenset(("attributes", "campaign", "unsubscribe_url", "id", "account", "status", "subscriber"))
 
@@ -160,6 +165,7 @@ class Header(NamedTuple):
     list: int | None
     attributes: tuple[tuple[int, str], ...] = ()
     suppressed: int | None = None  # (column, attribute name) of the other columns
+    unconfirmed: int | None = None
 
 
 @dataclass
@@ -170,6 +176,7 @@ class Counts:
     changed: int = 0  # subscribers already present whose attributes the file changed
     respelled: int = 0  # subscribers already present that the file names in another spelling
     suppressed: int = 0  # mailboxes the file's suppressed column suppressed that were not before
+    unlisted: int = 0  # rows with only sign-ups awaiting confirmation, put on no list
 
 
 def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
@@ -205,9 +212,9 @@ def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
         if name in dict(attributes).values():
             raise UsageError(f"{path}: the header row names the {shown(name)} column twice")
         attributes.append((column, name))
-    where = {name: names.index(name) for name in ("name", "list", SUPPRESSED) if name in names}
+    where = {name: names.index(name) for name in ("name", "list", SUPPRESSED, UNCONFIRMED) if name in names}
     return Header(len(row), names.index("email"), where.get("name"), where.get("list"), tuple(attributes),
-                  where.get(SUPPRESSED))
+                  where.get(SUPPRESSED), where.get(UNCONFIRMED))
 
 
 def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str], str, str] | str:
@@ -222,7 +229,9 @@ def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str],
     email = row[header.email].strip(" ")
     name = row[header.name].strip(" ") if header.name is not None else ""
     cell = row[header.list] if header.list is not None else ""
-    lists = list(dict.fromkeys(name.strip(" ") for name in cell.split("|") if name.strip(" "))) or [DEFAULT_LIST]
+    lists = list(dict.fromkeys(name.strip(" ") for name in cell.split("|") if name.strip(" ")))
+    pending = row[header.unconfirmed].strip(" ") if header.unconfirmed is not None else ""
+    lists = lists or ([] if pending else [DEFAULT_LIST])  # a sign-up awaiting confirmation joins nothing
     if not email:
         return "empty email"
     if len(email) > MAX_EMAIL:
@@ -234,7 +243,7 @@ def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str],
     reason = row[header.suppressed].strip(" ") if header.suppressed is not None else ""
     if len(reason) > MAX_REASON:
         return f"suppressed reason longer than {MAX_REASON} characters"
-    attributes = {name: row[column].strip(" ") for column, name in header.attributes}
+    attributes = {name: row[column].strip(" ") for column, name in header.attributes if row[column].strip(" ")}
     if any(len(value) > MAX_ATTRIBUTE for value in attributes.values()):
         return f"attribute longer than {MAX_ATTRIBUTE} characters"
     problem = address_problem(email)
@@ -287,7 +296,8 @@ def produce(reader: "csv._reader", lines: Lines, header: Header, send, counts: C
                 continue
             email, key, name, lists, attributes, reason = result
             counts.good += 1
-            chunk.extend((line, email, key, name, list_name, attributes) for list_name in lists)
+            chunk.extend((line, email, key, name, list_name, attributes) for list_name in lists or [None])
+            counts.unlisted += not lists
             if reason:
                 suppress.append((key, reason))
             if len(chunk) >= CHUNK_ROWS:
@@ -385,6 +395,7 @@ async def command(args: argparse.Namespace, settings: Settings) -> int:
         f"{counts.respelled} under another spelling"] * bool(counts.respelled)
     changed = f" ({'; '.join(notes)})" if notes else ""
     suppressed = f", suppressed {counts.suppressed}" if counts.suppressed else ""
+    unlisted = f", {counts.unlisted} awaiting confirmation, put on no list" if counts.unlisted else ""
     print(f"imported {counts.imported}, already present {counts.good - counts.imported}{changed}, "
-          f"rejected {counts.rejected}{suppressed}")
+          f"rejected {counts.rejected}{suppressed}{unlisted}")
     return 0

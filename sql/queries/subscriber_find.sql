@@ -1,9 +1,14 @@
 -- The subscribers of the account named $1 whose mailbox key is $2 (service/addresses.py email_key,
--- never PostgreSQL's lower()), the spelling $3 first, with their lists and the key's suppression, if any.
-SELECT s.id, s.account_id, s.email, s.email_lower, s.name, s.status, s.attributes, s.created_at,
+-- never PostgreSQL's lower()), the spelling $3 first, each with its state (einmal.subscriber_state), its
+-- lists (confirmed memberships), its sign-ups awaiting confirmation and the key's suppression, if any.
+SELECT s.id, s.account_id, s.email, s.email_lower, s.name, einmal.subscriber_state(s.id, x.reason) AS status,
+       s.attributes, s.created_at,
        coalesce((SELECT string_agg(l.name, '|' ORDER BY l.name)
                  FROM einmal.list_members m JOIN einmal.lists l ON l.id = m.list_id
-                 WHERE m.subscriber_id = s.id), '') AS lists,
+                 WHERE m.subscriber_id = s.id AND m.state = 'confirmed'), '') AS lists,
+       coalesce((SELECT string_agg(l.name, '|' ORDER BY l.name)
+                 FROM einmal.list_members m JOIN einmal.lists l ON l.id = m.list_id
+                 WHERE m.subscriber_id = s.id AND m.state = 'unconfirmed'), '') AS unconfirmed,
        x.reason AS suppressed
 FROM einmal.subscribers AS s JOIN einmal.accounts AS a ON a.id = s.account_id
 LEFT JOIN einmal.suppressions AS x ON x.account_id = s.account_id AND x.email_lower = s.email_lower

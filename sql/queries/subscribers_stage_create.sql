@@ -5,6 +5,6 @@ CREATE TEMP TABLE pg_temp.einmal_import (
     email     text NOT NULL,
     email_key text NOT NULL,
     name      text NOT NULL,
-    list_name text NOT NULL,
+    list_name text,  -- NULL: a row on no list (only sign-ups awaiting confirmation)
     attributes jsonb NOT NULL
 ) ON COMMIT DROP
