@@ -196,8 +196,12 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
         if sending:  # a campaign whose complaint, bounce or refusal rate crossed its threshold pauses itself
             await health.check(conn, settings)
         for campaign in sending:
-            if campaign["built"] and await finish(conn, campaign["id"]):
+            if campaign["built"] and (finished := await finish(conn, campaign["id"])) is not None:
                 log.info("campaign %d: sending -> sent", campaign["id"])
+                if finished["in_doubt"]:
+                    log.warning("campaign %d: %d message(s) in doubt (the relay may or may not have taken them): "
+                                "decide with `einmal reconcile %d`", campaign["id"], finished["in_doubt"],
+                                campaign["id"])
     for campaign_id in unbuilt:
         with suppress(anyio.WouldBlock):  # the builder is busy; the next tick hands it over again
             to_builder.send_nowait(campaign_id)
@@ -205,12 +209,13 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
         ctx.claim_nudge.set()
 
 
-async def finish(conn, campaign_id: int) -> bool:
-    """CAS sending -> sent when nothing is left; under the campaign's lock."""
+async def finish(conn, campaign_id: int) -> asyncpg.Record | None:
+    """CAS sending -> sent when nothing is left, under the campaign's lock: its row (with the rows left
+    `in_doubt`), None when it did not finish."""
     async with conn.transaction():
         if await conn.fetchval(db.query("campaign_lock"), campaign_id) is None:
-            return False
-        return await conn.fetchrow(db.query("campaign_finish"), campaign_id) is not None
+            return None
+        return await conn.fetchrow(db.query("campaign_finish"), campaign_id)
 
 
 async def run(ctx: NodeContext, to_builder: MemoryObjectSendStream[int], *,

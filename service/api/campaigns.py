@@ -92,6 +92,9 @@ class CampaignStatus(BaseModel):
     reasons: dict[str, int]
     paused_domains: list[PausedDomain]
     failures: list[Counted]
+    nodes_running: int = Field(description="nodes alive now (a recent heartbeat); with none, nothing is sent")
+    next_step: str | None = Field(description="what the operator must do for the campaign to go on: decide "
+                                              "messages in doubt, start a node; null when nothing")
 
 
 async def own(conn, key, campaign_id: int) -> None:

@@ -8,6 +8,10 @@ per reason (service/inbound/reasons.py: no_mailbox, policy, …). --follow polls
 a terminal, once a second into a pipe or file) until the campaign is sent or cancelled; a paused
 campaign is shown as paused and still followed. The display itself (a live bar with log lines
 above it on a terminal, plain lines elsewhere) is service/cli/progress.py.
+
+What to do next is said where einmal knows it: rows in doubt (only an operator can settle them, with
+`einmal reconcile`), and a campaign that is due or sending while no node is alive (nothing sends until one
+runs: `einmal run`).
 """
 
 import argparse
@@ -56,6 +60,7 @@ class Snapshot:
     scheduled_for: datetime | None = None  # when it may start (for a draft: once approved, if that is later)
     started_at: datetime | None = None
     now: datetime | None = None  # the database's clock when the snapshot was read
+    nodes: int | None = None  # nodes alive (a recent heartbeat): with none, nothing sends
 
     @property
     def schedule(self) -> str | None:
@@ -67,9 +72,23 @@ class Snapshot:
                 return f"scheduled for {when} (in {until((self.scheduled_for - self.now).total_seconds())})"
             if self.status == "draft":
                 return "starts when approved"
+            if self.nodes == 0:
+                return f"due since {when}, but no node is running: start one with `einmal run`"
             return f"due since {when}: a running node starts it within a tick"
         if self.started_at is not None:
             return f"started {self.started_at.isoformat(timespec='seconds')}"
+        return None
+
+    @property
+    def next_step(self) -> str | None:
+        """What the operator must do for the campaign to go on, if anything: decide rows in doubt, start a
+        node."""
+        if self.counts.get("in_doubt"):
+            n = self.counts["in_doubt"]
+            return (f"{n} message{'' if n == 1 else 's'} in doubt (the relay may or may not have taken "
+                    f"{'it' if n == 1 else 'them'}): decide with `einmal reconcile {self.id}`")
+        if self.nodes == 0 and self.status in ("approved", "sending"):
+            return "no node is running, so nothing is sent: start one with `einmal run`"
         return None
 
     @property
@@ -88,11 +107,14 @@ class Snapshot:
                 "reasons": dict(self.reasons or {}),
                 "paused_domains": [{"domain": d, "until": until, "reply": reply, "queued": n}
                                    for d, until, reply, n in self.paused_domains],
-                "failures": [{"reply": reply, "count": n} for reply, n in self.failures]}
+                "failures": [{"reply": reply, "count": n} for reply, n in self.failures],
+                "nodes_running": self.nodes, "next_step": self.next_step}
 
 
-async def fetch(conn: asyncpg.Connection, campaign_id: int) -> Snapshot:
-    rows = await conn.fetch(db.query("campaign_status"), campaign_id)
+async def fetch(conn: asyncpg.Connection, campaign_id: int,
+                node_timeout: float = Settings.model_fields["node_timeout_seconds"].default) -> Snapshot:
+    """The campaign's snapshot; a node is alive when its heartbeat is younger than `node_timeout` seconds."""
+    rows = await conn.fetch(db.query("campaign_status"), campaign_id, node_timeout)
     if not rows:
         raise UsageError(f"no campaign with id {campaign_id}")
     counts = dict.fromkeys(STATES, 0)
@@ -110,15 +132,18 @@ async def fetch(conn: asyncpg.Connection, campaign_id: int) -> Snapshot:
     first = rows[0]
     return Snapshot(first["id"], first["name"], first["status"], counts, first["pause_reason"], failures,
                     {name: first[name] for name in CAME_BACK}, json.loads(first["reasons"]), paused,
-                    first["scheduled_for"], first["started_at"], first["now"])
+                    first["scheduled_for"], first["started_at"], first["now"], first["nodes"])
 
 
 def table(snap: Snapshot) -> str:
     width = max(len(str(snap.total)), 5)
     reason = f" ({snap.pause_reason})" if snap.status == "paused" and snap.pause_reason else ""
-    lines = [f"campaign {snap.id} {snap.name!r}: {snap.status}{reason}"]
+    doubt = f" ({snap.counts['in_doubt']} in doubt)" if snap.counts.get("in_doubt") else ""
+    lines = [f"campaign {snap.id} {snap.name!r}: {snap.status}{reason}{doubt}"]
     if snap.schedule:
         lines.append(f"  {snap.schedule}")
+    if snap.next_step:
+        lines.append(f"  next: {snap.next_step}")
     lines += [f"  {state:<13}{snap.counts[state]:>{width}}" for state in STATES]
     lines.append(f"  {'total':<13}{snap.total:>{width}}")
     came_back = snap.came_back or dict.fromkeys(CAME_BACK, 0)
@@ -215,6 +240,6 @@ async def command(args: argparse.Namespace, settings: Settings, *, out: TextIO |
         if args.follow:
             snap = await follow(conn, args.id, out, tty=out.isatty(), interval=interval)
         else:
-            snap = await fetch(conn, args.id)
+            snap = await fetch(conn, args.id, settings.node_timeout_seconds)
     print(json.dumps(snap.as_json()) if args.json else table(snap), file=out, flush=True)
     return 0

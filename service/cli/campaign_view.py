@@ -40,6 +40,8 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
         reason = f" ({r['pause_reason']})" if r["status"] == "paused" and r["pause_reason"] else ""
         if r["status"] in ("draft", "approved") and r["scheduled_for"] is not None:  # given with --at
             reason = f" (scheduled for {r['scheduled_for'].isoformat(timespec='seconds')})"
+        if r["in_doubt"]:  # only an operator settles them: einmal reconcile
+            reason += f" ({r['in_doubt']} in doubt: einmal reconcile {r['id']})"
         started = r["started_at"].isoformat(timespec="seconds") if r["started_at"] else NOT_YET
         print(f"{r['id']}\t{r['account']}\t{r['name']}\t{r['status']}{reason}\t{started}\t"
               f"{r['recipients']} recipients")

@@ -220,7 +220,9 @@ async def transition_command(args: argparse.Namespace, settings: Settings) -> in
     async with db.connection(db.url(settings)) as conn:
         await transition(conn, args.verb, args.id)
         warning = await _trial_render(conn, settings, args.id) if args.verb == "approve" else None
-        schedule = _starts(await campaign_status.fetch(conn, args.id)) if args.verb == "approve" else None
+        snap = await campaign_status.fetch(conn, args.id, settings.node_timeout_seconds) \
+            if args.verb == "approve" else None
+        schedule = _starts(snap) if snap is not None else None
     if warning:
         print(f"einmal: {warning}", file=sys.stderr)
     print(f"campaign {args.id} {TRANSITIONS[args.verb][1]}" + (f"; {schedule}" if schedule else ""))
@@ -228,9 +230,10 @@ async def transition_command(args: argparse.Namespace, settings: Settings) -> in
 
 
 def _starts(snap: campaign_status.Snapshot) -> str | None:
-    """What `approve` adds: `scheduled for … (in 1 h 20 min)`, or `starts now` (at a running node's next tick)."""
+    """What `approve` adds: `scheduled for … (in 1 h 20 min)`, `starts now` (at a running node's next tick), or
+    that it would start now but no node is running."""
     if snap.scheduled_for is not None and snap.now is not None and snap.scheduled_for <= snap.now:
-        return "starts now"
+        return "starts now" if snap.nodes != 0 else "due now, but no node is running: start one with `einmal run`"
     return snap.schedule
 
 

@@ -1,5 +1,6 @@
 -- CAS sending -> sent once recipients are built and nothing is left to send; what its rows came to is kept
--- (einmal.campaign_counts), so that a later prune drops them without reading them (docs/design.md §15)
+-- (einmal.campaign_counts), so that a later prune drops them without reading them (docs/design.md §15); with
+-- the rows left in doubt, which only an operator can settle (einmal reconcile)
 WITH finished AS (
     UPDATE einmal.campaigns c SET status = 'sent', sent_at = now(), updated_at = now()
     WHERE c.id = $1 AND c.status = 'sending' AND c.recipients_built_at IS NOT NULL
@@ -16,4 +17,6 @@ WITH finished AS (
     GROUP BY s.campaign_id, s.status
     ON CONFLICT (campaign_id, status) DO UPDATE SET n = EXCLUDED.n
 )
-SELECT id, pg_notify('einmal_campaign', id::text) FROM finished
+SELECT id, pg_notify('einmal_campaign', id::text),
+       (SELECT count(*) FROM einmal.sends s WHERE s.campaign_id = $1 AND s.status = 'in_doubt') AS in_doubt
+FROM finished

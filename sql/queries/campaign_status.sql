@@ -1,9 +1,11 @@
 -- The campaign, its send rows counted per state, and the send rows that came back as a hard bounce,
 -- a soft bounce, an unclassified bounce or a complaint (einmal.bounces), and per reason, in one snapshot.
 -- A pruned campaign's counts are those kept in einmal.campaign_counts (docs/design.md §15).
--- With its schedule and start, and the database's clock (now) to say how long until the start.
+-- With its schedule and start, the database's clock (now) to say how long until the start, and how many
+-- nodes are alive (a heartbeat younger than $2 seconds, EINMAL_NODE_TIMEOUT_SECONDS): none means nothing sends.
 -- No row when the campaign is unknown; one row with NULL send_status when it has no send rows.
 SELECT c.id, c.name, c.status, c.pause_reason, c.scheduled_for, c.started_at, now() AS now,
+       (SELECT count(*) FROM einmal.nodes AS x WHERE x.heartbeat_at >= now() - make_interval(secs => $2)) AS nodes,
        s.send_status, coalesce(s.n, 0) AS n,
        b.bounced, b.soft_bounced, b.unclassified, b.complained, r.reasons
 FROM einmal.campaigns AS c

@@ -227,7 +227,8 @@ async def test_create_refuses_a_template_of_1_mb_in_one_line(
 
 # --- transitions --------------------------------------------------------------------------------
 
-DONE_WORD = {"approve": "approved; starts now", "pause": "paused", "resume": "resumed", "cancel": "cancelled"}
+NO_NODE = "due now, but no node is running: start one with `einmal run`"
+DONE_WORD = {"approve": f"approved; {NO_NODE}", "pause": "paused", "resume": "resumed", "cancel": "cancelled"}
 
 
 async def test_every_allowed_transition_moves_the_campaign_and_notifies(
@@ -325,7 +326,7 @@ async def test_two_racing_approve_processes_one_exits_0_and_one_exits_1(
         for _ in range(2):
             tg.start_soon(approve)
     winner, loser = sorted(results, key=lambda r: r.returncode)
-    assert (winner.returncode, winner.stdout) == (0, f"campaign {campaign} approved; starts now\n"), winner.stderr
+    assert (winner.returncode, winner.stdout) == (0, f"campaign {campaign} approved; {NO_NODE}\n"), winner.stderr
     assert one_line_error(loser) == f"einmal: cannot approve campaign {campaign}: it is approved"
 
 
@@ -342,7 +343,9 @@ async def test_status_json_has_every_state_including_zeros(conn: asyncpg.Connect
                    "cancelled": 0, "in_doubt": 1},
         "scheduled_for": scheduled.isoformat(), "started_at": None,
         "pause_reason": None, "bounced": 0, "soft_bounced": 0, "unclassified": 0, "complained": 0, "reasons": {},
-        "paused_domains": [], "failures": [],
+        "paused_domains": [], "failures": [], "nodes_running": 0,
+        "next_step": f"1 message in doubt (the relay may or may not have taken it): decide with `einmal reconcile "
+                     f"{campaign}`",
     }) + "\n"
 
 
@@ -356,7 +359,7 @@ async def test_status_json_of_a_campaign_without_send_rows_is_all_zeros(
                                          "scheduled_for": scheduled.isoformat(), "started_at": None,
                                          "pause_reason": None, "bounced": 0, "soft_bounced": 0,
                                          "unclassified": 0, "complained": 0, "reasons": {}, "paused_domains": [],
-                                         "failures": []}
+                                         "failures": [], "nodes_running": 0, "next_step": None}
 
 
 async def test_status_counts_the_send_rows_that_bounced_or_drew_a_complaint(conn: asyncpg.Connection,
