@@ -71,8 +71,8 @@ def describe(dsn: str) -> str:
     return f"{hosts}{parts.path}"
 
 
-# a login that failed because of where the server is, not what was asked: none there, a server starting
-# up, shutting down or recovering from a crash (57P0x), no connection slot left, no such database or role
+# a login that failed: none there, a server starting up, shutting down or recovering from a crash (57P0x), no
+# connection slot left; and, for good (refusal), no such database or role, a startup parameter refused
 UNAVAILABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.InvalidCatalogNameError,
                asyncpg.InvalidAuthorizationSpecificationError, asyncpg.InvalidPasswordError, TimeoutError,
                asyncpg.TargetServerAttributeNotMatched, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError,
@@ -80,6 +80,39 @@ UNAVAILABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.InvalidCatalogN
 PROBE_SECONDS = 3.0  # each host's look when several are named
 WANTED = {"read-write": "accepts writes", "primary": "is a primary", "read-only": "is read-only",
           "standby": "is a standby"}
+
+
+class DatabaseRefused(DatabaseUnavailable):
+    """The server answered and refused the connection for what it was asked: a login, a database, a startup
+    parameter. Asking again asks the same: nobody waits for it (wait_for_pool)."""
+
+
+# PgBouncer's own refusals come as protocol violations (08P01), as do its passing ones ("no more connections
+# allowed", "server login has been failing, try again later"): those it can never grant are told by their text
+_REFUSED_BY_POOLER = ("does not exist", "authentication failed", "no such user")
+
+
+def refusal(dsn: str, exc: BaseException) -> DatabaseRefused | None:
+    """The error for a connection refused for good (a retry asks the same and gets the same answer), or None
+    when waiting may help: no server there yet, one starting up, no connection slot left."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    where = describe(dsn)
+    if isinstance(exc, asyncpg.PostgresError) and text.startswith("unsupported startup parameter"):
+        told = pooler(dsn)
+        if told == "none":
+            return DatabaseRefused(f"PostgreSQL at {where} refused a startup parameter ({text}): a pooler such "
+                                   "as PgBouncer stands there; say which with EINMAL_DATABASE_POOLER=session or "
+                                   "transaction (README 'PgBouncer')")
+        return DatabaseRefused(f"PostgreSQL at {where} refused a startup parameter ({text}) though "
+                               f"EINMAL_DATABASE_POOLER={told} sends only application_name")
+    if isinstance(exc, asyncpg.InvalidAuthorizationSpecificationError) or (
+            isinstance(exc, asyncpg.ProtocolViolationError) and any(t in text for t in _REFUSED_BY_POOLER)):
+        if "does not exist" in text and "role" not in text and "user" not in text:
+            return DatabaseRefused(f"PostgreSQL at {where} has no such database: {text}")
+        return DatabaseRefused(f"PostgreSQL at {where} refused the login: {text}")
+    if isinstance(exc, asyncpg.InvalidCatalogNameError):
+        return DatabaseRefused(f"PostgreSQL at {where} has no such database: {text}")
+    return None
 
 
 async def unavailable(dsn: str, exc: BaseException) -> DatabaseUnavailable:
@@ -91,8 +124,8 @@ async def unavailable(dsn: str, exc: BaseException) -> DatabaseUnavailable:
     query = [(k, v) for k, v in parse_qsl(parts.query) if k != "target_session_attrs"]
     target = dict(parse_qsl(parts.query)).get("target_session_attrs")
     message = f"cannot reach PostgreSQL at {describe(dsn)}"
-    if isinstance(exc, asyncpg.InvalidAuthorizationSpecificationError):  # it answered: the login is what failed
-        return DatabaseUnavailable(f"PostgreSQL at {describe(dsn)} refused the login: {exc}")
+    if (refused := refusal(dsn, exc)) is not None:  # it answered: what was asked is what failed
+        return refused
     if not hosts or ("," not in hosts and not isinstance(exc, asyncpg.TargetServerAttributeNotMatched)):
         return DatabaseUnavailable(f"{message}: {exc}")
     causes = []
@@ -279,7 +312,8 @@ WAIT_MAX_DELAY = 2.0
 async def wait_for_pool(dsn: str, wait: float | None, **options) -> asyncpg.Pool:
     """create_pool, tried again while the database cannot be reached, for up to `wait` seconds
     (EINMAL_DB_WAIT_SECONDS; None: for as long as it takes; 0: once). One line when the wait begins
-    and one every WAIT_LOG_SECONDS; DatabaseUnavailable once the wait is over."""
+    and one every WAIT_LOG_SECONDS; DatabaseUnavailable once the wait is over, DatabaseRefused at once
+    (a login, database or startup parameter refused: waiting never heals it)."""
     began = time.monotonic()
     delay, logged = 0.1, None
     while True:
@@ -287,7 +321,7 @@ async def wait_for_pool(dsn: str, wait: float | None, **options) -> asyncpg.Pool
             pool = await create_pool(dsn, **options)
         except DatabaseUnavailable as exc:
             now = time.monotonic()
-            if wait is not None and now - began + delay > wait:
+            if isinstance(exc, DatabaseRefused) or (wait is not None and now - began + delay > wait):
                 raise
             if logged is None:
                 log.warning("waiting for PostgreSQL %s (EINMAL_DB_WAIT_SECONDS): %s",

@@ -7,6 +7,7 @@ import struct
 import threading
 from collections.abc import Iterator
 
+import anyio
 import pytest
 
 from service import db
@@ -135,3 +136,28 @@ async def test_a_node_waiting_for_its_database_waits_through_a_server_starting_u
     with pytest.raises(db.DatabaseUnavailable, match="starting up"):
         await db.wait_for_pool(dsn, 1.0)
     assert starting_up.logins >= 3, starting_up.logins  # tried again and again, not given up at the first
+
+
+class NoSuchDatabase(StartingUp):
+    answer = b'SFATAL\0VFATAL\0C3D000\0Mdatabase "nowhere" does not exist\0\0'
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("server", "said"), [
+    (WrongPassword, 'refused the login: password authentication failed for user "einmal"'),
+    (NoSuchDatabase, 'has no such database: database "nowhere" does not exist'),
+])
+async def test_a_node_waiting_for_its_database_stops_at_once_when_the_server_refuses_what_it_asks(
+        server: type[StartingUp], said: str) -> None:
+    refusing = server()  # a refusal is the answer to what was asked: asking again gets it again
+    thread = threading.Thread(target=refusing.serve_forever, daemon=True)
+    thread.start()
+    try:
+        dsn = f"postgresql://einmal:wrong@127.0.0.1:{refusing.server_address[1]}/nowhere"
+        with anyio.fail_after(10), pytest.raises(db.DatabaseRefused) as refused:
+            await db.wait_for_pool(dsn, None)  # None: for as long as it takes, were it an outage
+    finally:
+        refusing.shutdown()
+        refusing.server_close()
+    assert str(refused.value) == f"PostgreSQL at 127.0.0.1:{refusing.server_address[1]}/nowhere {said}"
+    assert refusing.logins == 1, refusing.logins

@@ -9,7 +9,8 @@ import pytest
 from actors import scheduler
 from service import db
 from service.context import Journal, NodeContext, Outcome
-from tests.support.pipeline import node_settings, seed
+from tests.support.pipeline import approve, counts, node_settings, running_node, seed, wait_status
+from tests.support.smtp_servers import FaultServer
 
 pytestmark = pytest.mark.anyio
 
@@ -162,3 +163,43 @@ async def test_the_barrier_waits_for_a_node_that_never_writes_at_most_the_node_t
         assert 1.4 <= anyio.current_time() - began < 5
     finally:
         await pool.close()
+
+
+async def test_a_starting_node_claims_nothing_until_a_live_node_has_written_its_journal_on_this_primary(
+        conn: asyncpg.Connection, dsn: str, smtp_server: FaultServer, caplog: pytest.LogCaptureFixture) -> None:
+    """service/node.py's send pipeline passes the barrier before its claimer starts: a peer alive whose row
+    names another primary (a failover it has not written its journal after) holds every claim here."""
+    addresses = [f"j{i}@example.com" for i in range(20)]
+    campaign = await seed(conn, addresses)
+    await conn.execute("INSERT INTO einmal.nodes (id, journal_written_on) VALUES ('peer/1.1', 'old-primary:1')")
+    beating = await asyncpg.connect(dsn)
+
+    async def peer_heartbeat() -> None:  # alive all along: only its journal may lift the barrier
+        while True:
+            await beating.execute("UPDATE einmal.nodes SET heartbeat_at = now() WHERE id = 'peer/1.1'")
+            await anyio.sleep(0.5)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(peer_heartbeat)
+            async with running_node(node_settings(dsn, smtp_server.port)):
+                await approve(conn, campaign)
+                held_since = None
+                with anyio.fail_after(20):  # the rows built, then 2 s in which nothing may be claimed
+                    while held_since is None or anyio.current_time() - held_since < 2:
+                        found = await counts(conn, campaign)
+                        assert set(found) <= {"queued"} and not smtp_server.messages, \
+                            f"claimed while a live node had not written its journal: {found}"
+                        if held_since is None and found.get("queued") == len(addresses):
+                            held_since = anyio.current_time()
+                        await anyio.sleep(0.1)
+                mine = await conn.fetchval("SELECT journal_written_on FROM einmal.nodes WHERE id <> 'peer/1.1'")
+                assert mine is not None and mine != "old-primary:1", mine
+                await conn.execute("UPDATE einmal.nodes SET journal_written_on = $1 WHERE id = 'peer/1.1'", mine)
+                await wait_status(conn, campaign, "sent", timeout=30)
+            tg.cancel_scope.cancel()
+    finally:
+        await beating.close()
+    assert sorted(m.rcpt_tos[0] for m in smtp_server.messages) == sorted(addresses)
+    assert any("not claiming until node(s) peer/1.1 have written their journal" in r.getMessage()
+               for r in caplog.records)

@@ -5,6 +5,7 @@ and a 2,000-recipient campaign with an opt-out mid-send goes out once to each re
 import asyncio
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -72,6 +73,29 @@ async def test_a_node_behind_a_transaction_pooler_without_a_listen_url_refuses_t
     assert done.returncode == 2
     lines = done.stderr.decode().splitlines()
     assert len(lines) == 1 and "EINMAL_LISTEN_DATABASE_URL must be set" in lines[0], lines
+
+
+REFUSED_SECONDS = 15  # a Python process's start on a loaded machine, and no wait
+
+
+@pytest.mark.parametrize("command", [["run"], ["migrate"], ["campaign", "list"]])
+async def test_a_command_behind_pgbouncer_without_einmal_database_pooler_stops_at_once_naming_it(
+        dsn: str, command: list[str], tmp_path: Path) -> None:
+    # PgBouncer refuses the keepalive startup parameters a direct connection sends: no wait can heal that
+    with pgbouncer(dsn, "session", tmp_path / "pgbouncer") as pooled:
+        began = time.monotonic()
+        with anyio.fail_after(REFUSED_SECONDS):  # before: `einmal run` waited for PostgreSQL without end
+            done = await anyio.run_process([sys.executable, "-m", "service", *command],
+                                           env=node_env(pooled, 1), cwd=ROOT,
+                                           check=False)
+        took = time.monotonic() - began
+    lines = done.stderr.decode().splitlines()
+    assert done.returncode == 1, lines
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("einmal: PostgreSQL at 127.0.0.1:"), lines
+    assert "unsupported startup parameter: tcp_keepalives_idle" in lines[0], lines
+    assert "EINMAL_DATABASE_POOLER=session or transaction" in lines[0], lines
+    print(f"\n{' '.join(command)}: exit {done.returncode} after {took:.1f}s")
 
 
 @pytest.mark.parametrize("mode", ["session", "transaction"])

@@ -259,3 +259,22 @@ def test_unusable_webhook_credentials_stop_start_up_with_one_line(tmp_path: Path
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and said in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert SECRET_WORD not in result.stderr
+
+
+async def test_a_message_id_names_its_row_only_for_that_rows_own_address(conn: asyncpg.Connection,
+                                                                          dsn: str) -> None:
+    """A provider's event naming alice's message but another recipient is not alice's bounce: it is the
+    same campaign's row for that recipient (bob's), or nobody's (mallory got nothing from acme)."""
+    rows = await sent(conn, ["alice@example.com", "bob@example.com"])
+    alices = f"<campaign.{rows['alice@example.com'][0]}.{rows['alice@example.com'][1]}@example.com>"
+    async with http_server(dsn, mailgun_webhook_signing_key=SecretStr(fx.MAILGUN_KEY)) as base, \
+            httpx.AsyncClient(base_url=base) as client:
+        stranger = await client.post("/inbound/mailgun", json=fx.mailgun_event(
+            "mallory@example.com", id_="e-mallory", message_id=alices))
+        assert stranger.json() == {"applied": 0, "repeated": 0, "dropped": 1}
+        assert await suppressed(conn) == [], "alice's row took a bounce for mallory"
+        neighbour = await client.post("/inbound/mailgun", json=fx.mailgun_event(
+            "bob@example.com", id_="e-bob", message_id=alices))
+    assert neighbour.json() == {"applied": 1, "repeated": 0, "dropped": 0}
+    assert await suppressed(conn) == [("acme", "bob@example.com")]
+    assert await came_back(conn) == [("mailgun:e-bob", "bob@example.com", "hard", "5.1.1", "bounce")]

@@ -29,6 +29,7 @@ from tests.support.pipeline import (
 )
 from tests.support.smtp_servers import FaultServer
 from tests.support.web import http_server
+from tests.web.test_http_webhooks import sent
 
 pytestmark = pytest.mark.anyio
 
@@ -138,6 +139,30 @@ async def test_hard_bounces_posted_by_a_provider_past_the_threshold_pause_the_ca
         assert set(during) == {"sent", "queued"} and during["queued"] > 0, during
         assert await sent_after_the_pause(conn, campaign) <= 2
     assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions WHERE reason = 'bounce'") == 5
+
+
+async def test_a_hard_bounce_rate_on_the_threshold_does_not_pause_and_one_bounce_more_does(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    people = [f"p{i}@example.com" for i in range(21)]
+    campaign = (await sent(conn, people))[people[0]][0]
+    await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
+    # 1,000 delivered, as a send pipeline's writer counts them (send_advance.sql)
+    await conn.execute("INSERT INTO einmal.campaign_tallies (campaign_id, source, delivered) "
+                       "VALUES ($1, 'n1/1.1', 1000)", campaign)
+    pause = OFF | {"pause_hard_bounce_rate": 2, "pause_min_sample": 1000}
+    async with http_server(dsn, postmark_webhook_secret=SecretStr(fx.POSTMARK_SECRET), **pause) as base, \
+            httpx.AsyncClient(base_url=base) as client:
+        async def bounce(n: int) -> None:
+            answer = await client.post("/inbound/postmark", json=fx.postmark_bounce(people[n], id_=n),
+                                       headers=fx.postmark_auth())
+            assert answer.json()["applied"] == 1, answer.text
+
+        for n in range(20):
+            await bounce(n)
+        assert await state(conn, campaign) == ("sending", None), "20 of 1,000 is 2 %: on the threshold, not over"
+        await bounce(20)
+    assert await state(conn, campaign) == ("paused", "hard-bounce rate 2.10 % (21 of 1,000 delivered or rejected) "
+                                           "over the 2.00 % threshold (EINMAL_PAUSE_HARD_BOUNCE_RATE)")
 
 
 async def test_policy_refusals_from_many_domains_pause_the_campaign_not_its_subscribers_once_for_two_nodes(
