@@ -33,6 +33,7 @@ from service.api import (
 )
 from service.api.deps import ERRORS, Failures, log
 from service.settings import Settings
+from service.web.layers import TextOnly
 
 
 def build(pool: asyncpg.Pool, settings: Settings) -> ASGIApp:
@@ -49,8 +50,10 @@ def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _invalid)
     for exc in db.UNAVAILABLE:
         app.add_exception_handler(exc, _unavailable)
-    # text PostgreSQL cannot hold (a NUL character) in a parameter or a body, wherever a route passes it on
-    app.add_exception_handler(asyncpg.CharacterNotInRepertoireError, _unstorable)
+    # text PostgreSQL cannot hold (a NUL character) wherever a route passes it on: in a text parameter
+    # (CharacterNotInRepertoireError) or as \u0000 in JSON cast to jsonb (UntranslatableCharacterError)
+    for exc in (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError):
+        app.add_exception_handler(exc, _unstorable)
     for module in (subscribers, lists, suppressions, campaigns, campaign_rows, previews, drafts, key_routes,
                    account, optin):
         app.include_router(module.router)
@@ -73,8 +76,8 @@ async def _problem(request: Request, exc: StarletteHTTPException) -> Response:
     return JSONResponse({"error": exc.detail}, exc.status_code, headers=headers)
 
 
-async def _unstorable(request: Request, exc: asyncpg.CharacterNotInRepertoireError) -> Response:
-    return JSONResponse({"error": "text with a character that cannot be stored (NUL)"}, 422)
+async def _unstorable(request: Request, exc: asyncpg.DataError) -> Response:
+    return JSONResponse({"error": TextOnly.NUL}, 422)
 
 
 async def _invalid(request: Request, exc: RequestValidationError) -> Response:
