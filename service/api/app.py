@@ -43,7 +43,7 @@ def build(pool: asyncpg.Pool, settings: Settings) -> ASGIApp:
 
 def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
     app = FastAPI(title="einmal", version="1", openapi_url="/openapi.json", docs_url=None, redoc_url=None,
-                  responses=ERRORS)
+                  responses=ERRORS, redirect_slashes=False)  # no redirect: it would name the Host header's site
     app.state.pool, app.state.failures, app.state.settings = pool, Failures(), settings
     app.state.sign_ups = optin.Rate()
     app.add_exception_handler(StarletteHTTPException, _problem)

@@ -122,6 +122,7 @@ class Web:
         self.providers = providers(settings)
         self.return_path = ReturnPath.from_settings(settings)
         routed = Starlette(routes=routes)
+        routed.router.redirect_slashes = False  # a redirect would name the Host header's site (and repeat a POST)
         site = TextOnly(ApiPrefix(BoundedBody(api.build(pool, settings), MAX_BODY), routed))
         self.body_budget = BodyBudget(site, settings.http_body_buffer_bytes)
         metrics.watch_bodies(lambda: self.body_budget.held)
