@@ -8,6 +8,8 @@ alone: anything of another account is 404, as if it did not exist. Bodies are bo
 read by the HTTP surface (service/web/layers.py BoundedBody). Every answer that is not a success is
 {"error": "…"}."""
 
+from collections.abc import Callable
+
 import asyncpg
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -35,6 +37,8 @@ from service.api.deps import ERRORS, Failures, log
 from service.settings import Settings
 from service.web.layers import TextOnly
 
+ROUTES = (subscribers, lists, suppressions, campaigns, campaign_rows, previews, drafts, key_routes, account, optin)
+
 
 def build(pool: asyncpg.Pool, settings: Settings) -> ASGIApp:
     """The API, its POSTs behind the Idempotency-Key claim (service/api/idempotency.py)."""
@@ -54,9 +58,9 @@ def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
     # (CharacterNotInRepertoireError) or as \u0000 in JSON cast to jsonb (UntranslatableCharacterError)
     for exc in (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError):
         app.add_exception_handler(exc, _unstorable)
-    for module in (subscribers, lists, suppressions, campaigns, campaign_rows, previews, drafts, key_routes,
-                   account, optin):
+    for module in ROUTES:
         app.include_router(module.router)
+    app.openapi = _documented(app, app.openapi)
     reference = []  # made at the first request, once: the document does not change while the process runs
 
     @app.get("/docs", include_in_schema=False)
@@ -65,6 +69,50 @@ def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
         return reference[0]
 
     return app
+
+
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key", "in": "header", "required": False,
+    "description": "the same key with the same request returns the first answer, without a second effect (24 h); "
+                   "with another request, 422",
+    "schema": {"type": "string", "minLength": 1, "maxLength": idempotency.MAX_KEY, "pattern": "^[ -~]+$"}}
+REPLAYED = {"description": "`true` when this is the kept answer of an earlier request with the same "
+                           "Idempotency-Key", "schema": {"type": "string", "enum": ["true"]}}
+RETRY_AFTER = {"description": "the seconds to wait before trying again", "schema": {"type": "integer"}}
+WAITED = "a request with this Idempotency-Key is still running (waited for 10 s): try again after Retry-After"
+
+
+def _documented(app: FastAPI, generate: Callable[[], dict]) -> Callable[[], dict]:
+    """app.openapi: FastAPI's document with what service/api/idempotency.py answers, once for every POST
+    rather than on each route: the Idempotency-Key header, the 409 of a wait, `Idempotent-Replayed` on the
+    answers it keeps (not 401, not 5xx), and `Retry-After` on 409, 429 and 503."""
+
+    def document() -> dict:
+        made_now = app.openapi_schema is None
+        schema = generate()
+        if made_now:
+            for operations in schema["paths"].values():
+                for method, operation in operations.items():
+                    _answers_of(method, operation)
+        return schema
+    return document
+
+
+def _answers_of(method: str, operation: dict) -> None:
+    answers = operation["responses"]
+    if method == "post":
+        operation["parameters"] = [*(p for p in operation.get("parameters", []) if p["name"] != "Idempotency-Key"),
+                                   IDEMPOTENCY_KEY]
+        said = answers.get("409", {}).get("description")
+        answers["409"] = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+                          **answers.get("409", {}),
+                          "description": f"{said}; or {WAITED}" if said and said != "Conflict" else WAITED}
+        for status, answer in answers.items():
+            if status != "401" and not status.startswith("5"):
+                answer.setdefault("headers", {})["Idempotent-Replayed"] = REPLAYED
+    for status in ("409", "429", "503"):
+        if status in answers:
+            answers[status].setdefault("headers", {})["Retry-After"] = RETRY_AFTER
 
 
 async def _problem(request: Request, exc: StarletteHTTPException) -> Response:
