@@ -4,6 +4,7 @@ not UTF-8 in a path or a query. Each is a 422 before or instead of a write — J
 /api/v1, plain text on the site — never a 500, and never a row stored under a name the client did not send
 (a decoder's U+FFFD in place of the bytes)."""
 
+import anyio
 import asyncpg
 import httpx
 import pytest
@@ -116,4 +117,23 @@ async def test_a_nul_or_bytes_not_utf8_in_a_site_path_or_query_are_422_in_plain_
             assert answer.headers["content-type"].startswith("text/plain"), (method, url)
             assert "NUL" in answer.text if "%00" in url else "not UTF-8" in answer.text, (url, answer.text)
         assert (await client.get("/healthz")).status_code == 200
+    assert await stored(conn) == before
+
+
+async def test_a_nul_in_a_header_value_is_refused_by_the_server_before_any_route(
+        conn: asyncpg.Connection, dsn: str, acme: tuple[dict[str, str], int]) -> None:
+    """h11 refuses the request line by line: no header value with a NUL reaches the API (Idempotency-Key, the
+    key) or the site (the User-Agent a confirmation records)."""
+    key, _ = acme
+    before = await stored(conn)
+    async with http_server(dsn) as base:
+        host, port = base.removeprefix("http://").split(":")
+        authorization = b"Authorization: " + key["Authorization"].encode()
+        for headers in ((authorization, b"Idempotency-Key: a\x00b"), (authorization, b"User-Agent: x\x00"),
+                        (authorization + b"\x00",)):
+            async with await anyio.connect_tcp(host, int(port)) as stream:
+                await stream.send(b"\r\n".join([b"PUT /api/v1/lists/fresh HTTP/1.1", b"Host: x", b"Content-Length: 0",
+                                                *headers, b"", b""]))
+                answer = await stream.receive()
+            assert answer.startswith(b"HTTP/1.1 400 "), (headers, answer)
     assert await stored(conn) == before
