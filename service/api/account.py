@@ -28,12 +28,13 @@ class AccountFields(BaseModel):
     contact: str | None = Field(None, max_length=320, description="an address; null or \"\" clears it")
 
 
-@router.get("", summary="the account: its name and what its unsubscribe page shows")
+@router.get("", operation_id="get_account", summary="the account: its name and what its unsubscribe page shows")
 async def get_account(conn: Conn, key: Key) -> Account:
     return Account(**dict(await conn.fetchrow(db.query("api_account"), key.account_id, timeout=DB_SECONDS)))
 
 
-@router.patch("", summary="what the account's unsubscribe page shows: the fields given change, as "
+@router.patch("", operation_id="change_account",
+              summary="what the account's unsubscribe page shows: the fields given change, as "
               "`einmal accounts set`", responses=ERRORS)
 async def set_account(fields: AccountFields, conn: Conn, key: Key) -> Account:
     given = fields.model_fields_set

@@ -8,6 +8,8 @@ alone: anything of another account is 404, as if it did not exist. Bodies are bo
 read by the HTTP surface (service/web/layers.py BoundedBody). Every answer that is not a success is
 {"error": "…"}."""
 
+from collections.abc import Callable
+
 import asyncpg
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -33,6 +35,9 @@ from service.api import (
 )
 from service.api.deps import ERRORS, Failures, log
 from service.settings import Settings
+from service.web.layers import TextOnly
+
+ROUTES = (subscribers, lists, suppressions, campaigns, campaign_rows, previews, drafts, key_routes, account, optin)
 
 
 def build(pool: asyncpg.Pool, settings: Settings) -> ASGIApp:
@@ -42,18 +47,20 @@ def build(pool: asyncpg.Pool, settings: Settings) -> ASGIApp:
 
 def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
     app = FastAPI(title="einmal", version="1", openapi_url="/openapi.json", docs_url=None, redoc_url=None,
-                  responses=ERRORS)
+                  responses=ERRORS, redirect_slashes=False)  # no redirect: it would name the Host header's site
     app.state.pool, app.state.failures, app.state.settings = pool, Failures(), settings
     app.state.sign_ups = optin.Rate()
     app.add_exception_handler(StarletteHTTPException, _problem)
     app.add_exception_handler(RequestValidationError, _invalid)
     for exc in db.UNAVAILABLE:
         app.add_exception_handler(exc, _unavailable)
-    # text PostgreSQL cannot hold (a NUL character) in a parameter or a body, wherever a route passes it on
-    app.add_exception_handler(asyncpg.CharacterNotInRepertoireError, _unstorable)
-    for module in (subscribers, lists, suppressions, campaigns, campaign_rows, previews, drafts, key_routes,
-                   account, optin):
+    # text PostgreSQL cannot hold (a NUL character) wherever a route passes it on: in a text parameter
+    # (CharacterNotInRepertoireError) or as \u0000 in JSON cast to jsonb (UntranslatableCharacterError)
+    for exc in (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError):
+        app.add_exception_handler(exc, _unstorable)
+    for module in ROUTES:
         app.include_router(module.router)
+    app.openapi = _documented(app, app.openapi)
     reference = []  # made at the first request, once: the document does not change while the process runs
 
     @app.get("/docs", include_in_schema=False)
@@ -62,6 +69,50 @@ def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
         return reference[0]
 
     return app
+
+
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key", "in": "header", "required": False,
+    "description": "the same key with the same request returns the first answer, without a second effect (24 h); "
+                   "with another request, 422",
+    "schema": {"type": "string", "minLength": 1, "maxLength": idempotency.MAX_KEY, "pattern": "^[ -~]+$"}}
+REPLAYED = {"description": "`true` when this is the kept answer of an earlier request with the same "
+                           "Idempotency-Key", "schema": {"type": "string", "enum": ["true"]}}
+RETRY_AFTER = {"description": "the seconds to wait before trying again", "schema": {"type": "integer"}}
+WAITED = "a request with this Idempotency-Key is still running (waited for 10 s): try again after Retry-After"
+
+
+def _documented(app: FastAPI, generate: Callable[[], dict]) -> Callable[[], dict]:
+    """app.openapi: FastAPI's document with what service/api/idempotency.py answers, once for every POST
+    rather than on each route: the Idempotency-Key header, the 409 of a wait, `Idempotent-Replayed` on the
+    answers it keeps (not 401, not 5xx), and `Retry-After` on 409, 429 and 503."""
+
+    def document() -> dict:
+        made_now = app.openapi_schema is None
+        schema = generate()
+        if made_now:
+            for operations in schema["paths"].values():
+                for method, operation in operations.items():
+                    _answers_of(method, operation)
+        return schema
+    return document
+
+
+def _answers_of(method: str, operation: dict) -> None:
+    answers = operation["responses"]
+    if method == "post":
+        operation["parameters"] = [*(p for p in operation.get("parameters", []) if p["name"] != "Idempotency-Key"),
+                                   IDEMPOTENCY_KEY]
+        said = answers.get("409", {}).get("description")
+        answers["409"] = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+                          **answers.get("409", {}),
+                          "description": f"{said}; or {WAITED}" if said and said != "Conflict" else WAITED}
+        for status, answer in answers.items():
+            if status != "401" and not status.startswith("5"):
+                answer.setdefault("headers", {})["Idempotent-Replayed"] = REPLAYED
+    for status in ("409", "429", "503"):
+        if status in answers:
+            answers[status].setdefault("headers", {})["Retry-After"] = RETRY_AFTER
 
 
 async def _problem(request: Request, exc: StarletteHTTPException) -> Response:
@@ -73,8 +124,8 @@ async def _problem(request: Request, exc: StarletteHTTPException) -> Response:
     return JSONResponse({"error": exc.detail}, exc.status_code, headers=headers)
 
 
-async def _unstorable(request: Request, exc: asyncpg.CharacterNotInRepertoireError) -> Response:
-    return JSONResponse({"error": "text with a character that cannot be stored (NUL)"}, 422)
+async def _unstorable(request: Request, exc: asyncpg.DataError) -> Response:
+    return JSONResponse({"error": TextOnly.NUL}, 422)
 
 
 async def _invalid(request: Request, exc: RequestValidationError) -> Response:

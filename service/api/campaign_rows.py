@@ -55,7 +55,8 @@ class Decision(BaseModel):
         [], max_length=MAX_CHOSEN, description="these addresses' rows only; with neither, every in-doubt row")
 
 
-@router.post("/{campaign_id}/retry", summary="put its failed rows back in the queue (409 when it is cancelled)",
+@router.post("/{campaign_id}/retry", operation_id="retry_campaign",
+             summary="put its failed rows back in the queue (409 when it is cancelled)",
              responses=CONFLICT)
 async def retry_campaign(campaign_id: CampaignId, fields: RetryFields, conn: Conn, key: Key,
                          idempotency_key: IdempotencyKey = None) -> Moved:
@@ -67,7 +68,8 @@ async def retry_campaign(campaign_id: CampaignId, fields: RetryFields, conn: Con
     return Moved(moved=moved, reopened=reopened)
 
 
-@router.get("/{campaign_id}/in-doubt", summary="its in-doubt rows, oldest first", responses=ERRORS)
+@router.get("/{campaign_id}/in-doubt", operation_id="list_in_doubt",
+            summary="its in-doubt rows, oldest first", responses=ERRORS)
 async def list_in_doubt(campaign_id: CampaignId, conn: Conn, key: Key) -> InDoubtRows:
     await own(conn, key, campaign_id)
     rows = await conn.fetch(db.query("reconcile_list"), campaign_id, None, None, timeout=DB_SECONDS)
@@ -75,7 +77,8 @@ async def list_in_doubt(campaign_id: CampaignId, conn: Conn, key: Key) -> InDoub
                                      attempts=r["attempts"], last_reply=r["last_reply"]) for r in rows])
 
 
-@router.post("/{campaign_id}/reconcile", summary="decide its in-doubt rows, all or those named (409 when one "
+@router.post("/{campaign_id}/reconcile", operation_id="reconcile_campaign",
+             summary="decide its in-doubt rows, all or those named (409 when one "
              "named is not in doubt, or a resend of a cancelled campaign; nothing decided)", responses=CONFLICT)
 async def reconcile_campaign(campaign_id: CampaignId, decision: Decision, conn: Conn, key: Key,
                              idempotency_key: IdempotencyKey = None) -> Moved:

@@ -77,7 +77,9 @@ class PausedDomain(BaseModel):
     queued: int
 
 
-class CampaignStatus(BaseModel):
+# what `einmal campaign status --json` prints. Not CampaignStatus: openapi-python-client names the enum of
+# Campaign.status so, and two schemas of one name make it drop Campaign and CampaignPage
+class CampaignProgress(BaseModel):
     id: int
     status: Status
     total: int
@@ -103,7 +105,7 @@ async def own(conn, key, campaign_id: int) -> None:
         raise not_found("campaign")
 
 
-@router.get("", summary="the account's campaigns, newest first")
+@router.get("", operation_id="list_campaigns", summary="the account's campaigns, newest first")
 async def list_campaigns(conn: Conn, key: Key, status: Status | None = None,
                          cursor: Cursor = None,
                          limit: Annotated[int, Query(ge=1, le=500)] = 100) -> CampaignPage:
@@ -114,7 +116,8 @@ async def list_campaigns(conn: Conn, key: Key, status: Status | None = None,
     return CampaignPage(campaigns=page, next=str(page[-1].id) if len(rows) > limit else None)
 
 
-@router.post("", status_code=201, summary="create a draft; approve it to send", responses=ERRORS)
+@router.post("", operation_id="create_campaign",
+             status_code=201, summary="create a draft; approve it to send", responses=ERRORS)
 async def create_campaign(draft: Draft, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None) -> Campaign:
     try:
         fields = await checked(draft.model_dump())
@@ -162,29 +165,31 @@ async def one(conn, key, campaign_id: int) -> Campaign:
     return Campaign(**dict(row))
 
 
-@router.get("/{campaign_id}", summary="counts per send state, what came back, why it is paused",
+@router.get("/{campaign_id}", operation_id="get_campaign",
+            summary="counts per send state, what came back, why it is paused",
             responses=ERRORS)
-async def get_campaign(campaign_id: CampaignId, conn: Conn, key: Key) -> CampaignStatus:
+async def get_campaign(campaign_id: CampaignId, conn: Conn, key: Key) -> CampaignProgress:
     await own(conn, key, campaign_id)
     snapshot = await campaign_status.fetch(conn, campaign_id)
-    return CampaignStatus(**snapshot.as_json())
+    return CampaignProgress(**snapshot.as_json())
 
 
 def _mover(verb: str):
     async def move(campaign_id: CampaignId, conn: Conn, key: Key,
-                   idempotency_key: IdempotencyKey = None) -> CampaignStatus:
+                   idempotency_key: IdempotencyKey = None) -> CampaignProgress:
         await own(conn, key, campaign_id)
         try:
             await transition(conn, verb, campaign_id, reason="by the API")
         except UsageError as exc:
             raise HTTPException(409, str(exc)) from None
-        return CampaignStatus(**(await campaign_status.fetch(conn, campaign_id)).as_json())
-    move.__name__ = f"{verb}_campaign"  # the document's operation id
+        return CampaignProgress(**(await campaign_status.fetch(conn, campaign_id)).as_json())
+    move.__name__ = f"{verb}_campaign"
     return move
 
 
 # a route each, not /{campaign_id}/{verb}: a POST to another path under a campaign (…/preview) is a 405, and
 # each transition is its own operation in the document
 for _verb in typing.get_args(Verb):
-    router.post(f"/{{campaign_id}}/{_verb}", summary=f"{_verb} the campaign (409 when its state forbids)",
+    router.post(f"/{{campaign_id}}/{_verb}", operation_id=f"{_verb}_campaign",
+                summary=f"{_verb} the campaign (409 when its state forbids)",
                 responses=CONFLICT)(_mover(_verb))

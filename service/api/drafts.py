@@ -35,7 +35,7 @@ class DraftChanges(BaseModel):
     language: str | None = Field(None, max_length=20, description="null: the account's")
 
 
-@router.patch("/{campaign_id}", responses=CONFLICT,
+@router.patch("/{campaign_id}", operation_id="change_draft", responses=CONFLICT,
               summary="change a draft (409 once it is approved)")
 async def edit_draft(campaign_id: CampaignId, changes: DraftChanges, conn: Conn, key: Key) -> Campaign:
     await own(conn, key, campaign_id)

@@ -33,13 +33,13 @@ class Membership(BaseModel):
         description="unconfirmed: a sign-up awaiting its confirmation, which only its link gives")
 
 
-@router.get("", summary="the account's lists, by name, with their member counts")
+@router.get("", operation_id="list_lists", summary="the account's lists, by name, with their member counts")
 async def list_lists(conn: Conn, key: Key) -> list[MailingList]:
     return [MailingList(**dict(r)) for r in await conn.fetch(db.query("api_lists"), key.account_id,
                                                              timeout=DB_SECONDS)]
 
 
-@router.put("/{name}", summary="make the list (201), or find it (200)",
+@router.put("/{name}", operation_id="put_list", summary="make the list (201), or find it (200)",
             responses={**ERRORS, 201: {"model": MailingList, "description": "made now"}})
 async def put_list(name: ListName, conn: Conn, key: Key, response: Response) -> MailingList:
     if not name.strip() or unsafe_text(name) or name != name.strip():
@@ -50,7 +50,8 @@ async def put_list(name: ListName, conn: Conn, key: Key, response: Response) -> 
     return MailingList(**dict(found))
 
 
-@router.put("/{name}/members/{email}", summary="put the subscriber on the list (added: false when it was)",
+@router.put("/{name}/members/{email}", operation_id="put_member",
+            summary="put the subscriber on the list (added: false when it was)",
             responses=ERRORS)
 async def put_member(name: ListName, email: Email, conn: Conn, key: Key) -> Membership:
     row = await conn.fetchrow(db.query("api_member_put"), key.account_id, name, email_key(email), email,
@@ -62,7 +63,8 @@ async def put_member(name: ListName, email: Email, conn: Conn, key: Key) -> Memb
     return Membership(list=name, email=email, added=row["added"], state=row["state"])
 
 
-@router.delete("/{name}/members/{email}", status_code=204, summary="take the subscriber off the list",
+@router.delete("/{name}/members/{email}", operation_id="delete_member",
+               status_code=204, summary="take the subscriber off the list",
                responses=ERRORS)
 async def delete_member(name: ListName, email: Email, conn: Conn, key: Key) -> Response:
     if not await conn.fetch(db.query("api_member_delete"), key.account_id, name, email_key(email),

@@ -48,7 +48,8 @@ class SubscribeAnswer(BaseModel):
 Answer = Annotated[SubscribeAnswer, Field(description=ANSWER)]
 
 
-@router.post("/subscribe", status_code=202, responses={**ERRORS, 409: ERRORS[400], 429: ERRORS[400]},
+@router.post("/subscribe", operation_id="subscribe",
+             status_code=202, responses={**ERRORS, 409: ERRORS[400], 429: ERRORS[400]},
              summary="sign an address up to a list; it is on the list once it confirms (double opt-in)")
 async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: Key) -> SubscribeAnswer:
     settings = request.app.state.settings

@@ -91,7 +91,7 @@ def _preview(message: bytes, subscriber: str) -> Preview:
                    html=parts.get("text/html"), size=len(message))
 
 
-@router.get("/{campaign_id}/preview", responses=ERRORS,
+@router.get("/{campaign_id}/preview", operation_id="preview_campaign", responses=ERRORS,
             summary="the exact message one subscriber would get, decoded (its Date is now)")
 async def preview(campaign_id: CampaignId, request: Request, conn: Conn, key: Key,
                   subscriber: str | None = Subscriber) -> Preview:
@@ -102,7 +102,7 @@ async def preview(campaign_id: CampaignId, request: Request, conn: Conn, key: Ke
     return await anyio.to_thread.run_sync(_preview, message, email, limiter=_limiter(request, "renders", RENDERS))
 
 
-@router.post("/{campaign_id}/test", responses=CONFLICT,
+@router.post("/{campaign_id}/test", operation_id="send_test_message", responses=CONFLICT,
              summary="send one subscriber's message, marked as a test, to another address (outside the campaign)")
 async def send_test(campaign_id: CampaignId, sent: TestMessage, request: Request, conn: Conn, key: Key,
                     idempotency_key: IdempotencyKey = None) -> TestSent:

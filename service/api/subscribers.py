@@ -62,7 +62,7 @@ def _mailbox(email: str) -> str:
 router = APIRouter(prefix="/subscribers", tags=["subscribers"])
 
 
-@router.get("", summary="the account's subscribers, oldest first")
+@router.get("", operation_id="list_subscribers", summary="the account's subscribers, oldest first")
 async def list_subscribers(conn: Conn, key: Key, status: Status | None = None,
                            cursor: Cursor = None,
                            limit: Annotated[int, Query(ge=1, le=500)] = 100,
@@ -73,7 +73,8 @@ async def list_subscribers(conn: Conn, key: Key, status: Status | None = None,
     page = [_subscriber(r) for r in rows[:limit]]
     return SubscriberPage(subscribers=page, next=str(page[-1].id) if len(rows) > limit else None)
 
-@router.get("/{email}", summary="one subscriber, by any spelling of its mailbox", responses=ERRORS)
+@router.get("/{email}", operation_id="get_subscriber",
+            summary="one subscriber, by any spelling of its mailbox", responses=ERRORS)
 async def get_subscriber(email: Email, conn: Conn, key: Key) -> Subscriber:
     rows = await conn.fetch(db.query("api_subscribers"), key.account_id, _mailbox(email), 0, None, 1, None,
                             timeout=DB_SECONDS)
@@ -81,7 +82,8 @@ async def get_subscriber(email: Email, conn: Conn, key: Key) -> Subscriber:
         raise not_found("subscriber")
     return _subscriber(rows[0])
 
-@router.put("/{email}", summary="create the subscriber, or update its name and attributes",
+@router.put("/{email}", operation_id="put_subscriber",
+            summary="create the subscriber, or update its name and attributes",
             responses={**ERRORS, 201: {"model": Subscriber, "description": "created"}})
 async def put_subscriber(email: Email, fields: SubscriberFields, conn: Conn, key: Key,
                          response: Response) -> Subscriber:
@@ -102,7 +104,8 @@ async def put_subscriber(email: Email, fields: SubscriberFields, conn: Conn, key
                                None, 1, None, timeout=DB_SECONDS)
     return _subscriber(found)
 
-@router.delete("/{email}", status_code=204, summary="erase the subscriber (GDPR art. 17); its mailbox "
+@router.delete("/{email}", operation_id="delete_subscriber",
+               status_code=204, summary="erase the subscriber (GDPR art. 17); its mailbox "
                "stays suppressed", responses=CONFLICT)
 async def delete_subscriber(email: Email, conn: Conn, key: Key) -> Response:
     account = await conn.fetchval(db.query("account_name"), key.account_id, timeout=DB_SECONDS)

@@ -33,7 +33,7 @@ class SuppressionFields(BaseModel):
     reason: str = Field("api", min_length=1, max_length=MAX_REASON)
 
 
-@router.get("", summary="the account's suppressions, by mailbox")
+@router.get("", operation_id="list_suppressions", summary="the account's suppressions, by mailbox")
 async def list_suppressions(conn: Conn, key: Key, cursor: Annotated[str, Query(max_length=MAX_EMAIL)] = "",
                             limit: Annotated[int, Query(ge=1, le=500)] = 100) -> SuppressionPage:
     rows = await conn.fetch(db.query("api_suppressions"), key.account_id, cursor, limit + 1, timeout=DB_SECONDS)
@@ -42,7 +42,8 @@ async def list_suppressions(conn: Conn, key: Key, cursor: Annotated[str, Query(m
     return SuppressionPage(suppressions=page, next=page[-1].mailbox if len(rows) > limit else None)
 
 
-@router.put("/{email}", summary="suppress the mailbox (201), or leave its suppression as it is (200)",
+@router.put("/{email}", operation_id="put_suppression",
+            summary="suppress the mailbox (201), or leave its suppression as it is (200)",
             responses={**ERRORS, 201: {"model": Suppression, "description": "suppressed now"}})
 async def put_suppression(email: Email, fields: SuppressionFields, conn: Conn, key: Key,
                           response: Response) -> Suppression:
@@ -57,7 +58,8 @@ async def put_suppression(email: Email, fields: SuppressionFields, conn: Conn, k
     return Suppression(mailbox=row["email_lower"], reason=row["reason"], created_at=row["created_at"])
 
 
-@router.delete("/{email}", status_code=204, summary="mail the mailbox again (running nodes: after a restart)",
+@router.delete("/{email}", operation_id="delete_suppression",
+               status_code=204, summary="mail the mailbox again (running nodes: after a restart)",
                responses=ERRORS)
 async def delete_suppression(email: Email, conn: Conn, key: Key) -> Response:
     removed = await conn.fetch(db.query("suppression_delete"), key.account_id, [email_key(email)],

@@ -64,7 +64,17 @@ from service.metrics import CONTENT_TYPE, Metrics
 from service.settings import Settings
 from service.subscribers import preferences
 from service.web import pages, preference_page, signup, subject, texts
-from service.web.layers import MAX_BODY, ApiPrefix, BodyBudget, BoundedBody, NoTraceback, Refused, first_line, read_body
+from service.web.layers import (
+    MAX_BODY,
+    ApiPrefix,
+    BodyBudget,
+    BoundedBody,
+    NoTraceback,
+    Refused,
+    TextOnly,
+    first_line,
+    read_body,
+)
 
 log = logging.getLogger("einmal.http")
 
@@ -111,7 +121,9 @@ class Web:
         routes += signup.SignUpPages(settings, pool, read_body, Refused, self.database_down, PAGE_HEADERS).routes
         self.providers = providers(settings)
         self.return_path = ReturnPath.from_settings(settings)
-        site = ApiPrefix(BoundedBody(api.build(pool, settings), MAX_BODY), Starlette(routes=routes))
+        routed = Starlette(routes=routes)
+        routed.router.redirect_slashes = False  # a redirect would name the Host header's site (and repeat a POST)
+        site = TextOnly(ApiPrefix(BoundedBody(api.build(pool, settings), MAX_BODY), routed))
         self.body_budget = BodyBudget(site, settings.http_body_buffer_bytes)
         metrics.watch_bodies(lambda: self.body_budget.held)
         self.app: ASGIApp = NoTraceback(self.body_budget)

@@ -1,14 +1,16 @@
 """The layers around the HTTP surface's routes (service/web/app.py), outermost first: NoTraceback (an
 unexpected error is one log line and a 500), BodyBudget (the bodies of all requests together are bounded),
-ApiPrefix (/api/v1/… to the API), BoundedBody (the API's bodies read within the bounds before it sees them);
-and read_body, through which every route reads a body (docs/design.md §10)."""
+TextOnly (a path or query that is not UTF-8, or holds a NUL, is 422), ApiPrefix (/api/v1/… to the API),
+BoundedBody (the API's bodies read within the bounds before it sees them); and read_body, through which
+every route reads a body (docs/design.md §10)."""
 
 import json
 import logging
+from urllib.parse import unquote_to_bytes
 
 import anyio
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api import idempotency
@@ -106,6 +108,36 @@ class ApiPrefix:
             scope = {**scope, "root_path": scope.get("root_path", "") + self.PREFIX}
             return await self.api(scope, receive, send)
         await self.site(scope, receive, send)
+
+
+class TextOnly:
+    """Before any routing: a path or query whose percent-encoded bytes are not UTF-8, or hold a NUL, is 422
+    (JSON under /api/v1, plain text on the site). The server decodes such bytes as U+FFFD, so a route would
+    otherwise store a name the client never sent; PostgreSQL holds no NUL in text."""
+
+    NUL = "text with a character that cannot be stored (NUL)"
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (why := self.problem(scope)):
+            api = scope["path"] == ApiPrefix.PREFIX or scope["path"].startswith(ApiPrefix.PREFIX + "/")
+            answer = JSONResponse({"error": why}, 422) if api else PlainTextResponse(why, 422)
+            return await answer(scope, receive, send)
+        await self.app(scope, receive, send)
+
+    @classmethod
+    def problem(cls, scope: Scope) -> str | None:
+        raw = scope.get("raw_path") or scope["path"].encode("utf-8", "surrogateescape")
+        for what, given in (("path", raw), ("query", scope.get("query_string", b"").replace(b"+", b" "))):
+            try:
+                text = unquote_to_bytes(given).decode("utf-8")
+            except UnicodeDecodeError:
+                return f"the {what} is not UTF-8 text (percent-encode the UTF-8 bytes of each character)"
+            if "\x00" in text:
+                return cls.NUL
+        return None
 
 
 class BoundedBody:
