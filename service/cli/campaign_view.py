@@ -124,10 +124,12 @@ async def preview_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def readable(message: bytes) -> str:
-    """The message for a person: its header as it goes on the wire, then each text part decoded (not
-    quoted-printable or base64), under a `--- text/html ---` line when there are several."""
-    head = message.split(b"\r\n\r\n", 1)[0].decode("utf-8").replace("\r\n", "\n")
-    parts = decoded(parsed(message))
+    """The message for a person: its header fields decoded (no encoded words, unfolded: `--raw` shows them as
+    they go on the wire), then each text part decoded (not quoted-printable or base64), under a
+    `--- text/html ---` line when there are several."""
+    message_parsed = parsed(message)
+    head = "\n".join(f"{name}: {' '.join(str(value).split())}" for name, value in message_parsed.items())
+    parts = decoded(message_parsed)
     body = []
     for content_type, content in parts:
         if len(parts) > 1:

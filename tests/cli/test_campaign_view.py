@@ -6,7 +6,8 @@ import re
 import subprocess
 import sys
 from datetime import UTC, datetime
-from email import message_from_bytes
+from email import message_from_bytes, message_from_string
+from email import policy as email_policy
 from email.policy import default as default_policy
 from pathlib import Path
 
@@ -102,8 +103,11 @@ async def test_preview_prints_the_message_of_the_named_subscriber(
     campaign = await create(dsn)
     first = einmal("campaign", "preview", str(campaign), dsn=dsn, env=UNSUBSCRIBE)
     assert first.returncode == 0, first.stderr
-    assert "Subject: Hi Ann in Köln" not in first.stdout  # non-ASCII goes as an encoded word
-    assert 'To: "Ann" <ann@example.org>' in first.stdout and "\npro\n" in first.stdout.replace("=\n", "")
+    assert "Subject: Hi Ann in Köln\n" in first.stdout  # decoded for a person to read
+    assert "To: Ann <ann@example.org>\n" in first.stdout and "\npro\n" in first.stdout.replace("=\n", "")
+    raw_first = einmal("campaign", "preview", str(campaign), "--raw", dsn=dsn, env=UNSUBSCRIBE)
+    assert "Subject: Hi Ann in Köln" not in raw_first.stdout  # on the wire non-ASCII goes as an encoded word
+    assert 'To: "Ann" <ann@example.org>' in raw_first.stdout
     bob = einmal("campaign", "preview", str(campaign), "--subscriber", "BOB@example.org",
                  "--out", str(tmp_path / "bob.eml"), dsn=dsn, env=UNSUBSCRIBE)
     assert bob.returncode == 0, bob.stderr
@@ -134,7 +138,9 @@ async def test_preview_prints_the_body_decoded_and_raw_prints_it_as_on_the_wire(
     def dateless(text: str) -> str:  # the time of rendering aside
         return re.sub(r"(?m)^Date: .*\n", "", text)
 
-    assert dateless(decoded.stdout.split("\n\n", 1)[0]) == dateless(raw.stdout.split("\n\n", 1)[0])  # as sent
+    sent = message_from_string(raw.stdout, policy=email_policy.default)  # the header as sent, decoded
+    assert dateless(decoded.stdout.split("\n\n", 1)[0]) == dateless(
+        "\n".join(f"{name}: {' '.join(str(value).split())}" for name, value in sent.items()))
     assert long_line not in raw.stdout and "Gr=C3=BC=C3=9Fe" in raw.stdout  # the wire form, quoted-printable
     einmal(*args, "--out", str(tmp_path / "out.eml"), dsn=dsn, env=UNSUBSCRIBE)
     assert dateless((tmp_path / "out.eml").read_bytes().decode().replace("\r\n", "\n")) == dateless(raw.stdout)
@@ -208,11 +214,11 @@ async def test_preview_shows_an_international_domain_as_its_a_label_in_to_and_fr
                   env=UNSUBSCRIBE)
     assert hans.returncode == 0, hans.stderr
     head = hans.stdout.split("\n\n", 1)[0]
-    assert head.isascii() and '\nTo: "H" <hans@xn--bcher-kva.example>\n' in head
-    assert 'From: "News" <news@xn--bcher-kva.example>\n' in head
+    assert head.isascii() and '\nTo: H <hans@xn--bcher-kva.example>\n' in head
+    assert 'From: News <news@xn--bcher-kva.example>\n' in head
     jorg = einmal("campaign", "preview", result.stdout.strip(), "--subscriber", "jörg@bücher.example", dsn=dsn,
                   env=UNSUBSCRIBE)
-    assert '\nTo: "H" <jörg@bücher.example>\n' in jorg.stdout
+    assert '\nTo: H <jörg@bücher.example>\n' in jorg.stdout
 
 
 def _html(tmp_path: Path) -> Path:
