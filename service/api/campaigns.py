@@ -39,7 +39,8 @@ class Campaign(BaseModel):
     name: str
     subject: str
     status: Status
-    scheduled_for: datetime
+    scheduled_for: datetime | None = Field(description="when it may start; null for a draft given no time: it "
+                                                       "starts when approved")
     pause_reason: str | None
     created_at: datetime
 
@@ -94,6 +95,10 @@ class CampaignProgress(BaseModel):
     reasons: dict[str, int]
     paused_domains: list[PausedDomain]
     failures: list[Counted]
+    unsubscribed: int = Field(description="recipients who pressed the campaign's one-click unsubscribe link")
+    recipients_estimate: int | None = Field(description="a campaign not started yet: the recipients its build would "
+                                                        "take now (confirmed members of its lists, not suppressed); "
+                                                        "null once started")
     nodes_running: int = Field(description="nodes alive now (a recent heartbeat); with none, nothing is sent")
     next_step: str | None = Field(description="what the operator must do for the campaign to go on: decide "
                                               "messages in doubt, start a node; null when nothing")

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 import asyncpg
-from fastapi import APIRouter, HTTPException, Path, Query, Response
+from fastapi import APIRouter, Body, HTTPException, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from service import db
@@ -85,8 +85,11 @@ async def get_subscriber(email: Email, conn: Conn, key: Key) -> Subscriber:
 @router.put("/{email}", operation_id="put_subscriber",
             summary="create the subscriber, or update its name and attributes",
             responses={**ERRORS, 201: {"model": Subscriber, "description": "created"}})
-async def put_subscriber(email: Email, fields: SubscriberFields, conn: Conn, key: Key,
-                         response: Response) -> Subscriber:
+async def put_subscriber(email: Email, conn: Conn, key: Key, response: Response,
+                         fields: Annotated[SubscriberFields | None, Body(
+                             description="optional, as each of its fields: no body adds the address as it is")]
+                         = None) -> Subscriber:
+    fields = fields or SubscriberFields()
     problem = unsafe_text(email) or address_problem(email)
     if problem:
         raise HTTPException(422, f"not an email address: {problem}")

@@ -61,11 +61,15 @@ class Snapshot:
     started_at: datetime | None = None
     now: datetime | None = None  # the database's clock when the snapshot was read
     nodes: int | None = None  # nodes alive (a recent heartbeat): with none, nothing sends
+    unsubscribed: int = 0  # recipients who pressed the campaign's unsubscribe link
+    estimate: int | None = None  # a campaign not started yet: the recipients its build would take now
 
     @property
     def schedule(self) -> str | None:
         """`scheduled for 2027-01-01T08:00:00+00:00 (in 1 h 20 min)` for a campaign not started yet,
         `started 2026-…` for one that has; None when neither is known."""
+        if self.status == "draft" and self.scheduled_for is None:  # given no time
+            return "starts when approved"
         if self.status in NOT_STARTED and self.scheduled_for is not None:
             when = self.scheduled_for.isoformat(timespec="seconds")
             if self.now is not None and self.scheduled_for > self.now:
@@ -108,6 +112,7 @@ class Snapshot:
                 "paused_domains": [{"domain": d, "until": until, "reply": reply, "queued": n}
                                    for d, until, reply, n in self.paused_domains],
                 "failures": [{"reply": reply, "count": n} for reply, n in self.failures],
+                "unsubscribed": self.unsubscribed, "recipients_estimate": self.estimate,
                 "nodes_running": self.nodes, "next_step": self.next_step}
 
 
@@ -132,7 +137,8 @@ async def fetch(conn: asyncpg.Connection, campaign_id: int,
     first = rows[0]
     return Snapshot(first["id"], first["name"], first["status"], counts, first["pause_reason"], failures,
                     {name: first[name] for name in CAME_BACK}, json.loads(first["reasons"]), paused,
-                    first["scheduled_for"], first["started_at"], first["now"], first["nodes"])
+                    first["scheduled_for"], first["started_at"], first["now"], first["nodes"], first["unsubscribed"],
+                    first["estimate"] if first["status"] in NOT_STARTED else None)
 
 
 def table(snap: Snapshot) -> str:
@@ -142,6 +148,9 @@ def table(snap: Snapshot) -> str:
     lines = [f"campaign {snap.id} {snap.name!r}: {snap.status}{reason}{doubt}"]
     if snap.schedule:
         lines.append(f"  {snap.schedule}")
+    if snap.estimate is not None:
+        lines.append(f"  about {snap.estimate} recipient{'' if snap.estimate == 1 else 's'} now (confirmed members "
+                     "of its lists, not suppressed)")
     if snap.next_step:
         lines.append(f"  next: {snap.next_step}")
     lines += [f"  {state:<13}{snap.counts[state]:>{width}}" for state in STATES]
@@ -149,6 +158,7 @@ def table(snap: Snapshot) -> str:
     came_back = snap.came_back or dict.fromkeys(CAME_BACK, 0)
     lines.append("came back:")
     lines += [f"  {name.replace('_', ' '):<13}{came_back[name]:>{width}}" for name in CAME_BACK]
+    lines.append(f"  {'unsubscribed':<13}{snap.unsubscribed:>{width}}")
     if snap.reasons:
         lines.append("by reason:")
         lines += [f"  {name.replace('_', ' '):<15}{n:>{width}}" for name, n in sorted(snap.reasons.items())]

@@ -3,11 +3,17 @@
 -- A pruned campaign's counts are those kept in einmal.campaign_counts (docs/design.md §15).
 -- With its schedule and start, the database's clock (now) to say how long until the start, and how many
 -- nodes are alive (a heartbeat younger than $2 seconds, EINMAL_NODE_TIMEOUT_SECONDS): none means nothing sends.
+-- Its recipients' one-click unsubscribes (the link's events, inbound_events_prefix), and for a campaign not
+-- started yet an estimate of its recipients: the mailboxes the build would take now (confirmed members of its
+-- lists, confirmed, not suppressed; recipients_build_chunk.sql).
 -- No row when the campaign is unknown; one row with NULL send_status when it has no send rows.
-SELECT c.id, c.name, c.status, c.pause_reason, c.scheduled_for, c.started_at, now() AS now,
+SELECT c.id, c.name, c.status, c.pause_reason, c.started_at, now() AS now,
+       -- a draft given no time has none: it starts when approved (the column holds its creation time)
+       CASE WHEN c.status = 'draft' AND c.scheduled_for <= c.created_at THEN NULL ELSE c.scheduled_for END
+           AS scheduled_for,
        (SELECT count(*) FROM einmal.nodes AS x WHERE x.heartbeat_at >= now() - make_interval(secs => $2)) AS nodes,
        s.send_status, coalesce(s.n, 0) AS n,
-       b.bounced, b.soft_bounced, b.unclassified, b.complained, r.reasons
+       b.bounced, b.soft_bounced, b.unclassified, b.complained, r.reasons, u.unsubscribed, e.estimate
 FROM einmal.campaigns AS c
 LEFT JOIN LATERAL (
     -- a row the cancel settled is `failed` with the reply 'campaign cancelled' (sends_cancel.sql): counted apart
@@ -34,4 +40,17 @@ CROSS JOIN LATERAL (  -- send rows per reason (service/inbound/reasons.py); rows
           WHERE bo.campaign_id = c.id AND bo.reason IS NOT NULL
           GROUP BY bo.reason) AS per
 ) AS r
+CROSS JOIN LATERAL (
+    SELECT count(*) AS unsubscribed FROM einmal.inbound_events AS ev
+    WHERE ev.event_id ~>=~ ('unsubscribe:' || c.account_id || '.' || c.id || '.')
+      AND ev.event_id ~<~ ('unsubscribe:' || c.account_id || '.' || c.id || '/')
+) AS u
+CROSS JOIN LATERAL (
+    SELECT count(DISTINCT sub.email_lower) AS estimate
+    FROM einmal.list_members AS m JOIN einmal.subscribers AS sub ON sub.id = m.subscriber_id
+    WHERE c.status IN ('draft', 'approved') AND m.list_id = ANY (c.list_ids) AND m.state = 'confirmed'
+      AND sub.status = 'confirmed'
+      AND NOT EXISTS (SELECT 1 FROM einmal.suppressions AS x
+                      WHERE x.account_id = sub.account_id AND x.email_lower = sub.email_lower)
+) AS e
 WHERE c.id = $1

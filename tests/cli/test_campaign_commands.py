@@ -343,7 +343,7 @@ async def test_status_json_has_every_state_including_zeros(conn: asyncpg.Connect
                    "cancelled": 0, "in_doubt": 1},
         "scheduled_for": scheduled.isoformat(), "started_at": None,
         "pause_reason": None, "bounced": 0, "soft_bounced": 0, "unclassified": 0, "complained": 0, "reasons": {},
-        "paused_domains": [], "failures": [], "nodes_running": 0,
+        "paused_domains": [], "failures": [], "unsubscribed": 0, "recipients_estimate": None, "nodes_running": 0,
         "next_step": f"1 message in doubt (the relay may or may not have taken it): decide with `einmal reconcile "
                      f"{campaign}`",
     }) + "\n"
@@ -353,13 +353,13 @@ async def test_status_json_of_a_campaign_without_send_rows_is_all_zeros(
         conn: asyncpg.Connection, dsn: str) -> None:
     campaign = await seed_campaign(conn, "draft")
     result = einmal("campaign", "status", str(campaign), "--json", dsn=dsn)
-    scheduled = await conn.fetchval("SELECT scheduled_for FROM einmal.campaigns WHERE id = $1", campaign)
     assert json.loads(result.stdout) == {"id": campaign, "status": "draft", "total": 0,
                                          "counts": dict.fromkeys(campaign_status.STATES, 0),
-                                         "scheduled_for": scheduled.isoformat(), "started_at": None,
+                                         "scheduled_for": None, "started_at": None,  # a draft given no time
                                          "pause_reason": None, "bounced": 0, "soft_bounced": 0,
                                          "unclassified": 0, "complained": 0, "reasons": {}, "paused_domains": [],
-                                         "failures": [], "nodes_running": 0, "next_step": None}
+                                         "failures": [], "unsubscribed": 0, "recipients_estimate": 0,
+                                         "nodes_running": 0, "next_step": None}
 
 
 async def test_status_counts_the_send_rows_that_bounced_or_drew_a_complaint(conn: asyncpg.Connection,
@@ -456,7 +456,8 @@ async def test_follow_ends_when_the_campaign_is_sent(conn: asyncpg.Connection, d
     assert codes == [0]
     text = out.getvalue()
     assert "done 3/3 (sent 3)  100%" in text
-    assert "  total            3\ncame back:\n" in text and text.rstrip().endswith("  complained       0")
+    assert "  total            3\ncame back:\n" in text
+    assert text.rstrip().endswith("  complained       0\n  unsubscribed     0")
     bar = text.split("campaign ")[0]
     if tty:  # one live bar redrawn in place (erase the line, write it again), left on screen at the end
         assert bar.count("\x1b[2K") >= 2 and bar.rstrip().count("\n") <= 1
