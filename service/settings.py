@@ -85,12 +85,14 @@ class Settings(BaseSettings):
     # double opt-in (service/subscribers/optin.py, docs/design.md §16): the confirmation page's URL, the From of
     # the confirmation messages, how long a sign-up waits for its confirmation (no second message meanwhile;
     # then pruned), and the flood bounds: messages to one mailbox of an account in 24 hours, sign-ups from one
-    # client (a network address, an API key) in an hour, per node
+    # client (a network, service/clients.py; an API key) in an hour, and new confirmation messages of one list in
+    # an hour, all counted in PostgreSQL for the whole cluster
     confirm_url: str | None = None
     optin_from: str | None = None
     optin_window_hours: float = Field(72.0, gt=0, le=24 * 365)
     optin_address_limit: int = Field(3, ge=1)
-    optin_client_limit: int = Field(30, ge=1, le=100)  # a client's times kept: service/api/deps.py Failures.KEEP
+    optin_client_limit: int = Field(30, ge=1, le=100_000)
+    optin_list_limit: int = Field(1000, ge=1, le=1_000_000)
     shutdown_grace_seconds: float = Field(10.0, gt=0)
     restart_intensity: int = Field(10, ge=0)
     restart_period_seconds: float = Field(60.0, gt=0)

@@ -49,7 +49,6 @@ def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
     app = FastAPI(title="einmal", version="1", openapi_url="/openapi.json", docs_url=None, redoc_url=None,
                   responses=ERRORS, redirect_slashes=False)  # no redirect: it would name the Host header's site
     app.state.pool, app.state.failures, app.state.settings = pool, Failures(), settings
-    app.state.sign_ups = optin.Rate()
     app.add_exception_handler(StarletteHTTPException, _problem)
     app.add_exception_handler(RequestValidationError, _invalid)
     for exc in db.UNAVAILABLE:

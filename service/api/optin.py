@@ -1,16 +1,19 @@
 """POST /api/v1/subscribe: a double opt-in sign-up for an application (service/subscribers/optin.py).
 
 The answer is 202 and the same whatever the address's state (new, unconfirmed, confirmed, suppressed) and
-whether a confirmation went out: the caller learns nothing of who is subscribed. A client (here: a key)
-past EINMAL_OPTIN_CLIENT_LIMIT sign-ups in the last hour is 429, on this node."""
+whether a confirmation went out, and is sent no sooner than optin.FLOOR_SECONDS after the route began: the
+caller learns nothing of who is subscribed, from the answer or its time. A list whose sign-ups its account
+has not opened (`PUT /lists/{name}/form`) is 409. A key past EINMAL_OPTIN_CLIENT_LIMIT sign-ups in the
+current hour is 429, counted in PostgreSQL for all nodes together."""
 
+import time
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from service import db
-from service.api.deps import DB_SECONDS, ERRORS, Conn, Failures, Key, log, not_found
+from service import clients, db
+from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, log, not_found
 from service.errors import UsageError
 from service.subscribers import optin
 from service.subscribers.importer import MAX_EMAIL, MAX_LIST, MAX_NAME
@@ -18,19 +21,6 @@ from service.web import texts
 
 router = APIRouter(tags=["double opt-in"])
 ANSWER = "if the address can be subscribed, a message asking to confirm is on its way"
-
-
-class Rate(Failures):
-    """Sign-ups per client in the last hour, for at most CLIENTS clients (the bound of Failures)."""
-
-    WINDOW = 3600.0
-
-    def allow(self, client: str, limit: int) -> bool:
-        """Count this sign-up unless the client has made `limit` within the window (then False)."""
-        if len(self._recent(client)) >= limit:
-            return False
-        self.failed(client)  # recorded as Failures records a failure: a time in the client's window
-        return True
 
 
 class SubscribeRequest(BaseModel):
@@ -52,6 +42,7 @@ Answer = Annotated[SubscribeAnswer, Field(description=ANSWER)]
              status_code=202, responses={**ERRORS, 409: ERRORS[400], 429: ERRORS[400]},
              summary="sign an address up to a list; it is on the list once it confirms (double opt-in)")
 async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: Key) -> SubscribeAnswer:
+    started = time.monotonic()
     settings = request.app.state.settings
     try:
         email, name = optin.checked_address(body.email, body.name)
@@ -64,10 +55,16 @@ async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: K
         optin.check_configured(settings)
     except optin.NotConfigured as exc:
         raise HTTPException(409, str(exc)) from None
-    if not request.app.state.sign_ups.allow(f"key:{key.id}", settings.optin_client_limit):
-        raise HTTPException(429, "too many sign-ups from this key; try again later", headers={"Retry-After": "60"})
+    if not found["form_open"]:
+        raise HTTPException(409, f"the list {body.list!r} takes no sign-ups: open them first "
+                                 f"(PUT /api/v1/lists/{{name}}/form, or einmal lists form open)")
+    counted = await clients.hit(conn, optin.KEY_KIND, f"key:{key.id}", optin.HOUR)
+    if counted.hits > settings.optin_client_limit:
+        raise HTTPException(429, "too many sign-ups from this key; try again later",
+                            headers={"Retry-After": counted.retry_after()})
     queued = await optin.sign_up(conn, settings, optin.SignUp(found["id"], key.account_id, email, name,
                                                               f"api:{key.id}", texts.confirmation(found["language"])))
     log.info("sign-up to list %d by key %d: %s", found["id"], key.id,
              "confirmation queued" if queued else "nothing sent")
+    await optin.pad(started)  # holds the request's connection meanwhile: at most the key's limit an hour
     return SubscribeAnswer(status="pending", detail=ANSWER)

@@ -43,6 +43,7 @@ RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for 
   EINMAL_UNSUBSCRIBE_MAILTO                mailto: form of List-Unsubscribe
   EINMAL_CONFIRM_URL, EINMAL_OPTIN_FROM    double opt-in: the confirmation page, the messages' From
   EINMAL_OPTIN_WINDOW_HOURS, EINMAL_OPTIN_ADDRESS_LIMIT, EINMAL_OPTIN_CLIENT_LIMIT   its window and flood bounds
+  EINMAL_OPTIN_LIST_LIMIT                  new confirmation messages of one list in an hour
   EINMAL_DKIM_DOMAIN, EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE   DKIM signing
   EINMAL_SHUTDOWN_GRACE_SECONDS, EINMAL_RESTART_INTENSITY, EINMAL_RESTART_PERIOD_SECONDS
   EINMAL_DB_TIMEOUT_SECONDS                longest wait for one database statement
@@ -153,6 +154,22 @@ def build_parser() -> argparse.ArgumentParser:
         func=commands.lazy("service.cli.subscribers_cmd", "accounts_list_command"))
     key = accounts.add_parser("key", help="keys for /api/v1 (README: HTTP API)").add_subparsers(
         dest="verb", metavar="VERB", parser_class=_Parser, required=True)
+
+    lists = sub.add_parser("lists", help="lists: members, sign-up forms (open, close)")
+    lists.add_argument("--account", help="only this account's lists")
+    lists.set_defaults(func=commands.lazy("service.cli.lists_cmd", "list_command"))
+    form = lists.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser).add_parser(
+        "form", help="open or close a list's sign-ups: its public form and POST /api/v1/subscribe")
+    form = form.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser, required=True)
+    for verb, text in (("open", "take sign-ups; prints the form's address"), ("close", "take no more sign-ups")):
+        p = form.add_parser(verb, help=text)
+        p.add_argument("list", help="the list's name")
+        p.add_argument("--account", required=True, help="the list's account")
+        if verb == "open":
+            p.add_argument("--origin", dest="origins", action="append", default=[], metavar="URL",
+                           help="a site besides this one whose pages may post the form, e.g. https://shop.example.org "
+                                "(repeatable; replaces the list's; none given: they stay)")
+        p.set_defaults(func=commands.lazy("service.cli.lists_cmd", "form_command"), origins=[])
 
     campaign = sub.add_parser("campaign", help="manage campaigns").add_subparsers(
         dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)

@@ -1,20 +1,29 @@
 """Double opt-in (docs/design.md §16 "Double opt-in"): a sign-up, its one confirmation message, the
 confirmation with its consent record, and the pruning of sign-ups never confirmed.
 
-A sign-up (`POST /api/v1/subscribe`, the hosted form `/lists/{id}/subscribe`) makes an 'unconfirmed'
+A sign-up (`POST /api/v1/subscribe`, the hosted form `/forms/{token}`) makes an 'unconfirmed'
 membership and queues the confirmation as the one send row of the subscriber in the list's confirmation
 campaign (a campaign of kind 'confirmation', made at the list's first sign-up, always sending). The
 normal pipeline claims, sends, fences and puts it in doubt like any other row, so its
 UNIQUE (campaign_id, subscriber_id) is the exactly-once: a retry, a double submit or a crash cannot
 send a second. Whatever happened (a new sign-up, a repeat, a confirmed member, a suppressed address, a
-flood bound reached) the caller answers the same.
+flood bound reached) the caller answers the same, and no sooner than FLOOR_SECONDS after it began, so
+that the time taken tells nothing either.
+
+A list takes sign-ups only while its account has opened them (`set_form`): its form is then at
+/forms/<token>, a random token, and may be posted from the serving site and the origins the account allows.
 """
 
+import re
+import secrets
+import time
 from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
 
+import anyio
 import asyncpg
 
-from service import db
+from service import clients, db
 from service.addresses import address_problem, email_key
 from service.errors import ConfigError, UsageError
 from service.mail.render import CampaignTemplate
@@ -24,10 +33,19 @@ from service.subscribers.importer import MAX_EMAIL, MAX_NAME, unsafe_text
 VERSION = 1  # of the confirmation message's wording, in every language: each sign-up keeps "<language>-<VERSION>"
 LOCK_WAIT = "5s"  # the longest a sign-up waits for the key's lock (api_subscriber_lock)
 PRUNE_BATCH = 1000
+FLOOR_SECONDS = 0.25  # a sign-up's answer goes no sooner than this after its handler began (form and API)
+HOUR = 3600.0  # the window of the sign-up bounds
+CLIENT_KIND, KEY_KIND, LIST_KIND = "sign-up", "sign-up-key", "confirmation-list"  # their einmal.client_counts
+TOKEN = re.compile(r"[A-Za-z0-9_-]{22}")  # a form's token: 16 random bytes, URL-safe base64 without padding
+MAX_ORIGINS = 20
 
 
 class NotConfigured(UsageError):
     """Double opt-in is off: EINMAL_CONFIRM_URL or EINMAL_OPTIN_FROM is not set."""
+
+
+class NoList(UsageError):
+    """The account has no list of that name."""
 
 
 @dataclass(frozen=True)
@@ -89,15 +107,89 @@ async def sign_up(conn: asyncpg.Connection, settings: Settings, request: SignUp)
     check_configured(settings)
     key = email_key(request.email)
     campaign_id, language = await confirmations(conn, settings, request)
+    messages = await clients.count(conn, LIST_KIND, f"list:{request.list_id}", HOUR)
     async with conn.transaction():
         await conn.execute(db.query("api_subscriber_lock"), request.account_id, key, LOCK_WAIT)
         subscriber_id = await conn.fetchval(db.query("optin_subscriber"), request.account_id, request.email, key,
                                             request.name)
         row = await conn.fetchrow(db.query("optin_signup"), request.list_id, subscriber_id, campaign_id,
                                   request.email, key, request.source, f"{language}-{VERSION}",
-                                  settings.optin_address_limit,
-                                  86400.0)
+                                  settings.optin_address_limit, 86400.0, messages.hits < settings.optin_list_limit)
+    if row["queued"]:  # counted after: sign-ups at the same moment may pass the list's bound by their number
+        await clients.hit(conn, LIST_KIND, f"list:{request.list_id}", HOUR)
     return row["queued"]
+
+
+async def pad(started: float) -> None:
+    """Wait until FLOOR_SECONDS after `started` (time.monotonic()): the answer to a sign-up takes as long
+    whatever the address's state, new, unconfirmed, confirmed or suppressed."""
+    await anyio.sleep(max(0.0, started + FLOOR_SECONDS - time.monotonic()))
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(16)
+
+
+def form_url(settings: Settings, token: str | None) -> str | None:
+    """Where a form is reached: beside EINMAL_CONFIRM_URL (same site and path prefix); without it, its path."""
+    if token is None:
+        return None
+    return urljoin(settings.confirm_url, f"forms/{token}") if settings.confirm_url else f"/forms/{token}"
+
+
+def origin(value: str) -> str:
+    """An origin as browsers send it in `Origin`, lower case, without a default port: https://shop.example.org;
+    UsageError for anything else (a path, a query, credentials, another scheme)."""
+    bad = UsageError(f"not an origin (https://host or https://host:port): {value[:100]!r}")
+    try:
+        parts = urlsplit(value.strip())
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        raise bad from None
+    if (parts.scheme not in ("http", "https") or not host or parts.username is not None or unsafe_text(value)
+            or parts.path not in ("", "/") or parts.query or parts.fragment):
+        raise bad
+    host = f"[{host}]" if ":" in host else host
+    default = {"http": 80, "https": 443}[parts.scheme]
+    return f"{parts.scheme}://{host}" + (f":{port}" if port not in (None, default) else "")
+
+
+def origins(values: list[str]) -> list[str]:
+    """The origins a form may be posted from besides its own site, checked and without repeats."""
+    checked = list(dict.fromkeys(origin(v) for v in values))
+    if len(checked) > MAX_ORIGINS:
+        raise UsageError(f"at most {MAX_ORIGINS} origins")
+    return checked
+
+
+def posted_from(origin_header: str | None, referer: str | None) -> str | None:
+    """The origin a POST says it came from: its `Origin`, else its `Referer`'s; None when it names neither.
+    A value that is no origin (`Origin: null`, a sandboxed or privacy-stripped page) is returned as it is, and
+    so is allowed nowhere."""
+    claimed = origin_header
+    if claimed is None and referer:
+        try:
+            parts = urlsplit(referer)
+        except ValueError:
+            return referer
+        claimed = f"{parts.scheme}://{parts.netloc}"
+    if claimed is None:
+        return None
+    try:
+        return origin(claimed)
+    except UsageError:
+        return claimed
+
+
+async def set_form(conn: asyncpg.Connection, account_id: int, list_name: str, open_: bool,
+                   allowed: list[str] | None) -> asyncpg.Record:
+    """Open or close the sign-ups of the account's list (the form and POST /api/v1/subscribe); `allowed`
+    replaces its origins (None: they stay). UsageError for an unknown list."""
+    row = await conn.fetchrow(db.query("list_form_set"), account_id, list_name, open_, allowed is not None,
+                              allowed or [], new_token())
+    if row is None:
+        raise NoList(f"no list named {list_name!r}")
+    return row
 
 
 async def confirmations(conn: asyncpg.Connection, settings: Settings, request: SignUp) -> tuple[int, str]:

@@ -19,7 +19,7 @@
                                 the operator should know does not make it unready (replication not synchronous)
     GET  /metrics               Prometheus text format; the database's figures read at most every
                                 METRICS_FRESH_SECONDS, one read at a time, on a connection of their own
-    /lists/{id}/subscribe, /confirm   double opt-in: a list's sign-up form and the confirmation link's page
+    /forms/{token}, /confirm   double opt-in: an open list's sign-up form and the confirmation link's page
                                 (service/web/signup.py)
     /api/v1/…                   the JSON API for applications (service/api/app.py), with per-account keys;
                                 its OpenAPI document at /api/v1/openapi.json

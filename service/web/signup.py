@@ -1,18 +1,23 @@
 """The double opt-in pages of the HTTP surface (docs/design.md §16 "Double opt-in"):
 
-    GET  /lists/{id}/subscribe   the list's sign-up form (public; no JavaScript)
-    POST /lists/{id}/subscribe   a sign-up (form-urlencoded `email`, `name`): always the same answer page, whatever
-                                 the address's state; 429 once this client (its network address) made
-                                 EINMAL_OPTIN_CLIENT_LIMIT sign-ups within the hour, on this node
-    GET  /confirm?token=T        the confirmation link: a page with one button; never writes (mail scanners follow
-                                 links); "confirmed" when it already is
-    POST /confirm?token=T        confirms, with the consent record (time, address, user agent); a repeat says
-                                 confirmed and changes nothing; a sign-up past its window: 410
+    GET  /forms/{token}      a list's sign-up form (public; no JavaScript), while its account has it open. The
+                             token is random (service/subscribers/optin.py set_form): an unknown token, a wrong
+                             one and a closed form are the same 404, naming no list and no account
+    POST /forms/{token}      a sign-up (form-urlencoded `email`, `name`): always the same answer page, whatever
+                             the address's state, sent FLOOR_SECONDS after the request began; 403 when the
+                             POST says (Origin, else Referer) it came from a site that is neither this one nor
+                             one the account allowed; 429 once this client's network (service/clients.py) made
+                             EINMAL_OPTIN_CLIENT_LIMIT sign-ups within the hour, on all nodes together
+    GET  /confirm?token=T    the confirmation link: a page with one button; never writes (mail scanners follow
+                             links); "confirmed" when it already is
+    POST /confirm?token=T    confirms, with the consent record (time, address, user agent); a repeat says
+                             confirmed and changes nothing; a sign-up past its window: 410
 
 All 404 while double opt-in is not set up (service/subscribers/optin.py check_configured)."""
 
 import ipaddress
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -24,8 +29,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from service import db
-from service.api.optin import Rate
+from service import clients, db
 from service.errors import UsageError
 from service.mail import confirm
 from service.settings import Settings
@@ -47,8 +51,8 @@ class SignUpPages:
                  refused: type[Exception], database_down: Callable[[BaseException], Awaitable[None]],
                  headers: dict[str, str]) -> None:
         self.settings, self.pool, self.read_body, self.database_down = settings, pool, read_body, database_down
-        self.refused, self.headers, self.rate = refused, headers, Rate()
-        self.routes = [Route("/lists/{list_id:int}/subscribe", self.form, methods=["GET", "POST"]),
+        self.refused, self.headers = refused, headers
+        self.routes = [Route("/forms/{token}", self.form, methods=["GET", "POST"]),
                        Route("/confirm", self.confirm, methods=["GET", "POST"])]
 
     def page(self, text: str, status: int = 200) -> Response:
@@ -59,27 +63,54 @@ class SignUpPages:
         return self.page(pages.problem(code, key), status)
 
     async def form(self, request: Request) -> Response:
+        answer = await self._form(request)
+        # the surface's no-referrer would make a browser post the form with `Origin: null` (Fetch: a request's
+        # origin is serialised as null under no-referrer); same-origin keeps it, and tells other sites nothing
+        answer.headers["Referrer-Policy"] = "same-origin"
+        return answer
+
+    async def _form(self, request: Request) -> Response:
+        started = time.monotonic()
         try:
             optin.check_configured(self.settings)
         except optin.NotConfigured:
             return self.page(pages.plain("Not found", "Sign-up forms are not served here."), 404)
+        token = request.path_params["token"]
         try:
             with anyio.fail_after(DB_SECONDS):
                 async with self.pool.acquire() as conn:
-                    found = await conn.fetchrow(db.query("optin_form"), request.path_params["list_id"])
-                    if found is None:
-                        return self.problem(request, 404, "unknown")
+                    found = await conn.fetchrow(db.query("optin_form"), token) if optin.TOKEN.fullmatch(token) \
+                        else None
+                    if found is None:  # no such token, a wrong one, a closed form: the same page
+                        return self.problem(request, 404, "no_form")
                     code, sender = found["language"], found["display_name"] or found["account_name"]
                     if request.method == "GET":
                         return self.page(signup_pages.form(code, found["list_name"], sender))
-                    return await self._sign_up(request, conn, found, sender)
+                    answer = await self._sign_up(request, conn, found, sender)
         except DB_DOWN as exc:
             await self.database_down(exc)
             return self.problem(request, 503, "unavailable")
+        if answer.status_code == 200:  # the one answer whatever the address's state, in the same time too
+            await optin.pad(started)
+        return answer
+
+    def _elsewhere(self, request: Request, found: asyncpg.Record) -> str | None:
+        """The origin a cross-site POST came from, when neither this site nor the list's origins allow it.
+        A POST naming no origin at all (no Origin, no Referer: not a browser's cross-site form) passes."""
+        came = optin.posted_from(request.headers.get("origin"), request.headers.get("referer"))
+        if came is None:
+            return None
+        own = {optin.posted_from(None, self.settings.confirm_url or ""),
+               optin.posted_from(f"{request.url.scheme}://{request.headers.get('host', '')}", None)}
+        return None if came in own or came in found["form_origins"] else came
 
     async def _sign_up(self, request: Request, conn: asyncpg.Connection, found: asyncpg.Record,
                        sender: str) -> Response:
         code = found["language"]
+        client = clients.network(request.client.host if request.client else None)
+        if came := self._elsewhere(request, found):
+            log.info("sign-up to list %d from %s refused: posted from %s", found["id"], client, came[:100])
+            return self.problem(request, 403, "elsewhere")
         fields = await self._fields(request)
         if fields is None:
             return self.page(signup_pages.form(code, found["list_name"], sender, invalid=True), 400)
@@ -87,16 +118,21 @@ class SignUpPages:
             email, name = optin.checked_address(*fields)
         except UsageError:
             return self.page(signup_pages.form(code, found["list_name"], sender, invalid=True, email=fields[0]), 422)
-        client = request.client.host if request.client else "?"
-        if not self.rate.allow(f"ip:{client}", self.settings.optin_client_limit):
+        counted = await clients.hit(conn, optin.CLIENT_KIND, client, optin.HOUR)
+        if counted.hits > self.settings.optin_client_limit:
             log.info("sign-up to list %d from %s refused: over the client limit", found["id"], client)
-            return self.page(signup_pages.busy(code), 429)
+            return self._busy(code, counted)
         queued = await optin.sign_up(conn, self.settings, optin.SignUp(found["id"], found["account_id"], email,
                                                                        name, "form",
                                                                        texts.confirmation(found["language"])))
         log.info("sign-up to list %d from %s: %s", found["id"], client,
                  "confirmation queued" if queued else "nothing sent")
         return self.page(signup_pages.sent(code, found["list_name"], email))
+
+    def _busy(self, code: str, counted: clients.Count) -> Response:
+        answer = self.page(signup_pages.busy(code), 429)
+        answer.headers["Retry-After"] = counted.retry_after()
+        return answer
 
     async def _fields(self, request: Request) -> tuple[str, str] | None:
         """(email, name) of a form-urlencoded or multipart body within MAX_FORM; None when it is not one."""

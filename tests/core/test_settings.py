@@ -138,9 +138,9 @@ def test_a_well_formed_database_url_goes_on_to_connect(url: str) -> None:
     assert "p%3Fw" not in result.stderr
 
 
-def test_a_client_sign_up_limit_beyond_the_times_kept_per_client_is_refused() -> None:
-    from service.api.deps import Failures
-
-    assert Settings(optin_client_limit=Failures.KEEP).optin_client_limit == Failures.KEEP
-    with pytest.raises(ValidationError):  # past it the count would never reach the limit: no bound at all
-        Settings(optin_client_limit=Failures.KEEP + 1)
+def test_the_sign_up_bounds_are_checked() -> None:
+    """Counted in PostgreSQL (service/clients.py), a client's limit is no longer held back by times kept in memory."""
+    assert Settings(optin_client_limit=100_000, optin_list_limit=1).optin_client_limit == 100_000
+    for bad in ({"optin_client_limit": 0}, {"optin_client_limit": 100_001}, {"optin_list_limit": 0}):
+        with pytest.raises(ValidationError):
+            Settings(**bad)

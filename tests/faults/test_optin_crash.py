@@ -12,7 +12,7 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.support.optin import FROM, SECRET, account_with_list, confirmation_rows
+from tests.support.optin import FORM, FROM, SECRET, account_with_list, confirmation_rows
 from tests.support.pipeline import TAKEOVER_TIMEOUT, node_env, start_node, stop_node
 from tests.support.smtp_servers import FaultServer, free_port
 from tests.web.test_http_node import wait_ready
@@ -30,7 +30,7 @@ async def ready(base: str) -> None:
 async def sign_up(base: str, list_id: int, times: int) -> None:
     async with httpx.AsyncClient() as client:
         for _ in range(times):
-            answer = await client.post(f"{base}/lists/{list_id}/subscribe", data={"email": "crash@example.org"})
+            answer = await client.post(f"{base}{FORM}", data={"email": "crash@example.org"})
             assert answer.status_code == 200, answer.text
 
 

@@ -14,13 +14,19 @@ FROM = "Acme News <news@example.com>"
 SETTINGS = {"optin_from": FROM, "confirm_url": "http://127.0.0.1/confirm"}
 
 
-async def account_with_list(conn: asyncpg.Connection, dsn: str, members: list[str] = ()) -> tuple[int, int, str]:
+TOKEN = "news-form-token-012345"  # the form of list 'news' of account_with_list: /forms/<TOKEN>
+FORM = f"/forms/{TOKEN}"
+
+
+async def account_with_list(conn: asyncpg.Connection, dsn: str, members: list[str] = (),
+                            open_form: bool = True) -> tuple[int, int, str]:
     """(account id, list id, write key) of account acme with list 'news' holding `members`, confirmed (an
-    import's: they assert consent)."""
+    import's: they assert consent); its sign-ups open (its form at FORM) unless not `open_form`."""
     account_id = await conn.fetchval("INSERT INTO einmal.accounts (name, display_name) VALUES ('acme', 'Acme') "
                                      "RETURNING id")
-    list_id = await conn.fetchval("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news') RETURNING id",
-                                  account_id)
+    list_id = await conn.fetchval("INSERT INTO einmal.lists (account_id, name, form_open, form_token) "
+                                  "VALUES ($1, 'news', $2, $3) RETURNING id", account_id, open_form,
+                                  TOKEN if open_form else None)
     for address in members:
         subscriber = await conn.fetchval("INSERT INTO einmal.subscribers (account_id, email, email_lower) "
                                          "VALUES ($1, $2, lower($2)) RETURNING id", account_id, address)

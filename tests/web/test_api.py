@@ -101,6 +101,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
               "key_id": str(acme_keys[0]["id"])}
     bodies = {("put", "/subscribers/{email}"): {"name": "x"}, ("put", "/suppressions/{email}"): {},
               ("put", "/lists/{name}"): None, ("put", "/lists/{name}/members/{email}"): None,
+              ("put", "/lists/{name}/form"): {"open": True},
               ("post", "/campaigns"): None, ("post", "/keys"): None,
               ("post", "/subscribe"): {"list": "news", "email": ALICE},
               ("patch", "/campaigns/{campaign_id}"): {"name": "x"}, ("patch", "/account"): None,
@@ -120,8 +121,9 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
             asked += 1
             if path == "/subscribe":  # acme's list, by its name: none of other's
                 assert (answer.status_code, answer.json()) == (404, {"error": "no such list"}), answer.text
-            elif "{" in path and method != "put":
+            elif "{" in path and (method != "put" or path.endswith("/form")):
                 assert (answer.status_code, answer.json()) in ((404, {"error": "no such subscriber"}),
+                                                               (404, {"error": "no such list"}),
                                                                (404, {"error": "no such suppression"}),
                                                                (404, {"error": "no such membership"}),
                                                                (404, {"error": "no such campaign"}),
@@ -367,9 +369,10 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
                                       "/campaigns/{campaign_id}/approve", "/campaigns/{campaign_id}/pause",
                                       "/campaigns/{campaign_id}/resume", "/campaigns/{campaign_id}/cancel",
                                       "/campaigns/{campaign_id}/preview", "/campaigns/{campaign_id}/test",
-                                      "/lists", "/lists/{name}", "/lists/{name}/members/{email}", "/keys",
-                                      "/keys/{key_id}", "/subscribe", "/account", "/campaigns/{campaign_id}/retry",
-                                      "/campaigns/{campaign_id}/in-doubt", "/campaigns/{campaign_id}/reconcile"}
+                                      "/lists", "/lists/{name}", "/lists/{name}/members/{email}", "/lists/{name}/form",
+                                      "/keys", "/keys/{key_id}", "/subscribe", "/account",
+                                      "/campaigns/{campaign_id}/retry", "/campaigns/{campaign_id}/in-doubt",
+                                      "/campaigns/{campaign_id}/reconcile"}
     assert set(document["paths"]["/campaigns/{campaign_id}"]) == {"get", "patch"}
     assert set(document["paths"]["/subscribers/{email}"]) == {"get", "put", "delete"}
     assert {"Subscriber", "SubscriberPage", "SubscriberFields", "Problem"} <= set(document["components"]["schemas"])

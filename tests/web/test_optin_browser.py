@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 
 from service.mail import confirm
-from tests.support.optin import SECRET, SETTINGS, account_with_list, memberships
+from tests.support.optin import FORM, SECRET, SETTINGS, account_with_list, memberships
 from tests.support.web import http_server
 from tests.web.test_http_browser import ARTEFACTS, WIDTHS, browser  # noqa: F401 (the fixture)
 
@@ -60,7 +60,7 @@ async def test_sign_up_and_confirm_in_a_browser_at_phone_and_desktop_width(
     ARTEFACTS.mkdir(exist_ok=True)
     async with http_server(dsn, SECRET, **SETTINGS) as base:
         def sign_up() -> tuple[list[dict], list[dict]]:
-            browser.get(f"{base}/lists/{list_id}/subscribe")
+            browser.get(f"{base}{FORM}")
             form = look(browser, "form")
             browser.find_element(By.ID, "email").send_keys("jane.doe@example.org")
             browser.find_element(By.ID, "name").send_keys("Jane")

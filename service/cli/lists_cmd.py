@@ -1,0 +1,51 @@
+"""`einmal lists [--account A]` and `einmal lists form open|close LIST --account A [--origin URL]…`.
+
+`lists` prints each list a line, tab-separated: id, account, name, confirmed members, unconfirmed sign-ups,
+and its sign-up form's address while it is open, else `closed`. A list takes sign-ups (its public form and
+`POST /api/v1/subscribe`) only once its account opens them: `form open` prints the form's address, a random
+token's that stays the same when it is closed and opened again; `--origin` (repeatable) replaces the origins
+besides the serving site's own whose pages may post it, and without it they stay. `form close` refuses
+sign-ups from then on; the sign-ups made stay, and their links still confirm.
+"""
+
+import argparse
+import sys
+
+from service import db
+from service.cli.subscribers_cmd import find_account
+from service.settings import Settings
+from service.subscribers import optin
+from service.subscribers.importer import check_account, shown
+
+
+async def list_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        if args.account is not None:
+            await find_account(conn, args.account)
+        rows = await conn.fetch(db.query("lists_all"), args.account)
+    for r in rows:
+        form = optin.form_url(settings, r["form_token"]) if r["form_open"] else "closed"
+        print(f"{r['id']}\t{r['account']}\t{r['name']}\t{r['members']}\t{r['unconfirmed']}\t{form}")
+    print(f"{len(rows)} list{'' if len(rows) == 1 else 's'}", file=sys.stderr)
+    return 0
+
+
+async def form_command(args: argparse.Namespace, settings: Settings) -> int:
+    opening = args.verb == "open"
+    allowed = optin.origins(args.origins) if args.origins else None
+    async with db.connection(db.url(settings)) as conn:
+        account_id = await find_account(conn, check_account(args.account))
+        try:
+            row = await optin.set_form(conn, account_id, args.list, opening, allowed)
+        except optin.NoList:
+            raise optin.NoList(f"account {shown(args.account)} has no list named {shown(args.list)}") from None
+    origins = ", ".join(row["form_origins"]) or "this site only"
+    if opening:
+        print(optin.form_url(settings, row["form_token"]))
+        print(f"list {shown(args.list)}: sign-ups open; the form may be posted from {origins}", file=sys.stderr)
+        if not settings.confirm_url:
+            print("einmal: warning: double opt-in is not set up here (EINMAL_CONFIRM_URL, EINMAL_OPTIN_FROM): the "
+                  "form answers 404 until it is", file=sys.stderr)
+    else:
+        print(f"list {shown(args.list)}: sign-ups closed", file=sys.stderr)
+    return 0
