@@ -35,7 +35,9 @@ class Problem(BaseModel):
 ERRORS = {status: {"model": Problem} for status in (400, 401, 403, 404, 413, 422, 503)}  # 413: a body over its bound
 CONFLICT = {**ERRORS, 409: {"model": Problem}}  # a route whose state may forbid what is asked
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200, description=(
-    "the same key with the same request returns the first answer, without a second effect (24 h)"))]
+    "the same key with the same request (the same path, query and JSON, whatever the order of its fields "
+    "and its whitespace) returns the first answer, without a second effect, for 24 hours from the first "
+    "(WINDOW_SECONDS); another request with the key within them is 422"))]
 bearer = HTTPBearer(auto_error=False, description="a key from `einmal account key create`")
 
 
