@@ -160,3 +160,20 @@ async def test_a_body_that_trickles_is_cut_at_its_deadline_from_the_head(conn: a
         took = time.monotonic() - started
     assert 0.8 <= took <= 2.0, took
     assert answer == b"" or answer.startswith(b"HTTP/1.1 408 "), answer
+
+
+@pytest.mark.parametrize(("request_head", "status"), [
+    (head("PUT", "/api/v1/subscribers/x@example.org", 65536), b"401"),
+    (head("PUT", "/api/v1/subscribers/x@example.org", 65536, "Authorization: Bearer einmal_guess\r\n"), b"401"),
+    (head("POST", "/unsubscribe?token=1.2.3.forged", 65536), b"400"),
+], ids=["no key", "a key that is not valid", "a forged unsubscribe token"])
+async def test_what_a_path_trusts_is_checked_before_its_body_takes_room(dsn: str, request_head: bytes,
+                                                                       status: bytes) -> None:
+    async with http_server(dsn, http_body_timeout_seconds=5.0) as base, await connect(base) as stream:
+        await stream.send(request_head)  # and not a byte of the body
+        with anyio.fail_after(2):
+            answer = await stream.receive()
+        async with httpx.AsyncClient() as client:
+            metrics = (await client.get(f"{base}/metrics")).text
+    assert answer.startswith(b"HTTP/1.1 " + status), answer
+    assert "einmal_http_body_bytes 0.0" in metrics.splitlines()
