@@ -15,18 +15,21 @@ closed. So is one whose client has taken nothing of its answers for as long
 as that (writing paused: the socket's buffers are full). A request answered before its body was read (e.g. 413) ends the
 connection: its sending half at once, the rest at the deadline or when the
 client closes. Connections at once are at most EINMAL_HTTP_MAX_CONNECTIONS and a quarter of
-the soft file limit (the database, SMTP and inbound sockets keep the rest);
-at the cap a new connection closes the one that has waited longest for a
-request head, or, when every one is inside a request, is answered 503.
+the soft file limit (the database, SMTP and inbound sockets keep the rest), and at most
+EINMAL_HTTP_CLIENT_CONNECTIONS of them from one client network (service/clients.py: an IPv4 /24, an
+IPv6 /64), so that one network's flood leaves the rest to the others; at either cap a new connection
+closes the one (of its network, at the network's cap) that has waited longest for a request head, or,
+when every one is inside a request, is answered 503.
 """
 
 import asyncio
 import contextlib
 import functools
+import ipaddress
 import logging
 import resource
 import socket
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -37,7 +40,7 @@ from anyio.abc import TaskStatus
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from service import sockets
+from service import clients, sockets
 from service.settings import Settings
 
 log = logging.getLogger("einmal.http")
@@ -65,17 +68,61 @@ def file_limit() -> int:
 
 @dataclass
 class Limits:
-    """One server's bounds, shared by its connections; `waiting`: those waiting for a request head, oldest first."""
+    """One server's bounds, shared by its connections; `waiting`: those waiting for a request head, oldest first;
+    `open`: the connections open now per client network."""
 
     connections: int
     header_seconds: float
     body_seconds: float
+    per_client: int = 1 << 30
+    proxies: str | list[str] = ""  # Uvicorn's forwarded_allow_ips: peers that carry many clients' requests
     waiting: OrderedDict = field(default_factory=OrderedDict)
+    open: Counter = field(default_factory=Counter)
+    total: int = 0  # the connections open now
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Limits":
-        return cls(min(settings.http_max_connections, max(file_limit() // 4, 1)),
-                   settings.http_header_timeout_seconds, settings.http_body_timeout_seconds)
+        connections = min(settings.http_max_connections, max(file_limit() // 4, 1))
+        return cls(connections, settings.http_header_timeout_seconds, settings.http_body_timeout_seconds,
+                   min(settings.http_client_connections, connections))
+
+    def network(self, host: str | None) -> str:
+        """What a peer's connections count as: its network (service/clients.py), or, for a reverse proxy Uvicorn
+        takes X-Forwarded-For from (FORWARDED_ALLOW_IPS), its own address, which no share bounds: its
+        connections are many clients'."""
+        return f"proxy {host}" if host and _trusted(host, self.proxies) else clients.network(host)
+
+    def make_room(self, network: str) -> bool:
+        """Close the connection that waited longest for a head — the network's own when it is at its share —
+        if the server or the network is at its cap; False when none can be closed (every one is in a request)."""
+        if self.open[network] >= self.per_client and not network.startswith("proxy "):
+            oldest = next((p for p in self.waiting if p.network == network), None)
+        elif self.total >= self.connections:
+            oldest = next(iter(self.waiting), None)
+        else:
+            return True
+        if oldest is None:
+            return False
+        self.waiting.pop(oldest)
+        oldest.transport.abort()
+        return True
+
+
+def _trusted(host: str, proxies: str | list[str]) -> bool:
+    """Whether `host` is one of Uvicorn's trusted proxies (a comma-separated list or a list of addresses and
+    networks; "*": every peer)."""
+    names = [p.strip() for p in (proxies.split(",") if isinstance(proxies, str) else proxies) if p.strip()]
+    if "*" in names:
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host in names
+    for name in names:
+        with contextlib.suppress(ValueError):
+            if address in ipaddress.ip_network(name, strict=False):
+                return True
+    return False
 
 
 class _Protocol(H11Protocol):
@@ -87,23 +134,31 @@ class _Protocol(H11Protocol):
         self.phase: str | None = None  # "head" or "body": what the connection waits for, under a deadline
         self.deadline: asyncio.TimerHandle | None = None
         self.stalled: asyncio.TimerHandle | None = None  # the client has stopped taking what it is sent
+        self.network: str | None = None  # the client's network (service/clients.py) while it is served
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
-        if len(self.connections) >= self.limits.connections:
-            if self.limits.waiting:  # the longest wait for a head makes room
-                oldest, _ = self.limits.waiting.popitem(last=False)
-                oldest.transport.abort()
-            else:
-                transport.write(BUSY)
-                transport.close()
-                return
+        peer = transport.get_extra_info("peername")
+        network = self.limits.network(peer[0] if isinstance(peer, tuple) and peer else None)
+        if not self.limits.make_room(network):
+            transport.write(BUSY)
+            transport.close()
+            return
+        self.network = network
+        self.limits.open[network] += 1
+        self.limits.total += 1
         super().connection_made(transport)
         self._watch()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._set_phase(None)
+        self.limits.waiting.pop(self, None)
         self._unstall()
-        if self.transport is not None:  # else refused at the cap: never served
+        if self.network is not None:  # else refused at the cap: never served
+            self.limits.open[self.network] -= 1
+            self.limits.total -= 1
+            if not self.limits.open[self.network]:
+                del self.limits.open[self.network]
+            self.network = None
             super().connection_lost(exc)
 
     def pause_writing(self) -> None:
@@ -127,9 +182,13 @@ class _Protocol(H11Protocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()
         if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
-            # answered before its body was read (e.g. 413): the rest of it is read and dropped, until the
-            # client closes or the body's deadline; closed at once, the client could lose the answer
+            # answered before its body was read (e.g. 401, 413): the rest of it is read and dropped, until the
+            # client closes or the body's deadline (counted from the head, not reset); closed at once, the client
+            # could lose the answer. It holds nothing anyone waits for: at a cap it is closed first.
             self.transport.write_eof()
+            self._watch()
+            self.limits.waiting[self] = None
+            return
         self._watch()
 
     def _watch(self) -> None:
@@ -185,6 +244,7 @@ class HttpActor:
                                 timeout_graceful_shutdown=GRACE_SECONDS, server_header=False,
                                 http=functools.partial(_Protocol, limits=limits), ws="none",
                                 backlog=min(4096, max(file_limit() // 8, 16)), h11_max_incomplete_event_size=16 * 1024)
+        limits.proxies = config.forwarded_allow_ips if config.proxy_headers else ""
         server = _Server(config)
         ended = anyio.Event()
 

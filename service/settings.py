@@ -102,6 +102,13 @@ class Settings(BaseSettings):
     http_body_timeout_seconds: float = Field(30.0, gt=0)  # its body's, from the head
     http_max_connections: int = Field(1000, ge=1)  # and at most a quarter of the soft file limit
     http_body_buffer_bytes: int = Field(16 * 1024 * 1024, ge=1024 * 1024)  # bodies held at once; >= the largest
+    http_client_connections: int = Field(100, ge=1, description=(
+        "HTTP connections at once from one client network (an IPv4 /24, an IPv6 /64: service/clients.py), at "
+        "most EINMAL_HTTP_MAX_CONNECTIONS; past it the network's own connection that waited longest for a request "
+        "head is closed, else the new one is answered 503"))
+    http_client_body_bytes: int = Field(4 * 1024 * 1024, ge=1024 * 1024, description=(
+        "bytes of request bodies one client network holds room for at once, at most "
+        "EINMAL_HTTP_BODY_BUFFER_BYTES; >= the largest body (1 MiB)"))
     return_path: str | None = None  # bounces@example.org: VERP envelope senders bounces+<token>@example.org
     return_path_secret: SecretStr | None = None  # signs VERP tokens; unset: EINMAL_UNSUBSCRIBE_SECRET
     inbound_smtp_address: str | None = None  # host:port; unset: no inbound (bounce) listener

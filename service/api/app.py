@@ -3,10 +3,11 @@ actor already serves, so that the OpenAPI document (/api/v1/openapi.json) is gen
 the routes, never written by hand.
 
 Every route but the document needs `Authorization: Bearer <key>` (`einmal account key create`): 401
-without a valid key, 403 for a read key on a route that writes. A request acts for its key's account
-alone: anything of another account is 404, as if it did not exist. Bodies are bounded before they are
-read by the HTTP surface (service/web/layers.py BoundedBody). Every answer that is not a success is
-{"error": "…"}."""
+without a valid key (found from the headers before the body is read: deps.KeyFirst), 429 for a client
+network past its failed keys (deps.Guesses), 403 for a read key on a route that writes. A request acts for
+its key's account alone: anything of another account is 404, as if it did not exist. Bodies are bounded
+before they are read by the HTTP surface (service/web/layers.py BoundedBody). Every answer that is not a
+success is {"error": "…"}."""
 
 from collections.abc import Callable
 
@@ -33,7 +34,7 @@ from service.api import (
     subscribers,
     suppressions,
 )
-from service.api.deps import ERRORS, Failures, log
+from service.api.deps import ERRORS, log
 from service.settings import Settings
 from service.web.layers import TextOnly
 
@@ -41,14 +42,15 @@ ROUTES = (subscribers, lists, suppressions, campaigns, campaign_rows, previews, 
 
 
 def build(pool: asyncpg.Pool, settings: Settings) -> ASGIApp:
-    """The API, its POSTs behind the Idempotency-Key claim (service/api/idempotency.py)."""
+    """The API, its POSTs behind the Idempotency-Key claim (service/api/idempotency.py). It is served behind
+    deps.KeyFirst, which finds the request's key before the body is read (service/web/app.py)."""
     return idempotency.Idempotent(api(pool, settings), pool)
 
 
 def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
     app = FastAPI(title="einmal", version="1", openapi_url="/openapi.json", docs_url=None, redoc_url=None,
                   responses=ERRORS, redirect_slashes=False)  # no redirect: it would name the Host header's site
-    app.state.pool, app.state.failures, app.state.settings = pool, Failures(), settings
+    app.state.pool, app.state.settings = pool, settings
     app.add_exception_handler(StarletteHTTPException, _problem)
     app.add_exception_handler(RequestValidationError, _invalid)
     for exc in db.UNAVAILABLE:

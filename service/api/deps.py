@@ -1,16 +1,22 @@
-"""What every /api/v1 route shares: its connection, its key (the request's account), the problem shape."""
+"""What every /api/v1 route shares: its key (the request's account), looked up from the headers before the
+body is read (KeyFirst), its connection, the problem shape; and the bound on guessing keys (Guesses)."""
 
+import json
 import logging
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from typing import Annotated
 
 import anyio
 import asyncpg
 from fastapi import Depends, Header, HTTPException, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 from pydantic import BaseModel
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service import clients, db
 from service.api import keys
 
 log = logging.getLogger("einmal.api")
@@ -29,69 +35,127 @@ class Problem(BaseModel):
 ERRORS = {status: {"model": Problem} for status in (400, 401, 403, 404, 413, 422, 503)}  # 413: a body over its bound
 CONFLICT = {**ERRORS, 409: {"model": Problem}}  # a route whose state may forbid what is asked
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200, description=(
-    "the same key with the same request returns the first answer, without a second effect (24 h)"))]
+    "the same key with the same request (the same path, query and JSON, whatever the order of its fields "
+    "and its whitespace) returns the first answer, without a second effect, for 24 hours from the first "
+    "(WINDOW_SECONDS); another request with the key within them is 422"))]
 bearer = HTTPBearer(auto_error=False, description="a key from `einmal account key create`")
 
 
-class Failures:
-    """Failed authentications (a key that is not valid; a request with no key at all is refused at no cost
-    and guesses nothing, so it is not counted) per client address over the last WINDOW seconds, for at most
-    CLIENTS clients (the oldest forgotten first). Once a client has failed FREE times, each of its requests waits STEP
-    seconds more than the last before its key is looked up, up to MAX_DELAY, holding no database
-    connection; valid keys from that address too (a shared address is slowed as a whole)."""
+class Refusal(Exception):
+    """A request refused before its body is read: status, the problem's text, headers."""
 
-    WINDOW, CLIENTS, FREE, STEP, MAX_DELAY = 60.0, 10_000, 5, 0.25, 2.0
-    KEEP = 100  # the times kept per client: a count past it is not told apart (EINMAL_OPTIN_CLIENT_LIMIT's bound)
+    def __init__(self, status: int, error: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(error)
+        self.status, self.error, self.headers = status, error, headers or {}
+
+
+UNAUTHENTICATED = "a valid key is needed: Authorization: Bearer <key>"
+
+
+class Guesses:
+    """Failed key authentications per client network (service/clients.py: an IPv4 /24, an IPv6 /64), counted
+    in PostgreSQL in fixed windows of WINDOW_SECONDS, so that every node sees the same count and a restart
+    forgets nothing. Past FREE failures in a window the network is refused 429 with Retry-After (the window's
+    end) before any key of its is looked up, a valid one too: a guess would otherwise be told apart by its
+    answer. So a network tries at most FREE keys per window (2 * FREE across a window's end). A request with
+    no key at all guesses nothing: 401 at no cost, not counted. `refused` spares the database the requests
+    of a network already known to be over: until when, per network, for at most CLIENTS networks."""
+
+    KIND, WINDOW_SECONDS, FREE, CLIENTS = "key-failure", 900.0, 20, 10_000
 
     def __init__(self) -> None:
-        self.seen: OrderedDict[str, deque[float]] = OrderedDict()
+        self.refused: OrderedDict[str, float] = OrderedDict()
 
-    def _recent(self, client: str) -> deque[float]:
-        times = self.seen.get(client, deque())
-        while times and times[0] < time.monotonic() - self.WINDOW:
-            times.popleft()
-        return times
+    def over(self, network: str) -> float:
+        """Seconds this node knows `network` is still refused for; 0: not known to be."""
+        until = self.refused.get(network, 0.0)
+        if until and until <= time.monotonic():
+            del self.refused[network]
+        return max(0.0, until - time.monotonic())
 
-    def delay(self, client: str) -> float:
-        over = len(self._recent(client)) - self.FREE + 1
-        return min(self.MAX_DELAY, self.STEP * over) if over > 0 else 0.0
+    def refuse(self, network: str, count: clients.Count) -> Refusal:
+        self.refused[network] = time.monotonic() + count.rest
+        self.refused.move_to_end(network)
+        while len(self.refused) > self.CLIENTS:
+            self.refused.popitem(last=False)
+        return Refusal(429, "too many keys that are not valid from this network; try again later",
+                       {"Retry-After": count.retry_after()})
 
-    def failed(self, client: str) -> None:
-        times = self._recent(client)
-        times.append(time.monotonic())
-        if len(times) > self.KEEP:
-            times.popleft()
-        self.seen[client] = times
-        self.seen.move_to_end(client)
-        while len(self.seen) > self.CLIENTS:
-            self.seen.popitem(last=False)
+
+async def authenticate(pool: asyncpg.Pool, guesses: Guesses, scope: Scope) -> keys.Key:
+    """The request's key from its headers alone (its body not read yet): one SHA-256 and one lookup, and
+    the network's count of failures read (or, for a key that is not valid, counted) in the same checkout.
+    Refusal: 401 without a valid key, 429 for a network over its failures, 503 without the database."""
+    client = (scope.get("client") or ("?",))[0]
+    scheme, value = get_authorization_scheme_param(Headers(scope=scope).get("authorization"))
+    if scheme.lower() != "bearer" or not value:
+        raise _unauthenticated(scope, client, "no key")  # no key guesses nothing: no cost, not counted
+    network = clients.network(client)
+    if rest := guesses.over(network):
+        raise guesses.refuse(network, clients.Count(0, rest))
+    try:
+        with anyio.fail_after(DB_SECONDS):
+            async with pool.acquire() as conn:
+                found = await keys.find(conn, value)
+                if found is None:  # a key that is not one may be a guess
+                    count = await clients.hit(conn, guesses.KIND, network, guesses.WINDOW_SECONDS)
+                elif (count := await clients.count(conn, guesses.KIND, network, guesses.WINDOW_SECONDS)).hits \
+                        <= guesses.FREE:
+                    return found
+    except db.UNAVAILABLE as exc:
+        log.warning("%s %s: the database cannot be reached: %s", scope.get("method"), scope.get("path"),
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        raise Refusal(503, "the database cannot be reached; try again shortly", {"Retry-After": "5"}) from None
+    if count.hits > guesses.FREE:
+        log.info("%s %s from %s: refused, %d keys that are not valid from %s", scope.get("method"),
+                 scope.get("path"), client, count.hits - (found is not None), network)
+        raise guesses.refuse(network, count)
+    raise _unauthenticated(scope, client, "a key that is not valid")
+
+
+def _unauthenticated(scope: Scope, client: str, why: str) -> Refusal:
+    log.info("%s %s from %s: %s", scope.get("method"), scope.get("path"), client, why)
+    return Refusal(401, UNAUTHENTICATED, {"WWW-Authenticate": "Bearer"})
+
+
+class KeyFirst:
+    """The API's key looked up from the request's headers before anything else (docs/design.md §10, §16): a
+    request without a valid key is answered before its body takes room in the body budget or its
+    Idempotency-Key is claimed. Only the OpenAPI document and its page are served without a key."""
+
+    SCOPE_KEY = "einmal.api_key"
+    PUBLIC = ("/openapi.json", "/docs")
+
+    def __init__(self, app: ASGIApp, pool: asyncpg.Pool) -> None:
+        self.app, self.pool, self.guesses = app, pool, Guesses()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or (scope["method"] in ("GET", "HEAD") and scope["path"].removeprefix(
+                scope.get("root_path", "")) in self.PUBLIC):
+            return await self.app(scope, receive, send)
+        try:
+            found = await authenticate(self.pool, self.guesses, scope)
+        except Refusal as refused:
+            body = json.dumps({"error": refused.error}).encode()
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                       *((k.lower().encode(), v.encode()) for k, v in refused.headers.items())]
+            await send({"type": "http.response.start", "status": refused.status, "headers": headers})
+            return await send({"type": "http.response.body", "body": body})
+        await self.app({**scope, self.SCOPE_KEY: found}, receive, send)
 
 
 async def key(request: Request,
               credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]):
-    """The request's key, looked up on the request's one connection (`connection`), taken here and given
-    back when the request ends. A request with no key at all is refused before any is taken."""
-    client = request.client.host if request.client else "?"
-    failures: Failures = request.app.state.failures
-    if delay := failures.delay(client):
-        await anyio.sleep(delay)
-    if credentials is None:
-        raise _unauthenticated(request, client, "no key")
+    """The request's key, found by KeyFirst before the body was read, and the request's one connection
+    (`connection`), taken here and given back when the request ends."""
+    found: keys.Key | None = request.scope.get(KeyFirst.SCOPE_KEY)
+    if found is None:  # the API served without KeyFirst before it: nothing vouches for the request
+        raise HTTPException(401, UNAUTHENTICATED, headers={"WWW-Authenticate": "Bearer"})
+    if request.method not in ("GET", "HEAD") and not found.writes:
+        raise HTTPException(403, "this key may only read")
     async with request.app.state.pool.acquire(timeout=DB_SECONDS) as conn:
-        found = await keys.find(conn, credentials.credentials)
-        if found is None:  # a key that is not one may be a guess; no key at all guesses nothing
-            failures.failed(client)
-            raise _unauthenticated(request, client, "a key that is not valid")
-        if request.method not in ("GET", "HEAD") and not found.writes:
-            raise HTTPException(403, "this key may only read")
         request.state.conn = conn
         yield found
-
-
-def _unauthenticated(request: Request, client: str, why: str) -> HTTPException:
-    log.info("%s %s from %s: %s", request.method, request.url.path, client, why)
-    return HTTPException(401, "a valid key is needed: Authorization: Bearer <key>",
-                         headers={"WWW-Authenticate": "Bearer"})
 
 
 Key = Annotated[keys.Key, Depends(key)]

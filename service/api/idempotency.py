@@ -9,7 +9,13 @@ the row waits for the answer (up to WAIT_SECONDS, then 409 with Retry-After) and
 again; an answer marked `Cache-Control: no-store`, a new key, is kept as a 409 that says it was done, so
 that no secret is stored). A claim left without an answer for TAKEOVER_SECONDS (its node died mid-request)
 is taken over by the next retry of the same request, which runs it again: the routes' own writes are compare-and-set or
-upserts, so a second run changes nothing the first one made. Keys are kept WINDOW_SECONDS."""
+upserts, so a second run changes nothing the first one made; only the same request takes a claim over, never
+another with the key. Keys are kept WINDOW_SECONDS (24 h) from their request.
+
+The request is its path, its query and its body as JSON, canonical (keys sorted, no insignificant
+whitespace), so that a retry that serialised the same JSON otherwise is the same request; a body that is
+not JSON is taken as its bytes. The claim comes after the key is found (deps.KeyFirst): a request without a
+valid key writes no row."""
 
 import hashlib
 import json
@@ -49,7 +55,7 @@ class Idempotent:
         authorization = request.headers.get("authorization", "")
         key_hash = keys.digest(authorization)
         request_hash = hashlib.sha256(b"\0".join([scope["path"].encode(), scope.get("query_string", b""),
-                                                  body])).digest()
+                                                  canonical(body)])).digest()
         pool = self.pool  # a statement at a time: a waiter holds no connection the runner needs
         claim = (db.query("api_request_claim"), key_hash, idem, request_hash, WINDOW_SECONDS, TAKEOVER_SECONDS)
         if await pool.fetchval(*claim, timeout=WAIT_SECONDS):
@@ -95,6 +101,20 @@ class Idempotent:
             with anyio.CancelScope(shield=True):
                 await self.pool.execute(db.query("api_request_answer"), key_hash, idem, status if keep else None,
                                         content_type, body, WINDOW_SECONDS, timeout=WAIT_SECONDS)
+
+
+def canonical(body: bytes) -> bytes:
+    """What of a body makes it the same request: its JSON with the keys sorted and no insignificant
+    whitespace; a body that is not JSON, its bytes (each marked, so that neither is taken for the other)."""
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):  # not JSON (nor UTF-8), or nested past what the parser takes
+        return b"bytes\0" + body
+    try:
+        return b"json\0" + json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                       allow_nan=True).encode("utf-8", "surrogatepass")
+    except (ValueError, RecursionError):
+        return b"bytes\0" + body
 
 
 def replay(body: bytes, receive: Receive) -> Receive:

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from service import db
 from service.addresses import email_key
@@ -33,7 +33,7 @@ class MailingList(BaseModel):
 
 class FormSetting(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    open: bool = Field(description="true: the list takes sign-ups, from its public form and POST /subscribe; "
+    open: StrictBool = Field(description="true: the list takes sign-ups, from its public form and POST /subscribe; "
                                    "false: neither (a list's are closed until its account opens them)")
     origins: list[str] = Field([], max_length=optin.MAX_ORIGINS,
                                description="origins (scheme://host[:port], as browsers send them in Origin) "

@@ -53,6 +53,7 @@ RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for 
   EINMAL_HTTP_ADDRESS                      host:port of the HTTP surface (unsubscribe, health, metrics)
   EINMAL_HTTP_HEADER_TIMEOUT_SECONDS, EINMAL_HTTP_BODY_TIMEOUT_SECONDS   a request's deadlines
   EINMAL_HTTP_MAX_CONNECTIONS, EINMAL_HTTP_BODY_BUFFER_BYTES   HTTP connections, and body bytes held, at once
+  EINMAL_HTTP_CLIENT_CONNECTIONS, EINMAL_HTTP_CLIENT_BODY_BYTES   the same, one client network's share
   EINMAL_RETURN_PATH, EINMAL_RETURN_PATH_SECRET   VERP envelope senders bounces+<token>@domain, and their keys
   EINMAL_INBOUND_SMTP_ADDRESS              host:port of the listener for bounces and complaints
   EINMAL_INBOUND_PROTOCOL, EINMAL_INBOUND_MAX_BYTES, EINMAL_INBOUND_TIMEOUT_SECONDS

@@ -28,9 +28,12 @@
                                 before); 404 while the provider's secret is not configured; bodies over
                                 1 MiB 413, wrong signatures or credentials 401/403, unreadable ones 400
 
-Bad input never reaches the database and never gives a traceback: bodies over 64 KiB are 413, other
-content types 415, other methods 405, other paths 404. The bodies all requests hold at once are bounded
-(BodyBudget): one that finds no room soon is 503. A database that cannot be reached is 503 with
+Bad input never reaches the database and never gives a traceback: bodies over 64 KiB (a one-click
+unsubscribe's over 4 KiB) are 413, other content types 415, other methods 405, other paths 404. The bodies
+all requests hold at once, and those of one client network, are bounded (BodyBudget): one that finds no room
+soon is 503. What each path trusts before a body takes room: the API its key (401 without one), the
+unsubscribe its token's signature (400), Postmark's webhook its basic auth; the one-click unsubscribe reads
+its tiny body in a lane of the budget no other body takes. A database that cannot be reached is 503 with
 Retry-After, and the pool's connections are renewed so that the retry gets fresh ones.
 """
 
@@ -52,6 +55,7 @@ from starlette.types import ASGIApp
 
 from service import db
 from service.api import app as api
+from service.api import deps
 from service.errors import UsageError
 from service.inbound import events as inbound
 from service.inbound import webhook_credentials, webhooks
@@ -66,6 +70,7 @@ from service.subscribers import preferences
 from service.web import pages, preference_page, signup, subject, texts
 from service.web.layers import (
     MAX_BODY,
+    ONE_CLICK_BODY,
     ApiPrefix,
     BodyBudget,
     BoundedBody,
@@ -123,8 +128,10 @@ class Web:
         self.return_path = ReturnPath.from_settings(settings)
         routed = Starlette(routes=routes)
         routed.router.redirect_slashes = False  # a redirect would name the Host header's site (and repeat a POST)
-        site = TextOnly(ApiPrefix(BoundedBody(api.build(pool, settings), MAX_BODY), routed))
-        self.body_budget = BodyBudget(site, settings.http_body_buffer_bytes)
+        # the API's key is found from the headers before its body takes room or its Idempotency-Key a row
+        api_app = deps.KeyFirst(BoundedBody(api.build(pool, settings), MAX_BODY), pool)
+        site = TextOnly(ApiPrefix(api_app, routed))
+        self.body_budget = BodyBudget(site, settings.http_body_buffer_bytes, settings.http_client_body_bytes)
         metrics.watch_bodies(lambda: self.body_budget.held)
         self.app: ASGIApp = NoTraceback(self.body_budget)
 
@@ -347,8 +354,9 @@ class Web:
 
 
 async def _one_click_body(request: Request) -> None:
-    """An empty body, or a form whose List-Unsubscribe field is One-Click (RFC 8058); else Refused."""
-    body = await read_body(request, MAX_BODY)
+    """An empty body, or a form whose List-Unsubscribe field is One-Click (RFC 8058); else Refused. Read in
+    the one-click lane of the body budget (at most ONE_CLICK_BODY), after the token was verified."""
+    body = await read_body(request, ONE_CLICK_BODY, one_click=True)
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if not body and media in ("", *FORM_TYPES):
         return

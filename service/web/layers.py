@@ -1,11 +1,13 @@
 """The layers around the HTTP surface's routes (service/web/app.py), outermost first: NoTraceback (an
-unexpected error is one log line and a 500), BodyBudget (the bodies of all requests together are bounded),
-TextOnly (a path or query that is not UTF-8, or holds a NUL, is 422), ApiPrefix (/api/v1/… to the API),
-BoundedBody (the API's bodies read within the bounds before it sees them); and read_body, through which
-every route reads a body (docs/design.md §10)."""
+unexpected error is one log line and a 500), BodyBudget (the bodies of all requests together, and of each
+client network, are bounded; one-click unsubscribes have a lane of their own), TextOnly (a path or query that
+is not UTF-8, or holds a NUL, is 422), ApiPrefix (/api/v1/… to the API), then for the API deps.KeyFirst (its
+key found before its body is read) and BoundedBody (its bodies read within the bounds before it sees them);
+and read_body, through which every route reads a body (docs/design.md §10)."""
 
 import json
 import logging
+from collections import Counter
 from urllib.parse import unquote_to_bytes
 
 import anyio
@@ -13,12 +15,17 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service import clients
 from service.api import idempotency
 
 log = logging.getLogger("einmal.http")
 
 MAX_BODY = 64 * 1024
 BUDGET_WAIT_SECONDS = 1.0  # how long a body waits for room in the budget before it is refused (503)
+ONE_CLICK_BODY = 4096  # the most a one-click unsubscribe's body may be: List-Unsubscribe=One-Click, as a form
+# room for one-click bodies besides EINMAL_HTTP_BODY_BUFFER_BYTES, so that no other body can take it: 64 of
+# them at once, 16 from one client network
+ONE_CLICK_LANE, ONE_CLICK_LANE_PER_CLIENT = 64 * ONE_CLICK_BODY, 16 * ONE_CLICK_BODY
 
 
 class Refused(Exception):
@@ -30,14 +37,15 @@ class Refused(Exception):
         self.status, self.title, self.text, self.page = status, title, text, page
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int, one_click: bool = False) -> bytes:
     """The request's body, read no further than `limit` bytes: Refused 413 past it (400: a bad Content-Length),
-    503 when the bodies of all requests leave no room for it soon (BodyBudget), 408 when it stopped arriving
-    (its connection was closed at the body's deadline, actors/http.py)."""
+    503 when the bodies of all requests, or of its client network, leave no room for it soon (BodyBudget;
+    `one_click`: in the one-click unsubscribes' lane), 408 when it stopped arriving (its connection was
+    closed at the body's deadline, actors/http.py)."""
     length = request.headers.get("content-length")
     if length is not None and (not (length.isascii() and length.isdigit()) or int(length) > limit):
         raise Refused(413 if length.isdigit() else 400, "Too large", "The request body is too large.")
-    await request.scope[BodyBudget.KEY].take(limit if length is None else int(length))
+    await request.scope[BodyBudget.KEY].take(limit if length is None else int(length), one_click)
     body = bytearray()
     try:
         async for chunk in request.stream():
@@ -52,40 +60,71 @@ async def read_body(request: Request, limit: int) -> bytes:
 class _Room:
     """The room one request holds in the budget: taken at once, before its body is read."""
 
-    def __init__(self, budget: "BodyBudget") -> None:
-        self.budget, self.held = budget, 0
+    def __init__(self, budget: "BodyBudget", network: str) -> None:
+        self.budget, self.network, self.held, self.one_click = budget, network, 0, False
 
-    async def take(self, n: int) -> None:
+    async def take(self, n: int, one_click: bool = False) -> None:
         budget = self.budget
         with anyio.move_on_after(BUDGET_WAIT_SECONDS):
-            while budget.held + n > budget.limit:
+            while not budget.fits(self.network, n, one_click):
                 await budget.freed.wait()
-            budget.held += n
+            budget.hold(self.network, n, one_click)
             self.held += n
+            self.one_click = one_click
             return
         raise Refused(503, "Try again later", "The service is busy; please try again shortly.")
 
 
 class BodyBudget:
-    """The request bodies of all requests together take at most `limit` bytes (EINMAL_HTTP_BODY_BUFFER_BYTES).
-    read_body takes room for the whole body first (its Content-Length, else the route's limit), waiting up to
-    BUDGET_WAIT_SECONDS for it; the request gives it back once it is answered (docs/design.md §10)."""
+    """The request bodies of all requests together take at most `limit` bytes (EINMAL_HTTP_BODY_BUFFER_BYTES),
+    those of one client network (service/clients.py: an IPv4 /24, an IPv6 /64) at most `per_client`
+    (EINMAL_HTTP_CLIENT_BODY_BYTES), so that one network's slow bodies leave the rest to the others. The
+    one-click unsubscribes' bodies (at most ONE_CLICK_BODY each) have ONE_CLICK_LANE besides, of which one
+    network holds at most ONE_CLICK_LANE_PER_CLIENT: no other body takes it. read_body takes room for the whole
+    body first (its Content-Length, else the route's limit), waiting up to BUDGET_WAIT_SECONDS for it; the
+    request gives it back once it is answered (docs/design.md §10). `held`: the bytes held now, lane included."""
 
     KEY = "einmal.body_room"
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit, self.held = app, limit, 0
+    def __init__(self, app: ASGIApp, limit: int, per_client: int | None = None) -> None:
+        self.app, self.limit, self.per_client = app, limit, min(per_client or limit, limit)
+        self.general, self.lane = 0, 0
+        self.by_network: Counter[str] = Counter()
+        self.lane_by_network: Counter[str] = Counter()
+        self.freed = anyio.Event()
+
+    @property
+    def held(self) -> int:
+        return self.general + self.lane
+
+    def fits(self, network: str, n: int, one_click: bool) -> bool:
+        if one_click:
+            return self.lane + n <= ONE_CLICK_LANE and self.lane_by_network[network] + n <= ONE_CLICK_LANE_PER_CLIENT
+        return self.general + n <= self.limit and self.by_network[network] + n <= self.per_client
+
+    def hold(self, network: str, n: int, one_click: bool) -> None:
+        if one_click:
+            self.lane += n
+            self.lane_by_network[network] += n
+        else:
+            self.general += n
+            self.by_network[network] += n
+
+    def release(self, room: _Room) -> None:
+        self.hold(room.network, -room.held, room.one_click)
+        for counts in (self.by_network, self.lane_by_network):
+            if counts[room.network] <= 0:
+                del counts[room.network]
+        self.freed.set()
         self.freed = anyio.Event()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        room = scope[self.KEY] = _Room(self)
+        room = scope[self.KEY] = _Room(self, clients.network((scope.get("client") or ("?",))[0]))
         try:
             await self.app(scope, receive, send)
         finally:
             if room.held:
-                self.held -= room.held
-                self.freed.set()
-                self.freed = anyio.Event()
+                self.release(room)
 
 
 def first_line(exc: BaseException) -> str:

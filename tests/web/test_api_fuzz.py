@@ -30,9 +30,9 @@ async def test_every_operation_holds_to_the_document_under_generated_input(conn:
             [str(Path(sys.executable).parent / "schemathesis"), "run", f"{base}/api/v1/openapi.json",
              # all checks but two: an address the document's string admits may still not be an address
              # (email syntax is not JSON Schema's to say), and a PUT refuses it with 422, as documented; and
-             # ignored_auth, whose requests with a wrong key make the node slow this client down as a whole
-             # (deps.Failures) for the rest of the run; test_api.py's every-route test sends four kinds of
-             # bad credentials to every operation (401).
+             # ignored_auth, whose requests with a wrong key count as guesses of this client's network and
+             # would have it refused (429, deps.Guesses) for the rest of the run; test_api.py's every-route
+             # test sends four kinds of bad credentials to every operation (401).
              "--checks", "all", "--exclude-checks", "positive_data_acceptance,ignored_auth",
              "--max-examples", examples, "--generation-deterministic", "--workers", "1",
              "--header", f"Authorization: Bearer {key}", "--max-response-time", "10",

@@ -1,12 +1,16 @@
 """The account's keys over /api/v1/keys (einmal serve on loopback, a real PostgreSQL): a write key lists,
 creates (the key in that answer only, never stored) and revokes its own account's keys; a read key only
-lists; another account's keys are 404."""
+lists; another account's keys are 404. Keys that are not valid are counted per client network in the
+database, shared by the nodes: past the free ones the network is refused 429 with Retry-After."""
 
+import anyio
 import asyncpg
 import httpx
 import pytest
 
+from service import clients
 from service.api import keys
+from service.api.deps import Guesses
 from tests.conftest import einmal
 from tests.support.web import http_server
 from tests.web.test_api import auth, make_key
@@ -51,3 +55,62 @@ async def test_a_write_key_creates_lists_and_revokes_its_account_s_keys(conn: as
     assert stored and all(new["key"].encode() not in bytes(r["body"]) for r in stored)  # the key kept nowhere
     listing = einmal("account", "key", "list", "--account", "acme", dsn=dsn).stdout
     assert "reports" in listing and new["key"] not in listing
+
+
+async def fresh_window(conn: asyncpg.Connection) -> None:
+    """Wait, if need be, until the failure count's current window has 10 s left, so that a test's failures all
+    fall into one window."""
+    rest = (await clients.count(conn, Guesses.KIND, "127.0.0.0/24", Guesses.WINDOW_SECONDS)).rest
+    if rest < 10:
+        await anyio.sleep(rest + 0.1)
+
+
+def from_address(address: str, base: str) -> httpx.AsyncClient:
+    transport = httpx.AsyncHTTPTransport(local_address=address, limits=httpx.Limits(max_connections=100))
+    return httpx.AsyncClient(base_url=f"{base}/api/v1", transport=transport, timeout=30)
+
+
+async def test_past_its_free_failures_a_network_is_refused_429_with_retry_after_at_once(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    await conn.execute("INSERT INTO einmal.accounts (name) VALUES ('acme')")
+    valid = make_key(dsn, "acme")
+    await fresh_window(conn)
+    answers: list[httpx.Response] = []
+    async with http_server(dsn) as base, from_address("127.0.0.1", base) as client:
+        async def guess(n: int) -> None:
+            answers.append(await client.get("/subscribers", headers=auth(f"einmal_guess{n}")))
+
+        started = anyio.current_time()
+        async with anyio.create_task_group() as tg:
+            for n in range(60):
+                tg.start_soon(guess, n)
+        took = anyio.current_time() - started
+        valid_here = await client.get("/subscribers", headers=auth(valid))
+        no_key = await client.get("/subscribers")
+        async with from_address("127.0.9.1", base) as elsewhere:
+            valid_elsewhere = await elsewhere.get("/subscribers", headers=auth(valid))
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [401] * Guesses.FREE + [429] * (60 - Guesses.FREE), statuses  # before: 60 x 401
+    retry_after = {int(a.headers["retry-after"]) for a in answers if a.status_code == 429}
+    assert retry_after and all(1 <= s <= Guesses.WINDOW_SECONDS for s in retry_after)
+    assert took < 5  # refused, not slowed
+    assert valid_here.status_code == 429  # a valid key from the network is refused too: a guess tells nothing
+    assert no_key.status_code == 401  # no key guesses nothing: not refused, not counted
+    assert valid_elsewhere.status_code == 200
+    hits = await conn.fetchval("SELECT hits FROM einmal.client_counts WHERE kind = $1 AND client = '127.0.0.0/24'",
+                               Guesses.KIND)
+    assert Guesses.FREE < hits <= 60
+
+
+async def test_addresses_of_one_network_are_one_client_and_two_nodes_share_its_count(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    await fresh_window(conn)
+    statuses = []
+    async with http_server(dsn) as first, http_server(dsn) as second:
+        for n in range(Guesses.FREE):  # each from another address of 127.0.0.0/24, half through each node
+            async with from_address(f"127.0.0.{10 + n}", first if n % 2 else second) as client:
+                statuses.append((await client.get("/subscribers", headers=auth("einmal_guess"))).status_code)
+        for base in (first, second):
+            async with from_address("127.0.0.200", base) as client:
+                statuses.append((await client.get("/subscribers", headers=auth("einmal_guess"))).status_code)
+    assert statuses == [401] * Guesses.FREE + [429, 429], statuses  # before: 401 every time

@@ -221,7 +221,7 @@ def bad_requests(key) -> dict[str, tuple[str, dict, int]]:
                                                   "headers": fx.postmark_auth()}, 413),
         "chunked body over 1 MiB": ("/inbound/ses", {"content": _chunks()}, 413),
         "an unknown provider": ("/inbound/sendgrid", {"json": {}}, 404),
-        "an account the credential is not for": ("/inbound/postmark/a%00b", {
+        "an account the credential is not for": ("/inbound/postmark/another-account", {
             "json": fx.postmark_bounce("john@example.com"), "headers": fx.postmark_auth()}, 403),
     }
 
