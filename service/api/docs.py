@@ -16,11 +16,12 @@ h2{border-top:1px solid #ccc;padding-top:1rem}code{font-family:ui-monospace,mono
 .op{margin:1rem 0;padding:.5rem 1rem;border-left:4px solid #0b5cad;background:#f4f7fb;overflow-wrap:anywhere}
 .op>p:first-child{margin-top:0}.m{font-weight:700;color:#0b5cad}table{border-collapse:collapse;width:100%}
 td,th{padding:.2rem .6rem;text-align:left;vertical-align:top;border-bottom:1px solid #ddd}
-td:first-child,th{white-space:nowrap}dl{margin:.5rem 0}dt{float:left;clear:left;font-weight:700;width:3rem}
-dd{margin:0 0 .2rem 3.5rem}.a{margin:.5rem 0 0}a:focus{outline:3px solid #0b5cad}
+td:first-child,th{white-space:nowrap}td{overflow-wrap:normal}dl{margin:.5rem 0}
+dt{float:left;clear:left;font-weight:700;width:3rem}dd{margin:0 0 .2rem 3.5rem}.a{margin:.5rem 0 0}
+a:focus{outline:3px solid #0b5cad}
 @media (max-width:40rem){body{padding:.75rem}.op{padding:.5rem .75rem}
 table,tbody,tr,td{display:block}tr:first-child{position:absolute;width:1px;height:1px;overflow:hidden;
-clip:rect(0 0 0 0)}tr{border-bottom:1px solid #ddd;padding:.3rem 0}td{border:0;padding:0}
+clip:rect(0 0 0 0)}tr{border-bottom:1px solid #ddd;padding:.3rem 0}td{border:0;padding:0;overflow-wrap:anywhere}
 td:first-child{white-space:normal;font-weight:700}td[data-label]{display:inline;margin-right:1rem}
 td[data-label]::before{content:attr(data-label) ": ";color:#555}}"""
 HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
