@@ -5,7 +5,7 @@ from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
 from service import db
-from service.api.deps import DB_SECONDS, ERRORS, Conn, Key
+from service.api.deps import DB_SECONDS, Conn, Key
 from service.cli.accounts import MAX_DISPLAY_NAME, contact, display_name
 from service.errors import UsageError
 from service.web import texts
@@ -35,7 +35,7 @@ async def get_account(conn: Conn, key: Key) -> Account:
 
 @router.patch("", operation_id="change_account",
               summary="what the account's unsubscribe page shows: the fields given change, as "
-              "`einmal accounts set`", responses=ERRORS)
+              "`einmal accounts set`")
 async def set_account(fields: AccountFields, conn: Conn, key: Key) -> Account:
     given = fields.model_fields_set
     try:

@@ -34,7 +34,7 @@ from service.api import (
     subscribers,
     suppressions,
 )
-from service.api.deps import ERRORS, log
+from service.api.deps import GENERIC, log
 from service.settings import Settings
 from service.web.layers import TextOnly
 
@@ -49,7 +49,7 @@ def build(pool: asyncpg.Pool, settings: Settings) -> ASGIApp:
 
 def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
     app = FastAPI(title="einmal", version="1", openapi_url="/openapi.json", docs_url=None, redoc_url=None,
-                  responses=ERRORS, redirect_slashes=False)  # no redirect: it would name the Host header's site
+                  responses=GENERIC, redirect_slashes=False)  # no redirect: it would name the Host header's site
     app.state.pool, app.state.settings = pool, settings
     app.add_exception_handler(StarletteHTTPException, _problem)
     app.add_exception_handler(RequestValidationError, _invalid)
@@ -81,12 +81,17 @@ REPLAYED = {"description": "`true` when this is the kept answer of an earlier re
                            "Idempotency-Key", "schema": {"type": "string", "enum": ["true"]}}
 RETRY_AFTER = {"description": "the seconds to wait before trying again", "schema": {"type": "integer"}}
 WAITED = "a request with this Idempotency-Key is still running (waited for 10 s): try again after Retry-After"
+NOT_JSON = "the body is not JSON"
+BAD_KEY = f"the Idempotency-Key is not 1 to {idempotency.MAX_KEY} printable ASCII characters"
+READ_ONLY = "the key may only read"
+PROBLEM = {"application/json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
 
 
 def _documented(app: FastAPI, generate: Callable[[], dict]) -> Callable[[], dict]:
-    """app.openapi: FastAPI's document with what service/api/idempotency.py answers, once for every POST
-    rather than on each route: the Idempotency-Key header, the 409 of a wait, `Idempotent-Replayed` on the
-    answers it keeps (not 401, not 5xx), and `Retry-After` on 409, 429 and 503."""
+    """app.openapi: FastAPI's document with what every route of a kind answers, said here once rather than on
+    each route: 403 for a read key on a route that writes (deps.key); 400 for a body that is not JSON; for
+    every POST what service/api/idempotency.py answers: the Idempotency-Key header, its 400, the 409 of a
+    wait, `Idempotent-Replayed` on the answers it keeps (not 401, not 5xx); `Retry-After` on 409, 429, 503."""
 
     def document() -> dict:
         made_now = app.openapi_schema is None
@@ -101,12 +106,16 @@ def _documented(app: FastAPI, generate: Callable[[], dict]) -> Callable[[], dict
 
 def _answers_of(method: str, operation: dict) -> None:
     answers = operation["responses"]
+    if method not in ("get", "head"):
+        answers["403"] = {"description": READ_ONLY, "content": PROBLEM}
+    said = [*([NOT_JSON] if "requestBody" in operation else []), *([BAD_KEY] if method == "post" else [])]
+    if said:
+        answers["400"] = {"description": ", or ".join(said), "content": PROBLEM}
     if method == "post":
         operation["parameters"] = [*(p for p in operation.get("parameters", []) if p["name"] != "Idempotency-Key"),
                                    IDEMPOTENCY_KEY]
         said = answers.get("409", {}).get("description")
-        answers["409"] = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
-                          **answers.get("409", {}),
+        answers["409"] = {"content": PROBLEM, **answers.get("409", {}),
                           "description": f"{said}; or {WAITED}" if said and said != "Conflict" else WAITED}
         for status, answer in answers.items():
             if status != "401" and not status.startswith("5"):

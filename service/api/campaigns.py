@@ -122,7 +122,7 @@ async def list_campaigns(conn: Conn, key: Key, status: Status | None = None,
 
 
 @router.post("", operation_id="create_campaign",
-             status_code=201, summary="create a draft; approve it to send", responses=ERRORS)
+             status_code=201, summary="create a draft; approve it to send")
 async def create_campaign(draft: Draft, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None) -> Campaign:
     try:
         fields = await checked(draft.model_dump())

@@ -32,7 +32,18 @@ class Problem(BaseModel):
     error: str
 
 
-ERRORS = {status: {"model": Problem} for status in (400, 401, 403, 404, 413, 422, 503)}  # 413: a body over its bound
+def problem(description: str) -> dict:
+    """An answer of the problem shape, as `responses=` declares it."""
+    return {"model": Problem, "description": description}
+
+
+# what every operation may answer, declared once for the whole API (service/api/app.py); app.py adds 403 to
+# the operations that write and 400 to the POSTs (their Idempotency-Key)
+GENERIC = {401: problem("no valid key: `Authorization: Bearer <key>`"),
+           413: problem("the body is over its bound, refused before it is read"),
+           422: problem("the request is not valid: `{\"error\": \"where: what\"}`"),
+           503: problem("the database cannot be reached, or the work is busy: try again after `Retry-After`")}
+ERRORS = {404: problem("no such thing in the key's account (another account's is not found either)")}
 CONFLICT = {**ERRORS, 409: {"model": Problem}}  # a route whose state may forbid what is asked
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200, description=(
     "the same key with the same request (the same path, query and JSON, whatever the order of its fields "

@@ -47,7 +47,7 @@ async def list_keys(conn: Conn, key: Key) -> list[ApiKey]:
 
 
 @router.post("", operation_id="create_key",
-             status_code=201, responses={**ERRORS, 409: {"model": Problem, "description": (
+             status_code=201, responses={409: {"model": Problem, "description": (
                  "its Idempotency-Key's request was done: the key it made is not shown again")}},
              summary="a new key of the account; the key is in this answer only (a write key may do this)")
 async def create_key(fields: KeyFields, conn: Conn, key: Key, response: Response,

@@ -97,7 +97,7 @@ async def put_list_form(name: ListName, body: FormSetting, conn: Conn, key: Key,
 
 
 @router.put("/{name}", operation_id="put_list", summary="make the list (201), or find it (200)",
-            responses={**ERRORS, 201: {"model": MailingList, "description": "made now"}})
+            responses={201: {"model": MailingList, "description": "made now"}})
 async def put_list(name: ListName, conn: Conn, key: Key, response: Response, request: Request) -> MailingList:
     if not name.strip() or unsafe_text(name) or name != name.strip():
         raise HTTPException(422, "a list's name is printable text without spaces around it")

@@ -13,7 +13,7 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from service import clients, db
-from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, log, not_found
+from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, Problem, log, not_found
 from service.errors import UsageError
 from service.subscribers import optin
 from service.subscribers.importer import MAX_EMAIL, MAX_LIST, MAX_NAME
@@ -39,7 +39,7 @@ Answer = Annotated[SubscribeAnswer, Field(description=ANSWER)]
 
 
 @router.post("/subscribe", operation_id="subscribe",
-             status_code=202, responses={**ERRORS, 409: ERRORS[400], 429: ERRORS[400]},
+             status_code=202, responses={**ERRORS, 409: {"model": Problem}, 429: {"model": Problem}},
              summary="sign an address up to a list; it is on the list once it confirms (double opt-in)")
 async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: Key) -> SubscribeAnswer:
     started = time.monotonic()

@@ -84,7 +84,7 @@ async def get_subscriber(email: Email, conn: Conn, key: Key) -> Subscriber:
 
 @router.put("/{email}", operation_id="put_subscriber",
             summary="create the subscriber, or update its name and attributes",
-            responses={**ERRORS, 201: {"model": Subscriber, "description": "created"}})
+            responses={201: {"model": Subscriber, "description": "created"}})
 async def put_subscriber(email: Email, conn: Conn, key: Key, response: Response,
                          fields: Annotated[SubscriberFields | None, Body(
                              description="optional, as each of its fields: no body adds the address as it is")]

@@ -44,7 +44,7 @@ async def list_suppressions(conn: Conn, key: Key, cursor: Annotated[str, Query(m
 
 @router.put("/{email}", operation_id="put_suppression",
             summary="suppress the mailbox (201), or leave its suppression as it is (200)",
-            responses={**ERRORS, 201: {"model": Suppression, "description": "suppressed now"}})
+            responses={201: {"model": Suppression, "description": "suppressed now"}})
 async def put_suppression(email: Email, fields: SuppressionFields, conn: Conn, key: Key,
                           response: Response) -> Suppression:
     try:

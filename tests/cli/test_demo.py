@@ -1,11 +1,22 @@
-"""`einmal demo` seeds only the database it was told to: its embedded one, or --database-url."""
+"""`einmal demo` seeds only the database it was told to: its embedded one, or --database-url; with
+--keep-serving it offers a link the person can still press, and a signal ends it with its embedded server."""
 
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 import asyncpg
+import psutil
 import pytest
 
-from tests.conftest import einmal
+from tests.conftest import ROOT, einmal
 
 pytestmark = pytest.mark.anyio
 
@@ -35,3 +46,54 @@ async def test_demo_with_database_url_says_which_database_and_sends_there(dsn: s
     assert lines[1].startswith("einmal demo: 20 sample subscribers in 23 rows of CSV (2 again for a second list, "
                                "1 again in upper case), messages captured in ")
     assert lines[2] == "imported 20, already present 3, rejected 0"
+
+
+def _postgres_of(pgdata: Path) -> list[psutil.Process]:
+    """The running postgres processes of this data directory."""
+    return [p for p in psutil.process_iter(attrs=("name", "cmdline", "status"))
+            if p.info["name"] == "postgres" and p.info["status"] != psutil.STATUS_ZOMBIE
+            and str(pgdata) in (p.info["cmdline"] or [])]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_keep_serving_offers_a_link_still_to_press_and_a_signal_stops_its_embedded_postgres(
+        tmp_path: Path, signum: int) -> None:
+    # not under tmp_path: the embedded server's user must traverse the folder (see tests/core/test_embedded.py)
+    folder = Path(tempfile.mkdtemp(prefix="einmal-embedded-"))
+    pgdata = (folder / "pgdata").resolve()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
+    demo = subprocess.Popen([sys.executable, "-m", "service", "demo", "--subscribers", "20", "--keep-serving",
+                             "--out", str(tmp_path / "out")], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**env, "EINMAL_EMBEDDED_DIR": str(folder),
+                                                         "PYTHONUNBUFFERED": "1"})
+    try:
+        lines: list[str] = []
+        deadline = time.monotonic() + 180
+        while not (lines and lines[-1].startswith("serving ")) and time.monotonic() < deadline:
+            line = demo.stdout.readline()
+            assert line, "".join(lines) + demo.stderr.read()
+            lines.append(line)
+        out = "".join(lines)
+        assert "one-click POST: HTTP 200" in out, out
+        pressed = re.search(r"unsubscribe link of .*\n  (\S+)\n  one-click POST", out)[1]
+        offered = [url for url in re.findall(r"^  (http://\S+/unsubscribe\?token=\S+)$", out, re.M) if url != pressed]
+        assert offered, f"the only link printed is the one the demo pressed:\n{out}"
+        with urllib.request.urlopen(offered[-1], timeout=30) as page:  # a GET asks; it does not unsubscribe
+            html = page.read().decode()
+        assert "<button" in html and "already unsubscribed" not in html, html
+        assert _postgres_of(pgdata), "the demo's embedded PostgreSQL is not running"
+
+        demo.send_signal(signum)
+        rest, errors = demo.communicate(timeout=60)
+        assert demo.returncode == 0, (demo.returncode, rest, errors)
+        assert "Traceback" not in errors, errors
+        assert "campaign 1 sent" in rest, rest
+        assert _postgres_of(pgdata) == [], "the embedded PostgreSQL still runs after the demo ended"
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        for proc in _postgres_of(pgdata):
+            proc.terminate()
+            psutil.wait_procs([proc], timeout=5)
+        shutil.rmtree(folder, ignore_errors=True)

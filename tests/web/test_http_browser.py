@@ -140,18 +140,68 @@ async def test_every_state_of_the_page_in_a_browser_at_phone_and_desktop_width(
             assert (ARTEFACTS / f"unsubscribe-{state}-{language}-{width}.png").stat().st_size > 1000
 
 
-async def test_the_api_reference_reads_at_phone_and_desktop_width(dsn: str, browser) -> None:
+# the most height a character of the reference's text may take, on average. A line of 24 px holds some 40
+# characters at 375 px and 110 at 1280 px; headings, names and cells each on their own line leave lines short,
+# but at 1.5 px a character a phone's lines still hold 16 on average. A column squeezed to a character or two
+# a line took 2.5 px a character (49,711 px for 19,670 characters).
+TALLEST = {"phone": 1.5, "desktop": 1.2}
+
+
+def read_reference(browser, width: str) -> dict:
+    """The reference as laid out at `width`: its sizes, the text of its table headers, its narrowest table
+    cell, its visible text; the screenshot kept."""
     from selenium.webdriver.common.by import By
 
+    browser.set_window_size(*WIDTHS[width])
+    browser.execute_script("window.scrollTo(0, 0)")
+    browser.save_screenshot(str(ARTEFACTS / f"api-docs-{width}.png"))
+    measure = browser.execute_script("""
+        const cells = [...document.querySelectorAll('td')].filter(c => c.textContent.trim() !== '');
+        return {scroll_width: document.documentElement.scrollWidth, window_width: window.innerWidth,
+                height: document.documentElement.scrollHeight, characters: document.body.innerText.length,
+                narrowest: Math.min(...cells.map(c => c.getBoundingClientRect().width)),
+                headers: [...document.querySelectorAll('th')].map(h => h.textContent.trim()),
+                tables: document.querySelectorAll('table').length}""")
+    # each operation's answers: the text of its block after "answers" (the whole block on today's page)
+    operations = {op.find_element(By.CSS_SELECTOR, "p").text: op.text[op.text.rfind("answers"):]
+                  for op in browser.find_elements(By.CSS_SELECTOR, ".op")}
+    # and an operation with parameters (put_subscriber's), and the first shape's table
+    for name, selector in (("operation", "#put_subscriber"), ("shape", "#shapes + h3")):
+        for element in browser.find_elements(By.CSS_SELECTOR, selector):
+            browser.execute_script("arguments[0].scrollIntoView()", element)
+            browser.save_screenshot(str(ARTEFACTS / f"api-docs-{name}-{width}.png"))
+    return {**measure, "title": browser.title, "text": browser.find_element(By.TAG_NAME, "body").text,
+            "operations": operations}
+
+
+async def test_the_api_reference_reads_at_phone_and_desktop_width(dsn: str, browser) -> None:
     ARTEFACTS.mkdir(exist_ok=True)
     async with http_server(dsn) as base:
-        for width in WIDTHS:
-            await anyio.to_thread.run_sync(browser.get, f"{base}/api/v1/docs")
-            browser.set_window_size(*WIDTHS[width])
-            browser.save_screenshot(str(ARTEFACTS / f"api-docs-{width}.png"))
-            assert browser.title == "einmal API"
-            assert not browser.execute_script("return document.documentElement.scrollWidth > window.innerWidth"), \
-                width
-            operations = browser.find_elements(By.CSS_SELECTOR, ".op")
-            assert len(operations) >= 14 and "PUT /api/v1/subscribers/{email}" in browser.find_element(
-                By.TAG_NAME, "body").text
+        await anyio.to_thread.run_sync(browser.get, f"{base}/api/v1/docs")
+        pages = {width: await anyio.to_thread.run_sync(read_reference, browser, width) for width in WIDTHS}
+    facts = {width: {k: v for k, v in seen.items() if k not in ("text", "operations", "headers")}
+             for width, seen in pages.items()}
+    print(facts)  # -s shows the sizes measured
+    for width, seen in pages.items():
+        assert seen["title"] == "einmal API", width
+        assert seen["scroll_width"] <= seen["window_width"], (width, facts[width])
+        assert seen["height"] < TALLEST[width] * seen["characters"], (width, facts[width])
+        assert seen["narrowest"] >= 40, (width, facts[width])  # no column squeezed to a character or two
+        assert seen["tables"] and seen["headers"] and all(seen["headers"]), (width, seen["headers"])
+        assert "`" not in seen["text"], (width, seen["text"][max(0, seen["text"].find("`") - 200):][:400])
+        # the answers every operation may give are said once, not once an operation
+        assert seen["text"].count("Every operation may answer") == 1, width
+        operations = seen["operations"]
+        assert len(operations) >= 30 and any(o.startswith("PUT /api/v1/subscribers/{email} — ") for o in operations)
+        for name, text in operations.items():
+            assert "413" not in text and "503" not in text, (name, text)
+            assert ("403" in text) == (not name.startswith("GET ")), (name, text)  # only a write needs a write key
+        assert "404" not in operations["GET /api/v1/subscribers — the account's subscribers, oldest first"]
+        assert "404" in operations["GET /api/v1/campaigns/{campaign_id} — counts per send state, what came back, "
+                                   "why it is paused"]
+    assert pages["phone"]["window_width"] <= 375
+    # a backtick in a description is code: einmal's command for a key, in the answer of the key routes
+    assert "einmal account key create" in pages["desktop"]["text"]
+    for width in WIDTHS:
+        for name in ("api-docs", "api-docs-operation", "api-docs-shape"):
+            assert (ARTEFACTS / f"{name}-{width}.png").stat().st_size > 1000
