@@ -61,6 +61,7 @@ class Snapshot:
     started_at: datetime | None = None
     now: datetime | None = None  # the database's clock when the snapshot was read
     nodes: int | None = None  # nodes alive (a recent heartbeat): with none, nothing sends
+    unsubscribe: bool = True  # false: made with --no-unsubscribe, it may go out without a one-click unsubscribe
 
     @property
     def schedule(self) -> str | None:
@@ -108,7 +109,7 @@ class Snapshot:
                 "paused_domains": [{"domain": d, "until": until, "reply": reply, "queued": n}
                                    for d, until, reply, n in self.paused_domains],
                 "failures": [{"reply": reply, "count": n} for reply, n in self.failures],
-                "nodes_running": self.nodes, "next_step": self.next_step}
+                "nodes_running": self.nodes, "next_step": self.next_step, "unsubscribe": self.unsubscribe}
 
 
 async def fetch(conn: asyncpg.Connection, campaign_id: int,
@@ -132,7 +133,8 @@ async def fetch(conn: asyncpg.Connection, campaign_id: int,
     first = rows[0]
     return Snapshot(first["id"], first["name"], first["status"], counts, first["pause_reason"], failures,
                     {name: first[name] for name in CAME_BACK}, json.loads(first["reasons"]), paused,
-                    first["scheduled_for"], first["started_at"], first["now"], first["nodes"])
+                    first["scheduled_for"], first["started_at"], first["now"], first["nodes"],
+                    first["unsubscribe_required"])
 
 
 def table(snap: Snapshot) -> str:
@@ -144,6 +146,8 @@ def table(snap: Snapshot) -> str:
         lines.append(f"  {snap.schedule}")
     if snap.next_step:
         lines.append(f"  next: {snap.next_step}")
+    if not snap.unsubscribe:
+        lines.append("  made with --no-unsubscribe: it may go out without a one-click unsubscribe")
     lines += [f"  {state:<13}{snap.counts[state]:>{width}}" for state in STATES]
     lines.append(f"  {'total':<13}{snap.total:>{width}}")
     came_back = snap.came_back or dict.fromkeys(CAME_BACK, 0)

@@ -1,5 +1,6 @@
 -- The campaigns of account $1, newest first, before id $2 (cursor), in status $3 unless NULL, at most $4.
-SELECT c.id, c.name, c.subject, c.status, c.scheduled_for, c.pause_reason, c.created_at
+SELECT c.id, c.name, c.subject, c.status, c.scheduled_for, c.pause_reason, c.created_at,
+       c.unsubscribe_required AS unsubscribe
 FROM einmal.campaigns AS c
 WHERE c.account_id = $1 AND c.id < $2 AND ($3::text IS NULL OR c.status = $3::text)
   AND c.kind = 'campaign'  -- not a list's confirmations

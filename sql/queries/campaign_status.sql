@@ -4,7 +4,7 @@
 -- With its schedule and start, the database's clock (now) to say how long until the start, and how many
 -- nodes are alive (a heartbeat younger than $2 seconds, EINMAL_NODE_TIMEOUT_SECONDS): none means nothing sends.
 -- No row when the campaign is unknown; one row with NULL send_status when it has no send rows.
-SELECT c.id, c.name, c.status, c.pause_reason, c.scheduled_for, c.started_at, now() AS now,
+SELECT c.id, c.name, c.status, c.pause_reason, c.scheduled_for, c.started_at, now() AS now, c.unsubscribe_required,
        (SELECT count(*) FROM einmal.nodes AS x WHERE x.heartbeat_at >= now() - make_interval(secs => $2)) AS nodes,
        s.send_status, coalesce(s.n, 0) AS n,
        b.bounced, b.soft_bounced, b.unclassified, b.complained, r.reasons
