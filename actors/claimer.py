@@ -4,8 +4,9 @@ It claims only when the feed (actors/feed.py) wakes it, when the sender's
 rows run low, so a node never holds more than it can send; it takes
 campaigns in turn (interleaved by account) so one big campaign does not
 starve a small one. It compiles each campaign's template once, before its
-first claim: a campaign that cannot be rendered here is paused for the
-operator, and nothing of it is claimed.
+first claim: a campaign that cannot be rendered here, or a bulk campaign
+this node would send without the one-click unsubscribe it requires, is
+paused for the operator, and nothing of it is claimed.
 """
 
 import logging
@@ -21,7 +22,7 @@ from actors.feed import Feed
 from service import db, telemetry
 from service.context import Batch, NodeContext, Row
 from service.errors import UsageError
-from service.mail import render
+from service.mail import render, unsubscribe
 from service.transitions import transition
 
 log = logging.getLogger("einmal.claimer")
@@ -45,13 +46,18 @@ class Templates:
         if campaign_id not in self.compiled:
             if len(self.compiled) > 64:
                 self.compiled.clear()
-            campaign = await self.conn.fetchrow(db.query("campaign_for_render"), campaign_id)
-            try:
-                self.compiled[campaign_id] = render.CampaignTemplate.compile(dict(campaign), self.ctx.settings)
-            except UsageError as exc:
+            campaign = dict(await self.conn.fetchrow(db.query("campaign_for_render"), campaign_id))
+            # bulk mail without a one-click unsubscribe only when the operator said so (docs/design.md §10)
+            reason = unsubscribe.without_one_click(campaign, self.ctx.settings)
+            if reason is None:
+                try:
+                    self.compiled[campaign_id] = render.CampaignTemplate.compile(campaign, self.ctx.settings)
+                except UsageError as exc:
+                    reason = f"cannot render: {exc}"
+            if reason is not None:
                 with suppress(UsageError):  # another node paused it first
-                    await transition(self.conn, "pause", campaign_id, f"cannot render: {exc}")
-                log.error("campaign %d paused: it cannot be rendered: %s", campaign_id, exc)
+                    await transition(self.conn, "pause", campaign_id, reason)
+                log.error("campaign %d paused: %s", campaign_id, reason)
                 return None
         return self.compiled[campaign_id]
 

@@ -66,30 +66,48 @@ RENDER_FAILURES_TO_PAUSE = 10
 RENDER_FAILURE_SHARE = 0.1
 
 
+PAUSING = "not sent: the campaign is being paused, its template cannot be rendered"
+
+
 class RenderWatch:
     """Counts each campaign's renders and render failures on this node; says once when to pause it. A
-    campaign resumed with its template changed is compiled anew, and counted afresh."""
+    campaign resumed with its template changed is compiled anew, and counted afresh.
+
+    Once the pause is asked, a row of the campaign that cannot be rendered goes back to the queue (no attempt)
+    instead of failing: the connections still render what they took while the pause is written, and those
+    rows would fail for a template the operator is about to fix. So the rows this node failed are the ones the
+    pause reason counts."""
 
     def __init__(self) -> None:
-        self.counts: dict[int, list] = {}  # campaign -> [template, rendered, failed, pause asked]
+        self.counts: dict[int, list] = {}  # campaign -> [template, rendered, failed, pause asked, first error]
 
-    def count(self, batch: Batch, message: bytes | Outcome) -> str | None:
-        """The pause reason when the campaign's render failures pass the threshold, else None."""
+    def count(self, batch: Batch, row: Row, message: bytes | Outcome) -> tuple[bytes | Outcome, str | None]:
+        """The message or the row's outcome, and the pause reason when the campaign's render failures pass the
+        threshold (else None)."""
         counts = self.counts.get(batch.campaign_id)
         if counts is None or counts[0] is not batch.template:
-            counts = self.counts[batch.campaign_id] = [batch.template, 0, 0, False]
-        counts[1] += 1
+            counts = self.counts[batch.campaign_id] = [batch.template, 0, 0, False, ""]
         if not isinstance(message, Outcome):
-            return None
+            counts[1] += 1
+            return message, None
+        if counts[3]:
+            return Outcome(row.id, "queued", PAUSING), None
+        counts[1] += 1
         counts[2] += 1
-        _, rendered, failed, asked = counts
+        _, rendered, failed, _, _ = counts
         if failed == 1:
+            counts[4] = message.reply.removeprefix("cannot render: ")
             log.warning("campaign %d: a message cannot be rendered: %s", batch.campaign_id, message.reply)
-        if asked or failed < RENDER_FAILURES_TO_PAUSE or failed < RENDER_FAILURE_SHARE * rendered:
-            return None
+        if failed < RENDER_FAILURES_TO_PAUSE or failed < RENDER_FAILURE_SHARE * rendered:
+            return message, None
         counts[3] = True
-        why = message.reply.removeprefix("cannot render: ")
-        return f"cannot render for {failed} of {rendered} recipients tried: {why}"
+        return message, (f"cannot render for {failed} of {rendered} recipients tried on node {batch.token}: "
+                         f"{counts[4]}")
+
+    def unasked(self, campaign_id: int) -> None:
+        """The pause could not be written: the next failure asks again (and fails its row meanwhile)."""
+        if (counts := self.counts.get(campaign_id)) is not None:
+            counts[3] = False
 
 
 def render_row(batch: Batch, row: Row) -> bytes | Outcome:
@@ -222,13 +240,16 @@ class Sender:
             # the message is made while the statement that starts its row runs, off this connection's
             # path from the answer to DATA; it goes out only if the row started (docs/design.md §5)
             message = render_row(*item) if step is not None else b""
-            if step is not None and (reason := self.renders.count(item[0], message)):
-                self.background.start_soon(self.pause, item[0].campaign_id, reason)
             started = await self.writer.answer(step)
             if started and late(item[1]):
                 # the slot passed while its start was written: nothing sent, a new slot at the next claim
                 done = (item[0], Outcome(item[1].id, "queued", "not sent: its send slot had passed"))
             elif started:
+                # counted once the row started: a render whose row did not start (the campaign paused
+                # meanwhile) failed no row
+                message, reason = self.renders.count(*item, message)
+                if reason:
+                    self.background.start_soon(self.pause, item[0].campaign_id, reason)
                 outcome, alone = await self.attempt(links, own, *item, message)
                 done, alone_until = (item[0], outcome), time.monotonic() + alone
                 if outcome.throttled:  # the rest of the domain goes back to the queue, in its place
@@ -247,6 +268,7 @@ class Sender:
             pass  # paused, cancelled or finished meanwhile
         except (*db.UNAVAILABLE, asyncpg.PostgresError, TimeoutError) as exc:
             log.error("campaign %d could not be paused: %s", campaign_id, exc)
+            self.renders.unasked(campaign_id)
 
     async def send_all(self) -> None:
         """The connections and the writer, until the feed is closed and the last outcome is written."""

@@ -93,12 +93,20 @@ def every_migration() -> list[str]:
     return applied_by([applied_everything()])
 
 
+# a one-click unsubscribe, as the nodes of tests/support/pipeline.py have: without one `campaign create` and
+# `approve` refuse a bulk campaign (tests/sending/test_unsubscribe_required.py tests that default)
+UNSUBSCRIBE = {"EINMAL_UNSUBSCRIBE_URL": "http://127.0.0.1:9/unsubscribe",
+               "EINMAL_UNSUBSCRIBE_SECRET": "a-test-key-long-enough-for-einmal-run"}
+
+
 def einmal(*args: str, dsn: str | None = None, env: dict | None = None, input: str | None = None,
            timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run the real command line in a child process."""
+    """Run the real command line in a child process, with UNSUBSCRIBE set (a variable None in `env`: unset)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
+    full_env.update(UNSUBSCRIBE)
     if dsn:
         full_env["EINMAL_DATABASE_URL"] = dsn
     full_env.update(env or {})
+    full_env = {k: v for k, v in full_env.items() if v is not None}
     return subprocess.run([sys.executable, "-m", "service", *args], capture_output=True, text=True,
                           env=full_env, input=input, timeout=timeout, cwd=ROOT)

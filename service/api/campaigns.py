@@ -1,21 +1,38 @@
 """/api/v1/campaigns: the key's account's campaigns — list, create a draft, status (the counts of
-`einmal campaign status --json`), and the transitions approve, pause, resume, cancel (docs/design.md §2)."""
+`einmal campaign status --json`), and the transitions approve, pause, resume, cancel (docs/design.md §2).
+
+Create, change (service/api/drafts.py) and approve check what `einmal campaign create` and `approve` check:
+a bulk campaign is refused where this process's settings give no one-click unsubscribe, unless it says
+`"unsubscribe": false`; the campaign is rendered for a sample of its subscribers and the answer's `warnings`
+say what the trial found; approve refuses (409) one that fails for every subscriber tried, unless `force`."""
 
 import typing
 from datetime import datetime
 from typing import Annotated, Literal
 
 import anyio
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, HTTPException, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from service import db
-from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, Cursor, IdempotencyKey, Key, not_found
-from service.cli import campaign_status
+from service.api.deps import (
+    CONFLICT,
+    DB_SECONDS,
+    ERRORS,
+    RENDERS,
+    Conn,
+    Cursor,
+    IdempotencyKey,
+    Key,
+    limiter,
+    not_found,
+)
+from service.cli import campaign_status, campaign_view
 from service.cli.campaigns import (
     MAX_CAMPAIGN_NAME,
     MAX_FROM,
     MAX_SUBJECT,
+    approve,
     body_text,
     check_templates,
     from_address,
@@ -24,6 +41,7 @@ from service.cli.campaigns import (
     resolve,
 )
 from service.errors import UsageError
+from service.mail import unsubscribe
 from service.transitions import transition
 from service.web import texts
 
@@ -32,6 +50,13 @@ Status = Literal["draft", "approved", "sending", "paused", "sent", "cancelled"]
 Verb = Literal["approve", "pause", "resume", "cancel"]
 CampaignId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 MAX_BODY_TEXT = 60_000  # a body is also bounded by the request's 64 KiB
+EXPLICITLY = '"unsubscribe": false'  # how a request says a campaign may go without a one-click unsubscribe
+UNSUBSCRIBE = ("false: it may go out without a one-click unsubscribe (RFC 8058) from a node whose "
+               "EINMAL_UNSUBSCRIBE_URL and EINMAL_UNSUBSCRIBE_SECRET are not set; Gmail and Yahoo require one of "
+               "bulk mail. true (the default): such a node pauses it, and create and approve refuse it where "
+               "this server has none")
+WARNINGS = ("what the trial render found: the campaign rendered for a sample of its lists' subscribers, its "
+            "unsubscribe; empty when nothing")
 
 
 class Campaign(BaseModel):
@@ -43,6 +68,12 @@ class Campaign(BaseModel):
                                                        "starts when approved")
     pause_reason: str | None
     created_at: datetime
+    unsubscribe: bool = Field(description="false: made with `\"unsubscribe\": false` (--no-unsubscribe)")
+
+
+class CheckedCampaign(Campaign):
+    """A campaign as created or changed, with what its trial render found."""
+    warnings: list[str] = Field(description=WARNINGS)
 
 
 class CampaignPage(BaseModel):
@@ -64,6 +95,7 @@ class Draft(BaseModel):
     reply_to: str | None = Field(None, max_length=MAX_FROM)
     language: str | None = Field(None, max_length=20, description="its unsubscribe page's language, e.g. en, "
                                                                    "de; absent: the account's")
+    unsubscribe: bool = Field(True, description=UNSUBSCRIBE)
 
 
 class Counted(BaseModel):
@@ -102,6 +134,12 @@ class CampaignProgress(BaseModel):
     nodes_running: int = Field(description="nodes alive now (a recent heartbeat); with none, nothing is sent")
     next_step: str | None = Field(description="what the operator must do for the campaign to go on: decide "
                                               "messages in doubt, start a node; null when nothing")
+    unsubscribe: bool = Field(description="false: made with `\"unsubscribe\": false` (--no-unsubscribe)")
+
+
+class ApprovedCampaign(CampaignProgress):
+    """A campaign as approved, with what its trial render found."""
+    warnings: list[str] = Field(description=WARNINGS)
 
 
 async def own(conn, key, campaign_id: int) -> None:
@@ -123,16 +161,28 @@ async def list_campaigns(conn: Conn, key: Key, status: Status | None = None,
 
 @router.post("", operation_id="create_campaign",
              status_code=201, summary="create a draft; approve it to send")
-async def create_campaign(draft: Draft, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None) -> Campaign:
+async def create_campaign(draft: Draft, request: Request, conn: Conn, key: Key,
+                          idempotency_key: IdempotencyKey = None) -> CheckedCampaign:
+    settings = request.app.state.settings
     try:
         fields = await checked(draft.model_dump())
+        if reason := unsubscribe.without_one_click({"unsubscribe_required": draft.unsubscribe}, settings, EXPLICITLY):
+            raise UsageError(f"not created: {reason}")
         account_id, list_ids = await resolve(conn, await account_name(conn, key), fields["lists"])
     except UsageError as exc:
         raise HTTPException(422, str(exc)) from None
     campaign_id = await conn.fetchval(db.query("campaign_create"), account_id, fields["name"], fields["subject"],
                                       fields["from_address"], fields["text"], fields["html"], list_ids, fields["at"],
-                                      fields["reply_to"], None, "[]", fields["language"], timeout=DB_SECONDS)
-    return await one(conn, key, campaign_id)
+                                      fields["reply_to"], None, "[]", fields["language"], draft.unsubscribe,
+                                      timeout=DB_SECONDS)
+    return await with_trial(request, conn, key, campaign_id)
+
+
+async def with_trial(request: Request, conn, key, campaign_id: int) -> CheckedCampaign:
+    """The campaign and what its trial render finds, rendered in a worker thread, RENDERS at a time."""
+    found = await campaign_view.trial(conn, request.app.state.settings, campaign_id,
+                                      limiter(request, "renders", RENDERS))
+    return CheckedCampaign(**(await one(conn, key, campaign_id)).model_dump(), warnings=list(found.warnings))
 
 
 async def checked(fields: dict) -> dict:
@@ -149,6 +199,7 @@ async def checked(fields: dict) -> dict:
         "at": _aware,
         "lists": list_names,
         "language": lambda v: texts.checked(v, "language"),
+        "unsubscribe": bool,
     }
     fields = {name: rules[name](value) if value is not None else None for name, value in fields.items()}
     await anyio.to_thread.run_sync(check_templates, fields.get("subject"), fields.get("text"), fields.get("html"))
@@ -179,6 +230,24 @@ async def get_campaign(campaign_id: CampaignId, conn: Conn, key: Key) -> Campaig
     return CampaignProgress(**snapshot.as_json())
 
 
+@router.post("/{campaign_id}/approve", operation_id="approve_campaign",
+             summary="approve the campaign (409 when its state forbids, when this server would send it without the "
+                     "one-click unsubscribe it requires, or when it renders for none of the subscribers tried)",
+             responses=CONFLICT)
+async def approve_campaign(campaign_id: CampaignId, request: Request, conn: Conn, key: Key,
+                           force: Annotated[bool, Query(description="approve even if its trial render fails for "
+                                                                    "every subscriber tried")] = False,
+                           idempotency_key: IdempotencyKey = None) -> ApprovedCampaign:
+    await own(conn, key, campaign_id)
+    try:
+        found = await approve(conn, request.app.state.settings, campaign_id, force, EXPLICITLY, "?force=true",
+                              limiter(request, "renders", RENDERS))
+    except UsageError as exc:
+        raise HTTPException(409, str(exc)) from None
+    return ApprovedCampaign(**(await campaign_status.fetch(conn, campaign_id)).as_json(),
+                            warnings=list(found.warnings))
+
+
 def _mover(verb: str):
     async def move(campaign_id: CampaignId, conn: Conn, key: Key,
                    idempotency_key: IdempotencyKey = None) -> CampaignProgress:
@@ -194,7 +263,7 @@ def _mover(verb: str):
 
 # a route each, not /{campaign_id}/{verb}: a POST to another path under a campaign (…/preview) is a 405, and
 # each transition is its own operation in the document
-for _verb in typing.get_args(Verb):
+for _verb in typing.get_args(Verb)[1:]:  # approve: above
     router.post(f"/{{campaign_id}}/{_verb}", operation_id=f"{_verb}_campaign",
                 summary=f"{_verb} the campaign (409 when its state forbids)",
                 responses=CONFLICT)(_mover(_verb))

@@ -22,6 +22,7 @@ from service.api import keys
 log = logging.getLogger("einmal.api")
 
 DB_SECONDS = 10.0  # the most a request waits for the database
+RENDERS = 4  # renders of campaigns in worker threads at a time per process (previews, trial renders)
 
 
 # a page's cursor: a row id, below 2**63 (a bigint)
@@ -178,6 +179,14 @@ async def connection(request: Request, _: Key) -> asyncpg.Connection:
 
 
 Conn = Annotated[asyncpg.Connection, Depends(connection)]
+
+
+def limiter(request: Request, name: str, tokens: int) -> anyio.CapacityLimiter:
+    """The process's limiter `name`, made at its first use (in the event loop that serves the requests)."""
+    state = request.app.state
+    if getattr(state, name, None) is None:
+        setattr(state, name, anyio.CapacityLimiter(tokens))
+    return getattr(state, name)
 
 
 def not_found(what: str) -> HTTPException:

@@ -2,19 +2,31 @@
 
 Each field given is checked as at creation (service/api/campaigns.py checked: the templates compiled in the
 sandbox); a field left out stays as it was; null clears what may be absent (html, reply_to, language) or
-makes `at` "at approval". One compare-and-set UPDATE: a campaign approved meanwhile is 409, unchanged."""
+makes `at` "at approval". One compare-and-set UPDATE: a campaign approved meanwhile is 409, unchanged. The
+answer says what the trial render of the changed draft found (`warnings`), as create's does."""
 
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from service import db
-from service.api.campaigns import MAX_BODY_TEXT, Campaign, CampaignId, account_name, checked, one, own
+from service.api.campaigns import (
+    EXPLICITLY,
+    MAX_BODY_TEXT,
+    UNSUBSCRIBE,
+    CampaignId,
+    CheckedCampaign,
+    account_name,
+    checked,
+    own,
+    with_trial,
+)
 from service.api.deps import CONFLICT, DB_SECONDS, Conn, Key
 from service.cli.campaigns import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT, resolve
 from service.errors import UsageError
+from service.mail import unsubscribe
 from service.transitions import current_status
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
@@ -33,15 +45,20 @@ class DraftChanges(BaseModel):
     at: datetime | None = Field(None, description="when to start once approved; null: at approval")
     reply_to: str | None = Field(None, max_length=MAX_FROM, description="null: none")
     language: str | None = Field(None, max_length=20, description="null: the account's")
+    unsubscribe: bool = Field(None, description=UNSUBSCRIBE)
 
 
 @router.patch("/{campaign_id}", operation_id="change_draft", responses=CONFLICT,
               summary="change a draft (409 once it is approved)")
-async def edit_draft(campaign_id: CampaignId, changes: DraftChanges, conn: Conn, key: Key) -> Campaign:
+async def edit_draft(campaign_id: CampaignId, changes: DraftChanges, request: Request, conn: Conn,
+                     key: Key) -> CheckedCampaign:
     await own(conn, key, campaign_id)
     given = changes.model_dump(include=changes.model_fields_set)
     try:
         fields = await checked(given)
+        if fields.get("unsubscribe") and (reason := unsubscribe.without_one_click(
+                {"unsubscribe_required": True}, request.app.state.settings, EXPLICITLY)):
+            raise UsageError(f"not changed: {reason}")
         list_ids = None
         if "lists" in fields:
             _, list_ids = await resolve(conn, await account_name(conn, key), fields["lists"])
@@ -50,8 +67,8 @@ async def edit_draft(campaign_id: CampaignId, changes: DraftChanges, conn: Conn,
     changed = await conn.fetchval(
         db.query("api_campaign_draft_update"), campaign_id, key.account_id, list(fields), fields.get("name"),
         fields.get("subject"), fields.get("from_address"), fields.get("text"), fields.get("html"), list_ids,
-        fields.get("at"), fields.get("reply_to"), fields.get("language"), timeout=DB_SECONDS)
+        fields.get("at"), fields.get("reply_to"), fields.get("language"), fields.get("unsubscribe"), timeout=DB_SECONDS)
     if changed is None:
         status = await current_status(conn, campaign_id)
         raise HTTPException(409, f"campaign {campaign_id} is {status}: only a draft can be changed")
-    return await one(conn, key, campaign_id)
+    return await with_trial(request, conn, key, campaign_id)

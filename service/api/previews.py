@@ -13,14 +13,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.addresses import address_problem
 from service.api.campaigns import CampaignId, own
-from service.api.deps import CONFLICT, ERRORS, Conn, IdempotencyKey, Key, not_found
+from service.api.deps import CONFLICT, ERRORS, RENDERS, Conn, IdempotencyKey, Key, not_found
+from service.api.deps import limiter as _limiter
 from service.cli import campaign_view
 from service.errors import UsageError
 from service.smtp.connection import Outcome, SmtpUnavailable
 from service.subscribers.importer import MAX_EMAIL, shown
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
-RENDERS, TESTS = 4, 4
+TESTS = 4
 MAX_PREVIEW = 2 * 1024 * 1024  # bytes of one previewed message
 Subscriber = Query(None, max_length=MAX_EMAIL, description="the subscriber's address, in any spelling; "
                                                             "absent: the first member of the campaign's lists")
@@ -53,13 +54,6 @@ class TestSent(BaseModel):
     subscriber: str
     reply: str = Field(description="the relay's answer")
 
-
-def _limiter(request: Request, name: str, tokens: int) -> anyio.CapacityLimiter:
-    """The process's limiter `name`, made at its first use (in the event loop that serves the requests)."""
-    state = request.app.state
-    if getattr(state, name, None) is None:
-        setattr(state, name, anyio.CapacityLimiter(tokens))
-    return getattr(state, name)
 
 
 async def _render(request: Request, conn, key, campaign_id: int, subscriber: str | None,

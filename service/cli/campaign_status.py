@@ -63,6 +63,7 @@ class Snapshot:
     nodes: int | None = None  # nodes alive (a recent heartbeat): with none, nothing sends
     unsubscribed: int = 0  # recipients who pressed the campaign's unsubscribe link
     estimate: int | None = None  # a campaign not started yet: the recipients its build would take now
+    unsubscribe: bool = True  # false: made with --no-unsubscribe, it may go out without a one-click unsubscribe
 
     @property
     def schedule(self) -> str | None:
@@ -113,7 +114,7 @@ class Snapshot:
                                    for d, until, reply, n in self.paused_domains],
                 "failures": [{"reply": reply, "count": n} for reply, n in self.failures],
                 "unsubscribed": self.unsubscribed, "recipients_estimate": self.estimate,
-                "nodes_running": self.nodes, "next_step": self.next_step}
+                "nodes_running": self.nodes, "next_step": self.next_step, "unsubscribe": self.unsubscribe}
 
 
 async def fetch(conn: asyncpg.Connection, campaign_id: int,
@@ -138,7 +139,7 @@ async def fetch(conn: asyncpg.Connection, campaign_id: int,
     return Snapshot(first["id"], first["name"], first["status"], counts, first["pause_reason"], failures,
                     {name: first[name] for name in CAME_BACK}, json.loads(first["reasons"]), paused,
                     first["scheduled_for"], first["started_at"], first["now"], first["nodes"], first["unsubscribed"],
-                    first["estimate"] if first["status"] in NOT_STARTED else None)
+                    first["estimate"] if first["status"] in NOT_STARTED else None, first["unsubscribe_required"])
 
 
 def table(snap: Snapshot) -> str:
@@ -153,6 +154,8 @@ def table(snap: Snapshot) -> str:
                      "of its lists, not suppressed)")
     if snap.next_step:
         lines.append(f"  next: {snap.next_step}")
+    if not snap.unsubscribe:
+        lines.append("  made with --no-unsubscribe: it may go out without a one-click unsubscribe")
     lines += [f"  {state:<13}{snap.counts[state]:>{width}}" for state in STATES]
     lines.append(f"  {'total':<13}{snap.total:>{width}}")
     came_back = snap.came_back or dict.fromkeys(CAME_BACK, 0)

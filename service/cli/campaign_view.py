@@ -13,6 +13,7 @@ import email
 import email.message
 import email.policy
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -21,6 +22,7 @@ import asyncpg
 from service import db
 from service.addresses import address_problem, email_key
 from service.errors import UsageError
+from service.mail import unsubscribe
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
 from service.smtp.connection import Outcome, Result, SmtpConnection, SmtpUnavailable
@@ -42,6 +44,8 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
             reason = f" (scheduled for {r['scheduled_for'].isoformat(timespec='seconds')})"
         if r["in_doubt"]:  # only an operator settles them: einmal reconcile
             reason += f" ({r['in_doubt']} in doubt: einmal reconcile {r['id']})"
+        if not r["unsubscribe_required"]:
+            reason += " (--no-unsubscribe)"
         started = r["started_at"].isoformat(timespec="seconds") if r["started_at"] else NOT_YET
         print(f"{r['id']}\t{r['account']}\t{r['name']}\t{r['status']}{reason}\t{started}\t"
               f"{r['recipients']} recipients")
@@ -86,25 +90,61 @@ async def _message(conn, settings: Settings, campaign_id: int, subscriber: str |
     return rendered(campaign, row, settings, test)
 
 
-async def trial_render(conn, settings: Settings, campaign_id: int) -> str | None:
-    """A warning when the campaign cannot be rendered for some of a sample of its real subscribers (the
-    check at create sees only a subscriber without attributes), else None."""
-    campaign = await conn.fetchrow(db.query("campaign_for_render"), campaign_id)
+@dataclass(frozen=True)
+class Trial:
+    """What `campaign create`, `approve` and the API's create, change and approve find before a node sends: the
+    campaign rendered for a sample of its real subscribers (the check of the templates sees only one without
+    attributes), and what its unsubscribe will be."""
+    tried: int = 0
+    failed: int = 0
+    first_error: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def hopeless(self) -> bool:
+        """It failed for every subscriber tried: approve refuses it unless forced."""
+        return self.tried > 0 and self.failed == self.tried
+
+    def refusal(self, campaign_id: int, forcing: str) -> str:
+        return (f"campaign {campaign_id} cannot be rendered for any of the {self.tried} subscribers tried (a sample "
+                f"of its lists): {self.first_error}; not approved ({forcing} approves it anyway)")
+
+
+def _tried(campaign: dict, settings: Settings, sample: list) -> Trial:
+    """The trial: CPU work, bounded by the sandbox's budget per message; callers run it in a worker thread."""
+    warnings = []
+    if campaign["kind"] == "campaign" and not campaign["unsubscribe_required"] and unsubscribe.one_click_missing(
+            settings):
+        warnings.append("warning: the campaign may go out without a one-click unsubscribe (made with "
+                        "--no-unsubscribe, the API's \"unsubscribe\": false): Gmail and Yahoo require one of bulk "
+                        "mail, and may refuse or junk it")
     try:
-        template = CampaignTemplate.compile(dict(campaign), settings)
+        template = CampaignTemplate.compile(campaign, settings)
     except UsageError:  # what a node would refuse (no unsubscribe URL here, say): the node pauses it and says why
-        return None
-    sample = await conn.fetch(db.query("subscribers_render_sample"), campaign_id, TRIAL_SAMPLE)
+        return Trial(warnings=tuple(warnings))
+    if template.has_one_click and not template.bodies_use("unsubscribe_url"):
+        warnings.append("warning: neither body shows {{ unsubscribe_url }}: the List-Unsubscribe header works, but a "
+                        "visible link is what people look for before they press 'spam'")
     failures = []
     for row in sample:
         try:
             template.render(row["id"], row["email"], row["name"], row["attributes"])
         except ValueError as exc:
             failures.append(str(exc))
-    if not failures:
-        return None
-    return (f"warning: the campaign cannot be rendered for {len(failures)} of {len(sample)} subscribers tried "
-            f"(a sample of its lists): {failures[0]}")
+    if failures:
+        warnings.append(f"warning: the campaign cannot be rendered for {len(failures)} of {len(sample)} subscribers "
+                        f"tried (a sample of its lists): {failures[0]}")
+    return Trial(len(sample), len(failures), failures[0] if failures else None, tuple(warnings))
+
+
+async def trial(conn, settings: Settings, campaign_id: int, limiter: anyio.CapacityLimiter | None = None) -> Trial:
+    """The campaign's trial render, in a worker thread (``limiter``: of a process that serves others); an empty
+    Trial for a campaign that is not there."""
+    campaign = await conn.fetchrow(db.query("campaign_for_render"), campaign_id)
+    if campaign is None:
+        return Trial()
+    sample = await conn.fetch(db.query("subscribers_render_sample"), campaign_id, TRIAL_SAMPLE)
+    return await anyio.to_thread.run_sync(_tried, dict(campaign), settings, sample, limiter=limiter)
 
 
 async def preview_command(args: argparse.Namespace, settings: Settings) -> int:

@@ -20,7 +20,7 @@ from service import db
 from service.addresses import email_key, normalized_address
 from service.cli import campaign_status
 from service.errors import ArgumentError, UsageError
-from service.mail import headers
+from service.mail import headers, unsubscribe
 from service.settings import Settings
 from service.subscribers.importer import MAX_LIST, check_account, shown, unsafe_text
 from service.transitions import TRANSITIONS, current_status, transition
@@ -197,12 +197,15 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
     extra = json.dumps(headers.customs(args.headers))
     lists = list_names(args.lists)
     language = texts.checked(args.language) if args.language is not None else None
+    required = not args.no_unsubscribe
+    if reason := unsubscribe.without_one_click({"unsubscribe_required": required}, settings):
+        raise UsageError(f"not created: {reason}")
     async with db.connection(db.url(settings)) as conn:
         account_id, list_ids = await resolve(conn, args.account, lists)
         campaign_id = await conn.fetchval(db.query("campaign_create"), account_id, name, subject, sender,
-                                          text, html, list_ids, at, reply_to, list_id, extra, language)
-        warning = await _trial_render(conn, settings, campaign_id)
-    if warning:
+                                          text, html, list_ids, at, reply_to, list_id, extra, language, required)
+        found = await _trial(conn, settings, campaign_id)
+    for warning in found.warnings:
         print(f"einmal: {warning}", file=sys.stderr)
     print(campaign_id)
     return 0
@@ -210,20 +213,45 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
 
 # --- transitions --------------------------------------------------------------------------------
 
-async def _trial_render(conn: asyncpg.Connection, settings: Settings, campaign_id: int) -> str | None:
+async def _trial(conn: asyncpg.Connection, settings: Settings, campaign_id: int,
+                 limiter: anyio.CapacityLimiter | None = None):
     from service.cli import campaign_view  # imports the renderer: only when needed
 
-    return await campaign_view.trial_render(conn, settings, campaign_id)
+    return await campaign_view.trial(conn, settings, campaign_id, limiter)
+
+
+async def approve(conn: asyncpg.Connection, settings: Settings, campaign_id: int, force: bool,
+                  explicitly: str = "--no-unsubscribe", forcing: str = "--force",
+                  limiter: anyio.CapacityLimiter | None = None):
+    """Approve a draft after its checks (the CLI's and the API's): UsageError when this process would send it
+    without the one-click unsubscribe it requires, or when the trial render fails for every subscriber tried
+    and not ``force``; returns the trial (its warnings). A campaign that is no draft is left to the
+    transition to refuse."""
+    from service.cli import campaign_view
+
+    found = campaign_view.Trial()
+    if await current_status(conn, campaign_id) == "draft":
+        campaign = await conn.fetchrow(db.query("campaign_for_render"), campaign_id)
+        if reason := unsubscribe.without_one_click(dict(campaign), settings, explicitly):
+            raise UsageError(f"campaign {campaign_id} not approved: {reason}")
+        found = await _trial(conn, settings, campaign_id, limiter)
+        if found.hopeless and not force:
+            raise UsageError(found.refusal(campaign_id, forcing))
+    await transition(conn, "approve", campaign_id)
+    return found
 
 
 async def transition_command(args: argparse.Namespace, settings: Settings) -> int:
+    warnings: tuple[str, ...] = ()
     async with db.connection(db.url(settings)) as conn:
-        await transition(conn, args.verb, args.id)
-        warning = await _trial_render(conn, settings, args.id) if args.verb == "approve" else None
+        if args.verb == "approve":
+            warnings = (await approve(conn, settings, args.id, args.force)).warnings
+        else:
+            await transition(conn, args.verb, args.id)
         snap = await campaign_status.fetch(conn, args.id, settings.node_timeout_seconds) \
             if args.verb == "approve" else None
         schedule = _starts(snap) if snap is not None else None
-    if warning:
+    for warning in warnings:
         print(f"einmal: {warning}", file=sys.stderr)
     print(f"campaign {args.id} {TRANSITIONS[args.verb][1]}" + (f"; {schedule}" if schedule else ""))
     return 0

@@ -229,4 +229,4 @@ async def create(conn, account: str, settings: Settings) -> int:
     account_id, list_ids = await campaigns.resolve(conn, account, ["newsletter", "product"])
     campaigns.check_templates("einmal demo for {{ name }}", BODY, None)
     return await conn.fetchval(db.query("campaign_create"), account_id, "demo", "einmal demo for {{ name }}",
-                               "news@example.com", BODY, None, list_ids, None, None, None, "[]", None)
+                               "news@example.com", BODY, None, list_ids, None, None, None, "[]", None, True)

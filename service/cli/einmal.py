@@ -193,10 +193,16 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--header", dest="headers", action="append", default=[],
                         help="an extra header 'X-Name: value' (repeatable)")
     create.add_argument("--language", help="the language of its unsubscribe page (default: the account's)")
+    create.add_argument("--no-unsubscribe", action="store_true",
+                        help="it may go out without a one-click unsubscribe where EINMAL_UNSUBSCRIBE_URL and "
+                             "_SECRET are not set (Gmail and Yahoo require one of bulk mail); default: refused")
     create.set_defaults(func=commands.campaign_create)
     for verb in ("approve", "pause", "resume", "cancel"):
         p = campaign.add_parser(verb, help=f"{verb} a campaign")
         p.add_argument("id", type=int, help="the campaign's id")
+        if verb == "approve":
+            p.add_argument("--force", action="store_true",
+                           help="approve even if its trial render fails for every subscriber tried")
         p.set_defaults(func=commands.campaign_transition, verb=verb)
     status = campaign.add_parser("status", help="counts per state, the pause reason, the top failure replies")
     status.add_argument("id", type=int, help="the campaign's id")

@@ -271,6 +271,15 @@ class CampaignTemplate:
                                         no_fields, names)
         return self
 
+    @property
+    def has_one_click(self) -> bool:
+        """Whether its messages carry a one-click unsubscribe (List-Unsubscribe with a link, and -Post)."""
+        return bool(self._url_prefix)
+
+    def bodies_use(self, variable: str) -> bool:
+        """Whether the text or the HTML body uses ``variable``: ``unsubscribe_url`` is a visible link."""
+        return variable in self._text.fields or bool(self._html and variable in self._html.fields)
+
     def envelope_sender(self, subscriber_id: int) -> str:
         """MAIL FROM for one recipient: the From address, or with EINMAL_RETURN_PATH its VERP address."""
         if self._verp is None:

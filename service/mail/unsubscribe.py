@@ -16,11 +16,17 @@ while a new key is introduced. Removing a key retires (expires) the links it sig
 Tokens carry no time of their own.
 
 A test message (`einmal campaign test`) carries a token for TEST_SUBSCRIBER, which names nobody.
+
+A bulk campaign (kind 'campaign', not a list's confirmations) goes out only with a one-click unsubscribe,
+which Gmail and Yahoo require of bulk senders, unless it was created without one on purpose
+(`--no-unsubscribe`, the API's "unsubscribe": false): ``without_one_click`` says why not, for a node
+(which pauses it) and for `campaign create` and `approve` (which refuse it).
 """
 
 import binascii
 import hashlib
 import hmac
+from collections.abc import Mapping
 
 from pydantic import SecretStr
 
@@ -75,6 +81,26 @@ class Signer:
 
 def make_token(secret: Secret, account_id: int, campaign_id: int, subscriber_id: int) -> str:
     return Signer(secret).token(account_id, campaign_id, subscriber_id)
+
+
+def one_click_missing(settings) -> list[str]:
+    """The settings this process still needs for a one-click unsubscribe (RFC 8058: a List-Unsubscribe https
+    link and List-Unsubscribe-Post); [] when it has one. A mailto alone is no one-click unsubscribe."""
+    return [name for name, value in (("EINMAL_UNSUBSCRIBE_URL", settings.unsubscribe_url),
+                                     ("EINMAL_UNSUBSCRIBE_SECRET", settings.unsubscribe_secret)) if not value]
+
+
+def without_one_click(campaign: Mapping, settings, explicitly: str = "--no-unsubscribe") -> str | None:
+    """Why ``campaign`` may not go out from a process with ``settings``: it is bulk mail that must carry a
+    one-click unsubscribe and the settings give none. None when it may. ``explicitly``: how the operator
+    says a campaign may go without (the CLI's option, the API's field)."""
+    if campaign.get("kind", "campaign") != "campaign" or campaign.get("unsubscribe_required") is False:
+        return None
+    if not (missing := one_click_missing(settings)):
+        return None
+    return (f"no one-click unsubscribe, which Gmail and Yahoo require of bulk mail ({' and '.join(missing)} "
+            f"not set): set EINMAL_UNSUBSCRIBE_URL and EINMAL_UNSUBSCRIBE_SECRET, or create the campaign with "
+            f"{explicitly}")
 
 
 def _parse_id(text: str) -> int | None:

@@ -3,7 +3,7 @@
 SELECT c.id, c.name, c.subject, c.status,
        CASE WHEN c.status = 'draft' AND c.scheduled_for <= c.created_at THEN NULL ELSE c.scheduled_for END
            AS scheduled_for,
-       c.pause_reason, c.created_at
+       c.pause_reason, c.created_at, c.unsubscribe_required AS unsubscribe
 FROM einmal.campaigns AS c
 WHERE c.account_id = $1 AND c.id < $2 AND ($3::text IS NULL OR c.status = $3::text)
   AND c.kind = 'campaign'  -- not a list's confirmations

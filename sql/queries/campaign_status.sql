@@ -7,7 +7,7 @@
 -- started yet an estimate of its recipients: the mailboxes the build would take now (confirmed members of its
 -- lists, confirmed, not suppressed; recipients_build_chunk.sql).
 -- No row when the campaign is unknown; one row with NULL send_status when it has no send rows.
-SELECT c.id, c.name, c.status, c.pause_reason, c.started_at, now() AS now,
+SELECT c.id, c.name, c.status, c.pause_reason, c.started_at, now() AS now, c.unsubscribe_required,
        -- a draft given no time has none: it starts when approved (the column holds its creation time)
        CASE WHEN c.status = 'draft' AND c.scheduled_for <= c.created_at THEN NULL ELSE c.scheduled_for END
            AS scheduled_for,

@@ -121,7 +121,7 @@ async def test_create_accepts_the_from_addresses_the_import_accepts_special_use_
 async def test_create_at_a_future_time_stores_scheduled_for(conn: asyncpg.Connection, dsn: str) -> None:
     await seed_account(conn)
     common = ("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S",
-              "--from", "a@example.org", "--text", "Hi")
+              "--from", "a@example.org", "--text", "Hi {{ unsubscribe_url }}")
     zoned = einmal(*common, "--at", "2031-05-01T09:30:00+02:00", dsn=dsn)
     naive = einmal(*common, "--at", "2031-05-01T09:30:00", dsn=dsn)
     now = einmal(*common, dsn=dsn)
@@ -138,7 +138,7 @@ async def test_create_at_a_future_time_stores_scheduled_for(conn: asyncpg.Connec
 async def test_create_at_a_date_and_a_time_apart_is_understood(conn: asyncpg.Connection, dsn: str) -> None:
     await seed_account(conn)
     common = ("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S",
-              "--from", "a@example.org", "--text", "Hi", "--at")
+              "--from", "a@example.org", "--text", "Hi {{ unsubscribe_url }}", "--at")
     spaced = einmal(*common, "2031-01-01 09:00", dsn=dsn)
     zoned = einmal(*common, "2031-01-01 09:00 Europe/Berlin", dsn=dsn)
     assert [spaced.returncode, zoned.returncode] == [0, 0], (spaced.stderr, zoned.stderr)
@@ -346,6 +346,7 @@ async def test_status_json_has_every_state_including_zeros(conn: asyncpg.Connect
         "paused_domains": [], "failures": [], "unsubscribed": 0, "recipients_estimate": None, "nodes_running": 0,
         "next_step": f"1 message in doubt (the relay may or may not have taken it): decide with `einmal reconcile "
                      f"{campaign}`",
+        "unsubscribe": True,
     }) + "\n"
 
 
@@ -359,7 +360,7 @@ async def test_status_json_of_a_campaign_without_send_rows_is_all_zeros(
                                          "pause_reason": None, "bounced": 0, "soft_bounced": 0,
                                          "unclassified": 0, "complained": 0, "reasons": {}, "paused_domains": [],
                                          "failures": [], "unsubscribed": 0, "recipients_estimate": 0,
-                                         "nodes_running": 0, "next_step": None}
+                                         "nodes_running": 0, "next_step": None, "unsubscribe": True}
 
 
 async def test_status_counts_the_send_rows_that_bounced_or_drew_a_complaint(conn: asyncpg.Connection,

@@ -16,7 +16,9 @@ import asyncpg
 import psutil
 import pytest
 
-from tests.conftest import ROOT, einmal
+from tests.conftest import ROOT, UNSUBSCRIBE, einmal
+
+NO_UNSUBSCRIBE = dict.fromkeys(UNSUBSCRIBE)  # as a new operator runs it: the demo sets its own
 
 pytestmark = pytest.mark.anyio
 
@@ -24,7 +26,8 @@ pytestmark = pytest.mark.anyio
 async def test_demo_refuses_a_database_named_only_by_the_environment(dsn: str, conn: asyncpg.Connection,
                                                                        tmp_path: Path) -> None:
     for variable in ("EINMAL_DATABASE_URL", "DATABASE_URL"):
-        result = einmal("demo", "--subscribers", "20", "--out", str(tmp_path / "out"), env={variable: dsn})
+        result = einmal("demo", "--subscribers", "20", "--out", str(tmp_path / "out"),
+                        env={variable: dsn, **NO_UNSUBSCRIBE})
         assert result.returncode != 0 and result.stdout == ""
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
         assert "the demo writes sample data into it: pass --database-url" in result.stderr
@@ -35,7 +38,7 @@ async def test_demo_refuses_a_database_named_only_by_the_environment(dsn: str, c
 async def test_demo_with_database_url_says_which_database_and_sends_there(dsn: str, conn: asyncpg.Connection,
                                                                           tmp_path: Path) -> None:
     result = einmal("demo", "--subscribers", "20", "--out", str(tmp_path / "out"), "--database-url", dsn,
-                    timeout=240)
+                    env=NO_UNSUBSCRIBE, timeout=240)
     assert result.returncode == 0, result.stderr
     database = dsn.rsplit("/", 1)[1]
     assert result.stdout.splitlines()[0].startswith("einmal demo: database ") and database in result.stdout

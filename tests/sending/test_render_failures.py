@@ -5,16 +5,17 @@ fixed, it sends the rest."""
 
 from pathlib import Path
 
+import anyio
 import asyncpg
 import pytest
 
 from service.addresses import email_key
 from tests.conftest import einmal
-from tests.support.pipeline import counts, node_env, start_node, stop_node, wait_status
+from tests.support.pipeline import UNSUBSCRIBE, counts, node_env, start_node, stop_node, wait_status
 
 pytestmark = pytest.mark.anyio
 
-BODY = "Hallo {{ name }} aus {{ attributes.stadt }}"
+BODY = "Hallo {{ name }} aus {{ attributes.stadt }}\nAbmelden: {{ unsubscribe_url }}"
 
 
 async def seeded(conn: asyncpg.Connection, total: int, with_city: int) -> None:
@@ -34,7 +35,7 @@ async def seeded(conn: asyncpg.Connection, total: int, with_city: int) -> None:
 
 def create(dsn: str):
     return einmal("campaign", "create", "--account", "acme", "--name", "c", "--subject", "Hi",
-                  "--from", "news@example.org", "--text", BODY, dsn=dsn)
+                  "--from", "news@example.org", "--text", BODY, dsn=dsn, env=UNSUBSCRIBE)
 
 
 async def test_create_and_approve_warn_when_the_trial_render_fails_for_part_of_a_sample(
@@ -46,11 +47,11 @@ async def test_create_and_approve_warn_when_the_trial_render_fails_for_part_of_a
     warning = ("einmal: warning: the campaign cannot be rendered for 28 of 30 subscribers tried (a sample of its "
                "lists): 'dict object' has no attribute 'stadt'")
     assert warning in created.stderr.splitlines()
-    approved = einmal("campaign", "approve", str(campaign), dsn=dsn)
+    approved = einmal("campaign", "approve", str(campaign), dsn=dsn, env=UNSUBSCRIBE)
     assert approved.returncode == 0 and warning in approved.stderr.splitlines(), approved.stderr
     await conn.execute("UPDATE einmal.campaigns SET status = 'draft'")
     await conn.execute("UPDATE einmal.subscribers SET attributes = '{\"stadt\": \"Bonn\"}'")
-    quiet = einmal("campaign", "approve", str(campaign), dsn=dsn)
+    quiet = einmal("campaign", "approve", str(campaign), dsn=dsn, env=UNSUBSCRIBE)
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
@@ -58,7 +59,7 @@ async def test_a_campaign_whose_messages_keep_failing_to_render_pauses_itself_an
         conn: asyncpg.Connection, dsn: str, tmp_path: Path, smtp_server) -> None:
     await seeded(conn, 157, 2)
     campaign = int(create(dsn).stdout)
-    assert einmal("campaign", "approve", str(campaign), dsn=dsn).returncode == 0
+    assert einmal("campaign", "approve", str(campaign), dsn=dsn, env=UNSUBSCRIBE).returncode == 0
     log = tmp_path / "node.log"
     node = start_node(node_env(dsn, smtp_server.port, EINMAL_SMTP_CONNECTIONS="2"), log)
     try:
@@ -69,9 +70,32 @@ async def test_a_campaign_whose_messages_keep_failing_to_render_pauses_itself_an
         assert 10 <= failed <= 40, failed
         assert "paused" in log.read_text()
         await conn.execute("UPDATE einmal.campaigns SET body_text = 'Hallo {{ name }} aus "
-                           "{{ attributes.stadt | default(\"\") }}' WHERE id = $1", campaign)
-        assert einmal("campaign", "resume", str(campaign), dsn=dsn).returncode == 0
+                           "{{ attributes.stadt | default(\"\") }}\nAbmelden: {{ unsubscribe_url }}' "
+                           "WHERE id = $1", campaign)
+        assert einmal("campaign", "resume", str(campaign), dsn=dsn, env=UNSUBSCRIBE).returncode == 0
         await wait_status(conn, campaign, "sent")
     finally:
         assert await stop_node(node) == 0
     assert (await counts(conn, campaign)) == {"failed": failed, "sent": 157 - failed}
+
+
+async def test_the_pause_reason_counts_every_row_the_template_failed_and_only_those(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path, smtp_server) -> None:
+    """A template that fails for everyone, 20 connections rendering at once: the rows they were rendering while
+    the pause was being written used to fail too (40 failed, the reason said "10 of 10")."""
+    await seeded(conn, 200, 0)
+    campaign = int(create(dsn).stdout)
+    await conn.execute("UPDATE einmal.campaigns SET status = 'approved' WHERE id = $1", campaign)
+    node = start_node(node_env(dsn, smtp_server.port, EINMAL_SMTP_CONNECTIONS="20"), tmp_path / "node.log")
+    try:
+        await wait_status(conn, campaign, "paused")
+        with anyio.fail_after(30):  # the rows the node held go back to the queue
+            while (await counts(conn, campaign)).keys() - {"queued", "failed"}:
+                await anyio.sleep(0.1)
+    finally:
+        assert await stop_node(node) == 0
+    reason = await conn.fetchval("SELECT pause_reason FROM einmal.campaigns WHERE id = $1", campaign)
+    failed = (await counts(conn, campaign)).get("failed", 0)
+    assert reason.startswith(f"cannot render for {failed} of {failed} recipients tried"), (reason, failed)
+    assert reason.endswith(": 'dict object' has no attribute 'stadt'"), reason
+    assert failed == 10

@@ -13,12 +13,16 @@ import asyncpg
 
 from service.addresses import email_key
 from service.smtp.capture import message_ids as _message_ids
-from tests.conftest import ROOT
+from tests.conftest import ROOT, UNSUBSCRIBE
 
 # A live node on a loaded two-core machine can miss a few half-second heartbeats; a node is declared
 # dead only after this long. Tests of takeover pass TAKEOVER_TIMEOUT, where only the victim can be late.
 NODE_TIMEOUT = 15
 TAKEOVER_TIMEOUT = 3
+# a one-click unsubscribe, without which a node pauses a bulk campaign rather than send it and `campaign create`
+# and `approve` refuse one (tests/sending/test_unsubscribe_required.py tests that default)
+UNSUBSCRIBE_URL, UNSUBSCRIBE_SECRET = UNSUBSCRIBE["EINMAL_UNSUBSCRIBE_URL"], UNSUBSCRIBE["EINMAL_UNSUBSCRIBE_SECRET"]
+NO_UNSUBSCRIBE = dict.fromkeys(UNSUBSCRIBE)  # einmal(env=NO_UNSUBSCRIBE): a command line without one
 
 
 async def seed(conn: asyncpg.Connection, addresses: list[str], *, lists: dict[str, list[str]] | None = None,
@@ -69,7 +73,7 @@ def node_env(dsn: str, port: int, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EINMAL_", "OTEL_")) and k != "DATABASE_URL"}
     env.update({"EINMAL_DATABASE_URL": dsn, "EINMAL_SMTP_HOST": "127.0.0.1", "EINMAL_SMTP_PORT": str(port),
                 "EINMAL_TICK_SECONDS": "0.5", "EINMAL_NODE_TIMEOUT_SECONDS": str(NODE_TIMEOUT),
-                "EINMAL_RETRY_BASE_SECONDS": "0.1", "EINMAL_SMTP_TIMEOUT_SECONDS": "5"})
+                "EINMAL_RETRY_BASE_SECONDS": "0.1", "EINMAL_SMTP_TIMEOUT_SECONDS": "5", **UNSUBSCRIBE})
     env.update(extra)
     return env
 
@@ -180,6 +184,7 @@ def node_settings(dsn: str, port: int, **overrides):
     from service.settings import Settings
 
     values = dict(database_url=dsn, smtp_host="127.0.0.1", smtp_port=port, tick_seconds=0.5,
-                  node_timeout_seconds=NODE_TIMEOUT, retry_base_seconds=0.1, smtp_timeout_seconds=5)
+                  node_timeout_seconds=NODE_TIMEOUT, retry_base_seconds=0.1, smtp_timeout_seconds=5,
+                  unsubscribe_url=UNSUBSCRIBE_URL, unsubscribe_secret=UNSUBSCRIBE_SECRET)
     values.update(overrides)
     return Settings(**values)

@@ -16,13 +16,15 @@ from service.mail import unsubscribe
 from service.settings import Settings
 
 SECRET = "first-key-for-tests"
+UNSUBSCRIBE_URL = "http://127.0.0.1:9/unsubscribe"  # a one-click unsubscribe: the API creates bulk campaigns
 ONE_CLICK = {"List-Unsubscribe": "One-Click"}
 
 
 @asynccontextmanager
 async def http_server(dsn: str, secret: str | None = SECRET, **overrides) -> AsyncIterator[str]:
     """`async with http_server(dsn) as base_url:` einmal serve on a free loopback port, in this loop
-    (`overrides`: other settings, e.g. a webhook's secret)."""
+    (`overrides`: other settings, e.g. a webhook's secret; unsubscribe_url=None: none)."""
+    overrides.setdefault("unsubscribe_url", UNSUBSCRIBE_URL)
     settings = Settings(database_url=dsn, unsubscribe_secret=SecretStr(secret) if secret else None, **overrides)
     sock = http.bind("127.0.0.1:0")
     stop = anyio.Event()

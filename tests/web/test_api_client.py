@@ -73,17 +73,17 @@ async def test_a_generated_client_runs_the_readme_flow(conn: asyncpg.Connection,
             assert isinstance(member.parsed, models.Membership) and member.parsed.added, member.content
 
             draft = models.Draft(name="Spring", subject="Hello {{ name }}", from_="news@example.org",
-                                 text="Hi {{ name }}", lists=["news"])
+                                 text="Hi {{ name }}, {{ unsubscribe_url }}", lists=["news"])
             created = await api["create_campaign"].asyncio_detailed(client=client, body=draft,
                                                                     idempotency_key="spring-1")
-            assert created.status_code == 201 and isinstance(created.parsed, models.Campaign), created.content
+            assert created.status_code == 201 and isinstance(created.parsed, models.CheckedCampaign), created.content
             campaign = created.parsed
-            assert (campaign.name, campaign.status) == ("Spring", models.CampaignStatus.DRAFT)
+            assert (campaign.name, campaign.status, campaign.warnings) == ("Spring", "draft", [])
 
             approved, again = [await api["approve_campaign"].asyncio_detailed(
                 campaign.id, client=client, idempotency_key="approve-1") for _ in range(2)]
-            assert isinstance(approved.parsed, models.CampaignProgress), approved.content
-            assert approved.parsed.status == models.CampaignProgressStatus.APPROVED
+            assert isinstance(approved.parsed, models.ApprovedCampaign), approved.content
+            assert (approved.parsed.status, approved.parsed.warnings) == ("approved", [])
             assert again.headers["idempotent-replayed"] == "true" and again.content == approved.content
 
             status = (await api["get_campaign"].asyncio_detailed(campaign.id, client=client)).parsed

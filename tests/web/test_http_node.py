@@ -217,10 +217,11 @@ async def test_readiness_is_503_draining_once_the_node_is_told_to_stop(conn: asy
 
 
 def test_the_demo_serves_http_and_follows_a_captured_messages_unsubscribe_link(dsn: str, tmp_path: Path) -> None:
-    from tests.conftest import einmal
+    from tests.conftest import UNSUBSCRIBE, einmal
 
+    # as a new operator runs it, nothing set: the demo configures its own unsubscribe
     result = einmal("demo", "--database-url", dsn, "--subscribers", "40", "--out", str(tmp_path / "out"),
-                    timeout=180)
+                    env=dict.fromkeys(UNSUBSCRIBE), timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     found = re.search(r"unsubscribe link of \d+\.eml \(to (\S+)\):\n  http://127\.0\.0\.1:\d+/unsubscribe\?token=\S+\n"
                       r"  one-click POST: HTTP 200; (\S+) suppressed: yes\n", result.stdout)
