@@ -94,7 +94,8 @@ class Draft(BaseModel):
                                                   "absent: at approval")
     reply_to: str | None = Field(None, max_length=MAX_FROM)
     language: str | None = Field(None, max_length=20, description="its unsubscribe page's language, e.g. en, "
-                                                                   "de; absent: the account's")
+                                                                   "de; absent: the account's at creation, kept "
+                                                                   "when the account's changes")
     unsubscribe: bool = Field(True, description=UNSUBSCRIBE)
 
 

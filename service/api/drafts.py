@@ -44,7 +44,7 @@ class DraftChanges(BaseModel):
                                                                description="[]: the list `default`")
     at: datetime | None = Field(None, description="when to start once approved; null: at approval")
     reply_to: str | None = Field(None, max_length=MAX_FROM, description="null: none")
-    language: str | None = Field(None, max_length=20, description="null: the account's")
+    language: str | None = Field(None, max_length=20, description="null: the account's now")
     unsubscribe: bool = Field(None, description=UNSUBSCRIBE)
 
 

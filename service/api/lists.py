@@ -1,6 +1,7 @@
-"""/api/v1/lists: the key's account's lists — list them, make one (PUT), put a subscriber on one or take
-it off, open or close its sign-ups (`/lists/{name}/form`: its public form and POST /subscribe, closed until
-opened). A subscriber's lists are in its own answer; `GET /subscribers?list=NAME` lists a list's members."""
+"""/api/v1/lists: the key's account's lists — list them, make one (PUT), give it the title its public pages show
+(`/lists/{name}/title`), put a subscriber on one or take it off, open or close its sign-ups
+(`/lists/{name}/form`: its public form and POST /subscribe, closed until opened). A subscriber's lists are in
+its own answer; `GET /subscribers?list=NAME` lists a list's members."""
 
 from datetime import datetime
 from typing import Annotated, Literal
@@ -11,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from service import db
 from service.addresses import email_key
 from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, not_found
+from service.cli.lists_cmd import MAX_TITLE, set_title, title
 from service.errors import UsageError
 from service.settings import Settings
 from service.subscribers import optin
@@ -24,11 +26,20 @@ Email = Annotated[str, Path(max_length=MAX_EMAIL, description="the address, in a
 class MailingList(BaseModel):
     id: int
     name: str
+    title: str | None = Field(description="what its public pages (sign-up form, confirmation, preference page) call "
+                                          "it; null: they say \"the mailing list\", never the name")
     members: int = Field(description="confirmed members: the ones campaigns reach")
     unconfirmed: int = Field(description="sign-ups awaiting confirmation (double opt-in)")
     created_at: datetime
     form_url: str | None = Field(description="its public sign-up form while open (`PUT /lists/{name}/form`), "
                                              "else null")
+
+
+class ListTitle(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str | None = Field(max_length=MAX_TITLE, description="what the list's public pages call it, e.g. "
+                                                               "\"Weekly news\"; null or \"\" clears it: they say "
+                                                               "\"the mailing list\"")
 
 
 class FormSetting(BaseModel):
@@ -58,8 +69,9 @@ class Membership(BaseModel):
 
 
 def _listed(settings: Settings, row) -> MailingList:
-    return MailingList(id=row["id"], name=row["name"], members=row["members"], unconfirmed=row["unconfirmed"],
-                       created_at=row["created_at"], form_url=optin.form_url(settings, row["form_token"]))
+    return MailingList(id=row["id"], name=row["name"], title=row["title"], members=row["members"],
+                       unconfirmed=row["unconfirmed"], created_at=row["created_at"],
+                       form_url=optin.form_url(settings, row["form_token"]))
 
 
 def _form(settings: Settings, row) -> ListForm:
@@ -94,6 +106,18 @@ async def put_list_form(name: ListName, body: FormSetting, conn: Conn, key: Key,
     except UsageError as exc:
         raise HTTPException(422, str(exc)) from None
     return _form(request.app.state.settings, row)
+
+
+@router.put("/{name}/title", operation_id="put_list_title", responses=ERRORS,
+            summary="what the list's public pages (sign-up form, confirmation, preference page) call it")
+async def put_list_title(name: ListName, body: ListTitle, conn: Conn, key: Key) -> ListTitle:
+    try:
+        row = await set_title(conn, key.account_id, name, title(body.title or "", "title"))
+    except optin.NoList:
+        raise not_found("list") from None
+    except UsageError as exc:
+        raise HTTPException(422, str(exc)) from None
+    return ListTitle(title=row["title"])
 
 
 @router.put("/{name}", operation_id="put_list", summary="make the list (201), or find it (200)",

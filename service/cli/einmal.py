@@ -156,10 +156,17 @@ def build_parser() -> argparse.ArgumentParser:
     key = accounts.add_parser("key", help="keys for /api/v1 (README: HTTP API)").add_subparsers(
         dest="verb", metavar="VERB", parser_class=_Parser, required=True)
 
-    lists = sub.add_parser("lists", help="lists: members, sign-up forms (open, close)")
+    lists = sub.add_parser("lists", help="lists: members, titles, sign-up forms (open, close)")
     lists.add_argument("--account", help="only this account's lists")
     lists.set_defaults(func=commands.lazy("service.cli.lists_cmd", "list_command"))
-    form = lists.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser).add_parser(
+    verbs = lists.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
+    p = verbs.add_parser("set", help="what the list's public pages call it")
+    p.add_argument("list", help="the list's name")
+    p.add_argument("--account", required=True, help="the list's account")
+    p.add_argument("--title", required=True, help="the title its sign-up form, confirmation page and preference page "
+                                                  "show, e.g. 'Weekly news' ('': none, they say 'the mailing list')")
+    p.set_defaults(func=commands.lazy("service.cli.lists_cmd", "set_command"))
+    form = verbs.add_parser(
         "form", help="open or close a list's sign-ups: its public form and POST /api/v1/subscribe")
     form = form.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser, required=True)
     for verb, text in (("open", "take sign-ups; prints the form's address"), ("close", "take no more sign-ups")):
@@ -192,7 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--list-id", help="List-Id: 'Name <id.example.org>' or 'id.example.org'")
     create.add_argument("--header", dest="headers", action="append", default=[],
                         help="an extra header 'X-Name: value' (repeatable)")
-    create.add_argument("--language", help="the language of its unsubscribe page (default: the account's)")
+    create.add_argument("--language", help="the language of its unsubscribe page (default: the account's now, kept "
+                        "when the account's changes)")
     create.add_argument("--no-unsubscribe", action="store_true",
                         help="it may go out without a one-click unsubscribe where EINMAL_UNSUBSCRIBE_URL and "
                              "_SECRET are not set (Gmail and Yahoo require one of bulk mail); default: refused")

@@ -30,7 +30,8 @@ from service.mail.render import CampaignTemplate
 from service.settings import Settings
 from service.subscribers.importer import MAX_EMAIL, MAX_NAME, unsafe_text
 
-VERSION = 1  # of the confirmation message's wording, in every language: each sign-up keeps "<language>-<VERSION>"
+VERSION = 2  # of the confirmation message's wording, in every language: a confirmation campaign keeps
+# "<language>-<VERSION>" of the text it was made with (campaigns.wording), and each sign-up it sends to records it
 LOCK_WAIT = "5s"  # the longest a sign-up waits for the key's lock (api_subscriber_lock)
 PRUNE_BATCH = 1000
 FLOOR_SECONDS = 0.25  # a sign-up's answer goes no sooner than this after its handler began (form and API)
@@ -56,6 +57,10 @@ class Wording:
     language: str
     subject: str
     body: str
+
+    @property
+    def version(self) -> str:
+        return f"{self.language}-{VERSION}"
 
 
 @dataclass(frozen=True)
@@ -106,14 +111,14 @@ async def sign_up(conn: asyncpg.Connection, settings: Settings, request: SignUp)
     caller never depends on it). The address must have passed checked_address."""
     check_configured(settings)
     key = email_key(request.email)
-    campaign_id, language = await confirmations(conn, settings, request)
+    campaign_id, wording = await confirmations(conn, settings, request)
     messages = await clients.count(conn, LIST_KIND, f"list:{request.list_id}", HOUR)
     async with conn.transaction():
         await conn.execute(db.query("api_subscriber_lock"), request.account_id, key, LOCK_WAIT)
         subscriber_id = await conn.fetchval(db.query("optin_subscriber"), request.account_id, request.email, key,
                                             request.name)
         row = await conn.fetchrow(db.query("optin_signup"), request.list_id, subscriber_id, campaign_id,
-                                  request.email, key, request.source, f"{language}-{VERSION}",
+                                  request.email, key, request.source, wording,
                                   settings.optin_address_limit, 86400.0, messages.hits < settings.optin_list_limit)
     if row["queued"]:  # counted after: sign-ups at the same moment may pass the list's bound by their number
         await clients.hit(conn, LIST_KIND, f"list:{request.list_id}", HOUR)
@@ -193,18 +198,21 @@ async def set_form(conn: asyncpg.Connection, account_id: int, list_name: str, op
 
 
 async def confirmations(conn: asyncpg.Connection, settings: Settings, request: SignUp) -> tuple[int, str]:
-    """The list's confirmation campaign and its language, made (and committed) at its first need, in the
-    sign-up's wording: the account's language then. One made before confirmations had languages is English."""
+    """The list's confirmation campaign and the version of its wording (de-2), made (and committed) at its first
+    need, in the sign-up's wording: the account's language and einmal's text then. It is never rewritten (a node
+    renders a campaign from what it read of it), so the version is what its messages say."""
     found = await conn.fetchrow(db.query("optin_campaign_find"), request.list_id, request.account_id)
     if found is None:
         async with conn.transaction():
             await conn.execute(db.query("optin_campaign_lock"), request.list_id)
             wording = request.wording
             found = await conn.fetchrow(db.query("optin_campaign_ensure"), request.list_id, request.account_id,
-                                        wording.subject, settings.optin_from, wording.body, wording.language)
+                                        wording.subject, settings.optin_from, wording.body, wording.language,
+                                        wording.version)
     if found is None:
         raise UsageError("no such list")
-    return found["id"], found["language"] or "en"
+    # no wording: made by a node of before 0108, with the version 1 text of its language
+    return found["id"], found["wording"] or f"{found['language'] or 'en'}-1"
 
 
 def window_seconds(settings: Settings) -> float:
@@ -218,7 +226,7 @@ async def confirm(conn: asyncpg.Connection, settings: Settings, ids: tuple[int, 
 
 
 async def link(conn: asyncpg.Connection, settings: Settings, ids: tuple[int, int, int]) -> asyncpg.Record | None:
-    """What the confirmation page shows (optin_link.sql); None when the link names no list."""
+    """What the confirmation page shows (optin_link.sql); None when the link's account is gone."""
     return await conn.fetchrow(db.query("optin_link"), *ids, window_seconds(settings))
 
 

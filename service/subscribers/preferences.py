@@ -19,16 +19,17 @@ MAX_LISTS = 100  # the lists a page shows
 
 @dataclass(frozen=True)
 class Left:
-    """A list left: its name, and how many messages of campaigns to it will not be sent."""
+    """A list left: its name, its title (None: none), and how many messages of campaigns to it will not be sent."""
 
     name: str
+    title: str | None
     stopped: int
 
 
-async def lists(conn: asyncpg.Connection, account_id: int, subscriber_id: int) -> list[tuple[int, str]]:
-    """(id, name) of the account's lists the subscriber's mailbox is on, by name."""
+async def lists(conn: asyncpg.Connection, account_id: int, subscriber_id: int) -> list[tuple[int, str | None]]:
+    """(id, title) of the account's lists the subscriber's mailbox is on, by name; title None: it has none."""
     rows = await conn.fetch(db.query("preference_lists"), account_id, subscriber_id, MAX_LISTS)
-    return [(row["id"], row["name"]) for row in rows]
+    return [(row["id"], row["title"]) for row in rows]
 
 
 async def leave(conn: asyncpg.Connection, account_id: int, subscriber_id: int, list_id: int) -> Left | None:
@@ -42,4 +43,4 @@ async def leave(conn: asyncpg.Connection, account_id: int, subscriber_id: int, l
             return None
         stopped = await conn.fetch(db.query("preference_sends_stop"), account_id, subscriber_id, campaigns) \
             if campaigns else []
-    return Left(names[0]["name"], len(stopped))
+    return Left(names[0]["name"], names[0]["title"], len(stopped))

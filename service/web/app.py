@@ -40,7 +40,6 @@ Retry-After, and the pool's connections are renewed so that the retry gets fresh
 import logging
 import time
 from collections.abc import Callable
-from email.utils import parseaddr
 
 import anyio
 import asyncpg
@@ -230,7 +229,7 @@ class Web:
         return Response(status_code=200)
 
     async def _page(self, request: Request, ids: tuple[int, int, int], row: asyncpg.Record,
-                    lists: list[tuple[int, str]], done: preference_page.Notice | None) -> str:
+                    lists: list[tuple[int, str | None]], done: preference_page.Notice | None) -> str:
         """What a GET shows: "already unsubscribed" when the address is suppressed, else the question with
         the address's `lists` and what a leave just `done`."""
         if row["suppressed"]:
@@ -253,7 +252,7 @@ class Web:
             return "not_on_list", None
         log.info("subscriber %d of account %d left list %d; %d messages not sent", ids[2], ids[0], list_id,
                  left.stopped)
-        return "left", left.name
+        return ("left", left.title) if left.title else ("left_untitled", None)
 
     def _next_step(self, contact: str | None) -> pages.Next:
         """What a page of a link that does not work offers instead: the account's contact (only when a
@@ -388,14 +387,9 @@ def providers(settings: Settings) -> dict[str, webhooks.Provider]:
 
 
 def sender_name(row: asyncpg.Record) -> str:
-    """Whom the page names as the sender: the account's display name, else the From name of the message
-    (else its From address), else the account's name."""
-    if row["display_name"]:
-        return row["display_name"]
-    if row["from_address"]:
-        name, address = parseaddr(row["from_address"])
-        return name or address or row["account_name"]
-    return row["account_name"]
+    """Whom the page names as the sender (pages.sender): the account's display name, else the From name of the
+    message (else its From address), else "the sender" in the page's language."""
+    return pages.sender(row["language"], row["display_name"], row["from_address"])
 
 
 def _leaving(request: Request) -> int | None:

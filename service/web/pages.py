@@ -7,6 +7,7 @@ sender's name are the operator's, the address the subscriber's).
 """
 
 import html
+from email.utils import parseaddr
 
 from service.web import texts
 
@@ -33,6 +34,15 @@ button.leave { background: #fff; color: #b91c1c; border: 2px solid #b91c1c; padd
 """
 
 Next = tuple[str, str | None]  # a next step: the text's key (next_contact, next_mailto, next_generic), the address
+
+
+def sender(code: str, display_name: str | None, from_address: str | None) -> str:
+    """Whom a page names as the sender: the account's display name, else the From name of the message (else
+    its From address), else "the sender"; never the account's name, which is the operator's."""
+    if display_name:
+        return display_name
+    name, address = parseaddr(from_address or "")
+    return name or address or texts.text(code, "the_sender")
 
 
 def mask(email: str) -> str:

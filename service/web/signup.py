@@ -2,9 +2,11 @@
 
     GET  /forms/{token}      a list's sign-up form (public; no JavaScript), while its account has it open. The
                              token is random (service/subscribers/optin.py set_form): an unknown token, a wrong
-                             one and a closed form are the same 404, naming no list and no account
+                             one and a closed form are the same 404 ("does not exist or is closed"), naming no
+                             list and no account, with the installation's next step only
     POST /forms/{token}      a sign-up (form-urlencoded `email`, `name`): always the same answer page, whatever
-                             the address's state, sent FLOOR_SECONDS after the request began; 403 when the
+                             the address's state (the address as typed, a link back to the form), sent
+                             FLOOR_SECONDS after the request began; 403 when the
                              POST says (Origin, else Referer) it came from a site that is neither this one nor
                              one the account allowed; 429 once this client's network (service/clients.py) made
                              EINMAL_OPTIN_CLIENT_LIMIT sign-ups within the hour, on all nodes together
@@ -12,6 +14,10 @@
                              links); "confirmed" when it already is
     POST /confirm?token=T    confirms, with the consent record (time, address, user agent); a repeat says
                              confirmed and changes nothing; a sign-up past its window: 410
+A confirmation link that does not work has its own pages (invalid 400, unknown 404, expired 410) with a next
+step: the account's contact only when the token is genuine (a forged one's account ids are nobody's word),
+else EINMAL_UNSUBSCRIBE_MAILTO, else a sentence. A list is named by its title, the sender by the account's
+display name, else the From name of the list's confirmations: never by the operator's names.
 
 All 404 while double opt-in is not set up (service/subscribers/optin.py check_configured)."""
 
@@ -58,9 +64,16 @@ class SignUpPages:
     def page(self, text: str, status: int = 200) -> Response:
         return HTMLResponse(text, status_code=status, headers=self.headers)
 
-    def problem(self, request: Request, status: int, key: str) -> Response:
-        code = texts.negotiate(request.headers.get("accept-language"))
-        return self.page(pages.problem(code, key), status)
+    def problem(self, request: Request, status: int, key: str, generic: str | None = None,
+                contact: str | None = None, code: str | None = None) -> Response:
+        """The page of `key` in `code` (None: the browser's language), with a next step unless `generic` is None:
+        `contact` (a genuine token's account's), else the installation's address, else the text `generic`."""
+        code = code or texts.negotiate(request.headers.get("accept-language"))
+        return self.page(pages.problem(code, key, self._next_step(contact, generic) if generic else None), status)
+
+    def _next_step(self, contact: str | None, generic: str) -> pages.Next:
+        address = contact or self.settings.unsubscribe_mailto
+        return ("signup_next_contact", address) if address else (generic, None)
 
     async def form(self, request: Request) -> Response:
         answer = await self._form(request)
@@ -81,11 +94,13 @@ class SignUpPages:
                 async with self.pool.acquire() as conn:
                     found = await conn.fetchrow(db.query("optin_form"), token) if optin.TOKEN.fullmatch(token) \
                         else None
-                    if found is None:  # no such token, a wrong one, a closed form: the same page
-                        return self.problem(request, 404, "no_form")
-                    code, sender = found["language"], found["display_name"] or found["account_name"]
+                    if found is None:  # no such token, a wrong one, a closed form: the same page, naming nobody
+                        return self.problem(request, 404, "no_form", "form_next_generic")
+                    code = found["language"]
+                    sender = pages.sender(code, found["display_name"],
+                                          found["from_address"] or self.settings.optin_from)
                     if request.method == "GET":
-                        return self.page(signup_pages.form(code, found["list_name"], sender))
+                        return self.page(signup_pages.form(code, found["list_title"], sender))
                     answer = await self._sign_up(request, conn, found, sender)
         except DB_DOWN as exc:
             await self.database_down(exc)
@@ -113,11 +128,11 @@ class SignUpPages:
             return self.problem(request, 403, "elsewhere")
         fields = await self._fields(request)
         if fields is None:
-            return self.page(signup_pages.form(code, found["list_name"], sender, invalid=True), 400)
+            return self.page(signup_pages.form(code, found["list_title"], sender, invalid=True), 400)
         try:
             email, name = optin.checked_address(*fields)
         except UsageError:
-            return self.page(signup_pages.form(code, found["list_name"], sender, invalid=True, email=fields[0]), 422)
+            return self.page(signup_pages.form(code, found["list_title"], sender, invalid=True, email=fields[0]), 422)
         counted = await clients.hit(conn, optin.CLIENT_KIND, client, optin.HOUR)
         if counted.hits > self.settings.optin_client_limit:
             log.info("sign-up to list %d from %s refused: over the client limit", found["id"], client)
@@ -127,7 +142,8 @@ class SignUpPages:
                                                                        texts.confirmation(found["language"])))
         log.info("sign-up to list %d from %s: %s", found["id"], client,
                  "confirmation queued" if queued else "nothing sent")
-        return self.page(signup_pages.sent(code, found["list_name"], email))
+        # the form's own address, relative to this page's (which is it): right behind a proxy's path prefix too
+        return self.page(signup_pages.sent(code, found["list_title"], email, request.path_params["token"]))
 
     def _busy(self, code: str, counted: clients.Count) -> Response:
         answer = self.page(signup_pages.busy(code), 429)
@@ -159,15 +175,18 @@ class SignUpPages:
         secret = self.settings.unsubscribe_secret
         tokens = request.query_params.getlist("token")
         ids = confirm.verify_token(secret, tokens[0]) if secret and len(tokens) == 1 else None
-        if ids is None:
-            return self.problem(request, 400 if secret else 404, "invalid")
+        if ids is None:  # a forged token's account ids are nobody's word: no account's contact
+            return self.problem(request, 400, "confirm_invalid", "confirm_next_generic") if secret \
+                else self.problem(request, 404, "confirm_invalid")
         try:
             with anyio.fail_after(DB_SECONDS):
                 async with self.pool.acquire() as conn:
                     shown = await optin.link(conn, self.settings, ids)
-                    if shown is None or shown["email"] is None:
-                        return self.problem(request, 404, "unknown")
-                    code, state = shown["language"], shown["state"]
+                    if shown is None:  # the account is gone
+                        return self.problem(request, 404, "confirm_unknown", "confirm_next_generic")
+                    code, contact, state = shown["language"], shown["contact"], shown["state"]
+                    if shown["campaign_id"] is None or shown["email"] is None:
+                        return self.problem(request, 404, "confirm_unknown", "confirm_next_generic", contact, code)
                     if request.method == "POST" and state is not None:
                         state = await optin.confirm(conn, self.settings, ids, _ip(request),
                                                     request.headers.get("user-agent", ""))
@@ -175,11 +194,11 @@ class SignUpPages:
             await self.database_down(exc)
             return self.problem(request, 503, "unavailable")
         if state in ("confirmed", "already"):
-            return self.page(signup_pages.confirmed(code, shown["list_name"], shown["email"]))
+            return self.page(signup_pages.confirmed(code, shown["list_title"], shown["email"]))
         if state == "unconfirmed":
-            sender = shown["display_name"] or shown["account_name"]
-            return self.page(signup_pages.question(code, tokens[0], shown["list_name"], sender, shown["email"]))
-        return self.page(signup_pages.expired(code), 410)
+            sender = pages.sender(code, shown["display_name"], shown["from_address"])
+            return self.page(signup_pages.question(code, tokens[0], shown["list_title"], sender, shown["email"]))
+        return self.problem(request, 410, "expired", "confirm_next_generic", contact, code)
 
 
 def _ip(request: Request) -> str | None:

@@ -1,6 +1,7 @@
 -- The lists of account $1 by name, with their member counts: confirmed (the members campaigns reach) and
--- unconfirmed (sign-ups awaiting confirmation, double opt-in), and their sign-up form's token when it is open.
-SELECT l.id, l.name, l.created_at,
+-- unconfirmed (sign-ups awaiting confirmation, double opt-in), their title (NULL: none) and their sign-up
+-- form's token when it is open.
+SELECT l.id, l.name, l.title, l.created_at,
        (SELECT count(*) FROM einmal.list_members m WHERE m.list_id = l.id AND m.state = 'confirmed') AS members,
        (SELECT count(*) FROM einmal.list_members m WHERE m.list_id = l.id AND m.state = 'unconfirmed') AS unconfirmed,
        CASE WHEN l.form_open THEN l.form_token END AS form_token

@@ -2,7 +2,8 @@
 -- the account is gone. The subscriber's columns are NULL when the subscriber is not the account's, or was
 -- erased (its old links name nobody); the campaign's when the campaign is gone or not the account's.
 -- `suppressed`: the address gets no more mail from the account (a revisit says "already unsubscribed").
-SELECT s.email, s.name, s.attributes, a.name AS account_name, a.display_name, a.contact,
+-- The account's name is the operator's: not read, so never shown.
+SELECT s.email, s.name, s.attributes, a.display_name, a.contact,
        coalesce(c.language, a.language) AS language, c.name AS campaign_name, c.subject, c.from_address,
        EXISTS (SELECT 1 FROM einmal.suppressions AS x
                WHERE x.account_id = a.id AND x.email_lower = s.email_lower) AS suppressed

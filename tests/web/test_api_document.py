@@ -16,6 +16,7 @@ OPERATIONS = {
     ("put", "/subscribers/{email}"): "put_subscriber", ("delete", "/subscribers/{email}"): "delete_subscriber",
     ("get", "/lists"): "list_lists", ("put", "/lists/{name}"): "put_list",
     ("get", "/lists/{name}/form"): "get_list_form", ("put", "/lists/{name}/form"): "put_list_form",
+    ("put", "/lists/{name}/title"): "put_list_title",
     ("put", "/lists/{name}/members/{email}"): "put_member",
     ("delete", "/lists/{name}/members/{email}"): "delete_member",
     ("get", "/suppressions"): "list_suppressions", ("put", "/suppressions/{email}"): "put_suppression",

@@ -18,11 +18,11 @@ pytestmark = pytest.mark.anyio
 
 
 async def on_lists(conn: asyncpg.Connection, account_id: int, subscriber_id: int, *names: str) -> list[int]:
-    """The account's lists `names` (made when missing), with the subscriber on each; their ids."""
+    """The account's lists `names` (made when missing, titled as named), with the subscriber on each; their ids."""
     ids = []
     for name in names:
         list_id = await conn.fetchval("""
-            INSERT INTO einmal.lists (account_id, name) VALUES ($1, $2)
+            INSERT INTO einmal.lists (account_id, name, title) VALUES ($1, $2, $2)
             ON CONFLICT (account_id, name) DO UPDATE SET name = EXCLUDED.name RETURNING id""", account_id, name)
         await conn.execute("INSERT INTO einmal.list_members (list_id, subscriber_id) VALUES ($1, $2) "
                            "ON CONFLICT DO NOTHING", list_id, subscriber_id)

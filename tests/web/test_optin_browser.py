@@ -15,10 +15,11 @@ from tests.web.test_http_browser import ARTEFACTS, WIDTHS, browser  # noqa: F401
 
 pytestmark = pytest.mark.anyio
 
-SAYS = {"form": ("Subscribe", "Subscribe to news"), "sent": ("Check your inbox", "j***@example.org"),
-        "question": ("Confirm your subscription", "Subscribe j***@example.org to news from Acme?"),
-        "confirmed": ("Subscription confirmed", "j***@example.org is subscribed to news"),
-        "revisit": ("Subscription confirmed", "j***@example.org is subscribed to news")}
+SAYS = {"form": ("Subscribe", "Subscribe to the mailing list"),  # a list without a title: never its name
+        "sent": ("Check your inbox", "jane.doe@example.org"),  # the address as typed
+        "question": ("Confirm your subscription", "Subscribe j***@example.org to the mailing list from Acme?"),
+        "confirmed": ("Subscription confirmed", "j***@example.org is subscribed to the mailing list"),
+        "revisit": ("Subscription confirmed", "j***@example.org is subscribed to the mailing list")}
 
 
 def look(driver, state: str) -> list[dict]:

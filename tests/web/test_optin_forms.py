@@ -63,7 +63,7 @@ async def test_a_list_takes_no_sign_ups_until_its_account_opens_them_and_ids_fin
         url = opened.stdout.strip()
         token = re.fullmatch(r"http://127\.0\.0\.1/forms/([A-Za-z0-9_-]{22})", url).group(1)
         form = await client.get(f"/forms/{token}")
-        assert form.status_code == 200 and "news" in form.text and "Acme" in form.text
+        assert form.status_code == 200 and "the mailing list" in form.text and "Acme" in form.text
         assert form.headers["referrer-policy"] == "same-origin"
         signed = await client.post(f"/forms/{token}", data={"email": "ann@example.org"})
         api = await client.post("/api/v1/subscribe", json={"list": "news", "email": "bob@example.org"},
@@ -183,7 +183,7 @@ async def test_a_lists_new_confirmations_are_bounded_per_hour_and_the_answer_sta
             async with from_address(f"127.0.{i}.7") as client:
                 answers.append(await client.post(f"{base}{FORM}", data={"email": f"b{i}@example.org"}))
     assert [a.status_code for a in answers] == [200] * 6
-    assert len({a.text.replace(f"b{i}***", "") for i, a in enumerate(answers)}) == 1
+    assert len({a.text.replace(f"b{i}@example.org", "") for i, a in enumerate(answers)}) == 1
     assert [r["email"] for r in await confirmation_rows(conn)] == ["b0@example.org", "b1@example.org",
                                                                    "b2@example.org"]
 

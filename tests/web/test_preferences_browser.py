@@ -38,8 +38,8 @@ async def test_the_lists_and_leaving_one_in_a_browser_at_phone_and_desktop_width
     await conn.execute("UPDATE einmal.accounts SET display_name = 'Acme Newsletter', language = $1", language)
     names = ["Weekly news", "Offers & events", LONG]
     for name in names:
-        list_id = await conn.fetchval("INSERT INTO einmal.lists (account_id, name) VALUES ($1, $2) RETURNING id",
-                                      ids[0], name)
+        list_id = await conn.fetchval("INSERT INTO einmal.lists (account_id, name, title) VALUES ($1, $2, $2) "
+                                      "RETURNING id", ids[0], name)
         await conn.execute("INSERT INTO einmal.list_members VALUES ($1, $2)", list_id, ids[2])
     ARTEFACTS.mkdir(exist_ok=True)
     says = SAYS[language]
