@@ -26,6 +26,10 @@ BODY_BYTES = 4096
 # nodes (`EINMAL_SMTP_CONNECTIONS=20 make bench`); none: the nodes run at einmal's defaults
 BENCH_SETS = ("EINMAL_DATABASE_URL", "EINMAL_SMTP_HOST", "EINMAL_SMTP_PORT", "EINMAL_TICK_SECONDS",
               "EINMAL_NODE_TIMEOUT_SECONDS", "EINMAL_LOG_LEVEL", "EINMAL_HTTP_ADDRESS", "EINMAL_INBOUND_SMTP_ADDRESS")
+# a bulk campaign goes out only with a one-click unsubscribe (docs/design.md §10): the nodes sign each message's
+# link, as a production node does, unless the bench's environment names its own
+UNSUBSCRIBE = {"EINMAL_UNSUBSCRIBE_URL": "https://bench.einmal.invalid/unsubscribe",
+               "EINMAL_UNSUBSCRIBE_SECRET": "bench-unsubscribe-key-of-32-characters-at-least"}
 
 
 def passed_settings() -> dict[str, str]:
@@ -70,6 +74,7 @@ class Run:
 
 def node_env(dsn: str, port: int, tick: float) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EINMAL_", "OTEL_")) and k != "DATABASE_URL"}
+    env.update(UNSUBSCRIBE)
     env.update(passed_settings(), EINMAL_DATABASE_URL=dsn, EINMAL_SMTP_HOST="127.0.0.1", EINMAL_SMTP_PORT=str(port),
                EINMAL_TICK_SECONDS=str(tick), EINMAL_NODE_TIMEOUT_SECONDS=str(max(3 * tick, 30)),
                EINMAL_LOG_LEVEL="WARNING")

@@ -3,6 +3,7 @@ one fresh database per test cloned from a migrated template."""
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -110,3 +111,9 @@ def einmal(*args: str, dsn: str | None = None, env: dict | None = None, input: s
     full_env = {k: v for k, v in full_env.items() if v is not None}
     return subprocess.run([sys.executable, "-m", "service", *args], capture_output=True, text=True,
                           env=full_env, input=input, timeout=timeout, cwd=ROOT)
+
+
+def cells(line: str) -> list[str]:
+    """The cells of one line of a table the command line prints (service/cli/tables.py): two spaces or more
+    between them."""
+    return re.split(r" {2,}", line.rstrip())

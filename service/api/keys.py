@@ -13,6 +13,7 @@ import asyncpg
 
 from service import db
 from service.cli.subscribers_cmd import find_account
+from service.cli.tables import aligned
 from service.errors import UsageError
 from service.settings import Settings
 from service.subscribers.importer import shown
@@ -71,10 +72,11 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         await find_account(conn, args.account)
         rows = await conn.fetch(db.query("api_keys_list"), args.account)
-    print("id\tprefix\tscope\tname\tcreated\tlast used\trevoked")
-    for r in rows:
-        when = [r[c].isoformat(timespec="seconds") if r[c] else "" for c in ("created_at", "used_at", "revoked_at")]
-        print("\t".join([str(r["id"]), r["prefix"] + "…", r["scope"], r["name"], *when]))
+    table = [(r["id"], r["prefix"] + "…", r["scope"], r["name"],
+              *(r[c].isoformat(timespec="seconds") if r[c] else "" for c in ("created_at", "used_at", "revoked_at")))
+             for r in rows]
+    for line in aligned(("id", "prefix", "scope", "name", "created", "last used", "revoked"), table):
+        print(line)
     return 0
 
 

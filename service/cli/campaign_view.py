@@ -21,6 +21,7 @@ import asyncpg
 
 from service import db
 from service.addresses import address_problem, email_key
+from service.cli.tables import aligned
 from service.errors import UsageError
 from service.mail import unsubscribe
 from service.mail.render import CampaignTemplate
@@ -36,8 +37,7 @@ NOT_YET = "-"  # the started column of a campaign that has not started
 async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         rows = await conn.fetch(db.query("campaign_list"), args.status)
-    if rows:
-        print("id\taccount\tname\tstatus\tstarted\trecipients")
+    table = []
     for r in rows:
         reason = f" ({r['pause_reason']})" if r["status"] == "paused" and r["pause_reason"] else ""
         if r["status"] in ("draft", "approved") and r["scheduled_for"] is not None:  # given with --at
@@ -47,8 +47,9 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
         if not r["unsubscribe_required"]:
             reason += " (--no-unsubscribe)"
         started = r["started_at"].isoformat(timespec="seconds") if r["started_at"] else NOT_YET
-        print(f"{r['id']}\t{r['account']}\t{r['name']}\t{r['status']}{reason}\t{started}\t"
-              f"{r['recipients']} recipients")
+        table.append((r["id"], r["account"], r["name"], f"{r['status']}{reason}", started, r["recipients"]))
+    for line in aligned(("id", "account", "name", "status", "started", "recipients"), table) if rows else ():
+        print(line)
     if not rows:
         print("no campaigns" + (f" with status {args.status}" if args.status else ""), file=sys.stderr)
     return 0

@@ -19,6 +19,7 @@ from email_validator import EmailNotValidError
 from service import db
 from service.addresses import email_key, normalized_address
 from service.cli import campaign_status
+from service.cli.tables import aligned
 from service.errors import ArgumentError, UsageError
 from service.mail import headers, unsubscribe
 from service.settings import Settings
@@ -337,12 +338,10 @@ async def list_in_doubt(conn: asyncpg.Connection, campaign_id: int, ids: list[in
                         keys: list[str] | None = None) -> None:
     await current_status(conn, campaign_id)
     rows = await conn.fetch(db.query("reconcile_list"), campaign_id, ids, keys)
-    if rows:
-        print("id\temail\tnode\tin doubt since\tlast reply")
-    for r in rows:
-        reply = (r["last_reply"] or "-").replace("\t", " ")
-        print(f"{r['id']}\t{r['email']}\t{r['claimed_by'] or '-'}\t{r['updated_at'].isoformat(timespec='seconds')}"
-              f"\t{reply}")
+    table = [(r["id"], r["email"], r["claimed_by"] or "-", r["updated_at"].isoformat(timespec="seconds"),
+              " ".join((r["last_reply"] or "-").split())) for r in rows]
+    for line in aligned(("id", "email", "node", "in doubt since", "last reply"), table) if rows else ():
+        print(line)
     hint = "; decide with --resend or --mark-sent (all, or some with --id and --address)" if rows else ""
     print(f"{len(rows)} in-doubt row{'' if len(rows) == 1 else 's'} in campaign {campaign_id}{hint}")
 

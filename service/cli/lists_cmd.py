@@ -21,6 +21,7 @@ import asyncpg
 from service import db
 from service.cli.campaigns import one_line
 from service.cli.subscribers_cmd import find_account
+from service.cli.tables import aligned
 from service.settings import Settings
 from service.subscribers import optin
 from service.subscribers.importer import check_account, shown
@@ -31,9 +32,10 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
         if args.account is not None:
             await find_account(conn, args.account)
         rows = await conn.fetch(db.query("lists_all"), args.account)
-    for r in rows:
-        form = optin.form_url(settings, r["form_token"]) if r["form_open"] else "closed"
-        print(f"{r['id']}\t{r['account']}\t{r['name']}\t{r['members']}\t{r['unconfirmed']}\t{form}")
+    table = [(r["id"], r["account"], r["name"], r["members"], r["unconfirmed"],
+              optin.form_url(settings, r["form_token"]) if r["form_open"] else "closed") for r in rows]
+    for line in aligned(("id", "account", "name", "members", "unconfirmed", "form"), table) if rows else ():
+        print(line)
     print(f"{len(rows)} list{'' if len(rows) == 1 else 's'}", file=sys.stderr)
     return 0
 

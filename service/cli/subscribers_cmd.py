@@ -64,10 +64,9 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
 async def accounts_list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         rows = await conn.fetch(db.query("accounts_list"))
-    if rows:
-        print("name\tcreated\tsubscribers")
-    for r in rows:
-        print(f"{r['name']}\t{r['created_at'].isoformat(timespec='seconds')}\t{r['subscribers']}")
+    table = [(r["name"], r["created_at"].isoformat(timespec="seconds"), r["subscribers"]) for r in rows]
+    for line in aligned(("name", "created", "subscribers"), table) if rows else ():
+        print(line)
     if not rows:
         print("no accounts: `einmal subscribers import --account A --create-account FILE.csv` creates one",
               file=sys.stderr)
@@ -114,8 +113,9 @@ async def suppressions_list_command(args: argparse.Namespace, settings: Settings
     async with db.connection(db.url(settings)) as conn:
         await find_account(conn, args.account)
         rows = await conn.fetch(db.query("suppressions_list"), args.account)
-    for r in rows:
-        print(f"{r['email_lower']}\t{r['reason']}\t{r['created_at'].isoformat(timespec='seconds')}")
+    table = [(r["email_lower"], r["reason"], r["created_at"].isoformat(timespec="seconds")) for r in rows]
+    for line in aligned(("email", "reason", "since"), table) if rows else ():
+        print(line)
     return 0
 
 

@@ -4,7 +4,7 @@
 from collections.abc import Sequence
 
 
-def aligned(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def aligned(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     """The lines of the table: the header, then each row; an empty cell is shown as `-`; the last column is
     not padded."""
     cells = [list(header), *([str(c) if str(c) else "-" for c in row] for row in rows)]

@@ -18,7 +18,7 @@ import pytest
 from service.cli.campaigns import scheduled_for
 from service.errors import UsageError
 from tests.cli.test_campaign_commands import one_line_error, seed_account, seed_campaign
-from tests.conftest import ROOT, einmal
+from tests.conftest import ROOT, cells, einmal
 from tests.support.pipeline import node_env, start_node, stop_node, wait_status
 
 pytestmark = pytest.mark.anyio
@@ -85,11 +85,11 @@ async def test_campaign_list_shows_every_campaign_newest_first_or_those_of_one_s
     sending = await seed_campaign(conn, "sending", sends=("queued", "sent"))
     everything = einmal("campaign", "list", dsn=dsn)
     assert everything.returncode == 0, everything.stderr
-    assert [line.split("\t")[0] for line in everything.stdout.splitlines()] == ["id", str(sending), str(draft)]
+    assert [cells(line)[0] for line in everything.stdout.splitlines()] == ["id", str(sending), str(draft)]
     only = einmal("campaign", "list", "--status", "sending", dsn=dsn).stdout.splitlines()
-    assert only[0] == "id\taccount\tname\tstatus\tstarted\trecipients"
-    assert len(only) == 2 and only[1].startswith(f"{sending}\tacme\tspring\tsending\t")
-    assert only[1].endswith("\t2 recipients")
+    assert cells(only[0]) == ["id", "account", "name", "status", "started", "recipients"]
+    assert len(only) == 2 and cells(only[1])[:4] == [str(sending), "acme", "spring", "sending"]
+    assert cells(only[1])[-1] == "2"
     bad = einmal("campaign", "list", "--status", "sendingg", dsn=dsn)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr and "Traceback" not in bad.stderr
 

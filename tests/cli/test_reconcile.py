@@ -5,7 +5,7 @@ import asyncpg
 import pytest
 
 from tests.cli.test_campaign_commands import one_line_error, seed_campaign
-from tests.conftest import einmal
+from tests.conftest import cells, einmal
 
 pytestmark = pytest.mark.anyio
 
@@ -24,9 +24,9 @@ async def test_reconcile_lists_only_the_in_doubt_rows_then_a_count(
     result = einmal("reconcile", str(campaign), dsn=dsn)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "id\temail\tnode\tin doubt since\tlast reply"
-    assert lines[1:3] == [
-        f"{rows[email]['id']}\t{email}\t{node}\t{rows[email]['updated_at'].isoformat(timespec='seconds')}\t{reply}"
+    assert cells(lines[0]) == ["id", "email", "node", "in doubt since", "last reply"]
+    assert [cells(line) for line in lines[1:3]] == [
+        [str(rows[email]["id"]), email, node, rows[email]["updated_at"].isoformat(timespec="seconds"), reply]
         for email, node, reply in (("r1@example.org", "node-a", "connection lost after DATA"),
                                    ("r3@example.org", "node-b", "node node-b died during the SMTP transaction"))]
     assert "attempts" not in result.stdout
@@ -58,7 +58,7 @@ async def test_some_rows_are_decided_by_id_or_address_and_the_others_stay_in_dou
                                        "nothing decided")
     assert (await statuses(conn, campaign))["r3@example.org"] == "in_doubt"
     listed = einmal("reconcile", str(campaign), "--address", "r3@example.org", dsn=dsn).stdout.splitlines()
-    assert listed[1].startswith(f"{ids['r3@example.org']}\tr3@example.org\t") and len(listed) == 3
+    assert cells(listed[1])[:2] == [str(ids["r3@example.org"]), "r3@example.org"] and len(listed) == 3
 
 
 async def test_reconcile_of_a_campaign_without_doubt_says_zero(conn: asyncpg.Connection, dsn: str) -> None:

@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 
 from tests.cli.test_campaign_commands import one_line_error
-from tests.conftest import einmal
+from tests.conftest import cells, einmal
 
 pytestmark = pytest.mark.anyio
 
@@ -140,11 +140,12 @@ async def test_suppressions_list_and_remove(dsn: str, tmp_path: Path) -> None:
     imported(dsn, tmp_path)
     einmal("suppress", "--account", "acme", "Ann@example.org", "bob@example.org", "--reason", "bounce", dsn=dsn)
     listing = einmal("suppressions", "list", "--account", "acme", dsn=dsn).stdout.splitlines()
-    assert [line.split("\t")[:2] for line in listing] == [["ann@example.org", "bounce"], ["bob@example.org", "bounce"]]
+    assert [cells(line)[:2] for line in listing] == [["email", "reason"], ["ann@example.org", "bounce"],
+                                                     ["bob@example.org", "bounce"]]
     removed = einmal("suppressions", "remove", "--account", "acme", "ANN@example.org", "eve@example.org", dsn=dsn)
     assert removed.stdout == "removed 1, not suppressed 1\n"
-    assert [line.split("\t")[0] for line in einmal("suppressions", "list", "--account", "acme",
-                                                   dsn=dsn).stdout.splitlines()] == ["bob@example.org"]
+    assert [cells(line)[0] for line in einmal("suppressions", "list", "--account", "acme",
+                                              dsn=dsn).stdout.splitlines()] == ["email", "bob@example.org"]
 
 
 async def test_suppressions_remove_finds_every_spelling_of_the_mailbox(dsn: str, tmp_path: Path) -> None:
@@ -221,7 +222,7 @@ async def test_accounts_list_names_each_account_with_its_creation_and_subscriber
     created = dict(await conn.fetch("SELECT name, created_at FROM einmal.accounts"))
     listing = einmal("accounts", "list", dsn=dsn)
     assert listing.returncode == 0, listing.stderr
-    assert listing.stdout.splitlines() == [
-        "name\tcreated\tsubscribers",
-        f"acme\t{created['acme'].isoformat(timespec='seconds')}\t1",
-        f"acmee\t{created['acmee'].isoformat(timespec='seconds')}\t2"]
+    assert [cells(line) for line in listing.stdout.splitlines()] == [
+        ["name", "created", "subscribers"],
+        ["acme", created["acme"].isoformat(timespec="seconds"), "1"],
+        ["acmee", created["acmee"].isoformat(timespec="seconds"), "2"]]

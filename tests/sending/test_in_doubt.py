@@ -14,7 +14,7 @@ import anyio
 import asyncpg
 import pytest
 
-from tests.conftest import einmal
+from tests.conftest import cells, einmal
 from tests.support.pipeline import TAKEOVER_TIMEOUT, approve, counts, node_env, seed, start_node, stop_node, wait_status
 from tests.support.smtp_servers import FaultServer
 
@@ -71,7 +71,7 @@ async def test_hold_keeps_the_rows_in_doubt_until_reconcile_resend_sends_them_ag
             assert listed.returncode == 0, listed.stderr
             lines = listed.stdout.splitlines()
             # what is known of each: its id, address and the dead node whose transaction it was in, and why
-            assert [line.split("\t")[:3] for line in lines[1:-1]] == [
+            assert [cells(line)[:3] for line in lines[1:-1]] == [
                 [str(r["id"]), r["email"], r["claimed_by"]] for r in held]
             assert all(r["claimed_by"] and line.endswith(f"node {r['claimed_by']} died during the SMTP transaction")
                        for r, line in zip(held, lines[1:-1], strict=True))

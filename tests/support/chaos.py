@@ -30,7 +30,7 @@ from pathlib import Path
 import asyncpg
 
 from service import embedded
-from tests.conftest import ROOT, with_database
+from tests.conftest import ROOT, UNSUBSCRIBE, with_database
 from tests.support.pipeline import message_id
 from tests.support.smtp_servers import DROP, FaultServer
 
@@ -256,7 +256,7 @@ async def _run(scenario: Scenario, log_dir: Path | None, cluster) -> Verdict:
     env.update(EINMAL_DATABASE_URL=dsn, EINMAL_SMTP_HOST="127.0.0.1", EINMAL_SMTP_PORT=str(smtp.port),
                EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS), EINMAL_NODE_TIMEOUT_SECONDS=str(NODE_TIMEOUT),
                EINMAL_TICK_SECONDS="0.5", EINMAL_BATCH_SIZE="100", EINMAL_RETRY_BASE_SECONDS="0.2",
-               EINMAL_MAX_ATTEMPTS="10", EINMAL_LOG_LEVEL="WARNING", EINMAL_IN_DOUBT=s.in_doubt)
+               EINMAL_MAX_ATTEMPTS="10", EINMAL_LOG_LEVEL="WARNING", EINMAL_IN_DOUBT=s.in_doubt, **UNSUBSCRIBE)
     nodes = Nodes([env] * s.nodes, log_dir)
     # the moments (as fractions of the campaign delivered) at which each disturbance happens
     plan = sorted([(rng.uniform(0.05, 0.9), "kill") for _ in range(s.kills)]

@@ -11,7 +11,7 @@ import pytest
 
 from service import db
 from service.api import subscribers
-from tests.conftest import einmal
+from tests.conftest import cells, einmal
 from tests.support.web import http_server
 
 pytestmark = pytest.mark.anyio
@@ -49,7 +49,7 @@ async def test_a_key_is_printed_once_alone_and_only_its_hash_is_kept(
     assert key[:13] in {r["prefix"] for r in stored}
     listed = einmal("account", "key", "list", "--account", "acme", dsn=dsn)
     assert listed.returncode == 0 and key not in listed.stdout
-    assert "reports" in listed.stdout and "\tread\t" in listed.stdout
+    assert "reports" in listed.stdout and "read" in [cells(line)[2] for line in listed.stdout.splitlines()]
     unknown = einmal("account", "key", "create", "--account", "nosuch", dsn=dsn)
     assert (unknown.returncode, unknown.stdout) == (1, "")
     assert unknown.stderr.strip() == "einmal: no account named 'nosuch'", unknown.stderr
@@ -72,9 +72,9 @@ async def test_without_a_valid_key_every_route_is_401_and_a_revoked_key_is_refus
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         key = two_accounts["acme"]
         assert (await client.get("/subscribers", headers=auth(key))).status_code == 200
-        [key_id] = [line.split("\t")[0] for line in einmal("account", "key", "list", "--account", "acme",
-                                                             dsn=dsn).stdout.splitlines()
-                    if line.endswith("\t") and "\twrite\t" in line]
+        [key_id] = [cells(line)[0] for line in einmal("account", "key", "list", "--account", "acme",
+                                                       dsn=dsn).stdout.splitlines()
+                    if cells(line)[-1] == "-" and cells(line)[2] == "write"]
         assert einmal("account", "key", "revoke", "--account", "acme", key_id, dsn=dsn).returncode == 0
         assert (await client.get("/subscribers", headers=auth(key))).status_code == 401
         again = einmal("account", "key", "revoke", "--account", "acme", key_id, dsn=dsn)
@@ -101,7 +101,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
               "key_id": str(acme_keys[0]["id"])}
     bodies = {("put", "/subscribers/{email}"): {"name": "x"}, ("put", "/suppressions/{email}"): {},
               ("put", "/lists/{name}"): None, ("put", "/lists/{name}/members/{email}"): None,
-              ("put", "/lists/{name}/form"): {"open": True},
+              ("put", "/lists/{name}/form"): {"open": True}, ("put", "/lists/{name}/title"): {"title": "x"},
               ("post", "/campaigns"): None, ("post", "/keys"): None,
               ("post", "/subscribe"): {"list": "news", "email": ALICE},
               ("patch", "/campaigns/{campaign_id}"): {"name": "x"}, ("patch", "/account"): None,
@@ -350,6 +350,7 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
                                       "/campaigns/{campaign_id}/resume", "/campaigns/{campaign_id}/cancel",
                                       "/campaigns/{campaign_id}/preview", "/campaigns/{campaign_id}/test",
                                       "/lists", "/lists/{name}", "/lists/{name}/members/{email}", "/lists/{name}/form",
+                                      "/lists/{name}/title",
                                       "/keys", "/keys/{key_id}", "/subscribe", "/account",
                                       "/campaigns/{campaign_id}/retry", "/campaigns/{campaign_id}/in-doubt",
                                       "/campaigns/{campaign_id}/reconcile"}
