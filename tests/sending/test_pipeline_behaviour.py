@@ -187,14 +187,17 @@ async def test_two_schedulers_racing_to_start_a_campaign_one_wins(conn: asyncpg.
 
 async def test_a_campaign_that_cannot_be_rendered_is_paused_not_a_crash_loop(
         conn: asyncpg.Connection, dsn: str) -> None:
-    # {{ unsubscribe_url }} needs EINMAL_UNSUBSCRIBE_URL, which this node lacks
+    # {{ unsubscribe_url }} needs EINMAL_UNSUBSCRIBE_URL, which this node lacks; both campaigns were made with
+    # --no-unsubscribe, so that only the template stops the first
     broken = await seed(conn, ["a@example.com"], body="Leave: {{ unsubscribe_url }}")
     fine = await conn.fetchval("""
         INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids)
         SELECT account_id, 'fine', 'Hi', 'news@example.com', 'Hello {{ name }}', list_ids
         FROM einmal.campaigns WHERE id = $1 RETURNING id""", broken)
+    await conn.execute("UPDATE einmal.campaigns SET unsubscribe_required = false")
     received = Received()
-    async with recording_server(received) as port, running_node(node_settings(dsn, port)):
+    async with recording_server(received) as port, \
+            running_node(node_settings(dsn, port, unsubscribe_url=None, unsubscribe_secret=None)):
         await approve(conn, broken)
         await wait_status(conn, broken, "paused")
         await approve(conn, fine)
