@@ -17,7 +17,7 @@ from pathlib import Path
 from service.addresses import email_key
 
 SAMPLES = Path(__file__).resolve().parent.parent / "inbound" / "samples"
-SETS = ("flufl", "postfix")
+SETS = ("flufl", "postfix", "exim")
 
 
 def expected(name: str) -> dict[str, dict]:
