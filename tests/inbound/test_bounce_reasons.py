@@ -9,9 +9,11 @@ import email
 import asyncpg
 import pytest
 
+from service.cli import campaign_status
 from service.inbound import bounces, reasons
 from service.inbound.formats import text
 from service.settings import Settings
+from tests.conftest import einmal
 from tests.inbound import test_bounce_inbound as inbound
 from tests.inbound.test_bounce_trust import send_rows, suppressed, verp
 from tests.support import bounce_samples
@@ -144,3 +146,6 @@ async def test_exim_bounces_through_the_listener_suppress_only_dead_addresses(co
         "SELECT s.email, b.reason FROM einmal.bounces b JOIN einmal.sends s ON s.id = b.send_id")}
     assert {case for case, reason in kept.items() if reason == "sender"} == {
         "mail_from_sender_rejected", "mail_from_sender_invalid", "mail_from_refused_plain", "rcpt_sender_rejected"}
+    shown = einmal("campaign", "status", str(campaign), dsn=dsn).stdout.splitlines()
+    assert "sender" in [line.split()[0] for line in shown[shown.index("by reason:") + 1:] if line.strip()]
+    assert campaign_status.SENDER_NOTE in shown  # told to the operator as a configuration problem
