@@ -73,6 +73,12 @@ def test_an_exim_bounce_of_a_refused_sender_names_the_recipient_but_is_about_us(
         "hard", "sender", "someone@fail.test", reasons.NONE)
 
 
+def test_a_postfix_bounce_of_a_refusal_at_mail_from_is_about_us() -> None:
+    (report,) = bounces.parse(bounce_samples.message("postfix", "remote_sender_refused.eml"))
+    assert (report.kind, report.status, report.reason, report.recipient, report.effect()) == (
+        "hard", "5.1.8", "sender", "someone@sender.test", reasons.NONE)
+
+
 def test_a_transcript_that_echoes_our_sender_before_a_recipient_refusal_is_about_the_recipient() -> None:
     (report,) = bounces.parse(bounce_samples.message("flufl", "simple_01.txt"))  # "250 <ours>, Sender ok"
     assert (report.recipient, report.reason) == ("bbbsss@example.com", "mailbox_full")

@@ -2,6 +2,9 @@
 
     python -m tests.inbound.samples.exim.generate   # as root, with Debian's exim4-daemon-light installed
 
+(Debian's MTAs conflict: installing exim4-daemon-light removes Postfix, which the Postfix set's
+generator needs; reinstall whichever the machine had afterwards.)
+
 A private Exim (its own configuration and spool under a temporary directory, no daemon: each message
 is taken with ``exim4 -C <config> -odi`` and delivered at once) relays one message per case below,
 with einmal's VERP return path (bounces+<token>@einmal.test) as envelope sender, to an aiosmtpd
