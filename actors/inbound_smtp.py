@@ -131,6 +131,9 @@ class Handler:
             return "250 2.0.0 OK, dropped"
         log.info("inbound: %s %s (%s, %s) for %s: %s", report.kind, report.event_id[:120], report.status or "no status",
                  report.reason or "-", where, result)
+        if report.reason == "sender":  # the address is untouched; our return path or sending host is the problem
+            log.warning("inbound: a server refused our sender, not %s's address (configuration: the return path's "
+                        "domain, DNS, SPF): %.200s", where, report.diagnostic)
         self.counted.labels(result).inc()
         return "250 2.0.0 OK"
 

@@ -36,6 +36,9 @@ from service.settings import Settings
 # of einmal.sends are a contract: README "Watching progress with SQL"); counted apart from the failures
 STATES = ("queued", "claimed", "sending", "sent", "suppressed", "failed", "cancelled", "in_doubt")
 CAME_BACK = ("bounced", "soft_bounced", "unclassified", "complained")
+# reason sender (service/inbound/reasons.py): servers refused our return path, not these addresses
+SENDER_NOTE = "  sender: a configuration problem: servers refused our return path, not the recipients (check its " \
+              "domain's DNS and SPF)"
 DONE = ("sent", "suppressed", "failed", "cancelled", "in_doubt")
 NOT_STARTED = ("draft", "approved")
 FINAL = ("sent", "cancelled")
@@ -165,6 +168,8 @@ def table(snap: Snapshot) -> str:
     if snap.reasons:
         lines.append("by reason:")
         lines += [f"  {name.replace('_', ' '):<15}{n:>{width}}" for name, n in sorted(snap.reasons.items())]
+        if snap.reasons.get("sender"):
+            lines.append(SENDER_NOTE)
     if snap.paused_domains:
         lines.append("paused domains (their rows wait, then probes test them):")
         lines += [f"  {domain}  {n} queued, until {until}: {reply[:200]}"

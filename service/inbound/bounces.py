@@ -13,8 +13,9 @@ found in the envelope sender the report quotes: ``returned_senders``) is touched
 at most (``about``); ``apply`` acts only on a row whose message went out (WENT_OUT) and applies
 the event through ``inbound.apply``, as the reason says (``Report.effect``): an address that does
 not exist, a domain that does not, a disabled mailbox, or a complaint suppress the address
-(reason ``bounce`` or ``complaint``); a full mailbox, routing trouble, an expiry or a temporary
-failure count, and suppress once EINMAL_SOFT_BOUNCE_LIMIT of them fell within
+(reason ``bounce`` or ``complaint``); a refusal of our own sender (reason ``sender``: a failure at
+MAIL FROM, or one naming our return path) never touches the address; a full mailbox, routing
+trouble, an expiry or a temporary failure count, and suppress once EINMAL_SOFT_BOUNCE_LIMIT of them fell within
 EINMAL_SOFT_BOUNCE_DAYS; policy, authentication, content and unclassified bounces are kept and
 change nothing. Every event applied leaves one einmal.bounces row, with its reason; a complaint or a
 hard bounce for an address reason is counted toward its campaign's self-pause in the same transaction,
@@ -123,4 +124,6 @@ async def record(conn: asyncpg.Connection, settings: Settings, found: tuple[Repo
         return None, f"dropped: none of its {len(found)} recipients is the address of the token's message"
     source, _, rest = report.event_id.partition(":")  # the row's own ids: nobody can take another row's
     report = replace(report, event_id=f"{source}:{row_ids[0]}.{row_ids[1]}:{rest}")
+    if report.guessed and _key(report.recipient) != row["email_lower"]:  # only the returned To: the row disagrees
+        report = replace(report, recipient=None, guessed=False)
     return report, await apply(conn, settings, report, row)

@@ -22,19 +22,20 @@ recipients, each one's id ends in ``:<its address>``.
 import email
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from email import errors, policy
 from email.message import Message
 
 from service.addresses import email_key
 from service.inbound import reasons
-from service.inbound.formats import Finding, arf, dsn, text
+from service.inbound.formats import ADDRESS, Finding, arf, dsn, text
 
 MAX_ID = 250
 # A DSN or an ARF report has three or four MIME parts, a returned message a few more; a DSN about one
 # message of einmal's (one recipient each) names one recipient, a few when an alias expanded.
 MAX_PARTS = 500  # counted as lines beginning with "--": each part follows one
 MAX_RECIPIENTS = 100  # counted as lines beginning with "Action:": each recipient block has one
+_REPLY = re.compile(r"(?:^|\s)([2-5])\d\d[ -]")
 _UNREADABLE = (errors.NoBoundaryInMultipartDefect, errors.StartBoundaryNotFoundDefect)
 
 
@@ -57,6 +58,7 @@ class Report:
     reason: str | None = None  # reasons.REASONS; None: a provider's verdict, its kind decides (``effect``)
     also: tuple[str, ...] = ()  # the recipient's other address in the report (Final-Recipient of an alias)
     diagnostic: str = field(default="", compare=False)  # what the server said, for the log
+    guessed: bool = False  # the recipient is only the returned message's To: kept when the token's row agrees
 
     def effect(self) -> str:
         """reasons.SUPPRESS, COUNT or NONE. A provider's verdict without a reason is classified from its
@@ -113,8 +115,11 @@ def returned_senders(message: Message, quoted: tuple[str | None, ...] = ()) -> t
     return tuple(dict.fromkeys(sender.strip("<>") for sender in found[:4] if 0 < len(sender) <= 320))
 
 
-def _report(finding: Finding, event_id: str, senders: tuple[str, ...]) -> Report:
+def _report(finding: Finding, event_id: str, senders: tuple[str, ...], ours: frozenset[str] = frozenset(),
+            guessed: bool = False) -> Report:
     reason = reasons.classify(finding.status, finding.diagnostic)
+    if reason in (*reasons.ADDRESS, "unclassified") and _names(finding.diagnostic, ours):
+        reason = "sender"  # the server refused our return path, not the recipient
     if finding.gave_up and reason in ("routing", "unclassified"):
         reason = "expired"
     if finding.permanent is None:
@@ -122,21 +127,70 @@ def _report(finding: Finding, event_id: str, senders: tuple[str, ...]) -> Report
     else:
         kind = "hard" if finding.permanent else "soft"
     return Report(kind, finding.status or "", finding.recipient, None, event_id, senders, reason, finding.also,
-                  finding.diagnostic[:300])
+                  finding.diagnostic[:300], guessed)
+
+
+def _names(diagnostic: str, ours: frozenset[str]) -> bool:
+    """The diagnostic quotes one of our addresses in a refusal: after a 4xx or 5xx reply code, not in a
+    command the transcript echoes (``MAIL From:<…>``) or an accepting ``250``."""
+    lowered = diagnostic.lower()
+    for address in ours:
+        at = lowered.find(address)
+        while at >= 0:
+            code = _REPLY.findall(lowered[max(0, at - 120):at])
+            if code and code[-1] in "45":
+                return True
+            at = lowered.find(address, at + 1)
+    return False
+
+
+def _ours(message: Message, senders: tuple[str, ...]) -> frozenset[str]:
+    """Our own addresses in a bounce: the return path it was sent to and the returned message's sender."""
+    found = {a.lower() for name in ("To", "Delivered-To", "X-Original-To")
+             for a in ADDRESS.findall(str(message.get(name) or ""))}
+    return frozenset(found | {s.lower() for s in senders if "@" in s})
+
+
+def _with_notice(message: Message, found: list[Finding]) -> list[Finding]:
+    """DSN findings with what the notice beside the fields says of each recipient, when the fields alone
+    would name an address reason or none: where the server refused (Exim's "after MAIL FROM", Postfix's
+    "in reply to MAIL FROM command"), and Exim's "retry timeout exceeded" after a temporary failure."""
+    notice: str | None = None
+    out = []
+    for f in found:
+        if reasons.classify(f.status, f.diagnostic) not in (*reasons.ADDRESS, "unclassified"):
+            out.append(f)
+            continue
+        notice = text.notice(message) if notice is None else notice
+        said = text.said_of(notice, f.recipient)
+        if not said:
+            out.append(f)
+            continue
+        gave_up = f.permanent and text.GAVE_UP.search(said) is not None and (
+            f.status is None or f.status.endswith(".0.0") or f.status.startswith("4"))
+        out.append(replace(f, diagnostic=f"{f.diagnostic} {said}".strip()[:2000],
+                           permanent=False if gave_up else f.permanent, gave_up=f.gave_up or gave_up))
+    return out
 
 
 def _bounce(message: Message, data: bytes) -> tuple[Report, ...]:
     found = dsn.read(message)
-    if found is None or (not found and not _delivered(message)):
+    if found:
+        found = _with_notice(message, found)
+    elif found is None or not _delivered(message):
         found = text.read(message)
         if found is None:
             return ()
     event_id = _event_id(message, data, "dsn")
     senders = returned_senders(message, (dsn.postfix_sender(message),))
+    ours = _ours(message, senders)
     if len(found) == 1:
-        return (_report(found[0], event_id, senders),)
+        guessed = found[0].recipient is None and (to := text.returned_to(message)) is not None and \
+            to.lower() not in ours
+        finding = replace(found[0], recipient=to) if guessed else found[0]
+        return (_report(finding, event_id, senders, ours, guessed),)
     # several recipients: one event each, named by its address (or its place, when it names none)
-    return tuple(_report(f, f"{event_id}:{email_key(f.recipient) if _keyable(f.recipient) else n}", senders)
+    return tuple(_report(f, f"{event_id}:{email_key(f.recipient) if _keyable(f.recipient) else n}", senders, ours)
                  for n, f in enumerate(found, 1))
 
 

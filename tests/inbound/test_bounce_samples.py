@@ -1,5 +1,6 @@
-"""Real bounces: flufl.bounce's 117 samples and those a real Postfix wrote (tests/inbound/samples/), read as
-tests/support/bounce_samples.py scores them, and what their reasons do to an address."""
+"""Real bounces: flufl.bounce's 117 samples and those a real Postfix and a real Exim wrote
+(tests/inbound/samples/), read as tests/support/bounce_samples.py scores them, and what their reasons do
+to an address."""
 
 import asyncpg
 import pytest

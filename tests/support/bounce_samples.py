@@ -5,7 +5,8 @@ file, its class (hard: a permanent failure, soft: a temporary one, none: not a b
 recipients it names and, where the sample says it plainly, the reason. The flufl set is
 flufl.bounce 6.0.0's samples (Apache-2.0, its LICENSE beside them) with the verdicts of its
 ``tests/test_detectors.py`` (permanent: hard, temporary: soft, "not a bounce": none); the postfix
-set was written by a real Postfix (tests/inbound/samples/postfix/generate.py).
+set was written by a real Postfix (tests/inbound/samples/postfix/generate.py), the exim set by a real
+Exim (tests/inbound/samples/exim/generate.py: refusals at MAIL FROM, at RCPT, at the end of DATA).
 """
 
 import json
@@ -17,7 +18,7 @@ from pathlib import Path
 from service.addresses import email_key
 
 SAMPLES = Path(__file__).resolve().parent.parent / "inbound" / "samples"
-SETS = ("flufl", "postfix")
+SETS = ("flufl", "postfix", "exim")
 
 
 def expected(name: str) -> dict[str, dict]:

@@ -51,6 +51,8 @@ TEMPORARY = re.compile(r"\bdelay|will (?:be )?retr|will (?:keep|continue) (?:on 
                        r"(?:tr|retr)|not yet been delivered|is being retried|attempts will continue|"
                        r"will continue to (?:be made|try)|delivery warning|warning:? .{0,60}(?:delay|not (?:yet )?been "
                        r"delivered|retr)", _P)
+# a failure the server itself took for temporary until it stopped trying (Exim's "retry timeout exceeded")
+GAVE_UP = re.compile(r"retry time ?out exceeded|retry time not reached for any host after a long failure", _P)
 PERMANENT = re.compile(r"permanent|fatal|given up|giving up|gave up|could(?: not|n't) be deliver|undeliver|"
                        r"(?:was|were|could) not (?:be )?delivered|rejected|(?:delivery|mail) (?:has )?failed|"
                        r"failed to deliver|(?:could not|unable to|cannot) deliver|did not (?:reach|receive)|"
@@ -159,6 +161,29 @@ def _paragraphs(lines: list[str], start: int) -> list[str]:
     return out
 
 
+def said_of(text: str, address: str | None) -> str:
+    """What a notice says of one recipient: the paragraph naming `address` and the next one (where Exim
+    and Postfix say at which command the server refused), "" when it does not name it."""
+    if not address:
+        return ""
+    at = text.lower().find(address.lower())
+    if at < 0:
+        return ""
+    start = text.rfind("\n", 0, at) + 1
+    return " ".join(_paragraphs(text[start:start + 4000].splitlines(), 0)[:2])[:2000]
+
+
+def returned_to(message: Message) -> str | None:
+    """The one address the returned message's To names, if it names exactly one: a recipient only as a
+    last resort (service/inbound/bounces.py keeps it only when the VERP token's row agrees)."""
+    for part in message.walk():
+        if part.get_content_type() == "message/rfc822" and isinstance(part.get_payload(), list):
+            returned = part.get_payload()[0] if part.get_payload() else None
+            found = ADDRESS.findall(str(returned.get("To") or "")) if isinstance(returned, Message) else []
+            return found[0] if len(found) == 1 else None
+    return None
+
+
 def read(message: Message) -> list[Finding] | None:
     """The Findings of a bounce without delivery status fields; None when the message is no bounce."""
     text = notice(message)
@@ -201,6 +226,9 @@ def _finding(address: str | None, diagnostic: str, permanent: bool, temporary: b
         verdict = permanent and not temporary
     else:
         verdict = False if temporary else True if permanent else None
+    if verdict and GAVE_UP.search(diagnostic) and (status is None or status[0] == "4" or status.endswith(".0.0")):
+        return Finding(False, status if status and status[0] in "45" else None, _bare(address), diagnostic,
+                       gave_up=True)
     return Finding(verdict, status if status and status[0] in "45" else None, _bare(address), diagnostic)
 
 

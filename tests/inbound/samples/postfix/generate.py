@@ -13,7 +13,9 @@ ours, which writes each to this directory as <case>.eml. The failures:
 - through a transport to another aiosmtpd server of ours (fail.test), which answers RCPT
   with 550 5.1.1, 550 5.2.1, 552 5.2.2, 550 5.7.1 (policy), 550 5.7.26 (DMARC), or the end of
   DATA with 552 5.3.4 (too large), or 451 4.3.0 (expired: maximal_queue_lifetime = 0, so one
-  deferral returns the message).
+  deferral returns the message);
+- through a transport to a third server of ours (sender.test), which refuses our return path at
+  MAIL FROM with 553 5.1.8: a bounce about us, not the recipient.
 
 expected.json is written by hand from what each case provokes; the tests do not need Postfix.
 """
@@ -51,7 +53,9 @@ CASES = {  # case name -> recipients (a DSN of success asked for with NOTIFY=SUC
     "forwarded_unknown": ["forward@local.test"],  # an alias of unknown@fail.test: Original- and Final-Recipient
     "two_recipients": ["unknown@fail.test", "full@fail.test"],
     "delivered_notify_success": ["good@fail.test"],
+    "remote_sender_refused": ["someone@sender.test"],  # sender.test refuses our return path at MAIL FROM
 }
+SENDER_REFUSED = "553 5.1.8 <{sender}>: Sender address rejected: Domain not found"
 
 
 def free_port() -> int:
@@ -71,6 +75,11 @@ class Remote:
         return REMOTE.get(envelope.rcpt_tos[0].partition("@")[0], (None, None))[1] or "250 OK"
 
 
+class RefusesSender:
+    async def handle_MAIL(self, server, session, envelope, address, options):
+        return SENDER_REFUSED.format(sender=address)
+
+
 class Capture:
     def __init__(self) -> None:
         self.messages: list[tuple[str, bytes]] = []
@@ -80,7 +89,7 @@ class Capture:
         return "250 OK"
 
 
-def main_cf(root: Path, smtpd_port: int, capture_port: int, remote_port: int) -> str:
+def main_cf(root: Path, smtpd_port: int, capture_port: int, remote_port: int, sender_port: int) -> str:
     return f"""
 compatibility_level = 3.6
 queue_directory = {root}/queue
@@ -100,7 +109,8 @@ local_recipient_maps =
 virtual_alias_maps = inline:{{ forward@local.test=unknown@fail.test }}
 alias_maps =
 alias_database =
-transport_maps = inline:{{ einmal.test=smtp:[127.0.0.1]:{capture_port}, fail.test=smtp:[127.0.0.1]:{remote_port} }}
+transport_maps = inline:{{ einmal.test=smtp:[127.0.0.1]:{capture_port}, fail.test=smtp:[127.0.0.1]:{remote_port},
+    sender.test=smtp:[127.0.0.1]:{sender_port} }}
 maximal_queue_lifetime = 0
 bounce_queue_lifetime = 0
 smtp_tls_security_level = none
@@ -148,10 +158,11 @@ def message(case: str, recipient: str) -> bytes:
 
 
 def run(root: Path) -> dict[str, bytes]:
-    smtpd_port, capture_port, remote_port = free_port(), free_port(), free_port()
+    smtpd_port, capture_port, remote_port, sender_port = free_port(), free_port(), free_port(), free_port()
     capture = Capture()
     controllers = [Controller(capture, hostname="127.0.0.1", port=capture_port),
-                   Controller(Remote(), hostname="127.0.0.1", port=remote_port)]
+                   Controller(Remote(), hostname="127.0.0.1", port=remote_port),
+                   Controller(RefusesSender(), hostname="127.0.0.1", port=sender_port)]
     for controller in controllers:
         controller.start()
     config = root / "config"
@@ -159,7 +170,7 @@ def run(root: Path) -> dict[str, bytes]:
     (root / "queue").mkdir()
     (root / "data").mkdir()
     shutil.chown(root / "data", "postfix")
-    (config / "main.cf").write_text(main_cf(root, smtpd_port, capture_port, remote_port))
+    (config / "main.cf").write_text(main_cf(root, smtpd_port, capture_port, remote_port, sender_port))
     (config / "master.cf").write_text(master_cf(smtpd_port))
     started = subprocess.run(["postfix", "-c", str(config), "start"], capture_output=True, text=True)
     if started.returncode:
