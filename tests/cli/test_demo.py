@@ -100,3 +100,15 @@ def test_keep_serving_offers_a_link_still_to_press_and_a_signal_stops_its_embedd
             proc.terminate()
             psutil.wait_procs([proc], timeout=5)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+async def test_demo_links_are_its_own_whatever_einmal_unsubscribe_url_says(dsn: str, tmp_path: Path) -> None:
+    """An operator's EINMAL_UNSUBSCRIBE_URL names their nodes, not the demo: its messages link to its own surface,
+    which it follows (before: it followed the configured one, nothing answered, and it ended in a traceback)."""
+    elsewhere = {"EINMAL_UNSUBSCRIBE_URL": "http://127.0.0.1:9/unsubscribe",
+                 "EINMAL_UNSUBSCRIBE_SECRET": "an-operators-key-of-32-characters-or-more"}
+    result = einmal("demo", "--subscribers", "20", "--out", str(tmp_path / "out"), "--database-url", dsn,
+                    env=elsewhere, timeout=240)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert ":9/unsubscribe" not in result.stdout
+    assert re.search(r"one-click POST: HTTP 200; \S+ suppressed: yes", result.stdout), result.stdout
