@@ -155,3 +155,20 @@ async def test_exim_bounces_through_the_listener_suppress_only_dead_addresses(co
     shown = einmal("campaign", "status", str(campaign), dsn=dsn).stdout.splitlines()
     assert "sender" in [line.split()[0] for line in shown[shown.index("by reason:") + 1:] if line.strip()]
     assert campaign_status.SENDER_NOTE in shown  # told to the operator as a configuration problem
+
+
+@pytest.mark.parametrize(("file", "status"), [
+    ("lhost-qmail-07.eml", "4.4.1"),  # qmail: "this message has been in the queue too long"
+    ("lhost-qmail-06.eml", "4.2.2"),
+    ("lhost-opensmtpd-05.eml", None),  # OpenSMTPD: "Envelope expired"
+    ("lhost-amazonworkmail-05.eml", "4.4.7"),  # WorkMail: "554 4.4.7 Message expired"
+])
+def test_a_notice_that_gave_up_after_temporary_failures_is_soft(file: str, status: str | None) -> None:
+    (report,) = bounces.parse(bounce_samples.message("sisimai", file))
+    assert (report.kind, report.status or None) == ("soft", status)
+    assert report.effect() != reasons.SUPPRESS
+
+
+def test_a_refusal_quoted_before_the_queue_gave_up_stays_hard() -> None:
+    (report,) = bounces.parse(bounce_samples.message("sisimai", "lhost-qmail-04.eml"))  # "501 5.0.0 Invalid domain"
+    assert report.kind == "hard"

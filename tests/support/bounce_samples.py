@@ -6,7 +6,10 @@ recipients it names and, where the sample says it plainly, the reason. The flufl
 flufl.bounce 6.0.0's samples (Apache-2.0, its LICENSE beside them) with the verdicts of its
 ``tests/test_detectors.py`` (permanent: hard, temporary: soft, "not a bounce": none); the postfix
 set was written by a real Postfix (tests/inbound/samples/postfix/generate.py), the exim set by a real
-Exim (tests/inbound/samples/exim/generate.py: refusals at MAIL FROM, at RCPT, at the end of DATA).
+Exim (tests/inbound/samples/exim/generate.py: refusals at MAIL FROM, at RCPT, at the end of DATA), the
+opensmtpd set by a real OpenSMTPD 6.8 given the same refusals (tests/inbound/samples/opensmtpd/generate.py, with
+the warnings and expiry notices of its temporary failures), and the sisimai set is real OpenSMTPD, qmail and
+Amazon WorkMail bounces from Sisimai's corpus with Sisimai's verdicts (tests/inbound/samples/sisimai/README.md).
 """
 
 import json
@@ -18,7 +21,7 @@ from pathlib import Path
 from service.addresses import email_key
 
 SAMPLES = Path(__file__).resolve().parent.parent / "inbound" / "samples"
-SETS = ("flufl", "postfix", "exim")
+SETS = ("flufl", "postfix", "exim", "opensmtpd", "sisimai")
 
 
 def expected(name: str) -> dict[str, dict]:

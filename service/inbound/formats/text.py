@@ -51,8 +51,10 @@ TEMPORARY = re.compile(r"\bdelay|will (?:be )?retr|will (?:keep|continue) (?:on 
                        r"(?:tr|retr)|not yet been delivered|is being retried|attempts will continue|"
                        r"will continue to (?:be made|try)|delivery warning|warning:? .{0,60}(?:delay|not (?:yet )?been "
                        r"delivered|retr)", _P)
-# a failure the server itself took for temporary until it stopped trying (Exim's "retry timeout exceeded")
-GAVE_UP = re.compile(r"retry time ?out exceeded|retry time not reached for any host after a long failure", _P)
+# a failure the server itself took for temporary until it stopped trying (Exim's "retry timeout exceeded", qmail's
+# "in the queue too long", OpenSMTPD's "Envelope expired", Amazon SES and WorkMail's "Message expired")
+GAVE_UP = re.compile(r"retry time ?out exceeded|retry time not reached for any host after a long failure|"
+                     r"has been in the queue too long|envelope expired|message expired", _P)
 PERMANENT = re.compile(r"permanent|fatal|given up|giving up|gave up|could(?: not|n't) be deliver|undeliver|"
                        r"(?:was|were|could) not (?:be )?delivered|rejected|(?:delivery|mail) (?:has )?failed|"
                        r"failed to deliver|(?:could not|unable to|cannot) deliver|did not (?:reach|receive)|"
@@ -64,6 +66,7 @@ _NOT_RECIPIENT = re.compile(r"(?:\b(?:message-id|in-reply-to|references|from|sen
                             r"return-path|envelope-from|smtp\.mailfrom|id|mailto:|sent by)|https?://\S*)"
                             r"[\s:=<\"(]*$", _P)
 _ALIAS_OF = re.compile(r"\bgenerated from[\s:<\"(]*$", _P)  # Exim: the address an alias expanded from
+_REFUSED = re.compile(r"(?<![\d.])5\d\d[ -]")  # a 5xx reply quoted: refused for good, whatever the queue said
 _TAG = re.compile(r"<(?:br|p|div|tr|li|h\d)\b[^>]*>", _P)
 
 
@@ -226,7 +229,8 @@ def _finding(address: str | None, diagnostic: str, permanent: bool, temporary: b
         verdict = permanent and not temporary
     else:
         verdict = False if temporary else True if permanent else None
-    if verdict and GAVE_UP.search(diagnostic) and (status is None or status[0] == "4" or status.endswith(".0.0")):
+    if verdict and GAVE_UP.search(diagnostic) and (status is None or status[0] == "4" or (
+            status.endswith(".0.0") and not _REFUSED.search(diagnostic))):
         return Finding(False, status if status and status[0] in "45" else None, _bare(address), diagnostic,
                        gave_up=True)
     return Finding(verdict, status if status and status[0] in "45" else None, _bare(address), diagnostic)
