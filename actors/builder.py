@@ -53,8 +53,12 @@ async def build(ctx: NodeContext, campaign_id: int, chunk: int = CHUNK) -> int:
     return added
 
 
-async def run(ctx: NodeContext, campaigns: MemoryObjectReceiveStream[int], *,
-              task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+async def run(
+    ctx: NodeContext,
+    campaigns: MemoryObjectReceiveStream[int],
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
     async with campaigns:
         task_status.started()
         async for campaign_id in campaigns:

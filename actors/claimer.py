@@ -62,21 +62,50 @@ class Templates:
         return self.compiled[campaign_id]
 
 
-async def claim(ctx: NodeContext, conn: asyncpg.Connection, token: str, campaign_id: int,
-                account_id: int, template: render.CampaignTemplate) -> Batch | None:
+async def claim(
+    ctx: NodeContext,
+    conn: asyncpg.Connection,
+    token: str,
+    campaign_id: int,
+    account_id: int,
+    template: render.CampaignTemplate,
+) -> Batch | None:
     """Claim one batch of a campaign; None when nothing of it is due (and no trace for that)."""
     began = time.time_ns()
     settings = ctx.settings
     rated = {domain: limit.rate for domain, limit in ctx.domain_limits.items() if limit.rate}
-    records = await conn.fetch(db.query("send_claim_batch"), campaign_id, token, settings.batch_size,
-                               settings.rate_limit, settings.quota_hour, settings.quota_day,
-                               settings.quota_hour_seconds, settings.quota_day_seconds, list(rated),
-                               list(rated.values()), settings.domain_probes, settings.domain_pause_seconds,
-                               settings.domain_pause_max_seconds)
+    records = await conn.fetch(
+        db.query("send_claim_batch"),
+        campaign_id,
+        token,
+        settings.batch_size,
+        settings.rate_limit,
+        settings.quota_hour,
+        settings.quota_day,
+        settings.quota_hour_seconds,
+        settings.quota_day_seconds,
+        list(rated),
+        list(rated.values()),
+        settings.domain_probes,
+        settings.domain_pause_seconds,
+        settings.domain_pause_max_seconds,
+    )
     now = time.monotonic()
-    rows = [Row(r["id"], r["account_id"], r["subscriber_id"], r["email"], r["email_lower"], r["attempts"],
-                r["name"], r["attributes"], now + r["delay"] if r["slot_at"] else 0.0)
-            for r in records if r["status"] == "claimed"]
+    rows = [
+        Row(
+            r["id"],
+            r["account_id"],
+            r["subscriber_id"],
+            r["email"],
+            r["email_lower"],
+            r["attempts"],
+            r["name"],
+            r["attributes"],
+            now + r["delay"] if r["slot_at"] else 0.0,
+        )
+        for r in records
+        if r["status"] == "claimed"
+    ]
     metrics = ctx.metrics
     if len(records) > len(rows):
         metrics.count({"suppressed": len(records) - len(rows)})
@@ -85,9 +114,16 @@ async def claim(ctx: NodeContext, conn: asyncpg.Connection, token: str, campaign
     metrics.rows_claimed.inc(len(rows))
     metrics.rows_in_flight.inc(len(rows))
     tracer = telemetry.tracer()
-    root = tracer.start_span("batch", start_time=began, attributes={
-        "einmal.campaign_id": campaign_id, "einmal.account_id": account_id, "einmal.node_id": token,
-        "einmal.batch_size": len(rows)})
+    root = tracer.start_span(
+        "batch",
+        start_time=began,
+        attributes={
+            "einmal.campaign_id": campaign_id,
+            "einmal.account_id": account_id,
+            "einmal.node_id": token,
+            "einmal.batch_size": len(rows),
+        },
+    )
     span = tracer.start_span("claim", context=trace.set_span_in_context(root), start_time=began)
     span.set_attribute("einmal.claimed", len(rows))
     span.set_attribute("einmal.suppressed", len(records) - len(rows))
@@ -95,8 +131,9 @@ async def claim(ctx: NodeContext, conn: asyncpg.Connection, token: str, campaign
     return Batch(campaign_id, account_id, token, rows, root, time.monotonic(), template)
 
 
-async def run(ctx: NodeContext, token: str, feed: Feed, *,
-              task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+async def run(
+    ctx: NodeContext, token: str, feed: Feed, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     # one connection for the claimer's life
     async with db.actor_connection(ctx.pool, "claimer", token, ctx.settings.db_timeout_seconds) as conn:
         task_status.started()

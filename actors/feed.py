@@ -45,8 +45,9 @@ class Feed:
             self.ready = anyio.Event()
 
     def put(self, batch: Batch) -> None:
-        batch.send_span = telemetry.tracer().start_span("send", context=trace.set_span_in_context(batch.span),
-                                                        attributes=telemetry.batch_attributes(batch))
+        batch.send_span = telemetry.tracer().start_span(
+            "send", context=trace.set_span_in_context(batch.span), attributes=telemetry.batch_attributes(batch)
+        )
         self.rows.extend((batch, row) for row in batch.rows)
         self._update()
 

@@ -83,8 +83,12 @@ class Limits:
     @classmethod
     def from_settings(cls, settings: Settings) -> "Limits":
         connections = min(settings.http_max_connections, max(file_limit() // 4, 1))
-        return cls(connections, settings.http_header_timeout_seconds, settings.http_body_timeout_seconds,
-                   min(settings.http_client_connections, connections))
+        return cls(
+            connections,
+            settings.http_header_timeout_seconds,
+            settings.http_body_timeout_seconds,
+            min(settings.http_client_connections, connections),
+        )
 
     def network(self, host: str | None) -> str:
         """What a peer's connections count as: its network (service/clients.py), or, for a reverse proxy Uvicorn
@@ -210,8 +214,11 @@ class _Protocol(H11Protocol):
                 self.limits.waiting[self] = None
 
     def _expired(self) -> None:
-        log.debug("HTTP connection from %s closed: %s", self.client,
-                  f"no complete request {self.phase} in time" if self.phase else "its answer not taken in time")
+        log.debug(
+            "HTTP connection from %s closed: %s",
+            self.client,
+            f"no complete request {self.phase} in time" if self.phase else "its answer not taken in time",
+        )
         self.transport.abort()
 
 
@@ -240,10 +247,18 @@ class HttpActor:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         limits = Limits.from_settings(self.settings)
         # the backlog is also how many connections one wake-up of the loop accepts before any is closed
-        config = uvicorn.Config(self.app, lifespan="off", log_config=None, access_log=False,
-                                timeout_graceful_shutdown=GRACE_SECONDS, server_header=False,
-                                http=functools.partial(_Protocol, limits=limits), ws="none",
-                                backlog=min(4096, max(file_limit() // 8, 16)), h11_max_incomplete_event_size=16 * 1024)
+        config = uvicorn.Config(
+            self.app,
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=GRACE_SECONDS,
+            server_header=False,
+            http=functools.partial(_Protocol, limits=limits),
+            ws="none",
+            backlog=min(4096, max(file_limit() // 8, 16)),
+            h11_max_incomplete_event_size=16 * 1024,
+        )
         limits.proxies = config.forwarded_allow_ips if config.proxy_headers else ""
         server = _Server(config)
         ended = anyio.Event()

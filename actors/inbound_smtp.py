@@ -73,8 +73,9 @@ class Handler:
         self.counted = metrics.inbound
         self.parsers = anyio.CapacityLimiter(max(1, (os.cpu_count() or 2) // 2))  # worker processes at once
 
-    async def handle_RCPT(self, server: SMTP, session: Session, envelope: Envelope, address: str,
-                          rcpt_options: list[str]) -> str:
+    async def handle_RCPT(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, rcpt_options: list[str]
+    ) -> str:
         ours, token = self.path.ours(address)
         if not ours:
             log.info("inbound: refused recipient %.100r: not the return path", address)
@@ -109,8 +110,10 @@ class Handler:
             return "250 2.0.0 OK, ignored"
         row_ids = row_ids or self._quoted_token(found)
         if row_ids is None:
-            log.info("inbound: unsigned: a report from %.100r to the return path with no VERP token changes "
-                     "nothing", envelope.mail_from)
+            log.info(
+                "inbound: unsigned: a report from %.100r to the return path with no VERP token changes nothing",
+                envelope.mail_from,
+            )
             self.counted.labels("unsigned").inc()
             return "250 2.0.0 OK, unsigned: nothing done"
         try:
@@ -125,15 +128,31 @@ class Handler:
             return "451 4.3.0 cannot record the report now, try again later"
         where = f"campaign {row_ids[0]} subscriber {row_ids[1]}"
         if report is None or result.startswith("dropped"):
-            log.info("inbound: dropped %s %s for %s: %s", found[0].kind, (report or found[0]).event_id[:120], where,
-                     result.removeprefix("dropped: "))
+            log.info(
+                "inbound: dropped %s %s for %s: %s",
+                found[0].kind,
+                (report or found[0]).event_id[:120],
+                where,
+                result.removeprefix("dropped: "),
+            )
             self.counted.labels("dropped").inc()
             return "250 2.0.0 OK, dropped"
-        log.info("inbound: %s %s (%s, %s) for %s: %s", report.kind, report.event_id[:120], report.status or "no status",
-                 report.reason or "-", where, result)
+        log.info(
+            "inbound: %s %s (%s, %s) for %s: %s",
+            report.kind,
+            report.event_id[:120],
+            report.status or "no status",
+            report.reason or "-",
+            where,
+            result,
+        )
         if report.reason == "sender":  # the address is untouched; our return path or sending host is the problem
-            log.warning("inbound: a server refused our sender, not %s's address (configuration: the return path's "
-                        "domain, DNS, SPF): %.200s", where, report.diagnostic)
+            log.warning(
+                "inbound: a server refused our sender, not %s's address (configuration: the return path's "
+                "domain, DNS, SPF): %.200s",
+                where,
+                report.diagnostic,
+            )
         self.counted.labels(result).inc()
         return "250 2.0.0 OK"
 
@@ -187,7 +206,7 @@ class _ChunkedData:
         searched, too_much, limit = 0, False, self.data_size_limit
         while (end := held.find(_END, searched)) < 0:
             if too_much or (limit and len(held) > limit + len(_END)):  # keep only what may hold the end
-                too_much, held = True, held[-len(_END) + 1:]
+                too_much, held = True, held[-len(_END) + 1 :]
             searched = max(0, len(held) - len(_END) + 1)
             if not (chunk := await self._reader.read(CHUNK)):  # the connection is gone
                 return
@@ -195,7 +214,7 @@ class _ChunkedData:
         if too_much or (limit and end > limit):
             self._set_post_data_state()
             return await self.push("552 Error: Too much mail data")
-        content = bytes(held[:end + 2]).replace(b"\r\n.", b"\r\n")[2:]  # undo dot-stuffing
+        content = bytes(held[: end + 2]).replace(b"\r\n.", b"\r\n")[2:]  # undo dot-stuffing
         self.envelope.content = self.envelope.original_content = content
         status = await self._call_handler_hook("DATA")
         self._set_post_data_state()
@@ -238,9 +257,14 @@ class InboundActor:
                     log.warning("inbound: connections answered 421: %d sessions already", len(sessions))
                     busy_logged[0] = now
                 return _Busy()
-            session = protocol(self.handler, hostname="einmal-inbound", ident="einmal", loop=loop,
-                               data_size_limit=self.settings.inbound_max_bytes,
-                               timeout=self.settings.inbound_timeout_seconds)
+            session = protocol(
+                self.handler,
+                hostname="einmal-inbound",
+                ident="einmal",
+                loop=loop,
+                data_size_limit=self.settings.inbound_max_bytes,
+                timeout=self.settings.inbound_timeout_seconds,
+            )
             sessions.append(session)
             return session
 

@@ -41,9 +41,11 @@ class Listener:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         # its own URL when one is set: behind a transaction pooler, a direct one (a LISTEN needs a session)
-        conn = await db.connect(self.ctx.settings.listen_database_url or self.ctx.dsn,
-                                command_timeout=self.ctx.settings.db_timeout_seconds,
-                                name=f"einmal listener {self.ctx.node_id}")
+        conn = await db.connect(
+            self.ctx.settings.listen_database_url or self.ctx.dsn,
+            command_timeout=self.ctx.settings.db_timeout_seconds,
+            name=f"einmal listener {self.ctx.node_id}",
+        )
         lost = anyio.Event()
         conn.add_termination_listener(lambda _c: lost.set())
         try:

@@ -34,8 +34,12 @@ async def prune_once(ctx: NodeContext) -> int:
             return 0
         members, rows = await optin.prune(conn, ctx.settings)
         if members:
-            log.info("removed %d sign-up(s) unconfirmed for %g hours, and %d confirmation row(s)", members,
-                     ctx.settings.optin_window_hours, rows)
+            log.info(
+                "removed %d sign-up(s) unconfirmed for %g hours, and %d confirmation row(s)",
+                members,
+                ctx.settings.optin_window_hours,
+                rows,
+            )
         await clients.prune(conn)
         for candidate in await retention.candidates(conn, days * 86400) if days is not None else ():
             try:

@@ -27,8 +27,9 @@ log = logging.getLogger("einmal.recorder")
 def close(batch: Batch, metrics: Metrics | None = None) -> Counter:
     counts = Counter(o.status for o in batch.outcomes)
     counts.update(batch.settled)
-    with telemetry.tracer().start_as_current_span("record", context=trace.set_span_in_context(batch.span),
-                                                  attributes=telemetry.batch_attributes(batch)) as span:
+    with telemetry.tracer().start_as_current_span(
+        "record", context=trace.set_span_in_context(batch.span), attributes=telemetry.batch_attributes(batch)
+    ) as span:
         outcomes = telemetry.outcome_attributes(batch)
         span.set_attributes(outcomes)
         batch.span.set_attributes(outcomes)
@@ -43,8 +44,13 @@ def close(batch: Batch, metrics: Metrics | None = None) -> Counter:
     return counts
 
 
-async def run(ctx: NodeContext, token: str, batches: MemoryObjectReceiveStream[Batch], *,
-              task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+async def run(
+    ctx: NodeContext,
+    token: str,
+    batches: MemoryObjectReceiveStream[Batch],
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
     async with batches:
         task_status.started()
         async for batch in batches:

@@ -50,15 +50,21 @@ def replication_problem(state: asyncpg.Record) -> str | None:
     if not standbys:
         return None
     if state["hidden"] == standbys:
-        return (f"{standbys} standby(s) whose state this role may not read: grant it pg_monitor to let "
-                "einmal check that one is synchronous")
+        return (
+            f"{standbys} standby(s) whose state this role may not read: grant it pg_monitor to let "
+            "einmal check that one is synchronous"
+        )
     if not synchronous:
         why = "synchronous_standby_names is empty" if not state["names_set"] else "none streams as sync"
-        return (f"{standbys} standby(s), none synchronous ({why}): a failover to one may lose the last "
-                "transitions, and a message may go out twice")
+        return (
+            f"{standbys} standby(s), none synchronous ({why}): a failover to one may lose the last "
+            "transitions, and a message may go out twice"
+        )
     if state["synchronous_commit"] not in WAITING_COMMITS:
-        return (f"synchronous_commit is {state['synchronous_commit']} for einmal's sessions: its commits do "
-                "not wait for the synchronous standby")
+        return (
+            f"synchronous_commit is {state['synchronous_commit']} for einmal's sessions: its commits do "
+            "not wait for the synchronous standby"
+        )
     return None
 
 
@@ -74,27 +80,43 @@ async def check_replication(ctx: NodeContext, conn: asyncpg.Connection) -> None:
         identity = (state["system_identifier"], state["timeline"])
         if ctx.database_identity not in (None, identity):
             (system, timeline), (new_system, new_timeline) = ctx.database_identity, identity
-            changed = (f"timeline {timeline} -> {new_timeline}" if system == new_system
-                       else f"system identifier {system} -> {new_system}")
-            log.warning("the database is another primary than before (%s): a failover or a restore; the "
-                        "transitions the old one had not passed on are lost: the outcomes this node recorded "
-                        "in the last %gs are written again where they are missing before it claims again",
-                        changed, ctx.settings.journal_seconds)
+            changed = (
+                f"timeline {timeline} -> {new_timeline}"
+                if system == new_system
+                else f"system identifier {system} -> {new_system}"
+            )
+            log.warning(
+                "the database is another primary than before (%s): a failover or a restore; the "
+                "transitions the old one had not passed on are lost: the outcomes this node recorded "
+                "in the last %gs are written again where they are missing before it claims again",
+                changed,
+                ctx.settings.journal_seconds,
+            )
             ctx.failover_due = True
             if ctx.standby_lag > (reach := ctx.journal.reach()):
-                log.warning("the standby was %.1fs behind at the last check before the failover, more than "
-                            "the %.1fs the journal covers: outcomes older than that which the failover lost are "
-                            "not written again, and their rows may be in doubt or sent again", ctx.standby_lag,
-                            reach)
+                log.warning(
+                    "the standby was %.1fs behind at the last check before the failover, more than "
+                    "the %.1fs the journal covers: outcomes older than that which the failover lost are "
+                    "not written again, and their rows may be in doubt or sent again",
+                    ctx.standby_lag,
+                    reach,
+                )
         ctx.database_identity = identity
         ctx.standby_lag = state["lag_seconds"] or 0.0
     if problem != ctx.replication_problem:
         if problem:
-            log.warning("replication: %s%s", problem, "; not claiming (EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION)"
-                        if ctx.settings.require_synchronous_replication else "")
+            log.warning(
+                "replication: %s%s",
+                problem,
+                "; not claiming (EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION)"
+                if ctx.settings.require_synchronous_replication
+                else "",
+            )
         else:
-            log.info("replication: %s", f"{state['synchronous']} synchronous standby(s)" if state["standbys"]
-                     else "no standby")
+            log.info(
+                "replication: %s",
+                f"{state['synchronous']} synchronous standby(s)" if state["standbys"] else "no standby",
+            )
         ctx.replication_problem = problem
 
 
@@ -116,14 +138,28 @@ async def write_again(ctx: NodeContext, conn: asyncpg.Connection) -> None:
         lost = result["lost"] or []
         for send_id, campaign_id, subscriber_id, outcome, code, status, owner, token in lost:
             found = f"the row is {status}" + (f" by {owner}" if owner else "") if status else "there is no such row"
-            log.warning("send %d (campaign %s, subscriber %s): its answer (%s, reply %s) under %s, lost by the "
-                        "failover, cannot be written again: %s; kept in einmal.lost_outcomes", send_id,
-                        campaign_id, subscriber_id, outcome, code or "without a code", token, found)
+            log.warning(
+                "send %d (campaign %s, subscriber %s): its answer (%s, reply %s) under %s, lost by the "
+                "failover, cannot be written again: %s; kept in einmal.lost_outcomes",
+                send_id,
+                campaign_id,
+                subscriber_id,
+                outcome,
+                code or "without a code",
+                token,
+                found,
+            )
         ctx.metrics.lost_outcomes.inc(len(lost))
-        log.warning("after the failover: wrote again %d outcome(s) the new primary had lost, %d were there, "
-                    "%d lost (the row is another token's, or gone)", result["rewritten"], result["there"], len(lost))
-    ctx.unrecorded = [(token, kept) for token, outcomes in ctx.unrecorded
-                      if (kept := [o for o in outcomes if o.status == "queued"])]
+        log.warning(
+            "after the failover: wrote again %d outcome(s) the new primary had lost, %d were there, "
+            "%d lost (the row is another token's, or gone)",
+            result["rewritten"],
+            result["there"],
+            len(lost),
+        )
+    ctx.unrecorded = [
+        (token, kept) for token, outcomes in ctx.unrecorded if (kept := [o for o in outcomes if o.status == "queued"])
+    ]
     ctx.failover_due = False
 
 
@@ -143,28 +179,44 @@ async def await_journals(ctx: NodeContext, conn: asyncpg.Connection, tokens: lis
     deadline, said = time.monotonic() + timeout, None
     while pending := [r["id"] for r in await conn.fetch(db.query("node_journals_pending"), primary, timeout)]:
         if time.monotonic() >= deadline:
-            log.warning("claiming though node(s) %s have not written their journal on this primary in %gs "
-                        "(EINMAL_NODE_TIMEOUT_SECONDS): rows whose claims the failover lost may be sent again",
-                        ", ".join(pending), timeout)
+            log.warning(
+                "claiming though node(s) %s have not written their journal on this primary in %gs "
+                "(EINMAL_NODE_TIMEOUT_SECONDS): rows whose claims the failover lost may be sent again",
+                ", ".join(pending),
+                timeout,
+            )
             return
         if said is None:
             said = time.monotonic()
-            log.warning("after the failover: not claiming until node(s) %s have written their journal on this "
-                        "primary (at most %gs)", ", ".join(pending), timeout)
+            log.warning(
+                "after the failover: not claiming until node(s) %s have written their journal on this "
+                "primary (at most %gs)",
+                ", ".join(pending),
+                timeout,
+            )
         await anyio.sleep(BARRIER_POLL_SECONDS)
     if said is not None:
-        log.info("after the failover: every live node has written its journal; claiming after %.1fs",
-                 time.monotonic() - said)
+        log.info(
+            "after the failover: every live node has written its journal; claiming after %.1fs", time.monotonic() - said
+        )
 
 
 def columns(rows: Iterable[tuple[float, str, Outcome, float | None]]) -> tuple[list, ...]:
     """send_rewrite's arrays from (wall time, token, outcome, when the journal recorded it)."""
     rows = list(rows)
     outcomes = [o for _, _, o, _ in rows]
-    return ([o.id for o in outcomes], [t for _, t, _, _ in rows], [o.status for o in outcomes],
-            [o.reply[:1000] for o in outcomes], [o.attempts for o in outcomes], [o.bounce for o in outcomes],
-            [at for at, _, _, _ in rows], [o.retry_after for o in outcomes], [r for _, _, _, r in rows],
-            [o.campaign_id for o in outcomes])
+    return (
+        [o.id for o in outcomes],
+        [t for _, t, _, _ in rows],
+        [o.status for o in outcomes],
+        [o.reply[:1000] for o in outcomes],
+        [o.attempts for o in outcomes],
+        [o.bounce for o in outcomes],
+        [at for at, _, _, _ in rows],
+        [o.retry_after for o in outcomes],
+        [r for _, _, _, r in rows],
+        [o.campaign_id for o in outcomes],
+    )
 
 
 async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> None:
@@ -178,11 +230,16 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
         await check_replication(ctx, conn)
         # this node's own retired tokens are the send pipeline's to return, after it recorded
         # what they got answered (service/node.py)
-        rescued = await conn.fetchrow(db.query("node_rescue"), settings.node_timeout_seconds,
-                                      settings.in_doubt, [], settings.max_attempts)
+        rescued = await conn.fetchrow(
+            db.query("node_rescue"), settings.node_timeout_seconds, settings.in_doubt, [], settings.max_attempts
+        )
         if rescued["nodes"] or rescued["queued"] or rescued["in_doubt"]:
-            log.warning("returned rows of %d dead node(s): %d queued again, %d in doubt",
-                        rescued["nodes"], rescued["queued"], rescued["in_doubt"])
+            log.warning(
+                "returned rows of %d dead node(s): %d queued again, %d in doubt",
+                rescued["nodes"],
+                rescued["queued"],
+                rescued["in_doubt"],
+            )
             ctx.claim_nudge.set()
         for due in await conn.fetch(db.query("campaign_due")):
             with telemetry.tracer().start_as_current_span("campaign.start") as span:
@@ -199,9 +256,13 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
             if campaign["built"] and (finished := await finish(conn, campaign["id"])) is not None:
                 log.info("campaign %d: sending -> sent", campaign["id"])
                 if finished["in_doubt"]:
-                    log.warning("campaign %d: %d message(s) in doubt (the relay may or may not have taken them): "
-                                "decide with `einmal reconcile %d`", campaign["id"], finished["in_doubt"],
-                                campaign["id"])
+                    log.warning(
+                        "campaign %d: %d message(s) in doubt (the relay may or may not have taken them): "
+                        "decide with `einmal reconcile %d`",
+                        campaign["id"],
+                        finished["in_doubt"],
+                        campaign["id"],
+                    )
     for campaign_id in unbuilt:
         with suppress(anyio.WouldBlock):  # the builder is busy; the next tick hands it over again
             to_builder.send_nowait(campaign_id)
@@ -218,8 +279,12 @@ async def finish(conn, campaign_id: int) -> asyncpg.Record | None:
         return await conn.fetchrow(db.query("campaign_finish"), campaign_id)
 
 
-async def run(ctx: NodeContext, to_builder: MemoryObjectSendStream[int], *,
-              task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+async def run(
+    ctx: NodeContext,
+    to_builder: MemoryObjectSendStream[int],
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
     async with to_builder:
         await tick(ctx, to_builder)
         task_status.started()

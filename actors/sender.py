@@ -48,6 +48,7 @@ log = logging.getLogger("einmal.sender")
 
 LATE = 0.05  # seconds a row may go after its send slot (docs/design.md §13)
 
+
 def event(batch: Batch, name: str, attributes: dict[str, str]) -> None:
     """An event on the batch's send span: which relay failed, which domain asked us to slow down."""
     if batch.send_span is not None:
@@ -101,8 +102,9 @@ class RenderWatch:
         if failed < RENDER_FAILURES_TO_PAUSE or failed < RENDER_FAILURE_SHARE * rendered:
             return message, None
         counts[3] = True
-        return message, (f"cannot render for {failed} of {rendered} recipients tried on node {batch.token}: "
-                         f"{counts[4]}")
+        return message, (
+            f"cannot render for {failed} of {rendered} recipients tried on node {batch.token}: {counts[4]}"
+        )
 
     def unasked(self, campaign_id: int) -> None:
         """The pause could not be written: the next failure asks again (and fails its row meanwhile)."""
@@ -142,10 +144,16 @@ class Sender:
                 # for a few pauses, not for good, and the row fails at the limit, never suppressed.
                 self.ctx.metrics.domain_throttled.labels(row.domain).inc()
                 if row.attempts + 1 >= settings.max_attempts:
-                    return Outcome(row.id, "failed", f"{reply} (gave up after {row.attempts + 1} attempts)",
-                                   attempts=1, throttled=True)
-                return Outcome(row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts),
-                               throttled=True)
+                    return Outcome(
+                        row.id,
+                        "failed",
+                        f"{reply} (gave up after {row.attempts + 1} attempts)",
+                        attempts=1,
+                        throttled=True,
+                    )
+                return Outcome(
+                    row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts), throttled=True
+                )
             # the same table as a bounce's: only an address reason (550 5.1.1, 5.2.1) suppresses
             bounce = reasons.effect(kind, reason) == reasons.SUPPRESS
             return Outcome(row.id, "failed", reply, attempts=1, bounce=bounce)
@@ -160,13 +168,15 @@ class Sender:
         # past it an in-doubt row waits for reconcile
         if row.attempts + 1 >= settings.max_attempts:
             if in_doubt:
-                return Outcome(row.id, "in_doubt", f"{reply} (still in doubt after {row.attempts + 1} attempts)",
-                               attempts=1)
+                return Outcome(
+                    row.id, "in_doubt", f"{reply} (still in doubt after {row.attempts + 1} attempts)", attempts=1
+                )
             return Outcome(row.id, "failed", f"{reply} (gave up after {row.attempts + 1} attempts)", attempts=1)
         return Outcome(row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts))
 
-    async def deliver(self, connection: SmtpConnection, template: render.CampaignTemplate, row: Row,
-                      message: bytes | Outcome) -> Outcome:
+    async def deliver(
+        self, connection: SmtpConnection, template: render.CampaignTemplate, row: Row, message: bytes | Outcome
+    ) -> Outcome:
         """The row's outcome; raises SmtpUnavailable when nothing could reach the server."""
         if (row.account_id, row.email_lower) in self.ctx.suppressed:  # the last look (docs/design.md §6)
             return Outcome(row.id, "suppressed", "suppressed before sending")
@@ -175,8 +185,9 @@ class Sender:
         result = await connection.send(template.envelope_sender(row.subscriber_id), row.email, message)
         return self.outcome(row, result.outcome, result.reply)
 
-    async def attempt(self, links: dict[int, SmtpConnection], own: int, batch: Batch, row: Row,
-                      message: bytes | Outcome) -> tuple[Outcome, float]:
+    async def attempt(
+        self, links: dict[int, SmtpConnection], own: int, batch: Batch, row: Row, message: bytes | Outcome
+    ) -> tuple[Outcome, float]:
         """The row's outcome through the connection's own relay, else the next one up; and how long this
         connection alone should wait before its next row. A relay that reached nothing sent nothing, so
         the next one may take the row in the same `sending` transition (service/relays.py)."""
@@ -194,8 +205,11 @@ class Sender:
             state.up()
             self.ctx.smtp_unavailable = None
             if outcome.throttled:
-                event(batch, "domain throttled", {"einmal.domain": row.domain,
-                                                  "einmal.relay": state.relay.name, "einmal.reply": outcome.reply})
+                event(
+                    batch,
+                    "domain throttled",
+                    {"einmal.domain": row.domain, "einmal.relay": state.relay.name, "einmal.reply": outcome.reply},
+                )
             return outcome, 0.0
         self.ctx.smtp_unavailable = self.relays.unavailable()
         return Outcome(row.id, "queued", f"not sent: {reason}"), self.relays.first_pause if alone else 0.0
@@ -272,6 +286,7 @@ class Sender:
 
     async def send_all(self) -> None:
         """The connections and the writer, until the feed is closed and the last outcome is written."""
+
         async def close_on_stop() -> None:
             await self.ctx.stopping.wait()
             self.feed.close()
@@ -293,14 +308,19 @@ class Sender:
                 await connection.close()
 
 
-async def run(ctx: NodeContext, token: str, feed: Feed, to_recorder: MemoryObjectSendStream[Batch], *,
-              task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+async def run(
+    ctx: NodeContext,
+    token: str,
+    feed: Feed,
+    to_recorder: MemoryObjectSendStream[Batch],
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
     sender = Sender(ctx, token, feed)
     writer = None
     try:
         # one connection for the sender's life: the writer's
-        async with to_recorder, db.actor_connection(ctx.pool, "sender", token,
-                                                    ctx.settings.db_timeout_seconds) as conn:
+        async with to_recorder, db.actor_connection(ctx.pool, "sender", token, ctx.settings.db_timeout_seconds) as conn:
             # the writer's statement, prepared once, runs thousands of times with arrays of a few ids:
             # planning it anew each time was a quarter of its cost (docs/design.md §2). Behind a
             # transaction pooler nothing is prepared for long, and a SET would outlive the session's turn.

@@ -57,20 +57,37 @@ async def campaigns_of(conn: asyncpg.Connection, outcomes: Sequence[Outcome]) ->
             x.campaign_id = x.campaign_id or found.get(x.id, 0)
 
 
-async def advance(conn: asyncpg.Connection, settings: Settings, outcomes: list[Outcome], token: str,
-                  starts: list[tuple[int, int]]) -> list[asyncpg.Record]:
+async def advance(
+    conn: asyncpg.Connection, settings: Settings, outcomes: list[Outcome], token: str, starts: list[tuple[int, int]]
+) -> list[asyncpg.Record]:
     """One send_advance: record `outcomes` under `token`, start the rows `starts` (id, campaign)."""
     o = outcomes
     await campaigns_of(conn, o)
-    return await conn.fetch(db.query("send_advance"), [x.id for x in o], [x.status for x in o],
-                            [x.reply[:1000] for x in o], [x.attempts for x in o], [x.retry_after for x in o],
-                            [x.bounce for x in o], token, [s[0] for s in starts], [x.throttled for x in o],
-                            settings.domain_pause_seconds, settings.domain_pause_max_seconds,
-                            [x.campaign_id for x in o], [s[1] for s in starts])
+    return await conn.fetch(
+        db.query("send_advance"),
+        [x.id for x in o],
+        [x.status for x in o],
+        [x.reply[:1000] for x in o],
+        [x.attempts for x in o],
+        [x.retry_after for x in o],
+        [x.bounce for x in o],
+        token,
+        [s[0] for s in starts],
+        [x.throttled for x in o],
+        settings.domain_pause_seconds,
+        settings.domain_pause_max_seconds,
+        [x.campaign_id for x in o],
+        [s[1] for s in starts],
+    )
 
 
-async def record(conn: asyncpg.Connection, ctx: NodeContext, outcomes: list[Outcome], token: str,
-                 starts: Sequence[tuple[int, int]] = ()) -> list[asyncpg.Record]:
+async def record(
+    conn: asyncpg.Connection,
+    ctx: NodeContext,
+    outcomes: list[Outcome],
+    token: str,
+    starts: Sequence[tuple[int, int]] = (),
+) -> list[asyncpg.Record]:
     """`advance`, and a log line and a count for each outcome that found no row of `token`'s; the others
     go into the node's journal, to be written again if a failover loses them."""
     rows = await advance(conn, ctx.settings, outcomes, token, list(starts))
@@ -82,8 +99,14 @@ async def record(conn: asyncpg.Connection, ctx: NodeContext, outcomes: list[Outc
         if status is not None:
             ids += f" (campaign {campaign_id}, subscriber {subscriber_id})"
             found = f"the row is {status}" + (f" by {owner}" if owner else "")
-        log.warning("%s: its answer (%s, reply %s) found no row of %s to record it on: %s; kept in "
-                    "einmal.lost_outcomes", ids, outcome, code or "without a code", token, found)
+        log.warning(
+            "%s: its answer (%s, reply %s) found no row of %s to record it on: %s; kept in einmal.lost_outcomes",
+            ids,
+            outcome,
+            code or "without a code",
+            token,
+            found,
+        )
     ctx.metrics.lost_outcomes.inc(len(lost))
     return rows
 
@@ -97,8 +120,14 @@ class Step:
 
 
 class Writer:
-    def __init__(self, ctx: NodeContext, token: str, conn: asyncpg.Connection, feed: Feed,
-                 to_recorder: MemoryObjectSendStream[Batch]) -> None:
+    def __init__(
+        self,
+        ctx: NodeContext,
+        token: str,
+        conn: asyncpg.Connection,
+        feed: Feed,
+        to_recorder: MemoryObjectSendStream[Batch],
+    ) -> None:
         self.ctx, self.token, self.conn, self.feed, self.to_recorder = ctx, token, conn, feed, to_recorder
         self.waiting: list[Step] = []
         self.parked: list[tuple[Batch, Row]] = []  # rows to give back unsent (their domain was paused)
@@ -190,17 +219,22 @@ class Writer:
             if step.done is not None:
                 self.unrecorded.append(step.done[1])
             if step.start is not None:
-                self.unrecorded.append(Outcome(step.start[1].id, "queued", NOT_SENT,
-                                               campaign_id=step.start[0].campaign_id))
+                self.unrecorded.append(
+                    Outcome(step.start[1].id, "queued", NOT_SENT, campaign_id=step.start[0].campaign_id)
+                )
             step.answered.set()
         self.writing, self.waiting = [], []
 
     async def write(self, steps: list[Step]) -> None:
         done = [step.done[1] for step in steps if step.done is not None]
         began = time.monotonic()
-        rows = await record(self.conn, self.ctx, done, self.token,
-                            [(step.start[1].id, step.start[0].campaign_id) for step in steps
-                             if step.start is not None])
+        rows = await record(
+            self.conn,
+            self.ctx,
+            done,
+            self.token,
+            [(step.start[1].id, step.start[0].campaign_id) for step in steps if step.start is not None],
+        )
         self.last_seconds = time.monotonic() - began
         self.ctx.metrics.group_commit_seconds.observe(self.last_seconds)
         started = {r["id"] for r in rows if r["id"] is not None}
@@ -224,8 +258,12 @@ class Writer:
     async def release(self, items: list[tuple[Batch, Row]]) -> None:
         """Give rows never handed to a connection back to the queue."""
         if items:
-            await self.conn.execute(db.query("send_release"), [row.id for _, row in items], self.token,
-                                    [batch.campaign_id for batch, _ in items])
+            await self.conn.execute(
+                db.query("send_release"),
+                [row.id for _, row in items],
+                self.token,
+                [batch.campaign_id for batch, _ in items],
+            )
         for batch, _ in items:
             settle(batch, "released")
         await self.close_settled([batch for batch, _ in items])

@@ -43,14 +43,17 @@ class _Parser(argparse.ArgumentParser):
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = _Parser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, help="messages per measurement (default 20000; --big: 1000000)")
-    parser.add_argument("--subscribers", type=int, default=1_000_000,
-                        help="subscribers of the recipient-build benchmark (default 1000000)")
-    parser.add_argument("--quick", action="store_true",
-                        help="a few thousand messages and 20000 subscribers, for CI")
-    parser.add_argument("--big", action="store_true",
-                        help="only the 1,000,000-recipient campaign on one node: its peak RSS (long)")
-    parser.add_argument("--tick", type=float,
-                        help="EINMAL_TICK_SECONDS of the nodes (default 60; --quick: 5)")
+    parser.add_argument(
+        "--subscribers",
+        type=int,
+        default=1_000_000,
+        help="subscribers of the recipient-build benchmark (default 1000000)",
+    )
+    parser.add_argument("--quick", action="store_true", help="a few thousand messages and 20000 subscribers, for CI")
+    parser.add_argument(
+        "--big", action="store_true", help="only the 1,000,000-recipient campaign on one node: its peak RSS (long)"
+    )
+    parser.add_argument("--tick", type=float, help="EINMAL_TICK_SECONDS of the nodes (default 60; --quick: 5)")
     args = parser.parse_args(argv)
     if args.messages is None:
         args.messages = 1_000_000 if args.big else 3_000 if args.quick else 20_000
@@ -69,12 +72,14 @@ def say(line: str) -> None:
 
 async def measure(args: argparse.Namespace, source: str, sink: Sink, began: float) -> None:
     server, where = database.server_url()
-    header = report.Header(args.messages, where, await database.version(server), os.cpu_count() or 0, args.tick,
-                           os.getloadavg()[0])
+    header = report.Header(
+        args.messages, where, await database.version(server), os.cpu_count() or 0, args.tick, os.getloadavg()[0]
+    )
     if args.big:
         say(f"big: one node, a {args.messages:,}-recipient campaign; RSS sampled while it goes out")
-        run = await send.campaign(server, sink, nodes=1, messages=args.messages, tick=args.tick,
-                                  timeout=3 * 3600, sample_rss=True, say=say)
+        run = await send.campaign(
+            server, sink, nodes=1, messages=args.messages, tick=args.tick, timeout=3 * 3600, sample_rss=True, say=say
+        )
         report.big(header, run, say)
         return
     say(f"wire: smtp-source -> smtp-sink, {args.messages:,} messages, best of 3")
@@ -84,8 +89,17 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
     runs = []
     for nodes in (1, 2):
         say(f"einmal: {nodes} node{'s' if nodes > 1 else ''}, {args.messages:,} recipients")
-        runs.append(await send.campaign(server, sink, nodes=nodes, messages=args.messages, tick=args.tick,
-                                        timeout=max(120.0, args.messages / 120), say=say))
+        runs.append(
+            await send.campaign(
+                server,
+                sink,
+                nodes=nodes,
+                messages=args.messages,
+                tick=args.tick,
+                timeout=max(120.0, args.messages / 120),
+                say=say,
+            )
+        )
         say(f"  {report.run_line(runs[-1])}")
     signed, verified = await signing.runs(server, sink, messages=args.messages, tick=args.tick, say=say)
     say(f"recipient build: {args.subscribers:,} subscribers")

@@ -84,12 +84,20 @@ async def _api(address: str, key: str, addresses: list[str]) -> tuple[float, lis
             buffered = BufferedByteReceiveStream(stream)
             for email in mine:
                 began = time.perf_counter()
-                await stream.send(f"PUT /api/v1/subscribers/{email} HTTP/1.1\r\nHost: {address}\r\n"
-                                  f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n"
-                                  f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                await stream.send(
+                    f"PUT /api/v1/subscribers/{email} HTTP/1.1\r\nHost: {address}\r\n"
+                    f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
                 head = (await buffered.receive_until(b"\r\n\r\n", 65536)).decode("latin-1")
-                length = int(next(line.split(":", 1)[1] for line in head.split("\r\n")
-                                  if line.lower().startswith("content-length:")))
+                length = int(
+                    next(
+                        line.split(":", 1)[1]
+                        for line in head.split("\r\n")
+                        if line.lower().startswith("content-length:")
+                    )
+                )
                 answer = await buffered.receive_exactly(length)
                 latencies.append(time.perf_counter() - began)
                 if head.split(" ", 2)[1] not in ("200", "201"):
@@ -117,22 +125,26 @@ async def measure(server: str, upserts: int) -> Upserts:
         try:
             bare_account, floor_account, api_account = [
                 await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ($1) RETURNING id", name)
-                for name in ("bare", "floor", "api")]
+                for name in ("bare", "floor", "api")
+            ]
             # half the addresses exist already: the upserts are half inserts, half updates
             for account_id, prefix in ((bare_account, "b"), (floor_account, "f"), (api_account, "a")):
                 existing = [(account_id, e) for e in _addresses(upserts // 2, prefix)]
-                await conn.executemany("INSERT INTO einmal.subscribers (account_id, email, email_lower) "
-                                       "VALUES ($1, $2, $2)", existing)
+                await conn.executemany(
+                    "INSERT INTO einmal.subscribers (account_id, email, email_lower) VALUES ($1, $2, $2)", existing
+                )
         finally:
             await conn.close()
         env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
         env["EINMAL_DATABASE_URL"] = dsn
-        made = await anyio.run_process([sys.executable, "-m", "service", "accounts", "key", "create", "--account",
-                                        "api"], env=env)
+        made = await anyio.run_process(
+            [sys.executable, "-m", "service", "accounts", "key", "create", "--account", "api"], env=env
+        )
         key = made.stdout.decode().strip()
         bare_seconds = await _bare(dsn, bare_account, _addresses(upserts, "b"))
-        floor_seconds, _ = await _served("bench.floor", {**env, "BENCH_ACCOUNT": str(floor_account)}, key,
-                                         _addresses(upserts, "f"))
+        floor_seconds, _ = await _served(
+            "bench.floor", {**env, "BENCH_ACCOUNT": str(floor_account)}, key, _addresses(upserts, "f")
+        )
         api_seconds, latencies = await _served("service", env, key, _addresses(upserts, "a"), "serve")
         latencies.sort()
         p99 = latencies[int(len(latencies) * 0.99) - 1] * 1000
@@ -141,13 +153,17 @@ async def measure(server: str, upserts: int) -> Upserts:
         await database.drop(server, NAME)
 
 
-async def _served(module: str, env: dict[str, str], key: str, addresses: list[str],
-                  *arguments: str) -> tuple[float, list[float]]:
+async def _served(
+    module: str, env: dict[str, str], key: str, addresses: list[str], *arguments: str
+) -> tuple[float, list[float]]:
     """_api against `python -m module arguments…`, a server on the free port it is given in EINMAL_HTTP_ADDRESS."""
     address = f"127.0.0.1:{_free_port()}"
-    async with await anyio.open_process([sys.executable, "-m", module, *arguments],
-                                        env={**env, "EINMAL_HTTP_ADDRESS": address},
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as node:
+    async with await anyio.open_process(
+        [sys.executable, "-m", module, *arguments],
+        env={**env, "EINMAL_HTTP_ADDRESS": address},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as node:
         try:
             await _ready(f"http://{address}")
             return await _api(address, key, addresses)

@@ -14,8 +14,9 @@ from tests.support import bounce_samples
 
 def microseconds(rounds: int = 5) -> tuple[int, float]:
     """(messages, µs per message) over every sample of every set, the best of `rounds`."""
-    messages = [bounce_samples.message(name, file) for name in bounce_samples.SETS
-                for file in bounce_samples.expected(name)]
+    messages = [
+        bounce_samples.message(name, file) for name in bounce_samples.SETS for file in bounce_samples.expected(name)
+    ]
 
     def once() -> None:
         for data in messages:

@@ -55,8 +55,12 @@ class Backends:
         self.base = dict(self.last)
 
     async def sample(self) -> None:
-        pids = [r["pid"] for r in await self.conn.fetch(
-            "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'", self.name)]
+        pids = [
+            r["pid"]
+            for r in await self.conn.fetch(
+                "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'", self.name
+            )
+        ]
         for pid in pids:
             if pid in self.exclude:
                 continue
@@ -69,7 +73,6 @@ class Backends:
         if not self.local or not self.last:
             return None
         return sum(seconds - self.base.get(pid, 0.0) for pid, seconds in self.last.items())
-
 
     async def close(self) -> None:
         if self.conn is not None and not self.conn.is_closed():

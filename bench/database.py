@@ -93,8 +93,9 @@ class Statements:
     async def _idle(self, conn: asyncpg.Connection, timeout: float = 15) -> None:
         """Wait until no client is connected to the database: their statistics are flushed."""
         deadline = time.monotonic() + timeout
-        while await conn.fetchval("SELECT count(*) FROM pg_stat_activity WHERE datname = $1 "
-                                  "AND backend_type = 'client backend'", self.name):
+        while await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'", self.name
+        ):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"clients of {self.name} did not disconnect")
             await _sleep(0.05)
@@ -115,8 +116,9 @@ class Statements:
                 finally:
                     await db.close()
             await conn.execute("SELECT pg_stat_clear_snapshot()")
-            return await conn.fetchval("SELECT xact_commit + xact_rollback FROM pg_stat_database "
-                                       "WHERE datname = $1", self.name)
+            return await conn.fetchval(
+                "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1", self.name
+            )
         finally:
             await conn.close()
 
@@ -130,8 +132,10 @@ class Statements:
             db = await asyncpg.connect(with_database(self.server, self.name))
             try:
                 await db.execute(f"{self.OWN} CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-                await db.execute(f"{self.OWN} SELECT pg_stat_statements_reset(0, "
-                                 "(SELECT oid FROM pg_database WHERE datname = current_database()), 0)")
+                await db.execute(
+                    f"{self.OWN} SELECT pg_stat_statements_reset(0, "
+                    "(SELECT oid FROM pg_database WHERE datname = current_database()), 0)"
+                )
                 self.method = "pg_stat_statements"
             except asyncpg.PostgresError:
                 pass  # not allowed here: count transactions

@@ -27,8 +27,11 @@ def main(argv: list[str] | None = None) -> int:
         sink_path, _ = ensure_tools()
         server, _ = database.server_url()
         with Sink(sink_path) as sink:
-            run = anyio.run(lambda: send.campaign(server, sink, nodes=1, messages=args.messages, tick=60,
-                                                  timeout=max(120.0, args.messages / 60)))
+            run = anyio.run(
+                lambda: send.campaign(
+                    server, sink, nodes=1, messages=args.messages, tick=60, timeout=max(120.0, args.messages / 60)
+                )
+            )
     except Unavailable as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 3

@@ -16,9 +16,11 @@ from service.addresses import email_key
 from service.node import HTTP_POOL_SIZE
 
 # the statement of the bare loop too (bench/api.py)
-UPSERT = ("INSERT INTO einmal.subscribers (account_id, email, email_lower, name, attributes) "
-          "VALUES ($1, $2, $3, $4, $5::jsonb) ON CONFLICT (account_id, email) DO UPDATE "
-          "SET name = excluded.name, attributes = einmal.subscribers.attributes || excluded.attributes")
+UPSERT = (
+    "INSERT INTO einmal.subscribers (account_id, email, email_lower, name, attributes) "
+    "VALUES ($1, $2, $3, $4, $5::jsonb) ON CONFLICT (account_id, email) DO UPDATE "
+    "SET name = excluded.name, attributes = einmal.subscribers.attributes || excluded.attributes"
+)
 
 
 def app(dsn: str, account_id: int):
@@ -37,11 +39,17 @@ def app(dsn: str, account_id: int):
             message = await receive()
             body, more = body + message.get("body", b""), message.get("more_body", False)
         fields, email = json.loads(body), scope["path"].rsplit("/", 1)[1]
-        await pool[0].execute(UPSERT, account_id, email, email_key(email), fields["name"],
-                              json.dumps(fields["attributes"]))
+        await pool[0].execute(
+            UPSERT, account_id, email, email_key(email), fields["name"], json.dumps(fields["attributes"])
+        )
         answer = json.dumps({"email": email}).encode()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(answer))]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(answer))],
+            }
+        )
         await send({"type": "http.response.body", "body": answer})
 
     return serve
@@ -51,11 +59,20 @@ def main() -> None:
     host, port = os.environ["EINMAL_HTTP_ADDRESS"].rsplit(":", 1)
     try:
         import uvloop  # noqa: F401  einmal runs on it when it is installed (service/cli/einmal.py)
+
         loop = "uvloop"
     except ImportError:
         loop = "asyncio"
-    uvicorn.run(app(os.environ["EINMAL_DATABASE_URL"], int(os.environ["BENCH_ACCOUNT"])), host=host, port=int(port),
-                http="h11", loop=loop, lifespan="off", log_level="warning", access_log=False)
+    uvicorn.run(
+        app(os.environ["EINMAL_DATABASE_URL"], int(os.environ["BENCH_ACCOUNT"])),
+        host=host,
+        port=int(port),
+        http="h11",
+        loop=loop,
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+    )
 
 
 if __name__ == "__main__":

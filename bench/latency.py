@@ -37,12 +37,18 @@ def prerender(count: int) -> list[tuple[str, bytes]]:
     """(recipient, message) pairs of about the size einmal sends (bench/send.py's body)."""
     text = send.body()
     date = formatdate(localtime=False)
-    return [(f"user{i}@example.com",
-             (f"From: News <news@example.com>\r\nTo: User {i} <user{i}@example.com>\r\nSubject: Hello User {i}\r\n"
-              f"Date: {date}\r\nMessage-ID: <{i}.bench@example.com>\r\nMIME-Version: 1.0\r\n"
-              "Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n"
-              + text.replace("{{ name }}", f"User {i}").replace("\n", "\r\n")).encode())
-            for i in range(1, count + 1)]
+    return [
+        (
+            f"user{i}@example.com",
+            (
+                f"From: News <news@example.com>\r\nTo: User {i} <user{i}@example.com>\r\nSubject: Hello User {i}\r\n"
+                f"Date: {date}\r\nMessage-ID: <{i}.bench@example.com>\r\nMIME-Version: 1.0\r\n"
+                "Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n"
+                + text.replace("{{ name }}", f"User {i}").replace("\n", "\r\n")
+            ).encode(),
+        )
+        for i in range(1, count + 1)
+    ]
 
 
 async def pool(port: int, messages: list[tuple[str, bytes]], connections: int = CONNECTIONS) -> float:
@@ -77,9 +83,17 @@ async def measure(server: str, messages: int, tick: float, say=print) -> Latency
     say(f"  {messages / seconds:,.0f} msg/s ({seconds:.2f} s), delivered {delivered:,}")
     say(f"relay 0-100 ms: einmal, 1 node, EINMAL_SMTP_CONNECTIONS={CONNECTIONS}, {messages:,} recipients")
     with Relay(SEED) as relay:
-        run = await send.campaign(server, relay, nodes=1, messages=messages, tick=tick, say=say, label="relay",
-                                  timeout=max(120.0, messages / 20),
-                                  extra_env={"EINMAL_SMTP_CONNECTIONS": str(CONNECTIONS)})
+        run = await send.campaign(
+            server,
+            relay,
+            nodes=1,
+            messages=messages,
+            tick=tick,
+            say=say,
+            label="relay",
+            timeout=max(120.0, messages / 20),
+            extra_env={"EINMAL_SMTP_CONNECTIONS": str(CONNECTIONS)},
+        )
     from bench.report import run_line
 
     say(f"  {run_line(run)}")

@@ -60,8 +60,9 @@ async def session(counter: Counter, reader: asyncio.StreamReader, writer: asynci
 
 async def serve(port: int, seed: int) -> None:
     counter = Counter(seed)
-    server = await asyncio.start_server(lambda r, w: session(counter, r, w), "127.0.0.1", port,
-                                        limit=16 * 1024 * 1024, backlog=256)
+    server = await asyncio.start_server(
+        lambda r, w: session(counter, r, w), "127.0.0.1", port, limit=16 * 1024 * 1024, backlog=256
+    )
     async with server:
         await server.serve_forever()
 

@@ -13,20 +13,23 @@ from service.mail.render import CampaignTemplate
 from service.settings import Settings
 
 # a body using what a simple merge field cannot: a conditional, an attribute with a default, a filter
-_JINJA_HEAD = ('{% if attributes.plan == "pro" %}Thanks for being a Pro subscriber, {{ name | title }}!'
-               '{% else %}Hello {{ name | default("there", true) }},{% endif %}\n'
-               'News for {{ attributes.city | default("your town") }} in {{ campaign.name }}.\n')
+_JINJA_HEAD = (
+    '{% if attributes.plan == "pro" %}Thanks for being a Pro subscriber, {{ name | title }}!'
+    '{% else %}Hello {{ name | default("there", true) }},{% endif %}\n'
+    'News for {{ attributes.city | default("your town") }} in {{ campaign.name }}.\n'
+)
 
 
 def campaigns() -> dict[str, dict]:
     text = body()
-    common = {"id": 1, "account_id": 1, "name": "bench", "from_address": "Bench <bench@example.org>",
-              "body_html": None}
+    common = {"id": 1, "account_id": 1, "name": "bench", "from_address": "Bench <bench@example.org>", "body_html": None}
     return {
         "merge fields only": common | {"subject": "News for {{ name }}", "body_text": text},
-        "jinja: if, filters, attributes": common | {
+        "jinja: if, filters, attributes": common
+        | {
             "subject": "News for {{ attributes.city | default('you') }}",
-            "body_text": _JINJA_HEAD + text.split("\n", 1)[1] + "{{ unsubscribe_url }}\n"},
+            "body_text": _JINJA_HEAD + text.split("\n", 1)[1] + "{{ unsubscribe_url }}\n",
+        },
     }
 
 
@@ -35,12 +38,16 @@ def microseconds(campaign: dict, number: int = 2000) -> float:
     template = CampaignTemplate.compile(campaign, settings)
     attributes = '{"city": "Berlin", "plan": "pro"}'
     try:
+
         def one() -> bytes:
             return template.render(7, "jane@example.org", "Jane Doe", attributes)
+
         one()
     except TypeError:  # a render without attributes
+
         def one() -> bytes:
             return template.render(7, "jane@example.org", "Jane Doe")
+
     return min(timeit.repeat(one, number=number, repeat=5)) / number * 1e6
 
 

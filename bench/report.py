@@ -20,8 +20,10 @@ RSS_LIMIT = 150 * MB
 # slower runs, under load from other work, cost more CPU per message): a ratio near the target wants a rerun.
 TODAY_PG_US = {20_000: 314.0, 3_000: 277.0}
 TODAY_NODE_US = {20_000: 221.0, 3_000: 237.0}
-TODAY = ("medians of main at be0045a, 2026-12-01, `python -m bench.dbcost`, embedded PostgreSQL 18; one run "
-         "varies by ±25% (bench/report.py)")
+TODAY = (
+    "medians of main at be0045a, 2026-12-01, `python -m bench.dbcost`, embedded PostgreSQL 18; one run "
+    "varies by ±25% (bench/report.py)"
+)
 
 
 @dataclass
@@ -34,16 +36,21 @@ class Header:
     load: float  # the machine's load average over the minute before the bench
 
     def lines(self) -> list[str]:
-        return [f"einmal bench: ~4 KB messages, nodes with {node_settings()}, EINMAL_TICK_SECONDS={self.tick:g}",
-                f"PostgreSQL {self.version} ({self.server}), {self.cpus} CPUs (load average {self.load:.2f} "
-                f"before the bench), smtp-sink on 127.0.0.1"]
+        return [
+            f"einmal bench: ~4 KB messages, nodes with {node_settings()}, EINMAL_TICK_SECONDS={self.tick:g}",
+            f"PostgreSQL {self.version} ({self.server}), {self.cpus} CPUs (load average {self.load:.2f} "
+            f"before the bench), smtp-sink on 127.0.0.1",
+        ]
 
 
 def node_settings() -> str:
     """The nodes' engine settings: einmal's defaults, and what the environment set instead."""
     passed = passed_settings()
-    shown = {f"EINMAL_{name.upper()}": str(field.default) for name, field in Settings.model_fields.items()
-             if name in ("smtp_connections", "batch_size")} | passed
+    shown = {
+        f"EINMAL_{name.upper()}": str(field.default)
+        for name, field in Settings.model_fields.items()
+        if name in ("smtp_connections", "batch_size")
+    } | passed
     where = f"{', '.join(passed)} from the environment" if passed else "einmal's defaults"
     return f"{', '.join(f'{k}={v}' for k, v in shown.items())} ({where})"
 
@@ -63,8 +70,7 @@ def _rate(run: Run, wire_rate: float) -> str:
 
 
 def run_line(run: Run) -> str:
-    parts = [f"{run.rate:,.0f} msg/s to sent ({run.seconds:.2f} s)" if run.sent
-             else f"not sent in {run.seconds:.0f} s"]
+    parts = [f"{run.rate:,.0f} msg/s to sent ({run.seconds:.2f} s)" if run.sent else f"not sent in {run.seconds:.0f} s"]
     if last := run.last_seconds:
         parts.append(f"{run.delivered / last:,.0f} msg/s to the last message at the sink ({last:.2f} s)")
     parts.append(f"delivered {run.delivered:,}, rows {dict(sorted(run.counts.items()))}")
@@ -78,58 +84,128 @@ def _nodes(run: Run) -> str:
 RENDER_BEFORE_JINJA = 5.0  # µs per message of the merge-field renderer Jinja templates replaced (same body)
 
 
-def default(header: Header, wire_seconds: float, runs: list[Run], built: Build, say=print,
-            renders: list[tuple[str, float | None]] = ()) -> None:
+def default(
+    header: Header,
+    wire_seconds: float,
+    runs: list[Run],
+    built: Build,
+    say=print,
+    renders: list[tuple[str, float | None]] = (),
+) -> None:
     wire_rate = header.messages / wire_seconds
     one, two = runs
-    lines = [*header.lines(), "", row("figure", "measured", "target", None).replace(" -", "  verdict"),
-             row(f"wire: smtp-source -> smtp-sink, {header.messages:,} msgs", f"{wire_rate:,.0f} msg/s",
-                 "(the limit)", None)]
-    lines.append(row("einmal 1 node: approval -> sent", _rate(one, wire_rate), ">= 0.30 × wire",
-                     one.sent and one.rate >= 0.30 * wire_rate))
-    lines.append(row("einmal 2 nodes: approval -> sent", _rate(two, wire_rate), ">= 1 node",
-                     two.sent and (not one.sent or two.rate >= one.rate)))
+    lines = [
+        *header.lines(),
+        "",
+        row("figure", "measured", "target", None).replace(" -", "  verdict"),
+        row(
+            f"wire: smtp-source -> smtp-sink, {header.messages:,} msgs", f"{wire_rate:,.0f} msg/s", "(the limit)", None
+        ),
+    ]
+    lines.append(
+        row(
+            "einmal 1 node: approval -> sent",
+            _rate(one, wire_rate),
+            ">= 0.30 × wire",
+            one.sent and one.rate >= 0.30 * wire_rate,
+        )
+    )
+    lines.append(
+        row(
+            "einmal 2 nodes: approval -> sent",
+            _rate(two, wire_rate),
+            ">= 1 node",
+            two.sent and (not one.sent or two.rate >= one.rate),
+        )
+    )
     for run in runs:
         if run.last_seconds:
             rate = run.delivered / run.last_seconds
-            lines.append(row(f"  {_nodes(run)}: approval -> last message at sink",
-                             f"{rate:,.0f} msg/s = {rate / wire_rate:.3f} × wire", "", None))
-            lines.append(row(f"  {_nodes(run)}: last message -> campaign sent",
-                             f"{run.seconds - run.last_seconds:.2f} s", "", None))
+            lines.append(
+                row(
+                    f"  {_nodes(run)}: approval -> last message at sink",
+                    f"{rate:,.0f} msg/s = {rate / wire_rate:.3f} × wire",
+                    "",
+                    None,
+                )
+            )
+            lines.append(
+                row(
+                    f"  {_nodes(run)}: last message -> campaign sent",
+                    f"{run.seconds - run.last_seconds:.2f} s",
+                    "",
+                    None,
+                )
+            )
     for run in runs:
         per = run.statements / run.messages
-        lines.append(row(f"statements per message, {_nodes(run)}",
-                         f"{per:.3f} ({run.statements:,} {run.statement_method})", "<= 0.1", per <= 0.1))
+        lines.append(
+            row(
+                f"statements per message, {_nodes(run)}",
+                f"{per:.3f} ({run.statements:,} {run.statement_method})",
+                "<= 0.1",
+                per <= 0.1,
+            )
+        )
     if one.statement_method == "xact_commit":
-        lines.append("    (transactions in the bench database: pg_stat_statements is not preloaded on this server. "
-                     "asyncpg's reset when a connection goes back to its pool is 4 statements in one transaction: "
-                     "it counts once here)")
+        lines.append(
+            "    (transactions in the bench database: pg_stat_statements is not preloaded on this server. "
+            "asyncpg's reset when a connection goes back to its pool is 4 statements in one transaction: "
+            "it counts once here)"
+        )
     for run in runs:
         for calls, query in run.top_statements:
             lines.append(f"    {_nodes(run)}: {calls:>7,} × {query[:100]}")
     lines += cpu_lines(runs)
     for run in runs:
         peak = max(run.rss)
-        lines.append(row(f"peak RSS per node, {_nodes(run)}", " / ".join(f"{r / MB:.0f} MB" for r in run.rss),
-                         "<= 150 MB", peak <= RSS_LIMIT))
+        lines.append(
+            row(
+                f"peak RSS per node, {_nodes(run)}",
+                " / ".join(f"{r / MB:.0f} MB" for r in run.rss),
+                "<= 150 MB",
+                peak <= RSS_LIMIT,
+            )
+        )
     lines.append(row("peak RSS, 1,000,000-recipient campaign", "not measured: --big", "<= 150 MB, flat", None))
     for run in runs:
         first = run.first_seconds
-        lines.append(row(f"approve -> first message, {_nodes(run)}", "none" if first is None else f"{first:.3f} s",
-                         "<= 1 s", first is not None and first <= 1.0))
+        lines.append(
+            row(
+                f"approve -> first message, {_nodes(run)}",
+                "none" if first is None else f"{first:.3f} s",
+                "<= 1 s",
+                first is not None and first <= 1.0,
+            )
+        )
     if built.complete:
         measured = f"{built.einmal_seconds:.2f} s = {built.ratio:.2f} × bare"
     else:
-        measured = (f"> {built.einmal_seconds:.0f} s = > {built.ratio:.2f} × bare (stopped at the time limit: "
-                    f"{built.einmal_rows:,} of {built.rows:,} rows)")
-    lines.append(row(f"recipient build, {built.subscribers:,} subscribers", measured, "<= 1.3 × bare",
-                     built.complete and built.ratio <= 1.3))
-    lines.append(row("  bare INSERT … SELECT DISTINCT ON", f"{built.bare_seconds:.2f} s ({built.rows:,} rows)", "",
-                     None))
+        measured = (
+            f"> {built.einmal_seconds:.0f} s = > {built.ratio:.2f} × bare (stopped at the time limit: "
+            f"{built.einmal_rows:,} of {built.rows:,} rows)"
+        )
+    lines.append(
+        row(
+            f"recipient build, {built.subscribers:,} subscribers",
+            measured,
+            "<= 1.3 × bare",
+            built.complete and built.ratio <= 1.3,
+        )
+    )
+    lines.append(
+        row("  bare INSERT … SELECT DISTINCT ON", f"{built.bare_seconds:.2f} s ({built.rows:,} rows)", "", None)
+    )
     for kind, us in renders:
         ok = None if us is None or not kind.startswith("merge") else us <= 2 * RENDER_BEFORE_JINJA
-        lines.append(row(f"render, {kind}", "not supported" if us is None else f"{us:.1f} µs/message",
-                         f"<= {2 * RENDER_BEFORE_JINJA:.0f} µs" if kind.startswith("merge") else "", ok))
+        lines.append(
+            row(
+                f"render, {kind}",
+                "not supported" if us is None else f"{us:.1f} µs/message",
+                f"<= {2 * RENDER_BEFORE_JINJA:.0f} µs" if kind.startswith("merge") else "",
+                ok,
+            )
+        )
     lines += _checks(runs)
     for line in lines:
         say(line)
@@ -145,29 +221,55 @@ def cpu_lines(runs: list[Run]) -> list[str]:
             continue
         us, today = run.pg_cpu / run.messages * 1e6, TODAY_PG_US.get(run.messages)
         if run.nodes > 1 or today is None:
-            lines.append(row(label, f"{us:.1f} µs" + (f" (today's: none at {run.messages:,} messages)"
-                                                       if run.nodes == 1 else ""), "", None))
+            lines.append(
+                row(
+                    label,
+                    f"{us:.1f} µs" + (f" (today's: none at {run.messages:,} messages)" if run.nodes == 1 else ""),
+                    "",
+                    None,
+                )
+            )
         else:
-            lines.append(row(label, f"{us:.1f} µs = {us / today:.2f} × today's {today:.0f} µs",
-                             "<= 0.6 × today's", us <= 0.6 * today))
+            lines.append(
+                row(
+                    label,
+                    f"{us:.1f} µs = {us / today:.2f} × today's {today:.0f} µs",
+                    "<= 0.6 × today's",
+                    us <= 0.6 * today,
+                )
+            )
     for run in runs:
         us, today = run.node_cpu / run.messages * 1e6, TODAY_NODE_US.get(run.messages)
         today = f" (today's {today:.0f} µs)" if today and run.nodes == 1 else ""
         lines.append(row(f"  node CPU per message, {_nodes(run)}", f"{us:.1f} µs{today}", "", None))
-    lines.append(f"    (CPU time of PostgreSQL's client backends serving the nodes and of the node processes, "
-                 f"approval -> sent, from /proc; today's: {TODAY})")
+    lines.append(
+        f"    (CPU time of PostgreSQL's client backends serving the nodes and of the node processes, "
+        f"approval -> sent, from /proc; today's: {TODAY})"
+    )
     return lines
 
 
 def latency(result, say=print) -> None:
     """einmal against the pool of the same run, both sending to the relay that takes 0-100 ms (bench/latency.py)."""
     run = result.einmal
-    say(row("relay 0-100 ms: pool of 20 aiosmtplib conns", f"{result.pool_rate:,.0f} msg/s "
-            f"({result.messages:,} in {result.pool_seconds:.2f} s)", "(the reference)", None))
-    measured = (f"{run.rate:,.0f} msg/s = {result.ratio:.3f} × pool" if run.sent
-                else f"< {run.rate:,.0f} msg/s: not sent in {run.seconds:.0f} s")
-    say(row("relay 0-100 ms: einmal 1 node, 20 connections", measured, ">= 0.9 × pool", run.sent
-            and result.ratio >= 0.9))
+    say(
+        row(
+            "relay 0-100 ms: pool of 20 aiosmtplib conns",
+            f"{result.pool_rate:,.0f} msg/s ({result.messages:,} in {result.pool_seconds:.2f} s)",
+            "(the reference)",
+            None,
+        )
+    )
+    measured = (
+        f"{run.rate:,.0f} msg/s = {result.ratio:.3f} × pool"
+        if run.sent
+        else f"< {run.rate:,.0f} msg/s: not sent in {run.seconds:.0f} s"
+    )
+    say(
+        row(
+            "relay 0-100 ms: einmal 1 node, 20 connections", measured, ">= 0.9 × pool", run.sent and result.ratio >= 0.9
+        )
+    )
     if result.pool_delivered != result.messages:
         say(f"warning: the pool delivered {result.pool_delivered:,} of {result.messages:,} messages")
     for line in _checks([run]):
@@ -181,9 +283,12 @@ def bounce_parse(messages: int, us: float, say=print) -> None:
 
 def _checks(runs: list[Run]) -> list[str]:
     """Warnings when what arrived does not match the campaign's rows (the figures are then suspect)."""
-    return [f"warning: {_nodes(run)}: {run.delivered:,} messages at the sink, {run.counts.get('sent', 0):,} rows "
-            f"sent, of {run.messages:,} recipients" for run in runs
-            if not run.delivered == run.counts.get("sent", 0) == run.messages]
+    return [
+        f"warning: {_nodes(run)}: {run.delivered:,} messages at the sink, {run.counts.get('sent', 0):,} rows "
+        f"sent, of {run.messages:,} recipients"
+        for run in runs
+        if not run.delivered == run.counts.get("sent", 0) == run.messages
+    ]
 
 
 def dkim(unsigned: Run, signed: dict[str, Run], say=print, verified: dict | None = None) -> None:
@@ -192,13 +297,17 @@ def dkim(unsigned: Run, signed: dict[str, Run], say=print, verified: dict | None
     say(row("einmal 1 node, unsigned (the DKIM series' own)", f"{unsigned.rate:,.0f} msg/s", "(the reference)", None))
     for kind, run in signed.items():
         ratio = run.rate / unsigned.rate if unsigned.rate else 0.0
-        measured = (f"{run.rate:,.0f} msg/s = {ratio:.2f} × unsigned" if run.sent
-                    else f"< {run.rate:,.0f} msg/s: not sent in {run.seconds:.0f} s")
+        measured = (
+            f"{run.rate:,.0f} msg/s = {ratio:.2f} × unsigned"
+            if run.sent
+            else f"< {run.rate:,.0f} msg/s: not sent in {run.seconds:.0f} s"
+        )
         target, ok = (">= 0.8 × unsigned", run.sent and ratio >= 0.8) if kind == "ed25519" else ("(beside it)", None)
         say(row(f"einmal 1 node, DKIM {kind}: approval -> sent", measured, target, ok))
     for kind, check in (verified or {}).items():
-        measured = f"verified {check.good:,} of {check.received:,}" + (f" ({check.first_bad})" if check.first_bad
-                                                                          else "")
+        measured = f"verified {check.good:,} of {check.received:,}" + (
+            f" ({check.first_bad})" if check.first_bad else ""
+        )
         say(row(f"  DKIM {kind}: dkimpy, what the sink got", measured, "all", check.ok))
     for line in _checks([unsigned, *signed.values()]):
         say(line)
@@ -211,8 +320,9 @@ def big(header: Header, run: Run, say=print) -> None:
     if samples:
         quarters = [samples[min(len(samples) - 1, len(samples) * q // 4)] for q in (1, 2, 3, 4)]
         lines.append("RSS while sending: " + ", ".join(f"{m:,} sent: {r / MB:.0f} MB" for m, r in quarters))
-    lines.append(row(f"peak RSS, {run.messages:,}-recipient campaign", f"{peak / MB:.0f} MB", "<= 150 MB",
-                     peak <= RSS_LIMIT))
+    lines.append(
+        row(f"peak RSS, {run.messages:,}-recipient campaign", f"{peak / MB:.0f} MB", "<= 150 MB", peak <= RSS_LIMIT)
+    )
     lines += _checks([run])
     for line in lines:
         say(line)
@@ -220,12 +330,28 @@ def big(header: Header, run: Run, say=print) -> None:
 
 def api_upserts(result, say=print) -> None:
     """Subscriber upserts through the API against the bare loop of the same run (bench/api.py)."""
-    say(row(f"upserts, bare asyncpg, {result.upserts:,} at 50 conns",
-            f"{result.upserts / result.bare_seconds:,.0f}/s ({result.bare_seconds:.2f} s)", "(the reference)", None))
-    say(row("upserts, floor: a bare ASGI app, 50 clients",
+    say(
+        row(
+            f"upserts, bare asyncpg, {result.upserts:,} at 50 conns",
+            f"{result.upserts / result.bare_seconds:,.0f}/s ({result.bare_seconds:.2f} s)",
+            "(the reference)",
+            None,
+        )
+    )
+    say(
+        row(
+            "upserts, floor: a bare ASGI app, 50 clients",
             f"{result.upserts / result.floor_seconds:,.0f}/s = {result.floor_ratio:.3f} × bare",
-            "(bench/floor.py)", None))
-    say(row("upserts, PUT /api/v1/subscribers, 50 clients",
-            f"{result.upserts / result.api_seconds:,.0f}/s = {result.ratio:.3f} × bare", ">= 0.5 × bare",
-            result.ratio >= 0.5))
+            "(bench/floor.py)",
+            None,
+        )
+    )
+    say(
+        row(
+            "upserts, PUT /api/v1/subscribers, 50 clients",
+            f"{result.upserts / result.api_seconds:,.0f}/s = {result.ratio:.3f} × bare",
+            ">= 0.5 × bare",
+            result.ratio >= 0.5,
+        )
+    )
     say(row("upserts through the API: p99 latency", f"{result.p99_ms:.0f} ms", "", None))

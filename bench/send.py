@@ -24,12 +24,22 @@ BODY_BYTES = 4096
 
 # set by the bench for each node; any other EINMAL_ variable in the bench's environment is passed to the
 # nodes (`EINMAL_SMTP_CONNECTIONS=20 make bench`); none: the nodes run at einmal's defaults
-BENCH_SETS = ("EINMAL_DATABASE_URL", "EINMAL_SMTP_HOST", "EINMAL_SMTP_PORT", "EINMAL_TICK_SECONDS",
-              "EINMAL_NODE_TIMEOUT_SECONDS", "EINMAL_LOG_LEVEL", "EINMAL_HTTP_ADDRESS", "EINMAL_INBOUND_SMTP_ADDRESS")
+BENCH_SETS = (
+    "EINMAL_DATABASE_URL",
+    "EINMAL_SMTP_HOST",
+    "EINMAL_SMTP_PORT",
+    "EINMAL_TICK_SECONDS",
+    "EINMAL_NODE_TIMEOUT_SECONDS",
+    "EINMAL_LOG_LEVEL",
+    "EINMAL_HTTP_ADDRESS",
+    "EINMAL_INBOUND_SMTP_ADDRESS",
+)
 # a bulk campaign goes out only with a one-click unsubscribe (docs/design.md §10): the nodes sign each message's
 # link, as a production node does, unless the bench's environment names its own
-UNSUBSCRIBE = {"EINMAL_UNSUBSCRIBE_URL": "https://bench.einmal.invalid/unsubscribe",
-               "EINMAL_UNSUBSCRIBE_SECRET": "bench-unsubscribe-key-of-32-characters-at-least"}
+UNSUBSCRIBE = {
+    "EINMAL_UNSUBSCRIBE_URL": "https://bench.einmal.invalid/unsubscribe",
+    "EINMAL_UNSUBSCRIBE_SECRET": "bench-unsubscribe-key-of-32-characters-at-least",
+}
 
 
 def passed_settings() -> dict[str, str]:
@@ -75,16 +85,23 @@ class Run:
 def node_env(dsn: str, port: int, tick: float) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EINMAL_", "OTEL_")) and k != "DATABASE_URL"}
     env.update(UNSUBSCRIBE)
-    env.update(passed_settings(), EINMAL_DATABASE_URL=dsn, EINMAL_SMTP_HOST="127.0.0.1", EINMAL_SMTP_PORT=str(port),
-               EINMAL_TICK_SECONDS=str(tick), EINMAL_NODE_TIMEOUT_SECONDS=str(max(3 * tick, 30)),
-               EINMAL_LOG_LEVEL="WARNING")
+    env.update(
+        passed_settings(),
+        EINMAL_DATABASE_URL=dsn,
+        EINMAL_SMTP_HOST="127.0.0.1",
+        EINMAL_SMTP_PORT=str(port),
+        EINMAL_TICK_SECONDS=str(tick),
+        EINMAL_NODE_TIMEOUT_SECONDS=str(max(3 * tick, 30)),
+        EINMAL_LOG_LEVEL="WARNING",
+    )
     return env
 
 
 def start_node(env: dict[str, str], log: Path) -> subprocess.Popen:
     with open(log, "ab") as stderr:
-        return subprocess.Popen([sys.executable, "-m", "service", "run"], env=env, cwd=ROOT,
-                                stdout=subprocess.DEVNULL, stderr=stderr)
+        return subprocess.Popen(
+            [sys.executable, "-m", "service", "run"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr
+        )
 
 
 def memory(pid: int, key: str) -> int:
@@ -123,9 +140,19 @@ async def _stop(proc: subprocess.Popen, timeout: float = 30) -> int | None:
     return proc.returncode
 
 
-async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, tick: float = 60, timeout: float = 300,
-                   sample_rss: bool = False, say=print, extra_env: dict[str, str] | None = None,
-                   label: str = "") -> Run:
+async def campaign(
+    server: str,
+    sink: Sink,
+    *,
+    nodes: int,
+    messages: int,
+    tick: float = 60,
+    timeout: float = 300,
+    sample_rss: bool = False,
+    say=print,
+    extra_env: dict[str, str] | None = None,
+    label: str = "",
+) -> Run:
     name = f"einmal_bench_{os.getpid()}_{nodes}n{label}"
     dsn = await database.fresh(server, name)
     logs = Path(tempfile.mkdtemp(prefix="einmal-bench-"))
@@ -159,7 +186,8 @@ async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, tick: 
             deadline = approved + timeout
             while True:
                 sent_at = await monitor.fetchval(
-                    "SELECT sent_at FROM einmal.campaigns WHERE id = $1 AND status = 'sent'", campaign_id)
+                    "SELECT sent_at FROM einmal.campaigns WHERE id = $1 AND status = 'sent'", campaign_id
+                )
                 await backends.sample()
                 if sent_at is not None:
                     run.seconds = sent_at.timestamp() - approved_wall
@@ -190,8 +218,12 @@ async def campaign(server: str, sink: Sink, *, nodes: int, messages: int, tick: 
         run.top_statements = counter.top
         conn = await asyncpg.connect(dsn)
         try:
-            run.counts = {r["status"]: r["count"] for r in await conn.fetch(
-                "SELECT status, count(*) FROM einmal.sends WHERE campaign_id = $1 GROUP BY status", campaign_id)}
+            run.counts = {
+                r["status"]: r["count"]
+                for r in await conn.fetch(
+                    "SELECT status, count(*) FROM einmal.sends WHERE campaign_id = $1 GROUP BY status", campaign_id
+                )
+            }
         finally:
             await conn.close()
         if run.sent and not any(codes):

@@ -34,8 +34,10 @@ from bench import send
 from bench.sink import Sink
 from service.mail import dkim
 
-KEYS = {"ed25519": lambda: ed25519.Ed25519PrivateKey.generate(),
-        "rsa-2048": lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048)}
+KEYS = {
+    "ed25519": lambda: ed25519.Ed25519PrivateKey.generate(),
+    "rsa-2048": lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048),
+}
 KINDS = ("unsigned", *KEYS)
 DOMAIN, SELECTOR = "example.com", "bench"
 CHUNK = 500  # messages per verification task
@@ -57,8 +59,9 @@ def key_env(folder: Path, kind: str) -> tuple[dict[str, str], bytes]:
     """The DKIM variables of a new key of this kind, and the key's DNS record."""
     key = KEYS[kind]()
     path = folder / f"{kind}.pem"
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     env = {"EINMAL_DKIM_DOMAIN": DOMAIN, "EINMAL_DKIM_SELECTOR": SELECTOR, "EINMAL_DKIM_PRIVATE_KEY_FILE": str(path)}
     return env, dkim.public_record(key)
 
@@ -88,7 +91,7 @@ def verify(folder: Path, record: bytes, received: int) -> Verified:
     if importlib.util.find_spec("dkim") is None:
         clear(folder)
         return Verified(received, len(paths), 0, "not verified: dkimpy is not installed (pip install -e '.[dev]')")
-    chunks = [paths[i:i + CHUNK] for i in range(0, len(paths), CHUNK)]
+    chunks = [paths[i : i + CHUNK] for i in range(0, len(paths), CHUNK)]
     result = Verified(received, len(paths), 0)
     with ProcessPoolExecutor(max_workers=os.cpu_count() or 1, mp_context=get_context("spawn")) as pool:
         for good, first_bad in pool.map(_verify_files, chunks, [record] * len(chunks)):
@@ -105,40 +108,59 @@ def clear(folder: Path) -> None:
 
 def combined(runs: list[send.Run]) -> send.Run:
     """One kind's runs as one: messages over seconds, summed."""
-    run = send.Run(1, sum(r.messages for r in runs), seconds=sum(r.seconds for r in runs),
-                   delivered=sum(r.delivered for r in runs), sent=all(r.sent for r in runs))
+    run = send.Run(
+        1,
+        sum(r.messages for r in runs),
+        seconds=sum(r.seconds for r in runs),
+        delivered=sum(r.delivered for r in runs),
+        sent=all(r.sent for r in runs),
+    )
     for r in runs:
         for status, count in r.counts.items():
             run.counts[status] = run.counts.get(status, 0) + count
     return run
 
 
-async def runs(server: str, sink: Sink, *, messages: int, tick: float, say=print
-               ) -> tuple[dict[str, send.Run], dict[str, Verified]]:
+async def runs(
+    server: str, sink: Sink, *, messages: int, tick: float, say=print
+) -> tuple[dict[str, send.Run], dict[str, Verified]]:
     """Each kind's runs combined (``unsigned`` among them), and round 1's verification per signed kind."""
     done: dict[str, list[send.Run]] = {kind: [] for kind in KINDS}
     verified: dict[str, Verified] = {}
     shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # the sink's files stay in memory
-    with (tempfile.TemporaryDirectory(prefix="einmal-bench-dkim-") as folder,
-          tempfile.TemporaryDirectory(prefix="einmal-bench-sink-", dir=shm) as dump_folder):
+    with (
+        tempfile.TemporaryDirectory(prefix="einmal-bench-dkim-") as folder,
+        tempfile.TemporaryDirectory(prefix="einmal-bench-sink-", dir=shm) as dump_folder,
+    ):
         keys = {kind: key_env(Path(folder), kind) for kind in KEYS}
         dump = Path(dump_folder)
         os.chmod(dump_folder, 0o733)  # smtp-sink runs as nobody when the bench runs as root
         with Sink(sink.path, dump=dump_folder) as dumping:
             for round_, order in enumerate((KINDS, KINDS[::-1])):
                 for kind in order:
-                    say(f"einmal: 1 node, {messages:,} recipients, {'DKIM ' if kind in KEYS else ''}{kind}, "
-                        f"round {round_ + 1}{' (the sink keeps the messages)' if round_ == 0 else ''}")
-                    run = await send.campaign(server, dumping if round_ == 0 else sink, nodes=1, messages=messages,
-                                              tick=tick, timeout=max(120.0, messages / 60), say=say,
-                                              extra_env=keys[kind][0] if kind in KEYS else None,
-                                              label=f"{kind.replace('-', '')}{round_}")
+                    say(
+                        f"einmal: 1 node, {messages:,} recipients, {'DKIM ' if kind in KEYS else ''}{kind}, "
+                        f"round {round_ + 1}{' (the sink keeps the messages)' if round_ == 0 else ''}"
+                    )
+                    run = await send.campaign(
+                        server,
+                        dumping if round_ == 0 else sink,
+                        nodes=1,
+                        messages=messages,
+                        tick=tick,
+                        timeout=max(120.0, messages / 60),
+                        say=say,
+                        extra_env=keys[kind][0] if kind in KEYS else None,
+                        label=f"{kind.replace('-', '')}{round_}",
+                    )
                     done[kind].append(run)
                     say(f"  {send_line(run)}")
                     if round_ == 0 and kind in KEYS:
                         verified[kind] = verify(dump, keys[kind][1], run.delivered)
-                        say(f"  dkimpy verified {verified[kind].good:,} of the {verified[kind].checked:,} messages "
-                            f"the sink kept ({run.delivered:,} received)")
+                        say(
+                            f"  dkimpy verified {verified[kind].good:,} of the {verified[kind].checked:,} messages "
+                            f"the sink kept ({run.delivered:,} received)"
+                        )
                     clear(dump)
     return {kind: combined(kind_runs) for kind, kind_runs in done.items()}, verified
 
@@ -167,8 +189,9 @@ def main(argv: list[str] | None = None) -> int:
 
     async def measure(sink: Sink) -> None:
         server, _ = database.server_url()
-        signed, verified = await runs(server, sink, messages=args.messages, tick=args.tick,
-                                      say=functools.partial(print, flush=True))
+        signed, verified = await runs(
+            server, sink, messages=args.messages, tick=args.tick, say=functools.partial(print, flush=True)
+        )
         report.dkim(signed.pop("unsigned"), signed, functools.partial(print, flush=True), verified)
 
     try:

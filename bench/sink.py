@@ -117,8 +117,9 @@ class Sink:
             except OSError as exc:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.__exit__()
-                    raise RuntimeError(f"the SMTP server did not start: {self.proc.stderr.read().decode()[:300]}"
-                                       ) from exc
+                    raise RuntimeError(
+                        f"the SMTP server did not start: {self.proc.stderr.read().decode()[:300]}"
+                    ) from exc
                 time.sleep(0.05)
         self.wait_sessions(1, timeout=5)  # the probe's session ends in the counter
         return self
@@ -172,9 +173,23 @@ class Sink:
 def wire(source: str, sink: Sink, messages: int, sessions: int = 10, size: int = 4096) -> tuple[float, int]:
     """smtp-source -> smtp-sink over `sessions` persistent sessions: (seconds, sessions used)."""
     before_messages, before_sessions = sink.messages, sink.sessions
-    command = [source, "-s", str(sessions), "-m", str(messages), "-l", str(size), "-d",
-               "-M", "bench.example", "-f", "bench@example.com", "-t", "rcpt@example.com",
-               f"127.0.0.1:{sink.port}"]
+    command = [
+        source,
+        "-s",
+        str(sessions),
+        "-m",
+        str(messages),
+        "-l",
+        str(size),
+        "-d",
+        "-M",
+        "bench.example",
+        "-f",
+        "bench@example.com",
+        "-t",
+        "rcpt@example.com",
+        f"127.0.0.1:{sink.port}",
+    ]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     seconds = time.monotonic() - started

@@ -128,8 +128,9 @@ def normalized_address(address: str) -> str:
     special = last.lower() in _SPECIAL
     if special:
         address = address[: len(address) - len(last)] + "test"
-    normalized = validate_email(address, check_deliverability=False, test_environment=True,
-                                globally_deliverable=False).normalized
+    normalized = validate_email(
+        address, check_deliverability=False, test_environment=True, globally_deliverable=False
+    ).normalized
     return normalized[: -len("test")] + last.lower() if special else normalized
 
 

@@ -41,6 +41,7 @@ class Nudge:
 @dataclass
 class Row:
     """One claimed recipient."""
+
     id: int
     account_id: int
     subscriber_id: int
@@ -103,6 +104,7 @@ class Journal:
 @dataclass(eq=False)  # hashed by identity: the writer tracks batches in flight
 class Batch:
     """One claim's rows, from the claim until every row is settled (then the recorder closes it)."""
+
     campaign_id: int
     account_id: int
     token: str

@@ -50,8 +50,11 @@ def url(settings: Settings) -> str:
     """The database's URL: EINMAL_DATABASE_URL (or DATABASE_URL), else the embedded server's, said once
     on stderr (a misspelled variable would otherwise leave the embedded database in use unnoticed)."""
     if settings.database_url is None and not _POOLERS:
-        print(f"einmal: EINMAL_DATABASE_URL and DATABASE_URL are unset: using the embedded PostgreSQL in "
-              f"{embedded.data_dir()}", file=sys.stderr)
+        print(
+            f"einmal: EINMAL_DATABASE_URL and DATABASE_URL are unset: using the embedded PostgreSQL in "
+            f"{embedded.data_dir()}",
+            file=sys.stderr,
+        )
     dsn = settings.database_url or embedded.url()
     _POOLERS[dsn] = settings.database_pooler
     return dsn
@@ -73,13 +76,26 @@ def describe(dsn: str) -> str:
 
 # a login that failed: none there, a server starting up, shutting down or recovering from a crash (57P0x), no
 # connection slot left; and, for good (refusal), no such database or role, a startup parameter refused
-UNAVAILABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.InvalidCatalogNameError,
-               asyncpg.InvalidAuthorizationSpecificationError, asyncpg.InvalidPasswordError, TimeoutError,
-               asyncpg.TargetServerAttributeNotMatched, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError,
-               asyncpg.CrashShutdownError, asyncpg.TooManyConnectionsError)
+UNAVAILABLE = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InvalidCatalogNameError,
+    asyncpg.InvalidAuthorizationSpecificationError,
+    asyncpg.InvalidPasswordError,
+    TimeoutError,
+    asyncpg.TargetServerAttributeNotMatched,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.TooManyConnectionsError,
+)
 PROBE_SECONDS = 3.0  # each host's look when several are named
-WANTED = {"read-write": "accepts writes", "primary": "is a primary", "read-only": "is read-only",
-          "standby": "is a standby"}
+WANTED = {
+    "read-write": "accepts writes",
+    "primary": "is a primary",
+    "read-only": "is read-only",
+    "standby": "is a standby",
+}
 
 
 class DatabaseRefused(DatabaseUnavailable):
@@ -100,13 +116,18 @@ def refusal(dsn: str, exc: BaseException) -> DatabaseRefused | None:
     if isinstance(exc, asyncpg.PostgresError) and text.startswith("unsupported startup parameter"):
         told = pooler(dsn)
         if told == "none":
-            return DatabaseRefused(f"PostgreSQL at {where} refused a startup parameter ({text}): a pooler such "
-                                   "as PgBouncer stands there; say which with EINMAL_DATABASE_POOLER=session or "
-                                   "transaction (README 'PgBouncer')")
-        return DatabaseRefused(f"PostgreSQL at {where} refused a startup parameter ({text}) though "
-                               f"EINMAL_DATABASE_POOLER={told} sends only application_name")
+            return DatabaseRefused(
+                f"PostgreSQL at {where} refused a startup parameter ({text}): a pooler such "
+                "as PgBouncer stands there; say which with EINMAL_DATABASE_POOLER=session or "
+                "transaction (README 'PgBouncer')"
+            )
+        return DatabaseRefused(
+            f"PostgreSQL at {where} refused a startup parameter ({text}) though "
+            f"EINMAL_DATABASE_POOLER={told} sends only application_name"
+        )
     if isinstance(exc, asyncpg.InvalidAuthorizationSpecificationError) or (
-            isinstance(exc, asyncpg.ProtocolViolationError) and any(t in text for t in _REFUSED_BY_POOLER)):
+        isinstance(exc, asyncpg.ProtocolViolationError) and any(t in text for t in _REFUSED_BY_POOLER)
+    ):
         if "does not exist" in text and "role" not in text and "user" not in text:
             return DatabaseRefused(f"PostgreSQL at {where} has no such database: {text}")
         return DatabaseRefused(f"PostgreSQL at {where} refused the login: {text}")
@@ -134,8 +155,11 @@ async def unavailable(dsn: str, exc: BaseException) -> DatabaseUnavailable:
         causes.append(f"{host}: {await _probe(alone)}")
     if target:
         wanted = WANTED.get(target)
-        message += f": no host {wanted} (target_session_attrs={target})" if wanted else \
-            f": no host matches target_session_attrs={target}"
+        message += (
+            f": no host {wanted} (target_session_attrs={target})"
+            if wanted
+            else f": no host matches target_session_attrs={target}"
+        )
     return DatabaseUnavailable(f"{message}: {'; '.join(causes)}")
 
 
@@ -171,18 +195,29 @@ class DatabaseConnectionLost(ConnectionError):
 
 # what an outage looks like from an actor: no connection, a connection lost or ended by the server (a
 # shutdown, a crash, a server starting up), a statement that got no answer
-_OUTAGE = (DatabaseUnavailable, DatabaseStalled, DatabaseConnectionLost, ConnectionError, TimeoutError,
-           asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError,
-           asyncpg.CrashShutdownError, asyncpg.TooManyConnectionsError,
-           asyncpg.TargetServerAttributeNotMatched)  # the last: mid-failover
+_OUTAGE = (
+    DatabaseUnavailable,
+    DatabaseStalled,
+    DatabaseConnectionLost,
+    ConnectionError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.TargetServerAttributeNotMatched,
+)  # the last: mid-failover
 _LOCAL_SHORTAGE = {errno.EMFILE, errno.ENFILE, errno.ENOMEM}  # this process's fault: escalate
 
 
 def unreachable(exc: BaseException) -> bool:
     """Whether a failure says only that PostgreSQL cannot be reached (every error inside it is an outage):
     the supervisor restarts such an actor without counting it toward its limit (docs/design.md §4)."""
-    return all(isinstance(leaf, _OUTAGE) or (isinstance(leaf, OSError) and leaf.errno not in _LOCAL_SHORTAGE)
-               for leaf in leaves(exc))
+    return all(
+        isinstance(leaf, _OUTAGE) or (isinstance(leaf, OSError) and leaf.errno not in _LOCAL_SHORTAGE)
+        for leaf in leaves(exc)
+    )
 
 
 # A node's sessions: named for pg_stat_activity, and probed by the server's TCP keepalives so that the
@@ -221,8 +256,9 @@ async def init(conn: asyncpg.Connection) -> None:
         await conn.execute("SET search_path = einmal, public")
 
 
-async def connect(dsn: str, timeout: float = 10, command_timeout: float | None = None,
-                  name: str = "einmal") -> asyncpg.Connection:
+async def connect(
+    dsn: str, timeout: float = 10, command_timeout: float | None = None, name: str = "einmal"
+) -> asyncpg.Connection:
     try:
         conn = await asyncpg.connect(dsn, timeout=timeout, command_timeout=command_timeout, **options(dsn, name))
     except UNAVAILABLE as exc:
@@ -232,8 +268,9 @@ async def connect(dsn: str, timeout: float = 10, command_timeout: float | None =
 
 
 @asynccontextmanager
-async def actor_connection(pool: asyncpg.Pool, actor: str, token: str,
-                           timeout: float) -> AsyncIterator[asyncpg.Connection]:
+async def actor_connection(
+    pool: asyncpg.Pool, actor: str, token: str, timeout: float
+) -> AsyncIterator[asyncpg.Connection]:
     """A pool connection for an actor, named `einmal <actor> <token>` in pg_stat_activity.
 
     The pool's command timeout (`timeout`, EINMAL_DB_TIMEOUT_SECONDS) bounds every statement. When the
@@ -254,15 +291,17 @@ async def actor_connection(pool: asyncpg.Pool, actor: str, token: str,
             yield conn
         except TimeoutError as exc:
             _drop(conn)
-            raise DatabaseStalled(f"PostgreSQL did not answer the {actor} within {timeout:g}s; "
-                                  "its connection is dropped") from exc
+            raise DatabaseStalled(
+                f"PostgreSQL did not answer the {actor} within {timeout:g}s; its connection is dropped"
+            ) from exc
         except Exception as exc:
             _drop(conn)
             if lost:
                 detail = "" if isinstance(exc, asyncpg.InterfaceError) else f": {type(exc).__name__}: {exc}"
-                raise DatabaseConnectionLost(f"the {actor}'s connection to PostgreSQL was closed under it "
-                                             f"(backend terminated, server restarted or network lost){detail}"
-                                             ) from exc
+                raise DatabaseConnectionLost(
+                    f"the {actor}'s connection to PostgreSQL was closed under it "
+                    f"(backend terminated, server restarted or network lost){detail}"
+                ) from exc
             raise
         except BaseException:
             _drop(conn)
@@ -293,14 +332,23 @@ async def connection(dsn: str) -> AsyncIterator[asyncpg.Connection]:
         await conn.close()
 
 
-async def create_pool(dsn: str, size: int = 4, name: str = "einmal",
-                      command_timeout: float | None = None) -> asyncpg.Pool:
+async def create_pool(
+    dsn: str, size: int = 4, name: str = "einmal", command_timeout: float | None = None
+) -> asyncpg.Pool:
     """A pool that opens one connection now (an unreachable database fails here) and no floor after it:
     an actor's connection ends with the actor (actor_connection), and a pool keeping a floor would open
     one behind it at once, in a task of its own that a close cancels half-way through the handshake."""
     try:
-        return await asyncpg.create_pool(dsn, init_size=1, min_size=0, max_size=size, timeout=10,
-                                         command_timeout=command_timeout, init=init, **options(dsn, name))
+        return await asyncpg.create_pool(
+            dsn,
+            init_size=1,
+            min_size=0,
+            max_size=size,
+            timeout=10,
+            command_timeout=command_timeout,
+            init=init,
+            **options(dsn, name),
+        )
     except UNAVAILABLE as exc:
         raise await unavailable(dsn, exc) from exc
 
@@ -324,8 +372,11 @@ async def wait_for_pool(dsn: str, wait: float | None, **options) -> asyncpg.Pool
             if isinstance(exc, DatabaseRefused) or (wait is not None and now - began + delay > wait):
                 raise
             if logged is None:
-                log.warning("waiting for PostgreSQL %s (EINMAL_DB_WAIT_SECONDS): %s",
-                            "for as long as it takes" if wait is None else f"for up to {wait:g}s", exc)
+                log.warning(
+                    "waiting for PostgreSQL %s (EINMAL_DB_WAIT_SECONDS): %s",
+                    "for as long as it takes" if wait is None else f"for up to {wait:g}s",
+                    exc,
+                )
                 logged = now
             elif now - logged >= WAIT_LOG_SECONDS:
                 log.warning("still waiting for PostgreSQL after %.0fs: %s", now - began, exc)

@@ -45,10 +45,20 @@ class Figures:
 # (name, setting, events, what they are over, a word for what that is)
 RATES = (
     ("complaint rate", "pause_complaint_rate", lambda f: f.complained, lambda f: f.delivered, "delivered"),
-    ("hard-bounce rate", "pause_hard_bounce_rate", lambda f: f.bounced + f.rejected,
-     lambda f: f.delivered + f.rejected, "delivered or rejected"),
-    ("policy-rejection rate", "pause_policy_rejection_rate", lambda f: f.refused,
-     lambda f: f.delivered + f.refused, "attempts"),
+    (
+        "hard-bounce rate",
+        "pause_hard_bounce_rate",
+        lambda f: f.bounced + f.rejected,
+        lambda f: f.delivered + f.rejected,
+        "delivered or rejected",
+    ),
+    (
+        "policy-rejection rate",
+        "pause_policy_rejection_rate",
+        lambda f: f.refused,
+        lambda f: f.delivered + f.refused,
+        "attempts",
+    ),
 )
 
 
@@ -58,8 +68,10 @@ def verdict(settings: Settings, figures: Figures) -> str | None:
     for name, setting, events, over, word in RATES:
         limit, n, total = getattr(settings, setting), events(figures), over(figures)
         if limit and total >= settings.pause_min_sample and n * 100 > limit * total:
-            return (f"{name} {n * 100 / total:.2f} % ({n:,} of {total:,} {word}) over the {limit:.2f} % "
-                    f"threshold (EINMAL_{setting.upper()})")
+            return (
+                f"{name} {n * 100 / total:.2f} % ({n:,} of {total:,} {word}) over the {limit:.2f} % "
+                f"threshold (EINMAL_{setting.upper()})"
+            )
     return None
 
 
@@ -68,8 +80,9 @@ async def check(conn: asyncpg.Connection, settings: Settings, campaign_id: int |
     campaigns this call paused."""
     paused = []
     for row in await conn.fetch(db.query("campaign_figures"), campaign_id):
-        reason = verdict(settings, Figures(*(row[k] for k in ("delivered", "refused", "rejected", "bounced",
-                                                               "complained"))))
+        reason = verdict(
+            settings, Figures(*(row[k] for k in ("delivered", "refused", "rejected", "bounced", "complained")))
+        )
         if reason is None:
             continue
         try:

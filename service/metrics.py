@@ -31,48 +31,82 @@ BATCH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        self.messages = Counter("einmal_messages", "Send rows settled by this process, by outcome "
-                                "(queued: back in the queue for a retry)", ["outcome"], registry=r)
-        self.smtp_replies = Counter("einmal_smtp_replies", "SMTP replies to the messages this process sent, "
-                                    "by class", ["class"], registry=r)
-        self.batch_seconds = Histogram("einmal_batch_duration_seconds", "From a batch's claim to its close",
-                                       buckets=BATCH_BUCKETS, registry=r)
-        self.group_commit_seconds = Histogram("einmal_group_commit_duration_seconds",
-                                              "One group-commit statement (outcomes recorded, next rows started)",
-                                              buckets=LATENCY_BUCKETS, registry=r)
-        self.relay_unavailable = Counter("einmal_relay_unavailable", "Tries that reached no SMTP relay (refused "
-                                         "connection, TLS or AUTH), by relay", ["relay"], registry=r)
-        self.domain_throttled = Counter("einmal_domain_throttled", "421/4.7.x answers and 5.7.x refusals that "
-                                        "paused a recipient domain, by domain", ["domain"], registry=r)
-        self.lost_outcomes = Counter("einmal_lost_outcomes", "SMTP answers that found no row of their token's "
-                                     "to record them on (kept in einmal.lost_outcomes)", registry=r)
+        self.messages = Counter(
+            "einmal_messages",
+            "Send rows settled by this process, by outcome (queued: back in the queue for a retry)",
+            ["outcome"],
+            registry=r,
+        )
+        self.smtp_replies = Counter(
+            "einmal_smtp_replies", "SMTP replies to the messages this process sent, by class", ["class"], registry=r
+        )
+        self.batch_seconds = Histogram(
+            "einmal_batch_duration_seconds", "From a batch's claim to its close", buckets=BATCH_BUCKETS, registry=r
+        )
+        self.group_commit_seconds = Histogram(
+            "einmal_group_commit_duration_seconds",
+            "One group-commit statement (outcomes recorded, next rows started)",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.relay_unavailable = Counter(
+            "einmal_relay_unavailable",
+            "Tries that reached no SMTP relay (refused connection, TLS or AUTH), by relay",
+            ["relay"],
+            registry=r,
+        )
+        self.domain_throttled = Counter(
+            "einmal_domain_throttled",
+            "421/4.7.x answers and 5.7.x refusals that paused a recipient domain, by domain",
+            ["domain"],
+            registry=r,
+        )
+        self.lost_outcomes = Counter(
+            "einmal_lost_outcomes",
+            "SMTP answers that found no row of their token's to record them on (kept in einmal.lost_outcomes)",
+            registry=r,
+        )
         self.rows_claimed = Counter("einmal_rows_claimed", "Send rows claimed by this process", registry=r)
-        self.rows_in_flight = Gauge("einmal_rows_in_flight", "Send rows this process holds: claimed, not yet "
-                                    "closed", registry=r)
-        self.in_doubt = Gauge("einmal_in_doubt_rows", "Send rows in doubt in the database (every node's)",
-                              registry=r)
-        self.actor_restarts = Counter("einmal_actor_restarts", "Restarts of an actor by the supervisor",
-                                      ["actor"], registry=r)
-        self.campaign_rows = Gauge("einmal_campaign_rows", "Send rows of each sending campaign by state",
-                                   ["campaign_id", "status"], registry=r)
-        self.database_up = Gauge("einmal_database_up", "1 when the database answered the last scrape",
-                                 registry=r)
-        self.unsubscribes = Counter("einmal_unsubscribes", "One-click unsubscribe requests by result "
-                                    "(applied, repeated, refused)", ["result"], registry=r)
-        self.inbound = Counter("einmal_inbound_messages", "Messages to the return path by result (applied, "
-                               "repeated, ignored: not a report, dropped: touches no send row, unsigned: "
-                               "no VERP token that verifies, refused; busy: connections answered 421)",
-                               ["result"], registry=r)
-        self.webhooks = Counter("einmal_webhook_events", "Provider webhook events by provider and result (applied, "
-                                "repeated, ignored, dropped: names no send row, refused: the request)",
-                                ["provider", "result"], registry=r)
+        self.rows_in_flight = Gauge(
+            "einmal_rows_in_flight", "Send rows this process holds: claimed, not yet closed", registry=r
+        )
+        self.in_doubt = Gauge("einmal_in_doubt_rows", "Send rows in doubt in the database (every node's)", registry=r)
+        self.actor_restarts = Counter(
+            "einmal_actor_restarts", "Restarts of an actor by the supervisor", ["actor"], registry=r
+        )
+        self.campaign_rows = Gauge(
+            "einmal_campaign_rows", "Send rows of each sending campaign by state", ["campaign_id", "status"], registry=r
+        )
+        self.database_up = Gauge("einmal_database_up", "1 when the database answered the last scrape", registry=r)
+        self.unsubscribes = Counter(
+            "einmal_unsubscribes",
+            "One-click unsubscribe requests by result (applied, repeated, refused)",
+            ["result"],
+            registry=r,
+        )
+        self.inbound = Counter(
+            "einmal_inbound_messages",
+            "Messages to the return path by result (applied, "
+            "repeated, ignored: not a report, dropped: touches no send row, unsigned: "
+            "no VERP token that verifies, refused; busy: connections answered 421)",
+            ["result"],
+            registry=r,
+        )
+        self.webhooks = Counter(
+            "einmal_webhook_events",
+            "Provider webhook events by provider and result (applied, "
+            "repeated, ignored, dropped: names no send row, refused: the request)",
+            ["provider", "result"],
+            registry=r,
+        )
         self._outcome = {name: self.messages.labels(name) for name in OUTCOMES}
         self._reply = {digit: self.smtp_replies.labels(label) for digit, label in REPLY_CLASSES.items()}
 
     def watch_heartbeat(self, last_heartbeat: Callable[[], float]) -> None:
         """A node's heartbeat age: seconds since `last_heartbeat()` (a monotonic time, 0 = never)."""
-        gauge = Gauge("einmal_heartbeat_age_seconds", "Seconds since this node last wrote its heartbeat",
-                      registry=self.registry)
+        gauge = Gauge(
+            "einmal_heartbeat_age_seconds", "Seconds since this node last wrote its heartbeat", registry=self.registry
+        )
 
         def age() -> float:
             at = last_heartbeat()
@@ -82,8 +116,11 @@ class Metrics:
 
     def watch_bodies(self, held: Callable[[], int]) -> None:
         """The bytes of request bodies the HTTP surface holds room for now (service/web/layers.py's BodyBudget)."""
-        Gauge("einmal_http_body_bytes", "Bytes of HTTP request bodies room is held for now, by all requests",
-              registry=self.registry).set_function(held)
+        Gauge(
+            "einmal_http_body_bytes",
+            "Bytes of HTTP request bodies room is held for now, by all requests",
+            registry=self.registry,
+        ).set_function(held)
 
     def count(self, outcomes: dict[str, int]) -> None:
         for status, n in outcomes.items():

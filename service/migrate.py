@@ -37,8 +37,9 @@ async def _stage_address_keys(conn: asyncpg.Connection) -> None:
             key = email_key(row["address"])
             if key != row["stored"]:
                 changed[row["address"]] = key
-    await conn.copy_records_to_table("einmal_rekey", schema_name="pg_temp", columns=["address", "key"],
-                                     records=changed.items())
+    await conn.copy_records_to_table(
+        "einmal_rekey", schema_name="pg_temp", columns=["address", "key"], records=changed.items()
+    )
 
 
 PREPARE = {2: _stage_address_keys}

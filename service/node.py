@@ -63,8 +63,13 @@ async def http_pool(dsn: str, size: int = HTTP_POOL_SIZE) -> asyncpg.Pool:
     return await asyncpg.create_pool(dsn, min_size=0, max_size=size, init=db.init, timeout=10, **db.options(dsn))
 
 
-async def web_app(settings: Settings, dsn: str, metrics: Metrics, checks: Callable[[], list[str]],
-                  notes: Callable[[], list[str]] = list) -> tuple[web.Web, list[asyncpg.Pool]]:
+async def web_app(
+    settings: Settings,
+    dsn: str,
+    metrics: Metrics,
+    checks: Callable[[], list[str]],
+    notes: Callable[[], list[str]] = list,
+) -> tuple[web.Web, list[asyncpg.Pool]]:
     """The HTTP surface and its pools: one for requests, one connection for the figures of /metrics."""
     pools = [await http_pool(dsn), await http_pool(dsn, size=1)]
     return web.Web(settings, pools[0], metrics, checks, metrics_pool=pools[1], notes=notes), pools
@@ -101,8 +106,13 @@ class SendPipeline:
                 await scheduler.write_again(ctx, conn)
             await record_unrecorded(ctx, conn)
             if ctx.retired_tokens:
-                await conn.fetchrow(db.query("node_rescue"), ctx.settings.node_timeout_seconds,
-                                    ctx.settings.in_doubt, ctx.retired_tokens, ctx.settings.max_attempts)
+                await conn.fetchrow(
+                    db.query("node_rescue"),
+                    ctx.settings.node_timeout_seconds,
+                    ctx.settings.in_doubt,
+                    ctx.retired_tokens,
+                    ctx.settings.max_attempts,
+                )
                 ctx.retired_tokens.clear()
             # after a failover, no claim before every live node's journal is written on the new primary (§4)
             await scheduler.await_journals(ctx, conn, [token])
@@ -135,6 +145,7 @@ class SendPipeline:
 
 def node_checks(ctx: NodeContext, supervisor: Supervisor) -> Callable[[], list[str]]:
     """Why this node is not ready, the database aside (see service/web/app.py)."""
+
     def checks() -> list[str]:
         reasons = []
         if ctx.stopping.is_set():
@@ -146,12 +157,17 @@ def node_checks(ctx: NodeContext, supervisor: Supervisor) -> Callable[[], list[s
         if ctx.refusing:
             reasons.append(f"replication: {ctx.replication_problem} (EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION)")
         return reasons
+
     return checks
 
 
-async def serve(settings: Settings, stop: anyio.Event,
-                on_start: Callable[[NodeContext], None] | None = None,
-                http_socket: socket.socket | None = None, inbound_socket: socket.socket | None = None) -> int:
+async def serve(
+    settings: Settings,
+    stop: anyio.Event,
+    on_start: Callable[[NodeContext], None] | None = None,
+    http_socket: socket.socket | None = None,
+    inbound_socket: socket.socket | None = None,
+) -> int:
     """Run a node until `stop` is set, then drain; return the exit code.
 
     `on_start` is handed the node's context before the actors start (tests
@@ -160,8 +176,9 @@ async def serve(settings: Settings, stop: anyio.Event,
     socket, takes bounces on it (else EINMAL_INBOUND_SMTP_ADDRESS, when set)."""
     dsn = db.url(settings)
     sock = http_socket or (http.bind(settings.http_address) if settings.http_address else None)
-    inbound_sock = inbound_socket or (inbound_smtp.bind(settings.inbound_smtp_address)
-                                      if settings.inbound_smtp_address else None)
+    inbound_sock = inbound_socket or (
+        inbound_smtp.bind(settings.inbound_smtp_address) if settings.inbound_smtp_address else None
+    )
     # scheduler, builder, claimer, two sender lanes, spare; the pruner's
     size = 9
     pool = await db.wait_for_pool(dsn, settings.db_wait_seconds, size=size, command_timeout=settings.db_timeout_seconds)
@@ -180,21 +197,27 @@ async def serve(settings: Settings, stop: anyio.Event,
         Child("send pipeline", pipeline.run),
     ]
     children.append(Child("pruner", lambda **kw: pruner.run(ctx, **kw)))  # sign-ups; with retention, campaigns
-    supervisor = Supervisor(settings.restart_intensity, settings.restart_period_seconds,
-                            on_restart=lambda name: ctx.metrics.actor_restarts.labels(name).inc(),
-                            passing=db.unreachable)
+    supervisor = Supervisor(
+        settings.restart_intensity,
+        settings.restart_period_seconds,
+        on_restart=lambda name: ctx.metrics.actor_restarts.labels(name).inc(),
+        passing=db.unreachable,
+    )
     web_pools: list[asyncpg.Pool] = []
     if sock is not None:
-        surface, web_pools = await web_app(settings, dsn, ctx.metrics, node_checks(ctx, supervisor),
-                                           ctx.readiness_notes)
+        surface, web_pools = await web_app(
+            settings, dsn, ctx.metrics, node_checks(ctx, supervisor), ctx.readiness_notes
+        )
         children.insert(0, Child("http", http.HttpActor(surface.app, sock, settings).run))
     inbound_pool = None
     if inbound_sock is not None:
         inbound_pool = await http_pool(dsn)
-        children.append(Child("inbound", inbound_smtp.InboundActor(settings, inbound_pool, ctx.metrics,
-                                                                   inbound_sock).run))
+        children.append(
+            Child("inbound", inbound_smtp.InboundActor(settings, inbound_pool, ctx.metrics, inbound_sock).run)
+        )
     try:
         async with to_builder, from_scheduler, anyio.create_task_group() as tg:
+
             async def drain_on_stop() -> None:
                 await stop.wait()
                 log.info("stopping: draining (grace %gs)", settings.shutdown_grace_seconds)
@@ -229,8 +252,11 @@ async def serve_http(settings: Settings, stop: anyio.Event, http_socket: socket.
     sock = http_socket or http.bind(settings.http_address)
     stopping = anyio.Event()
     metrics = Metrics()
-    supervisor = Supervisor(settings.restart_intensity, settings.restart_period_seconds,
-                            on_restart=lambda name: metrics.actor_restarts.labels(name).inc())
+    supervisor = Supervisor(
+        settings.restart_intensity,
+        settings.restart_period_seconds,
+        on_restart=lambda name: metrics.actor_restarts.labels(name).inc(),
+    )
 
     def checks() -> list[str]:
         return ["draining: the server is stopping"] if stopping.is_set() else []
@@ -238,6 +264,7 @@ async def serve_http(settings: Settings, stop: anyio.Event, http_socket: socket.
     surface, pools = await web_app(settings, db.url(settings), metrics, checks)
     try:
         async with anyio.create_task_group() as tg:
+
             async def stop_on_signal() -> None:
                 await stop.wait()
                 stopping.set()
@@ -259,18 +286,25 @@ async def _leave(ctx: NodeContext) -> None:
     try:
         async with ctx.pool.acquire() as conn:
             await record_unrecorded(ctx, conn)
-            rescued = await conn.fetchrow(db.query("node_rescue"), ctx.settings.node_timeout_seconds,
-                                          ctx.settings.in_doubt, [*ctx.retired_tokens, ctx.token],
-                                          ctx.settings.max_attempts)
+            rescued = await conn.fetchrow(
+                db.query("node_rescue"),
+                ctx.settings.node_timeout_seconds,
+                ctx.settings.in_doubt,
+                [*ctx.retired_tokens, ctx.token],
+                ctx.settings.max_attempts,
+            )
         if rescued["in_doubt"]:
             log.warning("%d message(s) left in doubt", rescued["in_doubt"])
     except (OSError, ConnectionError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         # e.g. the database is down, or the node gave up because its schema is gone: keep that reason
-        log.warning("could not release this node's rows (%s); other nodes will after the timeout",
-                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        log.warning(
+            "could not release this node's rows (%s); other nodes will after the timeout",
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+        )
         if unrecorded := sum(len(outcomes) for _, outcomes in ctx.unrecorded):
-            log.warning("%d answer(s) from the SMTP server could not be recorded: their rows will be in doubt",
-                        unrecorded)
+            log.warning(
+                "%d answer(s) from the SMTP server could not be recorded: their rows will be in doubt", unrecorded
+            )
 
 
 async def run(settings: Settings, body: Callable[[Settings, anyio.Event], Awaitable[int]] = serve) -> int:

@@ -71,10 +71,15 @@ def parse_url(url: str) -> Relay:
     weight = options.get("weight", "1")
     if not (weight.isascii() and weight.isdigit() and 1 <= int(weight) <= 1000):
         raise ValueError("weight= must be a whole number from 1 to 1000")
-    return Relay(parts.hostname, port or (465 if tls == "tls" else 25), tls,
-                 unquote(parts.username) if parts.username else None,
-                 unquote(parts.password) if parts.password is not None else None,
-                 options.get("ca_file"), int(weight))
+    return Relay(
+        parts.hostname,
+        port or (465 if tls == "tls" else 25),
+        tls,
+        unquote(parts.username) if parts.username else None,
+        unquote(parts.password) if parts.password is not None else None,
+        options.get("ca_file"),
+        int(weight),
+    )
 
 
 def parse_urls(value: str) -> list[Relay]:
@@ -88,8 +93,16 @@ def from_settings(settings) -> list[Relay]:
     if settings.smtp_urls:
         return parse_urls(settings.smtp_urls)
     password = settings.smtp_password.get_secret_value() if settings.smtp_password else None
-    return [Relay(settings.smtp_host, settings.smtp_port, settings.smtp_tls, settings.smtp_username,
-                  password if settings.smtp_username is not None else None, settings.smtp_tls_ca_file)]
+    return [
+        Relay(
+            settings.smtp_host,
+            settings.smtp_port,
+            settings.smtp_tls,
+            settings.smtp_username,
+            password if settings.smtp_username is not None else None,
+            settings.smtp_tls_ca_file,
+        )
+    ]
 
 
 def share(relays: list[Relay], connections: int) -> list[int]:
@@ -127,8 +140,11 @@ class RelayState:
         now = time.monotonic()
         if now >= self.down_until:  # else a try of the pause under way
             self.reason = reason
-            log.warning("%s; nothing sent, the row is back in the queue with no attempt counted; "
-                        "next try in %.1fs", reason, self.pause)
+            log.warning(
+                "%s; nothing sent, the row is back in the queue with no attempt counted; next try in %.1fs",
+                reason,
+                self.pause,
+            )
             self.down_until = now + self.pause
             self.pause = min(self.pause * 2, MAX_PAUSE)
         return True

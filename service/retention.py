@@ -43,8 +43,9 @@ class Pruned:
     how: str  # 'partition dropped', 'rows deleted from sends_legacy', or 'skipped: why'
 
 
-async def candidates(conn: asyncpg.Connection, older_than_seconds: float,
-                     campaign_id: int | None = None) -> list[Candidate]:
+async def candidates(
+    conn: asyncpg.Connection, older_than_seconds: float, campaign_id: int | None = None
+) -> list[Candidate]:
     rows = await conn.fetch(db.query("prune_candidates"), older_than_seconds, campaign_id)
     return [Candidate(r["id"], r["status"], r["finished_at"], r["marked"]) for r in rows]
 
@@ -55,8 +56,7 @@ async def check_campaign(conn: asyncpg.Connection, campaign_id: int) -> None:
     if campaign is None:
         raise UsageError(f"no campaign with id {campaign_id}")
     if campaign["status"] not in ("sent", "cancelled"):
-        raise UsageError(f"campaign {campaign_id} is {campaign['status']}: only a sent or cancelled campaign "
-                         "is pruned")
+        raise UsageError(f"campaign {campaign_id} is {campaign['status']}: only a sent or cancelled campaign is pruned")
 
 
 async def _mark(conn: asyncpg.Connection, campaign_id: int) -> tuple[str | None, int]:

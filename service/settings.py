@@ -102,13 +102,23 @@ class Settings(BaseSettings):
     http_body_timeout_seconds: float = Field(30.0, gt=0)  # its body's, from the head
     http_max_connections: int = Field(1000, ge=1)  # and at most a quarter of the soft file limit
     http_body_buffer_bytes: int = Field(16 * 1024 * 1024, ge=1024 * 1024)  # bodies held at once; >= the largest
-    http_client_connections: int = Field(100, ge=1, description=(
-        "HTTP connections at once from one client network (an IPv4 /24, an IPv6 /64: service/clients.py), at "
-        "most EINMAL_HTTP_MAX_CONNECTIONS; past it the network's own connection that waited longest for a request "
-        "head is closed, else the new one is answered 503"))
-    http_client_body_bytes: int = Field(4 * 1024 * 1024, ge=1024 * 1024, description=(
-        "bytes of request bodies one client network holds room for at once, at most "
-        "EINMAL_HTTP_BODY_BUFFER_BYTES; >= the largest body (1 MiB)"))
+    http_client_connections: int = Field(
+        100,
+        ge=1,
+        description=(
+            "HTTP connections at once from one client network (an IPv4 /24, an IPv6 /64: service/clients.py), at "
+            "most EINMAL_HTTP_MAX_CONNECTIONS; past it the network's own connection that waited longest for a request "
+            "head is closed, else the new one is answered 503"
+        ),
+    )
+    http_client_body_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=1024 * 1024,
+        description=(
+            "bytes of request bodies one client network holds room for at once, at most "
+            "EINMAL_HTTP_BODY_BUFFER_BYTES; >= the largest body (1 MiB)"
+        ),
+    )
     return_path: str | None = None  # bounces@example.org: VERP envelope senders bounces+<token>@example.org
     return_path_secret: SecretStr | None = None  # signs VERP tokens; unset: EINMAL_UNSUBSCRIBE_SECRET
     inbound_smtp_address: str | None = None  # host:port; unset: no inbound (bounce) listener
@@ -142,8 +152,10 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _listen_beside_a_transaction_pooler(self) -> "Settings":
         if self.database_pooler == "transaction" and not self.listen_database_url:
-            raise ValueError("EINMAL_DATABASE_POOLER=transaction: EINMAL_LISTEN_DATABASE_URL must be set too, to a "
-                             "URL of the same database without the pooler (LISTEN needs a session of its own)")
+            raise ValueError(
+                "EINMAL_DATABASE_POOLER=transaction: EINMAL_LISTEN_DATABASE_URL must be set too, to a "
+                "URL of the same database without the pooler (LISTEN needs a session of its own)"
+            )
         return self
 
     @field_validator("listen_database_url")
@@ -157,22 +169,29 @@ class Settings(BaseSettings):
     def _heartbeat_outpaces_the_timeout(self) -> "Settings":
         # the scheduler heartbeats once per tick: a tick near the timeout gets a live node declared dead
         if self.tick_seconds * 2 > self.node_timeout_seconds:
-            raise ValueError(f"EINMAL_TICK_SECONDS: must be at most half of EINMAL_NODE_TIMEOUT_SECONDS "
-                             f"({self.node_timeout_seconds:g}) (got {self.tick_seconds:g})")
+            raise ValueError(
+                f"EINMAL_TICK_SECONDS: must be at most half of EINMAL_NODE_TIMEOUT_SECONDS "
+                f"({self.node_timeout_seconds:g}) (got {self.tick_seconds:g})"
+            )
         return self
 
     @model_validator(mode="after")
     def _dkim_all_or_nothing(self) -> "Settings":
-        given = {"EINMAL_DKIM_DOMAIN": self.dkim_domain, "EINMAL_DKIM_SELECTOR": self.dkim_selector,
-                 "EINMAL_DKIM_PRIVATE_KEY_FILE": self.dkim_private_key_file}
+        given = {
+            "EINMAL_DKIM_DOMAIN": self.dkim_domain,
+            "EINMAL_DKIM_SELECTOR": self.dkim_selector,
+            "EINMAL_DKIM_PRIVATE_KEY_FILE": self.dkim_private_key_file,
+        }
         missing = [name for name, value in given.items() if value is None]
         if missing and len(missing) < len(given):
             raise ValueError(f"{', '.join(missing)}: must be set too, when any of {', '.join(given)} is")
         if not missing and len(self.dkim_selectors) != len(self.dkim_key_files):
             selectors, files = len(self.dkim_selectors), len(self.dkim_key_files)
-            raise ValueError(f"EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE: {selectors} selector"
-                             f"{'s' * (selectors != 1)} and {files} key file{'s' * (files != 1)}; selector i signs "
-                             "with key file i")
+            raise ValueError(
+                f"EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE: {selectors} selector"
+                f"{'s' * (selectors != 1)} and {files} key file{'s' * (files != 1)}; selector i signs "
+                "with key file i"
+            )
         return self
 
     @property
@@ -204,8 +223,10 @@ class Settings(BaseSettings):
         if value is None:
             return None
         if not all(_SELECTOR.fullmatch(item.strip()) for item in value.split(",") if item.strip()):
-            raise ValueError("must be one or more DNS labels of letters, digits, '-' and '_', e.g. mail2026, "
-                             "or several selectors comma-separated")
+            raise ValueError(
+                "must be one or more DNS labels of letters, digits, '-' and '_', e.g. mail2026, "
+                "or several selectors comma-separated"
+            )
         return _items(value, "selectors", str.lower)  # DNS names: Mail and mail are one selector
 
     @field_validator("dkim_private_key_file")
@@ -227,13 +248,16 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _return_path_is_signed(self) -> "Settings":
-        if (self.return_path or self.inbound_smtp_address) and not (self.return_path_secret
-                                                                    or self.unsubscribe_secret):
-            raise ValueError("EINMAL_RETURN_PATH_SECRET (or EINMAL_UNSUBSCRIBE_SECRET) must be set "
-                             "when EINMAL_RETURN_PATH or EINMAL_INBOUND_SMTP_ADDRESS is")
+        if (self.return_path or self.inbound_smtp_address) and not (self.return_path_secret or self.unsubscribe_secret):
+            raise ValueError(
+                "EINMAL_RETURN_PATH_SECRET (or EINMAL_UNSUBSCRIBE_SECRET) must be set "
+                "when EINMAL_RETURN_PATH or EINMAL_INBOUND_SMTP_ADDRESS is"
+            )
         if (self.confirm_url or self.optin_from) and not self.unsubscribe_secret:
-            raise ValueError("EINMAL_UNSUBSCRIBE_SECRET must be set when EINMAL_CONFIRM_URL or EINMAL_OPTIN_FROM is "
-                             "(it signs the confirmation links)")
+            raise ValueError(
+                "EINMAL_UNSUBSCRIBE_SECRET must be set when EINMAL_CONFIRM_URL or EINMAL_OPTIN_FROM is "
+                "(it signs the confirmation links)"
+            )
         if self.inbound_smtp_address and not self.return_path:
             raise ValueError("EINMAL_RETURN_PATH must be set when EINMAL_INBOUND_SMTP_ADDRESS is")
         return self
@@ -244,8 +268,16 @@ class Settings(BaseSettings):
         if value is None:
             return value
         local, at, domain = value.rpartition("@")
-        if (not at or not local or not domain or "+" in local or len(value) > 200 or not value.isascii()
-                or any(c in value for c in " <>\"(),;:[]") or not value.isprintable()):
+        if (
+            not at
+            or not local
+            or not domain
+            or "+" in local
+            or len(value) > 200
+            or not value.isascii()
+            or any(c in value for c in ' <>"(),;:[]')
+            or not value.isprintable()
+        ):
             raise ValueError("expected a plain ASCII address without '+', e.g. bounces@example.org")
         return value
 
@@ -255,7 +287,6 @@ class Settings(BaseSettings):
         if value is not None and any(c in value for c in "\r\n\0"):
             raise ValueError("must not contain line breaks")
         return value
-
 
     @field_validator("unsubscribe_url", "confirm_url")
     @classmethod
@@ -291,8 +322,10 @@ class Settings(BaseSettings):
     @classmethod
     def _topic_arns(cls, value: str | None) -> str | None:
         if value is not None and not all(t.strip().startswith("arn:") for t in value.split(",")):
-            raise ValueError("expected one or more comma-separated SNS topic ARNs, e.g. "
-                             "arn:aws:sns:us-west-2:123456789012:ses-feedback")
+            raise ValueError(
+                "expected one or more comma-separated SNS topic ARNs, e.g. "
+                "arn:aws:sns:us-west-2:123456789012:ses-feedback"
+            )
         return None if value is None else ",".join(t.strip() for t in value.split(","))
 
     @field_validator("domain_limits")
@@ -309,8 +342,7 @@ class Settings(BaseSettings):
             parse_urls(value)
         return value
 
-    @field_validator("pause_complaint_rate", "pause_hard_bounce_rate", "pause_policy_rejection_rate",
-                     mode="before")
+    @field_validator("pause_complaint_rate", "pause_hard_bounce_rate", "pause_policy_rejection_rate", mode="before")
     @classmethod
     def _per_cent(cls, value: object) -> object:
         if isinstance(value, str):
@@ -437,8 +469,10 @@ def weak_unsubscribe_secret(settings: "Settings") -> str | None:
     if not short:
         return None
     which = "the key" if len(keys) == 1 else f"key {short[0]} of {len(keys)}"
-    return (f"EINMAL_UNSUBSCRIBE_SECRET: {which} has {len(keys[short[0] - 1])} characters; each key needs at "
-            f"least {MIN_SECRET} (128 bits or more of randomness, e.g. `openssl rand -hex 32`)")
+    return (
+        f"EINMAL_UNSUBSCRIBE_SECRET: {which} has {len(keys[short[0] - 1])} characters; each key needs at "
+        f"least {MIN_SECRET} (128 bits or more of randomness, e.g. `openssl rand -hex 32`)"
+    )
 
 
 def traces_exporter(environ: Mapping[str, str]) -> str:
@@ -483,7 +517,8 @@ def load() -> Settings:
         given = os.environ.get(name)
         if given is not None and len(given) > 60:
             given = given[:57] + "..."
-        hidden = given is None or any(word in name for word in ("PASSWORD", "SECRET", "SIGNING_KEY", "DATABASE_URL",
-                                                                "URLS"))
+        hidden = given is None or any(
+            word in name for word in ("PASSWORD", "SECRET", "SIGNING_KEY", "DATABASE_URL", "URLS")
+        )
         shown = "" if hidden else f" (got {given!r})"
         raise ConfigError(f"{name}: {error['msg'].removeprefix('Value error, ')}{shown}") from None

@@ -11,8 +11,9 @@ def bind(address: str, variable: str, *, backlog: int | None = None) -> socket.s
     EinmalError naming `variable` and the address if it cannot be."""
     host, port = split_address(address)
     try:
-        family, kind, proto, _, where = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                           flags=socket.AI_PASSIVE)[0]
+        family, kind, proto, _, where = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
         sock = socket.socket(family, kind, proto)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

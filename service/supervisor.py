@@ -48,10 +48,16 @@ def describe(exc: BaseException) -> str:
 
 
 class Supervisor:
-    def __init__(self, intensity: int = 10, period: float = 60.0,
-                 backoff: float = 0.2, max_backoff: float = 5.0,
-                 on_restart: Callable[[str], None] | None = None,
-                 passing: Callable[[BaseException], bool] = lambda exc: False, quiet: float = 30.0) -> None:
+    def __init__(
+        self,
+        intensity: int = 10,
+        period: float = 60.0,
+        backoff: float = 0.2,
+        max_backoff: float = 5.0,
+        on_restart: Callable[[str], None] | None = None,
+        passing: Callable[[BaseException], bool] = lambda exc: False,
+        quiet: float = 30.0,
+    ) -> None:
         self.intensity, self.period = intensity, period
         self.backoff, self.max_backoff = backoff, max_backoff
         self.passing, self.quiet = passing, quiet
@@ -84,8 +90,12 @@ class Supervisor:
                     await tg.start(child.run)
                     self.states[child.name] = "running"
                     if outage:
-                        log.info("actor %s running again after %.0fs and %d tries", child.name,
-                                 time.monotonic() - outage[0], outage[2])
+                        log.info(
+                            "actor %s running again after %.0fs and %d tries",
+                            child.name,
+                            time.monotonic() - outage[0],
+                            outage[2],
+                        )
                         outage = []
                     if not reported:
                         reported = True
@@ -102,21 +112,32 @@ class Supervisor:
                 if self.passing(exc):
                     if not outage:
                         outage = [now, now, 1]
-                        log.warning("actor %s failed (%s); restarting every %gs at most until it runs again",
-                                    child.name, describe(exc), self.max_backoff)
+                        log.warning(
+                            "actor %s failed (%s); restarting every %gs at most until it runs again",
+                            child.name,
+                            describe(exc),
+                            self.max_backoff,
+                        )
                     else:
                         outage[2] += 1
                         if now - outage[1] >= self.quiet:
                             outage[1] = now
-                            log.warning("actor %s still failing after %.0fs and %d tries (%s)", child.name,
-                                        now - outage[0], outage[2], describe(exc))
+                            log.warning(
+                                "actor %s still failing after %.0fs and %d tries (%s)",
+                                child.name,
+                                now - outage[0],
+                                outage[2],
+                                describe(exc),
+                            )
                 else:
                     failures.append(now)
                     while failures and failures[0] < now - self.period:
                         failures.popleft()
                     if len(failures) > self.intensity:
-                        raise GaveUp(f"actor {child.name} failed {len(failures)} times within "
-                                     f"{self.period:g}s, giving up: {describe(exc)}") from exc
+                        raise GaveUp(
+                            f"actor {child.name} failed {len(failures)} times within "
+                            f"{self.period:g}s, giving up: {describe(exc)}"
+                        ) from exc
                     log.warning("actor %s failed (%s); restarting in %.1fs", child.name, describe(exc), delay)
                 await anyio.sleep(delay)
                 delay = min(delay * 2, self.max_backoff)

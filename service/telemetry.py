@@ -23,8 +23,11 @@ _provider: TracerProvider | None = None
 log = logging.getLogger("einmal.telemetry")
 # what the OTLP exporter and its HTTP client log while one export fails: retries, then the failure, each a
 # long line, for every batch while the collector is down
-EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.trace_exporter",
-                    "opentelemetry.exporter.otlp.proto.http._common", "urllib3.connectionpool")
+EXPORTER_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.http._common",
+    "urllib3.connectionpool",
+)
 
 
 class Quiet(SpanExporter):
@@ -60,8 +63,11 @@ class Quiet(SpanExporter):
             log.warning("traces reach %s again", endpoint)
         elif result is not SpanExportResult.SUCCESS and not self.down:
             self.down = True
-            log.warning("traces cannot be sent to %s (%s): dropped, and not said again until it answers",
-                        endpoint, reason(self.held))
+            log.warning(
+                "traces cannot be sent to %s (%s): dropped, and not said again until it answers",
+                endpoint,
+                reason(self.held),
+            )
         return result
 
     def shutdown(self) -> None:
@@ -106,8 +112,12 @@ def setup(exporter: SpanExporter | None = None) -> None:
 
 def batch_attributes(batch) -> dict[str, int | str]:
     """What the `send` and `record` spans of a batch (service/context.py Batch) say of it."""
-    return {"einmal.campaign_id": batch.campaign_id, "einmal.account_id": batch.account_id,
-            "einmal.node_id": batch.token, "einmal.rows": len(batch.rows)}
+    return {
+        "einmal.campaign_id": batch.campaign_id,
+        "einmal.account_id": batch.account_id,
+        "einmal.node_id": batch.token,
+        "einmal.rows": len(batch.rows),
+    }
 
 
 def outcome_attributes(batch) -> dict[str, int]:

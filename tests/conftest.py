@@ -86,8 +86,12 @@ def applied_everything() -> str:
 def applied_by(outputs: list[str]) -> list[str]:
     """The migrations several `einmal migrate` runs at once applied between them, in order: each
     migration is its own transaction under the lock, so they may share the work, never repeat it."""
-    return sorted(name for out in outputs if out.startswith("applied ")
-                  for name in out.strip().removeprefix("applied ").split(", "))
+    return sorted(
+        name
+        for out in outputs
+        if out.startswith("applied ")
+        for name in out.strip().removeprefix("applied ").split(", ")
+    )
 
 
 def every_migration() -> list[str]:
@@ -96,12 +100,15 @@ def every_migration() -> list[str]:
 
 # a one-click unsubscribe, as the nodes of tests/support/pipeline.py have: without one `campaign create` and
 # `approve` refuse a bulk campaign (tests/sending/test_unsubscribe_required.py tests that default)
-UNSUBSCRIBE = {"EINMAL_UNSUBSCRIBE_URL": "http://127.0.0.1:9/unsubscribe",
-               "EINMAL_UNSUBSCRIBE_SECRET": "a-test-key-long-enough-for-einmal-run"}
+UNSUBSCRIBE = {
+    "EINMAL_UNSUBSCRIBE_URL": "http://127.0.0.1:9/unsubscribe",
+    "EINMAL_UNSUBSCRIBE_SECRET": "a-test-key-long-enough-for-einmal-run",
+}
 
 
-def einmal(*args: str, dsn: str | None = None, env: dict | None = None, input: str | None = None,
-           timeout: float = 60) -> subprocess.CompletedProcess:
+def einmal(
+    *args: str, dsn: str | None = None, env: dict | None = None, input: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
     """Run the real command line in a child process, with UNSUBSCRIBE set (a variable None in `env`: unset)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
     full_env.update(UNSUBSCRIBE)
@@ -109,8 +116,15 @@ def einmal(*args: str, dsn: str | None = None, env: dict | None = None, input: s
         full_env["EINMAL_DATABASE_URL"] = dsn
     full_env.update(env or {})
     full_env = {k: v for k, v in full_env.items() if v is not None}
-    return subprocess.run([sys.executable, "-m", "service", *args], capture_output=True, text=True,
-                          env=full_env, input=input, timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "service", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        input=input,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 def cells(line: str) -> list[str]:

@@ -48,8 +48,15 @@ def build(pool: asyncpg.Pool, settings: Settings) -> ASGIApp:
 
 
 def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
-    app = FastAPI(title="einmal", version="1", openapi_url="/openapi.json", docs_url=None, redoc_url=None,
-                  responses=GENERIC, redirect_slashes=False)  # no redirect: it would name the Host header's site
+    app = FastAPI(
+        title="einmal",
+        version="1",
+        openapi_url="/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+        responses=GENERIC,
+        redirect_slashes=False,
+    )  # no redirect: it would name the Host header's site
     app.state.pool, app.state.settings = pool, settings
     app.add_exception_handler(StarletteHTTPException, _problem)
     app.add_exception_handler(RequestValidationError, _invalid)
@@ -73,12 +80,17 @@ def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
 
 
 IDEMPOTENCY_KEY = {
-    "name": "Idempotency-Key", "in": "header", "required": False,
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
     "description": "the same key with the same request returns the first answer, without a second effect (24 h); "
-                   "with another request, 422",
-    "schema": {"type": "string", "minLength": 1, "maxLength": idempotency.MAX_KEY, "pattern": "^[ -~]+$"}}
-REPLAYED = {"description": "`true` when this is the kept answer of an earlier request with the same "
-                           "Idempotency-Key", "schema": {"type": "string", "enum": ["true"]}}
+    "with another request, 422",
+    "schema": {"type": "string", "minLength": 1, "maxLength": idempotency.MAX_KEY, "pattern": "^[ -~]+$"},
+}
+REPLAYED = {
+    "description": "`true` when this is the kept answer of an earlier request with the same Idempotency-Key",
+    "schema": {"type": "string", "enum": ["true"]},
+}
 RETRY_AFTER = {"description": "the seconds to wait before trying again", "schema": {"type": "integer"}}
 WAITED = "a request with this Idempotency-Key is still running (waited for 10 s): try again after Retry-After"
 NOT_JSON = "the body is not JSON"
@@ -101,6 +113,7 @@ def _documented(app: FastAPI, generate: Callable[[], dict]) -> Callable[[], dict
                 for method, operation in operations.items():
                     _answers_of(method, operation)
         return schema
+
     return document
 
 
@@ -112,11 +125,16 @@ def _answers_of(method: str, operation: dict) -> None:
     if said:
         answers["400"] = {"description": ", or ".join(said), "content": PROBLEM}
     if method == "post":
-        operation["parameters"] = [*(p for p in operation.get("parameters", []) if p["name"] != "Idempotency-Key"),
-                                   IDEMPOTENCY_KEY]
+        operation["parameters"] = [
+            *(p for p in operation.get("parameters", []) if p["name"] != "Idempotency-Key"),
+            IDEMPOTENCY_KEY,
+        ]
         said = answers.get("409", {}).get("description")
-        answers["409"] = {"content": PROBLEM, **answers.get("409", {}),
-                          "description": f"{said}; or {WAITED}" if said and said != "Conflict" else WAITED}
+        answers["409"] = {
+            "content": PROBLEM,
+            **answers.get("409", {}),
+            "description": f"{said}; or {WAITED}" if said and said != "Conflict" else WAITED,
+        }
         for status, answer in answers.items():
             if status != "401" and not status.startswith("5"):
                 answer.setdefault("headers", {})["Idempotent-Replayed"] = REPLAYED
@@ -128,8 +146,12 @@ def _answers_of(method: str, operation: dict) -> None:
 async def _problem(request: Request, exc: StarletteHTTPException) -> Response:
     headers = dict(exc.headers or {})
     if exc.status_code == 405:  # Allow: every method of the path, not only its first route's
-        methods = {m for route in request.app.routes if route.matches(request.scope)[0] is Match.PARTIAL
-                   for m in getattr(route, "methods", ())}
+        methods = {
+            m
+            for route in request.app.routes
+            if route.matches(request.scope)[0] is Match.PARTIAL
+            for m in getattr(route, "methods", ())
+        }
         headers["Allow"] = ", ".join(sorted(methods))
     return JSONResponse({"error": exc.detail}, exc.status_code, headers=headers)
 
@@ -145,7 +167,12 @@ async def _invalid(request: Request, exc: RequestValidationError) -> Response:
 
 
 async def _unavailable(request: Request, exc: Exception) -> Response:
-    log.warning("%s %s: the database cannot be reached: %s", request.method, request.url.path,
-                str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    return JSONResponse({"error": "the database cannot be reached; try again shortly"}, 503,
-                        headers={"Retry-After": "5"})
+    log.warning(
+        "%s %s: the database cannot be reached: %s",
+        request.method,
+        request.url.path,
+        str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+    )
+    return JSONResponse(
+        {"error": "the database cannot be reached; try again shortly"}, 503, headers={"Retry-After": "5"}
+    )

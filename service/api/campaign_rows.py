@@ -28,8 +28,9 @@ class Moved(BaseModel):
 
 class RetryFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    reason: Literal[REASONS] | None = Field(None, description="only the rows whose last reply has this reason "
-                                                              "(README: Bounces and complaints); absent: all")
+    reason: Literal[REASONS] | None = Field(
+        None, description="only the rows whose last reply has this reason (README: Bounces and complaints); absent: all"
+    )
 
 
 class InDoubt(BaseModel):
@@ -47,19 +48,26 @@ class InDoubtRows(BaseModel):
 
 class Decision(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    decision: Literal["resend", "mark_sent"] = Field(description="resend: queued again (with the same "
-                                                                  "Message-ID); mark_sent: counted as sent")
-    ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field([], max_length=MAX_CHOSEN,
-                                                                  description="these rows only")
+    decision: Literal["resend", "mark_sent"] = Field(
+        description="resend: queued again (with the same Message-ID); mark_sent: counted as sent"
+    )
+    ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(
+        [], max_length=MAX_CHOSEN, description="these rows only"
+    )
     emails: list[Annotated[str, Field(max_length=MAX_EMAIL)]] = Field(
-        [], max_length=MAX_CHOSEN, description="these addresses' rows only; with neither, every in-doubt row")
+        [], max_length=MAX_CHOSEN, description="these addresses' rows only; with neither, every in-doubt row"
+    )
 
 
-@router.post("/{campaign_id}/retry", operation_id="retry_campaign",
-             summary="put its failed rows back in the queue (409 when it is cancelled)",
-             responses=CONFLICT)
-async def retry_campaign(campaign_id: CampaignId, fields: RetryFields, conn: Conn, key: Key,
-                         idempotency_key: IdempotencyKey = None) -> Moved:
+@router.post(
+    "/{campaign_id}/retry",
+    operation_id="retry_campaign",
+    summary="put its failed rows back in the queue (409 when it is cancelled)",
+    responses=CONFLICT,
+)
+async def retry_campaign(
+    campaign_id: CampaignId, fields: RetryFields, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None
+) -> Moved:
     await own(conn, key, campaign_id)
     try:
         moved, reopened = await retry_failed(conn, campaign_id, fields.reason)
@@ -68,26 +76,49 @@ async def retry_campaign(campaign_id: CampaignId, fields: RetryFields, conn: Con
     return Moved(moved=moved, reopened=reopened)
 
 
-@router.get("/{campaign_id}/in-doubt", operation_id="list_in_doubt",
-            summary="its in-doubt rows, oldest first", responses=ERRORS)
+@router.get(
+    "/{campaign_id}/in-doubt", operation_id="list_in_doubt", summary="its in-doubt rows, oldest first", responses=ERRORS
+)
 async def list_in_doubt(campaign_id: CampaignId, conn: Conn, key: Key) -> InDoubtRows:
     await own(conn, key, campaign_id)
     rows = await conn.fetch(db.query("reconcile_list"), campaign_id, None, None, timeout=DB_SECONDS)
-    return InDoubtRows(rows=[InDoubt(id=r["id"], email=r["email"], node=r["claimed_by"], since=r["updated_at"],
-                                     attempts=r["attempts"], last_reply=r["last_reply"]) for r in rows])
+    return InDoubtRows(
+        rows=[
+            InDoubt(
+                id=r["id"],
+                email=r["email"],
+                node=r["claimed_by"],
+                since=r["updated_at"],
+                attempts=r["attempts"],
+                last_reply=r["last_reply"],
+            )
+            for r in rows
+        ]
+    )
 
 
-@router.post("/{campaign_id}/reconcile", operation_id="reconcile_campaign",
-             summary="decide its in-doubt rows, all or those named (409 when one "
-             "named is not in doubt, or a resend of a cancelled campaign; nothing decided)", responses=CONFLICT)
-async def reconcile_campaign(campaign_id: CampaignId, decision: Decision, conn: Conn, key: Key,
-                             idempotency_key: IdempotencyKey = None) -> Moved:
+@router.post(
+    "/{campaign_id}/reconcile",
+    operation_id="reconcile_campaign",
+    summary="decide its in-doubt rows, all or those named (409 when one "
+    "named is not in doubt, or a resend of a cancelled campaign; nothing decided)",
+    responses=CONFLICT,
+)
+async def reconcile_campaign(
+    campaign_id: CampaignId, decision: Decision, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None
+) -> Moved:
     await own(conn, key, campaign_id)
     chosen = bool(decision.ids or decision.emails)
     keys = [email_key(e) for e in decision.emails]
     try:
-        moved, reopened = await decide(conn, campaign_id, decision.decision == "resend",
-                                       decision.ids if chosen else None, keys if chosen else None, decision.emails)
+        moved, reopened = await decide(
+            conn,
+            campaign_id,
+            decision.decision == "resend",
+            decision.ids if chosen else None,
+            keys if chosen else None,
+            decision.emails,
+        )
     except UsageError as exc:
         raise HTTPException(409, str(exc)) from None
     return Moved(moved=moved, reopened=reopened)

@@ -40,16 +40,26 @@ def problem(description: str) -> dict:
 
 # what every operation may answer, declared once for the whole API (service/api/app.py); app.py adds 403 to
 # the operations that write and 400 to the POSTs (their Idempotency-Key)
-GENERIC = {401: problem("no valid key: `Authorization: Bearer <key>`"),
-           413: problem("the body is over its bound, refused before it is read"),
-           422: problem("the request is not valid: `{\"error\": \"where: what\"}`"),
-           503: problem("the database cannot be reached, or the work is busy: try again after `Retry-After`")}
+GENERIC = {
+    401: problem("no valid key: `Authorization: Bearer <key>`"),
+    413: problem("the body is over its bound, refused before it is read"),
+    422: problem('the request is not valid: `{"error": "where: what"}`'),
+    503: problem("the database cannot be reached, or the work is busy: try again after `Retry-After`"),
+}
 ERRORS = {404: problem("no such thing in the key's account (another account's is not found either)")}
 CONFLICT = {**ERRORS, 409: {"model": Problem}}  # a route whose state may forbid what is asked
-IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200, description=(
-    "the same key with the same request (the same path, query and JSON, whatever the order of its fields "
-    "and its whitespace) returns the first answer, without a second effect, for 24 hours from the first "
-    "(WINDOW_SECONDS); another request with the key within them is 422"))]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=200,
+        description=(
+            "the same key with the same request (the same path, query and JSON, whatever the order of its fields "
+            "and its whitespace) returns the first answer, without a second effect, for 24 hours from the first "
+            "(WINDOW_SECONDS); another request with the key within them is 422"
+        ),
+    ),
+]
 bearer = HTTPBearer(auto_error=False, description="a key from `einmal account key create`")
 
 
@@ -90,8 +100,11 @@ class Guesses:
         self.refused.move_to_end(network)
         while len(self.refused) > self.CLIENTS:
             self.refused.popitem(last=False)
-        return Refusal(429, "too many keys that are not valid from this network; try again later",
-                       {"Retry-After": count.retry_after()})
+        return Refusal(
+            429,
+            "too many keys that are not valid from this network; try again later",
+            {"Retry-After": count.retry_after()},
+        )
 
 
 async def authenticate(pool: asyncpg.Pool, guesses: Guesses, scope: Scope) -> keys.Key:
@@ -111,16 +124,27 @@ async def authenticate(pool: asyncpg.Pool, guesses: Guesses, scope: Scope) -> ke
                 found = await keys.find(conn, value)
                 if found is None:  # a key that is not one may be a guess
                     count = await clients.hit(conn, guesses.KIND, network, guesses.WINDOW_SECONDS)
-                elif (count := await clients.count(conn, guesses.KIND, network, guesses.WINDOW_SECONDS)).hits \
-                        <= guesses.FREE:
+                elif (
+                    count := await clients.count(conn, guesses.KIND, network, guesses.WINDOW_SECONDS)
+                ).hits <= guesses.FREE:
                     return found
     except db.UNAVAILABLE as exc:
-        log.warning("%s %s: the database cannot be reached: %s", scope.get("method"), scope.get("path"),
-                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        log.warning(
+            "%s %s: the database cannot be reached: %s",
+            scope.get("method"),
+            scope.get("path"),
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+        )
         raise Refusal(503, "the database cannot be reached; try again shortly", {"Retry-After": "5"}) from None
     if count.hits > guesses.FREE:
-        log.info("%s %s from %s: refused, %d keys that are not valid from %s", scope.get("method"),
-                 scope.get("path"), client, count.hits - (found is not None), network)
+        log.info(
+            "%s %s from %s: refused, %d keys that are not valid from %s",
+            scope.get("method"),
+            scope.get("path"),
+            client,
+            count.hits - (found is not None),
+            network,
+        )
         raise guesses.refuse(network, count)
     raise _unauthenticated(scope, client, "a key that is not valid")
 
@@ -142,22 +166,25 @@ class KeyFirst:
         self.app, self.pool, self.guesses = app, pool, Guesses()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or (scope["method"] in ("GET", "HEAD") and scope["path"].removeprefix(
-                scope.get("root_path", "")) in self.PUBLIC):
+        if scope["type"] != "http" or (
+            scope["method"] in ("GET", "HEAD") and scope["path"].removeprefix(scope.get("root_path", "")) in self.PUBLIC
+        ):
             return await self.app(scope, receive, send)
         try:
             found = await authenticate(self.pool, self.guesses, scope)
         except Refusal as refused:
             body = json.dumps({"error": refused.error}).encode()
-            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                       *((k.lower().encode(), v.encode()) for k, v in refused.headers.items())]
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *((k.lower().encode(), v.encode()) for k, v in refused.headers.items()),
+            ]
             await send({"type": "http.response.start", "status": refused.status, "headers": headers})
             return await send({"type": "http.response.body", "body": body})
         await self.app({**scope, self.SCOPE_KEY: found}, receive, send)
 
 
-async def key(request: Request,
-              credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]):
+async def key(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]):
     """The request's key, found by KeyFirst before the body was read, and the request's one connection
     (`connection`), taken here and given back when the request ends."""
     found: keys.Key | None = request.scope.get(KeyFirst.SCOPE_KEY)

@@ -24,8 +24,11 @@ table,tbody,tr,td{display:block}tr:first-child{position:absolute;width:1px;heigh
 clip:rect(0 0 0 0)}tr{border-bottom:1px solid #ddd;padding:.3rem 0}td{border:0;padding:0;overflow-wrap:anywhere}
 td:first-child{white-space:normal;font-weight:700}td[data-label]{display:inline;margin-right:1rem}
 td[data-label]::before{content:attr(data-label) ": ";color:#555}}"""
-HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
-           "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+}
 
 
 def text(said: str) -> str:
@@ -54,34 +57,53 @@ def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     (the description, the last, goes unnamed: it reads as what it is)."""
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     labels = [""] + [f' data-label="{escape(h)}"' for h in headers[1:-1]] + [""]
-    body = "".join("<tr>" + "".join(f"<td{label}>{cell}</td>" for label, cell in zip(labels, row, strict=True))
-                   + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td{label}>{cell}</td>" for label, cell in zip(labels, row, strict=True)) + "</tr>"
+        for row in rows
+    )
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def _answers(answers: dict, generic: set[str]) -> str:
     own = sorted((code, answer) for code, answer in answers.items() if code not in generic)
-    return "<dl>" + "".join(f"<dt>{escape(code)}</dt><dd>{text(answer.get('description', ''))}</dd>"
-                            for code, answer in own) + "</dl>"
+    return (
+        "<dl>"
+        + "".join(f"<dt>{escape(code)}</dt><dd>{text(answer.get('description', ''))}</dd>" for code, answer in own)
+        + "</dl>"
+    )
 
 
 def _operation(path: str, method: str, op: dict, generic: set[str]) -> str:
-    rows = [(f"<code>{escape(p['name'])}</code>", escape(p["in"]) + (" (required)" if p.get("required") else ""),
-             _type(p.get("schema", {})), text(p.get("description", p.get("schema", {}).get("description", ""))))
-            for p in op.get("parameters", [])]
+    rows = [
+        (
+            f"<code>{escape(p['name'])}</code>",
+            escape(p["in"]) + (" (required)" if p.get("required") else ""),
+            _type(p.get("schema", {})),
+            text(p.get("description", p.get("schema", {}).get("description", ""))),
+        )
+        for p in op.get("parameters", [])
+    ]
     body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
     anchor = f' id="{escape(op["operationId"])}"' if "operationId" in op else ""
-    return (f'<div class="op"{anchor}><p><span class="m">{method.upper()}</span> <code>/api/v1{escape(path)}</code> '
-            f"— {text(op.get('summary', ''))}</p>"
-            + (_table(("parameter", "in", "type", "description"), rows) if rows else "")
-            + (f"<p>body: {_type(body)}</p>" if body else "")
-            + f'<p class="a">answers of its own:</p>{_answers(op.get("responses", {}), generic)}</div>')
+    return (
+        f'<div class="op"{anchor}><p><span class="m">{method.upper()}</span> <code>/api/v1{escape(path)}</code> '
+        f"— {text(op.get('summary', ''))}</p>"
+        + (_table(("parameter", "in", "type", "description"), rows) if rows else "")
+        + (f"<p>body: {_type(body)}</p>" if body else "")
+        + f'<p class="a">answers of its own:</p>{_answers(op.get("responses", {}), generic)}</div>'
+    )
 
 
 def _schema(name: str, schema: dict) -> str:
     required = set(schema.get("required", []))
-    rows = [(f"<code>{escape(field)}</code>{'' if field in required else ' (optional)'}", _type(spec),
-             text(spec.get("description", ""))) for field, spec in schema.get("properties", {}).items()]
+    rows = [
+        (
+            f"<code>{escape(field)}</code>{'' if field in required else ' (optional)'}",
+            _type(spec),
+            text(spec.get("description", "")),
+        )
+        for field, spec in schema.get("properties", {}).items()
+    ]
     return f'<h3 id="{escape(name)}">{escape(name)}</h3>' + _table(("field", "type", "description"), rows)
 
 
@@ -96,13 +118,15 @@ def page(app: FastAPI) -> HTMLResponse:
         by_tag.setdefault((op.get("tags") or ["other"])[0], []).append(_operation(path, method, op, generic))
     sections = "".join(f"<h2>{escape(tag)}</h2>{''.join(ops)}" for tag, ops in by_tag.items())
     schemas = "".join(_schema(n, s) for n, s in document.get("components", {}).get("schemas", {}).items())
-    html = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
-            f'content="width=device-width, initial-scale=1"><title>einmal API</title><style>{STYLE}</style></head>'
-            f"<body><h1>einmal API v1</h1><p>Every route needs <code>Authorization: Bearer &lt;key&gt;</code> "
-            f"(<code>einmal account key create</code>) and acts for that key's account alone. Every POST takes "
-            f"an <code>Idempotency-Key</code>. Every answer that is not a success is "
-            f"<code>{{\"error\": \"…\"}}</code>. The machine-readable document: "
-            f'<a href="openapi.json">openapi.json</a>.</p>'
-            f"<p>Every operation may answer:</p>{_answers({c: said[c] for c in generic}, set())}"
-            f'{sections}<h2 id="shapes">Shapes</h2>{schemas}</body></html>')
+    html = (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+        f'content="width=device-width, initial-scale=1"><title>einmal API</title><style>{STYLE}</style></head>'
+        f"<body><h1>einmal API v1</h1><p>Every route needs <code>Authorization: Bearer &lt;key&gt;</code> "
+        f"(<code>einmal account key create</code>) and acts for that key's account alone. Every POST takes "
+        f"an <code>Idempotency-Key</code>. Every answer that is not a success is "
+        f'<code>{{"error": "…"}}</code>. The machine-readable document: '
+        f'<a href="openapi.json">openapi.json</a>.</p>'
+        f"<p>Every operation may answer:</p>{_answers({c: said[c] for c in generic}, set())}"
+        f'{sections}<h2 id="shapes">Shapes</h2>{schemas}</body></html>'
+    )
     return HTMLResponse(html, headers=HEADERS)

@@ -34,30 +34,40 @@ router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 
 class DraftChanges(BaseModel):
     """The fields of a draft to change; those left out stay as they are."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     name: str = Field(None, min_length=1, max_length=MAX_CAMPAIGN_NAME)
     subject: str = Field(None, min_length=1, max_length=MAX_SUBJECT, description="a template, like the bodies")
     from_address: str = Field(None, alias="from", min_length=1, max_length=MAX_FROM)
     text: str = Field(None, min_length=1, max_length=MAX_BODY_TEXT, description="the text body's template")
     html: str | None = Field(None, max_length=MAX_BODY_TEXT, description="the HTML body's template; null: none")
-    lists: list[Annotated[str, Field(max_length=200)]] = Field(None, max_length=50,
-                                                               description="[]: the list `default`")
+    lists: list[Annotated[str, Field(max_length=200)]] = Field(
+        None, max_length=50, description="[]: the list `default`"
+    )
     at: datetime | None = Field(None, description="when to start once approved; null: at approval")
     reply_to: str | None = Field(None, max_length=MAX_FROM, description="null: none")
     language: str | None = Field(None, max_length=20, description="null: the account's now")
     unsubscribe: bool = Field(None, description=UNSUBSCRIBE)
 
 
-@router.patch("/{campaign_id}", operation_id="change_draft", responses=CONFLICT,
-              summary="change a draft (409 once it is approved)")
-async def edit_draft(campaign_id: CampaignId, changes: DraftChanges, request: Request, conn: Conn,
-                     key: Key) -> CheckedCampaign:
+@router.patch(
+    "/{campaign_id}",
+    operation_id="change_draft",
+    responses=CONFLICT,
+    summary="change a draft (409 once it is approved)",
+)
+async def edit_draft(
+    campaign_id: CampaignId, changes: DraftChanges, request: Request, conn: Conn, key: Key
+) -> CheckedCampaign:
     await own(conn, key, campaign_id)
     given = changes.model_dump(include=changes.model_fields_set)
     try:
         fields = await checked(given)
-        if fields.get("unsubscribe") and (reason := unsubscribe.without_one_click(
-                {"unsubscribe_required": True}, request.app.state.settings, EXPLICITLY)):
+        if fields.get("unsubscribe") and (
+            reason := unsubscribe.without_one_click(
+                {"unsubscribe_required": True}, request.app.state.settings, EXPLICITLY
+            )
+        ):
             raise UsageError(f"not changed: {reason}")
         list_ids = None
         if "lists" in fields:
@@ -65,9 +75,22 @@ async def edit_draft(campaign_id: CampaignId, changes: DraftChanges, request: Re
     except UsageError as exc:
         raise HTTPException(422, str(exc)) from None
     changed = await conn.fetchval(
-        db.query("api_campaign_draft_update"), campaign_id, key.account_id, list(fields), fields.get("name"),
-        fields.get("subject"), fields.get("from_address"), fields.get("text"), fields.get("html"), list_ids,
-        fields.get("at"), fields.get("reply_to"), fields.get("language"), fields.get("unsubscribe"), timeout=DB_SECONDS)
+        db.query("api_campaign_draft_update"),
+        campaign_id,
+        key.account_id,
+        list(fields),
+        fields.get("name"),
+        fields.get("subject"),
+        fields.get("from_address"),
+        fields.get("text"),
+        fields.get("html"),
+        list_ids,
+        fields.get("at"),
+        fields.get("reply_to"),
+        fields.get("language"),
+        fields.get("unsubscribe"),
+        timeout=DB_SECONDS,
+    )
     if changed is None:
         status = await current_status(conn, campaign_id)
         raise HTTPException(409, f"campaign {campaign_id} is {status}: only a draft can be changed")

@@ -34,8 +34,10 @@ WAIT_SECONDS = 10.0
 TAKEOVER_SECONDS = 60.0
 POLL_SECONDS = 0.05
 MAX_KEY = 200
-SECRET_NOT_KEPT = ("this Idempotency-Key's request was done; its answer held a secret shown once, which is not "
-                   "kept: it is not shown again")
+SECRET_NOT_KEPT = (
+    "this Idempotency-Key's request was done; its answer held a secret shown once, which is not "
+    "kept: it is not shown again"
+)
 
 
 class Idempotent:
@@ -54,8 +56,9 @@ class Idempotent:
         body = await request.body()  # already read and bounded: replayed from memory
         authorization = request.headers.get("authorization", "")
         key_hash = keys.digest(authorization)
-        request_hash = hashlib.sha256(b"\0".join([scope["path"].encode(), scope.get("query_string", b""),
-                                                  canonical(body)])).digest()
+        request_hash = hashlib.sha256(
+            b"\0".join([scope["path"].encode(), scope.get("query_string", b""), canonical(body)])
+        ).digest()
         pool = self.pool  # a statement at a time: a waiter holds no connection the runner needs
         claim = (db.query("api_request_claim"), key_hash, idem, request_hash, WINDOW_SECONDS, TAKEOVER_SECONDS)
         if await pool.fetchval(*claim, timeout=WAIT_SECONDS):
@@ -72,8 +75,9 @@ class Idempotent:
                     headers = [(b"content-type", kept["content_type"].encode()), (b"idempotent-replayed", b"true")]
                     return await _answer(send, kept["status"], headers, bytes(kept["body"]))
                 await anyio.sleep(POLL_SECONDS)
-        await _json(send, 409, {"error": "a request with this Idempotency-Key is still running"},
-                    [(b"retry-after", b"1")])
+        await _json(
+            send, 409, {"error": "a request with this Idempotency-Key is still running"}, [(b"retry-after", b"1")]
+        )
 
     async def _run(self, scope: Scope, receive: Receive, send: Send, key_hash: bytes, idem: str) -> None:
         """Run the request that holds the claim; keep its answer, or release the claim."""
@@ -99,8 +103,16 @@ class Idempotent:
             if keep and headers.get(b"cache-control") == b"no-store":  # a secret (a new key): no copy is kept
                 status, content_type, body = 409, "application/json", json.dumps({"error": SECRET_NOT_KEPT}).encode()
             with anyio.CancelScope(shield=True):
-                await self.pool.execute(db.query("api_request_answer"), key_hash, idem, status if keep else None,
-                                        content_type, body, WINDOW_SECONDS, timeout=WAIT_SECONDS)
+                await self.pool.execute(
+                    db.query("api_request_answer"),
+                    key_hash,
+                    idem,
+                    status if keep else None,
+                    content_type,
+                    body,
+                    WINDOW_SECONDS,
+                    timeout=WAIT_SECONDS,
+                )
 
 
 def canonical(body: bytes) -> bytes:
@@ -111,8 +123,9 @@ def canonical(body: bytes) -> bytes:
     except (ValueError, RecursionError):  # not JSON (nor UTF-8), or nested past what the parser takes
         return b"bytes\0" + body
     try:
-        return b"json\0" + json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                                       allow_nan=True).encode("utf-8", "surrogatepass")
+        return b"json\0" + json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True
+        ).encode("utf-8", "surrogatepass")
     except (ValueError, RecursionError):
         return b"bytes\0" + body
 
@@ -128,12 +141,18 @@ def replay(body: bytes, receive: Receive) -> Receive:
             return await receive()
         sent = True
         return {"type": "http.request", "body": body, "more_body": False}
+
     return again
 
 
 async def _answer(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [*headers, (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 

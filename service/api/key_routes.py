@@ -39,19 +39,29 @@ class KeyFields(BaseModel):
     scope: Scope = "write"
 
 
-@router.get("", operation_id="list_keys",
-            summary="the account's keys, revoked ones included (never the keys themselves)")
+@router.get(
+    "", operation_id="list_keys", summary="the account's keys, revoked ones included (never the keys themselves)"
+)
 async def list_keys(conn: Conn, key: Key) -> list[ApiKey]:
     rows = await conn.fetch(db.query("api_keys_of_account"), key.account_id, timeout=DB_SECONDS)
     return [ApiKey(**dict(r)) for r in rows]
 
 
-@router.post("", operation_id="create_key",
-             status_code=201, responses={409: {"model": Problem, "description": (
-                 "its Idempotency-Key's request was done: the key it made is not shown again")}},
-             summary="a new key of the account; the key is in this answer only (a write key may do this)")
-async def create_key(fields: KeyFields, conn: Conn, key: Key, response: Response,
-                     idempotency_key: IdempotencyKey = None) -> NewApiKey:
+@router.post(
+    "",
+    operation_id="create_key",
+    status_code=201,
+    responses={
+        409: {
+            "model": Problem,
+            "description": ("its Idempotency-Key's request was done: the key it made is not shown again"),
+        }
+    },
+    summary="a new key of the account; the key is in this answer only (a write key may do this)",
+)
+async def create_key(
+    fields: KeyFields, conn: Conn, key: Key, response: Response, idempotency_key: IdempotencyKey = None
+) -> NewApiKey:
     try:
         name = keys.check_name(fields.name, "name")
     except UsageError as exc:
@@ -61,13 +71,19 @@ async def create_key(fields: KeyFields, conn: Conn, key: Key, response: Response
     return NewApiKey(**dict(row), key=secret)
 
 
-@router.delete("/{key_id}", operation_id="revoke_key",
-               responses={**ERRORS, 409: {"model": Problem, "description": "the key asking is that key"}},
-               summary="revoke another key of the account (a write key may do this)")
+@router.delete(
+    "/{key_id}",
+    operation_id="revoke_key",
+    responses={**ERRORS, 409: {"model": Problem, "description": "the key asking is that key"}},
+    summary="revoke another key of the account (a write key may do this)",
+)
 async def revoke_key(key_id: Annotated[int, Path(ge=1, le=2**63 - 1)], conn: Conn, key: Key) -> ApiKey:
     if key_id == key.id:  # an application would lock itself out with its last key; the command line can
-        raise HTTPException(409, "a key does not revoke itself: revoke it with another key of the account, or "
-                                 "with `einmal account key revoke`")
+        raise HTTPException(
+            409,
+            "a key does not revoke itself: revoke it with another key of the account, or "
+            "with `einmal account key revoke`",
+        )
     row = await conn.fetchrow(db.query("api_key_revoke_own"), key.account_id, key_id, timeout=DB_SECONDS)
     if row is None:
         raise not_found("key")

@@ -72,9 +72,16 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         await find_account(conn, args.account)
         rows = await conn.fetch(db.query("api_keys_list"), args.account)
-    table = [(r["id"], r["prefix"] + "…", r["scope"], r["name"],
-              *(r[c].isoformat(timespec="seconds") if r[c] else "" for c in ("created_at", "used_at", "revoked_at")))
-             for r in rows]
+    table = [
+        (
+            r["id"],
+            r["prefix"] + "…",
+            r["scope"],
+            r["name"],
+            *(r[c].isoformat(timespec="seconds") if r[c] else "" for c in ("created_at", "used_at", "revoked_at")),
+        )
+        for r in rows
+    ]
     for line in aligned(("id", "prefix", "scope", "name", "created", "last used", "revoked"), table):
         print(line)
     return 0

@@ -26,37 +26,48 @@ Email = Annotated[str, Path(max_length=MAX_EMAIL, description="the address, in a
 class MailingList(BaseModel):
     id: int
     name: str
-    title: str | None = Field(description="what its public pages (sign-up form, confirmation, preference page) call "
-                                          "it; null: they say \"the mailing list\", never the name")
+    title: str | None = Field(
+        description="what its public pages (sign-up form, confirmation, preference page) call "
+        'it; null: they say "the mailing list", never the name'
+    )
     members: int = Field(description="confirmed members: the ones campaigns reach")
     unconfirmed: int = Field(description="sign-ups awaiting confirmation (double opt-in)")
     created_at: datetime
-    form_url: str | None = Field(description="its public sign-up form while open (`PUT /lists/{name}/form`), "
-                                             "else null")
+    form_url: str | None = Field(description="its public sign-up form while open (`PUT /lists/{name}/form`), else null")
 
 
 class ListTitle(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    title: str | None = Field(max_length=MAX_TITLE, description="what the list's public pages call it, e.g. "
-                                                               "\"Weekly news\"; null or \"\" clears it: they say "
-                                                               "\"the mailing list\"")
+    title: str | None = Field(
+        max_length=MAX_TITLE,
+        description="what the list's public pages call it, e.g. "
+        '"Weekly news"; null or "" clears it: they say '
+        '"the mailing list"',
+    )
 
 
 class FormSetting(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    open: StrictBool = Field(description="true: the list takes sign-ups, from its public form and POST /subscribe; "
-                                   "false: neither (a list's are closed until its account opens them)")
-    origins: list[str] = Field([], max_length=optin.MAX_ORIGINS,
-                               description="origins (scheme://host[:port], as browsers send them in Origin) "
-                                           "besides this site's own whose pages may post the form; replaces the "
-                                           "list's (default: none)")
+    open: StrictBool = Field(
+        description="true: the list takes sign-ups, from its public form and POST /subscribe; "
+        "false: neither (a list's are closed until its account opens them)"
+    )
+    origins: list[str] = Field(
+        [],
+        max_length=optin.MAX_ORIGINS,
+        description="origins (scheme://host[:port], as browsers send them in Origin) "
+        "besides this site's own whose pages may post the form; replaces the "
+        "list's (default: none)",
+    )
 
 
 class ListForm(BaseModel):
     list: str
     open: bool
-    url: str | None = Field(description="the form's address, a random token's: the same when it is closed and "
-                                        "opened again; null until it is first opened")
+    url: str | None = Field(
+        description="the form's address, a random token's: the same when it is closed and "
+        "opened again; null until it is first opened"
+    )
     origins: list[str]
 
 
@@ -65,28 +76,45 @@ class Membership(BaseModel):
     email: str
     added: bool
     state: Literal["confirmed", "unconfirmed"] = Field(
-        description="unconfirmed: a sign-up awaiting its confirmation, which only its link gives")
+        description="unconfirmed: a sign-up awaiting its confirmation, which only its link gives"
+    )
 
 
 def _listed(settings: Settings, row) -> MailingList:
-    return MailingList(id=row["id"], name=row["name"], title=row["title"], members=row["members"],
-                       unconfirmed=row["unconfirmed"], created_at=row["created_at"],
-                       form_url=optin.form_url(settings, row["form_token"]))
+    return MailingList(
+        id=row["id"],
+        name=row["name"],
+        title=row["title"],
+        members=row["members"],
+        unconfirmed=row["unconfirmed"],
+        created_at=row["created_at"],
+        form_url=optin.form_url(settings, row["form_token"]),
+    )
 
 
 def _form(settings: Settings, row) -> ListForm:
-    return ListForm(list=row["name"], open=row["form_open"], origins=row["form_origins"],
-                    url=optin.form_url(settings, row["form_token"]))
+    return ListForm(
+        list=row["name"],
+        open=row["form_open"],
+        origins=row["form_origins"],
+        url=optin.form_url(settings, row["form_token"]),
+    )
 
 
 @router.get("", operation_id="list_lists", summary="the account's lists, by name, with their member counts")
 async def list_lists(conn: Conn, key: Key, request: Request) -> list[MailingList]:
-    return [_listed(request.app.state.settings, r) for r in await conn.fetch(db.query("api_lists"), key.account_id,
-                                                                            timeout=DB_SECONDS)]
+    return [
+        _listed(request.app.state.settings, r)
+        for r in await conn.fetch(db.query("api_lists"), key.account_id, timeout=DB_SECONDS)
+    ]
 
 
-@router.get("/{name}/form", operation_id="get_list_form", responses=ERRORS,
-            summary="whether the list takes sign-ups, its form's address and the origins allowed to post it")
+@router.get(
+    "/{name}/form",
+    operation_id="get_list_form",
+    responses=ERRORS,
+    summary="whether the list takes sign-ups, its form's address and the origins allowed to post it",
+)
 async def get_list_form(name: ListName, conn: Conn, key: Key, request: Request) -> ListForm:
     row = await conn.fetchrow(db.query("list_form"), key.account_id, name, timeout=DB_SECONDS)
     if row is None:
@@ -94,9 +122,13 @@ async def get_list_form(name: ListName, conn: Conn, key: Key, request: Request) 
     return _form(request.app.state.settings, row)
 
 
-@router.put("/{name}/form", operation_id="put_list_form", responses=ERRORS,
-            summary="open or close the list's sign-ups (its public form and POST /subscribe) and set the origins "
-                    "allowed to post its form")
+@router.put(
+    "/{name}/form",
+    operation_id="put_list_form",
+    responses=ERRORS,
+    summary="open or close the list's sign-ups (its public form and POST /subscribe) and set the origins "
+    "allowed to post its form",
+)
 async def put_list_form(name: ListName, body: FormSetting, conn: Conn, key: Key, request: Request) -> ListForm:
     try:
         allowed = optin.origins(body.origins)
@@ -108,8 +140,12 @@ async def put_list_form(name: ListName, body: FormSetting, conn: Conn, key: Key,
     return _form(request.app.state.settings, row)
 
 
-@router.put("/{name}/title", operation_id="put_list_title", responses=ERRORS,
-            summary="what the list's public pages (sign-up form, confirmation, preference page) call it")
+@router.put(
+    "/{name}/title",
+    operation_id="put_list_title",
+    responses=ERRORS,
+    summary="what the list's public pages (sign-up form, confirmation, preference page) call it",
+)
 async def put_list_title(name: ListName, body: ListTitle, conn: Conn, key: Key) -> ListTitle:
     try:
         row = await set_title(conn, key.account_id, name, title(body.title or "", "title"))
@@ -120,8 +156,12 @@ async def put_list_title(name: ListName, body: ListTitle, conn: Conn, key: Key) 
     return ListTitle(title=row["title"])
 
 
-@router.put("/{name}", operation_id="put_list", summary="make the list (201), or find it (200)",
-            responses={201: {"model": MailingList, "description": "made now"}})
+@router.put(
+    "/{name}",
+    operation_id="put_list",
+    summary="make the list (201), or find it (200)",
+    responses={201: {"model": MailingList, "description": "made now"}},
+)
 async def put_list(name: ListName, conn: Conn, key: Key, response: Response, request: Request) -> MailingList:
     if not name.strip() or unsafe_text(name) or name != name.strip():
         raise HTTPException(422, "a list's name is printable text without spaces around it")
@@ -131,12 +171,16 @@ async def put_list(name: ListName, conn: Conn, key: Key, response: Response, req
     return _listed(request.app.state.settings, found)
 
 
-@router.put("/{name}/members/{email}", operation_id="put_member",
-            summary="put the subscriber on the list (added: false when it was)",
-            responses=ERRORS)
+@router.put(
+    "/{name}/members/{email}",
+    operation_id="put_member",
+    summary="put the subscriber on the list (added: false when it was)",
+    responses=ERRORS,
+)
 async def put_member(name: ListName, email: Email, conn: Conn, key: Key) -> Membership:
-    row = await conn.fetchrow(db.query("api_member_put"), key.account_id, name, email_key(email), email,
-                              timeout=DB_SECONDS)
+    row = await conn.fetchrow(
+        db.query("api_member_put"), key.account_id, name, email_key(email), email, timeout=DB_SECONDS
+    )
     if row["list_id"] is None:
         raise not_found("list")
     if row["subscriber_id"] is None:
@@ -144,11 +188,14 @@ async def put_member(name: ListName, email: Email, conn: Conn, key: Key) -> Memb
     return Membership(list=name, email=email, added=row["added"], state=row["state"])
 
 
-@router.delete("/{name}/members/{email}", operation_id="delete_member",
-               status_code=204, summary="take the subscriber off the list",
-               responses=ERRORS)
+@router.delete(
+    "/{name}/members/{email}",
+    operation_id="delete_member",
+    status_code=204,
+    summary="take the subscriber off the list",
+    responses=ERRORS,
+)
 async def delete_member(name: ListName, email: Email, conn: Conn, key: Key) -> Response:
-    if not await conn.fetch(db.query("api_member_delete"), key.account_id, name, email_key(email),
-                            timeout=DB_SECONDS):
+    if not await conn.fetch(db.query("api_member_delete"), key.account_id, name, email_key(email), timeout=DB_SECONDS):
         raise not_found("membership")
     return Response(status_code=204)

@@ -38,9 +38,13 @@ class SubscribeAnswer(BaseModel):
 Answer = Annotated[SubscribeAnswer, Field(description=ANSWER)]
 
 
-@router.post("/subscribe", operation_id="subscribe",
-             status_code=202, responses={**ERRORS, 409: {"model": Problem}, 429: {"model": Problem}},
-             summary="sign an address up to a list; it is on the list once it confirms (double opt-in)")
+@router.post(
+    "/subscribe",
+    operation_id="subscribe",
+    status_code=202,
+    responses={**ERRORS, 409: {"model": Problem}, 429: {"model": Problem}},
+    summary="sign an address up to a list; it is on the list once it confirms (double opt-in)",
+)
 async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: Key) -> SubscribeAnswer:
     started = time.monotonic()
     settings = request.app.state.settings
@@ -56,15 +60,23 @@ async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: K
     except optin.NotConfigured as exc:
         raise HTTPException(409, str(exc)) from None
     if not found["form_open"]:
-        raise HTTPException(409, f"the list {body.list!r} takes no sign-ups: open them first "
-                                 f"(PUT /api/v1/lists/{{name}}/form, or einmal lists form open)")
+        raise HTTPException(
+            409,
+            f"the list {body.list!r} takes no sign-ups: open them first "
+            f"(PUT /api/v1/lists/{{name}}/form, or einmal lists form open)",
+        )
     counted = await clients.hit(conn, optin.KEY_KIND, f"key:{key.id}", optin.HOUR)
     if counted.hits > settings.optin_client_limit:
-        raise HTTPException(429, "too many sign-ups from this key; try again later",
-                            headers={"Retry-After": counted.retry_after()})
-    queued = await optin.sign_up(conn, settings, optin.SignUp(found["id"], key.account_id, email, name,
-                                                              f"api:{key.id}", texts.confirmation(found["language"])))
-    log.info("sign-up to list %d by key %d: %s", found["id"], key.id,
-             "confirmation queued" if queued else "nothing sent")
+        raise HTTPException(
+            429, "too many sign-ups from this key; try again later", headers={"Retry-After": counted.retry_after()}
+        )
+    queued = await optin.sign_up(
+        conn,
+        settings,
+        optin.SignUp(found["id"], key.account_id, email, name, f"api:{key.id}", texts.confirmation(found["language"])),
+    )
+    log.info(
+        "sign-up to list %d by key %d: %s", found["id"], key.id, "confirmation queued" if queued else "nothing sent"
+    )
     await optin.pad(started)  # holds the request's connection meanwhile: at most the key's limit an hour
     return SubscribeAnswer(status="pending", detail=ANSWER)

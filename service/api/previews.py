@@ -23,8 +23,11 @@ from service.subscribers.importer import MAX_EMAIL, shown
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 TESTS = 4
 MAX_PREVIEW = 2 * 1024 * 1024  # bytes of one previewed message
-Subscriber = Query(None, max_length=MAX_EMAIL, description="the subscriber's address, in any spelling; "
-                                                            "absent: the first member of the campaign's lists")
+Subscriber = Query(
+    None,
+    max_length=MAX_EMAIL,
+    description="the subscriber's address, in any spelling; absent: the first member of the campaign's lists",
+)
 
 
 class Header(BaseModel):
@@ -44,8 +47,11 @@ class Preview(BaseModel):
 class TestMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
     to: str = Field(min_length=1, max_length=MAX_EMAIL, description="where the test message goes")
-    subscriber: str | None = Field(None, max_length=MAX_EMAIL, description=(
-        "whose message it is, in any spelling; absent: the first member of the campaign's lists"))
+    subscriber: str | None = Field(
+        None,
+        max_length=MAX_EMAIL,
+        description=("whose message it is, in any spelling; absent: the first member of the campaign's lists"),
+    )
     subject_prefix: str = Field("[TEST] ", max_length=100, description="put before its subject")
 
 
@@ -55,9 +61,9 @@ class TestSent(BaseModel):
     reply: str = Field(description="the relay's answer")
 
 
-
-async def _render(request: Request, conn, key, campaign_id: int, subscriber: str | None,
-                  test: tuple[str, str] | None = None):
+async def _render(
+    request: Request, conn, key, campaign_id: int, subscriber: str | None, test: tuple[str, str] | None = None
+):
     """(template, message, subscriber's address) rendered off the event loop; 404/422 as the API says them."""
     await own(conn, key, campaign_id)
     if subscriber is not None and (problem := address_problem(subscriber)):
@@ -69,8 +75,13 @@ async def _render(request: Request, conn, key, campaign_id: int, subscriber: str
         raise HTTPException(422, f"campaign {campaign_id} has no subscriber on its lists; name one with subscriber")
     try:
         template, message = await anyio.to_thread.run_sync(
-            campaign_view.rendered, campaign, row, request.app.state.settings, test,
-            limiter=_limiter(request, "renders", RENDERS))
+            campaign_view.rendered,
+            campaign,
+            row,
+            request.app.state.settings,
+            test,
+            limiter=_limiter(request, "renders", RENDERS),
+        )
     except UsageError as exc:
         raise HTTPException(422, str(exc)) from None
     return template, message, row["email"]
@@ -78,40 +89,68 @@ async def _render(request: Request, conn, key, campaign_id: int, subscriber: str
 
 def _preview(message: bytes, subscriber: str) -> Preview:
     parsed = campaign_view.parsed(message)
-    parts = {kind: content.replace("\r\n", "\n") for kind, content in reversed(campaign_view.decoded(parsed))
-             if isinstance(content, str)}  # the first of each type, its lines ending in \n
-    return Preview(subscriber=subscriber, headers=[Header(name=k, value=str(v)) for k, v in parsed.items()],
-                   subject=str(parsed["Subject"] or ""), text=parts.get("text/plain", ""),
-                   html=parts.get("text/html"), size=len(message))
+    parts = {
+        kind: content.replace("\r\n", "\n")
+        for kind, content in reversed(campaign_view.decoded(parsed))
+        if isinstance(content, str)
+    }  # the first of each type, its lines ending in \n
+    return Preview(
+        subscriber=subscriber,
+        headers=[Header(name=k, value=str(v)) for k, v in parsed.items()],
+        subject=str(parsed["Subject"] or ""),
+        text=parts.get("text/plain", ""),
+        html=parts.get("text/html"),
+        size=len(message),
+    )
 
 
-@router.get("/{campaign_id}/preview", operation_id="preview_campaign", responses=ERRORS,
-            summary="the exact message one subscriber would get, decoded (its Date is now)")
-async def preview(campaign_id: CampaignId, request: Request, conn: Conn, key: Key,
-                  subscriber: str | None = Subscriber) -> Preview:
+@router.get(
+    "/{campaign_id}/preview",
+    operation_id="preview_campaign",
+    responses=ERRORS,
+    summary="the exact message one subscriber would get, decoded (its Date is now)",
+)
+async def preview(
+    campaign_id: CampaignId, request: Request, conn: Conn, key: Key, subscriber: str | None = Subscriber
+) -> Preview:
     _, message, email = await _render(request, conn, key, campaign_id, subscriber)
     if len(message) > MAX_PREVIEW:
-        raise HTTPException(422, f"the message is {len(message):,} bytes, more than a preview's {MAX_PREVIEW:,}; "
-                                 "`einmal campaign preview --out` writes it")
+        raise HTTPException(
+            422,
+            f"the message is {len(message):,} bytes, more than a preview's {MAX_PREVIEW:,}; "
+            "`einmal campaign preview --out` writes it",
+        )
     return await anyio.to_thread.run_sync(_preview, message, email, limiter=_limiter(request, "renders", RENDERS))
 
 
-@router.post("/{campaign_id}/test", operation_id="send_test_message", responses=CONFLICT,
-             summary="send one subscriber's message, marked as a test, to another address (outside the campaign)")
-async def send_test(campaign_id: CampaignId, sent: TestMessage, request: Request, conn: Conn, key: Key,
-                    idempotency_key: IdempotencyKey = None) -> TestSent:
+@router.post(
+    "/{campaign_id}/test",
+    operation_id="send_test_message",
+    responses=CONFLICT,
+    summary="send one subscriber's message, marked as a test, to another address (outside the campaign)",
+)
+async def send_test(
+    campaign_id: CampaignId,
+    sent: TestMessage,
+    request: Request,
+    conn: Conn,
+    key: Key,
+    idempotency_key: IdempotencyKey = None,
+) -> TestSent:
     if problem := address_problem(sent.to):
         raise HTTPException(422, f"to: {shown(sent.to)} is not a valid address: {problem}")
     if not sent.subject_prefix.isprintable():
         raise HTTPException(422, "subject_prefix: printable characters only")
-    template, message, email = await _render(request, conn, key, campaign_id, sent.subscriber,
-                                             test=(sent.to, sent.subject_prefix))
+    template, message, email = await _render(
+        request, conn, key, campaign_id, sent.subscriber, test=(sent.to, sent.subject_prefix)
+    )
     tests = _limiter(request, "tests", TESTS)
     try:
         tests.acquire_nowait()
     except anyio.WouldBlock:
-        raise HTTPException(503, "too many test messages are going out; try again shortly",
-                            headers={"Retry-After": "5"}) from None
+        raise HTTPException(
+            503, "too many test messages are going out; try again shortly", headers={"Retry-After": "5"}
+        ) from None
     try:
         result = await campaign_view.send_test(request.app.state.settings, template, sent.to, message)
     except SmtpUnavailable as exc:

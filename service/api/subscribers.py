@@ -19,8 +19,9 @@ LOCK_SECONDS = 5.0  # the most an upsert waits for an import into its account to
 # what is true of a subscriber now (einmal.subscriber_state, migration 0105): its mailbox's suppression by
 # reason first, then `unconfirmed` when it has only sign-ups awaiting confirmation
 Status = Literal["confirmed", "unconfirmed", "unsubscribed", "bounced", "complained", "suppressed"]
-OnList = Annotated[str | None, Query(alias="list", max_length=200,
-                                     description="only the confirmed members of this list")]
+OnList = Annotated[
+    str | None, Query(alias="list", max_length=200, description="only the confirmed members of this list")
+]
 Email = Annotated[str, Path(max_length=MAX_EMAIL, description="the address, in any spelling of its mailbox")]
 
 
@@ -44,13 +45,20 @@ class SubscriberPage(BaseModel):
 class SubscriberFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str | None = Field(None, max_length=MAX_NAME, description="unchanged when absent")
-    attributes: dict[Annotated[str, Field(max_length=200)], Annotated[str, Field(max_length=MAX_ATTRIBUTE)]] | None \
-        = Field(None, max_length=200, description="merged into the stored ones: a key given replaces its value")
+    attributes: dict[Annotated[str, Field(max_length=200)], Annotated[str, Field(max_length=MAX_ATTRIBUTE)]] | None = (
+        Field(None, max_length=200, description="merged into the stored ones: a key given replaces its value")
+    )
 
 
 def _subscriber(row: asyncpg.Record) -> Subscriber:
-    return Subscriber(**{**dict(row), "attributes": json.loads(row["attributes"]), "lists": list(row["lists"]),
-                         "unconfirmed_lists": list(row["unconfirmed_lists"])})
+    return Subscriber(
+        **{
+            **dict(row),
+            "attributes": json.loads(row["attributes"]),
+            "lists": list(row["lists"]),
+            "unconfirmed_lists": list(row["unconfirmed_lists"]),
+        }
+    )
 
 
 def _mailbox(email: str) -> str:
@@ -63,32 +71,52 @@ router = APIRouter(prefix="/subscribers", tags=["subscribers"])
 
 
 @router.get("", operation_id="list_subscribers", summary="the account's subscribers, oldest first")
-async def list_subscribers(conn: Conn, key: Key, status: Status | None = None,
-                           cursor: Cursor = None,
-                           limit: Annotated[int, Query(ge=1, le=500)] = 100,
-                           list_name: OnList = None) -> SubscriberPage:
+async def list_subscribers(
+    conn: Conn,
+    key: Key,
+    status: Status | None = None,
+    cursor: Cursor = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    list_name: OnList = None,
+) -> SubscriberPage:
     after = int(cursor) if cursor else 0
-    rows = await conn.fetch(db.query("api_subscribers"), key.account_id, None, after, status, limit + 1, list_name,
-                            timeout=DB_SECONDS)
+    rows = await conn.fetch(
+        db.query("api_subscribers"), key.account_id, None, after, status, limit + 1, list_name, timeout=DB_SECONDS
+    )
     page = [_subscriber(r) for r in rows[:limit]]
     return SubscriberPage(subscribers=page, next=str(page[-1].id) if len(rows) > limit else None)
 
-@router.get("/{email}", operation_id="get_subscriber",
-            summary="one subscriber, by any spelling of its mailbox", responses=ERRORS)
+
+@router.get(
+    "/{email}",
+    operation_id="get_subscriber",
+    summary="one subscriber, by any spelling of its mailbox",
+    responses=ERRORS,
+)
 async def get_subscriber(email: Email, conn: Conn, key: Key) -> Subscriber:
-    rows = await conn.fetch(db.query("api_subscribers"), key.account_id, _mailbox(email), 0, None, 1, None,
-                            timeout=DB_SECONDS)
+    rows = await conn.fetch(
+        db.query("api_subscribers"), key.account_id, _mailbox(email), 0, None, 1, None, timeout=DB_SECONDS
+    )
     if not rows:
         raise not_found("subscriber")
     return _subscriber(rows[0])
 
-@router.put("/{email}", operation_id="put_subscriber",
-            summary="create the subscriber, or update its name and attributes",
-            responses={201: {"model": Subscriber, "description": "created"}})
-async def put_subscriber(email: Email, conn: Conn, key: Key, response: Response,
-                         fields: Annotated[SubscriberFields | None, Body(
-                             description="optional, as each of its fields: no body adds the address as it is")]
-                         = None) -> Subscriber:
+
+@router.put(
+    "/{email}",
+    operation_id="put_subscriber",
+    summary="create the subscriber, or update its name and attributes",
+    responses={201: {"model": Subscriber, "description": "created"}},
+)
+async def put_subscriber(
+    email: Email,
+    conn: Conn,
+    key: Key,
+    response: Response,
+    fields: Annotated[
+        SubscriberFields | None, Body(description="optional, as each of its fields: no body adds the address as it is")
+    ] = None,
+) -> Subscriber:
     fields = fields or SubscriberFields()
     problem = unsafe_text(email) or address_problem(email)
     if problem:
@@ -97,19 +125,34 @@ async def put_subscriber(email: Email, conn: Conn, key: Key, response: Response,
         raise HTTPException(422, "name: control characters")
     attributes = json.dumps(fields.attributes, ensure_ascii=False) if fields.attributes is not None else None
     try:
-        row = await conn.fetchrow(db.query("api_subscriber_upsert"), key.account_id, email, email_key(email),
-                                  fields.name, attributes, f"{int(LOCK_SECONDS * 1000)}ms", timeout=DB_SECONDS)
+        row = await conn.fetchrow(
+            db.query("api_subscriber_upsert"),
+            key.account_id,
+            email,
+            email_key(email),
+            fields.name,
+            attributes,
+            f"{int(LOCK_SECONDS * 1000)}ms",
+            timeout=DB_SECONDS,
+        )
     except asyncpg.LockNotAvailableError:
-        raise HTTPException(503, "an import into this account is running; try again shortly",
-                            headers={"Retry-After": "5"}) from None
+        raise HTTPException(
+            503, "an import into this account is running; try again shortly", headers={"Retry-After": "5"}
+        ) from None
     response.status_code = 201 if row["created"] else 200
-    [found] = await conn.fetch(db.query("api_subscribers"), key.account_id, email_key(email), row["id"] - 1,
-                               None, 1, None, timeout=DB_SECONDS)
+    [found] = await conn.fetch(
+        db.query("api_subscribers"), key.account_id, email_key(email), row["id"] - 1, None, 1, None, timeout=DB_SECONDS
+    )
     return _subscriber(found)
 
-@router.delete("/{email}", operation_id="delete_subscriber",
-               status_code=204, summary="erase the subscriber (GDPR art. 17); its mailbox "
-               "stays suppressed", responses=CONFLICT)
+
+@router.delete(
+    "/{email}",
+    operation_id="delete_subscriber",
+    status_code=204,
+    summary="erase the subscriber (GDPR art. 17); its mailbox stays suppressed",
+    responses=CONFLICT,
+)
 async def delete_subscriber(email: Email, conn: Conn, key: Key) -> Response:
     account = await conn.fetchval(db.query("account_name"), key.account_id, timeout=DB_SECONDS)
     try:
@@ -120,4 +163,3 @@ async def delete_subscriber(email: Email, conn: Conn, key: Key) -> Response:
     except erasure.Busy as exc:
         raise HTTPException(409, str(exc), headers={"Retry-After": "5"}) from None
     return Response(status_code=204)
-

@@ -34,19 +34,26 @@ class SuppressionFields(BaseModel):
 
 
 @router.get("", operation_id="list_suppressions", summary="the account's suppressions, by mailbox")
-async def list_suppressions(conn: Conn, key: Key, cursor: Annotated[str, Query(max_length=MAX_EMAIL)] = "",
-                            limit: Annotated[int, Query(ge=1, le=500)] = 100) -> SuppressionPage:
+async def list_suppressions(
+    conn: Conn,
+    key: Key,
+    cursor: Annotated[str, Query(max_length=MAX_EMAIL)] = "",
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> SuppressionPage:
     rows = await conn.fetch(db.query("api_suppressions"), key.account_id, cursor, limit + 1, timeout=DB_SECONDS)
-    page = [Suppression(mailbox=r["email_lower"], reason=r["reason"], created_at=r["created_at"])
-            for r in rows[:limit]]
+    page = [Suppression(mailbox=r["email_lower"], reason=r["reason"], created_at=r["created_at"]) for r in rows[:limit]]
     return SuppressionPage(suppressions=page, next=page[-1].mailbox if len(rows) > limit else None)
 
 
-@router.put("/{email}", operation_id="put_suppression",
-            summary="suppress the mailbox (201), or leave its suppression as it is (200)",
-            responses={201: {"model": Suppression, "description": "suppressed now"}})
-async def put_suppression(email: Email, fields: SuppressionFields, conn: Conn, key: Key,
-                          response: Response) -> Suppression:
+@router.put(
+    "/{email}",
+    operation_id="put_suppression",
+    summary="suppress the mailbox (201), or leave its suppression as it is (200)",
+    responses={201: {"model": Suppression, "description": "suppressed now"}},
+)
+async def put_suppression(
+    email: Email, fields: SuppressionFields, conn: Conn, key: Key, response: Response
+) -> Suppression:
     try:
         [checked] = check([email], fields.reason)
     except UsageError as exc:
@@ -58,12 +65,15 @@ async def put_suppression(email: Email, fields: SuppressionFields, conn: Conn, k
     return Suppression(mailbox=row["email_lower"], reason=row["reason"], created_at=row["created_at"])
 
 
-@router.delete("/{email}", operation_id="delete_suppression",
-               status_code=204, summary="mail the mailbox again (running nodes: after a restart)",
-               responses=ERRORS)
+@router.delete(
+    "/{email}",
+    operation_id="delete_suppression",
+    status_code=204,
+    summary="mail the mailbox again (running nodes: after a restart)",
+    responses=ERRORS,
+)
 async def delete_suppression(email: Email, conn: Conn, key: Key) -> Response:
-    removed = await conn.fetch(db.query("suppression_delete"), key.account_id, [email_key(email)],
-                               timeout=DB_SECONDS)
+    removed = await conn.fetch(db.query("suppression_delete"), key.account_id, [email_key(email)], timeout=DB_SECONDS)
     if not removed:
         raise not_found("suppression")
     return Response(status_code=204)

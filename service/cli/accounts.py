@@ -43,11 +43,20 @@ async def set_command(args: argparse.Namespace, settings: Settings) -> int:
     language = texts.checked(args.language) if args.language is not None else None
     address = contact(args.contact) if args.contact is not None else None
     async with db.connection(db.url(settings)) as conn:
-        row = await conn.fetchrow(db.query("account_set_page"), args.account, args.display_name is not None,
-                                  named, language, args.contact is not None, address)
+        row = await conn.fetchrow(
+            db.query("account_set_page"),
+            args.account,
+            args.display_name is not None,
+            named,
+            language,
+            args.contact is not None,
+            address,
+        )
     if row is None:
         raise UsageError(f"no account named {shown(args.account)}")
     name = repr(row["display_name"]) if row["display_name"] else "-"
-    print(f"account {shown(args.account)}: display name {name}, language {row['language']}, "
-          f"contact {row['contact'] or '-'}")
+    print(
+        f"account {shown(args.account)}: display name {name}, language {row['language']}, "
+        f"contact {row['contact'] or '-'}"
+    )
     return 0

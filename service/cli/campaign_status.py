@@ -37,8 +37,10 @@ from service.settings import Settings
 STATES = ("queued", "claimed", "sending", "sent", "suppressed", "failed", "cancelled", "in_doubt")
 CAME_BACK = ("bounced", "soft_bounced", "unclassified", "complained")
 # reason sender (service/inbound/reasons.py): servers refused our return path, not these addresses
-SENDER_NOTE = "  sender: a configuration problem: servers refused our return path, not the recipients (check its " \
-              "domain's DNS and SPF)"
+SENDER_NOTE = (
+    "  sender: a configuration problem: servers refused our return path, not the recipients (check its "
+    "domain's DNS and SPF)"
+)
 DONE = ("sent", "suppressed", "failed", "cancelled", "in_doubt")
 NOT_STARTED = ("draft", "approved")
 FINAL = ("sent", "cancelled")
@@ -93,8 +95,10 @@ class Snapshot:
         node."""
         if self.counts.get("in_doubt"):
             n = self.counts["in_doubt"]
-            return (f"{n} message{'' if n == 1 else 's'} in doubt (the relay may or may not have taken "
-                    f"{'it' if n == 1 else 'them'}): decide with `einmal reconcile {self.id}`")
+            return (
+                f"{n} message{'' if n == 1 else 's'} in doubt (the relay may or may not have taken "
+                f"{'it' if n == 1 else 'them'}): decide with `einmal reconcile {self.id}`"
+            )
         if self.nodes == 0 and self.status in ("approved", "sending"):
             return "no node is running, so nothing is sent: start one with `einmal run`"
         return None
@@ -108,20 +112,33 @@ class Snapshot:
         return sum(self.counts[s] for s in DONE)
 
     def as_json(self) -> dict:
-        return {"id": self.id, "status": self.status, "total": self.total, "counts": dict(self.counts),
-                "scheduled_for": self.scheduled_for.isoformat() if self.scheduled_for else None,
-                "started_at": self.started_at.isoformat() if self.started_at else None,
-                "pause_reason": self.pause_reason, **(self.came_back or dict.fromkeys(CAME_BACK, 0)),
-                "reasons": dict(self.reasons or {}),
-                "paused_domains": [{"domain": d, "until": until, "reply": reply, "queued": n}
-                                   for d, until, reply, n in self.paused_domains],
-                "failures": [{"reply": reply, "count": n} for reply, n in self.failures],
-                "unsubscribed": self.unsubscribed, "recipients_estimate": self.estimate,
-                "nodes_running": self.nodes, "next_step": self.next_step, "unsubscribe": self.unsubscribe}
+        return {
+            "id": self.id,
+            "status": self.status,
+            "total": self.total,
+            "counts": dict(self.counts),
+            "scheduled_for": self.scheduled_for.isoformat() if self.scheduled_for else None,
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "pause_reason": self.pause_reason,
+            **(self.came_back or dict.fromkeys(CAME_BACK, 0)),
+            "reasons": dict(self.reasons or {}),
+            "paused_domains": [
+                {"domain": d, "until": until, "reply": reply, "queued": n} for d, until, reply, n in self.paused_domains
+            ],
+            "failures": [{"reply": reply, "count": n} for reply, n in self.failures],
+            "unsubscribed": self.unsubscribed,
+            "recipients_estimate": self.estimate,
+            "nodes_running": self.nodes,
+            "next_step": self.next_step,
+            "unsubscribe": self.unsubscribe,
+        }
 
 
-async def fetch(conn: asyncpg.Connection, campaign_id: int,
-                node_timeout: float = Settings.model_fields["node_timeout_seconds"].default) -> Snapshot:
+async def fetch(
+    conn: asyncpg.Connection,
+    campaign_id: int,
+    node_timeout: float = Settings.model_fields["node_timeout_seconds"].default,
+) -> Snapshot:
     """The campaign's snapshot; a node is alive when its heartbeat is younger than `node_timeout` seconds."""
     rows = await conn.fetch(db.query("campaign_status"), campaign_id, node_timeout)
     if not rows:
@@ -132,17 +149,34 @@ async def fetch(conn: asyncpg.Connection, campaign_id: int,
             counts[r["send_status"]] = r["n"]
     failures = ()
     if counts["failed"]:
-        failures = tuple((r["reply"], r["n"]) for r in await conn.fetch(db.query("sends_top_failures"),
-                                                                        campaign_id, TOP_FAILURES))
+        failures = tuple(
+            (r["reply"], r["n"]) for r in await conn.fetch(db.query("sends_top_failures"), campaign_id, TOP_FAILURES)
+        )
     paused = ()
     if counts["queued"]:
-        paused = tuple((r["domain"], r["paused_until"].isoformat(timespec="seconds"), r["last_reply"] or "",
-                        r["n"]) for r in await conn.fetch(db.query("domains_paused"), campaign_id))
+        paused = tuple(
+            (r["domain"], r["paused_until"].isoformat(timespec="seconds"), r["last_reply"] or "", r["n"])
+            for r in await conn.fetch(db.query("domains_paused"), campaign_id)
+        )
     first = rows[0]
-    return Snapshot(first["id"], first["name"], first["status"], counts, first["pause_reason"], failures,
-                    {name: first[name] for name in CAME_BACK}, json.loads(first["reasons"]), paused,
-                    first["scheduled_for"], first["started_at"], first["now"], first["nodes"], first["unsubscribed"],
-                    first["estimate"] if first["status"] in NOT_STARTED else None, first["unsubscribe_required"])
+    return Snapshot(
+        first["id"],
+        first["name"],
+        first["status"],
+        counts,
+        first["pause_reason"],
+        failures,
+        {name: first[name] for name in CAME_BACK},
+        json.loads(first["reasons"]),
+        paused,
+        first["scheduled_for"],
+        first["started_at"],
+        first["now"],
+        first["nodes"],
+        first["unsubscribed"],
+        first["estimate"] if first["status"] in NOT_STARTED else None,
+        first["unsubscribe_required"],
+    )
 
 
 def table(snap: Snapshot) -> str:
@@ -153,8 +187,10 @@ def table(snap: Snapshot) -> str:
     if snap.schedule:
         lines.append(f"  {snap.schedule}")
     if snap.estimate is not None:
-        lines.append(f"  about {snap.estimate} recipient{'' if snap.estimate == 1 else 's'} now (confirmed members "
-                     "of its lists, not suppressed)")
+        lines.append(
+            f"  about {snap.estimate} recipient{'' if snap.estimate == 1 else 's'} now (confirmed members "
+            "of its lists, not suppressed)"
+        )
     if snap.next_step:
         lines.append(f"  next: {snap.next_step}")
     if not snap.unsubscribe:
@@ -172,8 +208,9 @@ def table(snap: Snapshot) -> str:
             lines.append(SENDER_NOTE)
     if snap.paused_domains:
         lines.append("paused domains (their rows wait, then probes test them):")
-        lines += [f"  {domain}  {n} queued, until {until}: {reply[:200]}"
-                  for domain, until, reply, n in snap.paused_domains]
+        lines += [
+            f"  {domain}  {n} queued, until {until}: {reply[:200]}" for domain, until, reply, n in snap.paused_domains
+        ]
     if snap.failures:
         lines.append("top failure replies:")
         lines += [f"  {n:>{width}}  {reply[:200]}" for reply, n in snap.failures]
@@ -236,9 +273,16 @@ def progress_line(snap: Snapshot, rate: float) -> str:
     return f"[{progress.bar(snap.done, snap.total)}] {summary(snap, rate)}"
 
 
-async def follow(conn: asyncpg.Connection, campaign_id: int, out: TextIO, *, tty: bool,
-                 interval: float | None = None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> Snapshot:
+async def follow(
+    conn: asyncpg.Connection,
+    campaign_id: int,
+    out: TextIO,
+    *,
+    tty: bool,
+    interval: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+) -> Snapshot:
     """Show progress until the campaign is sent or cancelled; returns the last snapshot."""
     interval = interval if interval is not None else (TTY_INTERVAL if tty else PIPE_INTERVAL)
     rate = Rate()
@@ -251,8 +295,9 @@ async def follow(conn: asyncpg.Connection, campaign_id: int, out: TextIO, *, tty
             await sleep(interval)
 
 
-async def command(args: argparse.Namespace, settings: Settings, *, out: TextIO | None = None,
-                  interval: float | None = None) -> int:
+async def command(
+    args: argparse.Namespace, settings: Settings, *, out: TextIO | None = None, interval: float | None = None
+) -> int:
     out = out or sys.stdout
     async with db.connection(db.url(settings)) as conn:
         if args.follow:

@@ -61,13 +61,15 @@ async def sources(conn, campaign_id: int, subscriber: str | None) -> tuple[dict 
     campaign = await conn.fetchrow(db.query("campaign_for_render"), campaign_id)
     if campaign is None:
         return None, None
-    row = await conn.fetchrow(db.query("subscriber_for_preview"), campaign_id,
-                              email_key(subscriber) if subscriber else None, subscriber)
+    row = await conn.fetchrow(
+        db.query("subscriber_for_preview"), campaign_id, email_key(subscriber) if subscriber else None, subscriber
+    )
     return dict(campaign), row
 
 
-def rendered(campaign: dict, row: asyncpg.Record, settings: Settings,
-             test: tuple[str, str] | None = None) -> tuple[CampaignTemplate, bytes]:
+def rendered(
+    campaign: dict, row: asyncpg.Record, settings: Settings, test: tuple[str, str] | None = None
+) -> tuple[CampaignTemplate, bytes]:
     """The campaign compiled and rendered for the subscriber; with ``test`` (to, subject prefix) as a test
     message to that address (CampaignTemplate.render_test), whose unsubscribe link names nobody. CPU work,
     bounded by the sandbox's budget: callers that serve others run it in a worker thread."""
@@ -80,14 +82,18 @@ def rendered(campaign: dict, row: asyncpg.Record, settings: Settings,
         raise UsageError(f"campaign {campaign['id']} cannot be rendered for {shown(row['email'])}: {exc}") from None
 
 
-async def _message(conn, settings: Settings, campaign_id: int, subscriber: str | None,
-                   test: tuple[str, str] | None = None) -> tuple[CampaignTemplate, bytes]:
+async def _message(
+    conn, settings: Settings, campaign_id: int, subscriber: str | None, test: tuple[str, str] | None = None
+) -> tuple[CampaignTemplate, bytes]:
     campaign, row = await sources(conn, campaign_id, subscriber)
     if campaign is None:
         raise UsageError(f"no campaign with id {campaign_id}")
     if row is None:
-        raise UsageError(f"campaign {campaign_id}'s account has no subscriber {shown(subscriber)}" if subscriber
-                         else f"campaign {campaign_id} has no subscriber on its lists; name one with --subscriber")
+        raise UsageError(
+            f"campaign {campaign_id}'s account has no subscriber {shown(subscriber)}"
+            if subscriber
+            else f"campaign {campaign_id} has no subscriber on its lists; name one with --subscriber"
+        )
     return rendered(campaign, row, settings, test)
 
 
@@ -96,6 +102,7 @@ class Trial:
     """What `campaign create`, `approve` and the API's create, change and approve find before a node sends: the
     campaign rendered for a sample of its real subscribers (the check of the templates sees only one without
     attributes), and what its unsubscribe will be."""
+
     tried: int = 0
     failed: int = 0
     first_error: str | None = None
@@ -107,25 +114,34 @@ class Trial:
         return self.tried > 0 and self.failed == self.tried
 
     def refusal(self, campaign_id: int, forcing: str) -> str:
-        return (f"campaign {campaign_id} cannot be rendered for any of the {self.tried} subscribers tried (a sample "
-                f"of its lists): {self.first_error}; not approved ({forcing} approves it anyway)")
+        return (
+            f"campaign {campaign_id} cannot be rendered for any of the {self.tried} subscribers tried (a sample "
+            f"of its lists): {self.first_error}; not approved ({forcing} approves it anyway)"
+        )
 
 
 def _tried(campaign: dict, settings: Settings, sample: list) -> Trial:
     """The trial: CPU work, bounded by the sandbox's budget per message; callers run it in a worker thread."""
     warnings = []
-    if campaign["kind"] == "campaign" and not campaign["unsubscribe_required"] and unsubscribe.one_click_missing(
-            settings):
-        warnings.append("warning: the campaign may go out without a one-click unsubscribe (made with "
-                        "--no-unsubscribe, the API's \"unsubscribe\": false): Gmail and Yahoo require one of bulk "
-                        "mail, and may refuse or junk it")
+    if (
+        campaign["kind"] == "campaign"
+        and not campaign["unsubscribe_required"]
+        and unsubscribe.one_click_missing(settings)
+    ):
+        warnings.append(
+            "warning: the campaign may go out without a one-click unsubscribe (made with "
+            '--no-unsubscribe, the API\'s "unsubscribe": false): Gmail and Yahoo require one of bulk '
+            "mail, and may refuse or junk it"
+        )
     try:
         template = CampaignTemplate.compile(campaign, settings)
     except UsageError:  # what a node would refuse (no unsubscribe URL here, say): the node pauses it and says why
         return Trial(warnings=tuple(warnings))
     if template.has_one_click and not template.bodies_use("unsubscribe_url"):
-        warnings.append("warning: neither body shows {{ unsubscribe_url }}: the List-Unsubscribe header works, but a "
-                        "visible link is what people look for before they press 'spam'")
+        warnings.append(
+            "warning: neither body shows {{ unsubscribe_url }}: the List-Unsubscribe header works, but a "
+            "visible link is what people look for before they press 'spam'"
+        )
     failures = []
     for row in sample:
         try:
@@ -133,8 +149,10 @@ def _tried(campaign: dict, settings: Settings, sample: list) -> Trial:
         except ValueError as exc:
             failures.append(str(exc))
     if failures:
-        warnings.append(f"warning: the campaign cannot be rendered for {len(failures)} of {len(sample)} subscribers "
-                        f"tried (a sample of its lists): {failures[0]}")
+        warnings.append(
+            f"warning: the campaign cannot be rendered for {len(failures)} of {len(sample)} subscribers "
+            f"tried (a sample of its lists): {failures[0]}"
+        )
     return Trial(len(sample), len(failures), failures[0] if failures else None, tuple(warnings))
 
 
@@ -192,8 +210,9 @@ async def test_command(args: argparse.Namespace, settings: Settings) -> int:
     if problem := address_problem(args.to):
         raise UsageError(f"--to {shown(args.to)} is not a valid address: {problem}")
     async with db.connection(db.url(settings)) as conn:
-        template, message = await _message(conn, settings, args.id, args.subscriber,
-                                           test=(args.to, args.subject_prefix))
+        template, message = await _message(
+            conn, settings, args.id, args.subscriber, test=(args.to, args.subject_prefix)
+        )
     try:
         result = await send_test(settings, template, args.to, message)
     except SmtpUnavailable as exc:

@@ -76,8 +76,10 @@ def from_address(value: str, option: str = "--from") -> str:
 
 
 # `2027-01-01 09:00` (a date, spaces, a time with perhaps an offset), then perhaps a zone
-_DATE_AND_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}) +(\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)"
-                            r"(?: +|$)")
+_DATE_AND_TIME = re.compile(
+    r"^(\d{4}-\d{2}-\d{2}) +(\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)"
+    r"(?: +|$)"
+)
 
 
 def _split_at(value: str) -> tuple[str, str]:
@@ -85,7 +87,7 @@ def _split_at(value: str) -> tuple[str, str]:
     "Europe/Berlin")."""
     text = value.strip()
     if apart := _DATE_AND_TIME.match(text):  # the date, a space, the time
-        text = f"{apart[1]}T{apart[2]} {text[apart.end():]}".strip()
+        text = f"{apart[1]}T{apart[2]} {text[apart.end() :]}".strip()
     iso, _, zone = text.partition(" ")
     return iso, zone.strip()
 
@@ -110,23 +112,25 @@ def scheduled_for(value: str | None, now: datetime | None = None) -> datetime | 
     try:
         at = datetime.fromisoformat(text)
     except ValueError:
-        raise ArgumentError(f"--at {shown(value)} is not an ISO-8601 time, e.g. 2030-01-31T09:00:00+01:00 "
-                            "or 2030-01-31T09:00 Europe/Berlin") from None
+        raise ArgumentError(
+            f"--at {shown(value)} is not an ISO-8601 time, e.g. 2030-01-31T09:00:00+01:00 "
+            "or 2030-01-31T09:00 Europe/Berlin"
+        ) from None
     if zone:
         if at.tzinfo is not None:
             raise ArgumentError(f"--at {shown(value)}: give an offset or a time zone, not both")
         try:
             at = at.replace(tzinfo=ZoneInfo(zone))
         except (ZoneInfoNotFoundError, ValueError):
-            raise ArgumentError(f"--at {shown(value)}: unknown time zone {shown(zone)}, "
-                                "e.g. Europe/Berlin") from None
+            raise ArgumentError(f"--at {shown(value)}: unknown time zone {shown(zone)}, e.g. Europe/Berlin") from None
     try:
         at = (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC)
     except OverflowError:  # before year 1 or after 9999 in UTC
         raise ArgumentError(f"--at {shown(value)} is out of range") from None
     if at < (now or datetime.now(UTC)):
-        raise ArgumentError(f"--at {shown(value)} is in the past ({at.isoformat(timespec='seconds')}); "
-                            "--at now sends when approved")
+        raise ArgumentError(
+            f"--at {shown(value)} is in the past ({at.isoformat(timespec='seconds')}); --at now sends when approved"
+        )
     return at
 
 
@@ -203,8 +207,22 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"not created: {reason}")
     async with db.connection(db.url(settings)) as conn:
         account_id, list_ids = await resolve(conn, args.account, lists)
-        campaign_id = await conn.fetchval(db.query("campaign_create"), account_id, name, subject, sender,
-                                          text, html, list_ids, at, reply_to, list_id, extra, language, required)
+        campaign_id = await conn.fetchval(
+            db.query("campaign_create"),
+            account_id,
+            name,
+            subject,
+            sender,
+            text,
+            html,
+            list_ids,
+            at,
+            reply_to,
+            list_id,
+            extra,
+            language,
+            required,
+        )
         found = await _trial(conn, settings, campaign_id)
     for warning in found.warnings:
         print(f"einmal: {warning}", file=sys.stderr)
@@ -214,16 +232,24 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
 
 # --- transitions --------------------------------------------------------------------------------
 
-async def _trial(conn: asyncpg.Connection, settings: Settings, campaign_id: int,
-                 limiter: anyio.CapacityLimiter | None = None):
+
+async def _trial(
+    conn: asyncpg.Connection, settings: Settings, campaign_id: int, limiter: anyio.CapacityLimiter | None = None
+):
     from service.cli import campaign_view  # imports the renderer: only when needed
 
     return await campaign_view.trial(conn, settings, campaign_id, limiter)
 
 
-async def approve(conn: asyncpg.Connection, settings: Settings, campaign_id: int, force: bool,
-                  explicitly: str = "--no-unsubscribe", forcing: str = "--force",
-                  limiter: anyio.CapacityLimiter | None = None):
+async def approve(
+    conn: asyncpg.Connection,
+    settings: Settings,
+    campaign_id: int,
+    force: bool,
+    explicitly: str = "--no-unsubscribe",
+    forcing: str = "--force",
+    limiter: anyio.CapacityLimiter | None = None,
+):
     """Approve a draft after its checks (the CLI's and the API's): UsageError when this process would send it
     without the one-click unsubscribe it requires, or when the trial render fails for every subscriber tried
     and not ``force``; returns the trial (its warnings). A campaign that is no draft is left to the
@@ -249,8 +275,11 @@ async def transition_command(args: argparse.Namespace, settings: Settings) -> in
             warnings = (await approve(conn, settings, args.id, args.force)).warnings
         else:
             await transition(conn, args.verb, args.id)
-        snap = await campaign_status.fetch(conn, args.id, settings.node_timeout_seconds) \
-            if args.verb == "approve" else None
+        snap = (
+            await campaign_status.fetch(conn, args.id, settings.node_timeout_seconds)
+            if args.verb == "approve"
+            else None
+        )
         schedule = _starts(snap) if snap is not None else None
     for warning in warnings:
         print(f"einmal: {warning}", file=sys.stderr)
@@ -272,6 +301,7 @@ async def status_command(args: argparse.Namespace, settings: Settings) -> int:
 
 # --- retry --------------------------------------------------------------------------------------
 
+
 def chosen(replies: list[str], reason: str | None, pattern: re.Pattern | None) -> list[str] | None:
     """The last replies whose rows go back (None: every failed row)."""
     from service.inbound import reasons
@@ -283,8 +313,9 @@ def chosen(replies: list[str], reason: str | None, pattern: re.Pattern | None) -
     return None
 
 
-async def retry_failed(conn: asyncpg.Connection, campaign_id: int, reason: str | None = None,
-                       pattern: re.Pattern | None = None) -> tuple[int, bool]:
+async def retry_failed(
+    conn: asyncpg.Connection, campaign_id: int, reason: str | None = None, pattern: re.Pattern | None = None
+) -> tuple[int, bool]:
     """Campaign `campaign_id`'s failed rows back to the queue, those whose last reply has `reason` or matches
     `pattern` when given; returns (rows moved, whether a sent campaign was reopened). Under the campaign's
     lock, so that a finish of the campaign waits for it (docs/design.md §2)."""
@@ -301,8 +332,9 @@ async def retry_failed(conn: asyncpg.Connection, campaign_id: int, reason: str |
             replies = await anyio.to_thread.run_sync(chosen, found, reason, pattern)
             if not replies:
                 return 0, False
-        return await requeued(conn, campaign_id, await conn.fetchval(db.query("sends_retry_failed"), campaign_id,
-                                                                     replies))
+        return await requeued(
+            conn, campaign_id, await conn.fetchval(db.query("sends_retry_failed"), campaign_id, replies)
+        )
 
 
 async def requeued(conn: asyncpg.Connection, campaign_id: int, moved: int) -> tuple[int, bool]:
@@ -326,6 +358,7 @@ async def retry_command(args: argparse.Namespace, settings: Settings) -> int:
 
 # --- reconcile ----------------------------------------------------------------------------------
 
+
 def chosen_rows(args: argparse.Namespace) -> tuple[list[int] | None, list[str] | None]:
     """--id and --address as the (send row ids, mailbox keys) to decide; (None, None): every in-doubt row."""
     ids, addresses = getattr(args, "ids", None) or [], getattr(args, "addresses", None) or []
@@ -334,20 +367,30 @@ def chosen_rows(args: argparse.Namespace) -> tuple[list[int] | None, list[str] |
     return ids, [email_key(address) for address in addresses]
 
 
-async def list_in_doubt(conn: asyncpg.Connection, campaign_id: int, ids: list[int] | None = None,
-                        keys: list[str] | None = None) -> None:
+async def list_in_doubt(
+    conn: asyncpg.Connection, campaign_id: int, ids: list[int] | None = None, keys: list[str] | None = None
+) -> None:
     await current_status(conn, campaign_id)
     rows = await conn.fetch(db.query("reconcile_list"), campaign_id, ids, keys)
-    table = [(r["id"], r["email"], r["claimed_by"] or "-", r["updated_at"].isoformat(timespec="seconds"),
-              " ".join((r["last_reply"] or "-").split())) for r in rows]
+    table = [
+        (
+            r["id"],
+            r["email"],
+            r["claimed_by"] or "-",
+            r["updated_at"].isoformat(timespec="seconds"),
+            " ".join((r["last_reply"] or "-").split()),
+        )
+        for r in rows
+    ]
     for line in aligned(("id", "email", "node", "in doubt since", "last reply"), table) if rows else ():
         print(line)
     hint = "; decide with --resend or --mark-sent (all, or some with --id and --address)" if rows else ""
     print(f"{len(rows)} in-doubt row{'' if len(rows) == 1 else 's'} in campaign {campaign_id}{hint}")
 
 
-async def _check_chosen(conn: asyncpg.Connection, campaign_id: int, ids: list[int], keys: list[str],
-                        addresses: list[str]) -> None:
+async def _check_chosen(
+    conn: asyncpg.Connection, campaign_id: int, ids: list[int], keys: list[str], addresses: list[str]
+) -> None:
     """UsageError naming the first --id or --address that is no in-doubt row of the campaign."""
     found = await conn.fetch(db.query("reconcile_list"), campaign_id, ids, keys)
     for i in ids:
@@ -358,8 +401,14 @@ async def _check_chosen(conn: asyncpg.Connection, campaign_id: int, ids: list[in
             raise UsageError(f"campaign {campaign_id} has no in-doubt row for {shown(address)}; nothing decided")
 
 
-async def decide(conn: asyncpg.Connection, campaign_id: int, resend: bool, ids: list[int] | None = None,
-                 keys: list[str] | None = None, addresses: list[str] = ()) -> tuple[int, bool]:
+async def decide(
+    conn: asyncpg.Connection,
+    campaign_id: int,
+    resend: bool,
+    ids: list[int] | None = None,
+    keys: list[str] | None = None,
+    addresses: list[str] = (),
+) -> tuple[int, bool]:
     """Move the in-doubt rows (only those of ``ids`` and ``keys`` when either is given); returns (rows moved,
     whether the campaign was reopened)."""
     async with conn.transaction():
@@ -372,8 +421,9 @@ async def decide(conn: asyncpg.Connection, campaign_id: int, resend: bool, ids: 
             return await conn.fetchval(db.query("reconcile_mark_sent"), campaign_id, ids, keys), False
         if campaign["status"] == "cancelled":
             raise UsageError(f"cannot resend in-doubt rows of campaign {campaign_id}: it is cancelled")
-        return await requeued(conn, campaign_id, await conn.fetchval(db.query("reconcile_resend"), campaign_id,
-                                                                     ids, keys))
+        return await requeued(
+            conn, campaign_id, await conn.fetchval(db.query("reconcile_resend"), campaign_id, ids, keys)
+        )
 
 
 async def reconcile_command(args: argparse.Namespace, settings: Settings) -> int:

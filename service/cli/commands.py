@@ -10,8 +10,10 @@ from service.settings import Settings
 
 def lazy(module: str, name: str):
     """A command whose module (its full dotted name) is imported only when it runs."""
+
     async def command(args: argparse.Namespace, settings: Settings) -> int:
         return await getattr(importlib.import_module(module), name)(args, settings)
+
     return command
 
 

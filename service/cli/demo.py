@@ -73,9 +73,11 @@ def database(args: argparse.Namespace, settings: Settings) -> Settings:
     if given:
         return settings.model_copy(update={"database_url": given})
     if settings.database_url:
-        raise UsageError(f"the environment names a database ({db.describe(settings.database_url)}) and the demo "
-                         "writes sample data into it: pass --database-url to mean it, or unset "
-                         "EINMAL_DATABASE_URL and DATABASE_URL to use the embedded one")
+        raise UsageError(
+            f"the environment names a database ({db.describe(settings.database_url)}) and the demo "
+            "writes sample data into it: pass --database-url to mean it, or unset "
+            "EINMAL_DATABASE_URL and DATABASE_URL to use the embedded one"
+        )
     return settings
 
 
@@ -87,6 +89,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
     serving = anyio.Event()
     signalled: list[int] = []
     async with anyio.create_task_group() as tg:
+
         async def watch() -> None:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for signum in signals:
@@ -115,24 +118,35 @@ async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Even
     account = "demo"
     rows, product, again = sample_rows(args.subscribers)
     # the import counts rows of the file: say how they make the subscribers, so that its line adds up
-    print(f"einmal demo: {args.subscribers} sample subscribers in {rows} rows of CSV ({product} again for a second "
-          f"list, {again} again in upper case), messages captured in {out}")
+    print(
+        f"einmal demo: {args.subscribers} sample subscribers in {rows} rows of CSV ({product} again for a second "
+        f"list, {again} again in upper case), messages captured in {out}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "subscribers.csv"
         sample_csv(csv_path, args.subscribers)
         await importer.command(argparse.Namespace(account=account, file=str(csv_path), create_account=True), settings)
     async with db.connection(dsn) as conn:
         account_id = await conn.fetchval(db.query("account_find"), account)
-        await suppressions.suppress(conn, account_id, [f"reader{i}@example.com" for i in range(7, 100, 31)],
-                                    "unsubscribe")
+        await suppressions.suppress(
+            conn, account_id, [f"reader{i}@example.com" for i in range(7, 100, 31)], "unsubscribe"
+        )
     sock = http.bind(settings.http_address or "127.0.0.1:0")
     async with capture.capture_server(out) as (host, port):
-        node_settings = settings.model_copy(update={
-            "database_url": dsn, "smtp_host": host, "smtp_port": port, "smtp_tls": "none",
-            "smtp_username": None, "tick_seconds": 1.0, "message_id_domain": "demo.einmal.invalid",
-            # the demo's links are its own surface's, whatever EINMAL_UNSUBSCRIBE_URL says: they must work here
-            "unsubscribe_url": f"{http.url(sock)}/unsubscribe",
-            "unsubscribe_secret": settings.unsubscribe_secret or SecretStr("demo-secret-of-32-characters-or-more")})
+        node_settings = settings.model_copy(
+            update={
+                "database_url": dsn,
+                "smtp_host": host,
+                "smtp_port": port,
+                "smtp_tls": "none",
+                "smtp_username": None,
+                "tick_seconds": 1.0,
+                "message_id_domain": "demo.einmal.invalid",
+                # the demo's links are its own surface's, whatever EINMAL_UNSUBSCRIBE_URL says: they must work here
+                "unsubscribe_url": f"{http.url(sock)}/unsubscribe",
+                "unsubscribe_secret": settings.unsubscribe_secret or SecretStr("demo-secret-of-32-characters-or-more"),
+            }
+        )
         stop = anyio.Event()
         telemetry.setup()  # OTEL_TRACES_EXPORTER=console shows the batch traces
         try:
@@ -143,15 +157,17 @@ async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Even
                     await transitions.transition(conn, "approve", campaign_id)
                     print(f"campaign {campaign_id} approved; sending")
                     began = time.monotonic()
-                    snap = await campaign_status.follow(conn, campaign_id, sys.stdout, tty=sys.stdout.isatty(),
-                                                        interval=0.5)
+                    snap = await campaign_status.follow(
+                        conn, campaign_id, sys.stdout, tty=sys.stdout.isatty(), interval=0.5
+                    )
                     took = time.monotonic() - began
                     clicked = await follow_one_link(conn, out, campaign_id, account_id)
                 if args.keep_serving:
                     await anyio.to_thread.run_sync(offer_a_link, out, campaign_id)
                     serving.set()
-                    print(f"serving {http.url(sock)} (/unsubscribe, /healthz, /readyz, /metrics) until Ctrl-C "
-                          "or SIGTERM")
+                    print(
+                        f"serving {http.url(sock)} (/unsubscribe, /healthz, /readyz, /metrics) until Ctrl-C or SIGTERM"
+                    )
                     await asked.wait()
                 stop.set()
         finally:
@@ -160,9 +176,11 @@ async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Even
     counts = snap.as_json()["counts"]
     ids = [i for i in capture.message_ids(out) if i.startswith(f"<campaign.{campaign_id}.")]
     dupes = len(ids) - len(set(ids))
-    print(f"campaign {campaign_id} {snap.status} in {took:.1f}s: sent {counts['sent']}, "
-          f"suppressed {counts['suppressed']}, failed {counts['failed']}, in doubt {counts['in_doubt']}; "
-          f"{len(ids)} of its messages captured, {dupes} duplicates")
+    print(
+        f"campaign {campaign_id} {snap.status} in {took:.1f}s: sent {counts['sent']}, "
+        f"suppressed {counts['suppressed']}, failed {counts['failed']}, in doubt {counts['in_doubt']}; "
+        f"{len(ids)} of its messages captured, {dupes} duplicates"
+    )
     print(f"the messages are in {out}")
     return 0 if not dupes and counts["sent"] == len(ids) and clicked else 1
 
@@ -194,14 +212,20 @@ def offer_a_link(out: Path, campaign_id: int) -> None:
         print("no other captured message: no link left to open in a browser")
         return
     name, recipient, url = found[1]
-    print(f"to open in a browser, the unsubscribe link of {name} (to {recipient}), not followed:\n  {url}\n"
-          f"  its page asks first; its button unsubscribes {recipient} from the demo account")
+    print(
+        f"to open in a browser, the unsubscribe link of {name} (to {recipient}), not followed:\n  {url}\n"
+        f"  its page asks first; its button unsubscribes {recipient} from the demo account"
+    )
 
 
 def one_click(url: str) -> int:
     """POST List-Unsubscribe=One-Click as a mail provider does (RFC 8058); the status."""
-    request = urllib.request.Request(url, data=b"List-Unsubscribe=One-Click", method="POST",
-                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+    request = urllib.request.Request(
+        url,
+        data=b"List-Unsubscribe=One-Click",
+        method="POST",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status
@@ -229,5 +253,19 @@ async def follow_one_link(conn, out: Path, campaign_id: int, account_id: int) ->
 async def create(conn, account: str, settings: Settings) -> int:
     account_id, list_ids = await campaigns.resolve(conn, account, ["newsletter", "product"])
     campaigns.check_templates("einmal demo for {{ name }}", BODY, None)
-    return await conn.fetchval(db.query("campaign_create"), account_id, "demo", "einmal demo for {{ name }}",
-                               "news@example.com", BODY, None, list_ids, None, None, None, "[]", None, True)
+    return await conn.fetchval(
+        db.query("campaign_create"),
+        account_id,
+        "demo",
+        "einmal demo for {{ name }}",
+        "news@example.com",
+        BODY,
+        None,
+        list_ids,
+        None,
+        None,
+        None,
+        "[]",
+        None,
+        True,
+    )

@@ -105,39 +105,55 @@ def build_parser() -> argparse.ArgumentParser:
     from service.inbound.reasons import REASONS
 
     parser = _Parser(prog="einmal", description="Send email campaigns from PostgreSQL, each recipient once.")
-    parser.add_argument("--version", action="version", version=f"einmal {einmal_version()}",
-                        help="print einmal's version and exit")
+    parser.add_argument(
+        "--version", action="version", version=f"einmal {einmal_version()}", help="print einmal's version and exit"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     sub.add_parser("migrate", help="apply pending migrations (idempotent)").set_defaults(func=commands.migrate)
-    sub.add_parser("run", help="run one node until SIGTERM", epilog=RUN_VARIABLES,
-                   formatter_class=argparse.RawDescriptionHelpFormatter).set_defaults(func=commands.run)
+    sub.add_parser(
+        "run",
+        help="run one node until SIGTERM",
+        epilog=RUN_VARIABLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    ).set_defaults(func=commands.run)
     sub.add_parser("serve", help="serve only HTTP (EINMAL_HTTP_ADDRESS) until SIGTERM").set_defaults(
-        func=commands.serve)
+        func=commands.serve
+    )
     demo = sub.add_parser("demo", help="embedded PostgreSQL + capture SMTP + sample data, end to end")
     demo.add_argument("--subscribers", type=int, default=3000, help="how many sample subscribers (default 3000)")
     demo.add_argument("--out", default=None, help="folder for captured messages")
-    demo.add_argument("--keep-serving", action="store_true",
-                      help="after the campaign, keep the node and its HTTP surface up until Ctrl-C")
-    demo.add_argument("--database-url", help="seed and use this database (default: the embedded one; a URL "
-                                             "only in the environment is refused)")
+    demo.add_argument(
+        "--keep-serving",
+        action="store_true",
+        help="after the campaign, keep the node and its HTTP surface up until Ctrl-C",
+    )
+    demo.add_argument(
+        "--database-url",
+        help="seed and use this database (default: the embedded one; a URL only in the environment is refused)",
+    )
     demo.set_defaults(func=commands.demo)
 
     subscribers = sub.add_parser("subscribers", help="manage subscribers").add_subparsers(
-        dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
+        dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser
+    )
     imp = subscribers.add_parser("import", help="import a CSV file (header row; email, name, list, attributes)")
     imp.add_argument("--account", required=True, help="the account the subscribers belong to; it must exist")
     imp.add_argument("--create-account", action="store_true", help="create the account when it does not exist")
     imp.add_argument("file", help="UTF-8 CSV: a header row, then one subscriber a line (, ; or tab separated)")
     imp.set_defaults(func=commands.subscribers_import)
-    for verb, text in (("list", "an account's subscribers: email, name, status, lists"),
-                       ("export", "an account's subscribers as CSV that import reads back")):
+    for verb, text in (
+        ("list", "an account's subscribers: email, name, status, lists"),
+        ("export", "an account's subscribers as CSV that import reads back"),
+    ):
         p = subscribers.add_parser(verb, help=text)
         p.add_argument("--account", required=True, help="whose subscribers")
         p.add_argument("--list", help="only the members of this list")
         p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", f"{verb}_command"))
-    for verb, text in (("show", "one subscriber: lists, attributes, suppression"),
-                       ("delete", "erase a subscriber's data (GDPR); the address stays suppressed")):
+    for verb, text in (
+        ("show", "one subscriber: lists, attributes, suppression"),
+        ("delete", "erase a subscriber's data (GDPR); the address stays suppressed"),
+    ):
         p = subscribers.add_parser(verb, help=text)
         p.add_argument("--account", required=True, help="the subscriber's account")
         p.add_argument("email", help="the subscriber's address")
@@ -152,9 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--contact", help="an address shown when a link does not work ('' clears it)")
     p.set_defaults(func=commands.lazy("service.cli.accounts", "set_command"))
     accounts.add_parser("list", help="every account: name, when created, how many subscribers").set_defaults(
-        func=commands.lazy("service.cli.subscribers_cmd", "accounts_list_command"))
+        func=commands.lazy("service.cli.subscribers_cmd", "accounts_list_command")
+    )
     key = accounts.add_parser("key", help="keys for /api/v1 (README: HTTP API)").add_subparsers(
-        dest="verb", metavar="VERB", parser_class=_Parser, required=True)
+        dest="verb", metavar="VERB", parser_class=_Parser, required=True
+    )
 
     lists = sub.add_parser("lists", help="lists: members, titles, sign-up forms (open, close)")
     lists.add_argument("--account", help="only this account's lists")
@@ -163,54 +181,78 @@ def build_parser() -> argparse.ArgumentParser:
     p = verbs.add_parser("set", help="what the list's public pages call it")
     p.add_argument("list", help="the list's name")
     p.add_argument("--account", required=True, help="the list's account")
-    p.add_argument("--title", required=True, help="the title its sign-up form, confirmation page and preference page "
-                                                  "show, e.g. 'Weekly news' ('': none, they say 'the mailing list')")
+    p.add_argument(
+        "--title",
+        required=True,
+        help="the title its sign-up form, confirmation page and preference page "
+        "show, e.g. 'Weekly news' ('': none, they say 'the mailing list')",
+    )
     p.set_defaults(func=commands.lazy("service.cli.lists_cmd", "set_command"))
-    form = verbs.add_parser(
-        "form", help="open or close a list's sign-ups: its public form and POST /api/v1/subscribe")
+    form = verbs.add_parser("form", help="open or close a list's sign-ups: its public form and POST /api/v1/subscribe")
     form = form.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser, required=True)
     for verb, text in (("open", "take sign-ups; prints the form's address"), ("close", "take no more sign-ups")):
         p = form.add_parser(verb, help=text)
         p.add_argument("list", help="the list's name")
         p.add_argument("--account", required=True, help="the list's account")
         if verb == "open":
-            p.add_argument("--origin", dest="origins", action="append", default=[], metavar="URL",
-                           help="a site besides this one whose pages may post the form, e.g. https://shop.example.org "
-                                "(repeatable; replaces the list's; none given: they stay)")
+            p.add_argument(
+                "--origin",
+                dest="origins",
+                action="append",
+                default=[],
+                metavar="URL",
+                help="a site besides this one whose pages may post the form, e.g. https://shop.example.org "
+                "(repeatable; replaces the list's; none given: they stay)",
+            )
         p.set_defaults(func=commands.lazy("service.cli.lists_cmd", "form_command"), origins=[])
 
     campaign = sub.add_parser("campaign", help="manage campaigns").add_subparsers(
-        dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
+        dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser
+    )
     create = campaign.add_parser("create", help="create a draft; prints its id")
     create.add_argument("--account", required=True, help="the account whose lists it goes to")
     create.add_argument("--name", required=True, help="a name for operators (campaign.name in templates)")
     create.add_argument("--subject", required=True, help="the subject line: a Jinja2 template")
-    create.add_argument("--from", dest="from_address", required=True,
-                        help="the sender, 'Name <address>' or an address")
+    create.add_argument("--from", dest="from_address", required=True, help="the sender, 'Name <address>' or an address")
     body = create.add_mutually_exclusive_group(required=True)
     body.add_argument("--text-file", help="the text body from a UTF-8 file: a Jinja2 template")
     body.add_argument("--text", help="the text body itself: a Jinja2 template")
     create.add_argument("--html-file", help="an HTML body from a UTF-8 file (autoescaped Jinja2 template)")
-    create.add_argument("--list", dest="lists", action="append", default=[],
-                        help="a list to send to; repeat for several (default: default)")
-    create.add_argument("--at", help="when to start: ISO-8601 with an offset or an IANA zone after a space "
-                                     "('2026-12-01T09:00 Europe/Berlin'; neither: UTC), or 'now' (the default)")
+    create.add_argument(
+        "--list",
+        dest="lists",
+        action="append",
+        default=[],
+        help="a list to send to; repeat for several (default: default)",
+    )
+    create.add_argument(
+        "--at",
+        help="when to start: ISO-8601 with an offset or an IANA zone after a space "
+        "('2026-12-01T09:00 Europe/Berlin'; neither: UTC), or 'now' (the default)",
+    )
     create.add_argument("--reply-to", help="Reply-To address")
     create.add_argument("--list-id", help="List-Id: 'Name <id.example.org>' or 'id.example.org'")
-    create.add_argument("--header", dest="headers", action="append", default=[],
-                        help="an extra header 'X-Name: value' (repeatable)")
-    create.add_argument("--language", help="the language of its unsubscribe page (default: the account's now, kept "
-                        "when the account's changes)")
-    create.add_argument("--no-unsubscribe", action="store_true",
-                        help="it may go out without a one-click unsubscribe where EINMAL_UNSUBSCRIBE_URL and "
-                             "_SECRET are not set (Gmail and Yahoo require one of bulk mail); default: refused")
+    create.add_argument(
+        "--header", dest="headers", action="append", default=[], help="an extra header 'X-Name: value' (repeatable)"
+    )
+    create.add_argument(
+        "--language",
+        help="the language of its unsubscribe page (default: the account's now, kept when the account's changes)",
+    )
+    create.add_argument(
+        "--no-unsubscribe",
+        action="store_true",
+        help="it may go out without a one-click unsubscribe where EINMAL_UNSUBSCRIBE_URL and "
+        "_SECRET are not set (Gmail and Yahoo require one of bulk mail); default: refused",
+    )
     create.set_defaults(func=commands.campaign_create)
     for verb in ("approve", "pause", "resume", "cancel"):
         p = campaign.add_parser(verb, help=f"{verb} a campaign")
         p.add_argument("id", type=int, help="the campaign's id")
         if verb == "approve":
-            p.add_argument("--force", action="store_true",
-                           help="approve even if its trial render fails for every subscriber tried")
+            p.add_argument(
+                "--force", action="store_true", help="approve even if its trial render fails for every subscriber tried"
+            )
         p.set_defaults(func=commands.campaign_transition, verb=verb)
     status = campaign.add_parser("status", help="counts per state, the pause reason, the top failure replies")
     status.add_argument("id", type=int, help="the campaign's id")
@@ -219,13 +261,22 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(func=commands.campaign_status)
     retry = campaign.add_parser("retry", help="put failed rows back in the queue (same Message-ID)")
     retry.add_argument("id", type=int, help="the campaign's id")
-    retry.add_argument("--failed", action="store_true", required=True,
-                       help="the failed rows (never accepted by the server); a campaign that was sent sends again")
+    retry.add_argument(
+        "--failed",
+        action="store_true",
+        required=True,
+        help="the failed rows (never accepted by the server); a campaign that was sent sends again",
+    )
     which = retry.add_mutually_exclusive_group()
-    which.add_argument("--reason", choices=REASONS,
-                       help="only rows whose last reply has this reason (README: Bounces and complaints)")
-    which.add_argument("--reply", metavar="PATTERN", type=reply_pattern,
-                       help="only rows whose last reply matches this regular expression, ignoring case")
+    which.add_argument(
+        "--reason", choices=REASONS, help="only rows whose last reply has this reason (README: Bounces and complaints)"
+    )
+    which.add_argument(
+        "--reply",
+        metavar="PATTERN",
+        type=reply_pattern,
+        help="only rows whose last reply matches this regular expression, ignoring case",
+    )
     retry.set_defaults(func=commands.lazy("service.cli.campaigns", "retry_command"))
     listing = campaign.add_parser("list", help="campaigns, newest first")
     listing.add_argument("--status", choices=STATUSES, help="only campaigns in this status")
@@ -234,15 +285,17 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("id", type=int, help="the campaign's id")
     preview.add_argument("--subscriber", metavar="EMAIL", help="whose message (default: the first on its lists)")
     preview.add_argument("--out", metavar="FILE.eml", help="write the message's bytes there instead of stdout")
-    preview.add_argument("--raw", action="store_true",
-                         help="print the message as it goes on the wire (quoted-printable), not decoded")
+    preview.add_argument(
+        "--raw", action="store_true", help="print the message as it goes on the wire (quoted-printable), not decoded"
+    )
     preview.set_defaults(func=commands.campaign_preview)
     test = campaign.add_parser("test", help="send one message through the relay, outside the campaign")
     test.add_argument("id", type=int, help="the campaign's id")
     test.add_argument("--to", required=True, metavar="ADDR", help="the mailbox that gets the test message")
     test.add_argument("--subscriber", metavar="EMAIL", help="whose message (default: the first on its lists)")
-    test.add_argument("--subject-prefix", default="[TEST] ", metavar="TEXT",
-                      help="put before the subject (default: '[TEST] ')")
+    test.add_argument(
+        "--subject-prefix", default="[TEST] ", metavar="TEXT", help="put before the subject (default: '[TEST] ')"
+    )
     test.set_defaults(func=commands.campaign_test)
 
     suppress = sub.add_parser("suppress", help="suppress addresses for an account")
@@ -252,7 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     suppress.set_defaults(func=commands.suppress)
 
     suppressions = sub.add_parser("suppressions", help="list or remove suppressions").add_subparsers(
-        dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
+        dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser
+    )
     p = suppressions.add_parser("list", help="an account's suppressed addresses, reasons and times")
     p.add_argument("--account", required=True, help="whose suppressions")
     p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", "suppressions_list_command"))
@@ -260,16 +314,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--account", required=True, help="whose suppressions")
     p.add_argument("emails", nargs="+", metavar="EMAIL", help="the addresses")
     p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", "suppressions_remove_command"))
-    p = suppressions.add_parser("review", help="bounce suppressions that today's reasons would not make; "
-                                               "--lift deletes them")
+    p = suppressions.add_parser(
+        "review", help="bounce suppressions that today's reasons would not make; --lift deletes them"
+    )
     p.add_argument("--account", required=True, help="whose suppressions")
     p.add_argument("--lift", action="store_true", help="delete the ones listed (without it: only list them)")
     p.set_defaults(func=commands.lazy("service.cli.subscribers_cmd", "suppressions_review_command"))
 
-    prune = sub.add_parser("prune", help="remove the send rows of campaigns finished long ago; their counts, "
-                                         "bounces and suppressions stay")
-    prune.add_argument("--older-than", type=days, metavar="DAYS",
-                       help="campaigns sent or cancelled more than DAYS days ago (default: EINMAL_RETENTION_DAYS)")
+    prune = sub.add_parser(
+        "prune", help="remove the send rows of campaigns finished long ago; their counts, bounces and suppressions stay"
+    )
+    prune.add_argument(
+        "--older-than",
+        type=days,
+        metavar="DAYS",
+        help="campaigns sent or cancelled more than DAYS days ago (default: EINMAL_RETENTION_DAYS)",
+    )
     prune.add_argument("--campaign", type=int, metavar="ID", help="only this campaign (finished: any age)")
     prune.add_argument("--dry-run", action="store_true", help="list what would be pruned, remove nothing")
     prune.set_defaults(func=commands.lazy("service.cli.prune", "prune_command"))
@@ -279,10 +339,21 @@ def build_parser() -> argparse.ArgumentParser:
     decide = reconcile.add_mutually_exclusive_group()
     decide.add_argument("--resend", action="store_true", help="queue them again (same Message-ID)")
     decide.add_argument("--mark-sent", action="store_true", help="record them as sent")
-    reconcile.add_argument("--id", dest="ids", type=int, action="append", metavar="N",
-                           help="only the in-doubt row with this id (as listed); repeatable")
-    reconcile.add_argument("--address", dest="addresses", action="append", metavar="EMAIL",
-                           help="only the in-doubt row of this address (any spelling of it); repeatable")
+    reconcile.add_argument(
+        "--id",
+        dest="ids",
+        type=int,
+        action="append",
+        metavar="N",
+        help="only the in-doubt row with this id (as listed); repeatable",
+    )
+    reconcile.add_argument(
+        "--address",
+        dest="addresses",
+        action="append",
+        metavar="EMAIL",
+        help="only the in-doubt row of this address (any spelling of it); repeatable",
+    )
     reconcile.set_defaults(func=commands.reconcile)
 
     p = key.add_parser("create", help="a new key; printed once, alone on stdout")

@@ -32,8 +32,17 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
         if args.account is not None:
             await find_account(conn, args.account)
         rows = await conn.fetch(db.query("lists_all"), args.account)
-    table = [(r["id"], r["account"], r["name"], r["members"], r["unconfirmed"],
-              optin.form_url(settings, r["form_token"]) if r["form_open"] else "closed") for r in rows]
+    table = [
+        (
+            r["id"],
+            r["account"],
+            r["name"],
+            r["members"],
+            r["unconfirmed"],
+            optin.form_url(settings, r["form_token"]) if r["form_open"] else "closed",
+        )
+        for r in rows
+    ]
     for line in aligned(("id", "account", "name", "members", "unconfirmed", "form"), table) if rows else ():
         print(line)
     print(f"{len(rows)} list{'' if len(rows) == 1 else 's'}", file=sys.stderr)
@@ -82,8 +91,11 @@ async def form_command(args: argparse.Namespace, settings: Settings) -> int:
         print(optin.form_url(settings, row["form_token"]))
         print(f"list {shown(args.list)}: sign-ups open; the form may be posted from {origins}", file=sys.stderr)
         if not settings.confirm_url:
-            print("einmal: warning: double opt-in is not set up here (EINMAL_CONFIRM_URL, EINMAL_OPTIN_FROM): the "
-                  "form answers 404 until it is", file=sys.stderr)
+            print(
+                "einmal: warning: double opt-in is not set up here (EINMAL_CONFIRM_URL, EINMAL_OPTIN_FROM): the "
+                "form answers 404 until it is",
+                file=sys.stderr,
+            )
     else:
         print(f"list {shown(args.list)}: sign-ups closed", file=sys.stderr)
     return 0

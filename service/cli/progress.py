@@ -44,8 +44,9 @@ class ConsoleHandler(logging.Handler):
 def logs_through(console: Console) -> Iterator[None]:
     """While inside, the root logger's handlers that write to a terminal write through `console`."""
     root = logging.getLogger()
-    swapped = {h: ConsoleHandler(console, h) for h in root.handlers
-               if type(h) is logging.StreamHandler and isatty(h.stream)}
+    swapped = {
+        h: ConsoleHandler(console, h) for h in root.handlers if type(h) is logging.StreamHandler and isatty(h.stream)
+    }
     for original, stand_in in swapped.items():
         root.handlers[root.handlers.index(original)] = stand_in
     try:
@@ -68,8 +69,13 @@ class Display:
         if self.tty:
             console = Console(file=self.out)
             # stderr is sent through the bar's console only when it is a terminal too: `2>file` stays in the file
-            self.progress = Progress(BarColumn(bar_width=BAR_WIDTH), TextColumn("{task.description}", markup=False),
-                                     console=console, auto_refresh=False, redirect_stderr=isatty(sys.stderr))
+            self.progress = Progress(
+                BarColumn(bar_width=BAR_WIDTH),
+                TextColumn("{task.description}", markup=False),
+                console=console,
+                auto_refresh=False,
+                redirect_stderr=isatty(sys.stderr),
+            )
             self.task = self.progress.add_task("", total=None)
             self.stack.enter_context(self.progress)
             self.stack.enter_context(logs_through(console))

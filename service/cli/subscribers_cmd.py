@@ -53,8 +53,15 @@ async def _subscribers(conn, args: argparse.Namespace) -> list:
 async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         rows = await _subscribers(conn, args)
-    table = [(r["email"], r["name"], f"suppressed ({r['suppressed']})" if r["status"] == "suppressed" else r["status"],
-              r["lists"]) for r in rows]
+    table = [
+        (
+            r["email"],
+            r["name"],
+            f"suppressed ({r['suppressed']})" if r["status"] == "suppressed" else r["status"],
+            r["lists"],
+        )
+        for r in rows
+    ]
     for line in aligned(("email", "name", "status", "lists"), table) if rows else ():
         print(line)
     print(f"{len(rows)} subscriber{'' if len(rows) == 1 else 's'}", file=sys.stderr)
@@ -68,23 +75,26 @@ async def accounts_list_command(args: argparse.Namespace, settings: Settings) ->
     for line in aligned(("name", "created", "subscribers"), table) if rows else ():
         print(line)
     if not rows:
-        print("no accounts: `einmal subscribers import --account A --create-account FILE.csv` creates one",
-              file=sys.stderr)
+        print(
+            "no accounts: `einmal subscribers import --account A --create-account FILE.csv` creates one",
+            file=sys.stderr,
+        )
     return 0
 
 
 async def show_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         await find_account(conn, args.account)
-        rows = await conn.fetch(db.query("subscriber_find"), args.account, email_key(args.email),
-                                args.email)
+        rows = await conn.fetch(db.query("subscriber_find"), args.account, email_key(args.email), args.email)
     if not rows:
         raise UsageError(f"account {shown(args.account)} has no subscriber {shown(args.email)}")
     for r in rows:
-        print(f"email: {r['email']}\nname: {r['name']}\nstatus: {r['status']}\nlists: {r['lists'] or '-'}\n"
-              f"awaiting confirmation: {r['unconfirmed'] or '-'}\n"
-              f"attributes: {r['attributes']}\nsuppressed: {r['suppressed'] or 'no'}\n"
-              f"created: {r['created_at'].isoformat(timespec='seconds')}")
+        print(
+            f"email: {r['email']}\nname: {r['name']}\nstatus: {r['status']}\nlists: {r['lists'] or '-'}\n"
+            f"awaiting confirmation: {r['unconfirmed'] or '-'}\n"
+            f"attributes: {r['attributes']}\nsuppressed: {r['suppressed'] or 'no'}\n"
+            f"created: {r['created_at'].isoformat(timespec='seconds')}"
+        )
     return 0
 
 
@@ -96,8 +106,16 @@ async def export_command(args: argparse.Namespace, settings: Settings) -> int:
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(["email", "name", "list", UNCONFIRMED, SUPPRESSED, *columns])
     for r, a in zip(rows, attributes, strict=True):
-        writer.writerow([r["email"], r["name"], r["lists"], r["unconfirmed"], r["suppressed"] or "",
-                         *(a.get(key, "") for key in columns)])
+        writer.writerow(
+            [
+                r["email"],
+                r["name"],
+                r["lists"],
+                r["unconfirmed"],
+                r["suppressed"] or "",
+                *(a.get(key, "") for key in columns),
+            ]
+        )
     return 0
 
 
@@ -133,13 +151,14 @@ async def suppressions_review_command(args: argparse.Namespace, settings: Settin
 
     async with db.connection(db.url(settings)) as conn:
         account_id = await find_account(conn, args.account)
-        listed, lifted = await review.review(conn, args.account, account_id, settings.soft_bounce_limit,
-                                             lift=args.lift)
+        listed, lifted = await review.review(conn, args.account, account_id, settings.soft_bounce_limit, lift=args.lift)
     for r in listed:
         print(r.line())
     n = len(listed)
-    which = f"{n} bounce suppression{'' if n == 1 else 's'} that no bounce of {'its' if n == 1 else 'their'} " \
-            "mailbox would make today"
+    which = (
+        f"{n} bounce suppression{'' if n == 1 else 's'} that no bounce of {'its' if n == 1 else 'their'} "
+        "mailbox would make today"
+    )
     if args.lift:
         print(f"{which}; lifted {lifted}" + (f", {n - lifted} bounced again since and kept" if lifted < n else ""))
     else:

@@ -9,5 +9,7 @@ def aligned(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str
     not padded."""
     cells = [list(header), *([str(c) if str(c) else "-" for c in row] for row in rows)]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=False)) + "  " * (len(row) > 1) + row[-1]
-            for row in cells]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=False)) + "  " * (len(row) > 1) + row[-1]
+        for row in cells
+    ]

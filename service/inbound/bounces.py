@@ -24,7 +24,6 @@ webhooks (service/inbound/webhooks.py), authenticated by the provider's signatur
 with ``find_row`` or their own query and end in ``apply`` too.
 """
 
-
 from dataclasses import replace
 
 import asyncpg
@@ -36,8 +35,19 @@ from service.inbound import reasons
 from service.inbound.reports import MAX_PARTS, MAX_RECIPIENTS, Malformed, Report, TooLarge, bounded, parse
 from service.settings import Settings
 
-__all__ = ["MAX_PARTS", "MAX_RECIPIENTS", "Malformed", "Report", "TooLarge", "about", "apply", "bounded",
-           "find_row", "parse", "record"]
+__all__ = [
+    "MAX_PARTS",
+    "MAX_RECIPIENTS",
+    "Malformed",
+    "Report",
+    "TooLarge",
+    "about",
+    "apply",
+    "bounded",
+    "find_row",
+    "parse",
+    "record",
+]
 
 WENT_OUT = ("sent", "sending", "in_doubt")  # a report may be about these rows' messages only
 
@@ -58,8 +68,9 @@ def _key(address: str | None) -> str | None:
         return None
 
 
-async def find_row(conn: asyncpg.Connection, report: Report, row_ids: tuple[int, int],
-                   by_token: bool) -> asyncpg.Record | str:
+async def find_row(
+    conn: asyncpg.Connection, report: Report, row_ids: tuple[int, int], by_token: bool
+) -> asyncpg.Record | str:
     """The send row a report is about, or why there is none.
 
     by_token: the row (campaign, subscriber) a verified VERP token named, whatever the report's
@@ -76,8 +87,9 @@ async def find_row(conn: asyncpg.Connection, report: Report, row_ids: tuple[int,
     return other if other is not None else "the report's recipient is not the address of the message it returns"
 
 
-async def apply(conn: asyncpg.Connection, settings: Settings, report: Report, row: asyncpg.Record,
-                payload: dict | None = None) -> str:
+async def apply(
+    conn: asyncpg.Connection, settings: Settings, report: Report, row: asyncpg.Record, payload: dict | None = None
+) -> str:
     """Apply the report to its send row once: applied, repeated, or ``dropped: why`` (nothing
     written) when the row's message never went out (WENT_OUT). `payload` is what identifies the
     event's content (default: its kind, status and row)."""
@@ -92,17 +104,27 @@ async def apply(conn: asyncpg.Connection, settings: Settings, report: Report, ro
     campaign: list[int] = []
 
     async def keep(conn: asyncpg.Connection) -> bool:
-        await conn.execute(db.query("bounce_insert"), report.event_id, row["account_id"], row["id"],
-                           report.kind, report.status, report.recorded_reason(), effect == reasons.COUNT,
-                           row["campaign_id"])
+        await conn.execute(
+            db.query("bounce_insert"),
+            report.event_id,
+            row["account_id"],
+            row["id"],
+            report.kind,
+            report.status,
+            report.recorded_reason(),
+            effect == reasons.COUNT,
+            row["campaign_id"],
+        )
         if complained or bounced:  # toward the campaign's self-pause (service/health.py)
-            campaign.extend(await conn.fetch(db.query("bounce_count"), row["id"], int(bounced), int(complained),
-                                             row["campaign_id"]))
+            campaign.extend(
+                await conn.fetch(db.query("bounce_count"), row["id"], int(bounced), int(complained), row["campaign_id"])
+            )
         if effect != reasons.COUNT:
             return effect == reasons.SUPPRESS
         await conn.execute(db.query("bounce_lock_mailbox"), row["account_id"], row["email_lower"])
-        return await conn.fetchval(db.query("bounce_soft_count"), row["account_id"], row["email_lower"],
-                                   window) >= limit
+        return (
+            await conn.fetchval(db.query("bounce_soft_count"), row["account_id"], row["email_lower"], window) >= limit
+        )
 
     kind = "complaint" if report.kind == "complaint" else "bounce"
     payload = payload or {"report": report.kind, "status": report.status, "send_id": row["id"]}
@@ -112,8 +134,9 @@ async def apply(conn: asyncpg.Connection, settings: Settings, report: Report, ro
     return "applied" if applied else "repeated"
 
 
-async def record(conn: asyncpg.Connection, settings: Settings, found: tuple[Report, ...],
-                 row_ids: tuple[int, int]) -> tuple[Report | None, str]:
+async def record(
+    conn: asyncpg.Connection, settings: Settings, found: tuple[Report, ...], row_ids: tuple[int, int]
+) -> tuple[Report | None, str]:
     """Apply the one report of `found` about the send row a verified VERP token named (``about``):
     that report (None if none is) and a word for the log: applied, repeated, or ``dropped: why``."""
     row = await find_row(conn, found[0], row_ids, by_token=True)

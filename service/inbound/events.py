@@ -31,9 +31,15 @@ def payload_hash(payload: Mapping) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-async def apply(conn: asyncpg.Connection, event_id: str, kind: str, account_id: int, email: str,
-                payload: Mapping | None = None,
-                effect: Callable[[asyncpg.Connection], Awaitable[bool]] | None = None) -> bool:
+async def apply(
+    conn: asyncpg.Connection,
+    event_id: str,
+    kind: str,
+    account_id: int,
+    email: str,
+    payload: Mapping | None = None,
+    effect: Callable[[asyncpg.Connection], Awaitable[bool]] | None = None,
+) -> bool:
     """Apply the event once; True if it took effect now, False if it already had.
 
     An unsubscribe is a decision the subscriber makes each time the link is pressed: its id (from the

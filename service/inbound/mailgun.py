@@ -47,8 +47,9 @@ class Mailgun(Provider):
         timestamp, token = text(signed.get("timestamp"), "timestamp", 20), text(signed.get("token"), "token", 200)
         given = signed.get("signature")
         given = given.encode() if isinstance(given, str) else b""
-        signed_by = [(hmac.new(key, f"{timestamp}{token}".encode(), sha256).hexdigest(), account)
-                     for key, account in self.keys]
+        signed_by = [
+            (hmac.new(key, f"{timestamp}{token}".encode(), sha256).hexdigest(), account) for key, account in self.keys
+        ]
         found = [account for expected, account in signed_by if hmac.compare_digest(given, expected.encode())]
         if not found:
             raise Rejected(403, "the Mailgun signature does not verify")
@@ -84,7 +85,16 @@ class Mailgun(Provider):
         status = short(code, "complaint" if kind == "complaint" else f"failed/{severity}")
         message, envelope = data.get("message"), data.get("envelope")
         headers_of = message.get("headers") if isinstance(message, dict) else None
-        identities = (headers_of.get("message-id") if isinstance(headers_of, dict) else None,
-                      envelope.get("sender") if isinstance(envelope, dict) else None)
-        return [Event(kind, status, address(data.get("recipient"), "recipient"),
-                      event_id("mailgun", data.get("id"), "id"), tuple(i for i in identities if isinstance(i, str)))]
+        identities = (
+            headers_of.get("message-id") if isinstance(headers_of, dict) else None,
+            envelope.get("sender") if isinstance(envelope, dict) else None,
+        )
+        return [
+            Event(
+                kind,
+                status,
+                address(data.get("recipient"), "recipient"),
+                event_id("mailgun", data.get("id"), "id"),
+                tuple(i for i in identities if isinstance(i, str)),
+            )
+        ]

@@ -63,5 +63,7 @@ class Postmark(Provider):
             log.info("webhook postmark: ignored a record of type %.40r", str(record_type))
             return Delivery([], account)
         status = short(record.get("Type"), "complaint" if kind == "complaint" else "bounce")
-        return Delivery([Event(kind, status, address(record.get("Email"), "Email"),
-                               event_id("postmark", record.get("ID"), "ID"))], account)
+        return Delivery(
+            [Event(kind, status, address(record.get("Email"), "Email"), event_id("postmark", record.get("ID"), "ID"))],
+            account,
+        )

@@ -46,16 +46,43 @@ EINMAL_SOFT_BOUNCE_LIMIT within EINMAL_SOFT_BOUNCE_DAYS; none: kept for the oper
 import re
 
 ADDRESS = ("no_mailbox", "no_domain", "disabled")
-REASONS = (*ADDRESS, "mailbox_full", "sender", "policy", "authentication", "content", "routing", "expired",
-           "unclassified")
+REASONS = (
+    *ADDRESS,
+    "mailbox_full",
+    "sender",
+    "policy",
+    "authentication",
+    "content",
+    "routing",
+    "expired",
+    "unclassified",
+)
 COUNTED = ("mailbox_full", "routing", "expired")  # and an address reason of a temporary failure
 SUPPRESS, COUNT, NONE = "suppress", "count", "none"
 
 _SPECIFIC = {  # subject.detail of an enhanced status code -> reason, whatever the text
-    "1.1": "no_mailbox", "1.3": "no_mailbox", "1.6": "no_mailbox", "1.2": "no_domain", "1.10": "no_domain",
-    "1.7": "sender", "1.8": "sender", "2.1": "disabled", "2.2": "mailbox_full", "2.3": "content", "2.4": "routing",
-    "3.1": "routing", "3.2": "routing", "3.3": "content", "3.4": "content", "3.5": "routing",
-    "4.1": "routing", "4.2": "routing", "4.3": "routing", "4.5": "routing", "4.6": "routing", "4.7": "expired",
+    "1.1": "no_mailbox",
+    "1.3": "no_mailbox",
+    "1.6": "no_mailbox",
+    "1.2": "no_domain",
+    "1.10": "no_domain",
+    "1.7": "sender",
+    "1.8": "sender",
+    "2.1": "disabled",
+    "2.2": "mailbox_full",
+    "2.3": "content",
+    "2.4": "routing",
+    "3.1": "routing",
+    "3.2": "routing",
+    "3.3": "content",
+    "3.4": "content",
+    "3.5": "routing",
+    "4.1": "routing",
+    "4.2": "routing",
+    "4.3": "routing",
+    "4.5": "routing",
+    "4.6": "routing",
+    "4.7": "expired",
 }
 _SUBJECT = {"1": "no_mailbox", "2": "unclassified", "3": "routing", "4": "routing", "5": "routing", "6": "content"}
 _AUTH_CODES = re.compile(r"7\.(2[0-9]|509|515)$")
@@ -63,50 +90,99 @@ _AUTH_CODES = re.compile(r"7\.(2[0-9]|509|515)$")
 # The rules are matched against the diagnostic lower-cased once (``classify``), so they are written in lower
 # case: patterns without IGNORECASE search about three times faster, and a report is read by up to ten.
 # the words that say the failure is about us, or is only temporary: never an address reason
-SENDER = re.compile(r"\bsender\b[^.\n]{0,40}?\b(?:rejected|refused|denied|invalid|not (?:valid|allowed|accepted|"
-                    r"permitted|found)|unknown|verif\w*|does not exist|no such|domain)|"
-                    r"\b(?:mail from|envelope.from|return.path)\b[^.\n]{0,30}?\b(?:rejected|refused|denied|invalid)|"
-                    r"after (?:pipelined )?mail from|in reply to mail from|"
-                    r"after (?:initial connection|ehlo|helo|starttls)|in reply to (?:ehlo|helo|the initial)")
-TEMPORARY = re.compile(r"try (?:again|later)|temporar|servfail|server failure|malformed or unexpected name server "
-                       r"reply|(?:dns|lookup|name ?server)[^.\n]{0,20}tim(?:e ?out|ed out)|resend .{0,30}later")
+SENDER = re.compile(
+    r"\bsender\b[^.\n]{0,40}?\b(?:rejected|refused|denied|invalid|not (?:valid|allowed|accepted|"
+    r"permitted|found)|unknown|verif\w*|does not exist|no such|domain)|"
+    r"\b(?:mail from|envelope.from|return.path)\b[^.\n]{0,30}?\b(?:rejected|refused|denied|invalid)|"
+    r"after (?:pipelined )?mail from|in reply to mail from|"
+    r"after (?:initial connection|ehlo|helo|starttls)|in reply to (?:ehlo|helo|the initial)"
+)
+TEMPORARY = re.compile(
+    r"try (?:again|later)|temporar|servfail|server failure|malformed or unexpected name server "
+    r"reply|(?:dns|lookup|name ?server)[^.\n]{0,20}tim(?:e ?out|ed out)|resend .{0,30}later"
+)
 TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (  # (reason, pattern), the first that matches wins
-    ("authentication", re.compile(r"\b(spf|dkim|dmarc)\b|unauthenticated|not authenticated|authentication "
-                                  r"(failed|required)|sender (domain|address) .{0,40}authenticat")),
-    ("policy", re.compile(r"spam|black ?list|block ?list|deny ?list|blocked|reputation|\brbl\b|\bdnsbl\b|"
-                          r"policy|prohibited|banned|unsolicited|junk|not permitted|rate limit|\brate\b|"
-                          r"too many (?:recipients|messages|connections|e-?mails)|sending (?:limit|quota)|"
-                          r"(?:per|this) hour|throttl|too fast")),
+    (
+        "authentication",
+        re.compile(
+            r"\b(spf|dkim|dmarc)\b|unauthenticated|not authenticated|authentication "
+            r"(failed|required)|sender (domain|address) .{0,40}authenticat"
+        ),
+    ),
+    (
+        "policy",
+        re.compile(
+            r"spam|black ?list|block ?list|deny ?list|blocked|reputation|\brbl\b|\bdnsbl\b|"
+            r"policy|prohibited|banned|unsolicited|junk|not permitted|rate limit|\brate\b|"
+            r"too many (?:recipients|messages|connections|e-?mails)|sending (?:limit|quota)|"
+            r"(?:per|this) hour|throttl|too fast"
+        ),
+    ),
     ("sender", SENDER),
-    ("content", re.compile(r"too (large|big|long)|size (limit|exceed)|exceeds? .{0,30}(size|limit)|"
-                           r"message length|virus|malware|attachment|infected")),
-    ("mailbox_full", re.compile(r"(mailbox|inbox|account|quota|disk|storage|mail ?box space)[^.\n]{0,40}"
-                                r"(full|exceed|over|not enough)|over ?quota|quota exceeded|"
-                                r"exceeds? (?:the |its |your )?(?:mailbox |disk |storage )?quota|insufficient "
-                                r"(disk )?(space|storage)|exceeded storage")),
+    (
+        "content",
+        re.compile(
+            r"too (large|big|long)|size (limit|exceed)|exceeds? .{0,30}(size|limit)|"
+            r"message length|virus|malware|attachment|infected"
+        ),
+    ),
+    (
+        "mailbox_full",
+        re.compile(
+            r"(mailbox|inbox|account|quota|disk|storage|mail ?box space)[^.\n]{0,40}"
+            r"(full|exceed|over|not enough)|over ?quota|quota exceeded|"
+            r"exceeds? (?:the |its |your )?(?:mailbox |disk |storage )?quota|insufficient "
+            r"(disk )?(space|storage)|exceeded storage"
+        ),
+    ),
     ("routing", TEMPORARY),
-    ("disabled", re.compile(r"\b(account|mailbox|user|address)[^.\n]{0,30}\b(disabled|deactivated|suspended|"
-                            r"inactive|locked|closed|no longer active|has been terminated)\b")),
-    ("no_domain", re.compile(r"host (or domain name )?not found|domain (name )?not found|no such domain|"
-                             r"domain .{0,40}(does not|doesn't) exist|unrout(e)?able (mail )?domain|"
-                             r"unknown (host|domain)|nxdomain|no mx|name service error|host unknown|"
-                             r"bad destination (system|host)|unrout(e)?able address|nameserver error")),
-    ("no_mailbox", re.compile(r"user unknown|unknown user|no such (user|mailbox|recipient|address|account|"
-                              r"person|local user)|(user|mailbox|recipient|address|account|addressee|"
-                              r"e-?mail)[^.\n]{0,40}(does not exist|doesn't exist|not exist|is unknown|unknown|"
-                              r"not found|invalid|is not valid|not valid|not a valid|unavailable|"
-                              r"no longer (exists|valid|available))|invalid (recipient|mailbox|address|user)|"
-                              r"not (a )?(valid|known) (user|recipient|mailbox|address)|no mailbox|"
-                              r"recipient (address )?rejected|not listed in|unknown (recipient|local|"
-                              r"address|alias)|bad (destination )?mailbox|doesn't have an? .{0,20}account|"
-                              r"no (account|user) (by|with) that|no longer (here|with|employed)|"
-                              r"not our customer|unknown or illegal alias|deliver to the following recipient "
-                              r"failed permanently|invalid address|address rejected")),
-    ("expired", re.compile(r"expired|retry (time(out)?|period) exceeded|gave up|giving up|"
-                           r"could not be delivered (for|within|in) |time(d)? ?out|too long")),
-    ("routing", re.compile(r"connection (refused|reset|timed out|lost)|network|unreachable|mail loop|"
-                           r"too many hops|loops back|relay(ing)? (access )?(denied|not permitted)|"
-                           r"temporar|try again|system|resources|deferred|local error|lookup fail")),
+    (
+        "disabled",
+        re.compile(
+            r"\b(account|mailbox|user|address)[^.\n]{0,30}\b(disabled|deactivated|suspended|"
+            r"inactive|locked|closed|no longer active|has been terminated)\b"
+        ),
+    ),
+    (
+        "no_domain",
+        re.compile(
+            r"host (or domain name )?not found|domain (name )?not found|no such domain|"
+            r"domain .{0,40}(does not|doesn't) exist|unrout(e)?able (mail )?domain|"
+            r"unknown (host|domain)|nxdomain|no mx|name service error|host unknown|"
+            r"bad destination (system|host)|unrout(e)?able address|nameserver error"
+        ),
+    ),
+    (
+        "no_mailbox",
+        re.compile(
+            r"user unknown|unknown user|no such (user|mailbox|recipient|address|account|"
+            r"person|local user)|(user|mailbox|recipient|address|account|addressee|"
+            r"e-?mail)[^.\n]{0,40}(does not exist|doesn't exist|not exist|is unknown|unknown|"
+            r"not found|invalid|is not valid|not valid|not a valid|unavailable|"
+            r"no longer (exists|valid|available))|invalid (recipient|mailbox|address|user)|"
+            r"not (a )?(valid|known) (user|recipient|mailbox|address)|no mailbox|"
+            r"recipient (address )?rejected|not listed in|unknown (recipient|local|"
+            r"address|alias)|bad (destination )?mailbox|doesn't have an? .{0,20}account|"
+            r"no (account|user) (by|with) that|no longer (here|with|employed)|"
+            r"not our customer|unknown or illegal alias|deliver to the following recipient "
+            r"failed permanently|invalid address|address rejected"
+        ),
+    ),
+    (
+        "expired",
+        re.compile(
+            r"expired|retry (time(out)?|period) exceeded|gave up|giving up|"
+            r"could not be delivered (for|within|in) |time(d)? ?out|too long"
+        ),
+    ),
+    (
+        "routing",
+        re.compile(
+            r"connection (refused|reset|timed out|lost)|network|unreachable|mail loop|"
+            r"too many hops|loops back|relay(ing)? (access )?(denied|not permitted)|"
+            r"temporar|try again|system|resources|deferred|local error|lookup fail"
+        ),
+    ),
 )
 
 # the rules whose words overrule an address code (step 3): all those before the address rules

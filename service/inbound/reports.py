@@ -68,7 +68,8 @@ class Report:
             reason = reasons.classify(self.status)
         if reason is None:
             return {"hard": reasons.SUPPRESS, "complaint": reasons.SUPPRESS, "soft": reasons.COUNT}.get(
-                self.kind, reasons.NONE)
+                self.kind, reasons.NONE
+            )
         return reasons.effect(self.kind, reason)
 
     def recorded_reason(self) -> str | None:
@@ -115,8 +116,9 @@ def returned_senders(message: Message, quoted: tuple[str | None, ...] = ()) -> t
     return tuple(dict.fromkeys(sender.strip("<>") for sender in found[:4] if 0 < len(sender) <= 320))
 
 
-def _report(finding: Finding, event_id: str, senders: tuple[str, ...], ours: frozenset[str] = frozenset(),
-            guessed: bool = False) -> Report:
+def _report(
+    finding: Finding, event_id: str, senders: tuple[str, ...], ours: frozenset[str] = frozenset(), guessed: bool = False
+) -> Report:
     reason = reasons.classify(finding.status, finding.diagnostic)
     if reason in (*reasons.ADDRESS, "unclassified") and _names(finding.diagnostic, ours):
         reason = "sender"  # the server refused our return path, not the recipient
@@ -126,8 +128,18 @@ def _report(finding: Finding, event_id: str, senders: tuple[str, ...], ours: fro
         kind = "unclassified"
     else:
         kind = "hard" if finding.permanent else "soft"
-    return Report(kind, finding.status or "", finding.recipient, None, event_id, senders, reason, finding.also,
-                  finding.diagnostic[:300], guessed)
+    return Report(
+        kind,
+        finding.status or "",
+        finding.recipient,
+        None,
+        event_id,
+        senders,
+        reason,
+        finding.also,
+        finding.diagnostic[:300],
+        guessed,
+    )
 
 
 def _names(diagnostic: str, ours: frozenset[str]) -> bool:
@@ -137,7 +149,7 @@ def _names(diagnostic: str, ours: frozenset[str]) -> bool:
     for address in ours:
         at = lowered.find(address)
         while at >= 0:
-            code = _REPLY.findall(lowered[max(0, at - 120):at])
+            code = _REPLY.findall(lowered[max(0, at - 120) : at])
             if code and code[-1] in "45":
                 return True
             at = lowered.find(address, at + 1)
@@ -146,8 +158,11 @@ def _names(diagnostic: str, ours: frozenset[str]) -> bool:
 
 def _ours(message: Message, senders: tuple[str, ...]) -> frozenset[str]:
     """Our own addresses in a bounce: the return path it was sent to and the returned message's sender."""
-    found = {a.lower() for name in ("To", "Delivered-To", "X-Original-To")
-             for a in ADDRESS.findall(str(message.get(name) or ""))}
+    found = {
+        a.lower()
+        for name in ("To", "Delivered-To", "X-Original-To")
+        for a in ADDRESS.findall(str(message.get(name) or ""))
+    }
     return frozenset(found | {s.lower() for s in senders if "@" in s})
 
 
@@ -166,10 +181,19 @@ def _with_notice(message: Message, found: list[Finding]) -> list[Finding]:
         if not said:
             out.append(f)
             continue
-        gave_up = f.permanent and text.GAVE_UP.search(said) is not None and (
-            f.status is None or f.status.endswith(".0.0") or f.status.startswith("4"))
-        out.append(replace(f, diagnostic=f"{f.diagnostic} {said}".strip()[:2000],
-                           permanent=False if gave_up else f.permanent, gave_up=f.gave_up or gave_up))
+        gave_up = (
+            f.permanent
+            and text.GAVE_UP.search(said) is not None
+            and (f.status is None or f.status.endswith(".0.0") or f.status.startswith("4"))
+        )
+        out.append(
+            replace(
+                f,
+                diagnostic=f"{f.diagnostic} {said}".strip()[:2000],
+                permanent=False if gave_up else f.permanent,
+                gave_up=f.gave_up or gave_up,
+            )
+        )
     return out
 
 
@@ -185,19 +209,26 @@ def _bounce(message: Message, data: bytes) -> tuple[Report, ...]:
     senders = returned_senders(message, (dsn.postfix_sender(message),))
     ours = _ours(message, senders)
     if len(found) == 1:
-        guessed = found[0].recipient is None and (to := text.returned_to(message)) is not None and \
-            to.lower() not in ours
+        guessed = (
+            found[0].recipient is None and (to := text.returned_to(message)) is not None and to.lower() not in ours
+        )
         finding = replace(found[0], recipient=to) if guessed else found[0]
         return (_report(finding, event_id, senders, ours, guessed),)
     # several recipients: one event each, named by its address (or its place, when it names none)
-    return tuple(_report(f, f"{event_id}:{email_key(f.recipient) if _keyable(f.recipient) else n}", senders, ours)
-                 for n, f in enumerate(found, 1))
+    return tuple(
+        _report(f, f"{event_id}:{email_key(f.recipient) if _keyable(f.recipient) else n}", senders, ours)
+        for n, f in enumerate(found, 1)
+    )
 
 
 def _delivered(message: Message) -> bool:
     """A delivery status naming outcomes that are no failures (delivered, relayed, expanded)."""
-    return any(group.get("action") for part in message.walk() if part.get_content_type() in dsn.TYPES
-               for group in dsn.recipients(dsn.part_text(part)))
+    return any(
+        group.get("action")
+        for part in message.walk()
+        if part.get_content_type() in dsn.TYPES
+        for group in dsn.recipients(dsn.part_text(part))
+    )
 
 
 def _keyable(address: str | None) -> bool:
@@ -219,8 +250,17 @@ def parse(data: bytes) -> tuple[Report, ...]:
         if fields is not None:
             if fields.get("feedback-type", "").lower() != "abuse":
                 return ()
-            return (Report("complaint", "abuse", None, None, _event_id(message, data, "arf"),
-                           returned_senders(message, (fields.get("original-mail-from"),)), "complaint"),)
+            return (
+                Report(
+                    "complaint",
+                    "abuse",
+                    None,
+                    None,
+                    _event_id(message, data, "arf"),
+                    returned_senders(message, (fields.get("original-mail-from"),)),
+                    "complaint",
+                ),
+            )
         return _bounce(message, data)
     except Malformed:
         raise

@@ -72,14 +72,17 @@ async def to_review(conn: asyncpg.Connection, account: str, soft_limit: int) -> 
     for r in rows:
         at = r["created_at"].isoformat(timespec="seconds")
         by_mailbox.setdefault(r["email_lower"], (at, []))[1].append(
-            evidence(r["source"], r["kind"], r["status"], r["reason"]))
-    listed = [Review(email, at, tuple(found)) for email, (at, found) in by_mailbox.items()
-              if not stands(found, soft_limit)]
+            evidence(r["source"], r["kind"], r["status"], r["reason"])
+        )
+    listed = [
+        Review(email, at, tuple(found)) for email, (at, found) in by_mailbox.items() if not stands(found, soft_limit)
+    ]
     return listed, rows[0]["began"] if rows else None
 
 
-async def review(conn: asyncpg.Connection, account: str, account_id: int, soft_limit: int, *,
-                 lift: bool) -> tuple[list[Review], int]:
+async def review(
+    conn: asyncpg.Connection, account: str, account_id: int, soft_limit: int, *, lift: bool
+) -> tuple[list[Review], int]:
     """The suppressions to review, and how many of them were lifted (`lift`)."""
     listed, began = await to_review(conn, account, soft_limit)
     if not lift or not listed:

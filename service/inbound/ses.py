@@ -83,13 +83,16 @@ def canonical(message: dict) -> bytes:
 class Ses(Provider):
     name = "ses"
 
-    def __init__(self, settings: Settings, topics: Mapping[str, str | None],
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, settings: Settings, topics: Mapping[str, str | None], clock: Callable[[], float] = time.time
+    ) -> None:
         self.keys = certificates(settings)
         if not topics:
-            raise ConfigError("EINMAL_SES_TOPIC_ARN: /inbound/ses needs the SNS topics it accepts (SNS signs every "
-                              "AWS account's messages with one certificate): set it, or each account's ses_topic_arn "
-                              "in EINMAL_WEBHOOK_ACCOUNTS_FILE")
+            raise ConfigError(
+                "EINMAL_SES_TOPIC_ARN: /inbound/ses needs the SNS topics it accepts (SNS signs every "
+                "AWS account's messages with one certificate): set it, or each account's ses_topic_arn "
+                "in EINMAL_WEBHOOK_ACCOUNTS_FILE"
+            )
         self.topics, self.clock = dict(topics), clock
 
     def verify(self, message: dict) -> str | None:
@@ -131,8 +134,9 @@ class Ses(Provider):
         account = self.verify(message)
         if kind != "Notification":
             url = text(message.get("SubscribeURL"), "SubscribeURL", 2000)
-            log.warning("webhook ses: %s for topic %s: to confirm it, visit %s", kind,
-                        str(message.get("TopicArn"))[:200], url)
+            log.warning(
+                "webhook ses: %s for topic %s: to confirm it, visit %s", kind, str(message.get("TopicArn"))[:200], url
+            )
             return Delivery([], account)
         return Delivery(_ses_events(json_object(message["Message"], "the SNS Message")), account)
 
@@ -146,15 +150,22 @@ def _identities(mail: object) -> tuple[str, ...]:
         found.append(common.get("messageId"))
     headers = mail.get("headers")
     if isinstance(headers, list):
-        found += [h.get("value") for h in headers[:200] if isinstance(h, dict)
-                  and str(h.get("name")).lower() in ("message-id", "return-path")]
+        found += [
+            h.get("value")
+            for h in headers[:200]
+            if isinstance(h, dict) and str(h.get("name")).lower() in ("message-id", "return-path")
+        ]
     return tuple(value for value in found if isinstance(value, str))
 
 
 def _recipients(block: dict, field: str) -> list[dict]:
     recipients = block.get(field)
-    if not isinstance(recipients, list) or not recipients or len(recipients) > MAX_RECIPIENTS \
-            or not all(isinstance(r, dict) for r in recipients):
+    if (
+        not isinstance(recipients, list)
+        or not recipients
+        or len(recipients) > MAX_RECIPIENTS
+        or not all(isinstance(r, dict) for r in recipients)
+    ):
         raise Rejected(400, f"{field} is not a list of recipients")
     return recipients
 
@@ -178,8 +189,9 @@ def _ses_events(notification: dict) -> list[Event]:
         if not isinstance(block, dict):
             raise Rejected(400, "a Complaint without its complaint object")
         severity = "complaint"
-        recipients = [address(r.get("emailAddress"), "emailAddress")
-                      for r in _recipients(block, "complainedRecipients")]
+        recipients = [
+            address(r.get("emailAddress"), "emailAddress") for r in _recipients(block, "complainedRecipients")
+        ]
         statuses = [short(block.get("complaintFeedbackType"), "complaint")] * len(recipients)
     else:
         log.info("webhook ses: ignored a notification of type %.40r", str(kind))
@@ -188,5 +200,9 @@ def _ses_events(notification: dict) -> list[Event]:
         log.info("webhook ses: ignored a bounce of type %.40r", str(bounce_type))
         return []
     base = event_id("ses", block.get("feedbackId"), "feedbackId")
-    return [Event(severity, status, recipient, base if len(recipients) == 1 else f"{base}:{email_key(recipient)}",
-                  identities) for recipient, status in zip(recipients, statuses, strict=True)]
+    return [
+        Event(
+            severity, status, recipient, base if len(recipients) == 1 else f"{base}:{email_key(recipient)}", identities
+        )
+        for recipient, status in zip(recipients, statuses, strict=True)
+    ]

@@ -35,17 +35,23 @@ def credentials(settings: Settings) -> dict[str, dict[str, str | None]]:
         for field, values in table.items():
             for value in values:
                 if value in found[field]:
-                    raise ConfigError(f"EINMAL_WEBHOOK_ACCOUNTS_FILE: {path}: accounts {found[field][value]!r} and "
-                                      f"{account!r} have the same {field}: a credential must name one account")
+                    raise ConfigError(
+                        f"EINMAL_WEBHOOK_ACCOUNTS_FILE: {path}: accounts {found[field][value]!r} and "
+                        f"{account!r} have the same {field}: a credential must name one account"
+                    )
                 found[field][value] = account
-    single = {"ses_topic_arn": settings.ses_topic_arn.split(",") if settings.ses_topic_arn else [],
-              "postmark_webhook_secret": [settings.postmark_webhook_secret],
-              "mailgun_webhook_signing_key": [settings.mailgun_webhook_signing_key]}
+    single = {
+        "ses_topic_arn": settings.ses_topic_arn.split(",") if settings.ses_topic_arn else [],
+        "postmark_webhook_secret": [settings.postmark_webhook_secret],
+        "mailgun_webhook_signing_key": [settings.mailgun_webhook_signing_key],
+    }
     for field, values in single.items():
         values = [v if isinstance(v, str) else v.get_secret_value() for v in values if v is not None]
         if values and found[field]:
-            raise ConfigError(f"EINMAL_{field.upper()}: a single-account installation's; with "
-                              f"EINMAL_WEBHOOK_ACCOUNTS_FILE, give each account its own {field} there")
+            raise ConfigError(
+                f"EINMAL_{field.upper()}: a single-account installation's; with "
+                f"EINMAL_WEBHOOK_ACCOUNTS_FILE, give each account its own {field} there"
+            )
         found[field].update(dict.fromkeys(values))
     return found
 
@@ -63,10 +69,13 @@ def _read(path: str) -> dict[str, dict[str, list[str]]]:
     accounts = {}
     for account, table in document.items():
         if not (0 < len(account) <= MAX_ACCOUNT and account.isprintable()) or not isinstance(table, dict):
-            raise ConfigError(f"{where}: expected a table for each account, e.g. [acme], named by 1 to "
-                              f"{MAX_ACCOUNT} printable characters")
-        accounts[account] = {field: _values(f"{where}: account {account!r}: {field}", field, value)
-                             for field, value in table.items()}
+            raise ConfigError(
+                f"{where}: expected a table for each account, e.g. [acme], named by 1 to "
+                f"{MAX_ACCOUNT} printable characters"
+            )
+        accounts[account] = {
+            field: _values(f"{where}: account {account!r}: {field}", field, value) for field, value in table.items()
+        }
     return accounts
 
 
@@ -76,8 +85,10 @@ def _values(where: str, field: str, value: object) -> list[str]:
         raise ConfigError(f"{where}: not one of {', '.join(FIELDS)}")
     if field == "ses_topic_arn":
         values = value if isinstance(value, list) else [value]
-        if not values or not all(isinstance(v, str) and v.startswith("arn:") and v.isprintable()
-                                 and "," not in v and len(v) <= 256 for v in values):
+        if not values or not all(
+            isinstance(v, str) and v.startswith("arn:") and v.isprintable() and "," not in v and len(v) <= 256
+            for v in values
+        ):
             raise ConfigError(f"{where}: expected an SNS topic ARN (arn:aws:sns:…) or a list of them")
         return values
     if not isinstance(value, str) or not value.strip() or not value.isprintable():

@@ -64,6 +64,7 @@ class Event:
 @dataclass(frozen=True)
 class Delivery:
     """What one authenticated request carries."""
+
     events: list[Event]
     account: str | None  # the account its credential vouches for; None: the only one (a global credential)
     token: tuple[str, str, float] | None = None  # a one-time token: (token, hash of its event, kept until)
@@ -142,10 +143,10 @@ async def claim_token(conn: asyncpg.Connection, token: str, digest: str, until: 
         raise Rejected(403, "a signature already used for another event")
 
 
-async def _row(conn: asyncpg.Connection, path: ReturnPath | None, event: Event,
-               account_id: int) -> asyncpg.Record | str:
-    report = bounces.Report(event.kind, event.status, event.recipient, identify(path, event.identities),
-                            event.event_id)
+async def _row(
+    conn: asyncpg.Connection, path: ReturnPath | None, event: Event, account_id: int
+) -> asyncpg.Record | str:
+    report = bounces.Report(event.kind, event.status, event.recipient, identify(path, event.identities), event.event_id)
     if report.original is not None:
         row = await bounces.find_row(conn, report, report.original, by_token=False)
         if not isinstance(row, str) and row["account_id"] == account_id:
@@ -154,8 +155,9 @@ async def _row(conn: asyncpg.Connection, path: ReturnPath | None, event: Event,
     return "no message of that account went out to that address" if row is None else row
 
 
-async def record(conn: asyncpg.Connection, settings: Settings, path: ReturnPath | None, event: Event,
-                 account_id: int) -> str:
+async def record(
+    conn: asyncpg.Connection, settings: Settings, path: ReturnPath | None, event: Event, account_id: int
+) -> str:
     """Apply one event: applied, repeated, or `dropped: why`. UsageError: its id came with another payload."""
     row = await _row(conn, path, event, account_id)
     if isinstance(row, str):

@@ -7,7 +7,6 @@ unsubscribe link cannot be turned into a confirmation, nor the other way round. 
 EINMAL_UNSUBSCRIBE_SECRET, so the same rotation applies: the first key signs, every key verifies.
 """
 
-
 from service.mail import unsubscribe
 from service.mail.unsubscribe import Secret
 

@@ -85,7 +85,7 @@ def relaxed_headers(head: bytes) -> list[tuple[bytes, bytes]]:
     for line in head.split(CRLF):
         if line[:1] in (b" ", b"\t") and fields:  # a continuation: unfolded into the field before
             name, canonical = fields[-1]
-            value = (canonical[len(name) + 1:-2] + b" " + line).strip(b" \t")
+            value = (canonical[len(name) + 1 : -2] + b" " + line).strip(b" \t")
             fields[-1] = (name, name + b":" + _WSP_RUN.sub(b" ", value) + CRLF)
             continue
         name, _, value = line.partition(b":")
@@ -133,8 +133,13 @@ class Signer:
         self._rsa = isinstance(key, rsa.RSAPrivateKey)
         self._algorithm = b"rsa-sha256" if self._rsa else b"ed25519-sha256"
 
-    def prepare(self, static_fields: bytes, static_pieces: list[bytes] = (), static_body: bool = False,
-                names: tuple[bytes, ...] = ()) -> "CampaignSigner":
+    def prepare(
+        self,
+        static_fields: bytes,
+        static_pieces: list[bytes] = (),
+        static_body: bool = False,
+        names: tuple[bytes, ...] = (),
+    ) -> "CampaignSigner":
         return CampaignSigner((self,), static_fields, static_pieces, static_body, names)
 
     def sign_digest(self, digest: bytes) -> bytes:
@@ -145,8 +150,14 @@ class Signer:
 
     def tags(self, names: tuple[bytes, ...]) -> list[bytes]:
         """The tags up to ``h=``, the same for every message with these header fields."""
-        return [b"v=1;", b"a=" + self._algorithm + b";", b"c=relaxed/relaxed;", b"d=" + self.domain.encode() + b";",
-                b"s=" + self.selector.encode() + b";", b"h=" + b":".join(names) + b";"]
+        return [
+            b"v=1;",
+            b"a=" + self._algorithm + b";",
+            b"c=relaxed/relaxed;",
+            b"d=" + self.domain.encode() + b";",
+            b"s=" + self.selector.encode() + b";",
+            b"h=" + b":".join(names) + b";",
+        ]
 
     def signature_start(self, names: tuple[bytes, ...]) -> tuple[bytes, bytes, Callable[[bytes], bytes]]:
         """This key's DKIM-Signature field up to h= folded (with CRLF) and canonical (without), and the
@@ -160,7 +171,7 @@ def _wrap(encoded: bytes) -> bytes:
     """A base64 value folded into lines of 72 characters (relaxed canonicalisation undoes it)."""
     if len(encoded) <= 144:  # an Ed25519 signature (88 characters): two lines
         return encoded[:72] + b"\r\n " + encoded[72:] if len(encoded) > 72 else encoded
-    return b"\r\n ".join([encoded[i:i + 72] for i in range(0, len(encoded), 72)])
+    return b"\r\n ".join([encoded[i : i + 72] for i in range(0, len(encoded), 72)])
 
 
 class Signers:
@@ -171,8 +182,13 @@ class Signers:
     def __init__(self, signers: tuple[Signer, ...]):
         self.signers = signers
 
-    def prepare(self, static_fields: bytes, static_pieces: list[bytes] = (), static_body: bool = False,
-                names: tuple[bytes, ...] = ()) -> "CampaignSigner":
+    def prepare(
+        self,
+        static_fields: bytes,
+        static_pieces: list[bytes] = (),
+        static_body: bool = False,
+        names: tuple[bytes, ...] = (),
+    ) -> "CampaignSigner":
         return CampaignSigner(self.signers, static_fields, static_pieces, static_body, names)
 
 
@@ -181,8 +197,14 @@ class CampaignSigner:
 
     __slots__ = ("_body_hash", "_keys", "_lower", "_pieces", "_static", "_static_body")
 
-    def __init__(self, signers: tuple[Signer, ...], static_fields: bytes, static_pieces: list[bytes],
-                 static_body: bool, names: tuple[bytes, ...]):
+    def __init__(
+        self,
+        signers: tuple[Signer, ...],
+        static_fields: bytes,
+        static_pieces: list[bytes],
+        static_body: bool,
+        names: tuple[bytes, ...],
+    ):
         static_names, canonical = _relaxed_fields(static_fields)
         self._static = hashlib.sha256(canonical)
         # the message's own fields: "To: " -> "to:", the DKIM-Signature field up to h= folded and canonical
@@ -226,8 +248,9 @@ class CampaignSigner:
         if len(fields) != len(self._lower):
             raise ValueError(f"DKIM: {len(fields)} fields where the campaign was prepared for {len(self._lower)}")
         # every field "Name: value", folded at most with CRLF SP: name in lower case, the value unfolded
-        return b"".join([lower + field[skip:] for (skip, lower), field in zip(self._lower, fields, strict=False)]
-                        ).replace(b"\r\n ", b" ")
+        return b"".join(
+            [lower + field[skip:] for (skip, lower), field in zip(self._lower, fields, strict=False)]
+        ).replace(b"\r\n ", b" ")
 
     def sign(self, fields: list[bytes], body_parts: list[bytes], now: float) -> bytes:
         """The DKIM-Signature field (ending with CRLF), one per key, for the message made of the
@@ -277,8 +300,7 @@ def load_key(path: str) -> PrivateKey:
         return key
     if isinstance(key, ed25519.Ed25519PrivateKey):
         return key
-    raise ConfigError(f"{where}: a {type(key).__name__.removesuffix('PrivateKey')} key; DKIM signs with RSA "
-                      "or Ed25519")
+    raise ConfigError(f"{where}: a {type(key).__name__.removesuffix('PrivateKey')} key; DKIM signs with RSA or Ed25519")
 
 
 @functools.cache
@@ -291,8 +313,12 @@ def signer(settings: Settings) -> Signers | None:
     file is read once per process, in order: the first that is unusable is the ConfigError."""
     if settings.dkim_private_key_file is None:
         return None
-    return Signers(tuple(_signer(settings.dkim_domain, selector, path)
-                         for selector, path in zip(settings.dkim_selectors, settings.dkim_key_files, strict=True)))
+    return Signers(
+        tuple(
+            _signer(settings.dkim_domain, selector, path)
+            for selector, path in zip(settings.dkim_selectors, settings.dkim_key_files, strict=True)
+        )
+    )
 
 
 def public_record(key: PrivateKey) -> bytes:

@@ -20,11 +20,32 @@ MAX_HEADERS, MAX_VALUE = 20, 900
 _NAME = re.compile(r"[!-9;-~]{1,76}")  # RFC 5322 ftext: printable ASCII but ":"
 _LIST_ID = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)+")
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-RESERVED = frozenset({
-    "from", "to", "cc", "bcc", "subject", "date", "message-id", "mime-version", "reply-to", "sender",
-    "return-path", "received", "delivered-to", "dkim-signature", "arc-seal", "arc-message-signature",
-    "arc-authentication-results", "authentication-results", "feedback-id", "precedence", "in-reply-to",
-    "references"})
+RESERVED = frozenset(
+    {
+        "from",
+        "to",
+        "cc",
+        "bcc",
+        "subject",
+        "date",
+        "message-id",
+        "mime-version",
+        "reply-to",
+        "sender",
+        "return-path",
+        "received",
+        "delivered-to",
+        "dkim-signature",
+        "arc-seal",
+        "arc-message-signature",
+        "arc-authentication-results",
+        "authentication-results",
+        "feedback-id",
+        "precedence",
+        "in-reply-to",
+        "references",
+    }
+)
 _RESERVED_PREFIXES = ("content-", "list-", "resent-")
 
 

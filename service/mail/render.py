@@ -211,7 +211,7 @@ def _domain(domain: str) -> bytes:
         ascii_domain = domain.encode("ascii") if domain.isascii() else domain.encode("idna")
     except UnicodeError:
         ascii_domain = b""
-    if not ascii_domain or len(ascii_domain) > 253 or any(c in ascii_domain for c in b" <>@()[]\\\",;:"):
+    if not ascii_domain or len(ascii_domain) > 253 or any(c in ascii_domain for c in b' <>@()[]\\",;:'):
         raise UsageError(f"Message-ID domain {domain!r} is not a domain name (set EINMAL_MESSAGE_ID_DOMAIN)")
     return ascii_domain
 
@@ -219,9 +219,33 @@ def _domain(domain: str) -> bytes:
 class CampaignTemplate:
     """A campaign ready to render: ``CampaignTemplate.compile(campaign, settings).render(…)``."""
 
-    __slots__ = ("_between", "_campaign", "_confirm", "_digest", "_dkim", "_end", "_extra", "_from", "_head", "_html",
-                 "_id_prefix", "_id_suffix", "_jinja", "_mailto", "_signer", "_start", "_subject", "_subject_piece",
-                 "_text", "_url_prefix", "_verp", "account_id", "campaign_id", "clock", "envelope_from")
+    __slots__ = (
+        "_between",
+        "_campaign",
+        "_confirm",
+        "_digest",
+        "_dkim",
+        "_end",
+        "_extra",
+        "_from",
+        "_head",
+        "_html",
+        "_id_prefix",
+        "_id_suffix",
+        "_jinja",
+        "_mailto",
+        "_signer",
+        "_start",
+        "_subject",
+        "_subject_piece",
+        "_text",
+        "_url_prefix",
+        "_verp",
+        "account_id",
+        "campaign_id",
+        "clock",
+        "envelope_from",
+    )
 
     @classmethod
     def compile(cls, campaign: Mapping, settings: Settings) -> "CampaignTemplate":
@@ -239,8 +263,9 @@ class CampaignTemplate:
             self._subject = unstructured(b"Subject", clean(self._subject_piece.format_map({})))
         self._text = _Body(campaign["body_text"], "body_text")
         self._html = _Body(campaign["body_html"], "body_html", html=True) if campaign.get("body_html") else None
-        self._jinja = self._subject_piece.__class__ is not str or self._text.jinja or bool(
-            self._html and self._html.jinja)
+        self._jinja = (
+            self._subject_piece.__class__ is not str or self._text.jinja or bool(self._html and self._html.jinja)
+        )
         sender = _sender(campaign["from_address"])
         self.envelope_from = sender.addr_spec
         self._verp = verp.ReturnPath.from_settings(settings)
@@ -262,13 +287,20 @@ class CampaignTemplate:
         self._compile_mime()
         self._dkim = None
         if signer := dkim.signer(settings):  # the fields and pieces every message shares, canonicalised once
-            static = [self._start, self._between, self._end, *self._text.pieces, *(self._html.pieces if self._html
-                                                                                    else ())]
+            static = [
+                self._start,
+                self._between,
+                self._end,
+                *self._text.pieces,
+                *(self._html.pieces if self._html else ()),
+            ]
             no_fields = not self._text.fields and (self._html is None or not self._html.fields)
             names = (b"To", b"Subject", b"Date", b"Message-ID") + (
-                (b"List-Unsubscribe",) if self._url_prefix or self._mailto else ())  # as render() writes them
-            self._dkim = signer.prepare(self._from + self._head[:-2], [p for p in static if p.__class__ is bytes],
-                                        no_fields, names)
+                (b"List-Unsubscribe",) if self._url_prefix or self._mailto else ()
+            )  # as render() writes them
+            self._dkim = signer.prepare(
+                self._from + self._head[:-2], [p for p in static if p.__class__ is bytes], no_fields, names
+            )
         return self
 
     @property
@@ -345,18 +377,25 @@ class CampaignTemplate:
         self._between = b"\r\n--" + boundary + CRLF + _HTML_PART
         self._end = b"\r\n--" + boundary + b"--\r\n"
 
-    def render_test(self, email: str, name: str | None, attributes: str | Mapping | None,
-                    subject_prefix: str) -> bytes:
+    def render_test(self, email: str, name: str | None, attributes: str | Mapping | None, subject_prefix: str) -> bytes:
         """A test message (`einmal campaign test`): one subscriber's message, but with ``subject_prefix``
         before its subject, a Message-ID of its own (`<test.<campaign>.<random>@…>`, never the one
         the subscriber's real message carries) and an unsubscribe token that names nobody."""
         message_id = b"Message-ID: <test.%d.%s" % (self.campaign_id, secrets.token_hex(8).encode()) + self._id_suffix
-        return self.render(unsubscribe.TEST_SUBSCRIBER, email, name, attributes, subject_prefix=subject_prefix,
-                           message_id=message_id)
+        return self.render(
+            unsubscribe.TEST_SUBSCRIBER, email, name, attributes, subject_prefix=subject_prefix, message_id=message_id
+        )
 
-    def render(self, subscriber_id: int, email: str, name: str | None,
-               attributes: str | Mapping | None = None, *, subject_prefix: str = "",
-               message_id: bytes | None = None) -> bytes:
+    def render(
+        self,
+        subscriber_id: int,
+        email: str,
+        name: str | None,
+        attributes: str | Mapping | None = None,
+        *,
+        subject_prefix: str = "",
+        message_id: bytes | None = None,
+    ) -> bytes:
         """The complete message for one recipient, CRLF line endings, not dot-stuffed.
 
         ``attributes`` are the subscriber's, a mapping or its JSON text. ValueError when ``email``
@@ -408,5 +447,5 @@ class CampaignTemplate:
             self._html.render(templates.escaped(values), context, out)
             out.append(self._end)
         if self._dkim is not None:  # signed over the fields after From and the body after the static head
-            out[0] = self._dkim.sign(out[2:fields], out[fields + 1:], now)
+            out[0] = self._dkim.sign(out[2:fields], out[fields + 1 :], now)
         return b"".join(out)

@@ -40,21 +40,87 @@ MAX_OUTPUT = 1_000_000  # characters (or items) of one value, and of one templat
 MAX_INT_BITS = 4096  # bits of a number an operator may make
 MACRO_STEPS = 10  # a macro call costs about as much as ten loop items
 
-FILTERS = frozenset((
-    "abs", "attr", "capitalize", "count", "d", "default", "dictsort", "e", "escape", "filesizeformat", "first",
-    "float", "forceescape", "groupby", "int", "items", "join", "last", "length", "list", "lower", "map", "max",
-    "min", "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr", "sort",
-    "string", "striptags", "sum", "title", "tojson", "trim", "truncate", "unique", "upper", "urlencode",
-    "urlize", "wordcount", "xmlattr",
-))
+FILTERS = frozenset(
+    (
+        "abs",
+        "attr",
+        "capitalize",
+        "count",
+        "d",
+        "default",
+        "dictsort",
+        "e",
+        "escape",
+        "filesizeformat",
+        "first",
+        "float",
+        "forceescape",
+        "groupby",
+        "int",
+        "items",
+        "join",
+        "last",
+        "length",
+        "list",
+        "lower",
+        "map",
+        "max",
+        "min",
+        "reject",
+        "rejectattr",
+        "replace",
+        "reverse",
+        "round",
+        "safe",
+        "select",
+        "selectattr",
+        "sort",
+        "string",
+        "striptags",
+        "sum",
+        "title",
+        "tojson",
+        "trim",
+        "truncate",
+        "unique",
+        "upper",
+        "urlencode",
+        "urlize",
+        "wordcount",
+        "xmlattr",
+    )
+)
 # filters and tests that take constant time; and the lazy filters, which count each item as it is taken
 _CONSTANT_FILTERS = frozenset(("abs", "attr", "d", "default", "first", "last", "length", "count"))
 _LAZY = frozenset(("map", "select", "reject", "selectattr", "rejectattr", "items"))
-_CONSTANT_TESTS = frozenset(("defined", "undefined", "none", "boolean", "false", "true", "integer", "float",
-                             "number", "string", "mapping", "iterable", "sequence", "callable", "sameas",
-                             "escaped", "odd", "even", "divisibleby", "filter", "test"))
-_EXPANDING = frozenset(("center", "ljust", "rjust", "zfill", "expandtabs", "translate", "maketrans", "format",
-                        "format_map", "to_bytes"))
+_CONSTANT_TESTS = frozenset(
+    (
+        "defined",
+        "undefined",
+        "none",
+        "boolean",
+        "false",
+        "true",
+        "integer",
+        "float",
+        "number",
+        "string",
+        "mapping",
+        "iterable",
+        "sequence",
+        "callable",
+        "sameas",
+        "escaped",
+        "odd",
+        "even",
+        "divisibleby",
+        "filter",
+        "test",
+    )
+)
+_EXPANDING = frozenset(
+    ("center", "ljust", "rjust", "zfill", "expandtabs", "translate", "maketrans", "format", "format_map", "to_bytes")
+)
 _PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d*)(?:\.(\*|\d*))?")
 
 
@@ -63,8 +129,10 @@ class BudgetError(SecurityError):
 
 
 def _exhausted() -> BudgetError:
-    return BudgetError(f"more than {MAX_STEPS:,} steps for one message (each loop item, call, filter, "
-                       f"operator and output is one, and each {CHARS_PER_STEP} characters or item it handles)")
+    return BudgetError(
+        f"more than {MAX_STEPS:,} steps for one message (each loop item, call, filter, "
+        f"operator and output is one, and each {CHARS_PER_STEP} characters or item it handles)"
+    )
 
 
 def _too_big(what: str, size: int, limit: int = MAX_OUTPUT, unit: str = "characters") -> None:
@@ -152,8 +220,13 @@ class _CodeGenerator(CodeGenerator):
 
     @optimizeconst
     def visit_Concat(self, node, frame) -> None:
-        join = ("(markup_join if context.eval_ctx.volatile else str_join)" if frame.eval_ctx.volatile
-                else "markup_join" if frame.eval_ctx.autoescape else "str_join")
+        join = (
+            "(markup_join if context.eval_ctx.volatile else str_join)"
+            if frame.eval_ctx.volatile
+            else "markup_join"
+            if frame.eval_ctx.autoescape
+            else "str_join"
+        )
         self.write(f"environment.joined({join}, (")
         for part in node.nodes:
             self.visit(part, frame)
@@ -170,8 +243,13 @@ class _CodeGenerator(CodeGenerator):
         return f"environment.spent({text})" if self._buffered else text
 
     def _output_child_pre(self, node, frame, finalize) -> None:  # the sandbox sets no finalize
-        convert = ("(escape if context.eval_ctx.autoescape else str)" if frame.eval_ctx.volatile
-                   else "escape" if frame.eval_ctx.autoescape else "str")
+        convert = (
+            "(escape if context.eval_ctx.autoescape else str)"
+            if frame.eval_ctx.volatile
+            else "escape"
+            if frame.eval_ctx.autoescape
+            else "str"
+        )
         if self._buffered or frame.eval_ctx.volatile:
             self.write(f"environment.text({convert}, ")
             self._output_end = ")"
@@ -193,12 +271,17 @@ class Sandbox(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset(("+", "-", "*", "/", "//", "%", "**"))
 
     def __init__(self, html: bool):
-        super().__init__(autoescape=html, undefined=StrictUndefined, keep_trailing_newline=True,
-                         auto_reload=False, cache_size=0)
+        super().__init__(
+            autoescape=html, undefined=StrictUndefined, keep_trailing_newline=True, auto_reload=False, cache_size=0
+        )
         self.filters = {k: self._guarded(k, v, _CONSTANT_FILTERS) for k, v in self.filters.items() if k in FILTERS}
         self.tests = {k: self._guarded(k, v, _CONSTANT_TESTS) for k, v in self.tests.items()}
-        self.globals = {"range": self._range, "dict": dict, "cycler": self.globals["cycler"],
-                        "joiner": self.globals["joiner"]}
+        self.globals = {
+            "range": self._range,
+            "dict": dict,
+            "cycler": self.globals["cycler"],
+            "joiner": self.globals["joiner"],
+        }
         self.budget = MAX_STEPS
 
     # -- the count ------------------------------------------------------------------------
@@ -265,12 +348,13 @@ class Sandbox(ImmutableSandboxedEnvironment):
             return function
         skip = 0 if getattr(function, "jinja_pass_arg", None) is None else 1  # the context, environment…
         if name in _LAZY:
+
             @functools.wraps(function)
             def lazy(*args, **kwargs):
                 self.spend(1)
                 if name == "items":  # it must be given the mapping itself
                     return self.steps(function(*args, **kwargs))
-                return function(*args[:skip], self.steps(args[skip]), *args[skip + 1:], **kwargs)
+                return function(*args[:skip], self.steps(args[skip]), *args[skip + 1 :], **kwargs)
 
             return lazy
         check = getattr(self, f"_check_{name}", None)
@@ -279,7 +363,7 @@ class Sandbox(ImmutableSandboxedEnvironment):
         def guarded(*args, **kwargs):
             self._weigh(args[skip:], kwargs)
             if check is not None and len(args) > skip:
-                args = (*args[:skip], check(*args[skip:], **kwargs), *args[skip + 1:])
+                args = (*args[:skip], check(*args[skip:], **kwargs), *args[skip + 1 :])
             return self.spent(function(*args, **kwargs))
 
         return guarded
@@ -342,8 +426,11 @@ class Sandbox(ImmutableSandboxedEnvironment):
                 left, right = right, left
             if isinstance(left, str | list | tuple) and isinstance(right, int) and right > 0:
                 _too_big("repetition", len(left) * right, unit="items")
-                self.spend(len(left) * right // CHARS_PER_STEP if isinstance(left, str)
-                           else right * weight(left, self.budget // right))
+                self.spend(
+                    len(left) * right // CHARS_PER_STEP
+                    if isinstance(left, str)
+                    else right * weight(left, self.budget // right)
+                )
         elif operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0:
             _too_big("power too large: a power", left.bit_length() * right, MAX_INT_BITS, "bits")
         elif operator == "+" and isinstance(left, str | list | tuple) and isinstance(right, str | list | tuple):

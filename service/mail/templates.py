@@ -74,12 +74,18 @@ def parse(env: Sandbox, text: str, where: str) -> nodes.Template:
         if found := _loading_tag(env, text):  # `{% import os %}` is refused for what it tries, not its syntax
             raise _refuse(where, found[0], f"{found[1]} is not allowed: a campaign template stands alone") from None
         raise _refuse(where, exc.lineno, exc.message or "syntax error") from None
-    for node_type, what in ((nodes.Extends, "extends"), (nodes.Include, "include"), (nodes.Import, "import"),
-                            (nodes.FromImport, "import")):
+    for node_type, what in (
+        (nodes.Extends, "extends"),
+        (nodes.Include, "include"),
+        (nodes.Import, "import"),
+        (nodes.FromImport, "import"),
+    ):
         if line := _first_line(tree, node_type, lambda node: True):
             raise _refuse(where, line, f"{what} is not allowed: a campaign template stands alone")
-    private = (lambda node: node.attr.startswith("_")), (
-        lambda node: isinstance(node.arg, nodes.Const) and str(node.arg.value).startswith("_"))
+    private = (
+        (lambda node: node.attr.startswith("_")),
+        (lambda node: isinstance(node.arg, nodes.Const) and str(node.arg.value).startswith("_")),
+    )
     for node_type, test in zip((nodes.Getattr, nodes.Getitem), private, strict=True):
         if line := _first_line(tree, node_type, test):
             raise _refuse(where, line, "names starting with '_' are not allowed")
@@ -130,8 +136,14 @@ def check(text: str, where: str, html: bool = False) -> set[str]:
         template = env.from_string(tree)
     except TemplateSyntaxError as exc:
         raise _refuse(where, exc.lineno, exc.message or "syntax error") from None
-    sample = {"name": "Jane Doe", "email": "jane@example.org", "unsubscribe_url": "https://example.org/u?token=x",
-              "confirm_url": "https://example.org/c?token=x", "attributes": {}, "campaign": {"id": 1, "name": "sample"}}
+    sample = {
+        "name": "Jane Doe",
+        "email": "jane@example.org",
+        "unsubscribe_url": "https://example.org/u?token=x",
+        "confirm_url": "https://example.org/c?token=x",
+        "attributes": {},
+        "campaign": {"id": 1, "name": "sample"},
+    }
     try:
         run(template, sample)
     except RenderError as exc:
@@ -303,7 +315,7 @@ def pieces(env: Sandbox, text: str) -> Iterator[tuple[bool, str]]:
     for start, end in _merged(spans):
         if start > position:
             yield False, "\n".join(lines[position:start])
-        yield True, "\n".join(lines[start:end + 1])
+        yield True, "\n".join(lines[start : end + 1])
         position = end + 1
     if position < len(lines) or not lines:
         yield False, "\n".join(lines[position:])

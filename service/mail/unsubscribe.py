@@ -86,8 +86,14 @@ def make_token(secret: Secret, account_id: int, campaign_id: int, subscriber_id:
 def one_click_missing(settings) -> list[str]:
     """The settings this process still needs for a one-click unsubscribe (RFC 8058: a List-Unsubscribe https
     link and List-Unsubscribe-Post); [] when it has one. A mailto alone is no one-click unsubscribe."""
-    return [name for name, value in (("EINMAL_UNSUBSCRIBE_URL", settings.unsubscribe_url),
-                                     ("EINMAL_UNSUBSCRIBE_SECRET", settings.unsubscribe_secret)) if not value]
+    return [
+        name
+        for name, value in (
+            ("EINMAL_UNSUBSCRIBE_URL", settings.unsubscribe_url),
+            ("EINMAL_UNSUBSCRIBE_SECRET", settings.unsubscribe_secret),
+        )
+        if not value
+    ]
 
 
 def without_one_click(campaign: Mapping, settings, explicitly: str = "--no-unsubscribe") -> str | None:
@@ -98,9 +104,11 @@ def without_one_click(campaign: Mapping, settings, explicitly: str = "--no-unsub
         return None
     if not (missing := one_click_missing(settings)):
         return None
-    return (f"no one-click unsubscribe, which Gmail and Yahoo require of bulk mail ({' and '.join(missing)} "
-            f"not set): set EINMAL_UNSUBSCRIBE_URL and EINMAL_UNSUBSCRIBE_SECRET, or create the campaign with "
-            f"{explicitly}")
+    return (
+        f"no one-click unsubscribe, which Gmail and Yahoo require of bulk mail ({' and '.join(missing)} "
+        f"not set): set EINMAL_UNSUBSCRIBE_URL and EINMAL_UNSUBSCRIBE_SECRET, or create the campaign with "
+        f"{explicitly}"
+    )
 
 
 def _parse_id(text: str) -> int | None:

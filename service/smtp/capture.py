@@ -54,8 +54,7 @@ class _Store:
 
 
 @asynccontextmanager
-async def capture_server(folder: Path, host: str = "127.0.0.1",
-                         port: int = 0) -> AsyncIterator[tuple[str, int]]:
+async def capture_server(folder: Path, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[tuple[str, int]]:
     """Serve SMTP on (host, port) — port 0 picks a free one — and yield the address bound."""
     store = _Store(folder)
     sessions: set[SMTP] = set()

@@ -34,8 +34,13 @@ class Wire(asyncio.Protocol):
     @property
     def idle(self) -> bool:
         """Usable for a new transaction: alive, and nothing unread (an unsolicited 421 is stale)."""
-        return (self._error is None and not self.transport.is_closing()
-                and not self._replies and not self._lines and not self._buffer)
+        return (
+            self._error is None
+            and not self.transport.is_closing()
+            and not self._replies
+            and not self._lines
+            and not self._buffer
+        )
 
     def write(self, data: bytes) -> None:
         if self._error is not None or self.transport.is_closing():
@@ -66,7 +71,7 @@ class Wire(asyncio.Protocol):
         buffer += data
         start = 0
         while (end := buffer.find(b"\n", start)) >= 0:
-            line = bytes(buffer[start:end + 1])
+            line = bytes(buffer[start : end + 1])
             start = end + 1
             if not line[:3].isdigit() or line[3:4] not in (b" ", b"-", b"\r", b"\n"):
                 text = one_line(line.decode("utf-8", "replace"))[:200]

@@ -90,9 +90,18 @@ DELIMITERS = (",", ";", "\t")
 # header spellings, compared without case, spaces, "-" and "_"
 SUPPRESSED = "suppressed"  # the column of `subscribers export` that holds a suppression's reason
 UNCONFIRMED = "unconfirmed"  # the column of `subscribers export` that holds the sign-ups awaiting confirmation
-SPELLINGS = {"email": "email", "emailaddress": "email", "mail": "email", "mailaddress": "email",
-             "name": "name", "fullname": "name", "list": "list", "lists": "list", SUPPRESSED: SUPPRESSED,
-             UNCONFIRMED: UNCONFIRMED}
+SPELLINGS = {
+    "email": "email",
+    "emailaddress": "email",
+    "mail": "email",
+    "mailaddress": "email",
+    "name": "name",
+    "fullname": "name",
+    "list": "list",
+    "lists": "list",
+    SUPPRESSED: SUPPRESSED,
+    UNCONFIRMED: UNCONFIRMED,
+}
 SPECIAL = ("email", "name", "list", SUPPRESSED, UNCONFIRMED)
 MAX_REASON = 200
 RESERVED = frozenset(("attributes", "campaign", "unsubscribe_url", "id", "account", "status", "subscriber"))
@@ -100,6 +109,7 @@ RESERVED = frozenset(("attributes", "campaign", "unsubscribe_url", "id", "accoun
 # C0 and C1 controls (CR, LF and TAB included), DEL, the Unicode line and paragraph
 # separators, and the lone surrogates that stand for bytes that are not UTF-8.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\udc80-\udcff]")
+
 
 def unsafe_text(value: str) -> str | None:
     """Why `value` may not be stored (a line break, a control character, bytes not UTF-8), or None."""
@@ -151,8 +161,10 @@ class Lines:
         if not text:
             raise StopIteration
         if len(text) > self.room:
-            raise UsageError(f"{self.path}: the record on line {self.start} is longer than {MAX_RECORD} "
-                             "characters (not a CSV file of subscribers?); nothing imported")
+            raise UsageError(
+                f"{self.path}: the record on line {self.start} is longer than {MAX_RECORD} "
+                "characters (not a CSV file of subscribers?); nothing imported"
+            )
         self.room -= len(text)
         self.line += 1
         return text
@@ -213,8 +225,15 @@ def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
             raise UsageError(f"{path}: the header row names the {shown(name)} column twice")
         attributes.append((column, name))
     where = {name: names.index(name) for name in ("name", "list", SUPPRESSED, UNCONFIRMED) if name in names}
-    return Header(len(row), names.index("email"), where.get("name"), where.get("list"), tuple(attributes),
-                  where.get(SUPPRESSED), where.get(UNCONFIRMED))
+    return Header(
+        len(row),
+        names.index("email"),
+        where.get("name"),
+        where.get("list"),
+        tuple(attributes),
+        where.get(SUPPRESSED),
+        where.get(UNCONFIRMED),
+    )
 
 
 def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str], str, str] | str:
@@ -276,8 +295,9 @@ def records(reader: "csv._reader", lines: Lines) -> Iterator[tuple[int, list[str
         except StopIteration:
             return
         except csv.Error as exc:
-            raise UsageError(f"{lines.path}: the record on line {lines.start} {_malformed(exc)}; "
-                             "nothing imported") from None
+            raise UsageError(
+                f"{lines.path}: the record on line {lines.start} {_malformed(exc)}; nothing imported"
+            ) from None
         if row:
             yield lines.start, row
 
@@ -350,8 +370,9 @@ async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], 
                     added, changed, respelled = await load_chunk(conn, account_id, chunk)
                     for reason in dict.fromkeys(r for _, r in suppress):
                         keys = [key for key, r in suppress if r == reason]
-                        counts.suppressed += (await conn.fetchrow(db.query("suppression_insert"), account_id,
-                                                                  keys, reason))["added"]
+                        counts.suppressed += (
+                            await conn.fetchrow(db.query("suppression_insert"), account_id, keys, reason)
+                        )["added"]
                     counts.imported += added
                     counts.changed += changed
                     counts.respelled += respelled
@@ -392,10 +413,13 @@ async def command(args: argparse.Namespace, settings: Settings) -> int:
     if created:
         print(f"einmal: created account {shown(account)}", file=sys.stderr)
     notes = [f"attributes changed for {counts.changed}"] * bool(counts.changed) + [
-        f"{counts.respelled} under another spelling"] * bool(counts.respelled)
+        f"{counts.respelled} under another spelling"
+    ] * bool(counts.respelled)
     changed = f" ({'; '.join(notes)})" if notes else ""
     suppressed = f", suppressed {counts.suppressed}" if counts.suppressed else ""
     unlisted = f", {counts.unlisted} awaiting confirmation, put on no list" if counts.unlisted else ""
-    print(f"imported {counts.imported}, already present {counts.good - counts.imported}{changed}, "
-          f"rejected {counts.rejected}{suppressed}{unlisted}")
+    print(
+        f"imported {counts.imported}, already present {counts.good - counts.imported}{changed}, "
+        f"rejected {counts.rejected}{suppressed}{unlisted}"
+    )
     return 0

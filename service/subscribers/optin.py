@@ -75,8 +75,10 @@ class SignUp:
 
 def check_configured(settings: Settings) -> None:
     if not (settings.confirm_url and settings.optin_from and settings.unsubscribe_secret):
-        raise NotConfigured("double opt-in is not set up here: EINMAL_CONFIRM_URL, EINMAL_OPTIN_FROM and "
-                            "EINMAL_UNSUBSCRIBE_SECRET are needed")
+        raise NotConfigured(
+            "double opt-in is not set up here: EINMAL_CONFIRM_URL, EINMAL_OPTIN_FROM and "
+            "EINMAL_UNSUBSCRIBE_SECRET are needed"
+        )
 
 
 def check_message(settings: Settings, wordings: list[Wording]) -> None:
@@ -85,12 +87,23 @@ def check_message(settings: Settings, wordings: list[Wording]) -> None:
     confirmation campaign paused later."""
     if not settings.optin_from:
         return
-    for wording, said in ((Wording("en", "x", "x"), "EINMAL_OPTIN_FROM"),  # the From alone, first
-                          *((w, f"the {w.language} confirmation message") for w in wordings)):
+    for wording, said in (
+        (Wording("en", "x", "x"), "EINMAL_OPTIN_FROM"),  # the From alone, first
+        *((w, f"the {w.language} confirmation message") for w in wordings),
+    ):
         try:
-            CampaignTemplate.compile({"id": 0, "account_id": 0, "name": "list", "subject": wording.subject,
-                                      "body_text": wording.body, "from_address": settings.optin_from,
-                                      "kind": "confirmation"}, settings)
+            CampaignTemplate.compile(
+                {
+                    "id": 0,
+                    "account_id": 0,
+                    "name": "list",
+                    "subject": wording.subject,
+                    "body_text": wording.body,
+                    "from_address": settings.optin_from,
+                    "kind": "confirmation",
+                },
+                settings,
+            )
         except UsageError as exc:
             raise ConfigError(f"{said}: {exc}") from None
 
@@ -98,9 +111,13 @@ def check_message(settings: Settings, wordings: list[Wording]) -> None:
 def checked_address(email: str, name: str = "") -> tuple[str, str]:
     """(address, name) stripped, or UsageError with why the address or name cannot be taken."""
     email, name = email.strip(" "), name.strip(" ")
-    problem = ("longer than 254 characters" if len(email) > MAX_EMAIL else
-               "a name longer than 1000 characters" if len(name) > MAX_NAME else
-               unsafe_text(email) or unsafe_text(name) or address_problem(email))
+    problem = (
+        "longer than 254 characters"
+        if len(email) > MAX_EMAIL
+        else "a name longer than 1000 characters"
+        if len(name) > MAX_NAME
+        else unsafe_text(email) or unsafe_text(name) or address_problem(email)
+    )
     if problem:
         raise UsageError(f"not an address that can be subscribed: {problem}")
     return email, name
@@ -115,11 +132,22 @@ async def sign_up(conn: asyncpg.Connection, settings: Settings, request: SignUp)
     messages = await clients.count(conn, LIST_KIND, f"list:{request.list_id}", HOUR)
     async with conn.transaction():
         await conn.execute(db.query("api_subscriber_lock"), request.account_id, key, LOCK_WAIT)
-        subscriber_id = await conn.fetchval(db.query("optin_subscriber"), request.account_id, request.email, key,
-                                            request.name)
-        row = await conn.fetchrow(db.query("optin_signup"), request.list_id, subscriber_id, campaign_id,
-                                  request.email, key, request.source, wording,
-                                  settings.optin_address_limit, 86400.0, messages.hits < settings.optin_list_limit)
+        subscriber_id = await conn.fetchval(
+            db.query("optin_subscriber"), request.account_id, request.email, key, request.name
+        )
+        row = await conn.fetchrow(
+            db.query("optin_signup"),
+            request.list_id,
+            subscriber_id,
+            campaign_id,
+            request.email,
+            key,
+            request.source,
+            wording,
+            settings.optin_address_limit,
+            86400.0,
+            messages.hits < settings.optin_list_limit,
+        )
     if row["queued"]:  # counted after: sign-ups at the same moment may pass the list's bound by their number
         await clients.hit(conn, LIST_KIND, f"list:{request.list_id}", HOUR)
     return row["queued"]
@@ -151,8 +179,15 @@ def origin(value: str) -> str:
         host, port = parts.hostname, parts.port
     except ValueError:
         raise bad from None
-    if (parts.scheme not in ("http", "https") or not host or parts.username is not None or unsafe_text(value)
-            or parts.path not in ("", "/") or parts.query or parts.fragment):
+    if (
+        parts.scheme not in ("http", "https")
+        or not host
+        or parts.username is not None
+        or unsafe_text(value)
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):
         raise bad
     host = f"[{host}]" if ":" in host else host
     default = {"http": 80, "https": 443}[parts.scheme]
@@ -186,12 +221,14 @@ def posted_from(origin_header: str | None, referer: str | None) -> str | None:
         return claimed
 
 
-async def set_form(conn: asyncpg.Connection, account_id: int, list_name: str, open_: bool,
-                   allowed: list[str] | None) -> asyncpg.Record:
+async def set_form(
+    conn: asyncpg.Connection, account_id: int, list_name: str, open_: bool, allowed: list[str] | None
+) -> asyncpg.Record:
     """Open or close the sign-ups of the account's list (the form and POST /api/v1/subscribe); `allowed`
     replaces its origins (None: they stay). UsageError for an unknown list."""
-    row = await conn.fetchrow(db.query("list_form_set"), account_id, list_name, open_, allowed is not None,
-                              allowed or [], new_token())
+    row = await conn.fetchrow(
+        db.query("list_form_set"), account_id, list_name, open_, allowed is not None, allowed or [], new_token()
+    )
     if row is None:
         raise NoList(f"no list named {list_name!r}")
     return row
@@ -206,9 +243,16 @@ async def confirmations(conn: asyncpg.Connection, settings: Settings, request: S
         async with conn.transaction():
             await conn.execute(db.query("optin_campaign_lock"), request.list_id)
             wording = request.wording
-            found = await conn.fetchrow(db.query("optin_campaign_ensure"), request.list_id, request.account_id,
-                                        wording.subject, settings.optin_from, wording.body, wording.language,
-                                        wording.version)
+            found = await conn.fetchrow(
+                db.query("optin_campaign_ensure"),
+                request.list_id,
+                request.account_id,
+                wording.subject,
+                settings.optin_from,
+                wording.body,
+                wording.language,
+                wording.version,
+            )
     if found is None:
         raise UsageError("no such list")
     # no wording: made by a node of before 0108, with the version 1 text of its language
@@ -219,8 +263,9 @@ def window_seconds(settings: Settings) -> float:
     return settings.optin_window_hours * 3600
 
 
-async def confirm(conn: asyncpg.Connection, settings: Settings, ids: tuple[int, int, int], ip: str | None,
-                  agent: str) -> str:
+async def confirm(
+    conn: asyncpg.Connection, settings: Settings, ids: tuple[int, int, int], ip: str | None, agent: str
+) -> str:
     """'confirmed', 'already' (nothing changed) or 'expired' for the link's (account, campaign, subscriber)."""
     return await conn.fetchval(db.query("optin_confirm"), *ids, ip, agent[:500], window_seconds(settings))
 

@@ -36,11 +36,13 @@ async def leave(conn: asyncpg.Connection, account_id: int, subscriber_id: int, l
     """Take the subscriber's mailbox off the account's list `list_id` and stop what campaigns to it would
     still send it; None when the mailbox was not on that list (or the list is not the account's)."""
     async with conn.transaction():
-        campaigns = [row["id"] for row in await conn.fetch(db.query("preference_campaigns_lock"),
-                                                           account_id, list_id)]
+        campaigns = [row["id"] for row in await conn.fetch(db.query("preference_campaigns_lock"), account_id, list_id)]
         names = await conn.fetch(db.query("preference_leave"), account_id, subscriber_id, list_id)
         if not names:
             return None
-        stopped = await conn.fetch(db.query("preference_sends_stop"), account_id, subscriber_id, campaigns) \
-            if campaigns else []
+        stopped = (
+            await conn.fetch(db.query("preference_sends_stop"), account_id, subscriber_id, campaigns)
+            if campaigns
+            else []
+        )
     return Left(names[0]["name"], names[0]["title"], len(stopped))

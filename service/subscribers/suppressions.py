@@ -36,8 +36,7 @@ async def suppress(conn: asyncpg.Connection, account_id: int, emails: list[str],
     return added
 
 
-async def _insert(conn: asyncpg.Connection, account_id: int, emails: list[str],
-                  reason: str) -> tuple[int, int]:
+async def _insert(conn: asyncpg.Connection, account_id: int, emails: list[str], reason: str) -> tuple[int, int]:
     if not emails:
         return 0, 0
     keys = [email_key(email) for email in emails]

@@ -90,8 +90,10 @@ DOWN_LOG_SECONDS = 30.0  # "database unreachable" at most this often
 DB_DOWN = (*db.UNAVAILABLE, asyncpg.InterfaceError, asyncpg.OperatorInterventionError, ConnectionError)
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
-                               "frame-ancestors 'none'; base-uri 'none'",
-    "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+    "frame-ancestors 'none'; base-uri 'none'",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
 }
 
@@ -104,9 +106,15 @@ class Web:
     readiness reports without failing for it. `metrics_pool` (one connection is enough) reads the figures
     of /metrics; unset, they share `pool`."""
 
-    def __init__(self, settings: Settings, pool: asyncpg.Pool, metrics: Metrics,
-                 checks: Callable[[], list[str]] = list, metrics_pool: asyncpg.Pool | None = None,
-                 notes: Callable[[], list[str]] = list) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        metrics: Metrics,
+        checks: Callable[[], list[str]] = list,
+        metrics_pool: asyncpg.Pool | None = None,
+        notes: Callable[[], list[str]] = list,
+    ) -> None:
         self.settings, self.pool, self.metrics, self.checks, self.notes = settings, pool, metrics, checks, notes
         self.metrics_pool = metrics_pool or pool
         self.metrics_lock = anyio.Lock()
@@ -206,13 +214,23 @@ class Web:
                     if ids[2] == unsubscribe.TEST_SUBSCRIBER:
                         return HTMLResponse(pages.problem(code, "test"), headers=PAGE_HEADERS)
                     if row is None or row["email"] is None:
-                        raise Refused(404, "Unknown recipient", "This link names a recipient that no longer "
-                                                                "exists.", page="unknown")
-                    applied = await self._apply(conn, ids, row["email"]) \
-                        if request.method == "POST" and leaving is None else None
+                        raise Refused(
+                            404,
+                            "Unknown recipient",
+                            "This link names a recipient that no longer exists.",
+                            page="unknown",
+                        )
+                    applied = (
+                        await self._apply(conn, ids, row["email"])
+                        if request.method == "POST" and leaving is None
+                        else None
+                    )
                     done = await self._leave(conn, ids, leaving) if leaving is not None else None
-                    lists = await preferences.lists(conn, ids[0], ids[2]) \
-                        if applied is None and not row["suppressed"] else []
+                    lists = (
+                        await preferences.lists(conn, ids[0], ids[2])
+                        if applied is None and not row["suppressed"]
+                        else []
+                    )
             if applied is None:
                 return HTMLResponse(await self._page(request, ids, row, lists, done), headers=PAGE_HEADERS)
         except Refused as refused:
@@ -221,15 +239,24 @@ class Web:
             return _problem(request, refused, code, next_step)
         except (*DB_DOWN, TimeoutError) as exc:
             await self.database_down(exc)
-            return _problem(request, Refused(503, "Try again later", "The service is briefly unavailable.",
-                                             page="unavailable"), code)
+            return _problem(
+                request,
+                Refused(503, "Try again later", "The service is briefly unavailable.", page="unavailable"),
+                code,
+            )
         self.metrics.unsubscribes.labels("applied" if applied else "repeated").inc()
         if _wants_html(request):
             return HTMLResponse(pages.confirmation(code, row["email"], sender_name(row)), headers=PAGE_HEADERS)
         return Response(status_code=200)
 
-    async def _page(self, request: Request, ids: tuple[int, int, int], row: asyncpg.Record,
-                    lists: list[tuple[int, str | None]], done: preference_page.Notice | None) -> str:
+    async def _page(
+        self,
+        request: Request,
+        ids: tuple[int, int, int],
+        row: asyncpg.Record,
+        lists: list[tuple[int, str | None]],
+        done: preference_page.Notice | None,
+    ) -> str:
         """What a GET shows: "already unsubscribed" when the address is suppressed, else the question with
         the address's `lists` and what a leave just `done`."""
         if row["suppressed"]:
@@ -238,20 +265,34 @@ class Web:
         shown = None
         if row["subject"] is not None:
             url = unsubscribe.link(self.settings.unsubscribe_url, token) if self.settings.unsubscribe_url else ""
-            shown = await subject.rendered(row["subject"], ids[1], row["campaign_name"], row["name"], row["email"],
-                                           row["attributes"], url, self.subject_limiter)
+            shown = await subject.rendered(
+                row["subject"],
+                ids[1],
+                row["campaign_name"],
+                row["name"],
+                row["email"],
+                row["attributes"],
+                url,
+                self.subject_limiter,
+            )
         code, sender = row["language"], sender_name(row)
-        return pages.question(code, token, row["email"], sender, shown,
-                              preference_page.section(code, token, row["email"], sender, lists, done),
-                              preference_page.notice(code, done))
+        return pages.question(
+            code,
+            token,
+            row["email"],
+            sender,
+            shown,
+            preference_page.section(code, token, row["email"], sender, lists, done),
+            preference_page.notice(code, done),
+        )
 
-    async def _leave(self, conn: asyncpg.Connection, ids: tuple[int, int, int],
-                     list_id: int) -> preference_page.Notice:
+    async def _leave(self, conn: asyncpg.Connection, ids: tuple[int, int, int], list_id: int) -> preference_page.Notice:
         left = await preferences.leave(conn, ids[0], ids[2], list_id)
         if left is None:
             return "not_on_list", None
-        log.info("subscriber %d of account %d left list %d; %d messages not sent", ids[2], ids[0], list_id,
-                 left.stopped)
+        log.info(
+            "subscriber %d of account %d left list %d; %d messages not sent", ids[2], ids[0], list_id, left.stopped
+        )
         return ("left", left.title) if left.title else ("left_untitled", None)
 
     def _next_step(self, contact: str | None) -> pages.Next:
@@ -270,20 +311,34 @@ class Web:
         tokens = request.query_params.getlist("token")
         ids = unsubscribe.verify_token(secret, tokens[0]) if len(tokens) == 1 else None
         if ids is None:
-            raise Refused(400, "Invalid link", "This unsubscribe link is not valid: it is incomplete, "
-                                               "altered or expired.", page="invalid")
+            raise Refused(
+                400,
+                "Invalid link",
+                "This unsubscribe link is not valid: it is incomplete, altered or expired.",
+                page="invalid",
+            )
         return ids
 
     async def _apply(self, conn: asyncpg.Connection, ids: tuple[int, int, int], email: str) -> bool:
         account_id, campaign_id, subscriber_id = ids
         event_id = f"unsubscribe:{account_id}.{campaign_id}.{subscriber_id}"
         try:
-            return await inbound.apply(conn, event_id, "unsubscribe", account_id, email,
-                                       {"campaign_id": campaign_id, "subscriber_id": subscriber_id})
+            return await inbound.apply(
+                conn,
+                event_id,
+                "unsubscribe",
+                account_id,
+                email,
+                {"campaign_id": campaign_id, "subscriber_id": subscriber_id},
+            )
         except UsageError as exc:  # e.g. the link was applied before for another address (it changed since)
             log.warning("unsubscribe %s not applied: %s", event_id, exc)
-            raise Refused(409, "Not applied", "This unsubscribe could not be applied; please contact the "
-                                              "sender.", page="not_applied") from exc
+            raise Refused(
+                409,
+                "Not applied",
+                "This unsubscribe could not be applied; please contact the sender.",
+                page="not_applied",
+            ) from exc
 
     # -- provider webhooks (service/inbound/webhooks.py) -------------------------------------------------
 
@@ -302,8 +357,9 @@ class Web:
             delivery = provider.read(request.headers, body)
             events = delivery.events
             # a request with nothing to apply or claim (an SNS subscription confirmation) writes nothing
-            results = await self._deliver(delivery, request.path_params.get("account")) \
-                if events or delivery.token else []
+            results = (
+                await self._deliver(delivery, request.path_params.get("account")) if events or delivery.token else []
+            )
         except webhooks.Rejected as exc:
             log.info("webhook %.20s refused (%d): %s", name, exc.status, exc)
             self.metrics.webhooks.labels(label, "refused").inc()
@@ -330,8 +386,10 @@ class Web:
                 account_id = await self._account(conn, delivery.account, named)
                 if delivery.token is not None:
                     await webhooks.claim_token(conn, *delivery.token)
-                return [await webhooks.record(conn, self.settings, self.return_path, event, account_id)
-                        for event in delivery.events]
+                return [
+                    await webhooks.record(conn, self.settings, self.return_path, event, account_id)
+                    for event in delivery.events
+                ]
 
     async def _account(self, conn: asyncpg.Connection, vouched: str | None, named: str | None) -> int:
         """The account the request's credential vouches for (None: a global credential, a single-account
@@ -339,9 +397,15 @@ class Web:
         if vouched is None:
             rows = await conn.fetch(db.query("account_only"))
             if len(rows) != 1:
-                raise webhooks.Rejected(403, "a global webhook credential serves a single-account installation; "
-                                             + ("the database holds no account" if not rows else
-                                                "give each account its own in EINMAL_WEBHOOK_ACCOUNTS_FILE"))
+                raise webhooks.Rejected(
+                    403,
+                    "a global webhook credential serves a single-account installation; "
+                    + (
+                        "the database holds no account"
+                        if not rows
+                        else "give each account its own in EINMAL_WEBHOOK_ACCOUNTS_FILE"
+                    ),
+                )
             account_id, vouched = rows[0]["id"], rows[0]["name"]
         else:
             account_id = await conn.fetchval(db.query("account_find"), vouched)
@@ -415,11 +479,15 @@ def _webhook_refusal(exc: webhooks.Rejected) -> Response:
     return PlainTextResponse(str(exc), status_code=exc.status, headers=headers)
 
 
-def _problem(request: Request, refused: Refused, code: str = texts.DEFAULT,
-             next_step: pages.Next | None = None) -> Response:
+def _problem(
+    request: Request, refused: Refused, code: str = texts.DEFAULT, next_step: pages.Next | None = None
+) -> Response:
     headers = {"Retry-After": "5"} if refused.status == 503 else {}
     if _wants_html(request):
-        page = pages.problem(code, refused.page, next_step if refused.status < 500 else None) if refused.page \
+        page = (
+            pages.problem(code, refused.page, next_step if refused.status < 500 else None)
+            if refused.page
             else pages.plain(refused.title, refused.text)
+        )
         return HTMLResponse(page, status_code=refused.status, headers={**PAGE_HEADERS, **headers})
     return PlainTextResponse(refused.text, status_code=refused.status, headers=headers)

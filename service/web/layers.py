@@ -217,7 +217,14 @@ class NoTraceback:
             log.error("%s %s failed: %s", scope.get("method", ""), scope.get("path", ""), first_line(exc))
             if scope["type"] == "http" and not started:
                 body = json.dumps({"error": "internal error"}).encode()
-                await send({"type": "http.response.start", "status": 500,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"content-length", str(len(body)).encode())]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 500,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
                 await send({"type": "http.response.body", "body": body})

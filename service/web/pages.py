@@ -74,37 +74,52 @@ def _page(code: str, title_key: str, body: str, style: str = "") -> str:
 
 
 def _document(code: str, title: str, body: str, style: str = "") -> str:
-    return (f'<!doctype html>\n<html lang="{html.escape(code)}">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f'<meta name="robots" content="noindex">\n<title>{title}</title>\n'
-            f'<style>{STYLE}{style}</style>\n</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n')
+    return (
+        f'<!doctype html>\n<html lang="{html.escape(code)}">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f'<meta name="robots" content="noindex">\n<title>{title}</title>\n'
+        f"<style>{STYLE}{style}</style>\n</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n"
+    )
 
 
-def question(code: str, token: str, email: str, sender: str, subject: str | None, lists: str = "",
-             notice: str = "") -> str:
+def question(
+    code: str, token: str, email: str, sender: str, subject: str | None, lists: str = "", notice: str = ""
+) -> str:
     """The question, with the preference page's `lists` after its button and the `notice` of what the last
     press did under its heading (service/web/preference_page.py)."""
     received = f"\n<p>{_say(code, 'subject', subject=_strong(subject))}</p>" if subject else ""
-    return _page(code, "question_title", f"""<h1>{_say(code, 'question_title')}</h1>{notice}
-<p>{_say(code, 'question', sender=_strong(sender), address=_strong(mask(email)))}</p>{received}
+    return _page(
+        code,
+        "question_title",
+        f"""<h1>{_say(code, "question_title")}</h1>{notice}
+<p>{_say(code, "question", sender=_strong(sender), address=_strong(mask(email)))}</p>{received}
 <form method="post" action="?token={html.escape(token)}">
 <input type="hidden" name="List-Unsubscribe" value="One-Click">
-<button type="submit">{_say(code, 'button')}</button>
+<button type="submit">{_say(code, "button")}</button>
 </form>
-<p class="small">{_say(code, 'question_note')}</p>{lists}""")
+<p class="small">{_say(code, "question_note")}</p>{lists}""",
+    )
 
 
 def confirmation(code: str, email: str, sender: str) -> str:
-    return _page(code, "done_title", f"""<h1 role="status">{_say(code, 'done_heading')}</h1>
-<p>{_say(code, 'done', address=_strong(mask(email)), sender=_strong(sender))}</p>
-<p class="small">{_say(code, 'done_note')}</p>""")
+    return _page(
+        code,
+        "done_title",
+        f"""<h1 role="status">{_say(code, "done_heading")}</h1>
+<p>{_say(code, "done", address=_strong(mask(email)), sender=_strong(sender))}</p>
+<p class="small">{_say(code, "done_note")}</p>""",
+    )
 
 
 def already(code: str, email: str, sender: str, contact: str | None) -> str:
     """A revisit after the address was suppressed: it says so and asks nothing."""
-    further = f"\n<p class=\"small\">{_say(code, 'next_contact', contact=_mailto(contact))}</p>" if contact else ""
-    return _page(code, "already_title", f"""<h1 role="status">{_say(code, 'already_heading')}</h1>
-<p>{_say(code, 'already', address=_strong(mask(email)), sender=_strong(sender))}</p>{further}""")
+    further = f'\n<p class="small">{_say(code, "next_contact", contact=_mailto(contact))}</p>' if contact else ""
+    return _page(
+        code,
+        "already_title",
+        f"""<h1 role="status">{_say(code, "already_heading")}</h1>
+<p>{_say(code, "already", address=_strong(mask(email)), sender=_strong(sender))}</p>{further}""",
+    )
 
 
 def problem(code: str, key: str, next_step: Next | None = None) -> str:

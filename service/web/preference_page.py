@@ -17,10 +17,12 @@ Notice = tuple[str, str | None]  # what the last press did: the text's key (left
 
 def _item(code: str, token: str, list_id: int, name: str) -> str:
     label = html.escape(texts.text(code, "leave_label").format(list=name))
-    return (f'<li><span>{html.escape(name)}</span>\n'
-            f'<form method="post" action="?token={html.escape(token)}&amp;leave={list_id}">'
-            f'<button type="submit" class="leave" aria-label="{label}">{pages.say(code, "leave")}</button>'
-            f'</form></li>')
+    return (
+        f"<li><span>{html.escape(name)}</span>\n"
+        f'<form method="post" action="?token={html.escape(token)}&amp;leave={list_id}">'
+        f'<button type="submit" class="leave" aria-label="{label}">{pages.say(code, "leave")}</button>'
+        f"</form></li>"
+    )
 
 
 def notice(code: str, done: Notice | None) -> str:
@@ -35,12 +37,15 @@ def shown(code: str, lists: list[tuple[int, str | None]]) -> list[tuple[int, str
     """(id, what the page calls it): its title, else "Mailing list", numbered when more than one has no title."""
     untitled = [list_id for list_id, title in lists if not title]
     word = texts.text(code, "untitled_item")
-    return [(list_id, title or (f"{word} {untitled.index(list_id) + 1}" if len(untitled) > 1 else word))
-            for list_id, title in lists]
+    return [
+        (list_id, title or (f"{word} {untitled.index(list_id) + 1}" if len(untitled) > 1 else word))
+        for list_id, title in lists
+    ]
 
 
-def section(code: str, token: str, email: str, sender: str, lists: list[tuple[int, str | None]],
-            done: Notice | None) -> str:
+def section(
+    code: str, token: str, email: str, sender: str, lists: list[tuple[int, str | None]], done: Notice | None
+) -> str:
     """The lists and their buttons; nothing when the address is on no list and nothing was left."""
     parts = {"address": pages.strong(pages.mask(email)), "sender": pages.strong(sender)}
     if not lists:
@@ -48,8 +53,8 @@ def section(code: str, token: str, email: str, sender: str, lists: list[tuple[in
     items = "\n".join(_item(code, token, list_id, name) for list_id, name in shown(code, lists))
     return f"""
 <section aria-labelledby="lists-heading">
-<h2 id="lists-heading">{pages.say(code, 'lists_heading')}</h2>
-<p>{pages.say(code, 'lists', **parts)}</p>
+<h2 id="lists-heading">{pages.say(code, "lists_heading")}</h2>
+<p>{pages.say(code, "lists", **parts)}</p>
 <ul class="lists">
 {items}
 </ul>

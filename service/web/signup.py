@@ -53,19 +53,34 @@ class SignUpPages:
     """The routes above. `read_body(request, limit)` reads a body within the surface's bounds, or raises
     `refused`; `database_down(exc)` is told of a database that cannot be reached; `headers` go on every page."""
 
-    def __init__(self, settings: Settings, pool: asyncpg.Pool, read_body: Callable[[Request, int], Awaitable[bytes]],
-                 refused: type[Exception], database_down: Callable[[BaseException], Awaitable[None]],
-                 headers: dict[str, str]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        read_body: Callable[[Request, int], Awaitable[bytes]],
+        refused: type[Exception],
+        database_down: Callable[[BaseException], Awaitable[None]],
+        headers: dict[str, str],
+    ) -> None:
         self.settings, self.pool, self.read_body, self.database_down = settings, pool, read_body, database_down
         self.refused, self.headers = refused, headers
-        self.routes = [Route("/forms/{token}", self.form, methods=["GET", "POST"]),
-                       Route("/confirm", self.confirm, methods=["GET", "POST"])]
+        self.routes = [
+            Route("/forms/{token}", self.form, methods=["GET", "POST"]),
+            Route("/confirm", self.confirm, methods=["GET", "POST"]),
+        ]
 
     def page(self, text: str, status: int = 200) -> Response:
         return HTMLResponse(text, status_code=status, headers=self.headers)
 
-    def problem(self, request: Request, status: int, key: str, generic: str | None = None,
-                contact: str | None = None, code: str | None = None) -> Response:
+    def problem(
+        self,
+        request: Request,
+        status: int,
+        key: str,
+        generic: str | None = None,
+        contact: str | None = None,
+        code: str | None = None,
+    ) -> Response:
         """The page of `key` in `code` (None: the browser's language), with a next step unless `generic` is None:
         `contact` (a genuine token's account's), else the installation's address, else the text `generic`."""
         code = code or texts.negotiate(request.headers.get("accept-language"))
@@ -92,13 +107,13 @@ class SignUpPages:
         try:
             with anyio.fail_after(DB_SECONDS):
                 async with self.pool.acquire() as conn:
-                    found = await conn.fetchrow(db.query("optin_form"), token) if optin.TOKEN.fullmatch(token) \
-                        else None
+                    found = await conn.fetchrow(db.query("optin_form"), token) if optin.TOKEN.fullmatch(token) else None
                     if found is None:  # no such token, a wrong one, a closed form: the same page, naming nobody
                         return self.problem(request, 404, "no_form", "form_next_generic")
                     code = found["language"]
-                    sender = pages.sender(code, found["display_name"],
-                                          found["from_address"] or self.settings.optin_from)
+                    sender = pages.sender(
+                        code, found["display_name"], found["from_address"] or self.settings.optin_from
+                    )
                     if request.method == "GET":
                         return self.page(signup_pages.form(code, found["list_title"], sender))
                     answer = await self._sign_up(request, conn, found, sender)
@@ -115,12 +130,15 @@ class SignUpPages:
         came = optin.posted_from(request.headers.get("origin"), request.headers.get("referer"))
         if came is None:
             return None
-        own = {optin.posted_from(None, self.settings.confirm_url or ""),
-               optin.posted_from(f"{request.url.scheme}://{request.headers.get('host', '')}", None)}
+        own = {
+            optin.posted_from(None, self.settings.confirm_url or ""),
+            optin.posted_from(f"{request.url.scheme}://{request.headers.get('host', '')}", None),
+        }
         return None if came in own or came in found["form_origins"] else came
 
-    async def _sign_up(self, request: Request, conn: asyncpg.Connection, found: asyncpg.Record,
-                       sender: str) -> Response:
+    async def _sign_up(
+        self, request: Request, conn: asyncpg.Connection, found: asyncpg.Record, sender: str
+    ) -> Response:
         code = found["language"]
         client = clients.network(request.client.host if request.client else None)
         if came := self._elsewhere(request, found):
@@ -137,11 +155,14 @@ class SignUpPages:
         if counted.hits > self.settings.optin_client_limit:
             log.info("sign-up to list %d from %s refused: over the client limit", found["id"], client)
             return self._busy(code, counted)
-        queued = await optin.sign_up(conn, self.settings, optin.SignUp(found["id"], found["account_id"], email,
-                                                                       name, "form",
-                                                                       texts.confirmation(found["language"])))
-        log.info("sign-up to list %d from %s: %s", found["id"], client,
-                 "confirmation queued" if queued else "nothing sent")
+        queued = await optin.sign_up(
+            conn,
+            self.settings,
+            optin.SignUp(found["id"], found["account_id"], email, name, "form", texts.confirmation(found["language"])),
+        )
+        log.info(
+            "sign-up to list %d from %s: %s", found["id"], client, "confirmation queued" if queued else "nothing sent"
+        )
         # the form's own address, relative to this page's (which is it): right behind a proxy's path prefix too
         return self.page(signup_pages.sent(code, found["list_title"], email, request.path_params["token"]))
 
@@ -176,8 +197,11 @@ class SignUpPages:
         tokens = request.query_params.getlist("token")
         ids = confirm.verify_token(secret, tokens[0]) if secret and len(tokens) == 1 else None
         if ids is None:  # a forged token's account ids are nobody's word: no account's contact
-            return self.problem(request, 400, "confirm_invalid", "confirm_next_generic") if secret \
+            return (
+                self.problem(request, 400, "confirm_invalid", "confirm_next_generic")
+                if secret
                 else self.problem(request, 404, "confirm_invalid")
+            )
         try:
             with anyio.fail_after(DB_SECONDS):
                 async with self.pool.acquire() as conn:
@@ -188,8 +212,9 @@ class SignUpPages:
                     if shown["campaign_id"] is None or shown["email"] is None:
                         return self.problem(request, 404, "confirm_unknown", "confirm_next_generic", contact, code)
                     if request.method == "POST" and state is not None:
-                        state = await optin.confirm(conn, self.settings, ids, _ip(request),
-                                                    request.headers.get("user-agent", ""))
+                        state = await optin.confirm(
+                            conn, self.settings, ids, _ip(request), request.headers.get("user-agent", "")
+                        )
         except DB_DOWN as exc:
             await self.database_down(exc)
             return self.problem(request, 503, "unavailable")

@@ -24,7 +24,7 @@ def _shown(text: str) -> str | None:
     text = " ".join(clean(text).split())
     if not text:
         return None
-    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN - 1] + "…"
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
 
 
 def _render(subject: str, variables: Mapping) -> str | None:
@@ -38,17 +38,28 @@ def _render(subject: str, variables: Mapping) -> str | None:
         return None
 
 
-async def rendered(subject: str, campaign_id: int, campaign_name: str, name: str | None, email: str,
-                   attributes: str | Mapping | None, unsubscribe_url: str,
-                   limiter: anyio.CapacityLimiter) -> str | None:
+async def rendered(
+    subject: str,
+    campaign_id: int,
+    campaign_name: str,
+    name: str | None,
+    email: str,
+    attributes: str | Mapping | None,
+    unsubscribe_url: str,
+    limiter: anyio.CapacityLimiter,
+) -> str | None:
     """The campaign's `subject` as this subscriber's message carried it (None: it cannot be rendered)."""
     subject = clean(subject)
     if "{" not in subject:
         return _shown(subject)
     try:
-        variables = {"name": clean(name or "").strip(), "email": email, "unsubscribe_url": unsubscribe_url,
-                     "attributes": templates.attributes(attributes),
-                     "campaign": {"id": campaign_id, "name": templates.line_breaks(campaign_name)}}
+        variables = {
+            "name": clean(name or "").strip(),
+            "email": email,
+            "unsubscribe_url": unsubscribe_url,
+            "attributes": templates.attributes(attributes),
+            "campaign": {"id": campaign_id, "name": templates.line_breaks(campaign_name)},
+        }
     except ValueError:  # attributes that are not JSON
         return None
     return await anyio.to_thread.run_sync(_render, subject, variables, limiter=limiter)

@@ -54,8 +54,10 @@ def checked(value: str, option: str = "--language") -> str:
     code = value.strip()
     if code not in LANGUAGES:
         shown = repr(value[:40])
-        raise UsageError(f"{option} {shown}: no texts for it ({', '.join(LANGUAGES)}); a language is added "
-                         f"as service/web/languages/<code>.toml")
+        raise UsageError(
+            f"{option} {shown}: no texts for it ({', '.join(LANGUAGES)}); a language is added "
+            f"as service/web/languages/<code>.toml"
+        )
     return code
 
 

@@ -18,8 +18,22 @@ async def test_the_account_settings_are_refused_in_one_line_when_wrong(conn: asy
         ("accounts", "set", "acme", "--contact", "not an address"): "einmal: --contact 'not an address' is not",
         ("accounts", "set", "acme", "--display-name", "a\nb"): "einmal: --display-name must not contain line breaks",
         ("accounts", "set", "acme"): "einmal: nothing to set",
-        ("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S", "--from", "a@example.org",
-         "--text", "Hi", "--language", "klingon"): "einmal: --language 'klingon': no texts for it",
+        (
+            "campaign",
+            "create",
+            "--account",
+            "acme",
+            "--name",
+            "N",
+            "--subject",
+            "S",
+            "--from",
+            "a@example.org",
+            "--text",
+            "Hi",
+            "--language",
+            "klingon",
+        ): "einmal: --language 'klingon': no texts for it",
     }
     for args, expected in cases.items():
         result = einmal(*args, dsn=dsn)
@@ -28,8 +42,18 @@ async def test_the_account_settings_are_refused_in_one_line_when_wrong(conn: asy
     row = await conn.fetchrow("SELECT display_name, language, contact FROM einmal.accounts")
     assert tuple(row) == (None, "en", None)
     assert await conn.fetchval("SELECT count(*) FROM einmal.campaigns") == 3
-    done = einmal("accounts", "set", "acme", "--display-name", " Acme News ", "--language", "de", "--contact",
-                  "Help@Acme.example", dsn=dsn)
+    done = einmal(
+        "accounts",
+        "set",
+        "acme",
+        "--display-name",
+        " Acme News ",
+        "--language",
+        "de",
+        "--contact",
+        "Help@Acme.example",
+        dsn=dsn,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "account 'acme': display name 'Acme News', language de, contact Help@acme.example\n"
     cleared = einmal("accounts", "set", "acme", "--display-name", "", "--contact", "", dsn=dsn)

@@ -26,8 +26,9 @@ pytestmark = pytest.mark.anyio
 IN_A_CHILD = {"CR in subject", "100 KB subject", "not UTF-8 name", "LF in account", "not UTF-8 account"}
 
 
-async def command_line(argv: list[str], dsn: str, child: bool, capsys: pytest.CaptureFixture,
-                       monkeypatch: pytest.MonkeyPatch) -> subprocess.CompletedProcess:
+async def command_line(
+    argv: list[str], dsn: str, child: bool, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> subprocess.CompletedProcess:
     """`einmal ARGV…`: in a child process, or cli.main() in a worker thread of this one."""
     if child:
         return einmal(*argv, dsn=dsn)
@@ -75,8 +76,8 @@ BAD_CREATE = {
 
 @pytest.mark.parametrize("case", BAD_CREATE, ids=list(BAD_CREATE))
 async def test_campaign_create_refuses_a_hostile_argument_in_one_line_and_writes_nothing(
-        conn: asyncpg.Connection, dsn: str, case: str, capsys: pytest.CaptureFixture,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    conn: asyncpg.Connection, dsn: str, case: str, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     await seed_account(conn)
     option, value, message = BAD_CREATE[case]
     arguments = CREATE | ({} if option == "--list" else {option: value})
@@ -88,8 +89,7 @@ async def test_campaign_create_refuses_a_hostile_argument_in_one_line_and_writes
     assert await table_counts(conn) == before
 
 
-async def test_campaign_create_refuses_a_nul_in_a_body_file(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+async def test_campaign_create_refuses_a_nul_in_a_body_file(conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
     await seed_account(conn)
     (tmp_path / "body.txt").write_text("Hi\0there")
     arguments = {k: v for k, v in CREATE.items() if k != "--text"} | {"--text-file": str(tmp_path / "body.txt")}
@@ -99,12 +99,26 @@ async def test_campaign_create_refuses_a_nul_in_a_body_file(
 
 
 async def test_campaign_create_keeps_non_ascii_at_the_limits_and_it_renders_cleanly(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     await seed_account(conn)
     name, subject = "山" * 200, ("Grüße 😀 {{ name }} " * 100)[:990] + "{{name}}"
     sender = "Bäckerei Süß " * 30 + "<news@baeckerei.example>"
-    result = einmal("campaign", "create", "--account", "acme", "--name", name, "--subject", subject, "--from",
-                    sender, "--text", "Hallo {{ name }}", dsn=dsn)
+    result = einmal(
+        "campaign",
+        "create",
+        "--account",
+        "acme",
+        "--name",
+        name,
+        "--subject",
+        subject,
+        "--from",
+        sender,
+        "--text",
+        "Hallo {{ name }}",
+        dsn=dsn,
+    )
     assert result.returncode == 0, result.stderr
     row = await conn.fetchrow("SELECT * FROM einmal.campaigns WHERE id = $1", int(result.stdout))
     assert (row["name"], row["subject"]) == (name, subject)
@@ -128,15 +142,17 @@ BAD_SUPPRESS = {
     "empty account": (["--account", "", "a@example.org"], "einmal: invalid account name ''"),
     "empty address": (["--account", "acme", "ok@example.org", ""], "einmal: invalid address '': empty address"),
     "full-width at sign": (["--account", "acme", "a\uff20example.org"], "einmal: invalid address 'a＠example.org'"),
-    "unknown non-ASCII account": (["--account", "Ünbekannt 山", "a@example.org"],
-                                  "einmal: no account named 'Ünbekannt 山'"),
+    "unknown non-ASCII account": (
+        ["--account", "Ünbekannt 山", "a@example.org"],
+        "einmal: no account named 'Ünbekannt 山'",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", BAD_SUPPRESS, ids=list(BAD_SUPPRESS))
 async def test_suppress_refuses_a_hostile_argument_in_one_line_and_writes_nothing(
-        conn: asyncpg.Connection, dsn: str, case: str, capsys: pytest.CaptureFixture,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    conn: asyncpg.Connection, dsn: str, case: str, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     await seed_account(conn)
     arguments, message = BAD_SUPPRESS[case]
     result = await command_line(["suppress", *arguments], dsn, case in IN_A_CHILD, capsys, monkeypatch)
@@ -150,4 +166,3 @@ async def test_suppress_takes_a_non_ascii_address_as_given(conn: asyncpg.Connect
     assert (result.returncode, result.stdout) == (0, "suppressed 1, already suppressed 0\n"), result.stderr
     row = await conn.fetchrow("SELECT email_lower, reason FROM einmal.suppressions")
     assert tuple(row) == ("jörg@bücher.example", "Beschwerde 山")
-

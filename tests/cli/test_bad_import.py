@@ -40,6 +40,8 @@ CREATED = re.compile(r"(?m)^einmal: created account '[^'\n]*'\n")  # --create-ac
 def created_aside(err: str) -> str:
     """stderr without the line that says --create-account created the account."""
     return CREATED.sub("", err)
+
+
 PASSWORD = "pa55-never-shown"
 MB = 1 << 20
 
@@ -79,7 +81,6 @@ async def import_in_process(path: str, account: str, dsn: str, capsys: pytest.Ca
     return code, out, err
 
 
-
 # -- CSV import: fixed nasty files through the command line -----------------------------
 
 SJIS = "email,name\nyamada@example.com,山田\nok@example.com,Ok\n".encode("shift_jis")
@@ -87,28 +88,40 @@ WRAPPED = b'email\n"first@example.com\n' + b"inside@example.com\n" * 12_000 + b'
 NASTY_FILES = {
     # name: (content, exit code, what stderr says, rows imported)
     "random bytes": (random.Random(5).randbytes(20_000), 1, "einmal: ", 0),
-    "latin-1": ("email,name\nm@example.com,Müller\nok@example.com,Ok\n".encode("latin-1"), 0,
-                "line 2: not valid UTF-8\n", 1),
+    "latin-1": (
+        "email,name\nm@example.com,Müller\nok@example.com,Ok\n".encode("latin-1"),
+        0,
+        "line 2: not valid UTF-8\n",
+        1,
+    ),
     "UTF-16 with BOM": ("email,name\na@example.com,A\n".encode("utf-16"), 1, "einmal: ", 0),
     "UTF-16-LE without BOM": ("email,name\na@example.com,A\n".encode("utf-16-le"), 1, "einmal: ", 0),
     "UTF-16-BE without BOM": ("email,name\na@example.com,A\n".encode("utf-16-be"), 1, "einmal: ", 0),
     "Shift-JIS": (SJIS, 0, "line 2: not valid UTF-8\n", 1),
-    "10 MB field on one line": (b'email,name\na@example.com,"' + b"x" * 10_000_000 + b'"\nb@example.com,B\n',
-                                1, "einmal: ", 0),
+    "10 MB field on one line": (
+        b'email,name\na@example.com,"' + b"x" * 10_000_000 + b'"\nb@example.com,B\n',
+        1,
+        "einmal: ",
+        0,
+    ),
     "quoted field over the field limit, its lines look like rows": (WRAPPED, 1, "einmal: ", 0),
     "no header": (b"a@example.com,Ann\nb@example.com,Bob\n", 1, "einmal: ", 0),
     "header only, BOM, CRLF": (b"\xef\xbb\xbfemail,name\r\n", 0, "", 0),
     "quoted newlines, control characters and NUL bytes": (
         b'email,name\r\n"q@example.com","two\r\nlines"\r\nc@example.com,bell\x07\r\n'
-        b"n@example.com,nul\x00byte\r\n\x00\r\nok@example.com,\"Ok, \"\"quoted\"\"\"\r\n", 0,
+        b'n@example.com,nul\x00byte\r\n\x00\r\nok@example.com,"Ok, ""quoted"""\r\n',
+        0,
         "line 2: line break inside a field\nline 4: control character U+0007 in a field\n"
-        "line 5: control character U+0000 in a field\nline 6: expected 2 fields, found 1\n", 1),
+        "line 5: control character U+0000 in a field\nline 6: expected 2 fields, found 1\n",
+        1,
+    ),
 }
 
 
 @pytest.mark.parametrize("case", NASTY_FILES, ids=list(NASTY_FILES))
 async def test_a_nasty_file_is_imported_row_by_row_or_refused_whole_in_one_line(
-        dsn: str, conn: asyncpg.Connection, tmp_path: Path, case: str) -> None:
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path, case: str
+) -> None:
     content, code, says, imported = NASTY_FILES[case]
     path = tmp_path / "nasty.csv"
     path.write_bytes(content)
@@ -125,14 +138,23 @@ async def test_a_nasty_file_is_imported_row_by_row_or_refused_whole_in_one_line(
         assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers") == imported
 
 
-@pytest.mark.parametrize(("content", "says"), [
-    (b'email,name\na@example.com,A\nb@example.com,"Bob\nc@example.com,C\nd@example.com,D\n',
-     "the record on line 3 opens a quote that is never closed"),
-    (b'email,name\na@example.com,A\nb@example.com,"Bob\nc@example.com,C"x\nd@example.com,D\n',
-     "the record on line 3 has a quote that is not closed where its field ends"),
-], ids=["never closed", "closed inside a field"])
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (
+            b'email,name\na@example.com,A\nb@example.com,"Bob\nc@example.com,C\nd@example.com,D\n',
+            "the record on line 3 opens a quote that is never closed",
+        ),
+        (
+            b'email,name\na@example.com,A\nb@example.com,"Bob\nc@example.com,C"x\nd@example.com,D\n',
+            "the record on line 3 has a quote that is not closed where its field ends",
+        ),
+    ],
+    ids=["never closed", "closed inside a field"],
+)
 async def test_a_stray_quote_refuses_the_file_whole_naming_its_line(
-        dsn: str, conn: asyncpg.Connection, tmp_path: Path, content: bytes, says: str) -> None:
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path, content: bytes, says: str
+) -> None:
     """An unclosed quote would swallow every row after it into one field: the file is refused whole
     (before: that one record was rejected as 'line break inside a field' and the rows after it were gone,
     exit 0)."""
@@ -152,8 +174,11 @@ async def test_a_fifo_is_read_like_a_file(dsn: str, conn: asyncpg.Connection, tm
     writer.start()
     result = einmal("subscribers", "import", "--account", "acme", "--create-account", str(fifo), dsn=dsn, timeout=30)
     writer.join(timeout=5)
-    assert (result.returncode, result.stdout, result.stderr) == (0, "imported 2, already present 0, rejected 0\n",
-                                                                 "einmal: created account 'acme'\n")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        "imported 2, already present 0, rejected 0\n",
+        "einmal: created account 'acme'\n",
+    )
 
 
 def _limit_memory() -> None:
@@ -164,8 +189,15 @@ def _limit_memory() -> None:
 def run_measured(*args: str, dsn: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess, int]:
     """einmal in a child process of at most 2 GiB, and its peak resident memory in bytes."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_")} | {"EINMAL_DATABASE_URL": dsn}
-    with subprocess.Popen([sys.executable, "-m", "service", *args], cwd=ROOT, env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_limit_memory) as child:
+    with subprocess.Popen(
+        [sys.executable, "-m", "service", *args],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=_limit_memory,
+    ) as child:
         timer = threading.Timer(timeout, child.kill)
         timer.start()
         try:
@@ -178,7 +210,8 @@ def run_measured(*args: str, dsn: str, timeout: float = 60) -> tuple[subprocess.
 
 
 async def test_a_50_mb_line_without_end_is_refused_in_bounded_memory(
-        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
     small = tmp_path / "small.csv"
     small.write_bytes(b"email\na@example.com\n")
     huge = tmp_path / "huge.csv"
@@ -186,22 +219,26 @@ async def test_a_50_mb_line_without_end_is_refused_in_bounded_memory(
         file.write(b"email,name\nb@example.com,")
         for _ in range(50):
             file.write(b"y" * MB)
-    baseline, baseline_peak = run_measured("subscribers", "import", "--account", "acme", "--create-account",
-                                           str(small), dsn=dsn)
+    baseline, baseline_peak = run_measured(
+        "subscribers", "import", "--account", "acme", "--create-account", str(small), dsn=dsn
+    )
     assert baseline.returncode == 0, baseline.stderr
     before = await table_counts(conn)
 
     result, peak = run_measured("subscribers", "import", "--account", "acme", "--create-account", str(huge), dsn=dsn)
 
-    assert one_line_refusal(result) == (f"einmal: {huge}: the record on line 2 is longer than {importer.MAX_RECORD}"
-                                        " characters (not a CSV file of subscribers?); nothing imported\n")
+    assert one_line_refusal(result) == (
+        f"einmal: {huge}: the record on line 2 is longer than {importer.MAX_RECORD}"
+        " characters (not a CSV file of subscribers?); nothing imported\n"
+    )
     assert await table_counts(conn) == before
     assert peak < baseline_peak + 20 * MB, (peak, baseline_peak)
 
 
 def test_an_endless_line_is_refused_not_read_to_its_end(dsn: str) -> None:
-    result, _ = run_measured("subscribers", "import", "--account", "acme", "--create-account", "/dev/zero", dsn=dsn,
-                             timeout=30)
+    result, _ = run_measured(
+        "subscribers", "import", "--account", "acme", "--create-account", "/dev/zero", dsn=dsn, timeout=30
+    )
     assert one_line_refusal(result).startswith("einmal: /dev/zero: the record on line 1 is longer than")
 
 
@@ -212,10 +249,25 @@ safe_text = st.text(printable, max_size=20)
 good_email = st.one_of(
     st.from_regex(r"[a-zA-Z0-9][a-zA-Z0-9+_-]{0,8}(\.[a-z0-9]{1,4})?", fullmatch=True),
     st.sampled_from(["jörg", "山田", "o'neil", "x+tag"]),
-).flatmap(lambda local: st.sampled_from(["example.com", "Example.ORG", "mail.test", "bücher.example",
-                                         "localhost"]).map(lambda domain: f"{local}@{domain}"))
-BAD_EMAILS = ["not-an-address", "a@@example.com", "a b@example.com", "@example.com", "a@", "a..b@example.com",
-              ".a@example.com", "a@-example.com", "a\uff20example.com", "a" * 250 + "@example.com", "", "   "]
+).flatmap(
+    lambda local: st.sampled_from(["example.com", "Example.ORG", "mail.test", "bücher.example", "localhost"]).map(
+        lambda domain: f"{local}@{domain}"
+    )
+)
+BAD_EMAILS = [
+    "not-an-address",
+    "a@@example.com",
+    "a b@example.com",
+    "@example.com",
+    "a@",
+    "a..b@example.com",
+    ".a@example.com",
+    "a@-example.com",
+    "a\uff20example.com",
+    "a" * 250 + "@example.com",
+    "",
+    "   ",
+]
 BREAKS = ["\n", "\r\n", "\r", "\x00", "\x07", "\t", "\x7f", "\x85", "\u2028"]
 DEFECTS = ["address", "control", "long name", "long list", "latin-1", "fields"]
 
@@ -227,8 +279,11 @@ def rows(draw) -> tuple[str, str, str, str | None]:
     email = draw(st.sampled_from(["", " "])) + email + draw(st.sampled_from(["", "  "]))
     name = draw(st.one_of(safe_text, st.just("N" * importer.MAX_NAME)))
     # "|" separates lists in a cell (tests/cli/test_import.py): one list a row here
-    list_name = draw(st.one_of(st.just(""), st.sampled_from(["news", "Offers 2030"]),
-                               safe_text.map(lambda text: text.replace("|", "/"))))
+    list_name = draw(
+        st.one_of(
+            st.just(""), st.sampled_from(["news", "Offers 2030"]), safe_text.map(lambda text: text.replace("|", "/"))
+        )
+    )
     defect = draw(st.none() | st.sampled_from(DEFECTS))
     if defect == "address":
         email = draw(st.sampled_from(BAD_EMAILS))
@@ -253,8 +308,10 @@ def csv_files(draw) -> tuple[bytes, list[tuple[int, str, str, str, str | None]]]
     columns = draw(st.permutations(["email", "name", "list", "extra"]))
     newline = draw(st.sampled_from(["\n", "\r\n"]))
     bom = draw(st.booleans())
-    content = [b"\xef\xbb\xbf" if bom else b"", ",".join(f" {c.upper()} " if c == "email" else c
-                                                          for c in columns).encode() + newline.encode()]
+    content = [
+        b"\xef\xbb\xbf" if bom else b"",
+        ",".join(f" {c.upper()} " if c == "email" else c for c in columns).encode() + newline.encode(),
+    ]
     line = 2
     records = []
     for email, name, list_name, defect in draw(st.lists(rows(), max_size=12)):
@@ -280,7 +337,8 @@ account_numbers = itertools.count()
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(file=csv_files())
 async def test_every_good_row_is_imported_and_every_bad_row_reported_by_its_line(
-        dsn: str, conn: asyncpg.Connection, tmp_path: Path, capsys: pytest.CaptureFixture, file) -> None:
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path, capsys: pytest.CaptureFixture, file
+) -> None:
     content, records = file
     account = f"property-{next(account_numbers)}"
     path = tmp_path / f"{account}.csv"
@@ -290,8 +348,11 @@ async def test_every_good_row_is_imported_and_every_bad_row_reported_by_its_line
 
     counts = check_import_output(code, out, err)
     assert counts is not None, err
-    good = [(email.strip(" "), name.strip(" "), list_name.strip(" ") or "default")
-            for _, email, name, list_name, defect in records if defect is None]
+    good = [
+        (email.strip(" "), name.strip(" "), list_name.strip(" ") or "default")
+        for _, email, name, list_name, defect in records
+        if defect is None
+    ]
     bad_lines = [line for line, *_, defect in records if defect is not None]
     assert [int(n) for n in re.findall(r"^line (\d+):", err, re.M)] == bad_lines, err
     first = {}  # one subscriber per mailbox key: the spelling and name of its first row
@@ -299,29 +360,36 @@ async def test_every_good_row_is_imported_and_every_bad_row_reported_by_its_line
         first.setdefault(email_key(email), (email, name))
     first_names = dict(first.values())
     assert counts == (len(first_names), len(good) - len(first_names), len(bad_lines))
-    stored = await conn.fetch("SELECT s.email, s.name, l.name AS list FROM einmal.subscribers s"
-                              " JOIN einmal.accounts a ON a.id = s.account_id AND a.name = $1"
-                              " JOIN einmal.list_members m ON m.subscriber_id = s.id"
-                              " JOIN einmal.lists l ON l.id = m.list_id", account)
+    stored = await conn.fetch(
+        "SELECT s.email, s.name, l.name AS list FROM einmal.subscribers s"
+        " JOIN einmal.accounts a ON a.id = s.account_id AND a.name = $1"
+        " JOIN einmal.list_members m ON m.subscriber_id = s.id"
+        " JOIN einmal.lists l ON l.id = m.list_id",
+        account,
+    )
     assert {r["email"]: r["name"] for r in stored} == first_names
-    assert {(r["email"], r["list"]) for r in stored} == {(first[email_key(email)][0], list_name)
-                                                         for email, _, list_name in good}
+    assert {(r["email"], r["list"]) for r in stored} == {
+        (first[email_key(email)][0], list_name) for email, _, list_name in good
+    }
 
 
 garbage_text = st.text(st.characters(codec="utf-8") | st.sampled_from(',"\r\n@.\x00'), max_size=200)
 garbage = st.one_of(
     st.binary(max_size=400),
     st.binary(max_size=400).map(lambda body: b"email,name,list\n" + body),
-    st.tuples(garbage_text, st.sampled_from(["latin-1", "utf-16", "utf-16-le", "utf-16-be", "shift_jis",
-                                             "utf-8-sig", "utf-8"]), st.booleans()).map(
-        lambda t: (("email,name,list\n" if t[2] else "") + t[0]).encode(t[1], "replace")),
+    st.tuples(
+        garbage_text,
+        st.sampled_from(["latin-1", "utf-16", "utf-16-le", "utf-16-be", "shift_jis", "utf-8-sig", "utf-8"]),
+        st.booleans(),
+    ).map(lambda t: (("email,name,list\n" if t[2] else "") + t[0]).encode(t[1], "replace")),
 )
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(content=garbage)
 async def test_any_bytes_give_a_full_import_or_nothing_and_every_rejection_counted(
-        dsn: str, conn: asyncpg.Connection, tmp_path: Path, capsys: pytest.CaptureFixture, content: bytes) -> None:
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path, capsys: pytest.CaptureFixture, content: bytes
+) -> None:
     account = f"garbage-{next(account_numbers)}"
     path = tmp_path / f"{account}.csv"
     path.write_bytes(content)
@@ -334,11 +402,12 @@ async def test_any_bytes_give_a_full_import_or_nothing_and_every_rejection_count
         assert await table_counts(conn) == before
         return
     imported, present, rejected = counts
-    stored = await conn.fetchval("SELECT count(*) FROM einmal.subscribers s JOIN einmal.accounts a"
-                                 " ON a.id = s.account_id WHERE a.name = $1", account)
+    stored = await conn.fetchval(
+        "SELECT count(*) FROM einmal.subscribers s JOIN einmal.accounts a ON a.id = s.account_id WHERE a.name = $1",
+        account,
+    )
     assert stored == imported
     # every record after the header is stored, already present or reported
     text = content.decode("utf-8-sig", "surrogateescape")
     records = list(csv.reader(io.StringIO(text, newline="")))[1:]
     assert imported + present + rejected == sum(1 for record in records if record)
-

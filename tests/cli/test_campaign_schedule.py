@@ -23,14 +23,28 @@ async def scheduled_campaign(dsn: str, conn: asyncpg.Connection) -> tuple[int, d
     """A draft created with --at 80 minutes and a few seconds from now."""
     await seed_account(conn)
     at = (datetime.now(UTC) + timedelta(minutes=80, seconds=20)).replace(microsecond=0)
-    result = einmal("campaign", "create", "--account", "acme", "--name", "later", "--subject", "Hi", "--from",
-                    "news@example.org", "--text", "Hello", "--at", at.isoformat(), dsn=dsn)
+    result = einmal(
+        "campaign",
+        "create",
+        "--account",
+        "acme",
+        "--name",
+        "later",
+        "--subject",
+        "Hi",
+        "--from",
+        "news@example.org",
+        "--text",
+        "Hello",
+        "--at",
+        at.isoformat(),
+        dsn=dsn,
+    )
     assert result.returncode == 0, result.stderr
     return int(result.stdout), at
 
 
-async def test_approve_status_and_json_say_when_a_scheduled_campaign_starts(
-        conn: asyncpg.Connection, dsn: str) -> None:
+async def test_approve_status_and_json_say_when_a_scheduled_campaign_starts(conn: asyncpg.Connection, dsn: str) -> None:
     campaign, at = await scheduled_campaign(dsn, conn)
     approved = einmal("campaign", "approve", str(campaign), dsn=dsn)
     assert approved.returncode == 0, approved.stderr
@@ -43,8 +57,7 @@ async def test_approve_status_and_json_say_when_a_scheduled_campaign_starts(
     assert datetime.fromisoformat(snapshot["scheduled_for"]) == at and snapshot["started_at"] is None
 
 
-async def test_follow_before_the_start_says_when_it_starts_not_done_0_of_0(
-        conn: asyncpg.Connection, dsn: str) -> None:
+async def test_follow_before_the_start_says_when_it_starts_not_done_0_of_0(conn: asyncpg.Connection, dsn: str) -> None:
     campaign, at = await scheduled_campaign(dsn, conn)
     assert einmal("campaign", "approve", str(campaign), dsn=dsn).returncode == 0
     out = io.StringIO()
@@ -59,7 +72,8 @@ async def test_follow_before_the_start_says_when_it_starts_not_done_0_of_0(
 
 
 async def test_list_has_a_header_and_shows_the_start_only_of_a_started_campaign(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     draft = await seed_campaign(conn, "draft")
     later, at = await scheduled_campaign(dsn, conn)
     started = await seed_campaign(conn, "approved")
@@ -72,14 +86,16 @@ async def test_list_has_a_header_and_shows_the_start_only_of_a_started_campaign(
     assert rows == [
         [str(started), "acme", "spring", "sending", started_at.isoformat(timespec="seconds"), "0"],
         [str(later), "acme", "later", f"draft (scheduled for {at.isoformat()})", "-", "0"],
-        [str(draft), "acme", "spring", "draft", "-", "0"]]
+        [str(draft), "acme", "spring", "draft", "-", "0"],
+    ]
 
 
-async def test_rows_a_cancel_settled_are_counted_as_cancelled_not_failed(
-        conn: asyncpg.Connection, dsn: str) -> None:
+async def test_rows_a_cancel_settled_are_counted_as_cancelled_not_failed(conn: asyncpg.Connection, dsn: str) -> None:
     campaign = await seed_campaign(conn, "sending", sends=("queued", "queued", "queued", "sent", "failed"))
-    await conn.execute("UPDATE einmal.sends SET last_reply = '550 5.1.1 no such user' "
-                       "WHERE campaign_id = $1 AND status = 'failed'", campaign)
+    await conn.execute(
+        "UPDATE einmal.sends SET last_reply = '550 5.1.1 no such user' WHERE campaign_id = $1 AND status = 'failed'",
+        campaign,
+    )
     assert einmal("campaign", "cancel", str(campaign), dsn=dsn).returncode == 0
     snapshot = json.loads(einmal("campaign", "status", str(campaign), "--json", dsn=dsn).stdout)
     assert (snapshot["counts"]["cancelled"], snapshot["counts"]["failed"], snapshot["counts"]["sent"]) == (3, 1, 1)
@@ -88,5 +104,11 @@ async def test_rows_a_cancel_settled_are_counted_as_cancelled_not_failed(
     assert ["cancelled", "3"] in [line.split() for line in table]
     assert ["failed", "1"] in [line.split() for line in table]
     # the stored status words stay those of the contract: the rows are failed, with the reply that says why
-    assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE campaign_id = $1 AND status = 'failed' "
-                               "AND last_reply = 'campaign cancelled'", campaign) == 3
+    assert (
+        await conn.fetchval(
+            "SELECT count(*) FROM einmal.sends WHERE campaign_id = $1 AND status = 'failed' "
+            "AND last_reply = 'campaign cancelled'",
+            campaign,
+        )
+        == 3
+    )

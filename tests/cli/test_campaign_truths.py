@@ -20,12 +20,15 @@ NO_UNSUBSCRIBE_CHECK: dict[str, str] = {}
 
 
 async def test_a_campaign_sent_with_messages_in_doubt_says_so_and_how_to_settle_them(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     campaign = await seed_campaign(conn, "sent", sends=("in_doubt", "in_doubt", "in_doubt"))
     status = einmal("campaign", "status", str(campaign), dsn=dsn).stdout
     assert f"campaign {campaign} 'spring': sent (3 in doubt)\n" in status
-    assert (f"  next: 3 messages in doubt (the relay may or may not have taken them): decide with "
-            f"`einmal reconcile {campaign}`\n") in status
+    assert (
+        f"  next: 3 messages in doubt (the relay may or may not have taken them): decide with "
+        f"`einmal reconcile {campaign}`\n"
+    ) in status
     printed = json.loads(einmal("campaign", "status", str(campaign), "--json", dsn=dsn).stdout)
     assert printed["next_step"].endswith(f"`einmal reconcile {campaign}`")
     listing = einmal("campaign", "list", dsn=dsn).stdout.splitlines()
@@ -37,7 +40,8 @@ async def test_a_campaign_sent_with_messages_in_doubt_says_so_and_how_to_settle_
 
 
 async def test_a_campaign_that_ends_with_messages_in_doubt_is_finished_with_their_count(
-        conn: asyncpg.Connection) -> None:
+    conn: asyncpg.Connection,
+) -> None:
     """What the scheduler's finish returns, and logs as a warning naming `einmal reconcile`."""
     campaign = await seed_campaign(conn, "sending", sends=("sent", "in_doubt"))
     await conn.execute("UPDATE einmal.campaigns SET recipients_built_at = now() WHERE id = $1", campaign)
@@ -47,11 +51,13 @@ async def test_a_campaign_that_ends_with_messages_in_doubt_is_finished_with_thei
 
 
 async def test_approving_with_no_node_alive_says_nothing_sends_until_one_runs(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     campaign = await seed_campaign(conn)
     approved = einmal("campaign", "approve", str(campaign), dsn=dsn)
-    assert approved.stdout == (f"campaign {campaign} approved; due now, but no node is running: start one with "
-                               "`einmal run`\n"), approved.stderr
+    assert approved.stdout == (
+        f"campaign {campaign} approved; due now, but no node is running: start one with `einmal run`\n"
+    ), approved.stderr
     status = einmal("campaign", "status", str(campaign), dsn=dsn).stdout
     assert "but no node is running: start one with `einmal run`" in status
     assert "a running node starts it within a tick" not in status
@@ -63,11 +69,14 @@ async def test_approving_with_no_node_alive_says_nothing_sends_until_one_runs(
     await conn.execute("UPDATE einmal.nodes SET heartbeat_at = now() - interval '10 minutes'")
     printed = json.loads(einmal("campaign", "status", str(campaign), "--json", dsn=dsn).stdout)
     assert (printed["nodes_running"], printed["next_step"]) == (
-        0, "no node is running, so nothing is sent: start one with `einmal run`")
+        0,
+        "no node is running, so nothing is sent: start one with `einmal run`",
+    )
 
 
 async def test_status_counts_the_one_click_unsubscribes_of_the_campaign_and_no_other(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     campaign = await seed_campaign(conn, "sent", sends=("sent", "sent", "sent"))
     other = await seed_campaign(conn, "sent", sends=("sent",))
     account = await conn.fetchval("SELECT account_id FROM einmal.campaigns WHERE id = $1", campaign)
@@ -84,15 +93,33 @@ async def test_status_counts_the_one_click_unsubscribes_of_the_campaign_and_no_o
 
 
 async def test_a_draft_has_no_time_until_given_one_and_an_estimate_of_its_recipients(
-        conn: asyncpg.Connection, dsn: str, tmp_path) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path
+) -> None:
     path = tmp_path / "people.csv"
-    path.write_text("email,list\nann@example.org,news\nANN@example.org,news\nbob@example.org,news|vip\n"
-                    "cy@example.org,vip\ndee@example.org,news\n")
-    assert einmal("subscribers", "import", "--account", "acme", "--create-account", str(path),
-                  dsn=dsn).returncode == 0
+    path.write_text(
+        "email,list\nann@example.org,news\nANN@example.org,news\nbob@example.org,news|vip\n"
+        "cy@example.org,vip\ndee@example.org,news\n"
+    )
+    assert einmal("subscribers", "import", "--account", "acme", "--create-account", str(path), dsn=dsn).returncode == 0
     assert einmal("suppress", "--account", "acme", "dee@example.org", dsn=dsn).returncode == 0
-    made = einmal("campaign", "create", "--account", "acme", "--list", "news", "--name", "n", "--subject", "S",
-                  "--from", "news@example.org", "--text", "Hi", dsn=dsn, env=NO_UNSUBSCRIBE_CHECK)
+    made = einmal(
+        "campaign",
+        "create",
+        "--account",
+        "acme",
+        "--list",
+        "news",
+        "--name",
+        "n",
+        "--subject",
+        "S",
+        "--from",
+        "news@example.org",
+        "--text",
+        "Hi",
+        dsn=dsn,
+        env=NO_UNSUBSCRIBE_CHECK,
+    )
     assert made.returncode == 0, made.stderr
     campaign = int(made.stdout.strip())
     printed = json.loads(einmal("campaign", "status", str(campaign), "--json", dsn=dsn).stdout)

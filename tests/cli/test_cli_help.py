@@ -43,9 +43,12 @@ def parsers(parser: argparse.ArgumentParser, path: str = "einmal"):
 
 
 def test_every_option_and_argument_has_a_help_line() -> None:
-    missing = [f"{path}: {action.option_strings or action.dest}" for path, parser in parsers(cli.build_parser())
-               for action in parser._actions
-               if not isinstance(action, argparse._SubParsersAction) and not action.help]
+    missing = [
+        f"{path}: {action.option_strings or action.dest}"
+        for path, parser in parsers(cli.build_parser())
+        for action in parser._actions
+        if not isinstance(action, argparse._SubParsersAction) and not action.help
+    ]
     assert missing == []
 
 

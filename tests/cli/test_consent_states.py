@@ -26,7 +26,11 @@ async def signed_up(conn: asyncpg.Connection, account: str, email: str, list_nam
                       SELECT id, $2, lower($2) FROM einmal.accounts WHERE name = $1 RETURNING id, account_id)
            INSERT INTO einmal.list_members (list_id, subscriber_id, state)
            SELECT l.id, s.id, 'unconfirmed' FROM s JOIN einmal.lists l ON l.account_id = s.account_id
-           WHERE l.name = $3""", account, email, list_name)
+           WHERE l.name = $3""",
+        account,
+        email,
+        list_name,
+    )
 
 
 def imported(dsn: str, tmp_path: Path, content: str, account: str) -> str:
@@ -38,23 +42,29 @@ def imported(dsn: str, tmp_path: Path, content: str, account: str) -> str:
 
 
 async def memberships(conn: asyncpg.Connection, account: str) -> set[tuple[str, str, str]]:
-    rows = await conn.fetch("""SELECT s.email, l.name, m.state FROM einmal.list_members m
+    rows = await conn.fetch(
+        """SELECT s.email, l.name, m.state FROM einmal.list_members m
                                JOIN einmal.subscribers s ON s.id = m.subscriber_id
                                JOIN einmal.lists l ON l.id = m.list_id
-                               JOIN einmal.accounts a ON a.id = l.account_id WHERE a.name = $1""", account)
+                               JOIN einmal.accounts a ON a.id = l.account_id WHERE a.name = $1""",
+        account,
+    )
     return {tuple(r) for r in rows}
 
 
 async def test_an_unconfirmed_sign_up_stays_unconfirmed_through_export_and_import(
-        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
     imported(dsn, tmp_path, CSV, "acme")
     await signed_up(conn, "acme", "pat@example.org", "news")
     shown = einmal("subscribers", "show", "--account", "acme", "pat@example.org", dsn=dsn).stdout
     assert "status: unconfirmed\n" in shown and "lists: -\n" in shown and "awaiting confirmation: news\n" in shown
     listing = einmal("subscribers", "list", "--account", "acme", dsn=dsn).stdout
     assert [line.split()[:3] for line in listing.splitlines()[1:]] == [
-        ["ann@example.org", "Ann", "confirmed"], ["bob@example.org", "Bob", "confirmed"],
-        ["pat@example.org", "-", "unconfirmed"]]
+        ["ann@example.org", "Ann", "confirmed"],
+        ["bob@example.org", "Bob", "confirmed"],
+        ["pat@example.org", "-", "unconfirmed"],
+    ]
     news = einmal("subscribers", "list", "--account", "acme", "--list", "news", dsn=dsn).stdout
     assert "pat@example.org" not in news  # a member of a list is a confirmed one
     exported = einmal("subscribers", "export", "--account", "acme", dsn=dsn).stdout
@@ -68,22 +78,32 @@ async def test_an_unconfirmed_sign_up_stays_unconfirmed_through_export_and_impor
         assert ("pat@example.org", "news", "confirmed") not in found
         assert ("pat@example.org", "default", "confirmed") not in found
         assert ("ann@example.org", "news", "confirmed") in found
-    copy = await conn.fetchrow("SELECT s.attributes FROM einmal.subscribers s JOIN einmal.accounts a "
-                               "ON a.id = s.account_id WHERE a.name = 'copy' AND s.email = 'bob@example.org'")
+    copy = await conn.fetchrow(
+        "SELECT s.attributes FROM einmal.subscribers s JOIN einmal.accounts a "
+        "ON a.id = s.account_id WHERE a.name = 'copy' AND s.email = 'bob@example.org'"
+    )
     assert json.loads(copy["attributes"]) == {}  # an empty cell is no value, not ""
 
 
 async def test_the_status_shown_is_what_is_true_of_the_subscriber(
-        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
     imported(dsn, tmp_path, CSV + "cy@example.org,Cy,news,\ndee@example.org,Dee,news,\n", "acme")
     await signed_up(conn, "acme", "pat@example.org", "news")
-    for email, reason in (("bob@example.org", "unsubscribe"), ("cy@example.org", "bounce"),
-                          ("dee@example.org", "complaint")):
+    for email, reason in (
+        ("bob@example.org", "unsubscribe"),
+        ("cy@example.org", "bounce"),
+        ("dee@example.org", "complaint"),
+    ):
         assert einmal("suppress", "--account", "acme", email, "--reason", reason, dsn=dsn).returncode == 0
     key = make_key(dsn, "acme", "--scope", "read")
-    expected = {"confirmed": ["ann@example.org"], "unconfirmed": ["pat@example.org"],
-                "unsubscribed": ["bob@example.org"], "bounced": ["cy@example.org"],
-                "complained": ["dee@example.org"]}
+    expected = {
+        "confirmed": ["ann@example.org"],
+        "unconfirmed": ["pat@example.org"],
+        "unsubscribed": ["bob@example.org"],
+        "bounced": ["cy@example.org"],
+        "complained": ["dee@example.org"],
+    }
     async with http_server(dsn) as url, httpx.AsyncClient(base_url=f"{url}/api/v1") as client:
         for status, emails in expected.items():
             answer = await client.get("/subscribers", params={"status": status}, headers=auth(key))

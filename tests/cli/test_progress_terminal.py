@@ -30,8 +30,7 @@ DEADLINE = 180.0
 
 
 def tmux(socket: str, *args: str) -> str:
-    return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, check=True,
-                          timeout=30).stdout
+    return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, check=True, timeout=30).stdout
 
 
 def test_log_lines_print_above_the_bar_never_inside_it(dsn: str, tmp_path: Path) -> None:
@@ -41,9 +40,11 @@ def test_log_lines_print_above_the_bar_never_inside_it(dsn: str, tmp_path: Path)
         pytest.skip("needs tmux (apt-get install tmux)")
     socket = f"einmal-test-{uuid.uuid4().hex[:8]}"
     env = " ".join(f"-u {name}" for name in os.environ if name.startswith("EINMAL_") or name == "DATABASE_URL")
-    command = (f"cd {shlex.quote(str(ROOT))} && env {env} EINMAL_LOG_LEVEL=INFO {shlex.quote(sys.executable)} "
-               f"-m service demo --subscribers {SUBSCRIBERS} --database-url {shlex.quote(dsn)} "
-               f"--out {shlex.quote(str(tmp_path / 'out'))}; echo EXIT=$?; sleep {DEADLINE:.0f}")
+    command = (
+        f"cd {shlex.quote(str(ROOT))} && env {env} EINMAL_LOG_LEVEL=INFO {shlex.quote(sys.executable)} "
+        f"-m service demo --subscribers {SUBSCRIBERS} --database-url {shlex.quote(dsn)} "
+        f"--out {shlex.quote(str(tmp_path / 'out'))}; echo EXIT=$?; sleep {DEADLINE:.0f}"
+    )
     screens: list[list[str]] = []
     tmux(socket, "new-session", "-d", "-x", "150", "-y", "45", "-s", "demo", command)
     try:
@@ -107,5 +108,6 @@ def test_into_a_pipe_the_display_is_plain_lines() -> None:
     with progress.Display(out, tty=False) as display:
         display.show("done 1/4 (sent 1)", 1, 4)
         display.show("done 4/4 (sent 3, suppressed 1)", 4, 4)
-    assert out.getvalue() == ("[#####...............] done 1/4 (sent 1)\n"
-                              "[####################] done 4/4 (sent 3, suppressed 1)\n")
+    assert out.getvalue() == (
+        "[#####...............] done 1/4 (sent 1)\n[####################] done 4/4 (sent 3, suppressed 1)\n"
+    )

@@ -21,35 +21,46 @@ async def partition(conn: asyncpg.Connection, campaign: int) -> str | None:
 
 
 async def finish(conn: asyncpg.Connection, campaign: int, days_ago: float = 0) -> None:
-    await conn.execute("UPDATE einmal.campaigns SET sent_at = now() - make_interval(secs => $2) WHERE id = $1",
-                       campaign, days_ago * 86400)
+    await conn.execute(
+        "UPDATE einmal.campaigns SET sent_at = now() - make_interval(secs => $2) WHERE id = $1",
+        campaign,
+        days_ago * 86400,
+    )
 
 
 async def snapshot(conn: asyncpg.Connection) -> tuple:
     """Everything a prune could write."""
-    return (tuple(map(tuple, await conn.fetch("SELECT id, status, pruned_at FROM einmal.campaigns ORDER BY id"))),
-            tuple(map(tuple, await conn.fetch("SELECT * FROM einmal.campaign_counts ORDER BY 1, 2"))),
-            tuple(map(tuple, await conn.fetch("SELECT id, status FROM einmal.sends ORDER BY id"))),
-            tuple(map(tuple, await conn.fetch("SELECT relid::text FROM pg_partition_tree('einmal.sends') "
-                                              "ORDER BY 1"))))
+    return (
+        tuple(map(tuple, await conn.fetch("SELECT id, status, pruned_at FROM einmal.campaigns ORDER BY id"))),
+        tuple(map(tuple, await conn.fetch("SELECT * FROM einmal.campaign_counts ORDER BY 1, 2"))),
+        tuple(map(tuple, await conn.fetch("SELECT id, status FROM einmal.sends ORDER BY id"))),
+        tuple(map(tuple, await conn.fetch("SELECT relid::text FROM pg_partition_tree('einmal.sends') ORDER BY 1"))),
+    )
 
 
 async def test_every_campaign_has_its_partition_from_its_creation(conn: asyncpg.Connection) -> None:
     campaign = await seed_campaign(conn, "draft", sends=("queued",))
     assert await partition(conn, campaign) == f"einmal.sends_c{campaign}"
-    bound = await conn.fetchval("SELECT pg_get_expr(relpartbound, oid) FROM pg_class WHERE oid = $1::regclass",
-                                f"einmal.sends_c{campaign}")
+    bound = await conn.fetchval(
+        "SELECT pg_get_expr(relpartbound, oid) FROM pg_class WHERE oid = $1::regclass", f"einmal.sends_c{campaign}"
+    )
     assert bound == f"FOR VALUES FROM ('{campaign}') TO ('{campaign + 1}')"
     # the same subscriber twice in one campaign is still refused through the parent's unique constraint
     row = await conn.fetchrow("SELECT * FROM einmal.sends WHERE campaign_id = $1", campaign)
     with pytest.raises(asyncpg.UniqueViolationError):
-        await conn.execute("INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, "
-                           "job_id) VALUES ($1, $2, $3, 'x@example.org', 'x@example.org', $4)",
-                           campaign, row["account_id"], row["subscriber_id"], row["job_id"])
+        await conn.execute(
+            "INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, "
+            "job_id) VALUES ($1, $2, $3, 'x@example.org', 'x@example.org', $4)",
+            campaign,
+            row["account_id"],
+            row["subscriber_id"],
+            row["job_id"],
+        )
 
 
 async def test_prune_drops_a_finished_campaigns_rows_and_its_status_keeps_the_counts(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     campaign = await seed_campaign(conn, "sent", sends=("sent", "sent", "failed", "in_doubt", "suppressed"))
     await finish(conn, campaign)
     before = einmal("campaign", "status", str(campaign), "--json", dsn=dsn)
@@ -89,21 +100,22 @@ async def test_a_sending_campaign_is_never_pruned(conn: asyncpg.Connection, dsn:
     result = einmal("prune", "--older-than", "0", dsn=dsn)
     assert (result.returncode, result.stdout) == (0, "0 campaigns pruned\n")
     refused = einmal("prune", "--campaign", str(sending), dsn=dsn)
-    assert one_line_error(refused) == (f"einmal: campaign {sending} is sending: only a sent or cancelled "
-                                       "campaign is pruned")
+    assert one_line_error(refused) == (
+        f"einmal: campaign {sending} is sending: only a sent or cancelled campaign is pruned"
+    )
     for campaign in (sending, paused):
         assert await partition(conn, campaign) is not None
 
 
-async def test_a_cancelled_campaign_with_a_row_still_on_the_wire_is_skipped(
-        conn: asyncpg.Connection, dsn: str) -> None:
+async def test_a_cancelled_campaign_with_a_row_still_on_the_wire_is_skipped(conn: asyncpg.Connection, dsn: str) -> None:
     campaign = await seed_campaign(conn, "cancelled", sends=("failed", "sending"))
     result = einmal("prune", "--campaign", str(campaign), dsn=dsn)
     assert result.returncode == 0, result.stderr
     assert "skipped: rows of it are still queued or on the wire" in result.stdout
     assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE campaign_id = $1", campaign) == 2
-    await conn.execute("UPDATE einmal.sends SET status = 'in_doubt' WHERE campaign_id = $1 AND status = 'sending'",
-                       campaign)
+    await conn.execute(
+        "UPDATE einmal.sends SET status = 'in_doubt' WHERE campaign_id = $1 AND status = 'sending'", campaign
+    )
     assert "partition dropped; 2 rows counted" in einmal("prune", "--campaign", str(campaign), dsn=dsn).stdout
 
 
@@ -130,11 +142,14 @@ async def test_dry_run_lists_and_writes_nothing(conn: asyncpg.Connection, dsn: s
     assert await snapshot(conn) == before
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--older-than", "-1"), "einmal prune: argument --older-than: must be 0 or more days (got -1)"),
-    (("--older-than", "soon"), "einmal prune: argument --older-than: 'soon' is not a number of days"),
-    (("--campaign", "x"), "einmal prune: argument --campaign: invalid int value: 'x'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--older-than", "-1"), "einmal prune: argument --older-than: must be 0 or more days (got -1)"),
+        (("--older-than", "soon"), "einmal prune: argument --older-than: 'soon' is not a number of days"),
+        (("--campaign", "x"), "einmal prune: argument --campaign: invalid int value: 'x'"),
+    ],
+)
 async def test_bad_arguments_are_one_line_exit_2(conn: asyncpg.Connection, dsn: str, args, message) -> None:
     before = await snapshot(conn)
     result = einmal("prune", *args, dsn=dsn)
@@ -145,11 +160,11 @@ async def test_bad_arguments_are_one_line_exit_2(conn: asyncpg.Connection, dsn: 
 async def test_an_unknown_campaign_or_no_rule_is_one_line(conn: asyncpg.Connection, dsn: str) -> None:
     assert one_line_error(einmal("prune", "--campaign", "999", dsn=dsn)) == "einmal: no campaign with id 999"
     assert one_line_error(einmal("prune", dsn=dsn)) == (
-        "einmal: prune: give --older-than DAYS or --campaign ID (or set EINMAL_RETENTION_DAYS)")
+        "einmal: prune: give --older-than DAYS or --campaign ID (or set EINMAL_RETENTION_DAYS)"
+    )
 
 
-async def test_two_prunes_at_once_drop_the_partition_once_and_both_succeed(
-        conn: asyncpg.Connection, dsn: str) -> None:
+async def test_two_prunes_at_once_drop_the_partition_once_and_both_succeed(conn: asyncpg.Connection, dsn: str) -> None:
     campaigns = [await seed_campaign(conn, "sent", sends=("sent", "failed")) for _ in range(6)]
     results = []
 
@@ -165,11 +180,11 @@ async def test_two_prunes_at_once_drop_the_partition_once_and_both_succeed(
     assert [tuple(r) for r in counts] == [(c, s, 1) for c in campaigns for s in ("failed", "sent")]
 
 
-async def test_the_unsubscribe_link_of_a_pruned_campaign_still_unsubscribes(
-        conn: asyncpg.Connection, dsn: str) -> None:
+async def test_the_unsubscribe_link_of_a_pruned_campaign_still_unsubscribes(conn: asyncpg.Connection, dsn: str) -> None:
     campaign = await seed_campaign(conn, "sent", sends=("sent",))
-    account, subscriber = await conn.fetchrow("SELECT account_id, subscriber_id FROM einmal.sends "
-                                              "WHERE campaign_id = $1", campaign)
+    account, subscriber = await conn.fetchrow(
+        "SELECT account_id, subscriber_id FROM einmal.sends WHERE campaign_id = $1", campaign
+    )
     assert "partition dropped" in einmal("prune", "--campaign", str(campaign), dsn=dsn).stdout
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
         url = f"{base}/unsubscribe?token={token((account, campaign, subscriber))}"
@@ -186,8 +201,17 @@ async def test_bounces_of_a_pruned_campaign_are_kept_and_counted(conn: asyncpg.C
     sends = await conn.fetch("SELECT id, account_id FROM einmal.sends WHERE campaign_id = $1 ORDER BY id", campaign)
     for i, (kind, reason) in enumerate((("hard", "no_mailbox"), ("complaint", "complaint"))):
         await conn.execute("INSERT INTO einmal.inbound_events (event_id, payload_hash) VALUES ($1, 'h')", f"t:{i}")
-        await conn.execute(db.query("bounce_insert"), f"t:{i}", sends[i]["account_id"], sends[i]["id"], kind,
-                           "5.1.1", reason, False, campaign)
+        await conn.execute(
+            db.query("bounce_insert"),
+            f"t:{i}",
+            sends[i]["account_id"],
+            sends[i]["id"],
+            kind,
+            "5.1.1",
+            reason,
+            False,
+            campaign,
+        )
     before = json.loads(einmal("campaign", "status", str(campaign), "--json", dsn=dsn).stdout)
     assert (before["bounced"], before["complained"]) == (1, 1), before
     assert "partition dropped" in einmal("prune", "--campaign", str(campaign), dsn=dsn).stdout
@@ -196,7 +220,8 @@ async def test_bounces_of_a_pruned_campaign_are_kept_and_counted(conn: asyncpg.C
 
 
 async def test_a_retry_that_reopens_a_campaign_drops_its_counts_and_a_pruned_one_is_not_reopened(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     campaign = await seed_campaign(conn, "sending", sends=("sent", "failed"))
     await conn.execute("UPDATE einmal.campaigns SET recipients_built_at = now() WHERE id = $1", campaign)
     assert await conn.fetchrow(db.query("campaign_finish"), campaign) is not None

@@ -33,15 +33,16 @@ async def test_the_readme_way_from_the_demo_to_a_real_node_runs_as_written(dsn: 
     env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # as `. .venv/bin/activate`
     with anyio.fail_after(240):
-        done = await anyio.run_process(["bash", "-euo", "pipefail", "-c", block], env=env, cwd=tmp_path,
-                                       check=False)
+        done = await anyio.run_process(["bash", "-euo", "pipefail", "-c", block], env=env, cwd=tmp_path, check=False)
     out, err = done.stdout.decode(), done.stderr.decode()
     assert done.returncode == 0, (out, err)
     assert "Traceback" not in err, err
     assert re.search(r"(?m)^\s*\d+\s+acme\s+news\s+2\b", out), out  # einmal lists: the list, its 2 members
     assert "done 2/2 (sent 2" in out, out
-    messages = [email.message_from_bytes(path.read_bytes(), policy=policy.default)
-                for path in (tmp_path / "mail" / "new").iterdir()]
+    messages = [
+        email.message_from_bytes(path.read_bytes(), policy=policy.default)
+        for path in (tmp_path / "mail" / "new").iterdir()
+    ]
     assert sorted(m["To"].addresses[0].addr_spec for m in messages) == ["ann@example.org", "bob@example.org"]
     for message in messages:  # each with its one-click unsubscribe, in the header and the text
         assert message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"

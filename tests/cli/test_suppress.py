@@ -21,14 +21,25 @@ async def suppressed(conn: asyncpg.Connection) -> set[tuple[int, str, str]]:
 
 async def test_suppress_is_idempotent_and_stores_lower_case(dsn: str, conn: asyncpg.Connection) -> None:
     account_id = await make_account(conn)
-    first = einmal("suppress", "--account", "acme", "Alice@Example.com", "alice@example.com",
-                   "bob@example.com", "--reason", "complaint", dsn=dsn)
+    first = einmal(
+        "suppress",
+        "--account",
+        "acme",
+        "Alice@Example.com",
+        "alice@example.com",
+        "bob@example.com",
+        "--reason",
+        "complaint",
+        dsn=dsn,
+    )
     assert (first.returncode, first.stdout, first.stderr) == (0, "suppressed 2, already suppressed 0\n", "")
     second = einmal("suppress", "--account", "acme", "ALICE@example.com", "carol@example.com", dsn=dsn)
     assert (second.returncode, second.stdout) == (0, "suppressed 1, already suppressed 1\n")
-    assert await suppressed(conn) == {(account_id, "alice@example.com", "complaint"),
-                                      (account_id, "bob@example.com", "complaint"),
-                                      (account_id, "carol@example.com", "manual")}
+    assert await suppressed(conn) == {
+        (account_id, "alice@example.com", "complaint"),
+        (account_id, "bob@example.com", "complaint"),
+        (account_id, "carol@example.com", "manual"),
+    }
 
 
 async def test_suppress_notifies_account_and_lower_cased_address(dsn: str, conn: asyncpg.Connection) -> None:
@@ -42,7 +53,8 @@ async def test_suppress_notifies_account_and_lower_cased_address(dsn: str, conn:
 
     await conn.add_listener("einmal_suppression", on_notify)
     result = await anyio.to_thread.run_sync(
-        lambda: einmal("suppress", "--account", "acme", "Dora@Example.com", dsn=dsn))
+        lambda: einmal("suppress", "--account", "acme", "Dora@Example.com", dsn=dsn)
+    )
     assert result.returncode == 0, result.stderr
     with anyio.fail_after(10):
         await arrived.wait()
@@ -56,13 +68,17 @@ async def test_unknown_account_is_refused(dsn: str, conn: asyncpg.Connection) ->
     assert await conn.fetchval("SELECT count(*) FROM einmal.accounts") == 1
 
 
-@pytest.mark.parametrize(("arguments", "message"), [
-    (["ok@example.com", "not-an-address"], "einmal: invalid address 'not-an-address': "),
-    (["ok@example.com", "x@example.com\r\nBcc: y@example.com"], "einmal: invalid address "),
-    (["ok@example.com", "--reason", ""], "einmal: invalid reason"),
-])
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["ok@example.com", "not-an-address"], "einmal: invalid address 'not-an-address': "),
+        (["ok@example.com", "x@example.com\r\nBcc: y@example.com"], "einmal: invalid address "),
+        (["ok@example.com", "--reason", ""], "einmal: invalid reason"),
+    ],
+)
 async def test_bad_input_is_one_line_and_suppresses_nothing(
-        dsn: str, conn: asyncpg.Connection, arguments: list[str], message: str) -> None:
+    dsn: str, conn: asyncpg.Connection, arguments: list[str], message: str
+) -> None:
     await make_account(conn)
     result = einmal("suppress", "--account", "acme", *arguments, dsn=dsn)
     assert result.returncode == 1

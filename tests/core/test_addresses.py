@@ -40,29 +40,37 @@ def test_the_four_spellings_of_one_mailbox_have_one_key() -> None:
     assert {email_key(a) for a in ANNA_SPELLINGS} == {"anna@bücher.example"}
 
 
-@pytest.mark.parametrize(("a", "b"), [
-    ("Anna@XN--BCHER-KVA.Example", "anna@bücher.example"),  # an A-label in upper case
-    ("anna@ｂücher。example", "anna@bücher.example"),  # full-width letter, ideographic full stop (UTS #46)
-    ("ΟΔΟΣ@example.gr", "οδος@example.gr"),  # final sigma
-    ("ΟΔΟΣ@example.gr", "οδοσ@example.gr"),  # ς and σ are one letter: case folding, not lower()
-    ("STRASSE@example.de", "straße@example.de"),  # full case folding: ß is ss in a local part
-    ("ÅSA@example.se", "a\u030asa@example.se"),
-])
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Anna@XN--BCHER-KVA.Example", "anna@bücher.example"),  # an A-label in upper case
+        ("anna@ｂücher。example", "anna@bücher.example"),  # full-width letter, ideographic full stop (UTS #46)
+        ("ΟΔΟΣ@example.gr", "οδος@example.gr"),  # final sigma
+        ("ΟΔΟΣ@example.gr", "οδοσ@example.gr"),  # ς and σ are one letter: case folding, not lower()
+        ("STRASSE@example.de", "straße@example.de"),  # full case folding: ß is ss in a local part
+        ("ÅSA@example.se", "a\u030asa@example.se"),
+    ],
+)
 def test_spellings_of_one_mailbox_share_a_key(a: str, b: str) -> None:
     assert email_key(a) == email_key(b)
 
 
-@pytest.mark.parametrize(("a", "b"), [
-    ("anna@straße.example", "anna@strasse.example"),  # IDNA 2008: two domains
-    ("anna@xn--bcher-kva.example", "anna@bcher-kva.example"),
-    ("anna@example.com", "anne@example.com"),
-])
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("anna@straße.example", "anna@strasse.example"),  # IDNA 2008: two domains
+        ("anna@xn--bcher-kva.example", "anna@bcher-kva.example"),
+        ("anna@example.com", "anne@example.com"),
+    ],
+)
 def test_different_mailboxes_keep_different_keys(a: str, b: str) -> None:
     assert email_key(a) != email_key(b)
 
 
-@pytest.mark.parametrize("address", [*ANNA_SPELLINGS, "x@xn--zz.example", "no-domain", "a@b@c", "Straße@İ.example",
-                                     "ǅ\u0345\u0390@ΣΑΣ.example", ""])
+@pytest.mark.parametrize(
+    "address",
+    [*ANNA_SPELLINGS, "x@xn--zz.example", "no-domain", "a@b@c", "Straße@İ.example", "ǅ\u0345\u0390@ΣΑΣ.example", ""],
+)
 def test_the_key_of_a_key_is_itself(address: str) -> None:
     assert email_key(email_key(address)) == email_key(address)
 
@@ -74,9 +82,12 @@ def check(result) -> str:
 
 def delivered_to(folder: Path) -> list[str]:
     """The envelope recipient of every captured message (UTF-8 with SMTPUTF8)."""
-    return [line.split(b": ", 1)[1].decode("utf-8")
-            for path in sorted(folder.glob("*.eml"))
-            for line in path.read_bytes().split(b"\r\n") if line.startswith(b"Delivered-To: ")]
+    return [
+        line.split(b": ", 1)[1].decode("utf-8")
+        for path in sorted(folder.glob("*.eml"))
+        for line in path.read_bytes().split(b"\r\n")
+        if line.startswith(b"Delivered-To: ")
+    ]
 
 
 async def send_campaign(dsn: str, tmp_path: Path, addresses: list[str], suppress: list[str] = ()) -> int:
@@ -86,8 +97,25 @@ async def send_campaign(dsn: str, tmp_path: Path, addresses: list[str], suppress
     check(einmal("subscribers", "import", "--account", "acme", "--create-account", str(csv_file), dsn=dsn))
     if suppress:
         check(einmal("suppress", "--account", "acme", *suppress, dsn=dsn))
-    campaign = int(check(einmal("campaign", "create", "--account", "acme", "--name", "n", "--subject", "Hi",
-                                "--from", "news@example.com", "--text", "Hello {{ email }}", dsn=dsn)))
+    campaign = int(
+        check(
+            einmal(
+                "campaign",
+                "create",
+                "--account",
+                "acme",
+                "--name",
+                "n",
+                "--subject",
+                "Hi",
+                "--from",
+                "news@example.com",
+                "--text",
+                "Hello {{ email }}",
+                dsn=dsn,
+            )
+        )
+    )
     check(einmal("campaign", "approve", str(campaign), dsn=dsn))
     conn = await asyncpg.connect(dsn)
     try:
@@ -108,19 +136,24 @@ async def sends(conn: asyncpg.Connection, campaign: int) -> dict[str, str]:
 
 
 async def test_four_spellings_of_one_mailbox_get_one_send_row_and_one_message(
-        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
     campaign = await send_campaign(dsn, tmp_path, [*ANNA_SPELLINGS, "carl@example.com"])
 
     assert [r["email"] for r in await conn.fetch("SELECT email FROM einmal.subscribers ORDER BY id")] == [
-        ANNA, "carl@example.com"], "one subscriber per mailbox, in the spelling first imported"
+        ANNA,
+        "carl@example.com",
+    ], "one subscriber per mailbox, in the spelling first imported"
     assert await sends(conn, campaign) == {ANNA: "sent", "carl@example.com": "sent"}, "the first imported wins"
     assert sorted(delivered_to(tmp_path / "mail")) == sorted([ANNA, "carl@example.com"])
 
 
 async def test_suppressing_the_a_label_form_stops_the_u_label_address(
-        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
-    campaign = await send_campaign(dsn, tmp_path, ["bob@bücher.example", "carl@example.com"],
-                                   suppress=["bob@xn--bcher-kva.example"])
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
+    campaign = await send_campaign(
+        dsn, tmp_path, ["bob@bücher.example", "carl@example.com"], suppress=["bob@xn--bcher-kva.example"]
+    )
 
     assert await sends(conn, campaign) == {"bob@bücher.example": "suppressed", "carl@example.com": "sent"}
     assert delivered_to(tmp_path / "mail") == ["carl@example.com"]
@@ -132,7 +165,8 @@ async def test_an_inbound_event_with_the_a_label_form_suppresses_every_spelling(
     assert await inbound.apply(conn, "esp:1", "bounce", acme, "BOB@xn--bcher-kva.example")
     assert not await inbound.apply(conn, "esp:1", "bounce", acme, "bob@bücher.example"), "the same payload"
     assert [tuple(r) for r in await conn.fetch("SELECT email_lower, reason FROM einmal.suppressions")] == [
-        ("bob@bücher.example", "bounce")]
+        ("bob@bücher.example", "bounce")
+    ]
 
 
 @pytest.fixture
@@ -148,13 +182,15 @@ async def c_locale_dsn(server_url: str):
 
 
 async def test_case_variants_of_a_non_ascii_address_are_one_recipient_in_a_c_locale_database(
-        c_locale_dsn: str, tmp_path: Path) -> None:
+    c_locale_dsn: str, tmp_path: Path
+) -> None:
     check(einmal("migrate", dsn=c_locale_dsn))
     conn = await asyncpg.connect(c_locale_dsn)
     try:
         assert await conn.fetchval("SELECT lower('Ü')") == "Ü", "the database's lower() ignores non-ASCII letters"
-        campaign = await send_campaign(c_locale_dsn, tmp_path, ["ÜLLA@BÜCHER.EXAMPLE", "ülla@bücher.example",
-                                                                "Ülla@Bücher.Example"])
+        campaign = await send_campaign(
+            c_locale_dsn, tmp_path, ["ÜLLA@BÜCHER.EXAMPLE", "ülla@bücher.example", "Ülla@Bücher.Example"]
+        )
         assert await sends(conn, campaign) == {"ÜLLA@BÜCHER.EXAMPLE": "sent"}
     finally:
         await conn.close()
@@ -179,75 +215,110 @@ async def test_the_migration_rekeys_existing_rows_and_merges_what_became_one_mai
         subscriber = {}
         for email in [*ANNA_SPELLINGS, "carl@example.com"]:
             subscriber[email] = await conn.fetchval(
-                "INSERT INTO einmal.subscribers (account_id, email) VALUES ($1, $2) RETURNING id", acme, email)
+                "INSERT INTO einmal.subscribers (account_id, email) VALUES ($1, $2) RETURNING id", acme, email
+            )
         assert await conn.fetchval("SELECT count(DISTINCT email_lower) FROM einmal.subscribers") == 5
 
         async def campaign_with(statuses: dict[str, str]) -> int:
             campaign = await conn.fetchval(
                 "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids, "
-                "status) VALUES ($1, 'c', 's', 'news@example.com', 'b', '{}', 'sending') RETURNING id", acme)
+                "status) VALUES ($1, 'c', 's', 'news@example.com', 'b', '{}', 'sending') RETURNING id",
+                acme,
+            )
             for email, status in statuses.items():
                 await conn.execute(
                     "INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, "
                     "status, claimed_by) SELECT $1, $2, $3::bigint, $4, lower($4), "
                     "'campaign:' || $1::bigint || ':' || $3::bigint, $5::text, "
                     "CASE WHEN $5::text IN ('claimed', 'sending') THEN 'node-a' END",
-                    campaign, acme, subscriber[email], email, status)
+                    campaign,
+                    acme,
+                    subscriber[email],
+                    email,
+                    status,
+                )
             return campaign
 
         # today's schema lets every spelling have its own row in one campaign
-        first = await campaign_with({ANNA: "queued", nfd: "sent", "ANNA@BÜCHER.EXAMPLE": "in_doubt",
-                                     "anna@xn--bcher-kva.example": "failed", "carl@example.com": "queued"})
+        first = await campaign_with(
+            {
+                ANNA: "queued",
+                nfd: "sent",
+                "ANNA@BÜCHER.EXAMPLE": "in_doubt",
+                "anna@xn--bcher-kva.example": "failed",
+                "carl@example.com": "queued",
+            }
+        )
         second = await campaign_with({ANNA: "queued", "anna@xn--bcher-kva.example": "suppressed"})
         third = await campaign_with({"ANNA@BÜCHER.EXAMPLE": "queued", "anna@xn--bcher-kva.example": "claimed"})
-        await conn.execute("""
+        await conn.execute(
+            """
             INSERT INTO einmal.suppressions (account_id, email_lower, reason, created_at) VALUES
                 ($1, 'bob@xn--bcher-kva.example', 'complaint', now() - interval '2 days'),
                 ($1, 'bob@bücher.example', 'bounce', now() - interval '1 day'),
                 ($1, $2, 'manual', now()),
-                ($1, 'dora@example.com', 'manual', now())""", acme, unicodedata.normalize("NFD", "eve@bücher.example"))
+                ($1, 'dora@example.com', 'manual', now())""",
+            acme,
+            unicodedata.normalize("NFD", "eve@bücher.example"),
+        )
 
         assert (await migrate(conn))[0] == "0002_address_key"  # and any later ones
 
         keys = await conn.fetch("SELECT email, email_lower FROM einmal.subscribers")
         assert {r["email"]: r["email_lower"] for r in keys} == {
-            **{spelling: ANNA for spelling in ANNA_SPELLINGS}, "carl@example.com": "carl@example.com"}
+            **{spelling: ANNA for spelling in ANNA_SPELLINGS},
+            "carl@example.com": "carl@example.com",
+        }
         assert await sends(conn, first) == {nfd: "sent", "carl@example.com": "queued"}, "a 'sent' is never lost"
         assert await sends(conn, second) == {"anna@xn--bcher-kva.example": "suppressed"}
         assert await sends(conn, third) == {"anna@xn--bcher-kva.example": "claimed"}
         assert set(await conn.fetch("SELECT email_lower FROM einmal.sends WHERE email <> 'carl@example.com'")) == {
-            (ANNA,)}
+            (ANNA,)
+        }
         rows = await conn.fetch("SELECT email_lower, reason FROM einmal.suppressions ORDER BY email_lower")
-        assert [tuple(r) for r in rows] == [("bob@bücher.example", "complaint"), ("dora@example.com", "manual"),
-                                            ("eve@bücher.example", "manual")]
+        assert [tuple(r) for r in rows] == [
+            ("bob@bücher.example", "complaint"),
+            ("dora@example.com", "manual"),
+            ("eve@bücher.example", "manual"),
+        ]
         with pytest.raises(asyncpg.UniqueViolationError):  # the constraint holds the keys from now on
             await conn.execute(
                 "INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id) "
                 "VALUES ($1, $2, $3, $4, $4, 'campaign:' || $1::bigint || ':' || $3::bigint)",
-                second, acme, subscriber[ANNA], ANNA)
+                second,
+                acme,
+                subscriber[ANNA],
+                ANNA,
+            )
         assert await migrate(conn) == []
     finally:
         await conn.close()
 
 
 async def test_an_opt_out_by_the_a_label_form_after_the_build_is_honoured_at_claim(
-        dsn: str, conn: asyncpg.Connection) -> None:
+    dsn: str, conn: asyncpg.Connection
+) -> None:
     campaign = await seed(conn, ["Bob@Bücher.example", "carl@example.com"])
     await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
     await conn.fetchrow(db.query("recipients_build_chunk"), campaign, "", 100)
     assert set((await sends(conn, campaign)).values()) == {"queued"}
 
     result = await anyio.to_thread.run_sync(
-        lambda: einmal("suppress", "--account", "acme", "bob@xn--bcher-kva.example", dsn=dsn))
+        lambda: einmal("suppress", "--account", "acme", "bob@xn--bcher-kva.example", dsn=dsn)
+    )
     assert result.returncode == 0, result.stderr
-    claimed = await conn.fetch(db.query("send_claim_batch"), campaign, "node-a/1", 10, 0, 0, 0, 3600, 86400,
-                              [], [], 1, 60, 3600)  # no limits
-    assert {r["email"]: r["status"] for r in claimed} == {"Bob@Bücher.example": "suppressed",
-                                                        "carl@example.com": "claimed"}
+    claimed = await conn.fetch(
+        db.query("send_claim_batch"), campaign, "node-a/1", 10, 0, 0, 0, 3600, 86400, [], [], 1, 60, 3600
+    )  # no limits
+    assert {r["email"]: r["status"] for r in claimed} == {
+        "Bob@Bücher.example": "suppressed",
+        "carl@example.com": "claimed",
+    }
 
 
 async def test_a_no_such_user_bounce_suppresses_the_mailbox_not_only_its_spelling(
-        dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
     campaign = await seed(conn, ["BOB@XN--BCHER-KVA.EXAMPLE", "carl@example.com"])
     received = Received(decide=lambda rcpt: "550 5.1.1 no such user" if rcpt.startswith("BOB") else None)
     async with recording_server(received) as port:

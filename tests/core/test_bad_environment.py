@@ -26,13 +26,36 @@ CHECKED = {  # variable -> a test of the loaded value
     "EINMAL_SMTP_TLS": lambda s: s.smtp_tls in ("none", "starttls", "tls"),
     "EINMAL_TICK_SECONDS": lambda s: s.tick_seconds > 0,
 }
-numberish = st.one_of(st.integers().map(str), st.floats().map(str), st.from_regex(r"\s*[-+]?[0-9_.eE]{0,8}\s*",
-                                                                                   fullmatch=True))
+numberish = st.one_of(
+    st.integers().map(str), st.floats().map(str), st.from_regex(r"\s*[-+]?[0-9_.eE]{0,8}\s*", fullmatch=True)
+)
 # an environment can hold only what bytes decode to: no NUL, no lone surrogate but the escaped bytes
-env_value = st.one_of(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=30),
-                      numberish,
-                      st.sampled_from(["", " ", "hold ", "TLS", "StartTLS", "inf", "-inf", "nan", "1e999", "0x19",
-                                       "２５", "25\n", "١٢", "\udcff", "true", "null", "[]", "{}"]))
+env_value = st.one_of(
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=30),
+    numberish,
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "hold ",
+            "TLS",
+            "StartTLS",
+            "inf",
+            "-inf",
+            "nan",
+            "1e999",
+            "0x19",
+            "２５",
+            "25\n",
+            "١٢",
+            "\udcff",
+            "true",
+            "null",
+            "[]",
+            "{}",
+        ]
+    ),
+)
 
 
 def load_with(variables: dict[str, str]) -> Settings:
@@ -76,12 +99,23 @@ def test_an_infinite_tick_is_refused(value: str) -> None:
         load_with({"EINMAL_TICK_SECONDS": value})
 
 
-@pytest.mark.parametrize(("name", "value"), [("EINMAL_SMTP_PORT", "2\udcff5"), ("EINMAL_BATCH_SIZE", " "),
-                                             ("EINMAL_SMTP_TLS", "starttls\n"), ("EINMAL_IN_DOUBT", "hold" * 500)])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("EINMAL_SMTP_PORT", "2\udcff5"),
+        ("EINMAL_BATCH_SIZE", " "),
+        ("EINMAL_SMTP_TLS", "starttls\n"),
+        ("EINMAL_IN_DOUBT", "hold" * 500),
+    ],
+)
 def test_a_garbage_variable_stops_the_command_line_with_exit_2(name: str, value: str) -> None:
-    result = einmal("campaign", "status", "1", dsn="postgresql://postgres@127.0.0.1:1/nowhere",
-                    env={"EINMAL_SMTP_PASSWORD": PASSWORD, name: value})
+    result = einmal(
+        "campaign",
+        "status",
+        "1",
+        dsn="postgresql://postgres@127.0.0.1:1/nowhere",
+        env={"EINMAL_SMTP_PASSWORD": PASSWORD, name: value},
+    )
     assert (result.returncode, result.stdout) == (2, ""), result.stderr
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"einmal: {name}: "), result.stderr
     assert "Traceback" not in result.stderr and PASSWORD not in result.stderr
-

@@ -7,16 +7,19 @@ import pytest
 from service import clients
 
 
-@pytest.mark.parametrize(("host", "expected"), [
-    ("192.0.2.77", "192.0.2.0/24"),
-    ("127.0.0.1", "127.0.0.0/24"),
-    ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
-    ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
-    ("::ffff:198.51.100.9", "198.51.100.0/24"),
-    ("fe80::1%eth0", "fe80::/64"),
-    ("testclient", "testclient"),
-    (None, "?"),
-])
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        ("192.0.2.77", "192.0.2.0/24"),
+        ("127.0.0.1", "127.0.0.0/24"),
+        ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
+        ("::ffff:198.51.100.9", "198.51.100.0/24"),
+        ("fe80::1%eth0", "fe80::/64"),
+        ("testclient", "testclient"),
+        (None, "?"),
+    ],
+)
 def test_a_client_is_its_network(host: str | None, expected: str) -> None:
     assert clients.network(host) == expected
 

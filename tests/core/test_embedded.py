@@ -21,8 +21,7 @@ from service import embedded
 from tests.conftest import ROOT, applied_by, applied_everything, einmal, every_migration
 
 ATTACH_AND_WAIT = (
-    "from service import embedded; embedded.url(); print('attached', flush=True); "
-    "import time; time.sleep(60)"
+    "from service import embedded; embedded.url(); print('attached', flush=True); import time; time.sleep(60)"
 )
 
 
@@ -31,8 +30,7 @@ def _postgres_processes(pgdata: Path) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(attrs=("name", "cmdline", "status")):
         cmdline = proc.info["cmdline"] or []
-        if (proc.info["name"] == "postgres" and proc.info["status"] != psutil.STATUS_ZOMBIE
-                and str(pgdata) in cmdline):
+        if proc.info["name"] == "postgres" and proc.info["status"] != psutil.STATUS_ZOMBIE and str(pgdata) in cmdline:
             found.append(proc)
     return found
 
@@ -65,8 +63,14 @@ def _env(embedded_dir: Path) -> dict[str, str]:
 
 
 def _start_attached_client(embedded_dir: Path) -> subprocess.Popen:
-    child = subprocess.Popen([sys.executable, "-c", ATTACH_AND_WAIT], cwd=ROOT, env=_env(embedded_dir),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", ATTACH_AND_WAIT],
+        cwd=ROOT,
+        env=_env(embedded_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = child.stdout.readline()  # blocks until attached, or "" if it died
     if line.strip() != "attached":
         child.kill()
@@ -101,8 +105,12 @@ def test_a_sigkilled_client_does_not_keep_the_server_running(embedded_dir: Path)
 def test_two_concurrent_commands_share_one_embedded_server(embedded_dir: Path) -> None:
     pgdata = (embedded_dir / "pgdata").resolve()
     command = [sys.executable, "-m", "service", "migrate"]
-    procs = [subprocess.Popen(command, cwd=ROOT, env=_env(embedded_dir), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            command, cwd=ROOT, env=_env(embedded_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     results = [(*proc.communicate(timeout=60), proc.returncode) for proc in procs]
 
     assert [code for _, _, code in results] == [0, 0], [err for _, err, _ in results]
@@ -147,14 +155,20 @@ def test_a_misspelled_variable_is_named_and_the_embedded_fallback_said(embedded_
     """EINMAL_DATABSE_URL is no variable einmal knows: one warning line names the closest one, and the
     command, falling back to the embedded PostgreSQL, says so (before: silence, and the embedded
     database's data read as if it were the one meant)."""
-    result = einmal("migrate", env={"EINMAL_EMBEDDED_DIR": str(embedded_dir),
-                                    "EINMAL_DATABSE_URL": "postgresql://postgres@db.example.org/prod"})
+    result = einmal(
+        "migrate",
+        env={
+            "EINMAL_EMBEDDED_DIR": str(embedded_dir),
+            "EINMAL_DATABSE_URL": "postgresql://postgres@db.example.org/prod",
+        },
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stderr.splitlines()
-    assert "einmal: warning: unknown variable EINMAL_DATABSE_URL ignored; did you mean EINMAL_DATABASE_URL?" \
-        in lines
-    assert (f"einmal: EINMAL_DATABASE_URL and DATABASE_URL are unset: using the embedded PostgreSQL in "
-            f"{embedded_dir / 'pgdata'}") in lines
+    assert "einmal: warning: unknown variable EINMAL_DATABSE_URL ignored; did you mean EINMAL_DATABASE_URL?" in lines
+    assert (
+        f"einmal: EINMAL_DATABASE_URL and DATABASE_URL are unset: using the embedded PostgreSQL in "
+        f"{embedded_dir / 'pgdata'}"
+    ) in lines
     assert "db.example.org" not in result.stderr
 
 
@@ -164,4 +178,5 @@ def test_every_variable_einmal_reads_is_known_to_the_check() -> None:
     assert unknown_variables({"EINMAL_EMBEDDED_DIR": "x", "EINMAL_SMTP_HOST": "h", "OTEL_X": "y"}) == []
     assert unknown_variables({"EINMAL_SMTP_HSOT": "h", "EINMAL_ZZZ": "1"}) == [
         "unknown variable EINMAL_SMTP_HSOT ignored; did you mean EINMAL_SMTP_HOST?",
-        "unknown variable EINMAL_ZZZ ignored"]
+        "unknown variable EINMAL_ZZZ ignored",
+    ]

@@ -28,8 +28,11 @@ def layer(module: str) -> str:
 
 def imports(*folders: str) -> dict[str, set[str]]:
     """Each module of the folders and the modules of the folders it imports."""
-    paths = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
-             for folder in folders for p in ROOT.glob(f"{folder}/**/*.py")}
+    paths = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+        for folder in folders
+        for p in ROOT.glob(f"{folder}/**/*.py")
+    }
     found = {}
     for module, path in paths.items():
         names = set()
@@ -37,8 +40,9 @@ def imports(*folders: str) -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 names |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module:
-                names |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in paths else node.module
-                          for a in node.names}
+                names |= {
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in paths else node.module for a in node.names
+                }
         found[module] = {n for n in names if n in paths and n != module}
     return found
 
@@ -52,9 +56,12 @@ def circle(graph: dict[str, set[str]]) -> str | None:
 
 
 def test_no_module_imports_from_a_layer_above_it() -> None:
-    upward = sorted(f"{module} ({layer(module)}) imports {name} ({layer(name)})"
-                    for module, names in imports("service", "actors").items() for name in names
-                    if LAYERS[layer(name)] > LAYERS[layer(module)])
+    upward = sorted(
+        f"{module} ({layer(module)}) imports {name} ({layer(name)})"
+        for module, names in imports("service", "actors").items()
+        for name in names
+        if LAYERS[layer(name)] > LAYERS[layer(module)]
+    )
     assert upward == [], "\n".join(upward)
 
 

@@ -11,8 +11,18 @@ pytestmark = pytest.mark.anyio
 async def test_migrate_is_idempotent(conn: asyncpg.Connection) -> None:
     assert await migrate(conn) == []
     tables = {r["tablename"] for r in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'einmal'")}
-    assert {"accounts", "subscribers", "lists", "list_members", "campaigns", "sends", "suppressions",
-            "inbound_events", "nodes", "migrations"} <= tables
+    assert {
+        "accounts",
+        "subscribers",
+        "lists",
+        "list_members",
+        "campaigns",
+        "sends",
+        "suppressions",
+        "inbound_events",
+        "nodes",
+        "migrations",
+    } <= tables
 
 
 async def test_two_concurrent_migrate_processes_both_succeed(server_url: str) -> None:
@@ -48,7 +58,8 @@ async def test_migrate_refuses_a_database_from_a_newer_einmal(conn: asyncpg.Conn
     result = einmal("migrate", dsn=dsn)
     assert result.returncode == 1
     assert result.stderr.strip() == (
-        "einmal: the database holds migrations this einmal does not know: 9999_future; upgrade einmal")
+        "einmal: the database holds migrations this einmal does not know: 9999_future; upgrade einmal"
+    )
 
 
 def test_unreachable_database_is_one_line() -> None:

@@ -26,7 +26,8 @@ UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nowhere"
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c))
 @pytest.mark.parametrize(("name", "value"), MALFORMED, ids=[name for name, _ in MALFORMED])
 def test_a_malformed_variable_stops_any_command_with_one_line_naming_it(
-        command: tuple[str, ...], name: str, value: str) -> None:
+    command: tuple[str, ...], name: str, value: str
+) -> None:
     # the database URL is unreachable: the command must stop before it is used
     result = einmal(*command, dsn=UNREACHABLE, env={name: value, "EINMAL_SMTP_PASSWORD": PASSWORD})
 
@@ -77,15 +78,15 @@ def _example() -> dict[str, tuple[str, bool]]:
     return found
 
 
-def test_the_example_environment_file_lists_every_setting_with_its_default(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_example_environment_file_lists_every_setting_with_its_default(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [n for n in os.environ if n.startswith("EINMAL_")] + ["DATABASE_URL"]:
         monkeypatch.delenv(name, raising=False)
     example = _example()
     fields = Settings.model_fields
 
     assert {f"EINMAL_{name.upper()}" for name in fields} | {"EINMAL_EMBEDDED_DIR", "EINMAL_LOG_LEVEL"} == {
-        name for name in example if name.startswith("EINMAL_")}
+        name for name in example if name.startswith("EINMAL_")
+    }
     for name, field in fields.items():
         value, is_set = example[f"EINMAL_{name.upper()}"]
         if is_set:
@@ -110,8 +111,7 @@ MALFORMED_URLS = {
 
 @pytest.mark.parametrize("variable", ["EINMAL_DATABASE_URL", "DATABASE_URL"])
 @pytest.mark.parametrize("url", MALFORMED_URLS.values(), ids=MALFORMED_URLS.keys())
-def test_a_malformed_database_url_is_one_line_naming_its_variable_without_the_password(
-        variable: str, url: str) -> None:
+def test_a_malformed_database_url_is_one_line_naming_its_variable_without_the_password(variable: str, url: str) -> None:
     result = einmal("migrate", env={variable: url})
 
     assert result.returncode == 2, result.stderr
@@ -123,17 +123,21 @@ def test_a_malformed_database_url_is_one_line_naming_its_variable_without_the_pa
         assert secret not in result.stderr + result.stdout
 
 
-@pytest.mark.parametrize("url", [
-    "postgresql://einmal:p%3Fw%23d%40x@127.0.0.1:1,127.0.0.1:2/nowhere",  # encoded secrets, two hosts
-    "postgresql://einmal@[::1]:1/nowhere",
-    "postgres://einmal@127.0.0.1/nowhere?port=1&sslmode=disable",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://einmal:p%3Fw%23d%40x@127.0.0.1:1,127.0.0.1:2/nowhere",  # encoded secrets, two hosts
+        "postgresql://einmal@[::1]:1/nowhere",
+        "postgres://einmal@127.0.0.1/nowhere?port=1&sslmode=disable",
+    ],
+)
 def test_a_well_formed_database_url_goes_on_to_connect(url: str) -> None:
     result = einmal("migrate", dsn=url)
     assert result.returncode == 1, result.stderr
     # no server there, or (where the port in the query is not the one reached) one that refused the login
-    assert re.match(r"einmal: (cannot reach PostgreSQL at |PostgreSQL at \S+ refused the login: )", result.stderr), \
+    assert re.match(r"einmal: (cannot reach PostgreSQL at |PostgreSQL at \S+ refused the login: )", result.stderr), (
         result.stderr
+    )
     assert len(result.stderr.splitlines()) == 1
     assert "p%3Fw" not in result.stderr
 

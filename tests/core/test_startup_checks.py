@@ -19,11 +19,14 @@ def test_an_unknown_traces_exporter_is_refused_alike_by_every_command(command: t
 
 @pytest.mark.parametrize("command", ["run", "serve"])
 def test_a_node_refuses_an_unsubscribe_key_short_enough_to_guess(command: str) -> None:
-    result = einmal(command, dsn=UNREACHABLE, env={"EINMAL_UNSUBSCRIBE_SECRET": "s3cre",
-                                                   "EINMAL_HTTP_ADDRESS": "127.0.0.1:0"})
+    result = einmal(
+        command, dsn=UNREACHABLE, env={"EINMAL_UNSUBSCRIBE_SECRET": "s3cre", "EINMAL_HTTP_ADDRESS": "127.0.0.1:0"}
+    )
     assert result.returncode == 2, result.stderr
-    assert result.stderr == ("einmal: EINMAL_UNSUBSCRIBE_SECRET: the key has 5 characters; each key needs at least "
-                             "32 (128 bits or more of randomness, e.g. `openssl rand -hex 32`)\n")
+    assert result.stderr == (
+        "einmal: EINMAL_UNSUBSCRIBE_SECRET: the key has 5 characters; each key needs at least "
+        "32 (128 bits or more of randomness, e.g. `openssl rand -hex 32`)\n"
+    )
 
 
 def test_every_key_of_a_rotation_must_be_long_enough() -> None:

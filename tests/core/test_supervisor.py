@@ -50,6 +50,7 @@ async def test_children_start_in_order_each_once_ready() -> None:
             order.append(name)
             task_status.started()
             await anyio.sleep_forever()
+
         return Child(name, run)
 
     with anyio.move_on_after(0.5):
@@ -106,8 +107,11 @@ async def test_an_unreachable_database_never_makes_it_give_up_and_is_logged_once
         nonlocal runs
         runs += 1
         if runs <= 8:  # four times the limit
-            raise (ConnectionRefusedError(111, "Connection refused") if runs % 2 else
-                   DatabaseUnavailable("cannot reach PostgreSQL at 127.0.0.1:5432/einmal: [Errno 111] refused"))
+            raise (
+                ConnectionRefusedError(111, "Connection refused")
+                if runs % 2
+                else DatabaseUnavailable("cannot reach PostgreSQL at 127.0.0.1:5432/einmal: [Errno 111] refused")
+            )
         task_status.started()
         running.set()
         await anyio.sleep_forever()
@@ -122,8 +126,10 @@ async def test_an_unreachable_database_never_makes_it_give_up_and_is_logged_once
     assert supervisor.restarts == {"listener": 8}
     lines = [record.getMessage() for record in caplog.records]
     assert len(lines) == 2, lines
-    assert lines[0] == ("actor listener failed (ConnectionRefusedError: [Errno 111] Connection refused); "
-                        "restarting every 0.002s at most until it runs again")
+    assert lines[0] == (
+        "actor listener failed (ConnectionRefusedError: [Errno 111] Connection refused); "
+        "restarting every 0.002s at most until it runs again"
+    )
     assert lines[1].startswith("actor listener running again after ") and lines[1].endswith(" and 8 tries")
 
 
@@ -141,18 +147,22 @@ async def test_a_crash_still_counts_between_failures_of_an_unreachable_database(
     with anyio.fail_after(5), pytest.raises(BaseExceptionGroup) as caught:
         await supervisor.run([Child("sender", sender)])
     assert runs == 8
-    assert str(caught.value.exceptions[0]) == ("actor sender failed 3 times within 10s, giving up: "
-                                               "ValueError: bad SMTP credentials")
+    assert str(caught.value.exceptions[0]) == (
+        "actor sender failed 3 times within 10s, giving up: ValueError: bad SMTP credentials"
+    )
 
 
-@pytest.mark.parametrize(("error", "passes"), [
-    (ConnectionRefusedError(111, "Connection refused"), True),
-    (TimeoutError(), True),
-    (db.DatabaseConnectionLost("the scheduler's connection to PostgreSQL was closed under it"), True),
-    (ExceptionGroup("pipeline", [db.DatabaseStalled("no answer"), ConnectionResetError(104, "reset")]), True),
-    (OSError(24, "Too many open files"), False),
-    (ValueError("bad SMTP credentials"), False),
-    (ExceptionGroup("pipeline", [ConnectionResetError(104, "reset"), KeyError("row")]), False),
-])
+@pytest.mark.parametrize(
+    ("error", "passes"),
+    [
+        (ConnectionRefusedError(111, "Connection refused"), True),
+        (TimeoutError(), True),
+        (db.DatabaseConnectionLost("the scheduler's connection to PostgreSQL was closed under it"), True),
+        (ExceptionGroup("pipeline", [db.DatabaseStalled("no answer"), ConnectionResetError(104, "reset")]), True),
+        (OSError(24, "Too many open files"), False),
+        (ValueError("bad SMTP credentials"), False),
+        (ExceptionGroup("pipeline", [ConnectionResetError(104, "reset"), KeyError("row")]), False),
+    ],
+)
 def test_only_an_outage_passes(error: BaseException, passes: bool) -> None:
     assert db.unreachable(error) is passes

@@ -63,5 +63,7 @@ def test_an_unreachable_collector_is_one_line_then_quiet_until_it_answers(caplog
             assert batches(2) == [f"einmal.telemetry traces reach http://127.0.0.1:{port}/v1/traces again"]
         assert len(batches(2)) == 1  # down again: one line again
     provider.shutdown()
-    assert all(not any(f.__self__ is exporter for f in logging.getLogger(name).filters if hasattr(f, "__self__"))
-               for name in telemetry.EXPORTER_LOGGERS)
+    assert all(
+        not any(f.__self__ is exporter for f in logging.getLogger(name).filters if hasattr(f, "__self__"))
+        for name in telemetry.EXPORTER_LOGGERS
+    )

@@ -17,7 +17,7 @@ from tests.support.smtp_servers import free_port
 
 
 @pytest.fixture(scope="module")
-def standby(pg_cluster: PgCluster) -> Iterator[PgCluster]:  # noqa: F811
+def standby(pg_cluster: PgCluster) -> Iterator[PgCluster]:
     cluster = PgCluster.standby_of(pg_cluster)
     try:
         cluster.start()
@@ -28,15 +28,15 @@ def standby(pg_cluster: PgCluster) -> Iterator[PgCluster]:  # noqa: F811
 
 def test_each_host_is_named_with_its_own_cause(standby: PgCluster) -> None:
     closed = free_port()
-    url = (f"postgresql://postgres@127.0.0.1:{closed},127.0.0.1:{standby.port}/postgres"
-           "?target_session_attrs=read-write")
+    url = f"postgresql://postgres@127.0.0.1:{closed},127.0.0.1:{standby.port}/postgres?target_session_attrs=read-write"
     result = einmal("migrate", dsn=url)
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert result.stderr.strip() == (
         f"einmal: cannot reach PostgreSQL at 127.0.0.1:{closed},127.0.0.1:{standby.port}/postgres: no host accepts "
         f"writes (target_session_attrs=read-write): 127.0.0.1:{closed}: connection refused; "
-        f"127.0.0.1:{standby.port}: read-only (a standby)"), result.stderr
+        f"127.0.0.1:{standby.port}: read-only (a standby)"
+    ), result.stderr
 
 
 def test_a_read_only_host_alone_is_named_as_read_only_in_one_line(standby: PgCluster) -> None:
@@ -46,12 +46,14 @@ def test_a_read_only_host_alone_is_named_as_read_only_in_one_line(standby: PgClu
     assert "Traceback" not in result.stderr
     assert result.stderr.strip() == (
         f"einmal: cannot reach PostgreSQL at 127.0.0.1:{standby.port}/postgres: no host accepts writes "
-        f"(target_session_attrs=read-write): 127.0.0.1:{standby.port}: read-only (a standby)"), result.stderr
+        f"(target_session_attrs=read-write): 127.0.0.1:{standby.port}: read-only (a standby)"
+    ), result.stderr
 
 
 class StartingUp(socketserver.ThreadingTCPServer):
     """A server on loopback that speaks just enough of PostgreSQL's protocol to answer every login as a
     server still replaying its WAL does: FATAL 57P03, 'the database system is starting up'."""
+
     daemon_threads = True
     allow_reuse_address = True
 
@@ -100,12 +102,15 @@ def wrong_password() -> Iterator[StartingUp]:
 
 
 def test_a_server_that_refuses_the_password_is_said_to_refuse_the_login_not_to_be_unreachable(
-        wrong_password: StartingUp) -> None:
+    wrong_password: StartingUp,
+) -> None:
     port = wrong_password.server_address[1]
     result = einmal("campaign", "list", dsn=f"postgresql://einmal:wrong@127.0.0.1:{port}/postgres")
     assert result.returncode == 1, result.stderr
-    assert result.stderr == (f"einmal: PostgreSQL at 127.0.0.1:{port}/postgres refused the login: "
-                             'password authentication failed for user "einmal"\n')
+    assert result.stderr == (
+        f"einmal: PostgreSQL at 127.0.0.1:{port}/postgres refused the login: "
+        'password authentication failed for user "einmal"\n'
+    )
 
 
 @pytest.fixture
@@ -125,13 +130,13 @@ def test_a_server_starting_up_is_one_line_naming_it(starting_up: StartingUp) -> 
     result = einmal("migrate", dsn=f"postgresql://postgres@127.0.0.1:{port}/postgres")
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
-    assert result.stderr.strip() == (f"einmal: cannot reach PostgreSQL at 127.0.0.1:{port}/postgres: "
-                                     "the database system is starting up"), result.stderr
+    assert result.stderr.strip() == (
+        f"einmal: cannot reach PostgreSQL at 127.0.0.1:{port}/postgres: the database system is starting up"
+    ), result.stderr
 
 
 @pytest.mark.anyio
-async def test_a_node_waiting_for_its_database_waits_through_a_server_starting_up(
-        starting_up: StartingUp) -> None:
+async def test_a_node_waiting_for_its_database_waits_through_a_server_starting_up(starting_up: StartingUp) -> None:
     dsn = f"postgresql://postgres@127.0.0.1:{starting_up.server_address[1]}/postgres"
     with pytest.raises(db.DatabaseUnavailable, match="starting up"):
         await db.wait_for_pool(dsn, 1.0)
@@ -143,12 +148,16 @@ class NoSuchDatabase(StartingUp):
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("server", "said"), [
-    (WrongPassword, 'refused the login: password authentication failed for user "einmal"'),
-    (NoSuchDatabase, 'has no such database: database "nowhere" does not exist'),
-])
+@pytest.mark.parametrize(
+    ("server", "said"),
+    [
+        (WrongPassword, 'refused the login: password authentication failed for user "einmal"'),
+        (NoSuchDatabase, 'has no such database: database "nowhere" does not exist'),
+    ],
+)
 async def test_a_node_waiting_for_its_database_stops_at_once_when_the_server_refuses_what_it_asks(
-        server: type[StartingUp], said: str) -> None:
+    server: type[StartingUp], said: str
+) -> None:
     refusing = server()  # a refusal is the answer to what was asked: asking again gets it again
     thread = threading.Thread(target=refusing.serve_forever, daemon=True)
     thread.start()

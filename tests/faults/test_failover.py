@@ -26,7 +26,8 @@ async def test_a_synchronous_failover_sends_each_message_once_and_leaves_none_in
 
 
 async def test_an_asynchronous_standby_behind_the_journal_is_one_line_and_accounts_for_every_duplicate(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # a rate the nodes keep up with on a loaded machine: a row returned to the queue because its send slot
     # passed, lost with the lag, would come back in doubt with no line for it (README 'Proving it')
     s = failover.scenario("async-lag-outside", **{**SMALL, "recipients": 800, "rate": 60}, journal_seconds=1, lag=3)

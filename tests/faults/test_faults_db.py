@@ -50,8 +50,9 @@ async def wait_received(received: Received, count: int, timeout: float = 30) -> 
             await anyio.sleep(0.02)
 
 
-async def assert_each_address_once(conn: asyncpg.Connection, campaign: int, received: Received,
-                                   in_doubt_bound: int) -> dict[str, int]:
+async def assert_each_address_once(
+    conn: asyncpg.Connection, campaign: int, received: Received, in_doubt_bound: int
+) -> dict[str, int]:
     final = await counts(conn, campaign)
     assert set(final) <= {"sent", "in_doubt", "suppressed"}, final
     assert final.get("in_doubt", 0) <= in_doubt_bound, final
@@ -65,7 +66,8 @@ async def assert_each_address_once(conn: asyncpg.Connection, campaign: int, rece
 
 @pytest.mark.parametrize("mode", ["fast", "immediate"])
 async def test_a_database_restart_mid_campaign_resumes_sending_without_duplicates(
-        pg_cluster: PgCluster, cluster_dsn: str, tmp_path: Path, mode: str) -> None:  # noqa: F811
+    pg_cluster: PgCluster, cluster_dsn: str, tmp_path: Path, mode: str
+) -> None:
     addresses = [f"r{i}@example.com" for i in range(1200)]
     conn = await asyncpg.connect(cluster_dsn)
     campaign = await seed(conn, addresses)
@@ -126,8 +128,12 @@ async def wait_sent(conn: asyncpg.Connection, campaign: int, proc, log, timeout:
 # again if its token is taken for a dead node's before the answer is written: it would be sent twice
 @pytest.mark.parametrize(("in_doubt", "node_timeout"), [("hold", NODE_TIMEOUT), ("resend", OUTAGE_SECONDS / 2)])
 async def test_a_node_rides_out_an_outage_longer_than_its_restart_limit_and_records_what_it_holds(
-        pg_cluster: PgCluster, cluster_dsn: str, tmp_path: Path, in_doubt: str,  # noqa: F811
-        node_timeout: float) -> None:
+    pg_cluster: PgCluster,
+    cluster_dsn: str,
+    tmp_path: Path,
+    in_doubt: str,
+    node_timeout: float,
+) -> None:
     addresses = [f"o{i}@example.com" for i in range(1200)]
     conn = await asyncpg.connect(cluster_dsn)
     campaign = await seed(conn, addresses)
@@ -136,9 +142,16 @@ async def test_a_node_rides_out_an_outage_longer_than_its_restart_limit_and_reco
     log, http_port = tmp_path / "node.log", free_port()
     ready = f"http://127.0.0.1:{http_port}/readyz"
     async with recording_server(received) as port, httpx.AsyncClient(timeout=10) as client:
-        env = node_env(cluster_dsn, port, EINMAL_BATCH_SIZE="40", EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS),
-                       EINMAL_HTTP_ADDRESS=f"127.0.0.1:{http_port}", EINMAL_IN_DOUBT=in_doubt,
-                       EINMAL_NODE_TIMEOUT_SECONDS=str(node_timeout), **SHORT_LIMIT)
+        env = node_env(
+            cluster_dsn,
+            port,
+            EINMAL_BATCH_SIZE="40",
+            EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS),
+            EINMAL_HTTP_ADDRESS=f"127.0.0.1:{http_port}",
+            EINMAL_IN_DOUBT=in_doubt,
+            EINMAL_NODE_TIMEOUT_SECONDS=str(node_timeout),
+            **SHORT_LIMIT,
+        )
         proc = start_node(env, log)
         try:
             conn = await asyncpg.connect(cluster_dsn)
@@ -171,12 +184,15 @@ async def test_a_node_rides_out_an_outage_longer_than_its_restart_limit_and_reco
     # one line for each actor as the outage begins, not one per try; one for the readiness probes
     assert outage_lines <= 2 * 5, log.read_text()
     assert web_lines == 1, log.read_text()
-    print(f"\n{in_doubt}, node timeout {node_timeout:g}s: {down_at} received before a {OUTAGE_SECONDS}s outage; "
-          f"{outage_lines} failure lines; final {final}")
+    print(
+        f"\n{in_doubt}, node timeout {node_timeout:g}s: {down_at} received before a {OUTAGE_SECONDS}s outage; "
+        f"{outage_lines} failure lines; final {final}"
+    )
 
 
 async def test_a_node_started_while_the_database_is_down_waits_for_it_then_sends(
-        pg_cluster: PgCluster, cluster_dsn: str, tmp_path: Path) -> None:  # noqa: F811
+    pg_cluster: PgCluster, cluster_dsn: str, tmp_path: Path
+) -> None:
     addresses = [f"w{i}@example.com" for i in range(200)]
     conn = await asyncpg.connect(cluster_dsn)
     campaign = await seed(conn, addresses)
@@ -209,7 +225,8 @@ async def test_a_node_started_while_the_database_is_down_waits_for_it_then_sends
 
 
 async def test_a_node_told_not_to_wait_exits_at_once_with_one_line_when_the_database_is_down(
-        pg_cluster: PgCluster, cluster_dsn: str, tmp_path: Path) -> None:  # noqa: F811
+    pg_cluster: PgCluster, cluster_dsn: str, tmp_path: Path
+) -> None:
     log = tmp_path / "node.log"
     await anyio.to_thread.run_sync(pg_cluster.stop, "fast")
     proc = start_node(node_env(cluster_dsn, 2525, EINMAL_DB_WAIT_SECONDS="0"), log)
@@ -245,7 +262,8 @@ async def node_in_loop(settings):
 
 
 async def test_an_opt_out_committed_while_every_connection_was_killed_is_still_honoured(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     addresses = [f"p{i:04d}@example.com" for i in range(800)]
     target = addresses[-1]  # claimed last: rows are claimed in id order
     campaign = await seed(conn, addresses)
@@ -265,8 +283,9 @@ async def test_an_opt_out_committed_while_every_connection_was_killed_is_still_h
                 WHERE datname = current_database() AND pid <> pg_backend_pid()""")
             assert killed >= 2, "the pool's connections and the listener's"
             # the opt-out commits while no node is listening: its notification is lost
-            await conn.execute("INSERT INTO einmal.suppressions (account_id, email_lower) VALUES ($1, $2)",
-                               account, target)
+            await conn.execute(
+                "INSERT INTO einmal.suppressions (account_id, email_lower) VALUES ($1, $2)", account, target
+            )
             await anyio.sleep(0.5)
             assert (account, target) not in ctx.suppressed, "the notification reached nobody"
             await admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
@@ -275,8 +294,9 @@ async def test_an_opt_out_committed_while_every_connection_was_killed_is_still_h
                     await anyio.sleep(0.05)
             await wait_status(conn, campaign, "sent", timeout=60)
     await admin.close()
-    status = await conn.fetchval("SELECT status FROM einmal.sends WHERE campaign_id = $1 AND email = $2",
-                                 campaign, target)
+    status = await conn.fetchval(
+        "SELECT status FROM einmal.sends WHERE campaign_id = $1 AND email = $2", campaign, target
+    )
     assert status == "suppressed"
     assert target not in {rcpt for _, rcpt, _ in received.messages}
     final = await assert_each_address_once(conn, campaign, received, in_doubt_bound=CONNECTIONS)

@@ -28,9 +28,12 @@ async def backend_of(conn: asyncpg.Connection, actor: str, node_id: str) -> int:
     """The pid of the backend serving `actor` of node `node_id` (its connection's application_name)."""
     with anyio.fail_after(30):
         while True:
-            pid = await conn.fetchval("""
+            pid = await conn.fetchval(
+                """
                 SELECT pid FROM pg_stat_activity
-                WHERE datname = current_database() AND application_name LIKE $1""", f"einmal {actor} {node_id}/%")
+                WHERE datname = current_database() AND application_name LIKE $1""",
+                f"einmal {actor} {node_id}/%",
+            )
             if pid:
                 return pid
             await anyio.sleep(0.05)
@@ -51,7 +54,8 @@ async def freeze_while_idle(conn: asyncpg.Connection, pid: int) -> None:
 
 
 async def test_a_frozen_sender_backend_does_not_hold_rows_and_nobody_gets_two_messages(
-        cluster_dsn: str, tmp_path: Path) -> None:  # noqa: F811
+    cluster_dsn: str, tmp_path: Path
+) -> None:
     addresses = [f"h{i}@example.com" for i in range(600)]
     conn = await asyncpg.connect(cluster_dsn)
     campaign = await seed(conn, addresses)
@@ -59,8 +63,13 @@ async def test_a_frozen_sender_backend_does_not_hold_rows_and_nobody_gets_two_me
     frozen_log, other_log = tmp_path / "frozen.log", tmp_path / "other.log"
     pid = None
     async with recording_server(received) as port:
-        env = node_env(cluster_dsn, port, EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS), EINMAL_BATCH_SIZE="50",
-                       EINMAL_DB_TIMEOUT_SECONDS="2")
+        env = node_env(
+            cluster_dsn,
+            port,
+            EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS),
+            EINMAL_BATCH_SIZE="50",
+            EINMAL_DB_TIMEOUT_SECONDS="2",
+        )
         first = start_node({**env, "EINMAL_NODE_ID": "hung"}, frozen_log)
         other = None
         try:
@@ -71,9 +80,12 @@ async def test_a_frozen_sender_backend_does_not_hold_rows_and_nobody_gets_two_me
             pid = await backend_of(conn, "sender", "hung")
             await freeze_while_idle(conn, pid)
             frozen_at = anyio.current_time()
-            held = await conn.fetchval("""
+            held = await conn.fetchval(
+                """
                 SELECT count(*) FROM einmal.sends WHERE campaign_id = $1 AND claimed_by LIKE 'hung/%'
-                AND status IN ('claimed', 'sending')""", campaign)
+                AND status IN ('claimed', 'sending')""",
+                campaign,
+            )
             other = start_node({**env, "EINMAL_NODE_ID": "other"}, other_log)
             # the whole campaign goes out while the backend stays frozen: nothing the frozen connection's
             # pipeline held may stay held (before: 10x the node timeout and more)
@@ -97,20 +109,31 @@ async def test_a_frozen_sender_backend_does_not_hold_rows_and_nobody_gets_two_me
     assert len(ids) == len(addresses), "everybody received once"
     log = frozen_log.read_text()
     assert re.search(r"actor send pipeline failed \(.*did not answer the sender within 2s", log), log
-    print(f"\nfrozen sender backend: {held} rows held at SIGSTOP; campaign sent {took:.1f}s later while still "
-          f"frozen {during}; final {final}")
+    print(
+        f"\nfrozen sender backend: {held} rows held at SIGSTOP; campaign sent {took:.1f}s later while still "
+        f"frozen {during}; final {final}"
+    )
 
 
 async def test_losing_the_claimers_connection_finishes_the_messages_on_the_wire(
-        cluster_dsn: str, tmp_path: Path) -> None:  # noqa: F811
+    cluster_dsn: str, tmp_path: Path
+) -> None:
     addresses = [f"c{i}@example.com" for i in range(60)]
     conn = await asyncpg.connect(cluster_dsn)
     campaign = await seed(conn, addresses)
     log = tmp_path / "node.log"
     with FaultServer() as server:
         server.inject("data_end", None, delay=1.0)  # every message waits a second for its 250
-        proc = start_node(node_env(cluster_dsn, server.port, EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS),
-                                   EINMAL_BATCH_SIZE="8", EINMAL_NODE_ID="lost"), log)
+        proc = start_node(
+            node_env(
+                cluster_dsn,
+                server.port,
+                EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS),
+                EINMAL_BATCH_SIZE="8",
+                EINMAL_NODE_ID="lost",
+            ),
+            log,
+        )
         try:
             await approve(conn, campaign)
             pid = await backend_of(conn, "claimer", "lost")
@@ -144,16 +167,21 @@ async def test_losing_the_claimers_connection_finishes_the_messages_on_the_wire(
 
 
 async def test_returning_a_dead_nodes_rows_does_not_wait_for_a_row_another_backend_has_locked(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     campaign = await seed(conn, [f"l{i}@example.com" for i in range(6)])
     await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
-    await conn.execute("""
+    await conn.execute(
+        """
         INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id)
         SELECT $1::bigint, account_id, id, email, lower(email), 'campaign:' || $1::bigint || ':' || id
-        FROM einmal.subscribers""", campaign)
+        FROM einmal.subscribers""",
+        campaign,
+    )
     await conn.execute("INSERT INTO einmal.nodes (id, heartbeat_at) VALUES ('gone/1', now() - interval '1 hour')")
-    await conn.execute("UPDATE einmal.sends SET status = 'claimed', claimed_by = 'gone/1' WHERE campaign_id = $1",
-                       campaign)
+    await conn.execute(
+        "UPDATE einmal.sends SET status = 'claimed', claimed_by = 'gone/1' WHERE campaign_id = $1", campaign
+    )
     locked = await conn.fetchval("SELECT min(id) FROM einmal.sends WHERE campaign_id = $1", campaign)
     holder = await asyncpg.connect(dsn)  # a backend that holds one row's lock and does not move
     try:

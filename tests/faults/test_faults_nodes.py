@@ -32,12 +32,18 @@ CONNECTIONS = 4
 
 
 async def test_a_node_frozen_past_its_timeout_sends_none_of_the_rows_taken_over(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     campaign = await seed(conn, [f"f{i}@example.com" for i in range(1000)])
     received = Received(delay=0.01)
     async with recording_server(received) as port:
-        env = node_env(dsn, port, EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS), EINMAL_BATCH_SIZE="50",
-                       EINMAL_NODE_TIMEOUT_SECONDS=str(TAKEOVER_TIMEOUT))
+        env = node_env(
+            dsn,
+            port,
+            EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS),
+            EINMAL_BATCH_SIZE="50",
+            EINMAL_NODE_TIMEOUT_SECONDS=str(TAKEOVER_TIMEOUT),
+        )
         frozen = start_node({**env, "EINMAL_NODE_ID": "frozen"}, tmp_path / "frozen.log")
         other = None
         try:
@@ -47,22 +53,26 @@ async def test_a_node_frozen_past_its_timeout_sends_none_of_the_rows_taken_over(
                     await anyio.sleep(0.02)
             frozen.send_signal(signal.SIGSTOP)
             await anyio.sleep(0.2)  # statements under way when it stopped have committed
-            held = await conn.fetch("""
+            held = await conn.fetch(
+                """
                 SELECT id, subscriber_id, status FROM einmal.sends
                 WHERE campaign_id = $1 AND claimed_by LIKE 'frozen/%' AND status IN ('claimed', 'sending')""",
-                                    campaign)
+                campaign,
+            )
             claimed = {r["id"]: r["subscriber_id"] for r in held if r["status"] == "claimed"}
             on_the_wire = {r["id"]: r["subscriber_id"] for r in held if r["status"] == "sending"}
             assert claimed, "the frozen node held claimed rows"
             assert len(on_the_wire) <= CONNECTIONS
             # the other node claims in batches big enough to leave nothing queued for the frozen one once it
             # wakes: whatever of its old rows it sends then, it sends past the claim fence
-            other = start_node({**env, "EINMAL_NODE_ID": "other", "EINMAL_BATCH_SIZE": "1000"},
-                               tmp_path / "other.log")
+            other = start_node({**env, "EINMAL_NODE_ID": "other", "EINMAL_BATCH_SIZE": "1000"}, tmp_path / "other.log")
             with anyio.fail_after(20):  # declared dead after 3 s; its rows taken over
-                while await conn.fetchval("""
+                while await conn.fetchval(
+                    """
                         SELECT count(*) FROM einmal.sends WHERE campaign_id = $1
-                        AND (status = 'queued' OR (status = 'claimed' AND claimed_by LIKE 'frozen/%'))""", campaign):
+                        AND (status = 'queued' OR (status = 'claimed' AND claimed_by LIKE 'frozen/%'))""",
+                    campaign,
+                ):
                     await anyio.sleep(0.1)
             taken_over = await counts(conn, campaign)
             frozen.send_signal(signal.SIGCONT)  # it wakes up believing it still holds its batch
@@ -77,8 +87,10 @@ async def test_a_node_frozen_past_its_timeout_sends_none_of_the_rows_taken_over(
         assert codes == [0, 0], (tmp_path / "frozen.log").read_text()
     ids = Counter(received.ids())
     assert not {i: n for i, n in ids.items() if n > 1}, "nobody received twice"
-    rows = {r["id"]: r for r in await conn.fetch(
-        "SELECT id, status, claimed_by FROM einmal.sends WHERE campaign_id = $1", campaign)}
+    rows = {
+        r["id"]: r
+        for r in await conn.fetch("SELECT id, status, claimed_by FROM einmal.sends WHERE campaign_id = $1", campaign)
+    }
     for row_id, subscriber in claimed.items():
         assert rows[row_id]["status"] == "sent"
         assert rows[row_id]["claimed_by"].startswith("other/"), "delivered by the node that took it over"
@@ -88,15 +100,19 @@ async def test_a_node_frozen_past_its_timeout_sends_none_of_the_rows_taken_over(
         assert ids[message_id(campaign, subscriber)] <= 1
     final = await counts(conn, campaign)
     assert set(final) <= {"sent", "in_doubt"} and final.get("in_doubt", 0) <= len(on_the_wire), final
-    print(f"\nheld at SIGSTOP: {len(claimed)} claimed, {len(on_the_wire)} sending; "
-          f"after the take-over {taken_over}; final {final}")
+    print(
+        f"\nheld at SIGSTOP: {len(claimed)} claimed, {len(on_the_wire)} sending; "
+        f"after the take-over {taken_over}; final {final}"
+    )
 
 
 async def test_an_actor_failing_on_every_start_ends_the_process_with_one_line(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     log = tmp_path / "node.log"
-    env = node_env(dsn, 2525, EINMAL_RESTART_INTENSITY="3", EINMAL_RESTART_PERIOD_SECONDS="30",
-                   EINMAL_NODE_ID="looping")
+    env = node_env(
+        dsn, 2525, EINMAL_RESTART_INTENSITY="3", EINMAL_RESTART_PERIOD_SECONDS="30", EINMAL_NODE_ID="looping"
+    )
     proc = start_node(env, log)
     try:
         with anyio.fail_after(15):
@@ -118,20 +134,34 @@ async def test_an_actor_failing_on_every_start_ends_the_process_with_one_line(
     assert "Traceback" not in log.read_text()
     gave_up = [line for line in lines if "giving up" in line]
     assert gave_up == [lines[-1]], lines[-5:]
-    assert lines[-1].startswith(("einmal: actor scheduler failed 4 times within 30s, giving up: ",
-                                 "einmal: actor send pipeline failed 4 times within 30s, giving up: ")), lines[-1]
+    assert lines[-1].startswith(
+        (
+            "einmal: actor scheduler failed 4 times within 30s, giving up: ",
+            "einmal: actor send pipeline failed 4 times within 30s, giving up: ",
+        )
+    ), lines[-1]
     assert lines[-1].endswith('UndefinedTableError: relation "einmal.nodes" does not exist'), lines[-1]
     print(f"\ngave up {took:.1f}s after the table was dropped: {lines[-1]}")
 
 
 async def test_sigterm_while_replies_are_slow_finishes_the_messages_on_the_wire(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     campaign = await seed(conn, [f"s{i}@example.com" for i in range(400)])
     with FaultServer() as server:
         server.inject("data_end", None, delay=1.0)  # every message waits a second for its 250
         log = tmp_path / "node.log"
-        proc = start_node(node_env(dsn, server.port, EINMAL_SHUTDOWN_GRACE_SECONDS="5", EINMAL_NODE_ID="drained",
-                                   EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS), EINMAL_BATCH_SIZE="20"), log)
+        proc = start_node(
+            node_env(
+                dsn,
+                server.port,
+                EINMAL_SHUTDOWN_GRACE_SECONDS="5",
+                EINMAL_NODE_ID="drained",
+                EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS),
+                EINMAL_BATCH_SIZE="20",
+            ),
+            log,
+        )
         await approve(conn, campaign)
         with anyio.fail_after(30):
             await server.arrived(2 * CONNECTIONS + 1)  # a third group is on the wire, its replies pending
@@ -143,21 +173,32 @@ async def test_sigterm_while_replies_are_slow_finishes_the_messages_on_the_wire(
     assert set(final) == {"sent", "queued"}, f"nothing claimed, sending or in doubt: {final}"
     assert final["sent"] == len(server.messages) > 2 * CONNECTIONS, "the group on the wire was answered and recorded"
     assert not server.duplicates()
-    assert not await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE claimed_by LIKE 'drained/%' "
-                                   "AND status <> 'sent'")
+    assert not await conn.fetchval(
+        "SELECT count(*) FROM einmal.sends WHERE claimed_by LIKE 'drained/%' AND status <> 'sent'"
+    )
     assert not await conn.fetchval("SELECT count(*) FROM einmal.nodes WHERE id LIKE 'drained/%'")
     print(f"\nSIGTERM with slow replies: exit 0 after {took:.2f}s; final {final}")
 
 
 @pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 async def test_a_second_signal_during_the_drain_is_absorbed_and_the_node_still_exits_0(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path, second: signal.Signals) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path, second: signal.Signals
+) -> None:
     campaign = await seed(conn, [f"t{i}@example.com" for i in range(200)])
     with FaultServer() as server:
         server.inject("data_end", None, delay=2.0)  # the drain waits on the replies of the group on the wire
         log = tmp_path / "node.log"
-        proc = start_node(node_env(dsn, server.port, EINMAL_SHUTDOWN_GRACE_SECONDS="8", EINMAL_NODE_ID="twice",
-                                   EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS), EINMAL_BATCH_SIZE="20"), log)
+        proc = start_node(
+            node_env(
+                dsn,
+                server.port,
+                EINMAL_SHUTDOWN_GRACE_SECONDS="8",
+                EINMAL_NODE_ID="twice",
+                EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS),
+                EINMAL_BATCH_SIZE="20",
+            ),
+            log,
+        )
         try:
             await approve(conn, campaign)
             with anyio.fail_after(30):
@@ -203,15 +244,22 @@ class Gates:
 
 
 async def test_under_resend_a_node_woken_past_its_timeout_records_no_answer_on_a_row_taken_over(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     """Frozen with a message on the wire, the node is declared dead; resend queues the row and another
     node sends it. The woken node then gets its 250: the message went out twice (the window resend
     accepts), but that answer must not be written onto the row the other node now holds."""
     campaign = await seed(conn, ["woken@example.com"])
     gates = Gates(2)
     async with recording_server(gates) as port:
-        env = node_env(dsn, port, EINMAL_IN_DOUBT="resend", EINMAL_SMTP_CONNECTIONS="1", EINMAL_BATCH_SIZE="1",
-                       EINMAL_SMTP_TIMEOUT_SECONDS="120")
+        env = node_env(
+            dsn,
+            port,
+            EINMAL_IN_DOUBT="resend",
+            EINMAL_SMTP_CONNECTIONS="1",
+            EINMAL_BATCH_SIZE="1",
+            EINMAL_SMTP_TIMEOUT_SECONDS="120",
+        )
         frozen = start_node({**env, "EINMAL_NODE_ID": "frozen"}, tmp_path / "frozen.log")
         other = None
         try:
@@ -227,9 +275,11 @@ async def test_under_resend_a_node_woken_past_its_timeout_records_no_answer_on_a
             assert row["status"] == "sending" and row["claimed_by"].startswith("other/"), dict(row)
             frozen.send_signal(signal.SIGCONT)  # it reads its 250 and records it
             with anyio.fail_after(30):
-                while ("found no row" not in (tmp_path / "frozen.log").read_text()
-                       and await conn.fetchval("SELECT status FROM einmal.sends WHERE campaign_id = $1",
-                                               campaign) == "sending"):
+                while (
+                    "found no row" not in (tmp_path / "frozen.log").read_text()
+                    and await conn.fetchval("SELECT status FROM einmal.sends WHERE campaign_id = $1", campaign)
+                    == "sending"
+                ):
                     await anyio.sleep(0.05)
             gates.release[1].set()
             await wait_status(conn, campaign, "sent", timeout=30)
@@ -239,14 +289,23 @@ async def test_under_resend_a_node_woken_past_its_timeout_records_no_answer_on_a
             frozen.send_signal(signal.SIGCONT)
             codes = [await stop_node(frozen)] + ([await stop_node(other)] if other else [])
         assert codes == [0, 0], (tmp_path / "frozen.log").read_text()
-    row = await conn.fetchrow("SELECT status, claimed_by, last_reply FROM einmal.sends WHERE campaign_id = $1",
-                              campaign)
+    row = await conn.fetchrow(
+        "SELECT status, claimed_by, last_reply FROM einmal.sends WHERE campaign_id = $1", campaign
+    )
     assert row["status"] == "sent" and row["claimed_by"].startswith("other/"), dict(row)
     assert row["last_reply"] == "250 2.0.0 Ok: delivery 2", "the row took the answer of its own delivery"
     assert gates.rcpts == ["woken@example.com"] * 2, "sent by the frozen node and once more by the other"
     frozen_log = (tmp_path / "frozen.log").read_text()
-    assert re.search(r"send \d+ \(campaign \d+, subscriber \d+\): its answer \(sent, reply 250\) found no row of "
-                     r"frozen/\S+ to record it on: the row is sending by other/", frozen_log), frozen_log
+    assert re.search(
+        r"send \d+ \(campaign \d+, subscriber \d+\): its answer \(sent, reply 250\) found no row of "
+        r"frozen/\S+ to record it on: the row is sending by other/",
+        frozen_log,
+    ), frozen_log
     assert "found no row" not in (tmp_path / "other.log").read_text()
-    assert await conn.fetchval("SELECT count(*) FROM einmal.lost_outcomes WHERE outcome = 'sent' AND token LIKE "
-                               "'frozen/%' AND found_status = 'sending' AND found_claimed_by LIKE 'other/%'") == 1
+    assert (
+        await conn.fetchval(
+            "SELECT count(*) FROM einmal.lost_outcomes WHERE outcome = 'sent' AND token LIKE "
+            "'frozen/%' AND found_status = 'sending' AND found_claimed_by LIKE 'other/%'"
+        )
+        == 1
+    )

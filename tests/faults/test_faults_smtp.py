@@ -37,10 +37,13 @@ def addresses(n: int, domain: str = "example.com") -> list[str]:
 async def rows(conn: asyncpg.Connection, campaign: int, server: FaultServer) -> dict[str, tuple[str, int, int]]:
     """email -> (status, attempts, copies of its Message-ID the server holds)."""
     held = Counter(m.message_id for m in server.messages)
-    records = await conn.fetch("SELECT email, status, attempts, subscriber_id FROM einmal.sends "
-                               "WHERE campaign_id = $1", campaign)
-    return {r["email"]: (r["status"], r["attempts"], held[f"<campaign.{campaign}.{r['subscriber_id']}@example.com>"])
-            for r in records}
+    records = await conn.fetch(
+        "SELECT email, status, attempts, subscriber_id FROM einmal.sends WHERE campaign_id = $1", campaign
+    )
+    return {
+        r["email"]: (r["status"], r["attempts"], held[f"<campaign.{campaign}.{r['subscriber_id']}@example.com>"])
+        for r in records
+    }
 
 
 def assert_never_twice(found: dict[str, tuple[str, int, int]]) -> None:
@@ -71,8 +74,9 @@ async def test_4xx_is_retried_with_its_attempt_counted_and_finally_sent_once(con
     assert len(smtp_server.messages) == 20 and smtp_server.duplicates() == {}
 
 
-@pytest.mark.parametrize(("stage", "reply"), [("mail", "421 4.3.2 shutting down"), ("data_end", "421 4.3.2 bye"),
-                                               ("rcpt", DROP)])
+@pytest.mark.parametrize(
+    ("stage", "reply"), [("mail", "421 4.3.2 shutting down"), ("data_end", "421 4.3.2 bye"), ("rcpt", DROP)]
+)
 async def test_421_or_a_closed_connection_is_retried_on_a_reopened_connection(conn, dsn, smtp_server, stage, reply):
     smtp_server.inject(stage, reply, times=2)
 
@@ -99,8 +103,9 @@ async def test_reset_in_the_middle_of_data_is_retried_or_in_doubt_never_delivere
 
 
 @pytest.mark.parametrize("in_doubt", ["hold", "resend"])
-async def test_drop_after_the_final_dot_is_held_in_doubt_or_resent_with_the_same_message_id(conn, dsn, smtp_server,
-                                                                                            in_doubt):
+async def test_drop_after_the_final_dot_is_held_in_doubt_or_resent_with_the_same_message_id(
+    conn, dsn, smtp_server, in_doubt
+):
     smtp_server.inject("data_end", DROP, times=1)
     campaign = await seed(conn, addresses(10))
     async with running_node(node_settings(dsn, smtp_server.port, smtp_connections=2, in_doubt=in_doubt)):
@@ -123,13 +128,13 @@ async def test_drop_after_the_final_dot_is_held_in_doubt_or_resent_with_the_same
 
 
 @pytest.mark.parametrize(("stage", "expected"), [("rcpt", ("sent", 1, 1)), ("data_end", ("in_doubt", 1, 1))])
-async def test_reply_slower_than_the_timeout_is_retried_before_the_dot_and_in_doubt_after(conn, dsn, smtp_server,
-                                                                                          stage, expected):
+async def test_reply_slower_than_the_timeout_is_retried_before_the_dot_and_in_doubt_after(
+    conn, dsn, smtp_server, stage, expected
+):
     # every other reply may take up to the timeout, however slow the machine; this one takes far longer
     smtp_server.inject(stage, None, delay=8, times=1)
 
-    _, found = await send_campaign(conn, dsn, smtp_server, addresses(10), smtp_connections=1,
-                                   smtp_timeout_seconds=3)
+    _, found = await send_campaign(conn, dsn, smtp_server, addresses(10), smtp_connections=1, smtp_timeout_seconds=3)
 
     [slow] = [email for email, (status, attempts, _) in found.items() if status != "sent" or attempts]
     assert found[slow] == expected
@@ -139,8 +144,11 @@ async def test_reply_slower_than_the_timeout_is_retried_before_the_dot_and_in_do
 
 
 def sender_lines(caplog: pytest.LogCaptureFixture) -> list[tuple[float, str]]:
-    return [(r.created, r.getMessage()) for r in caplog.records
-            if r.name == "einmal.sender" and r.levelno == logging.WARNING]
+    return [
+        (r.created, r.getMessage())
+        for r in caplog.records
+        if r.name == "einmal.sender" and r.levelno == logging.WARNING
+    ]
 
 
 def node_lines(log: Path, logger: str) -> list[tuple[float, str]]:
@@ -163,7 +171,8 @@ def assert_one_line_per_try_with_growing_pauses(lines: list[tuple[float, str]], 
 
 
 async def test_server_down_at_start_loses_nothing_burns_no_attempt_and_finishes_once_up(
-        conn, dsn, make_smtp_server, caplog):
+    conn, dsn, make_smtp_server, caplog
+):
     server = make_smtp_server(start=False)
     campaign = await seed(conn, addresses(40))
     caplog.set_level(logging.WARNING, logger="einmal.sender")
@@ -188,19 +197,25 @@ async def test_server_down_at_start_loses_nothing_burns_no_attempt_and_finishes_
 async def test_starttls_required_and_offered_sends_the_campaign(conn, dsn, make_smtp_server, smtp_certificate):
     server = make_smtp_server(tls="starttls", certificate=smtp_certificate)
 
-    _, found = await send_campaign(conn, dsn, server, addresses(10), smtp_tls="starttls",
-                                   smtp_tls_ca_file=str(smtp_certificate.cert))
+    _, found = await send_campaign(
+        conn, dsn, server, addresses(10), smtp_tls="starttls", smtp_tls_ca_file=str(smtp_certificate.cert)
+    )
 
     assert set(found.values()) == {("sent", 0, 1)}
 
 
 async def test_auth_rejected_keeps_the_node_running_and_sends_everything_once_accepted(
-        conn, dsn, make_smtp_server, tmp_path: Path):
+    conn, dsn, make_smtp_server, tmp_path: Path
+):
     server = make_smtp_server(users={"einmal": "s3cret"})
     campaign = await seed(conn, addresses(30))
     log = tmp_path / "node.log"
-    node = start_node(node_env(dsn, server.port, EINMAL_SMTP_USERNAME="einmal", EINMAL_SMTP_PASSWORD="new-password",
-                               EINMAL_BATCH_SIZE="10"), log)
+    node = start_node(
+        node_env(
+            dsn, server.port, EINMAL_SMTP_USERNAME="einmal", EINMAL_SMTP_PASSWORD="new-password", EINMAL_BATCH_SIZE="10"
+        ),
+        log,
+    )
     try:
         await approve(conn, campaign)
         with anyio.fail_after(15):

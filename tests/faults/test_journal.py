@@ -58,23 +58,35 @@ STATES = [  # (status, claimed_by) on the new primary, what the journal says und
 
 
 async def test_after_a_failover_only_rows_behind_the_journal_move_and_another_tokens_are_kept_as_lost(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     addresses = [f"j{i}@example.com" for i in range(len(STATES) + 1)]
     campaign = await seed(conn, addresses)
     await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
-    ids = [await conn.fetchval("""
+    ids = [
+        await conn.fetchval(
+            """
         INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, status,
                                   claimed_by)
         SELECT $1::bigint, account_id, id, email, lower(email), 'campaign:' || $1::bigint || ':' || id, $3, $4
-        FROM einmal.subscribers WHERE email = $2 RETURNING id""", campaign, address, *state)
-           for address, (state, _, _) in zip(addresses, STATES, strict=False)]
+        FROM einmal.subscribers WHERE email = $2 RETURNING id""",
+            campaign,
+            address,
+            *state,
+        )
+        for address, (state, _, _) in zip(addresses, STATES, strict=False)
+    ]
     await conn.execute("UPDATE einmal.sends SET updated_at = now() + interval '1 hour' WHERE claimed_by = 'U'")
     await conn.execute("UPDATE einmal.sends SET updated_at = now() - interval '1 hour' WHERE claimed_by = 'V'")
-    retry = await conn.fetchval("""
+    retry = await conn.fetchval(
+        """
         INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, status,
                                   claimed_by)
         SELECT $1::bigint, account_id, id, email, lower(email), 'campaign:' || $1::bigint || ':' || id, 'sending', 'T'
-        FROM einmal.subscribers WHERE email = $2 RETURNING id""", campaign, addresses[-1])
+        FROM einmal.subscribers WHERE email = $2 RETURNING id""",
+        campaign,
+        addresses[-1],
+    )
     pool = await db.create_pool(dsn, size=1, command_timeout=10)
     try:
         ctx = NodeContext(node_settings(dsn, 2525), pool, dsn)
@@ -87,27 +99,42 @@ async def test_after_a_failover_only_rows_behind_the_journal_move_and_another_to
             await scheduler.write_again(ctx, c)
     finally:
         await pool.close()
-    found = [tuple(r) for r in await conn.fetch(
-        "SELECT status, claimed_by FROM einmal.sends WHERE id = ANY ($1::bigint[]) ORDER BY id", ids)]
+    found = [
+        tuple(r)
+        for r in await conn.fetch(
+            "SELECT status, claimed_by FROM einmal.sends WHERE id = ANY ($1::bigint[]) ORDER BY id", ids
+        )
+    ]
     assert found == [after for _, _, after in STATES]
     assert ctx.unrecorded == [("T2", [Outcome(retry, "queued", "451 later")])], "the retry is still held"
     assert ctx.failover_due is False
-    lost = await conn.fetch("SELECT send_id, token, outcome, reply_code, found_status, found_claimed_by "
-                            "FROM einmal.lost_outcomes ORDER BY send_id")
-    assert [tuple(r) for r in lost] == [(ids[6], "T", "sent", "250", "claimed", "U"),
-                                        (ids[7], "T", "sent", "250", "sent", "U"),
-                                        (ids[12], "T2", "sent", "250", "sending", "T")]
-    returned = await conn.fetchrow("SELECT attempts, next_attempt_at > now() + interval '50 seconds' AS later "
-                                   "FROM einmal.sends WHERE id = $1", ids[8])
+    lost = await conn.fetch(
+        "SELECT send_id, token, outcome, reply_code, found_status, found_claimed_by "
+        "FROM einmal.lost_outcomes ORDER BY send_id"
+    )
+    assert [tuple(r) for r in lost] == [
+        (ids[6], "T", "sent", "250", "claimed", "U"),
+        (ids[7], "T", "sent", "250", "sent", "U"),
+        (ids[12], "T2", "sent", "250", "sending", "T"),
+    ]
+    returned = await conn.fetchrow(
+        "SELECT attempts, next_attempt_at > now() + interval '50 seconds' AS later FROM einmal.sends WHERE id = $1",
+        ids[8],
+    )
     assert tuple(returned) == (0, True), "the return keeps its retry time"
-    assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions WHERE email_lower = $1 AND reason = 'bounce'",
-                               addresses[4]) == 1
+    assert (
+        await conn.fetchval(
+            "SELECT count(*) FROM einmal.suppressions WHERE email_lower = $1 AND reason = 'bounce'", addresses[4]
+        )
+        == 1
+    )
     assert await conn.fetchval("SELECT sent_at IS NOT NULL FROM einmal.sends WHERE id = $1", ids[2])
     assert ctx.metrics.lost_outcomes._value.get() == 3
 
 
 async def test_after_a_failover_no_node_claims_until_every_live_node_has_written_its_journal_there(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     # the new primary as the barrier finds it: A alive and not yet rewritten (its row names the old
     # primary), B dead (its heartbeat older than the node timeout), C alive and rewritten already, D new
     await conn.execute("""
@@ -131,8 +158,9 @@ async def test_after_a_failover_no_node_claims_until_every_live_node_has_written
             with anyio.move_on_after(1.5):
                 await passed.wait()
             assert not passed.is_set(), "A is alive and has not written its journal on the new primary"
-            assert await conn.fetchval("SELECT journal_written_on FROM einmal.nodes WHERE id = $1",
-                                       ctx.token) == "7:2", "this node's own mark is set before it waits"
+            assert (
+                await conn.fetchval("SELECT journal_written_on FROM einmal.nodes WHERE id = $1", ctx.token) == "7:2"
+            ), "this node's own mark is set before it waits"
             await conn.execute("UPDATE einmal.nodes SET journal_written_on = '7:2' WHERE id = 'a/1.1'")
             with anyio.fail_after(5):
                 await passed.wait()  # B is dead: not waited for
@@ -141,7 +169,8 @@ async def test_after_a_failover_no_node_claims_until_every_live_node_has_written
 
 
 async def test_the_barrier_waits_for_a_node_that_never_writes_at_most_the_node_timeout(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     await conn.execute("INSERT INTO einmal.nodes (id, journal_written_on) VALUES ('old/1.1', '7:1')")
     pool = await db.create_pool(dsn, size=1, command_timeout=10)
     try:
@@ -166,7 +195,8 @@ async def test_the_barrier_waits_for_a_node_that_never_writes_at_most_the_node_t
 
 
 async def test_a_starting_node_claims_nothing_until_a_live_node_has_written_its_journal_on_this_primary(
-        conn: asyncpg.Connection, dsn: str, smtp_server: FaultServer, caplog: pytest.LogCaptureFixture) -> None:
+    conn: asyncpg.Connection, dsn: str, smtp_server: FaultServer, caplog: pytest.LogCaptureFixture
+) -> None:
     """service/node.py's send pipeline passes the barrier before its claimer starts: a peer alive whose row
     names another primary (a failover it has not written its journal after) holds every claim here."""
     addresses = [f"j{i}@example.com" for i in range(20)]
@@ -188,8 +218,9 @@ async def test_a_starting_node_claims_nothing_until_a_live_node_has_written_its_
                 with anyio.fail_after(20):  # the rows built, then 2 s in which nothing may be claimed
                     while held_since is None or anyio.current_time() - held_since < 2:
                         found = await counts(conn, campaign)
-                        assert set(found) <= {"queued"} and not smtp_server.messages, \
+                        assert set(found) <= {"queued"} and not smtp_server.messages, (
                             f"claimed while a live node had not written its journal: {found}"
+                        )
                         if held_since is None and found.get("queued") == len(addresses):
                             held_since = anyio.current_time()
                         await anyio.sleep(0.1)
@@ -201,5 +232,6 @@ async def test_a_starting_node_claims_nothing_until_a_live_node_has_written_its_
     finally:
         await beating.close()
     assert sorted(m.rcpt_tos[0] for m in smtp_server.messages) == sorted(addresses)
-    assert any("not claiming until node(s) peer/1.1 have written their journal" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "not claiming until node(s) peer/1.1 have written their journal" in r.getMessage() for r in caplog.records
+    )

@@ -42,15 +42,23 @@ async def row_status(conn: asyncpg.Connection, wanted: str, timeout: float = 30)
 
 @pytest.mark.parametrize(("in_doubt", "stage"), [("hold", "data_end"), ("resend", "rcpt")])
 async def test_a_node_killed_while_the_confirmation_goes_out_never_sends_a_second(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path, in_doubt: str, stage: str) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path, in_doubt: str, stage: str
+) -> None:
     _, list_id, _ = await account_with_list(conn, dsn)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with FaultServer() as server:
         server.inject(stage, None, delay=6, times=1)  # the first message's reply (to RCPT, or to the dot) waits
-        env = node_env(dsn, server.port, EINMAL_IN_DOUBT=in_doubt, EINMAL_HTTP_ADDRESS=f"127.0.0.1:{port}",
-                       EINMAL_NODE_TIMEOUT_SECONDS=str(TAKEOVER_TIMEOUT), EINMAL_UNSUBSCRIBE_SECRET=SECRET,
-                       EINMAL_CONFIRM_URL=f"{base}/confirm", EINMAL_OPTIN_FROM=FROM)
+        env = node_env(
+            dsn,
+            server.port,
+            EINMAL_IN_DOUBT=in_doubt,
+            EINMAL_HTTP_ADDRESS=f"127.0.0.1:{port}",
+            EINMAL_NODE_TIMEOUT_SECONDS=str(TAKEOVER_TIMEOUT),
+            EINMAL_UNSUBSCRIBE_SECRET=SECRET,
+            EINMAL_CONFIRM_URL=f"{base}/confirm",
+            EINMAL_OPTIN_FROM=FROM,
+        )
         victim = start_node(env, tmp_path / "victim.log")
         try:
             await ready(base)

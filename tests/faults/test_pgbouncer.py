@@ -57,8 +57,10 @@ async def _server_sessions_settings(pooled: str) -> set[tuple[str, str]]:
     try:
         for client in clients:
             await client.execute("BEGIN")
-        found = {tuple(await client.fetchrow("SELECT current_setting('plan_cache_mode'), "
-                                             "current_setting('search_path')")) for client in clients}
+        found = {
+            tuple(await client.fetchrow("SELECT current_setting('plan_cache_mode'), current_setting('search_path')"))
+            for client in clients
+        }
         for client in clients:
             await client.execute("ROLLBACK")
         return found
@@ -67,8 +69,7 @@ async def _server_sessions_settings(pooled: str) -> set[tuple[str, str]]:
             await client.close()
 
 
-async def test_a_node_behind_a_transaction_pooler_without_a_listen_url_refuses_to_start_in_one_line(
-        dsn: str) -> None:
+async def test_a_node_behind_a_transaction_pooler_without_a_listen_url_refuses_to_start_in_one_line(dsn: str) -> None:
     done = await _einmal(node_env(dsn, 1, EINMAL_DATABASE_POOLER="transaction"), "run")
     assert done.returncode == 2
     lines = done.stderr.decode().splitlines()
@@ -80,14 +81,15 @@ REFUSED_SECONDS = 15  # a Python process's start on a loaded machine, and no wai
 
 @pytest.mark.parametrize("command", [["run"], ["migrate"], ["campaign", "list"]])
 async def test_a_command_behind_pgbouncer_without_einmal_database_pooler_stops_at_once_naming_it(
-        dsn: str, command: list[str], tmp_path: Path) -> None:
+    dsn: str, command: list[str], tmp_path: Path
+) -> None:
     # PgBouncer refuses the keepalive startup parameters a direct connection sends: no wait can heal that
     with pgbouncer(dsn, "session", tmp_path / "pgbouncer") as pooled:
         began = time.monotonic()
         with anyio.fail_after(REFUSED_SECONDS):  # before: `einmal run` waited for PostgreSQL without end
-            done = await anyio.run_process([sys.executable, "-m", "service", *command],
-                                           env=node_env(pooled, 1), cwd=ROOT,
-                                           check=False)
+            done = await anyio.run_process(
+                [sys.executable, "-m", "service", *command], env=node_env(pooled, 1), cwd=ROOT, check=False
+            )
         took = time.monotonic() - began
     lines = done.stderr.decode().splitlines()
     assert done.returncode == 1, lines
@@ -100,7 +102,8 @@ async def test_a_command_behind_pgbouncer_without_einmal_database_pooler_stops_a
 
 @pytest.mark.parametrize("mode", ["session", "transaction"])
 async def test_a_campaign_with_an_opt_out_mid_send_goes_out_once_behind_pgbouncer(
-        empty_dsn: str, mode: str, tmp_path: Path) -> None:
+    empty_dsn: str, mode: str, tmp_path: Path
+) -> None:
     with pgbouncer(empty_dsn, mode, tmp_path / "pgbouncer") as pooled:
         extra = {"EINMAL_DATABASE_POOLER": mode}
         if mode == "transaction":  # LISTEN needs a session of its own: the direct URL
@@ -124,15 +127,19 @@ async def test_a_campaign_with_an_opt_out_mid_send_goes_out_once_behind_pgbounce
                             assert all(n.poll() is None for n in nodes), "a node exited"
                             await anyio.sleep(0.05)
                     # an address whose row is still queued: its opt-out is committed before any claim of it
-                    opted_out = await conn.fetchrow("""
+                    opted_out = await conn.fetchrow(
+                        """
                         SELECT s.id, s.email FROM einmal.sends d JOIN einmal.subscribers s ON s.id = d.subscriber_id
-                        WHERE d.campaign_id = $1 AND d.status = 'queued' ORDER BY d.id DESC LIMIT 1""", campaign)
+                        WHERE d.campaign_id = $1 AND d.status = 'queued' ORDER BY d.id DESC LIMIT 1""",
+                        campaign,
+                    )
                     assert opted_out is not None, "rows were still queued mid-send"
                     done = await _einmal(env, "suppress", "--account", "acme", opted_out["email"])
                     assert done.returncode == 0, done.stderr.decode()
                     with anyio.fail_after(90):
-                        while await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1",
-                                                  campaign) != "sent":
+                        while (
+                            await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", campaign) != "sent"
+                        ):
                             assert all(n.poll() is None for n in nodes), "a node exited"
                             await anyio.sleep(0.1)
                 finally:

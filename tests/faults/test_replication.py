@@ -86,7 +86,8 @@ def warnings(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
 
 
 async def test_an_async_standby_is_one_warning_and_a_readiness_note_and_a_synchronous_one_neither(
-        primary: PgCluster, caplog: pytest.LogCaptureFixture) -> None:
+    primary: PgCluster, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level("INFO", logger="einmal")
     url, conn = await database(primary)
     http = f"127.0.0.1:{free_port()}"
@@ -115,7 +116,8 @@ async def test_an_async_standby_is_one_warning_and_a_readiness_note_and_a_synchr
 
 
 async def test_required_synchronous_replication_claims_nothing_and_is_not_ready_until_a_standby_is_sync(
-        primary: PgCluster, caplog: pytest.LogCaptureFixture) -> None:
+    primary: PgCluster, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level("INFO", logger="einmal")
     url, conn = await database(primary)
     http = f"127.0.0.1:{free_port()}"
@@ -125,8 +127,9 @@ async def test_required_synchronous_replication_claims_nothing_and_is_not_ready_
         async with recording_server(received) as port, httpx.AsyncClient() as client:
             settings = node_settings(url, port, http_address=http, require_synchronous_replication=True)
             async with running_node(settings):
-                body = await readiness(client, f"http://{http}/readyz",
-                                       lambda status, b: status == 503 and "replication" in b["reason"])
+                body = await readiness(
+                    client, f"http://{http}/readyz", lambda status, b: status == 503 and "replication" in b["reason"]
+                )
                 assert body["reason"].startswith("replication: 1 standby(s), ") and WARNING in body["reason"]
                 assert body["reason"].endswith("(EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION)"), body
                 assert "notes" not in body, "the refusal is the reason, not a note besides it"
@@ -208,7 +211,8 @@ async def seeded_pair(primary: PgCluster, standby: PgCluster, prefix: str) -> tu
 
 
 async def test_an_answer_held_through_an_asynchronous_failover_is_recorded_on_the_new_primary_not_sent_again(
-        fresh_pair: tuple[PgCluster, PgCluster], caplog: pytest.LogCaptureFixture) -> None:
+    fresh_pair: tuple[PgCluster, PgCluster], caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level("INFO", logger="einmal")
     primary, standby = fresh_pair
     both, campaign = await seeded_pair(primary, standby, "f")
@@ -248,7 +252,8 @@ async def lost(cluster: PgCluster) -> int:
 
 
 async def test_answers_whose_claim_an_asynchronous_failover_lost_are_written_again_not_sent_again(
-        fresh_pair: tuple[PgCluster, PgCluster], caplog: pytest.LogCaptureFixture) -> None:
+    fresh_pair: tuple[PgCluster, PgCluster], caplog: pytest.LogCaptureFixture
+) -> None:
     """The new primary has every row `queued`: the one recorded `sent` on the old primary (the journal) and the
     one whose 250 the node held through the failover are written `sent` before this node claims again."""
     caplog.set_level("INFO", logger="einmal")
@@ -257,8 +262,9 @@ async def test_answers_whose_claim_an_asynchronous_failover_lost_are_written_aga
     received = OneByOne(held=2)
     async with recording_server(received) as port:
         # while the standby streams asynchronously the node builds the campaign but claims nothing
-        async with running_node(node_settings(both, port, smtp_connections=1, batch_size=5,
-                                              require_synchronous_replication=True)):
+        async with running_node(
+            node_settings(both, port, smtp_connections=1, batch_size=5, require_synchronous_replication=True)
+        ):
             with anyio.fail_after(60):
                 while await states(primary.url("einmal"), campaign) != {"queued": 5}:
                     await anyio.sleep(0.05)

@@ -22,8 +22,10 @@ pytestmark = pytest.mark.anyio
 
 RATE, WINDOW, CLIENTS = 20, 3.0, 4
 LEAD = 1.0  # the flood's first messages are on their way before its window opens
-FLOOD = (reports.dsn_of([("nobody@example.com", "failed", "5.1.1")], extra_parts=50_000),  # 2.7 MB, 50,000 parts
-         reports.dsn_of([("nobody@example.com", "failed", "5.1.1")], returned_body="\n" * 2_000_000))  # 4 MB
+FLOOD = (
+    reports.dsn_of([("nobody@example.com", "failed", "5.1.1")], extra_parts=50_000),  # 2.7 MB, 50,000 parts
+    reports.dsn_of([("nobody@example.com", "failed", "5.1.1")], returned_body="\n" * 2_000_000),
+)  # 4 MB
 
 
 async def delivered_within(server, seconds: float) -> int:
@@ -35,12 +37,21 @@ async def delivered_within(server, seconds: float) -> int:
 
 
 async def test_sending_keeps_its_pace_while_the_inbound_listener_is_flooded(
-        conn: asyncpg.Connection, dsn: str, smtp_server, tmp_path) -> None:
+    conn: asyncpg.Connection, dsn: str, smtp_server, tmp_path
+) -> None:
     campaign = await seed(conn, [f"p{n}@example.com" for n in range(int(RATE * WINDOW * 5))])
     inbound = free_port()
-    proc = start_node(node_env(dsn, smtp_server.port, EINMAL_RATE_LIMIT=str(RATE), EINMAL_RETURN_PATH=RETURN_PATH,
-                               EINMAL_RETURN_PATH_SECRET=SECRET,
-                               EINMAL_INBOUND_SMTP_ADDRESS=f"127.0.0.1:{inbound}"), tmp_path / "node.log")
+    proc = start_node(
+        node_env(
+            dsn,
+            smtp_server.port,
+            EINMAL_RATE_LIMIT=str(RATE),
+            EINMAL_RETURN_PATH=RETURN_PATH,
+            EINMAL_RETURN_PATH_SECRET=SECRET,
+            EINMAL_INBOUND_SMTP_ADDRESS=f"127.0.0.1:{inbound}",
+        ),
+        tmp_path / "node.log",
+    )
     to = verp(campaign, 10**9)  # a valid token of no send row: each report is read, then dropped
     replies: list[str] = []
     try:
@@ -67,8 +78,7 @@ async def test_sending_keeps_its_pace_while_the_inbound_listener_is_flooded(
     assert len(replies) >= CLIENTS, replies
     # refused unread, read and dropped, or, past the parsers' queue or their time, "try again later" (the
     # relay's retry is the back-pressure): never an error, and some of the flood was read
-    assert all(reply.startswith(("552 5.3.4", "250 2.0.0 OK, dropped", "451 4.3.0")) for reply in replies), \
-        set(replies)
+    assert all(reply.startswith(("552 5.3.4", "250 2.0.0 OK, dropped", "451 4.3.0")) for reply in replies), set(replies)
     assert any(reply.startswith("250 2.0.0 OK, dropped") for reply in replies), set(replies)
     assert quiet >= RATE * WINDOW / 2, quiet  # the quiet window measured the pace at all
     assert flooded >= 0.7 * quiet, (quiet, flooded, len(replies))

@@ -21,12 +21,13 @@ from tests.conftest import ROOT
 from tests.mail.test_render import campaign, make_settings, parse
 
 DOMAIN, SELECTOR = "acme.example", "mail2026"
-NAMES = ["Jane Doe", "Jörg  Müller ", "  spaced   out  ", "山田 太郎", "", "Ann\tTab", "x" * 90, "O'Brien \"Bob\""]
+NAMES = ["Jane Doe", "Jörg  Müller ", "  spaced   out  ", "山田 太郎", "", "Ann\tTab", "x" * 90, 'O\'Brien "Bob"']
 
 
 def pem(key) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 @pytest.fixture(scope="module", params=["ed25519", "rsa"])
@@ -55,8 +56,9 @@ def dns_stub(key):
 
 def signed_settings(key_file: str, **overrides) -> Settings:
     base = make_settings().model_dump()
-    return Settings(**base | {"dkim_domain": DOMAIN, "dkim_selector": SELECTOR, "dkim_private_key_file": key_file}
-                    | overrides)
+    return Settings(
+        **base | {"dkim_domain": DOMAIN, "dkim_selector": SELECTOR, "dkim_private_key_file": key_file} | overrides
+    )
 
 
 def verified(message: bytes, key) -> bool:
@@ -70,16 +72,20 @@ def test_hundreds_of_messages_with_merge_fields_in_subject_and_body_verify(key, 
     for i in range(300):
         name = NAMES[i % len(NAMES)] + (f" {i}" if i % 3 else "")
         raw = template.render(1000 + i, f"user{i}@example.org", name)
-        assert raw.startswith(b"DKIM-Signature: v=1; a=" + (b"ed25519" if isinstance(key, ed25519.Ed25519PrivateKey)
-                                                              else b"rsa") + b"-sha256; c=relaxed/relaxed;")
+        assert raw.startswith(
+            b"DKIM-Signature: v=1; a="
+            + (b"ed25519" if isinstance(key, ed25519.Ed25519PrivateKey) else b"rsa")
+            + b"-sha256; c=relaxed/relaxed;"
+        )
         assert verified(raw, key), raw[:600]
         message = parse(raw)
         assert str(message["To"]).endswith(f"user{i}@example.org>") or str(message["To"]) == f"user{i}@example.org"
 
 
 def test_a_body_without_merge_fields_is_hashed_once_and_every_message_still_verifies(key, key_file):
-    template = CampaignTemplate.compile(campaign(body_text="The same for all.  \n\n\n", body_html="<p>Same</p>"),
-                                        signed_settings(key_file))
+    template = CampaignTemplate.compile(
+        campaign(body_text="The same for all.  \n\n\n", body_html="<p>Same</p>"), signed_settings(key_file)
+    )
     messages = [template.render(i, f"u{i}@example.org", f"Name {i}") for i in range(50)]
     assert template._dkim._body_hash is not None
     assert all(verified(raw, key) for raw in messages)
@@ -94,8 +100,7 @@ def test_a_changed_body_or_header_fails_verification(key, key_file):
 
 def test_signing_with_a_raw_ed25519_seed_as_dkimpy_writes_it(tmp_path):
     key = ed25519.Ed25519PrivateKey.generate()
-    seed = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
-                             serialization.NoEncryption())
+    seed = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
     path = tmp_path / "seed.key"
     path.write_text(__import__("base64").b64encode(seed).decode() + "\n")
     raw = CampaignTemplate.compile(campaign(), signed_settings(str(path))).render(1, "a@example.org", "A")
@@ -150,7 +155,8 @@ def test_the_message_fields_as_render_writes_them_canonicalise_as_the_general_he
 
 
 _PIECE = st.lists(st.text(st.sampled_from("ab \t"), max_size=6), min_size=1, max_size=3).map(
-    lambda lines: "".join(line + "\r\n" for line in lines).encode())
+    lambda lines: "".join(line + "\r\n" for line in lines).encode()
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -171,8 +177,9 @@ def test_a_body_hashed_by_pieces_hashes_as_the_whole_body(pieces, tail):
 def einmal_run(env_overrides: dict[str, str]) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_")}
     env.update(EINMAL_DATABASE_URL="postgresql://nobody@127.0.0.1:1/none", **env_overrides)
-    return subprocess.run([sys.executable, "-m", "service", "run"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "service", "run"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def unreadable(tmp_path) -> str:
@@ -194,26 +201,43 @@ def not_a_key(tmp_path) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("make, says", [
-    (lambda tmp: str(tmp / "missing.pem"), "no such file"),
-    (not_a_key, "not a PEM private key"),
-    (wrong_kind, "RSA or Ed25519"),
-    pytest.param(unreadable, "cannot read it", marks=pytest.mark.skipif(os.geteuid() == 0, reason="root reads all")),
-])
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (lambda tmp: str(tmp / "missing.pem"), "no such file"),
+        (not_a_key, "not a PEM private key"),
+        (wrong_kind, "RSA or Ed25519"),
+        pytest.param(
+            unreadable, "cannot read it", marks=pytest.mark.skipif(os.geteuid() == 0, reason="root reads all")
+        ),
+    ],
+)
 def test_a_bad_key_file_stops_einmal_run_with_one_line_and_exit_2(tmp_path, make, says):
-    done = einmal_run({"EINMAL_DKIM_DOMAIN": DOMAIN, "EINMAL_DKIM_SELECTOR": SELECTOR,
-                       "EINMAL_DKIM_PRIVATE_KEY_FILE": make(tmp_path)})
+    done = einmal_run(
+        {"EINMAL_DKIM_DOMAIN": DOMAIN, "EINMAL_DKIM_SELECTOR": SELECTOR, "EINMAL_DKIM_PRIVATE_KEY_FILE": make(tmp_path)}
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "EINMAL_DKIM_PRIVATE_KEY_FILE" in done.stderr and says in done.stderr
 
 
-@pytest.mark.parametrize("env, says", [
-    ({"EINMAL_DKIM_DOMAIN": DOMAIN}, "EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE: must be set too"),
-    ({"EINMAL_DKIM_DOMAIN": "acme.example\r\nBcc: x@evil.example", "EINMAL_DKIM_SELECTOR": SELECTOR,
-      "EINMAL_DKIM_PRIVATE_KEY_FILE": "/k"}, "EINMAL_DKIM_DOMAIN"),
-    ({"EINMAL_DKIM_DOMAIN": DOMAIN, "EINMAL_DKIM_SELECTOR": "s; h=from", "EINMAL_DKIM_PRIVATE_KEY_FILE": "/k"},
-     "EINMAL_DKIM_SELECTOR"),
-])
+@pytest.mark.parametrize(
+    "env, says",
+    [
+        ({"EINMAL_DKIM_DOMAIN": DOMAIN}, "EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE: must be set too"),
+        (
+            {
+                "EINMAL_DKIM_DOMAIN": "acme.example\r\nBcc: x@evil.example",
+                "EINMAL_DKIM_SELECTOR": SELECTOR,
+                "EINMAL_DKIM_PRIVATE_KEY_FILE": "/k",
+            },
+            "EINMAL_DKIM_DOMAIN",
+        ),
+        (
+            {"EINMAL_DKIM_DOMAIN": DOMAIN, "EINMAL_DKIM_SELECTOR": "s; h=from", "EINMAL_DKIM_PRIVATE_KEY_FILE": "/k"},
+            "EINMAL_DKIM_SELECTOR",
+        ),
+    ],
+)
 def test_incomplete_or_injected_dkim_settings_are_one_line_and_exit_2(env, says):
     done = einmal_run(env)
     assert done.returncode == 2, done.stderr
@@ -221,8 +245,10 @@ def test_incomplete_or_injected_dkim_settings_are_one_line_and_exit_2(env, says)
 
 
 def test_an_international_dkim_domain_is_signed_as_its_a_label():
-    assert Settings(dkim_domain="bücher.example", dkim_selector="s", dkim_private_key_file="/k").dkim_domain \
+    assert (
+        Settings(dkim_domain="bücher.example", dkim_selector="s", dkim_private_key_file="/k").dkim_domain
         == "xn--bcher-kva.example"
+    )
 
 
 # -- international addresses ------------------------------------------------------------------
@@ -245,9 +271,11 @@ async def _sent(server, template, email: str, name: str):
 
 @pytest.mark.anyio
 async def test_an_international_domain_is_its_a_label_in_to_and_from_for_a_relay_without_smtputf8(
-        key, key_file, make_smtp_server):
-    template = CampaignTemplate.compile(campaign(from_address="Bücher News <news@bücher.example>"),
-                                        signed_settings(key_file))
+    key, key_file, make_smtp_server
+):
+    template = CampaignTemplate.compile(
+        campaign(from_address="Bücher News <news@bücher.example>"), signed_settings(key_file)
+    )
     received = await _sent(make_smtp_server(), template, "hans@bücher.example", "Hans Müller")
 
     assert received.rcpt_tos == ("hans@xn--bcher-kva.example",)
@@ -261,7 +289,8 @@ async def test_an_international_domain_is_its_a_label_in_to_and_from_for_a_relay
 
 @pytest.mark.anyio
 async def test_a_non_ascii_local_part_keeps_its_utf8_address_over_a_relay_with_smtputf8(
-        key, key_file, make_smtp_server):
+    key, key_file, make_smtp_server
+):
     template = CampaignTemplate.compile(campaign(), signed_settings(key_file))
     received = await _sent(make_smtp_server(smtputf8=True), template, "jörg@bücher.example", "Jörg")
 
@@ -281,8 +310,9 @@ async def sent_by_a_node(conn, dsn: str, tmp_path, campaign_id: int, selectors: 
     from tests.support.pipeline import approve, node_env, start_node, stop_node, wait_status
 
     async with capture_server(tmp_path / "mail") as (_, port):
-        env = node_env(dsn, port, EINMAL_DKIM_DOMAIN=DOMAIN, EINMAL_DKIM_SELECTOR=selectors,
-                       EINMAL_DKIM_PRIVATE_KEY_FILE=key_files)
+        env = node_env(
+            dsn, port, EINMAL_DKIM_DOMAIN=DOMAIN, EINMAL_DKIM_SELECTOR=selectors, EINMAL_DKIM_PRIVATE_KEY_FILE=key_files
+        )
         node = start_node(env, tmp_path / "node.log")
         try:
             await approve(conn, campaign_id)
@@ -296,8 +326,11 @@ async def sent_by_a_node(conn, dsn: str, tmp_path, campaign_id: int, selectors: 
 async def test_every_message_a_node_sends_carries_a_signature_dkimpy_verifies(key, key_file, conn, dsn, tmp_path):
     from tests.support.pipeline import seed
 
-    campaign_id = await seed(conn, [f"user{i}@example.com" for i in range(200)],
-                             body="Hello {{ name }},\n..a line that starts with a dot\nyou are {{ email }}.\n")
+    campaign_id = await seed(
+        conn,
+        [f"user{i}@example.com" for i in range(200)],
+        body="Hello {{ name }},\n..a line that starts with a dot\nyou are {{ email }}.\n",
+    )
     await conn.execute("UPDATE einmal.campaigns SET subject = 'Für {{ name }}' WHERE id = $1", campaign_id)
     captured = await sent_by_a_node(conn, dsn, tmp_path, campaign_id, SELECTOR, key_file)
     assert len(captured) == 200
@@ -311,8 +344,10 @@ DUAL = (("rsa2026", "rsa"), ("ed2026", "ed25519"))  # (selector, algorithm), in 
 
 @pytest.fixture(scope="module")
 def dual_keys():
-    return {"rsa2026": rsa.generate_private_key(public_exponent=65537, key_size=2048),
-            "ed2026": ed25519.Ed25519PrivateKey.generate()}
+    return {
+        "rsa2026": rsa.generate_private_key(public_exponent=65537, key_size=2048),
+        "ed2026": ed25519.Ed25519PrivateKey.generate(),
+    }
 
 
 @pytest.fixture
@@ -363,8 +398,9 @@ def short_rsa_key() -> rsa.RSAPrivateKey:
     """A 511-bit RSA key (cryptography generates none under 1024 bits): 2^255-19 and 2^256-189 are prime."""
     p, q, e = 2**255 - 19, 2**256 - 189, 65537
     d = pow(e, -1, (p - 1) * (q - 1))
-    return rsa.RSAPrivateNumbers(p, q, d, rsa.rsa_crt_dmp1(d, p), rsa.rsa_crt_dmq1(d, q), rsa.rsa_crt_iqmp(p, q),
-                                 rsa.RSAPublicNumbers(e, p * q)).private_key()
+    return rsa.RSAPrivateNumbers(
+        p, q, d, rsa.rsa_crt_dmp1(d, p), rsa.rsa_crt_dmq1(d, q), rsa.rsa_crt_iqmp(p, q), rsa.RSAPublicNumbers(e, p * q)
+    ).private_key()
 
 
 def signature_tags(message) -> list[dict[str, str]]:
@@ -378,7 +414,8 @@ def signature_tags(message) -> list[dict[str, str]]:
 @pytest.mark.anyio
 @pytest.mark.parametrize("html", [None, "<p>Hi {{ name }}</p>\n"])
 async def test_dual_signed_messages_through_an_smtp_server_verify_with_both_keys(
-        dual_keys, dual_settings, html, make_smtp_server):
+    dual_keys, dual_settings, html, make_smtp_server
+):
     from service.smtp.connection import Outcome, SmtpConnection
     from tests.smtp.test_smtp import settings_for
 
@@ -388,8 +425,9 @@ async def test_dual_signed_messages_through_an_smtp_server_verify_with_both_keys
     try:
         for i in range(40):
             address = f"user{i}@example.org"
-            result = await connection.send(template.envelope_from, address,
-                                           template.render(100 + i, address, NAMES[i % len(NAMES)]))
+            result = await connection.send(
+                template.envelope_from, address, template.render(100 + i, address, NAMES[i % len(NAMES)])
+            )
             assert result.outcome is Outcome.SENT, result.reply
     finally:
         await connection.close()
@@ -435,27 +473,33 @@ def _key_files(tmp_path, *keys) -> list[str]:
     return paths
 
 
-@pytest.mark.parametrize("selectors, files, variable, says", [
-    ("a,b", "{0}", "EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE", "2 selectors and 1 key file"),
-    ("a", "{0},{1}", "EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE", "1 selector and 2 key files"),
-    ("a,A", "{0},{1}", "EINMAL_DKIM_SELECTOR", "'A' is given twice"),
-    ("a,,b", "{0},{1},{0}", "EINMAL_DKIM_SELECTOR", "an empty item"),
-    ("a,b", "{0},", "EINMAL_DKIM_PRIVATE_KEY_FILE", "an empty item"),
-    ("a,b", "{0},{0}", "EINMAL_DKIM_PRIVATE_KEY_FILE", "is given twice"),
-    ("a,b,c,d,e", "{0},{1},{2},{3},{4}", "EINMAL_DKIM_SELECTOR", "at most 4"),
-    ("a,b;h=from", "{0},{1}", "EINMAL_DKIM_SELECTOR", "DNS labels"),
-    ("a,b", "{0},{missing}", "EINMAL_DKIM_PRIVATE_KEY_FILE", "no such file"),
-    ("a,b", "{0},{ec}", "EINMAL_DKIM_PRIVATE_KEY_FILE", "RSA or Ed25519"),
-    ("a,b", "{0},{short}", "EINMAL_DKIM_PRIVATE_KEY_FILE", "at least 1024"),
-])
+@pytest.mark.parametrize(
+    "selectors, files, variable, says",
+    [
+        ("a,b", "{0}", "EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE", "2 selectors and 1 key file"),
+        ("a", "{0},{1}", "EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE", "1 selector and 2 key files"),
+        ("a,A", "{0},{1}", "EINMAL_DKIM_SELECTOR", "'A' is given twice"),
+        ("a,,b", "{0},{1},{0}", "EINMAL_DKIM_SELECTOR", "an empty item"),
+        ("a,b", "{0},", "EINMAL_DKIM_PRIVATE_KEY_FILE", "an empty item"),
+        ("a,b", "{0},{0}", "EINMAL_DKIM_PRIVATE_KEY_FILE", "is given twice"),
+        ("a,b,c,d,e", "{0},{1},{2},{3},{4}", "EINMAL_DKIM_SELECTOR", "at most 4"),
+        ("a,b;h=from", "{0},{1}", "EINMAL_DKIM_SELECTOR", "DNS labels"),
+        ("a,b", "{0},{missing}", "EINMAL_DKIM_PRIVATE_KEY_FILE", "no such file"),
+        ("a,b", "{0},{ec}", "EINMAL_DKIM_PRIVATE_KEY_FILE", "RSA or Ed25519"),
+        ("a,b", "{0},{short}", "EINMAL_DKIM_PRIVATE_KEY_FILE", "at least 1024"),
+    ],
+)
 def test_bad_dual_dkim_settings_are_one_line_and_exit_2(tmp_path, selectors, files, variable, says):
     keys = [ed25519.Ed25519PrivateKey.generate() for _ in range(5)]
     paths = _key_files(tmp_path, *keys)
     short = tmp_path / "short.pem"
     short_key = short_rsa_key()
     short.write_bytes(pem(short_key))
-    done = einmal_run(_dual_env(selectors, files.format(*paths, missing=tmp_path / "missing.pem",
-                                                        ec=wrong_kind(tmp_path), short=short)))
+    done = einmal_run(
+        _dual_env(
+            selectors, files.format(*paths, missing=tmp_path / "missing.pem", ec=wrong_kind(tmp_path), short=short)
+        )
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.startswith(f"einmal: {variable}: ") and says in done.stderr, done.stderr

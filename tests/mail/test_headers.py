@@ -14,8 +14,14 @@ from service.settings import Settings
 from tests.cli.test_campaign_commands import seed_account
 from tests.mail.test_render import SECRET, UNSUBSCRIBE, assert_headers_clean, campaign, make_settings, parse
 
-INJECTIONS = ["spring\r\nBcc: victim@example.org", "spring\nBcc: victim@example.org", "a\rb", "a\x00b",
-              "a\u2028Bcc: v@example.org", "a\x85b"]
+INJECTIONS = [
+    "spring\r\nBcc: victim@example.org",
+    "spring\nBcc: victim@example.org",
+    "a\rb",
+    "a\x00b",
+    "a\u2028Bcc: v@example.org",
+    "a\x85b",
+]
 
 
 def rendered(settings=None, **fields):
@@ -24,9 +30,11 @@ def rendered(settings=None, **fields):
 
 
 def test_reply_to_list_id_feedback_id_and_own_headers_round_trip_through_the_stdlib_parser():
-    message = rendered(reply_to="Acme Support <help@acme.example>",
-                       list_id="Acme Neuigkeiten für alle <news.7.acme.example>",
-                       headers=json.dumps([["X-Campaign", "spring"], ["X-Note", "Grüße aus Köln"]]))
+    message = rendered(
+        reply_to="Acme Support <help@acme.example>",
+        list_id="Acme Neuigkeiten für alle <news.7.acme.example>",
+        headers=json.dumps([["X-Campaign", "spring"], ["X-Note", "Grüße aus Köln"]]),
+    )
     assert_headers_clean(message)
     assert message["Reply-To"].addresses[0].addr_spec == "help@acme.example"
     assert message["Reply-To"].addresses[0].display_name == "Acme Support"
@@ -70,9 +78,20 @@ def test_no_new_field_takes_a_line_break_or_control_character(value):
         Settings(unsubscribe_mailto=f"u@acme.example{value}")
 
 
-@pytest.mark.parametrize("spec", ["Bcc: x@example.org", "From: x@example.org", "Content-Type: text/html",
-                                  "List-Unsubscribe: <https://evil.example>", "DKIM-Signature: v=1",
-                                  "X Campaign: a", "X-Campaign", ": a", "X-Campaign:  "])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "Bcc: x@example.org",
+        "From: x@example.org",
+        "Content-Type: text/html",
+        "List-Unsubscribe: <https://evil.example>",
+        "DKIM-Signature: v=1",
+        "X Campaign: a",
+        "X-Campaign",
+        ": a",
+        "X-Campaign:  ",
+    ],
+)
 def test_reserved_or_malformed_header_names_are_refused(spec):
     with pytest.raises(UsageError):
         headers.custom(spec)
@@ -80,20 +99,36 @@ def test_reserved_or_malformed_header_names_are_refused(spec):
 
 # -- through the command line ----------------------------------------------------------------
 
-CREATE = ["campaign", "create", "--account", "acme", "--name", "N", "--subject", "S", "--from", "a@example.org",
-          "--text", "Hi"]
+CREATE = [
+    "campaign",
+    "create",
+    "--account",
+    "acme",
+    "--name",
+    "N",
+    "--subject",
+    "S",
+    "--from",
+    "a@example.org",
+    "--text",
+    "Hi",
+]
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("option", ["--reply-to", "--list-id", "--header"])
 @pytest.mark.parametrize("value", [*INJECTIONS[:3], INJECTIONS[4]])
 async def test_campaign_create_refuses_injection_through_every_new_option_with_one_line(
-        conn: asyncpg.Connection, dsn: str, option: str, value: str) -> None:
+    conn: asyncpg.Connection, dsn: str, option: str, value: str
+) -> None:
     from tests.conftest import einmal
 
     await seed_account(conn)
-    given = {"--reply-to": f"help@example.org{value}", "--list-id": f"news.example.org{value}",
-             "--header": f"X-Campaign: {value}"}[option]
+    given = {
+        "--reply-to": f"help@example.org{value}",
+        "--list-id": f"news.example.org{value}",
+        "--header": f"X-Campaign: {value}",
+    }[option]
     result = einmal(*CREATE, option, given, dsn=dsn)
     assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
     assert "Traceback" not in result.stderr
@@ -102,15 +137,26 @@ async def test_campaign_create_refuses_injection_through_every_new_option_with_o
 
 @pytest.mark.anyio
 async def test_campaign_create_stores_the_new_headers_and_the_node_renders_them(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     from tests.conftest import einmal
 
     await seed_account(conn)
-    result = einmal(*CREATE, "--reply-to", "Help <help@acme.test>", "--list-id", "Acme <news.acme.example>",
-                    "--header", "X-Campaign: spring", dsn=dsn)
+    result = einmal(
+        *CREATE,
+        "--reply-to",
+        "Help <help@acme.test>",
+        "--list-id",
+        "Acme <news.acme.example>",
+        "--header",
+        "X-Campaign: spring",
+        dsn=dsn,
+    )
     assert result.returncode == 0, result.stderr
-    row = await conn.fetchrow("SELECT id, account_id, subject, from_address, body_text, body_html, reply_to, list_id, "
-                              "headers FROM einmal.campaigns")
+    row = await conn.fetchrow(
+        "SELECT id, account_id, subject, from_address, body_text, body_html, reply_to, list_id, "
+        "headers FROM einmal.campaigns"
+    )
     message = parse(CampaignTemplate.compile(dict(row), make_settings()).render(1, "x@example.org", "X"))
     assert message["Reply-To"].addresses[0].addr_spec == "help@acme.test"
     assert str(message["List-Id"]) == '"Acme" <news.acme.example>'

@@ -136,8 +136,7 @@ def test_date_is_rfc5322_and_taken_from_the_clock():
 
 
 def test_envelope_from_is_the_bare_address_and_from_keeps_a_non_ascii_name():
-    template = CampaignTemplate.compile(campaign(from_address="Bäckerei Süß <shop@bakery.example>"),
-                                        make_settings())
+    template = CampaignTemplate.compile(campaign(from_address="Bäckerei Süß <shop@bakery.example>"), make_settings())
     assert template.envelope_from == "shop@bakery.example"
     message = parse(template.render(1, "a@example.org", "A"))
     assert message["From"].addresses[0].display_name == "Bäckerei Süß"
@@ -145,15 +144,26 @@ def test_envelope_from_is_the_bare_address_and_from_keeps_a_non_ascii_name():
     assert str(message["Message-ID"]) == "<campaign.42.1@bakery.example>"
 
 
-@pytest.mark.parametrize("from_address", ["news@acme.example", "Acme <news@acme.example>",
-                                          '"A, B" <news@acme.example>'])
+@pytest.mark.parametrize(
+    "from_address", ["news@acme.example", "Acme <news@acme.example>", '"A, B" <news@acme.example>']
+)
 def test_a_from_address_that_is_one_mailbox_is_accepted(from_address):
     template = CampaignTemplate.compile(campaign(from_address=from_address), make_settings())
     assert template.envelope_from == "news@acme.example"
 
 
-@pytest.mark.parametrize("from_address", ["", "not an address", "a@example.org, b@example.org", "<", "0@",
-                                          ":;", "News <news@acme.example>\r\nBcc: x@evil.example"])
+@pytest.mark.parametrize(
+    "from_address",
+    [
+        "",
+        "not an address",
+        "a@example.org, b@example.org",
+        "<",
+        "0@",
+        ":;",
+        "News <news@acme.example>\r\nBcc: x@evil.example",
+    ],
+)
 def test_a_from_address_that_is_not_one_mailbox_is_refused(from_address):
     with pytest.raises(UsageError, match="from address"):
         CampaignTemplate.compile(campaign(from_address=from_address), make_settings())
@@ -172,8 +182,7 @@ def test_html_campaign_is_multipart_alternative_with_text_then_html():
     url = str(message["List-Unsubscribe"])[1:-1]
     assert body(parts[0]).startswith('Hello Tom & "Jerry" <b>,\nyou are tom@example.org.')
     assert body(parts[1]) == (
-        "<p>Hi Tom &amp; &#34;Jerry&#34; &lt;b&gt; (tom@example.org)</p>"
-        f'<a href="{url}">leave</a>\n'
+        f'<p>Hi Tom &amp; &#34;Jerry&#34; &lt;b&gt; (tom@example.org)</p><a href="{url}">leave</a>\n'
     )
 
 
@@ -299,8 +308,10 @@ def test_tokens_verify_only_with_the_right_secret_and_unchanged_ids():
 def test_unknown_variable_is_named_with_its_line_and_the_known_ones():
     with pytest.raises(UsageError) as error:
         check_template("Hi\n{{ name }} {{ nme }}", "subject")
-    assert str(error.value) == ("subject: line 2: unknown variable 'nme'; "
-                                "known: name, email, unsubscribe_url, confirm_url, attributes, campaign")
+    assert str(error.value) == (
+        "subject: line 2: unknown variable 'nme'; "
+        "known: name, email, unsubscribe_url, confirm_url, attributes, campaign"
+    )
 
 
 def test_unclosed_braces_are_refused_with_their_line():
@@ -326,15 +337,18 @@ def test_braces_in_values_and_literal_text_are_kept():
 # -- bad input: nothing reaches a header -------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [
-    "Eve\r\nBcc: victim@example.org",
-    "Eve\nBcc: victim@example.org",
-    "Eve\rBcc: victim@example.org",
-    "Eve\0Bcc: victim@example.org",
-    "Eve\r\n\r\nfake body",
-    "Eve\u2028Bcc: victim@example.org\x85Cc: x@example.org",
-    '"\r\nBcc: victim@example.org\r\nX: "',
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Eve\r\nBcc: victim@example.org",
+        "Eve\nBcc: victim@example.org",
+        "Eve\rBcc: victim@example.org",
+        "Eve\0Bcc: victim@example.org",
+        "Eve\r\n\r\nfake body",
+        "Eve\u2028Bcc: victim@example.org\x85Cc: x@example.org",
+        '"\r\nBcc: victim@example.org\r\nX: "',
+    ],
+)
 def test_a_name_cannot_add_a_header(name):
     raw = render(name=name, subject="Hi {{ name }}", body_html="<p>{{ name }}</p>")
     message = parse(raw)
@@ -346,10 +360,20 @@ def test_a_name_cannot_add_a_header(name):
     assert display_name(raw, message) == expected_display(name)
 
 
-@pytest.mark.parametrize("address", [
-    "a@example.org\r\nBcc: b@example.org", "a@example.org\n", "a\0@example.org", "a@exa\rmple.org",
-    "a@example.org\x85", "a b@example.org", "<a@example.org>", "nobody", "a@" + "x" * 1000 + ".example",
-])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "a@example.org\r\nBcc: b@example.org",
+        "a@example.org\n",
+        "a\0@example.org",
+        "a@exa\rmple.org",
+        "a@example.org\x85",
+        "a b@example.org",
+        "<a@example.org>",
+        "nobody",
+        "a@" + "x" * 1000 + ".example",
+    ],
+)
 def test_an_address_that_cannot_go_in_a_header_is_refused(address):
     template = CampaignTemplate.compile(campaign(), make_settings())
     with pytest.raises(ValueError):
@@ -367,8 +391,7 @@ text_without_braces = any_text.map(lambda text: text.replace("{", "["))  # "{" +
 @hypothesis_settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=any_text, subject=text_without_braces, subscriber_id=st.integers(0, 2**63 - 1))
 def test_any_name_and_subject_give_exactly_the_expected_headers(name, subject, subscriber_id):
-    raw = render(subscriber_id=subscriber_id, name=name, subject=subject + "{{ name }}",
-                 body_html="<p>{{ name }}</p>")
+    raw = render(subscriber_id=subscriber_id, name=name, subject=subject + "{{ name }}", body_html="<p>{{ name }}</p>")
     message = parse(raw)
     assert header_names(message) == sorted(BASE_HEADERS | UNSUBSCRIBE_HEADERS)
     assert_headers_clean(message)
@@ -394,11 +417,14 @@ def test_any_body_round_trips_with_the_name_merged(name, before, after, html):
 # -- international addresses --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("email, header", [
-    ("hans@bücher.example", "hans@xn--bcher-kva.example"),  # an ASCII local part: the A-label, all ASCII
-    ("hans@xn--bcher-kva.example", "hans@xn--bcher-kva.example"),
-    ("ann@example.org", "ann@example.org"),
-])
+@pytest.mark.parametrize(
+    "email, header",
+    [
+        ("hans@bücher.example", "hans@xn--bcher-kva.example"),  # an ASCII local part: the A-label, all ASCII
+        ("hans@xn--bcher-kva.example", "hans@xn--bcher-kva.example"),
+        ("ann@example.org", "ann@example.org"),
+    ],
+)
 def test_an_address_with_an_ascii_local_part_is_ascii_in_the_header(email, header):
     message = parse(render(email=email, from_address="Bücher <news@bücher.example>"))
     assert message["To"].addresses[0].addr_spec == header

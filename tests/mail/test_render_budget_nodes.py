@@ -29,23 +29,41 @@ pytestmark = pytest.mark.anyio
 STEPS = "more than 100,000 steps for one message"
 HOSTILE = {
     "nested loops over [0]*999999": (
-        "{% for a in [0]*999999 %}{% for b in [0]*999999 %}{% endfor %}{% endfor %}", STEPS),
+        "{% for a in [0]*999999 %}{% for b in [0]*999999 %}{% endfor %}{% endfor %}",
+        STEPS,
+    ),
     "replace amplification": (
-        "{% set a = 'x' * 999999 %}{{ ('x' * 3000) | replace('x', a) | length }}", "a replace of more than"),
-    "doubling macro": (
-        "{% macro f(n) %}{% if n %}{{ f(n-1) }}{{ f(n-1) }}{% endif %}{% endmacro %}{{ f(60) }}", STEPS),
+        "{% set a = 'x' * 999999 %}{{ ('x' * 3000) | replace('x', a) | length }}",
+        "a replace of more than",
+    ),
+    "doubling macro": ("{% macro f(n) %}{% if n %}{{ f(n-1) }}{{ f(n-1) }}{% endif %}{% endmacro %}{{ f(60) }}", STEPS),
     "300-million-character %": ("{{ ('%300000000s' % 'x') | length }}", "% formatting of more than"),
 }
 
 
 @pytest.mark.parametrize("case", list(HOSTILE))
 async def test_campaign_create_refuses_a_hostile_template_in_one_line(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path, case: str) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path, case: str
+) -> None:
     await seed_account(conn)
     text, problem = HOSTILE[case]
     (tmp_path / "body.txt").write_text(text)
-    result = einmal("campaign", "create", "--account", "acme", "--name", "N", "--subject", "S", "--from",
-                    "a@example.org", "--text-file", str(tmp_path / "body.txt"), dsn=dsn, timeout=30)
+    result = einmal(
+        "campaign",
+        "create",
+        "--account",
+        "acme",
+        "--name",
+        "N",
+        "--subject",
+        "S",
+        "--from",
+        "a@example.org",
+        "--text-file",
+        str(tmp_path / "body.txt"),
+        dsn=dsn,
+        timeout=30,
+    )
     assert one_line_error(result).startswith(f"einmal: text body: {problem}")
     assert await campaign_count(conn) == 0
 
@@ -56,11 +74,14 @@ async def heartbeats(conn: asyncpg.Connection) -> dict[str, object]:
 
 
 async def test_a_subscribers_long_attribute_fails_that_row_alone_and_no_node_freezes(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     addresses = [f"b{i}@example.com" for i in range(200)]
     campaign = await seed(conn, addresses, body="Hi {{ name }}\n" + NESTED)
-    await conn.execute("UPDATE einmal.subscribers SET attributes = $1::jsonb WHERE email = 'b7@example.com'",
-                       json.dumps({"s": "x" * 3000}))  # 2.7e10 loop items for this subscriber alone
+    await conn.execute(
+        "UPDATE einmal.subscribers SET attributes = $1::jsonb WHERE email = 'b7@example.com'",
+        json.dumps({"s": "x" * 3000}),
+    )  # 2.7e10 loop items for this subscriber alone
     received = Received()
     async with recording_server(received) as port:
         env = node_env(dsn, port, EINMAL_BATCH_SIZE="20")
@@ -77,8 +98,9 @@ async def test_a_subscribers_long_attribute_fails_that_row_alone_and_no_node_fre
             codes = [await stop_node(node) for node in nodes]
     assert codes == [0, 0], (tmp_path / "a.log").read_text() + (tmp_path / "b.log").read_text()
     assert await counts(conn, campaign) == {"sent": 199, "failed": 1}  # nothing claimed, sending or in doubt
-    failed = await conn.fetchrow("SELECT email, last_reply FROM einmal.sends WHERE campaign_id = $1 "
-                                 "AND status = 'failed'", campaign)
+    failed = await conn.fetchrow(
+        "SELECT email, last_reply FROM einmal.sends WHERE campaign_id = $1 AND status = 'failed'", campaign
+    )
     assert failed["email"] == "b7@example.com"
     assert failed["last_reply"].startswith(f"cannot render: {STEPS}"), failed["last_reply"]
     assert sorted(rcpt for _, rcpt, _ in received.messages) == sorted(set(addresses) - {"b7@example.com"})

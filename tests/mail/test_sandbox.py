@@ -20,9 +20,11 @@ from tests.mail.test_render import campaign, make_settings
 
 STEPS = "more than 100,000 steps for one message"
 BIG = "{% set a = 'x' * 999999 %}"
-NESTED = ("{% for a in attributes.s | default('') %}{% for b in attributes.s | default('') %}"
-          "{% for c in attributes.s | default('') %}{% if c == '!' %}!{% endif %}"
-          "{% endfor %}{% endfor %}{% endfor %}\n")
+NESTED = (
+    "{% for a in attributes.s | default('') %}{% for b in attributes.s | default('') %}"
+    "{% for c in attributes.s | default('') %}{% if c == '!' %}!{% endif %}"
+    "{% endfor %}{% endfor %}{% endfor %}\n"
+)
 
 HOSTILE = [
     ("{% for a in [0]*999999 %}{% for b in [0]*999999 %}{% endfor %}{% endfor %}", STEPS),
@@ -46,13 +48,21 @@ HOSTILE = [
     ("{{ ('a.co ' * 100000) | urlize(target='t' * 999999) | length }}", "urlize of more than 1,000,000"),
     ("{% set a = 10 ** 64 %}{% set b = a ** 64 %}{{ b ** 64 }}", "power too large"),
     ("{% set a = 7 ** 1000 %}{% set b = a * a %}{% set c = b * b %}{{ c * c }}", "a product of more than 4,096 bits"),
-    ("{% macro m() %}{% for i in range(100000) %}" + "z" * 100000 + "{% endfor %}{% endmacro %}{% set x = m() %}",
-     STEPS),
+    (
+        "{% macro m() %}{% for i in range(100000) %}" + "z" * 100000 + "{% endfor %}{% endmacro %}{% set x = m() %}",
+        STEPS,
+    ),
     ("{% set x %}{% for i in range(100000) %}" + "q" * 1000 + "{% endfor %}{% endset %}", STEPS),
-    ("{% macro w() %}{{ caller() }}{{ caller() }}{% endmacro %}{% macro f(n) %}{% if n %}{% call w() %}"
-     "{{ f(n-1) }}{% endcall %}{% else %}" + "y" * 100000 + "{% endif %}{% endmacro %}{% set x = f(40) %}", STEPS),
-    ("{% set d = dict(a='x' * 999999, b='x' * 999999) %}{% for i in range(1000) %}{% if d.values() | list"
-     " == [] %}{% endif %}{% endfor %}", STEPS),
+    (
+        "{% macro w() %}{{ caller() }}{{ caller() }}{% endmacro %}{% macro f(n) %}{% if n %}{% call w() %}"
+        "{{ f(n-1) }}{% endcall %}{% else %}" + "y" * 100000 + "{% endif %}{% endmacro %}{% set x = f(40) %}",
+        STEPS,
+    ),
+    (
+        "{% set d = dict(a='x' * 999999, b='x' * 999999) %}{% for i in range(1000) %}{% if d.values() | list"
+        " == [] %}{% endif %}{% endfor %}",
+        STEPS,
+    ),
     ("{{ ([[0] * 300] * 300) | sum(start=[]) | length }}", STEPS),
 ]
 
@@ -76,14 +86,21 @@ def test_a_hostile_template_is_refused_at_create_at_once_and_in_bounded_memory(t
 
 
 def test_ordinary_loops_filters_and_macros_fit_the_budget_many_times_over():
-    text = ("{% macro item(x) %}<{{ x | title }}>{% endmacro %}"
-            "{% for x in attributes.things %}{{ loop.index }} {{ item(x) }}{% if x == 'b' %}!{% endif %}"
-            "{{ x ~ '-' ~ (x * 3) }}{% endfor %}{{ attributes.things | join(', ') | upper }}"
-            "{{ '%-5s|' % name }}{{ attributes.things[1:] | list | length }}")
+    text = (
+        "{% macro item(x) %}<{{ x | title }}>{% endmacro %}"
+        "{% for x in attributes.things %}{{ loop.index }} {{ item(x) }}{% if x == 'b' %}!{% endif %}"
+        "{{ x ~ '-' ~ (x * 3) }}{% endfor %}{{ attributes.things | join(', ') | upper }}"
+        "{{ '%-5s|' % name }}{{ attributes.things[1:] | list | length }}"
+    )
     template = templates.TEXT.from_string(text)
     things = [f"thing {i}" for i in range(200)]
-    variables = {"name": "Jo", "email": "j@example.org", "unsubscribe_url": "u", "attributes": {"things": things},
-                 "campaign": {"id": 1, "name": "c"}}
+    variables = {
+        "name": "Jo",
+        "email": "j@example.org",
+        "unsubscribe_url": "u",
+        "attributes": {"things": things},
+        "campaign": {"id": 1, "name": "c"},
+    }
     out = templates.run(template, variables)
     assert out.startswith("1 <Thing 0>thing 0-thing 0thing 0thing 0") and out.endswith("Jo   |199")
     assert used(templates.TEXT) < MAX_STEPS // 10
@@ -105,28 +122,49 @@ def test_one_subscribers_long_attribute_fails_that_recipient_alone_and_again_the
 
 # -- the budget changes nothing an ordinary template renders --------------------------------------
 
-PLAIN = [ImmutableSandboxedEnvironment(autoescape=html, undefined=StrictUndefined, keep_trailing_newline=True)
-         for html in (False, True)]
-LEAVES = ["{{ name }}", "{{ attributes.k | default('-') }}", "text <&>", "{{ x }}", "{{ x ~ name }}",
-          "{{ (name * 2)[1:] }}", "{{ '%s=%d' % (name, 3) }}", "{{ things | join(',') }}",
-          "{{ things | sort | first }}",
-          "{{ 2 ** 10 + 3 * 4 - 1 }}", "{{ things | map('upper') | list }}", "{{ name.replace('o', '0') }}",
-          "{{ [name, x] }}", "{{ {'a': things} }}", "{{ loop_free | default(1) }}", "{{ m(name) }}",
-          "{{ name is in things }}", "{{ things | select('ne', 'b') | join }}", "{{ attributes | tojson }}",
-          "{{ things | replace('a', 'b') }}", "{{ name | truncate(3, true, '') }}", "\n"]
+PLAIN = [
+    ImmutableSandboxedEnvironment(autoescape=html, undefined=StrictUndefined, keep_trailing_newline=True)
+    for html in (False, True)
+]
+LEAVES = [
+    "{{ name }}",
+    "{{ attributes.k | default('-') }}",
+    "text <&>",
+    "{{ x }}",
+    "{{ x ~ name }}",
+    "{{ (name * 2)[1:] }}",
+    "{{ '%s=%d' % (name, 3) }}",
+    "{{ things | join(',') }}",
+    "{{ things | sort | first }}",
+    "{{ 2 ** 10 + 3 * 4 - 1 }}",
+    "{{ things | map('upper') | list }}",
+    "{{ name.replace('o', '0') }}",
+    "{{ [name, x] }}",
+    "{{ {'a': things} }}",
+    "{{ loop_free | default(1) }}",
+    "{{ m(name) }}",
+    "{{ name is in things }}",
+    "{{ things | select('ne', 'b') | join }}",
+    "{{ attributes | tojson }}",
+    "{{ things | replace('a', 'b') }}",
+    "{{ name | truncate(3, true, '') }}",
+    "\n",
+]
 CONDITIONS = ["name == 'Jo'", "x in things", "things[0] < 'b'", "not x", "name ~ 'x' != 'Jox'"]
 
 
 def nested(inner):
     run = st.lists(inner, max_size=5).map("".join)
     return st.one_of(
-        st.builds(lambda c, a, b: f"{{% if {c} %}}{a}{{% else %}}{b}{{% endif %}}", st.sampled_from(CONDITIONS),
-                  run, run),
+        st.builds(
+            lambda c, a, b: f"{{% if {c} %}}{a}{{% else %}}{b}{{% endif %}}", st.sampled_from(CONDITIONS), run, run
+        ),
         st.builds(lambda a: f"{{% for x in things %}}{a}{{{{ loop.index }}}}{{% endfor %}}", run),
         st.builds(lambda a: f"{{% filter upper %}}{a}{{% endfilter %}}", run),
         st.builds(lambda a: f"{{% set s %}}{a}{{% endset %}}{{{{ s }}}}", run),
-        st.builds(lambda a: f"{{% macro w() %}}[{{{{ caller() }}}}]{{% endmacro %}}{{% call w() %}}{a}{{% endcall %}}",
-                  run),
+        st.builds(
+            lambda a: f"{{% macro w() %}}[{{{{ caller() }}}}]{{% endmacro %}}{{% call w() %}}{a}{{% endcall %}}", run
+        ),
     )
 
 

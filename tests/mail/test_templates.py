@@ -34,13 +34,16 @@ def rendered(name="Jane", attributes=None, email="jane@example.org", **fields) -
 
 
 def test_attributes_conditionals_filters_and_the_campaign_render_in_subject_and_body():
-    text = ('{% if attributes.plan | default("") == "pro" %}Dear Pro {{ name | upper }}'
-            '{% else %}Hi {{ name }}{% endif %},\n'
-            'news for {{ attributes.city | default("your town") }} from {{ campaign.name }} #{{ campaign.id }}.\n'
-            "static line\n")
+    text = (
+        '{% if attributes.plan | default("") == "pro" %}Dear Pro {{ name | upper }}'
+        "{% else %}Hi {{ name }}{% endif %},\n"
+        'news for {{ attributes.city | default("your town") }} from {{ campaign.name }} #{{ campaign.id }}.\n'
+        "static line\n"
+    )
     subject = "{{ campaign.name | title }} for {{ attributes.city | default('you') }}"
-    pro = parse(rendered(attributes={"plan": "pro", "city": "Berlin"}, subject=subject, body_text=text,
-                         name="Jane", id=42))
+    pro = parse(
+        rendered(attributes={"plan": "pro", "city": "Berlin"}, subject=subject, body_text=text, name="Jane", id=42)
+    )
     assert str(pro["Subject"]) == "Spring for Berlin"
     assert body(pro) == "Dear Pro JANE,\nnews for Berlin from spring #42.\nstatic line\n"
     other = parse(rendered(attributes={}, subject=subject, body_text=text, name="Jo"))
@@ -49,9 +52,12 @@ def test_attributes_conditionals_filters_and_the_campaign_render_in_subject_and_
 
 
 def test_autoescape_applies_to_the_html_body_only():
-    raw = rendered(name="<b>Tom & Jerry</b>", attributes={"note": "<i>x</i>"},
-                   body_text="{{ name }} {{ attributes.note }}\n",
-                   body_html="<p>{{ name }} {{ attributes.note }}</p>{% if name %}<hr>{% endif %}\n")
+    raw = rendered(
+        name="<b>Tom & Jerry</b>",
+        attributes={"note": "<i>x</i>"},
+        body_text="{{ name }} {{ attributes.note }}\n",
+        body_html="<p>{{ name }} {{ attributes.note }}</p>{% if name %}<hr>{% endif %}\n",
+    )
     text, html = (body(part) for part in parse(raw).iter_parts())
     assert text == "<b>Tom & Jerry</b> <i>x</i>\n"
     assert html == "<p>&lt;b&gt;Tom &amp; Jerry&lt;/b&gt; &lt;i&gt;x&lt;/i&gt;</p><hr>\n"
@@ -66,8 +72,11 @@ def test_a_missing_attribute_fails_that_recipient_alone_with_the_reason():
 
 def test_attributes_with_line_breaks_cannot_add_a_header():
     evil = {"city": "Berlin\r\nBcc: victim@example.org\r\n\r\nbody", "x": "\u2028Cc: y@example.org"}
-    raw = rendered(attributes=evil, subject="News for {{ attributes.city }}{{ attributes.x }}",
-                   body_html="<p>{{ attributes.city }}</p>")
+    raw = rendered(
+        attributes=evil,
+        subject="News for {{ attributes.city }}{{ attributes.x }}",
+        body_html="<p>{{ attributes.city }}</p>",
+    )
     message = parse(raw)
     assert header_names(message) == sorted(BASE_HEADERS | UNSUBSCRIBE_HEADERS)
     assert_headers_clean(message)
@@ -78,32 +87,37 @@ def test_attributes_with_line_breaks_cannot_add_a_header():
 # -- the sandbox ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "problem"), [
-    ("{{ ''.__class__ }}", "line 1: names starting with '_'"),
-    ("x\n{{ ''.__class__.__mro__[1].__subclasses__() }}", "line 2: names starting with '_'"),
-    ("{{ name['__class__'] }}", "line 1: names starting with '_'"),
-    ("{{ cycler.__init__.__globals__ }}", "line 1: names starting with '_'"),
-    ("{% import os %}", "line 1: import is not allowed"),
-    ("x\n{%import os%}{{ name", "line 2: import is not allowed"),
-    ("{% import 'os' as os %}", "line 1: import is not allowed"),
-    ("{% from 'x' import y %}", "line 1: import is not allowed"),
-    ("{% include 'x' %}", "line 1: include is not allowed"),
-    ("{% extends 'x' %}", "line 1: extends is not allowed"),
-    ("{{ lipsum(1000000) }}", "line 1: unknown variable 'lipsum'"),
-    ("{{ namespace() }}", "line 1: unknown variable 'namespace'"),
-    ("{{ name | center(1000000000) }}", "line 1: no filter named 'center'"),
-    ("{{ '%*s' | format(1000000000, 'x') }}", "line 1: no filter named 'format'"),
-    ("{{ [1, 2] | random }}", "line 1: no filter named 'random'"),
-    ("{% for i in range(10**9) %}x{% endfor %}", "more than 100,000 loop items"),
-    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-     "more than 100,000 steps for one message"),
-    ("{{ 'x' * 1000000000 }}", "repetition of more than"),
-    ("{{ 2 ** 100000000 }}", "power too large"),
-    ("{{ email.format.__self__ }}", "line 1: names starting with '_'"),
-    ("{% set x = [] %}{{ x.append(1) }}", "unsafe"),
-    ("{% for i in range(200) %}{{ 'x' * 10000 }}{% endfor %}", "longer than 1,000,000 characters"),
-    ("{{ name.__len__() }}", "line 1: names starting with '_'"),
-])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{{ ''.__class__ }}", "line 1: names starting with '_'"),
+        ("x\n{{ ''.__class__.__mro__[1].__subclasses__() }}", "line 2: names starting with '_'"),
+        ("{{ name['__class__'] }}", "line 1: names starting with '_'"),
+        ("{{ cycler.__init__.__globals__ }}", "line 1: names starting with '_'"),
+        ("{% import os %}", "line 1: import is not allowed"),
+        ("x\n{%import os%}{{ name", "line 2: import is not allowed"),
+        ("{% import 'os' as os %}", "line 1: import is not allowed"),
+        ("{% from 'x' import y %}", "line 1: import is not allowed"),
+        ("{% include 'x' %}", "line 1: include is not allowed"),
+        ("{% extends 'x' %}", "line 1: extends is not allowed"),
+        ("{{ lipsum(1000000) }}", "line 1: unknown variable 'lipsum'"),
+        ("{{ namespace() }}", "line 1: unknown variable 'namespace'"),
+        ("{{ name | center(1000000000) }}", "line 1: no filter named 'center'"),
+        ("{{ '%*s' | format(1000000000, 'x') }}", "line 1: no filter named 'format'"),
+        ("{{ [1, 2] | random }}", "line 1: no filter named 'random'"),
+        ("{% for i in range(10**9) %}x{% endfor %}", "more than 100,000 loop items"),
+        (
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+            "more than 100,000 steps for one message",
+        ),
+        ("{{ 'x' * 1000000000 }}", "repetition of more than"),
+        ("{{ 2 ** 100000000 }}", "power too large"),
+        ("{{ email.format.__self__ }}", "line 1: names starting with '_'"),
+        ("{% set x = [] %}{{ x.append(1) }}", "unsafe"),
+        ("{% for i in range(200) %}{{ 'x' * 10000 }}{% endfor %}", "longer than 1,000,000 characters"),
+        ("{{ name.__len__() }}", "line 1: names starting with '_'"),
+    ],
+)
 def test_sandbox_escapes_and_blow_ups_are_refused_when_checked(text, problem):
     with pytest.raises(UsageError) as error:
         check_template(text, "text body")
@@ -113,8 +127,12 @@ def test_sandbox_escapes_and_blow_ups_are_refused_when_checked(text, problem):
 
 def test_a_data_dependent_blow_up_fails_the_recipient_not_the_node():
     template = CampaignTemplate.compile(
-        campaign(body_text="{% for c in attributes.s %}{% for d in attributes.s %}{{ attributes.s }}"
-                           "{% endfor %}{% endfor %}\n"), make_settings())
+        campaign(
+            body_text="{% for c in attributes.s %}{% for d in attributes.s %}{{ attributes.s }}"
+            "{% endfor %}{% endfor %}\n"
+        ),
+        make_settings(),
+    )
     assert template.render(1, "a@example.org", "A", '{"s": "ab"}')
     with pytest.raises(ValueError, match="longer than 1,000,000 characters"):
         template.render(1, "a@example.org", "A", json.dumps({"s": "x" * 1000}))
@@ -128,17 +146,37 @@ def test_a_template_longer_than_the_limit_is_refused():
 # -- the fast path gives what Jinja gives ---------------------------------------------------
 
 # template pieces, some on the fast path, some only Jinja can run; blocks nest and span lines
-LEAVES = ["{{ name }}", "{{email}}", "{{ unsubscribe_url }}", "plain text", "{{ name | upper }}",
-          "{{ attributes.k | default('-') }}", "{# a comment\nover two lines #}", "{{ campaign.name }}",
-          "{% raw %}{{ literal }}{% endraw %}", "é & <b>", " ", "\n", "\r\n", "\n\n", "{ ", "}}", "%"]
+LEAVES = [
+    "{{ name }}",
+    "{{email}}",
+    "{{ unsubscribe_url }}",
+    "plain text",
+    "{{ name | upper }}",
+    "{{ attributes.k | default('-') }}",
+    "{# a comment\nover two lines #}",
+    "{{ campaign.name }}",
+    "{% raw %}{{ literal }}{% endraw %}",
+    "é & <b>",
+    " ",
+    "\n",
+    "\r\n",
+    "\n\n",
+    "{ ",
+    "}}",
+    "%",
+]
 CONDITIONS = ["name", "attributes.k", "not email", "attributes.k == 'v&w'"]
 
 
 def blocks(inner):
     run = st.lists(inner, max_size=6).map("".join)
     return st.one_of(
-        st.builds(lambda cond, a, b: f"{{% if {cond} %}}{a}{{% else %}}{b}{{% endif %}}", st.sampled_from(CONDITIONS),
-                  run, run),
+        st.builds(
+            lambda cond, a, b: f"{{% if {cond} %}}{a}{{% else %}}{b}{{% endif %}}",
+            st.sampled_from(CONDITIONS),
+            run,
+            run,
+        ),
         st.builds(lambda a: f"{{% for c in email[:2] %}}{a}{{% endfor %}}", run),
         st.builds(lambda a: f"{{% filter upper %}}{a}{{% endfilter %}}", run),
     )
@@ -151,8 +189,13 @@ def whole(text: str, html: bool, url: str) -> str:
     """What one Jinja run over the whole template gives (no cutting into lines), in CRLF lines."""
     env = templates.HTML if html else templates.TEXT
     stripped = re.sub(r"(\r\n|\r|\n)\Z", "", text)
-    return env.from_string(stripped).render(name="Jo <3", email="jo@example.org", unsubscribe_url=url,
-                                            attributes={"k": "v&w"}, campaign={"id": 42, "name": "spring"})
+    return env.from_string(stripped).render(
+        name="Jo <3",
+        email="jo@example.org",
+        unsubscribe_url=url,
+        attributes={"k": "v&w"},
+        campaign={"id": 42, "name": "spring"},
+    )
 
 
 @hypothesis_settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -163,8 +206,11 @@ def test_cutting_a_body_into_lines_renders_what_one_jinja_run_renders(text, html
     if html and not text:
         return  # an empty HTML body is no HTML part
     fields = {"body_html": text, "body_text": "x"} if html else {"body_text": text}
-    message = parse(CampaignTemplate.compile(campaign(name="spring", **fields), settings).render(
-        1, "jo@example.org", "Jo <3", {"k": "v&w"}))
+    message = parse(
+        CampaignTemplate.compile(campaign(name="spring", **fields), settings).render(
+            1, "jo@example.org", "Jo <3", {"k": "v&w"}
+        )
+    )
     part = list(message.iter_parts())[1] if html else message
     expected = whole(text, html, str(message["List-Unsubscribe"])[1:-1])
     assert body(part) == re.sub(r"\r\n|\r", "\n", expected) + "\n"
@@ -180,11 +226,19 @@ value = st.text(st.characters(blacklist_categories=("Cs",)), max_size=80)
 @hypothesis_settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=value, city=value, plan=value)
 def test_every_variable_value_is_parsed_back_from_the_message(name, city, plan):
-    text = ("Hi {{ name }}\ncity={{ attributes.city }}\n{% if attributes.plan %}plan={{ attributes.plan }}{% endif %}\n"
-            "to={{ email }} c={{ campaign.name }}\n")
+    text = (
+        "Hi {{ name }}\ncity={{ attributes.city }}\n{% if attributes.plan %}plan={{ attributes.plan }}{% endif %}\n"
+        "to={{ email }} c={{ campaign.name }}\n"
+    )
     template = CampaignTemplate.compile(
-        campaign(name="spring", subject="{{ attributes.city }}|{{ name }}", body_text=text,
-                 body_html="<p>{{ attributes.city }}</p>"), make_settings())
+        campaign(
+            name="spring",
+            subject="{{ attributes.city }}|{{ name }}",
+            body_text=text,
+            body_html="<p>{{ attributes.city }}</p>",
+        ),
+        make_settings(),
+    )
     message = parse(template.render(5, "jane@example.org", name, json.dumps({"city": city, "plan": plan})))
     assert header_names(message) == sorted(BASE_HEADERS | UNSUBSCRIBE_HEADERS)
     assert_headers_clean(message)
@@ -193,7 +247,7 @@ def test_every_variable_value_is_parsed_back_from_the_message(name, city, plan):
     subject = CONTROL.sub(" ", city) + "|" + CONTROL.sub(" ", name).strip()
     assert str(message["Subject"]) == subject.strip(" ")
     text_part, html_part = (body(part) for part in message.iter_parts())
-    expected = (f"Hi {name}\ncity={city}\n" + (f"plan={plan}" if plan else "") + "\nto=jane@example.org c=spring\n")
+    expected = f"Hi {name}\ncity={city}\n" + (f"plan={plan}" if plan else "") + "\nto=jane@example.org c=spring\n"
     assert text_part == expected
     escaped = city.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&#34;")
     assert html_part == newline.sub("\n", f"<p>{escaped.replace(chr(39), '&#39;')}</p>\n")
@@ -202,11 +256,18 @@ def test_every_variable_value_is_parsed_back_from_the_message(name, city, plan):
 breaks = st.text(alphabet=st.sampled_from("ab \r\n\t\x85\u2028é<&"), max_size=20)
 LINES = "a {{ name }}\nb {{ email }} {{ name }}"
 # the same lines filled by str.format line by line, and by one Jinja run over a block that spans them
-FAST = campaign(name="spring", subject="{{ name }} news", body_text=LINES + "\nc {{ attributes.city }}\n",
-                body_html="<p>{{ name }}</p>\n" + LINES + "\n")
-JINJA = campaign(name="spring", subject="{{ name | string }} news",
-                 body_text="{% if name is string %}" + LINES + "{% endif %}\nc {{ attributes.city }}\n",
-                 body_html="<p>{{ name | string }}</p>\n{% if true %}" + LINES + "{% endif %}\n")
+FAST = campaign(
+    name="spring",
+    subject="{{ name }} news",
+    body_text=LINES + "\nc {{ attributes.city }}\n",
+    body_html="<p>{{ name }}</p>\n" + LINES + "\n",
+)
+JINJA = campaign(
+    name="spring",
+    subject="{{ name | string }} news",
+    body_text="{% if name is string %}" + LINES + "{% endif %}\nc {{ attributes.city }}\n",
+    body_html="<p>{{ name | string }}</p>\n{% if true %}" + LINES + "{% endif %}\n",
+)
 
 
 @hypothesis_settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,16 +13,18 @@ SECRET = "k-verp-1"
 
 
 async def test_each_envelope_sender_carries_a_token_that_verifies_and_names_its_row(
-        conn: asyncpg.Connection, dsn: str, smtp_server) -> None:
+    conn: asyncpg.Connection, dsn: str, smtp_server
+) -> None:
     campaign = await seed(conn, [f"v{i}@example.com" for i in range(12)])
-    settings = node_settings(dsn, smtp_server.port, return_path="bounces@example.org",
-                             return_path_secret=SECRET)
+    settings = node_settings(dsn, smtp_server.port, return_path="bounces@example.org", return_path_secret=SECRET)
     async with running_node(settings):
         await approve(conn, campaign)
         await wait_status(conn, campaign, "sent")
 
-    rows = {r["email"]: r["subscriber_id"] for r in await conn.fetch(
-        "SELECT email, subscriber_id FROM einmal.sends WHERE campaign_id = $1", campaign)}
+    rows = {
+        r["email"]: r["subscriber_id"]
+        for r in await conn.fetch("SELECT email, subscriber_id FROM einmal.sends WHERE campaign_id = $1", campaign)
+    }
     path = verp.ReturnPath("bounces@example.org", SECRET)
     seen = {}
     for message in smtp_server.messages:
@@ -33,7 +35,8 @@ async def test_each_envelope_sender_carries_a_token_that_verifies_and_names_its_
 
 
 async def test_without_a_return_path_the_envelope_sender_is_the_from_address(
-        conn: asyncpg.Connection, dsn: str, smtp_server) -> None:
+    conn: asyncpg.Connection, dsn: str, smtp_server
+) -> None:
     campaign = await seed(conn, ["a@example.com", "b@example.com"])
     async with running_node(node_settings(dsn, smtp_server.port)):
         await approve(conn, campaign)
@@ -60,7 +63,7 @@ def test_a_signature_with_any_one_digit_altered_does_not_verify() -> None:
     ids, _, signature = path.token(7, 42).rpartition(".")
     assert len(signature) == verp.SIGNATURE_HEX == 16
     for i, digit in enumerate(signature):
-        altered = signature[:i] + ("0" if digit != "0" else "1") + signature[i + 1:]
+        altered = signature[:i] + ("0" if digit != "0" else "1") + signature[i + 1 :]
         assert path.verify(f"{ids}.{altered}") is None, f"digit {i + 1} of 16 altered: {altered}"
     assert path.verify(f"{ids}.{signature[:-1]}") is None, "one digit short"
 

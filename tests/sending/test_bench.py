@@ -51,8 +51,14 @@ RATIO = re.compile(r"([^\s=]+) × (wire|bare|pool|unsigned|today's)")
 
 
 def bench(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ), timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ),
+        timeout=timeout,
+    )
 
 
 @pytest.mark.slow
@@ -64,7 +70,7 @@ def test_quick_bench_prints_every_figure_with_its_target_and_verdict():
     lines = done.stdout.splitlines()
     for figure in FIGURES:
         assert any(re.search(figure, line) for line in lines), f"no line matches {figure!r}:\n{done.stdout}"
-    table = lines[next(i for i, line in enumerate(lines) if line.startswith("figure ")) + 1:]
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("figure ")) + 1 :]
     for line in table[:-1]:  # the last line: how long the bench took
         assert VERDICT.search(line) or line.startswith("    "), f"neither a figure nor a note: {line!r}"
     ratios = [float(m.group(1)) for line in table for m in RATIO.finditer(line)]

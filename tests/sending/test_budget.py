@@ -20,11 +20,13 @@ CLAIM_DOMAINS = "SELECT * FROM einmal.send_claim($1, $2, $3, 0, 0, 0, 3600, 8640
 
 async def sending_campaign(conn: asyncpg.Connection, recipients: int, suppressed: list[str] = ()) -> int:
     campaign = await seed(conn, [f"r{i}@example.com" for i in range(recipients)], suppressed=suppressed)
-    await conn.execute("""
+    await conn.execute(
+        """
         INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id)
         SELECT c.id, c.account_id, s.id, s.email, s.email_lower, 'campaign:' || c.id || ':' || s.id
         FROM einmal.campaigns c JOIN einmal.subscribers s ON s.account_id = c.account_id WHERE c.id = $1""",
-                       campaign)
+        campaign,
+    )
     await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
     return campaign
 
@@ -38,8 +40,7 @@ async def claimers(dsn: str, campaign: int, nodes: int, seconds: float, *limits)
     async def node(i: int) -> None:
         while time.monotonic() < end:
             rows = await conns[i].fetch(CLAIM, campaign, f"node-{i}", 50, *limits)
-            slots[i].extend(r["slot_at"].timestamp() if r["slot_at"] else 0.0
-                            for r in rows if r["status"] == "claimed")
+            slots[i].extend(r["slot_at"].timestamp() if r["slot_at"] else 0.0 for r in rows if r["status"] == "claimed")
             if not rows:
                 await anyio.sleep(0.02)
 
@@ -77,8 +78,9 @@ async def test_the_hour_quota_is_spent_exactly_once_across_claimers(conn: asyncp
     campaign = await sending_campaign(conn, 400, suppressed=["r7@example.com"])
     slots = await claimers(dsn, campaign, 3, 1.0, 0.0, 120, 0, 3600.0, 86400.0)
     assert sum(map(len, slots)) == 120
-    counts = dict(await conn.fetch("SELECT status, count(*) FROM einmal.sends WHERE campaign_id = $1"
-                                   " GROUP BY status", campaign))
+    counts = dict(
+        await conn.fetch("SELECT status, count(*) FROM einmal.sends WHERE campaign_id = $1 GROUP BY status", campaign)
+    )
     assert counts["claimed"] == 120 and counts.get("suppressed", 0) <= 1, counts  # suppressed rows are free
     assert await conn.fetchval("SELECT einmal.quota_used('hour', 3600)") == 120
 
@@ -102,7 +104,8 @@ async def test_without_limits_the_claim_is_the_plain_one(conn: asyncpg.Connectio
 
 
 async def test_a_claim_holds_at_most_two_seconds_of_slots_and_given_back_rows_leave_the_quota(
-        conn: asyncpg.Connection) -> None:
+    conn: asyncpg.Connection,
+) -> None:
     """What a node that dies holding its claim wastes: under a rate, no more than the slots a claim may
     take ahead (well within the node timeout); under a quota, nothing once its rows are returned."""
     campaign = await sending_campaign(conn, 100)

@@ -37,22 +37,35 @@ async def test_the_pool_reaches_the_database_at_creation_and_opens_nothing_behin
 
 async def test_chunks_hold_every_copy_of_their_addresses(conn: asyncpg.Connection, ctx: NodeContext) -> None:
     # five copies of b@ (different case) straddle every chunk boundary of size 2
-    addresses = ["a@example.com", "B@example.com", "b@EXAMPLE.com", "b@example.com", "B@EXAMPLE.COM",
-                 "b@Example.com", "c@example.com", "d@example.com"]
+    addresses = [
+        "a@example.com",
+        "B@example.com",
+        "b@EXAMPLE.com",
+        "b@example.com",
+        "B@EXAMPLE.COM",
+        "b@Example.com",
+        "c@example.com",
+        "d@example.com",
+    ]
     campaign = await seed(conn, addresses, suppressed=["d@example.com"])
     await conn.execute("UPDATE einmal.subscribers SET status = 'unsubscribed' WHERE email = 'B@example.com'")
     await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
     assert await builder.build(ctx, campaign, chunk=2) == 4
     rows = await conn.fetch("SELECT email, status FROM einmal.sends ORDER BY email_lower")
     # the oldest confirmed copy of b@ wins: B@example.com is unsubscribed, b@EXAMPLE.com is next
-    assert [tuple(r) for r in rows] == [("a@example.com", "queued"), ("b@EXAMPLE.com", "queued"),
-                                         ("c@example.com", "queued"), ("d@example.com", "suppressed")]
+    assert [tuple(r) for r in rows] == [
+        ("a@example.com", "queued"),
+        ("b@EXAMPLE.com", "queued"),
+        ("c@example.com", "queued"),
+        ("d@example.com", "suppressed"),
+    ]
     assert await conn.fetchval("SELECT recipients_built_at IS NOT NULL FROM einmal.campaigns") is True
     assert await builder.build(ctx, campaign, chunk=2) == 0
 
 
-async def test_a_build_stopped_half_way_resumes_without_adding_twice(conn: asyncpg.Connection,
-                                                                    ctx: NodeContext) -> None:
+async def test_a_build_stopped_half_way_resumes_without_adding_twice(
+    conn: asyncpg.Connection, ctx: NodeContext
+) -> None:
     campaign = await seed(conn, [f"u{i:03}@example.com" for i in range(50)])
     await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
     first = await conn.fetchrow(db.query("recipients_build_chunk"), campaign, "", 20)  # a crash after one chunk
@@ -71,8 +84,9 @@ async def test_a_chunk_built_twice_adds_nothing_the_second_time(conn: asyncpg.Co
     assert await conn.fetchval("SELECT count(*) FROM einmal.sends") == 30
 
 
-async def test_two_builds_racing_on_one_campaign_add_each_address_once(conn: asyncpg.Connection, dsn: str,
-                                                                      ctx: NodeContext) -> None:
+async def test_two_builds_racing_on_one_campaign_add_each_address_once(
+    conn: asyncpg.Connection, dsn: str, ctx: NodeContext
+) -> None:
     campaign = await seed(conn, [f"x{i:03}@example.com" for i in range(40)])
     await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
     # the same chunk in two transactions at once: the second waits on the first's uncommitted rows
@@ -89,8 +103,10 @@ async def test_two_builds_racing_on_one_campaign_add_each_address_once(conn: asy
             assert (await first.fetchrow(db.query("recipients_build_chunk"), campaign, "", 25))["inserted"] == 25
             tg.start_soon(build_second)
             with anyio.fail_after(30):
-                while not await conn.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 "
-                                              "AND wait_event_type = 'Lock'", second.get_server_pid()):
+                while not await conn.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
+                    second.get_server_pid(),
+                ):
                     await anyio.sleep(0.01)
             await transaction.commit()
     finally:
@@ -120,6 +136,8 @@ async def test_a_build_leaves_statistics_that_count_its_rows(conn: asyncpg.Conne
     assert await builder.build(ctx, campaign) == 1200
     analyzed, tuples = await conn.fetchrow(
         "SELECT t.analyze_count, c.reltuples FROM pg_stat_user_tables t JOIN pg_class c ON c.oid = t.relid "
-        "WHERE t.relid = to_regclass('einmal.sends_c' || $1::bigint)", campaign)  # its partition (§15)
+        "WHERE t.relid = to_regclass('einmal.sends_c' || $1::bigint)",
+        campaign,
+    )  # its partition (§15)
     assert analyzed == 2  # after the first chunk, and once the build is done
     assert tuples == 1200

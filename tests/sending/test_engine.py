@@ -54,13 +54,17 @@ class StallOne(Received):
 
 
 async def test_a_connection_stalled_at_the_end_of_data_does_not_hold_the_others(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     total = 120
     campaign = await seed(conn, [f"w{i}@example.com" for i in range(total)])
     received = StallOne(total)
-    async with recording_server(received) as port, \
-            running_node(node_settings(dsn, port, smtp_connections=4, batch_size=50,
-                                      smtp_timeout_seconds=3 * STALL_SECONDS)):
+    async with (
+        recording_server(received) as port,
+        running_node(
+            node_settings(dsn, port, smtp_connections=4, batch_size=50, smtp_timeout_seconds=3 * STALL_SECONDS)
+        ),
+    ):
         await approve(conn, campaign)
         await wait_status(conn, campaign, "sent", timeout=90)
     assert await counts(conn, campaign) == {"sent": total}
@@ -70,7 +74,8 @@ async def test_a_connection_stalled_at_the_end_of_data_does_not_hold_the_others(
 
 
 async def test_sigkill_at_random_moments_leaves_at_most_one_message_per_connection_in_doubt(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     connections, kills, total = 16, 3, 1500
     campaign = await seed(conn, [f"k{i}@example.com" for i in range(total)])
     draw = random.Random(11)
@@ -79,8 +84,13 @@ async def test_sigkill_at_random_moments_leaves_at_most_one_message_per_connecti
         # writer's statements carry varying groups when the kill comes
         server.inject("data_end", None, delay=0.05, probability=0.3)
         server.inject("data_end", None, delay=0.01, probability=0.5)
-        env = node_env(dsn, server.port, EINMAL_SMTP_CONNECTIONS=str(connections), EINMAL_BATCH_SIZE="100",
-                       EINMAL_NODE_TIMEOUT_SECONDS=str(TAKEOVER_TIMEOUT))
+        env = node_env(
+            dsn,
+            server.port,
+            EINMAL_SMTP_CONNECTIONS=str(connections),
+            EINMAL_BATCH_SIZE="100",
+            EINMAL_NODE_TIMEOUT_SECONDS=str(TAKEOVER_TIMEOUT),
+        )
         await approve(conn, campaign)
         for kill in range(kills):
             victim = start_node({**env, "EINMAL_NODE_ID": f"victim{kill}"}, tmp_path / f"victim{kill}.log")
@@ -88,8 +98,10 @@ async def test_sigkill_at_random_moments_leaves_at_most_one_message_per_connecti
                 target = len(server.messages) + draw.randint(30, 200)
                 with anyio.fail_after(60):
                     await server.arrived(target)
-                sending = await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE status = 'sending' "
-                                              "AND claimed_by LIKE $1", f"victim{kill}/%")
+                sending = await conn.fetchval(
+                    "SELECT count(*) FROM einmal.sends WHERE status = 'sending' AND claimed_by LIKE $1",
+                    f"victim{kill}/%",
+                )
                 assert sending <= connections, f"{sending} rows sending at once"
             finally:
                 victim.send_signal(signal.SIGKILL)
@@ -105,8 +117,9 @@ async def test_sigkill_at_random_moments_leaves_at_most_one_message_per_connecti
     assert set(final) <= {"sent", "in_doubt"} and sum(final.values()) == total, final
     assert final.get("in_doubt", 0) <= kills * connections, final
     assert not duplicates, f"received twice: {list(duplicates)[:5]}"
-    sent = await conn.fetch("SELECT subscriber_id FROM einmal.sends WHERE campaign_id = $1 AND status = 'sent'",
-                            campaign)
+    sent = await conn.fetch(
+        "SELECT subscriber_id FROM einmal.sends WHERE campaign_id = $1 AND status = 'sent'", campaign
+    )
     assert {f"<campaign.{campaign}.{r['subscriber_id']}@example.com>" for r in sent} <= held
     assert len(held) - len(sent) <= final.get("in_doubt", 0), "only in-doubt rows may be held unrecorded"
     print(f"\n{kills} SIGKILLs with {connections} connections: final {final}")

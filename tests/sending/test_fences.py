@@ -17,27 +17,33 @@ pytestmark = pytest.mark.anyio
 NO_LIMITS = (0.0, 0, 0, 3600.0, 86400.0)
 
 
-async def test_a_claim_skips_a_row_an_erasure_holds_instead_of_waiting_for_it(conn: asyncpg.Connection,
-                                                                               dsn: str) -> None:
+async def test_a_claim_skips_a_row_an_erasure_holds_instead_of_waiting_for_it(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     campaign = await sending_campaign(conn, 6)
-    held = await conn.fetchrow("SELECT id, subscriber_id FROM einmal.sends WHERE campaign_id = $1 "
-                               "ORDER BY id LIMIT 1", campaign)
+    held = await conn.fetchrow(
+        "SELECT id, subscriber_id FROM einmal.sends WHERE campaign_id = $1 ORDER BY id LIMIT 1", campaign
+    )
     erasing, claiming = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
     try:
         # a waiting claim fails here instead of hanging the test; a claim that skips never waits at all
         await claiming.execute("SET lock_timeout = '3s'")
         async with erasing.transaction():  # `subscribers delete` locks the subscriber's rows first
             assert await erasing.fetch(db.query("subscriber_sends_lock"), held["subscriber_id"]) != []
-            rows = await claiming.fetch(db.query("send_claim_batch"), campaign, "node-a/1", 10, *NO_LIMITS,
-                                        [], [], 1, 60.0, 3600.0)
-            assert sorted(r["id"] for r in rows) == sorted(await conn.fetchval(
-                "SELECT array_agg(id) FROM einmal.sends WHERE campaign_id = $1 AND id <> $2", campaign,
-                held["id"])), "every row but the held one, claimed at once"
+            rows = await claiming.fetch(
+                db.query("send_claim_batch"), campaign, "node-a/1", 10, *NO_LIMITS, [], [], 1, 60.0, 3600.0
+            )
+            assert sorted(r["id"] for r in rows) == sorted(
+                await conn.fetchval(
+                    "SELECT array_agg(id) FROM einmal.sends WHERE campaign_id = $1 AND id <> $2", campaign, held["id"]
+                )
+            ), "every row but the held one, claimed at once"
     finally:
         await erasing.close()
         await claiming.close()
-    states = dict(await conn.fetch("SELECT status, count(*) FROM einmal.sends WHERE campaign_id = $1 "
-                                   "GROUP BY status", campaign))
+    states = dict(
+        await conn.fetch("SELECT status, count(*) FROM einmal.sends WHERE campaign_id = $1 GROUP BY status", campaign)
+    )
     assert states == {"claimed": 5, "queued": 1}
     assert await conn.fetchval("SELECT status FROM einmal.sends WHERE id = $1", held["id"]) == "queued"
 
@@ -51,18 +57,23 @@ async def test_only_the_token_that_claimed_a_row_can_release_it(conn: asyncpg.Co
     await conn.execute(db.query("send_release"), mine + theirs, "node-b/1", [campaign] * 8)
     rows = await conn.fetch("SELECT id, status, claimed_by FROM einmal.sends WHERE campaign_id = $1", campaign)
     assert {r["id"]: (r["status"], r["claimed_by"]) for r in rows} == {
-        **{i: ("claimed", "node-a/1") for i in mine}, **{i: ("queued", None) for i in theirs}}
+        **{i: ("claimed", "node-a/1") for i in mine},
+        **{i: ("queued", None) for i in theirs},
+    }
     # nor does a retired incarnation of node a release what its new one holds
     await conn.execute(db.query("send_release"), mine, "node-a/0", [campaign] * 4)
-    assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE claimed_by = 'node-a/1' "
-                               "AND status = 'claimed'") == 4
+    assert (
+        await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE claimed_by = 'node-a/1' AND status = 'claimed'")
+        == 4
+    )
     await conn.execute(db.query("send_release"), mine, "node-a/1", [campaign] * 4)
     assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE status = 'queued'") == 8
 
 
 @pytest.mark.parametrize(("verb", "settled"), [("pause", "queued"), ("cancel", "failed")])
 async def test_a_paused_or_cancelled_campaign_starts_none_of_the_rows_a_node_has_claimed(
-        conn: asyncpg.Connection, dsn: str, verb: str, settled: str) -> None:
+    conn: asyncpg.Connection, dsn: str, verb: str, settled: str
+) -> None:
     campaign = await seed(conn, [f"p{i}@example.com" for i in range(10)])
     received = Gated()
     async with recording_server(received) as port:
@@ -79,7 +90,17 @@ async def test_a_paused_or_cancelled_campaign_starts_none_of_the_rows_a_node_has
     assert await counts(conn, campaign) == {"sent": 1, settled: 9}
     assert len(received.messages) == 1, "only the message already on the wire went out"
     if verb == "cancel":
-        assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE campaign_id = $1 "
-                                   "AND last_reply = 'campaign cancelled'", campaign) == 9
-    assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE campaign_id = $1 "
-                               "AND claimed_by IS NOT NULL AND status <> 'sent'", campaign) == 0
+        assert (
+            await conn.fetchval(
+                "SELECT count(*) FROM einmal.sends WHERE campaign_id = $1 AND last_reply = 'campaign cancelled'",
+                campaign,
+            )
+            == 9
+        )
+    assert (
+        await conn.fetchval(
+            "SELECT count(*) FROM einmal.sends WHERE campaign_id = $1 AND claimed_by IS NOT NULL AND status <> 'sent'",
+            campaign,
+        )
+        == 0
+    )

@@ -24,21 +24,23 @@ TICK, TIMEOUT = 0.25, 5.0  # a loaded machine may stall a live node a few ticks,
 
 
 async def test_a_live_nodes_heartbeat_advances_and_a_working_node_is_never_declared_dead(
-        conn: asyncpg.Connection, dsn: str, caplog: pytest.LogCaptureFixture) -> None:
+    conn: asyncpg.Connection, dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level("INFO", logger="einmal")
     # at 10 a second, 70 messages keep the node sending for longer than its timeout
     campaign = await seed(conn, [f"h{i}@example.com" for i in range(70)])
     seen: list[tuple] = []  # (started_at, heartbeat_at) of the node's row, each time its heartbeat moved
     async with recording_server(Received()) as port:
-        settings = node_settings(dsn, port, tick_seconds=TICK, node_timeout_seconds=TIMEOUT, rate_limit=10,
-                                 node_id="alive")
+        settings = node_settings(
+            dsn, port, tick_seconds=TICK, node_timeout_seconds=TIMEOUT, rate_limit=10, node_id="alive"
+        )
         async with running_node(settings):
             await approve(conn, campaign)
             with anyio.fail_after(60):
-                while await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1",
-                                          campaign) != "sent":
-                    row = await conn.fetchrow("SELECT started_at, heartbeat_at FROM einmal.nodes "
-                                              "WHERE id LIKE 'alive/%'")
+                while await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", campaign) != "sent":
+                    row = await conn.fetchrow(
+                        "SELECT started_at, heartbeat_at FROM einmal.nodes WHERE id LIKE 'alive/%'"
+                    )
                     if row is not None and (not seen or tuple(row) != seen[-1]):
                         seen.append(tuple(row))
                     await anyio.sleep(TICK / 2)

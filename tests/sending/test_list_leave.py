@@ -15,19 +15,30 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_a_list_left_mid_send_stops_the_messages_no_other_targeted_list_reaches(
-        conn: asyncpg.Connection, dsn: str) -> None:
-    campaign = await seed(conn, [], lists={
-        "news": ["a-first@example.com", "b-claimed@example.com", "c-queued@example.com", "d-both@example.com"],
-        "offers": ["d-both@example.com"]})
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    campaign = await seed(
+        conn,
+        [],
+        lists={
+            "news": ["a-first@example.com", "b-claimed@example.com", "c-queued@example.com", "d-both@example.com"],
+            "offers": ["d-both@example.com"],
+        },
+    )
     received = Gated()
     async with recording_server(received) as port, http_server(dsn) as base, httpx.AsyncClient() as client:
         async with running_node(node_settings(dsn, port, smtp_connections=1, batch_size=2)):
             await approve(conn, campaign)
             with anyio.fail_after(30):
                 await received.waiting.wait()  # a-first on the wire, the next row claimed
-            rows = {r["email"]: r for r in await conn.fetch(
-                "SELECT account_id, campaign_id, subscriber_id, email, status FROM einmal.sends "
-                "WHERE campaign_id = $1", campaign)}
+            rows = {
+                r["email"]: r
+                for r in await conn.fetch(
+                    "SELECT account_id, campaign_id, subscriber_id, email, status FROM einmal.sends "
+                    "WHERE campaign_id = $1",
+                    campaign,
+                )
+            }
             assert rows["a-first@example.com"]["status"] == "sending"
             assert rows["b-claimed@example.com"]["status"] == "claimed"
             news = await conn.fetchval("SELECT id FROM einmal.lists WHERE name = 'news'")
@@ -39,9 +50,13 @@ async def test_a_list_left_mid_send_stops_the_messages_no_other_targeted_list_re
             received.release.set()
             await wait_status(conn, campaign, "sent", timeout=60)
     assert sorted(rcpt for _, rcpt, _ in received.messages) == ["a-first@example.com", "d-both@example.com"]
-    stopped = await conn.fetch("SELECT email, last_reply FROM einmal.sends WHERE campaign_id = $1 "
-                               "AND status = 'suppressed' ORDER BY email", campaign)
-    assert [tuple(r) for r in stopped] == [("b-claimed@example.com", "left the list"),
-                                           ("c-queued@example.com", "left the list")]
+    stopped = await conn.fetch(
+        "SELECT email, last_reply FROM einmal.sends WHERE campaign_id = $1 AND status = 'suppressed' ORDER BY email",
+        campaign,
+    )
+    assert [tuple(r) for r in stopped] == [
+        ("b-claimed@example.com", "left the list"),
+        ("c-queued@example.com", "left the list"),
+    ]
     assert await counts(conn, campaign) == {"sent": 2, "suppressed": 2}
     assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions") == 0  # a list left, not the account

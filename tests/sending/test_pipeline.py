@@ -29,13 +29,15 @@ def expected_ids(rows) -> set[str]:
     return {f"<campaign.{r['campaign_id']}.{r['subscriber_id']}@example.com>" for r in rows}
 
 
-async def test_every_address_receives_exactly_one_message(conn: asyncpg.Connection, dsn: str,
-                                                          tmp_path: Path) -> None:
+async def test_every_address_receives_exactly_one_message(conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
     addresses = [f"user{i}@example.com" for i in range(300)]
     duplicates = ["USER1@example.com", "User2@Example.com"]  # the same addresses in another case
-    campaign = await seed(conn, addresses + duplicates,
-                          lists={"default": addresses + duplicates, "second": addresses[:50]},
-                          suppressed=["user3@example.com"])
+    campaign = await seed(
+        conn,
+        addresses + duplicates,
+        lists={"default": addresses + duplicates, "second": addresses[:50]},
+        suppressed=["user3@example.com"],
+    )
     received = Received()
     async with recording_server(received) as port:
         node = start_node(node_env(dsn, port), tmp_path / "node.log")
@@ -55,7 +57,8 @@ async def test_every_address_receives_exactly_one_message(conn: asyncpg.Connecti
 
 
 async def test_two_nodes_share_one_campaign_and_send_each_address_once(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     campaign = await seed(conn, [f"u{i}@example.com" for i in range(2000)])
     received = Received(delay=0.002)
     async with recording_server(received) as port:
@@ -72,13 +75,17 @@ async def test_two_nodes_share_one_campaign_and_send_each_address_once(
     assert len(workers) == 2, "both nodes did work"
 
 
-async def test_kill_9_mid_campaign_sends_nobody_twice(conn: asyncpg.Connection, dsn: str,
-                                                      tmp_path: Path) -> None:
+async def test_kill_9_mid_campaign_sends_nobody_twice(conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
     campaign = await seed(conn, [f"k{i}@example.com" for i in range(1500)])
     received = Received(delay=0.003)
     async with recording_server(received) as port:
-        env = node_env(dsn, port, EINMAL_BATCH_SIZE="40", EINMAL_SMTP_CONNECTIONS="4",
-                       EINMAL_NODE_TIMEOUT_SECONDS=str(TAKEOVER_TIMEOUT))
+        env = node_env(
+            dsn,
+            port,
+            EINMAL_BATCH_SIZE="40",
+            EINMAL_SMTP_CONNECTIONS="4",
+            EINMAL_NODE_TIMEOUT_SECONDS=str(TAKEOVER_TIMEOUT),
+        )
         victim = start_node(env, tmp_path / "victim.log")
         await approve(conn, campaign)
         with anyio.fail_after(60):
@@ -103,8 +110,9 @@ async def test_kill_9_mid_campaign_sends_nobody_twice(conn: asyncpg.Connection, 
     assert len(ids) - len(sent) <= final.get("in_doubt", 0), "only in-doubt rows may be received unrecorded"
 
 
-async def test_sigterm_during_a_busy_send_drains_and_exits_0(conn: asyncpg.Connection, dsn: str,
-                                                             tmp_path: Path) -> None:
+async def test_sigterm_during_a_busy_send_drains_and_exits_0(
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     campaign = await seed(conn, [f"t{i}@example.com" for i in range(3000)])
     received = Received(delay=0.005)
     async with recording_server(received) as port:

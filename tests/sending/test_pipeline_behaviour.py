@@ -36,20 +36,28 @@ async def test_opt_out_committed_mid_send_is_not_sent_after_the_commit(conn: asy
             await approve(conn, campaign)
             await wait_received(received, 20)
             # opt-outs for addresses already claimed by the node (in its current batch) or still queued
-            victims = await conn.fetch("""
+            victims = await conn.fetch(
+                """
                 SELECT account_id, email_lower FROM einmal.sends
-                WHERE campaign_id = $1 AND status IN ('claimed', 'queued') ORDER BY id LIMIT 60""", campaign)
+                WHERE campaign_id = $1 AND status IN ('claimed', 'queued') ORDER BY id LIMIT 60""",
+                campaign,
+            )
             assert sum(1 for _ in victims) == 60
-            await conn.executemany("INSERT INTO einmal.suppressions (account_id, email_lower, reason) "
-                                   "VALUES ($1, $2, 'unsubscribe')", [tuple(v) for v in victims])
+            await conn.executemany(
+                "INSERT INTO einmal.suppressions (account_id, email_lower, reason) VALUES ($1, $2, 'unsubscribe')",
+                [tuple(v) for v in victims],
+            )
             await wait_status(conn, campaign, "sent")
     victim_addresses = {v["email_lower"] for v in victims}
     leaked = [rcpt for _, rcpt, _ in received.messages if rcpt in victim_addresses]
     assert len(leaked) <= 2, "only the group already on the wire (one per connection) may go out"
-    statuses = await conn.fetch("SELECT status, count(*) FROM einmal.sends WHERE email_lower = ANY ($1) "
-                                "GROUP BY status", list(victim_addresses))
-    assert {r["status"]: r["count"] for r in statuses} == {"suppressed": 60 - len(leaked), **(
-        {"sent": len(leaked)} if leaked else {})}
+    statuses = await conn.fetch(
+        "SELECT status, count(*) FROM einmal.sends WHERE email_lower = ANY ($1) GROUP BY status", list(victim_addresses)
+    )
+    assert {r["status"]: r["count"] for r in statuses} == {
+        "suppressed": 60 - len(leaked),
+        **({"sent": len(leaked)} if leaked else {}),
+    }
 
 
 async def test_a_4xx_is_retried_and_then_sent_once(conn: asyncpg.Connection, dsn: str) -> None:
@@ -84,9 +92,11 @@ async def test_too_many_4xx_fail_the_row(conn: asyncpg.Connection, dsn: str) -> 
 
 
 async def test_a_5xx_fails_the_row_a_5_1_x_suppresses_and_a_5_7_x_pauses_the_domain(
-        conn: asyncpg.Connection, dsn: str) -> None:
-    campaign = await seed(conn, ["a@example.com", "gone@bounce.test", "b@example.com", "spam@policy.test",
-                                 "big@content.test"])
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    campaign = await seed(
+        conn, ["a@example.com", "gone@bounce.test", "b@example.com", "spam@policy.test", "big@content.test"]
+    )
 
     def decide(rcpt: str) -> str | None:
         if rcpt.endswith("@bounce.test"):
@@ -102,8 +112,10 @@ async def test_a_5xx_fails_the_row_a_5_1_x_suppresses_and_a_5_7_x_pauses_the_dom
         with anyio.fail_after(30):
             while await counts(conn, campaign) != {"sent": 2, "failed": 2, "queued": 1}:
                 await anyio.sleep(0.05)
-    rows = {r["email"]: (r["status"], r["last_reply"][:9], r["attempts"])
-            for r in await conn.fetch("SELECT email, status, last_reply, attempts FROM einmal.sends")}
+    rows = {
+        r["email"]: (r["status"], r["last_reply"][:9], r["attempts"])
+        for r in await conn.fetch("SELECT email, status, last_reply, attempts FROM einmal.sends")
+    }
     assert rows["gone@bounce.test"] == ("failed", "550 5.1.1", 1)
     assert rows["big@content.test"] == ("failed", "552 5.3.4", 1)
     # the domain refuses the sender, not the address: paused, the row back in the queue after one attempt
@@ -111,8 +123,10 @@ async def test_a_5xx_fails_the_row_a_5_1_x_suppresses_and_a_5_7_x_pauses_the_dom
     assert rows["a@example.com"][0] == rows["b@example.com"][0] == "sent"
     suppressions = await conn.fetch("SELECT email_lower, reason FROM einmal.suppressions")
     assert [tuple(r) for r in suppressions] == [("gone@bounce.test", "bounce")]
-    assert await conn.fetchval("SELECT last_reply FROM einmal.domains WHERE domain = 'policy.test'") \
+    assert (
+        await conn.fetchval("SELECT last_reply FROM einmal.domains WHERE domain = 'policy.test'")
         == "554 5.7.1 rejected by policy"
+    )
 
 
 async def test_pause_stops_sending_and_resume_finishes(conn: asyncpg.Connection, dsn: str) -> None:
@@ -164,11 +178,14 @@ async def test_two_schedulers_racing_to_start_a_campaign_one_wins(conn: asyncpg.
     other = await asyncpg.connect(dsn)
     try:
         for _ in range(10):
-            campaign = await conn.fetchval("""
+            campaign = (
+                await conn.fetchval("""
                 INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids, status)
                 VALUES ((SELECT coalesce(max(id), 0) FROM einmal.accounts), 'race', 's', 'a@example.com', 't',
-                        '{}', 'approved') RETURNING id""") if await conn.fetchval(
-                "SELECT count(*) FROM einmal.accounts") else None
+                        '{}', 'approved') RETURNING id""")
+                if await conn.fetchval("SELECT count(*) FROM einmal.accounts")
+                else None
+            )
             if campaign is None:
                 await conn.execute("INSERT INTO einmal.accounts (name) VALUES ('race')")
                 continue
@@ -186,18 +203,24 @@ async def test_two_schedulers_racing_to_start_a_campaign_one_wins(conn: asyncpg.
 
 
 async def test_a_campaign_that_cannot_be_rendered_is_paused_not_a_crash_loop(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     # {{ unsubscribe_url }} needs EINMAL_UNSUBSCRIBE_URL, which this node lacks; both campaigns were made with
     # --no-unsubscribe, so that only the template stops the first
     broken = await seed(conn, ["a@example.com"], body="Leave: {{ unsubscribe_url }}")
-    fine = await conn.fetchval("""
+    fine = await conn.fetchval(
+        """
         INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids)
         SELECT account_id, 'fine', 'Hi', 'news@example.com', 'Hello {{ name }}', list_ids
-        FROM einmal.campaigns WHERE id = $1 RETURNING id""", broken)
+        FROM einmal.campaigns WHERE id = $1 RETURNING id""",
+        broken,
+    )
     await conn.execute("UPDATE einmal.campaigns SET unsubscribe_required = false")
     received = Received()
-    async with recording_server(received) as port, \
-            running_node(node_settings(dsn, port, unsubscribe_url=None, unsubscribe_secret=None)):
+    async with (
+        recording_server(received) as port,
+        running_node(node_settings(dsn, port, unsubscribe_url=None, unsubscribe_secret=None)),
+    ):
         await approve(conn, broken)
         await wait_status(conn, broken, "paused")
         await approve(conn, fine)
@@ -209,11 +232,14 @@ async def test_a_campaign_that_cannot_be_rendered_is_paused_not_a_crash_loop(
 
 
 async def test_a_notification_wakes_the_scheduler_at_once_and_nothing_restarts(
-        conn: asyncpg.Connection, dsn: str, caplog: pytest.LogCaptureFixture) -> None:
+    conn: asyncpg.Connection, dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
     campaign = await seed(conn, [f"n{i}@example.com" for i in range(5)])
     caplog.set_level("INFO", logger="einmal")
-    async with recording_server(Received()) as port, \
-            running_node(node_settings(dsn, port, tick_seconds=600, node_timeout_seconds=1200)):
+    async with (
+        recording_server(Received()) as port,
+        running_node(node_settings(dsn, port, tick_seconds=600, node_timeout_seconds=1200)),
+    ):
         await anyio.sleep(0.5)  # the first tick is long past; the next is 600 s away
         await approve(conn, campaign)
         await wait_status(conn, campaign, "sent", timeout=120)  # long before the next tick: the notification
@@ -235,7 +261,8 @@ class Gated(Received):
 
 
 async def test_an_opt_out_the_node_never_heard_of_stops_a_claimed_row_at_the_move_to_sending(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     campaign = await seed(conn, [f"q{i}@example.com" for i in range(10)])
     received = Gated()
     async with recording_server(received) as port:
@@ -243,19 +270,26 @@ async def test_an_opt_out_the_node_never_heard_of_stops_a_claimed_row_at_the_mov
             await approve(conn, campaign)
             with anyio.fail_after(30):
                 await received.waiting.wait()  # one message on the wire, the rest of the batch claimed
-            target = await conn.fetchrow("""
+            target = await conn.fetchrow(
+                """
                 SELECT account_id, email_lower FROM einmal.sends
-                WHERE campaign_id = $1 AND status = 'claimed' ORDER BY id DESC LIMIT 1""", campaign)
+                WHERE campaign_id = $1 AND status = 'claimed' ORDER BY id DESC LIMIT 1""",
+                campaign,
+            )
             assert target is not None
             # the opt-out commits without its notification (as when the listener is disconnected): only
             # the table knows it, after the row was claimed
             async with conn.transaction():
                 await conn.execute("ALTER TABLE einmal.suppressions DISABLE TRIGGER suppressions_notify")
-                await conn.execute("INSERT INTO einmal.suppressions (account_id, email_lower, reason) "
-                                   "VALUES ($1, $2, 'unsubscribe')", *target)
+                await conn.execute(
+                    "INSERT INTO einmal.suppressions (account_id, email_lower, reason) VALUES ($1, $2, 'unsubscribe')",
+                    *target,
+                )
                 await conn.execute("ALTER TABLE einmal.suppressions ENABLE TRIGGER suppressions_notify")
-            assert await conn.fetchval("SELECT status FROM einmal.sends WHERE email_lower = $1",
-                                       target["email_lower"]) == "claimed"
+            assert (
+                await conn.fetchval("SELECT status FROM einmal.sends WHERE email_lower = $1", target["email_lower"])
+                == "claimed"
+            )
             received.release.set()
             await wait_status(conn, campaign, "sent")
     assert target["email_lower"] not in {rcpt for _, rcpt, _ in received.messages}

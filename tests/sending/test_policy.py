@@ -15,8 +15,9 @@ from tests.support.smtp_servers import FaultServer
 pytestmark = pytest.mark.anyio
 
 
-async def test_three_nodes_together_stay_within_one_rate_limit(conn: asyncpg.Connection, dsn: str,
-                                                              tmp_path: Path) -> None:
+async def test_three_nodes_together_stay_within_one_rate_limit(
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     recipients = 450
     campaign = await seed(conn, [f"r{i}@example.com" for i in range(recipients)])
     with FaultServer() as server:
@@ -33,8 +34,10 @@ async def test_three_nodes_together_stay_within_one_rate_limit(conn: asyncpg.Con
     assert not server.duplicates()
     worst = worst_window(arrivals)
     span = max(arrivals) - min(arrivals)
-    print(f"\n3 nodes at EINMAL_RATE_LIMIT=100: worst 1-second window {worst} messages, "
-          f"mean {(len(arrivals) - 1) / span:.0f}/s over {span:.1f} s")
+    print(
+        f"\n3 nodes at EINMAL_RATE_LIMIT=100: worst 1-second window {worst} messages, "
+        f"mean {(len(arrivals) - 1) / span:.0f}/s over {span:.1f} s"
+    )
     assert worst <= 110, f"{worst} messages in one second from three nodes limited to 100/s together"
 
 
@@ -51,12 +54,12 @@ async def test_one_claimers_consecutive_slots_are_a_whole_interval_apart(conn: a
     assert min(gaps) >= 1 / rate - 1e-6, f"consecutive slots {min(gaps):.6f} s apart at a rate of {rate:g}"
 
 
-async def test_an_hour_quota_lets_exactly_that_many_out_and_the_rest_wait(conn: asyncpg.Connection, dsn: str,
-                                                                         tmp_path: Path) -> None:
+async def test_an_hour_quota_lets_exactly_that_many_out_and_the_rest_wait(
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     campaign = await seed(conn, [f"q{i}@example.com" for i in range(80)])
     with FaultServer() as server:
-        env = node_env(dsn, server.port, EINMAL_QUOTA_HOUR="50", EINMAL_SMTP_CONNECTIONS="4",
-                       EINMAL_BATCH_SIZE="7")
+        env = node_env(dsn, server.port, EINMAL_QUOTA_HOUR="50", EINMAL_SMTP_CONNECTIONS="4", EINMAL_BATCH_SIZE="7")
         nodes = [start_node(env, tmp_path / f"node{i}.log") for i in range(2)]
         try:
             await approve(conn, campaign)
@@ -72,15 +75,22 @@ async def test_an_hour_quota_lets_exactly_that_many_out_and_the_rest_wait(conn: 
 
 
 async def test_a_domain_that_answers_421_is_paused_for_every_node_while_the_others_go_on(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     slow = [f"s{i}@throttled.example" for i in range(40)]
     fast = [f"f{i}@other.example" for i in range(300)]
     campaign = await seed(conn, [a for pair in zip(fast[:40], slow, strict=True) for a in pair] + fast[40:])
     nodes_n, connections = 2, 3
     with FaultServer() as server:
         server.inject("rcpt", "421 4.7.0 Try again later, closing connection", domain="throttled.example")
-        env = node_env(dsn, server.port, EINMAL_SMTP_CONNECTIONS=str(connections), EINMAL_BATCH_SIZE="50",
-                       EINMAL_DOMAIN_PAUSE_SECONDS="1", EINMAL_DOMAIN_PROBES="1")
+        env = node_env(
+            dsn,
+            server.port,
+            EINMAL_SMTP_CONNECTIONS=str(connections),
+            EINMAL_BATCH_SIZE="50",
+            EINMAL_DOMAIN_PAUSE_SECONDS="1",
+            EINMAL_DOMAIN_PROBES="1",
+        )
         nodes = [start_node(env, tmp_path / f"node{i}.log") for i in range(nodes_n)]
         try:
             await approve(conn, campaign)
@@ -97,24 +107,33 @@ async def test_a_domain_that_answers_421_is_paused_for_every_node_while_the_othe
     assert not server.duplicates()
     # what was on the wire or taken before the first 421 came back, then one probe per pause that ended
     bound = nodes_n * connections + nodes_n + 4  # probes after 1, 1+2 and 3+4 s
-    print(f"\n{len(during)} tries of the throttled domain during its 421s (bound {bound}) for {len(slow)} rows,"
-          f" at {[round(t - during[0], 2) for t in during]}")
+    print(
+        f"\n{len(during)} tries of the throttled domain during its 421s (bound {bound}) for {len(slow)} rows,"
+        f" at {[round(t - during[0], 2) for t in during]}"
+    )
     assert len(during) <= bound, f"{len(during)} tries of a domain that answered 421"
-    rows = await conn.fetch("SELECT attempts FROM einmal.sends s WHERE campaign_id = $1"
-                            " AND email_lower LIKE '%@throttled.example'", campaign)
+    rows = await conn.fetch(
+        "SELECT attempts FROM einmal.sends s WHERE campaign_id = $1 AND email_lower LIKE '%@throttled.example'",
+        campaign,
+    )
     assert {r["attempts"] for r in rows} == {0}, "no attempt is counted for a pause"
     assert await conn.fetchval("SELECT failures FROM einmal.domains WHERE domain = 'throttled.example'") == 0
 
 
 async def test_a_domain_limit_caps_its_rate_and_connections_and_slows_no_other_domain(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     rated = [f"r{i}@rated.example" for i in range(60)]
     other = [f"o{i}@other.example" for i in range(150)]
     campaign = await seed(conn, rated + other)
     with FaultServer() as server:
         server.inject("data_end", None, delay=0.05)
-        env = node_env(dsn, server.port, EINMAL_SMTP_CONNECTIONS="6",
-                       EINMAL_DOMAIN_LIMITS="Rated.Example=20/s,2conn; unused.example=1conn")
+        env = node_env(
+            dsn,
+            server.port,
+            EINMAL_SMTP_CONNECTIONS="6",
+            EINMAL_DOMAIN_LIMITS="Rated.Example=20/s,2conn; unused.example=1conn",
+        )
         nodes = [start_node(env, tmp_path / f"node{i}.log") for i in range(2)]
         try:
             await approve(conn, campaign)
@@ -132,8 +151,10 @@ async def test_a_domain_limit_caps_its_rate_and_connections_and_slows_no_other_d
     # at the end of the data, which a loaded machine delivers in bunches
     worst = worst_window(began)
     overlap = max(sum(1 for b in began if b <= t) - sum(1 for e in to_rated if e + 0.05 < t) for t in began)
-    print(f"\nrated.example at 20/s, 2conn on each of 2 nodes: worst second {worst}, at most {overlap} at once; "
-          f"other.example done {to_rated[-1] - to_other[-1]:.1f} s before it")
+    print(
+        f"\nrated.example at 20/s, 2conn on each of 2 nodes: worst second {worst}, at most {overlap} at once; "
+        f"other.example done {to_rated[-1] - to_other[-1]:.1f} s before it"
+    )
     assert worst <= 22, f"{worst} messages in one second to a domain limited to 20/s"
     assert overlap <= 4, f"{overlap} transactions at once to a domain limited to 2 connections a node"
     assert to_other[-1] < to_rated[-1] - 1, "the other domain waited for the limited one"

@@ -22,41 +22,65 @@ async def seeded(conn: asyncpg.Connection, total: int, with_city: int) -> None:
     """An account `acme` whose list `default` holds `total` subscribers, the first `with_city` of them with a
     `stadt` attribute."""
     account = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('acme') RETURNING id")
-    list_id = await conn.fetchval("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'default') RETURNING id",
-                                  account)
+    list_id = await conn.fetchval(
+        "INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'default') RETURNING id", account
+    )
     for i in range(total):
         email = f"user{i:03d}@example.org"
         attributes = '{"stadt": "Köln"}' if i < with_city else "{}"
         subscriber = await conn.fetchval(
             "INSERT INTO einmal.subscribers (account_id, email, email_lower, name, attributes) "
-            "VALUES ($1, $2, $3, 'N', $4) RETURNING id", account, email, email_key(email), attributes)
+            "VALUES ($1, $2, $3, 'N', $4) RETURNING id",
+            account,
+            email,
+            email_key(email),
+            attributes,
+        )
         await conn.execute("INSERT INTO einmal.list_members VALUES ($1, $2)", list_id, subscriber)
 
 
 def create(dsn: str):
-    return einmal("campaign", "create", "--account", "acme", "--name", "c", "--subject", "Hi",
-                  "--from", "news@example.org", "--text", BODY, dsn=dsn, env=UNSUBSCRIBE)
+    return einmal(
+        "campaign",
+        "create",
+        "--account",
+        "acme",
+        "--name",
+        "c",
+        "--subject",
+        "Hi",
+        "--from",
+        "news@example.org",
+        "--text",
+        BODY,
+        dsn=dsn,
+        env=UNSUBSCRIBE,
+    )
 
 
 async def test_create_and_approve_warn_when_the_trial_render_fails_for_part_of_a_sample(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     await seeded(conn, 30, 2)
     created = create(dsn)
     assert created.returncode == 0, created.stderr
     campaign = int(created.stdout)
-    warning = ("einmal: warning: the campaign cannot be rendered for 28 of 30 subscribers tried (a sample of its "
-               "lists): 'dict object' has no attribute 'stadt'")
+    warning = (
+        "einmal: warning: the campaign cannot be rendered for 28 of 30 subscribers tried (a sample of its "
+        "lists): 'dict object' has no attribute 'stadt'"
+    )
     assert warning in created.stderr.splitlines()
     approved = einmal("campaign", "approve", str(campaign), dsn=dsn, env=UNSUBSCRIBE)
     assert approved.returncode == 0 and warning in approved.stderr.splitlines(), approved.stderr
     await conn.execute("UPDATE einmal.campaigns SET status = 'draft'")
-    await conn.execute("UPDATE einmal.subscribers SET attributes = '{\"stadt\": \"Bonn\"}'")
+    await conn.execute('UPDATE einmal.subscribers SET attributes = \'{"stadt": "Bonn"}\'')
     quiet = einmal("campaign", "approve", str(campaign), dsn=dsn, env=UNSUBSCRIBE)
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
 async def test_a_campaign_whose_messages_keep_failing_to_render_pauses_itself_and_resumes_after_a_fix(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path, smtp_server) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path, smtp_server
+) -> None:
     await seeded(conn, 157, 2)
     campaign = int(create(dsn).stdout)
     assert einmal("campaign", "approve", str(campaign), dsn=dsn, env=UNSUBSCRIBE).returncode == 0
@@ -69,9 +93,12 @@ async def test_a_campaign_whose_messages_keep_failing_to_render_pauses_itself_an
         failed = (await counts(conn, campaign)).get("failed", 0)
         assert 10 <= failed <= 40, failed
         assert "paused" in log.read_text()
-        await conn.execute("UPDATE einmal.campaigns SET body_text = 'Hallo {{ name }} aus "
-                           "{{ attributes.stadt | default(\"\") }}\nAbmelden: {{ unsubscribe_url }}' "
-                           "WHERE id = $1", campaign)
+        await conn.execute(
+            "UPDATE einmal.campaigns SET body_text = 'Hallo {{ name }} aus "
+            '{{ attributes.stadt | default("") }}\nAbmelden: {{ unsubscribe_url }}\' '
+            "WHERE id = $1",
+            campaign,
+        )
         assert einmal("campaign", "resume", str(campaign), dsn=dsn, env=UNSUBSCRIBE).returncode == 0
         await wait_status(conn, campaign, "sent")
     finally:
@@ -80,7 +107,8 @@ async def test_a_campaign_whose_messages_keep_failing_to_render_pauses_itself_an
 
 
 async def test_the_pause_reason_counts_every_row_the_template_failed_and_only_those(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path, smtp_server) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path, smtp_server
+) -> None:
     """A template that fails for everyone, 20 connections rendering at once: the rows they were rendering while
     the pause was being written used to fail too (40 failed, the reason said "10 of 10")."""
     await seeded(conn, 200, 0)

@@ -59,17 +59,28 @@ async def settled(conn: asyncpg.Connection, campaign: int) -> dict[str, int]:
 
 async def sent_after_the_pause(conn: asyncpg.Connection, campaign: int) -> int:
     """Rows answered after the pause committed: at most the messages that were on the wire then."""
-    return await conn.fetchval("""SELECT count(*) FROM einmal.sends s JOIN einmal.campaigns c ON c.id = s.campaign_id
-                                  WHERE c.id = $1 AND s.sent_at > c.updated_at""", campaign)
+    return await conn.fetchval(
+        """SELECT count(*) FROM einmal.sends s JOIN einmal.campaigns c ON c.id = s.campaign_id
+                                  WHERE c.id = $1 AND s.sent_at > c.updated_at""",
+        campaign,
+    )
 
 
 async def test_complaints_past_the_threshold_pause_the_campaign_and_a_resume_judges_it_afresh(
-        conn: asyncpg.Connection, dsn: str, smtp_server: FaultServer) -> None:
+    conn: asyncpg.Connection, dsn: str, smtp_server: FaultServer
+) -> None:
     people = [f"p{i}@example.com" for i in range(400)]
     campaign = await seed(conn, people)
-    settings = node_settings(dsn, smtp_server.port, return_path=RETURN_PATH, return_path_secret=SECRET,
-                             smtp_connections=2, rate_limit=40, **OFF | {"pause_complaint_rate": 1},
-                             pause_min_sample=100)
+    settings = node_settings(
+        dsn,
+        smtp_server.port,
+        return_path=RETURN_PATH,
+        return_path_secret=SECRET,
+        smtp_connections=2,
+        rate_limit=40,
+        **OFF | {"pause_complaint_rate": 1},
+        pause_min_sample=100,
+    )
     async with running_node_with_inbound(settings) as inbound_port:
         await approve(conn, campaign)
         first = (await delivered(smtp_server, 20))[:3]
@@ -79,8 +90,11 @@ async def test_complaints_past_the_threshold_pause_the_campaign_and_a_resume_jud
         assert await state(conn, campaign) == ("sending", None), "3 of ~20 delivered is below the sample of 100"
         await wait_status(conn, campaign, "paused", timeout=30)
         _, reason = await state(conn, campaign)
-        found = re.fullmatch(r"complaint rate (\d+\.\d\d) % \(3 of (\d+) delivered\) over the 1\.00 % threshold "
-                             r"\(EINMAL_PAUSE_COMPLAINT_RATE\)", reason)
+        found = re.fullmatch(
+            r"complaint rate (\d+\.\d\d) % \(3 of (\d+) delivered\) over the 1\.00 % threshold "
+            r"\(EINMAL_PAUSE_COMPLAINT_RATE\)",
+            reason,
+        )
         assert found, reason
         assert 100 <= int(found[2]) < 300 and float(found[1]) == round(300 / int(found[2]), 2)
         during = await settled(conn, campaign)
@@ -98,42 +112,57 @@ async def test_complaints_past_the_threshold_pause_the_campaign_and_a_resume_jud
     assert not smtp_server.duplicates()
 
 
-async def test_complaints_below_the_minimum_sample_do_not_pause(conn: asyncpg.Connection, dsn: str,
-                                                                smtp_server: FaultServer) -> None:
+async def test_complaints_below_the_minimum_sample_do_not_pause(
+    conn: asyncpg.Connection, dsn: str, smtp_server: FaultServer
+) -> None:
     people = [f"p{i}@example.com" for i in range(60)]
     campaign = await seed(conn, people)
-    settings = node_settings(dsn, smtp_server.port, return_path=RETURN_PATH, return_path_secret=SECRET,
-                             smtp_connections=2, rate_limit=30, **OFF | {"pause_complaint_rate": 1},
-                             pause_min_sample=100)
+    settings = node_settings(
+        dsn,
+        smtp_server.port,
+        return_path=RETURN_PATH,
+        return_path_secret=SECRET,
+        smtp_connections=2,
+        rate_limit=30,
+        **OFF | {"pause_complaint_rate": 1},
+        pause_min_sample=100,
+    )
     async with running_node_with_inbound(settings) as inbound_port:
         await approve(conn, campaign)
         for n, message in enumerate((await delivered(smtp_server, 10))[:5]):
-            assert (await hand_over(inbound_port, message.mail_from,
-                                    reports.arf(report_id=f"<c{n}@isp.test>"))).startswith("250 ")
+            assert (
+                await hand_over(inbound_port, message.mail_from, reports.arf(report_id=f"<c{n}@isp.test>"))
+            ).startswith("250 ")
         await wait_status(conn, campaign, "sent", timeout=30)
     assert await state(conn, campaign) == ("sent", None), "5 of 60 is 8 %, but 60 is below the sample of 100"
     assert await counts(conn, campaign) == {"sent": len(people)}
 
 
 async def test_hard_bounces_posted_by_a_provider_past_the_threshold_pause_the_campaign(
-        conn: asyncpg.Connection, dsn: str, smtp_server: FaultServer) -> None:
+    conn: asyncpg.Connection, dsn: str, smtp_server: FaultServer
+) -> None:
     people = [f"p{i}@example.com" for i in range(400)]
     campaign = await seed(conn, people)
     pause = OFF | {"pause_hard_bounce_rate": 2, "pause_min_sample": 100}
     settings = node_settings(dsn, smtp_server.port, smtp_connections=2, rate_limit=40, **pause)
     auth = {"headers": fx.postmark_auth()}
-    async with running_node(settings), http_server(dsn, postmark_webhook_secret=SecretStr(fx.POSTMARK_SECRET),
-                                                   **pause) as base, httpx.AsyncClient(base_url=base) as client:
+    async with (
+        running_node(settings),
+        http_server(dsn, postmark_webhook_secret=SecretStr(fx.POSTMARK_SECRET), **pause) as base,
+        httpx.AsyncClient(base_url=base) as client,
+    ):
         await approve(conn, campaign)
         for n, message in enumerate((await delivered(smtp_server, 20))[:5]):
-            answer = await client.post("/inbound/postmark", json=fx.postmark_bounce(message.rcpt_tos[0], id_=n),
-                                       **auth)
+            answer = await client.post("/inbound/postmark", json=fx.postmark_bounce(message.rcpt_tos[0], id_=n), **auth)
             assert answer.status_code == 200, answer.text
         assert await state(conn, campaign) == ("sending", None), "5 of ~20 delivered is below the sample of 100"
         await wait_status(conn, campaign, "paused", timeout=30)
         _, reason = await state(conn, campaign)
-        found = re.fullmatch(r"hard-bounce rate (\d+\.\d\d) % \(5 of (\d+) delivered or rejected\) over the "
-                             r"2\.00 % threshold \(EINMAL_PAUSE_HARD_BOUNCE_RATE\)", reason)
+        found = re.fullmatch(
+            r"hard-bounce rate (\d+\.\d\d) % \(5 of (\d+) delivered or rejected\) over the "
+            r"2\.00 % threshold \(EINMAL_PAUSE_HARD_BOUNCE_RATE\)",
+            reason,
+        )
         assert found and 100 <= int(found[2]) < 250, reason
         during = await settled(conn, campaign)
         assert set(during) == {"sent", "queued"} and during["queued"] > 0, during
@@ -142,41 +171,60 @@ async def test_hard_bounces_posted_by_a_provider_past_the_threshold_pause_the_ca
 
 
 async def test_a_hard_bounce_rate_on_the_threshold_does_not_pause_and_one_bounce_more_does(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     people = [f"p{i}@example.com" for i in range(21)]
     campaign = (await sent(conn, people))[people[0]][0]
     await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
     # 1,000 delivered, as a send pipeline's writer counts them (send_advance.sql)
-    await conn.execute("INSERT INTO einmal.campaign_tallies (campaign_id, source, delivered) "
-                       "VALUES ($1, 'n1/1.1', 1000)", campaign)
+    await conn.execute(
+        "INSERT INTO einmal.campaign_tallies (campaign_id, source, delivered) VALUES ($1, 'n1/1.1', 1000)", campaign
+    )
     pause = OFF | {"pause_hard_bounce_rate": 2, "pause_min_sample": 1000}
-    async with http_server(dsn, postmark_webhook_secret=SecretStr(fx.POSTMARK_SECRET), **pause) as base, \
-            httpx.AsyncClient(base_url=base) as client:
+    async with (
+        http_server(dsn, postmark_webhook_secret=SecretStr(fx.POSTMARK_SECRET), **pause) as base,
+        httpx.AsyncClient(base_url=base) as client,
+    ):
+
         async def bounce(n: int) -> None:
-            answer = await client.post("/inbound/postmark", json=fx.postmark_bounce(people[n], id_=n),
-                                       headers=fx.postmark_auth())
+            answer = await client.post(
+                "/inbound/postmark", json=fx.postmark_bounce(people[n], id_=n), headers=fx.postmark_auth()
+            )
             assert answer.json()["applied"] == 1, answer.text
 
         for n in range(20):
             await bounce(n)
         assert await state(conn, campaign) == ("sending", None), "20 of 1,000 is 2 %: on the threshold, not over"
         await bounce(20)
-    assert await state(conn, campaign) == ("paused", "hard-bounce rate 2.10 % (21 of 1,000 delivered or rejected) "
-                                           "over the 2.00 % threshold (EINMAL_PAUSE_HARD_BOUNCE_RATE)")
+    assert await state(conn, campaign) == (
+        "paused",
+        "hard-bounce rate 2.10 % (21 of 1,000 delivered or rejected) "
+        "over the 2.00 % threshold (EINMAL_PAUSE_HARD_BOUNCE_RATE)",
+    )
 
 
 async def test_policy_refusals_from_many_domains_pause_the_campaign_not_its_subscribers_once_for_two_nodes(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     domains = [f"d{d}.example" for d in range(40)]
     people = [f"u{i}@{domain}" for i in range(10) for domain in domains]  # the domains interleaved
     campaign = await seed(conn, people)
     with FaultServer() as server:
         for domain in domains[:20]:
             server.inject("rcpt", DMARC, domain=domain)
-        env = node_env(dsn, server.port, EINMAL_SMTP_CONNECTIONS="4", EINMAL_BATCH_SIZE="20",
-                       EINMAL_RATE_LIMIT="50", EINMAL_DOMAIN_PAUSE_SECONDS="60", EINMAL_MAX_ATTEMPTS="20",
-                       EINMAL_PAUSE_COMPLAINT_RATE="0", EINMAL_PAUSE_HARD_BOUNCE_RATE="0",
-                       EINMAL_PAUSE_POLICY_REJECTION_RATE="5%", EINMAL_PAUSE_MIN_SAMPLE="50")
+        env = node_env(
+            dsn,
+            server.port,
+            EINMAL_SMTP_CONNECTIONS="4",
+            EINMAL_BATCH_SIZE="20",
+            EINMAL_RATE_LIMIT="50",
+            EINMAL_DOMAIN_PAUSE_SECONDS="60",
+            EINMAL_MAX_ATTEMPTS="20",
+            EINMAL_PAUSE_COMPLAINT_RATE="0",
+            EINMAL_PAUSE_HARD_BOUNCE_RATE="0",
+            EINMAL_PAUSE_POLICY_REJECTION_RATE="5%",
+            EINMAL_PAUSE_MIN_SAMPLE="50",
+        )
         logs = [tmp_path / f"node{n}.log" for n in range(2)]
         nodes = [start_node(env, log) for log in logs]
         try:
@@ -190,8 +238,11 @@ async def test_policy_refusals_from_many_domains_pause_the_campaign_not_its_subs
             for node in nodes:
                 assert await stop_node(node) == 0
     _, reason = await state(conn, campaign)
-    found = re.fullmatch(r"policy-rejection rate (\d+\.\d\d) % \((\d+) of (\d+) attempts\) over the 5\.00 % "
-                         r"threshold \(EINMAL_PAUSE_POLICY_REJECTION_RATE\)", reason)
+    found = re.fullmatch(
+        r"policy-rejection rate (\d+\.\d\d) % \((\d+) of (\d+) attempts\) over the 5\.00 % "
+        r"threshold \(EINMAL_PAUSE_POLICY_REJECTION_RATE\)",
+        reason,
+    )
     assert found and int(found[3]) >= 50 and 0 < int(found[2]) <= refusals, (reason, refusals)
     assert "failed" not in during and during["queued"] > len(people) // 2, during  # the accepting domains' too
     assert after <= 2 * 4, "nothing sent after the pause but what was on the wire"
@@ -200,11 +251,17 @@ async def test_policy_refusals_from_many_domains_pause_the_campaign_not_its_subs
     assert len(paused) == 1, paused  # one node's compare-and-set moved it; the other found it paused
 
 
-@pytest.mark.parametrize(("name", "value"), [
-    ("EINMAL_PAUSE_COMPLAINT_RATE", "abc"), ("EINMAL_PAUSE_COMPLAINT_RATE", "-0.1"),
-    ("EINMAL_PAUSE_HARD_BOUNCE_RATE", "150%"), ("EINMAL_PAUSE_POLICY_REJECTION_RATE", "nan"),
-    ("EINMAL_PAUSE_MIN_SAMPLE", "0"), ("EINMAL_PAUSE_MIN_SAMPLE", "ten"),
-])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("EINMAL_PAUSE_COMPLAINT_RATE", "abc"),
+        ("EINMAL_PAUSE_COMPLAINT_RATE", "-0.1"),
+        ("EINMAL_PAUSE_HARD_BOUNCE_RATE", "150%"),
+        ("EINMAL_PAUSE_POLICY_REJECTION_RATE", "nan"),
+        ("EINMAL_PAUSE_MIN_SAMPLE", "0"),
+        ("EINMAL_PAUSE_MIN_SAMPLE", "ten"),
+    ],
+)
 def test_a_bad_threshold_is_one_line_and_exit_2(name: str, value: str) -> None:
     result = einmal("campaign", "status", "1", dsn="postgresql://postgres@127.0.0.1:1/nowhere", env={name: value})
     assert (result.returncode, result.stdout) == (2, ""), result.stderr

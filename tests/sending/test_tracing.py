@@ -21,7 +21,8 @@ def spans():
 
 
 async def test_each_batch_is_one_trace_with_claim_send_and_record(
-        conn: asyncpg.Connection, dsn: str, spans: InMemorySpanExporter) -> None:
+    conn: asyncpg.Connection, dsn: str, spans: InMemorySpanExporter
+) -> None:
     campaign = await seed(conn, [f"t{i}@example.com" for i in range(120)], suppressed=["t5@example.com"])
     async with recording_server(Received()) as port, running_node(node_settings(dsn, port, batch_size=50)):
         await approve(conn, campaign)
@@ -44,8 +45,11 @@ async def test_each_batch_is_one_trace_with_claim_send_and_record(
             assert child.attributes["einmal.node_id"] == batch.attributes["einmal.node_id"]
             assert child.attributes["einmal.rows"] == batch.attributes["einmal.batch_size"]
             assert child.attributes["einmal.outcome.sent"] == batch.attributes["einmal.batch_size"]
-        assert all(s.context.trace_id == batch.context.trace_id for s in finished
-                   if s.parent and s.parent.span_id == batch.context.span_id)
+        assert all(
+            s.context.trace_id == batch.context.trace_id
+            for s in finished
+            if s.parent and s.parent.span_id == batch.context.span_id
+        )
     assert any(s.name == "campaign.start" for s in finished)
     assert any(s.name == "campaign.build" for s in finished)
     for span in finished:
@@ -54,7 +58,8 @@ async def test_each_batch_is_one_trace_with_claim_send_and_record(
 
 
 async def test_the_send_span_says_which_relay_failed_and_which_domain_throttled(
-        conn: asyncpg.Connection, dsn: str, spans: InMemorySpanExporter) -> None:
+    conn: asyncpg.Connection, dsn: str, spans: InMemorySpanExporter
+) -> None:
     campaign = await seed(conn, [f"t{i}@example.com" for i in range(20)] + ["slow@throttled.example"])
     dead = free_port()  # nothing listens there: the first relay refuses every connection
     with FaultServer() as server:
@@ -68,5 +73,6 @@ async def test_the_send_span_says_which_relay_failed_and_which_domain_throttled(
     throttled = [e.attributes for e in events if e.name == "domain throttled"]
     assert relays == {f"127.0.0.1:{dead}"}
     assert [(t["einmal.domain"], t["einmal.relay"]) for t in throttled] == [
-        ("throttled.example", f"127.0.0.1:{server.port}")]
+        ("throttled.example", f"127.0.0.1:{server.port}")
+    ]
     assert throttled[0]["einmal.reply"].startswith("421 4.7.0")

@@ -16,25 +16,33 @@ from tests.support.smtp_servers import FaultServer
 
 
 def test_relay_urls_name_host_port_tls_credentials_and_weight() -> None:
-    relays = parse_urls("smtp://us%40er:p%2Css@relay1.example:587?tls=starttls&weight=3, smtps://relay2.example,"
-                        "smtp://[::1]:2525?ca_file=/etc/ca.pem")
-    assert relays == [Relay("relay1.example", 587, "starttls", "us@er", "p,ss", None, 3),
-                      Relay("relay2.example", 465, "tls", None, None, None, 1),
-                      Relay("::1", 2525, "none", None, None, "/etc/ca.pem", 1)]
+    relays = parse_urls(
+        "smtp://us%40er:p%2Css@relay1.example:587?tls=starttls&weight=3, smtps://relay2.example,"
+        "smtp://[::1]:2525?ca_file=/etc/ca.pem"
+    )
+    assert relays == [
+        Relay("relay1.example", 587, "starttls", "us@er", "p,ss", None, 3),
+        Relay("relay2.example", 465, "tls", None, None, None, 1),
+        Relay("::1", 2525, "none", None, None, "/etc/ca.pem", 1),
+    ]
     assert "p,ss" not in repr(relays[0]), "a password is never shown"
 
 
-@pytest.mark.parametrize(("urls", "says"), [
-    ("http://relay:25", "must start with smtp:// or smtps://"),
-    ("smtp://relay:99999", "port from 1 to 65535"),
-    ("smtp://relay:25?weight=0", "weight= must be a whole number"),
-    ("smtp://relay:25?tls=tls", "tls= must be none or starttls for smtp://"),
-    ("smtp://relay:25?pool=3", "unknown option: pool"),
-    ("smtp://relay:25/path", "nothing after the port"),
-    (" , ", "one or more smtp:// or smtps:// URLs"),
-])
-def test_a_bad_relay_url_is_one_line_that_never_shows_the_password(monkeypatch: pytest.MonkeyPatch, urls: str,
-                                                                    says: str) -> None:
+@pytest.mark.parametrize(
+    ("urls", "says"),
+    [
+        ("http://relay:25", "must start with smtp:// or smtps://"),
+        ("smtp://relay:99999", "port from 1 to 65535"),
+        ("smtp://relay:25?weight=0", "weight= must be a whole number"),
+        ("smtp://relay:25?tls=tls", "tls= must be none or starttls for smtp://"),
+        ("smtp://relay:25?pool=3", "unknown option: pool"),
+        ("smtp://relay:25/path", "nothing after the port"),
+        (" , ", "one or more smtp:// or smtps:// URLs"),
+    ],
+)
+def test_a_bad_relay_url_is_one_line_that_never_shows_the_password(
+    monkeypatch: pytest.MonkeyPatch, urls: str, says: str
+) -> None:
     monkeypatch.setenv("EINMAL_SMTP_URLS", urls.replace("relay", "user:s3cret@relay", 1))
     with pytest.raises(ConfigError) as caught:
         load()
@@ -51,8 +59,9 @@ def test_connections_are_shared_out_by_weight() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_relay_killed_mid_campaign_leaves_the_rest_to_the_other(conn: asyncpg.Connection, dsn: str,
-                                                                        tmp_path: Path) -> None:
+async def test_a_relay_killed_mid_campaign_leaves_the_rest_to_the_other(
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     recipients, connections = 300, 4
     campaign = await seed(conn, [f"f{i}@example.com" for i in range(recipients)])
     with FaultServer() as first, FaultServer() as second:

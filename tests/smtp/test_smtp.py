@@ -16,16 +16,24 @@ SENDER = "news@example.test"
 
 
 def settings_for(server: FaultServer, **overrides) -> Settings:
-    values = {"smtp_host": server.host, "smtp_port": server.port, "smtp_tls": "none",
-              "smtp_tls_ca_file": None, "smtp_username": None, "smtp_password": None,
-              "smtp_timeout_seconds": 5.0}
+    values = {
+        "smtp_host": server.host,
+        "smtp_port": server.port,
+        "smtp_tls": "none",
+        "smtp_tls_ca_file": None,
+        "smtp_username": None,
+        "smtp_password": None,
+        "smtp_timeout_seconds": 5.0,
+    }
     values.update(overrides)
     return Settings(**values)
 
 
 def message(n: int = 1, body: bytes = b"Hello.\r\n") -> bytes:
-    head = (b"From: news@example.test\r\nTo: someone@example.test\r\nSubject: hello\r\n"
-            b"Message-ID: <campaign.7.%d@example.test>\r\n\r\n" % n)
+    head = (
+        b"From: news@example.test\r\nTo: someone@example.test\r\nSubject: hello\r\n"
+        b"Message-ID: <campaign.7.%d@example.test>\r\n\r\n" % n
+    )
     return head + body
 
 
@@ -155,8 +163,7 @@ async def test_connection_dropped_before_data_is_transient(smtp_server, connect,
     assert len(smtp_server.messages) == 1
 
 
-async def test_connection_dropped_in_the_middle_of_data_is_transient_and_nothing_arrives(smtp_server,
-                                                                                          connect):
+async def test_connection_dropped_in_the_middle_of_data_is_transient_and_nothing_arrives(smtp_server, connect):
     # Far bigger than the socket buffers (the server stops reading before it aborts), so the
     # client is still writing the body: it sees the reset before it could write the final dot.
     body = b"x" * 998 + b"\r\n"
@@ -245,8 +252,7 @@ async def test_starttls_with_a_trusted_certificate_is_sent(make_smtp_server, con
     assert len(server.messages) == 1
 
 
-async def test_starttls_with_an_untrusted_certificate_is_unavailable(make_smtp_server, connect,
-                                                                      smtp_certificate):
+async def test_starttls_with_an_untrusted_certificate_is_unavailable(make_smtp_server, connect, smtp_certificate):
     server = make_smtp_server(tls="starttls", certificate=smtp_certificate)
     connection = connect(server, smtp_tls="starttls")
 
@@ -288,8 +294,9 @@ async def test_auth_rejected_is_unavailable_in_one_line(make_smtp_server, connec
     with pytest.raises(SmtpUnavailable) as rejected:
         await connection.send(SENDER, "ann@example.test", message(1))
 
-    assert str(rejected.value) == (f"SMTP 127.0.0.1:{server.port}: authentication rejected: "
-                                   "535 5.7.8 Authentication credentials invalid")
+    assert str(rejected.value) == (
+        f"SMTP 127.0.0.1:{server.port}: authentication rejected: 535 5.7.8 Authentication credentials invalid"
+    )
     assert server.messages == []
 
 
@@ -301,8 +308,7 @@ async def test_many_messages_share_one_connection(smtp_server, connect):
     after_close = await connection.send(SENDER, "late@example.test", message(50))
 
     assert {r.outcome for r in results} == {Outcome.SENT}
-    assert [m.message_id for m in smtp_server.messages[:50]] == [
-        f"<campaign.7.{n}@example.test>" for n in range(50)]
+    assert [m.message_id for m in smtp_server.messages[:50]] == [f"<campaign.7.{n}@example.test>" for n in range(50)]
     assert after_close.outcome is Outcome.SENT
     assert smtp_server.connections == 2
     assert smtp_server.duplicates() == {}
@@ -325,8 +331,7 @@ async def test_seeded_random_faults_repeat_exactly(make_smtp_server, connect):
         server = make_smtp_server(seed=42)
         server.inject("data_end", "451 4.3.0 busy", probability=0.3)
         connection = connect(server)
-        outcomes.append([(await connection.send(SENDER, "a@example.test", message(n))).outcome
-                         for n in range(30)])
+        outcomes.append([(await connection.send(SENDER, "a@example.test", message(n))).outcome for n in range(30)])
 
     assert outcomes[0] == outcomes[1]
     assert 0 < outcomes[0].count(Outcome.TRANSIENT) < 30
@@ -365,17 +370,20 @@ async def test_refusals_pipelined_behind_each_other_keep_replies_in_step(make_sm
     server.inject("rcpt", "550 5.1.1 no such user", domain="bounce.test")
     server.inject("rcpt", "452 4.2.2 mailbox full", domain="full.test")
     connection = connect(server)
-    plan = [("ann@example.test", Outcome.TRANSIENT, "451 4.3.0 busy"),
-            ("gone@bounce.test", Outcome.PERMANENT, "550 5.1.1 no such user"),
-            ("bob@example.test", Outcome.SENT, "250 "),
-            ("max@full.test", Outcome.TRANSIENT, "452 4.2.2 mailbox full"),
-            ("gone@bounce.test", Outcome.PERMANENT, "550 5.1.1 no such user"),
-            ("cy@example.test", Outcome.SENT, "250 ")]
+    plan = [
+        ("ann@example.test", Outcome.TRANSIENT, "451 4.3.0 busy"),
+        ("gone@bounce.test", Outcome.PERMANENT, "550 5.1.1 no such user"),
+        ("bob@example.test", Outcome.SENT, "250 "),
+        ("max@full.test", Outcome.TRANSIENT, "452 4.2.2 mailbox full"),
+        ("gone@bounce.test", Outcome.PERMANENT, "550 5.1.1 no such user"),
+        ("cy@example.test", Outcome.SENT, "250 "),
+    ]
 
     results = [await connection.send(SENDER, to, message(n)) for n, (to, _, _) in enumerate(plan)]
 
-    assert [(r.outcome, r.reply[:len(p[2])]) for r, p in zip(results, plan, strict=True)] == [
-        (outcome, reply) for _, outcome, reply in plan]
+    assert [(r.outcome, r.reply[: len(p[2])]) for r, p in zip(results, plan, strict=True)] == [
+        (outcome, reply) for _, outcome, reply in plan
+    ]
     assert [m.rcpt_tos for m in server.messages] == [("bob@example.test",), ("cy@example.test",)]
     assert server.connections == 1
     assert server.pipelined == len(plan)

@@ -54,10 +54,12 @@ def read(parse: Callable, data: bytes) -> Verdict:
         return Verdict("refused" if type(exc).__name__ in ("Malformed", "TooLarge") else "crash", set(), set(), False)
     kinds = [r.kind for r in found]
     kind = next((k for k in ("hard", "soft", "complaint", "unclassified") if k in kinds), "none")
-    return Verdict(kind, {key(r.recipient) for r in found if r.recipient},
-                   {getattr(r, "reason", None) or "-" for r in found},
-                   any(r.effect() == "suppress" if hasattr(r, "effect") else r.kind in ("hard", "complaint")
-                       for r in found))
+    return Verdict(
+        kind,
+        {key(r.recipient) for r in found if r.recipient},
+        {getattr(r, "reason", None) or "-" for r in found},
+        any(r.effect() == "suppress" if hasattr(r, "effect") else r.kind in ("hard", "complaint") for r in found),
+    )
 
 
 @dataclass
@@ -104,10 +106,12 @@ def score(name: str, parse: Callable) -> Score:
 
 def line(name: str, s: Score) -> str:
     reasons = f", reason right {s.reasons_right}/{s.reasons}" if s.reasons else ""
-    return (f"{name}: class right {s.classes_right}/{s.classes} ({100 * s.classes_right / s.classes:.0f} %), "
-            f"recipient right {s.recipients_right}/{s.recipients} "
-            f"({100 * s.recipients_right / max(1, s.recipients):.0f} %){reasons}; not bounces classed hard "
-            f"{s.not_bounces_hard}, suppressing wrongly {s.wrongly_suppressing}")
+    return (
+        f"{name}: class right {s.classes_right}/{s.classes} ({100 * s.classes_right / s.classes:.0f} %), "
+        f"recipient right {s.recipients_right}/{s.recipients} "
+        f"({100 * s.recipients_right / max(1, s.recipients):.0f} %){reasons}; not bounces classed hard "
+        f"{s.not_bounces_hard}, suppressing wrongly {s.wrongly_suppressing}"
+    )
 
 
 def main(argv: list[str]) -> int:

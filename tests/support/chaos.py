@@ -75,11 +75,13 @@ class Verdict:
         return self.duplicates == 0 and self.lost == 0 and self.in_doubt <= self.bound
 
     def line(self) -> str:
-        return (f"verdict ({self.mode}): {'PASS' if self.passed else 'FAIL'} delivered {self.delivered}, duplicates "
-                f"{self.duplicates}, lost {self.lost}, in doubt {self.in_doubt} (bound {self.bound}), "
-                f"suppressed {self.suppressed}, failed {self.failed}, "
-                f"opt-outs already in flight {self.opt_outs_leaked}, kills {self.kills}, stalls {self.stalls}, "
-                f"postgres restarts {self.pg_restarts}, seconds {self.seconds:.1f}")
+        return (
+            f"verdict ({self.mode}): {'PASS' if self.passed else 'FAIL'} delivered {self.delivered}, duplicates "
+            f"{self.duplicates}, lost {self.lost}, in doubt {self.in_doubt} (bound {self.bound}), "
+            f"suppressed {self.suppressed}, failed {self.failed}, "
+            f"opt-outs already in flight {self.opt_outs_leaked}, kills {self.kills}, stalls {self.stalls}, "
+            f"postgres restarts {self.pg_restarts}, seconds {self.seconds:.1f}"
+        )
 
 
 SEED_SQL = """
@@ -112,9 +114,12 @@ async def prepare(server: str, name: str, recipients: int) -> tuple[str, int]:
     conn = await asyncpg.connect(dsn)
     await migrate(conn)
     await conn.execute(SEED_SQL, recipients)
-    await conn.execute("""INSERT INTO einmal.suppressions (account_id, email_lower)
+    await conn.execute(
+        """INSERT INTO einmal.suppressions (account_id, email_lower)
                           SELECT a.id, 'user' || i || '@example.com' FROM einmal.accounts a,
-                          generate_series(7, $1, 997) i""", recipients)
+                          generate_series(7, $1, 997) i""",
+        recipients,
+    )
     campaign = await conn.fetchval("""
         INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids, status)
         SELECT a.id, 'chaos', 'Hello {{ name }}', 'news@example.com', 'Hi {{ name }} <{{ email }}>',
@@ -128,6 +133,7 @@ async def prepare(server: str, name: str, recipients: int) -> tuple[str, int]:
 @dataclass
 class Tally:
     """A campaign's rows against what the SMTP server received."""
+
     counts: dict[str, int]  # rows by status
     received: Counter  # Message-ID -> copies the server holds
     rows: dict[str, asyncpg.Record]  # Message-ID -> its row (id, subscriber_id, email_lower, status)
@@ -155,14 +161,23 @@ class Tally:
 
 async def tally(conn: asyncpg.Connection, campaign: int, messages) -> Tally:
     """The campaign's rows (once the nodes are stopped) against `messages`, what the server received."""
-    counts = {r["status"]: r["count"] for r in await conn.fetch(
-        "SELECT status, count(*) FROM einmal.sends WHERE campaign_id = $1 GROUP BY status", campaign)}
+    counts = {
+        r["status"]: r["count"]
+        for r in await conn.fetch(
+            "SELECT status, count(*) FROM einmal.sends WHERE campaign_id = $1 GROUP BY status", campaign
+        )
+    }
     expected = await conn.fetchval("""SELECT count(DISTINCT s.email_lower) FROM einmal.subscribers s
                                       JOIN einmal.list_members m ON m.subscriber_id = s.id""")
-    rows = await conn.fetch("SELECT id, subscriber_id, email_lower, status FROM einmal.sends WHERE campaign_id = $1",
-                            campaign)
-    return Tally(counts, Counter(m.message_id for m in messages),
-                 {message_id(campaign, r["subscriber_id"]): r for r in rows}, expected)
+    rows = await conn.fetch(
+        "SELECT id, subscriber_id, email_lower, status FROM einmal.sends WHERE campaign_id = $1", campaign
+    )
+    return Tally(
+        counts,
+        Counter(m.message_id for m in messages),
+        {message_id(campaign, r["subscriber_id"]): r for r in rows},
+        expected,
+    )
 
 
 async def connect(dsn: str, seconds: float = 30) -> asyncpg.Connection:
@@ -185,8 +200,13 @@ class Nodes:
         self.procs = [self.start(i) for i in range(len(envs))]
 
     def start(self, i: int) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "service", "run"], env=self.envs[i], cwd=ROOT,
-                                stdout=subprocess.DEVNULL, stderr=open(self.log_dir / f"node{i}.log", "ab"))
+        return subprocess.Popen(
+            [sys.executable, "-m", "service", "run"],
+            env=self.envs[i],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.log_dir / f"node{i}.log", "ab"),
+        )
 
     def kill(self, i: int) -> None:
         """SIGKILL node i and start it again, with the same environment."""
@@ -216,11 +236,18 @@ class Nodes:
 
 async def opt_out(conn: asyncpg.Connection, campaign: int, n: int) -> tuple[set[str], set[str]]:
     """Commit n opt-outs for addresses still waiting; return them and those already on the wire."""
-    rows = await conn.fetch("""SELECT account_id, email_lower FROM einmal.sends
+    rows = await conn.fetch(
+        """SELECT account_id, email_lower FROM einmal.sends
                                WHERE campaign_id = $1 AND status IN ('queued', 'claimed')
-                               ORDER BY random() LIMIT $2""", campaign, n)
-    await conn.executemany("INSERT INTO einmal.suppressions (account_id, email_lower, reason) "
-                           "VALUES ($1, $2, 'unsubscribe') ON CONFLICT DO NOTHING", [tuple(r) for r in rows])
+                               ORDER BY random() LIMIT $2""",
+        campaign,
+        n,
+    )
+    await conn.executemany(
+        "INSERT INTO einmal.suppressions (account_id, email_lower, reason) "
+        "VALUES ($1, $2, 'unsubscribe') ON CONFLICT DO NOTHING",
+        [tuple(r) for r in rows],
+    )
     return {r["email_lower"] for r in rows}, set()
 
 
@@ -239,11 +266,18 @@ async def run(scenario: Scenario, log_dir: Path | None = None) -> Verdict:
 
 async def _run(scenario: Scenario, log_dir: Path | None, cluster) -> Verdict:
     s, rng = scenario, random.Random(scenario.seed)
-    print(f"chaos: seed {s.seed}, {s.recipients} recipients, {s.nodes} nodes, {s.kills} kills, {s.stalls} stalls, "
-          f"smtp faults {'on' if s.smtp_faults else 'off'}, {s.opt_outs} opt-outs, "
-          f"postgres restart {'on' if s.pg_restart else 'off'}", flush=True)
-    server = (cluster.url("postgres") if cluster else None) or os.environ.get("EINMAL_DATABASE_URL") \
-        or os.environ.get("DATABASE_URL") or embedded.url()
+    print(
+        f"chaos: seed {s.seed}, {s.recipients} recipients, {s.nodes} nodes, {s.kills} kills, {s.stalls} stalls, "
+        f"smtp faults {'on' if s.smtp_faults else 'off'}, {s.opt_outs} opt-outs, "
+        f"postgres restart {'on' if s.pg_restart else 'off'}",
+        flush=True,
+    )
+    server = (
+        (cluster.url("postgres") if cluster else None)
+        or os.environ.get("EINMAL_DATABASE_URL")
+        or os.environ.get("DATABASE_URL")
+        or embedded.url()
+    )
     name = f"einmal_chaos_{os.getpid()}"
     dsn, campaign = await prepare(server, name, s.recipients)
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="einmal-chaos-"))
@@ -253,16 +287,28 @@ async def _run(scenario: Scenario, log_dir: Path | None, cluster) -> Verdict:
         smtp.inject("data_end", "451 4.3.0 try again later", probability=0.02)
         smtp.inject("data_end", DROP, probability=0.002)
     env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
-    env.update(EINMAL_DATABASE_URL=dsn, EINMAL_SMTP_HOST="127.0.0.1", EINMAL_SMTP_PORT=str(smtp.port),
-               EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS), EINMAL_NODE_TIMEOUT_SECONDS=str(NODE_TIMEOUT),
-               EINMAL_TICK_SECONDS="0.5", EINMAL_BATCH_SIZE="100", EINMAL_RETRY_BASE_SECONDS="0.2",
-               EINMAL_MAX_ATTEMPTS="10", EINMAL_LOG_LEVEL="WARNING", EINMAL_IN_DOUBT=s.in_doubt, **UNSUBSCRIBE)
+    env.update(
+        EINMAL_DATABASE_URL=dsn,
+        EINMAL_SMTP_HOST="127.0.0.1",
+        EINMAL_SMTP_PORT=str(smtp.port),
+        EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS),
+        EINMAL_NODE_TIMEOUT_SECONDS=str(NODE_TIMEOUT),
+        EINMAL_TICK_SECONDS="0.5",
+        EINMAL_BATCH_SIZE="100",
+        EINMAL_RETRY_BASE_SECONDS="0.2",
+        EINMAL_MAX_ATTEMPTS="10",
+        EINMAL_LOG_LEVEL="WARNING",
+        EINMAL_IN_DOUBT=s.in_doubt,
+        **UNSUBSCRIBE,
+    )
     nodes = Nodes([env] * s.nodes, log_dir)
     # the moments (as fractions of the campaign delivered) at which each disturbance happens
-    plan = sorted([(rng.uniform(0.05, 0.9), "kill") for _ in range(s.kills)]
-                  + [(rng.uniform(0.1, 0.8), "stall") for _ in range(s.stalls)]
-                  + [(rng.uniform(0.2, 0.6), "opt-out")] * bool(s.opt_outs)
-                  + [(rng.uniform(0.3, 0.7), "pg-restart")] * bool(s.pg_restart and cluster))
+    plan = sorted(
+        [(rng.uniform(0.05, 0.9), "kill") for _ in range(s.kills)]
+        + [(rng.uniform(0.1, 0.8), "stall") for _ in range(s.stalls)]
+        + [(rng.uniform(0.2, 0.6), "opt-out")] * bool(s.opt_outs)
+        + [(rng.uniform(0.3, 0.7), "pg-restart")] * bool(s.pg_restart and cluster)
+    )
     done = Counter()
     opted_out: set[str] = set()
     stalls: list[asyncio.Task] = []
@@ -304,19 +350,35 @@ async def _run(scenario: Scenario, log_dir: Path | None, cluster) -> Verdict:
         nodes.stop()
         smtp.stop()
     dropped = sum(1 for m in smtp.messages if not m.answered)
-    leaked = sum(1 for mid in result.received if mid in result.rows
-                 and result.rows[mid]["email_lower"] in opted_out and result.rows[mid]["status"] != "suppressed")
+    leaked = sum(
+        1
+        for mid in result.received
+        if mid in result.rows
+        and result.rows[mid]["email_lower"] in opted_out
+        and result.rows[mid]["status"] != "suppressed"
+    )
     counts = result.counts
-    verdict = Verdict(mode=s.in_doubt, delivered=result.delivered, duplicates=result.duplicates, lost=result.lost,
-                      # a stalled node records its own answers when it wakes; a restarted server fails
-                      # every node's pipeline at once
-                      in_doubt=result.in_doubt, bound=done["kill"] * CONNECTIONS + dropped
-                      + done["pg-restart"] * s.nodes * CONNECTIONS
-                      # under resend a stalled node's rows on the wire are sent again by another node
-                      + (done["stall"] * CONNECTIONS if s.in_doubt == "resend" else 0),
-                      suppressed=counts.get("suppressed", 0), failed=counts.get("failed", 0),
-                      opt_outs_leaked=leaked, kills=done["kill"], stalls=done["stall"], pg_restarts=done["pg-restart"],
-                      seconds=seconds)
+    verdict = Verdict(
+        mode=s.in_doubt,
+        delivered=result.delivered,
+        duplicates=result.duplicates,
+        lost=result.lost,
+        # a stalled node records its own answers when it wakes; a restarted server fails
+        # every node's pipeline at once
+        in_doubt=result.in_doubt,
+        bound=done["kill"] * CONNECTIONS
+        + dropped
+        + done["pg-restart"] * s.nodes * CONNECTIONS
+        # under resend a stalled node's rows on the wire are sent again by another node
+        + (done["stall"] * CONNECTIONS if s.in_doubt == "resend" else 0),
+        suppressed=counts.get("suppressed", 0),
+        failed=counts.get("failed", 0),
+        opt_outs_leaked=leaked,
+        kills=done["kill"],
+        stalls=done["stall"],
+        pg_restarts=done["pg-restart"],
+        seconds=seconds,
+    )
     if os.environ.get("EINMAL_CHAOS_KEEP"):
         print(f"database kept: {dsn}")
     else:
@@ -340,9 +402,18 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=540)
     parser.add_argument("--in-doubt", choices=("hold", "resend"), default="hold")
     args = parser.parse_args()
-    scenario = Scenario(args.recipients, args.nodes, args.kills, args.stalls, args.smtp_faults, args.opt_outs,
-                        args.pg_restart, time_limit=args.time_limit, in_doubt=args.in_doubt,
-                        **({"seed": args.seed} if args.seed is not None else {}))
+    scenario = Scenario(
+        args.recipients,
+        args.nodes,
+        args.kills,
+        args.stalls,
+        args.smtp_faults,
+        args.opt_outs,
+        args.pg_restart,
+        time_limit=args.time_limit,
+        in_doubt=args.in_doubt,
+        **({"seed": args.seed} if args.seed is not None else {}),
+    )
     verdict = asyncio.run(run(scenario))
     print(verdict.line())
     sys.exit(0 if verdict.passed else 1)

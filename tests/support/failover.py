@@ -49,8 +49,10 @@ CONNECTIONS = 20  # einmal's default EINMAL_SMTP_CONNECTIONS: a SIGKILLed node l
 SLACK = 1.0  # seconds: a message is recorded (and journalled) a moment after the server has it
 
 LOST_LINE = "kept in einmal.lost_outcomes"
-REWRITE_LINE = re.compile(r"after the failover: wrote again (\d+) outcome\(s\) the new primary had lost, "
-                          r"(\d+) were there")
+REWRITE_LINE = re.compile(
+    r"after the failover: wrote again (\d+) outcome\(s\) the new primary had lost, "
+    r"(\d+) were there"
+)
 LAG_LINE = re.compile(r"the standby was ([\d.]+)s behind at the last check before the failover")
 
 
@@ -126,11 +128,13 @@ class Verdict:
     def line(self) -> str:
         said = f"{self.lag_said:.1f}s" if self.lag_said is not None else "none"
         exits = f", node exits: {'; '.join(self.exits)}" if self.exits else ""
-        return (f"failover {self.name}: {'PASS' if self.passed else 'FAIL'} delivered {self.delivered}, duplicates "
-                f"{self.duplicates}, lost {self.lost}, in doubt {self.in_doubt}, lost_outcomes {self.lost_outcomes} "
-                f"rows / {self.lost_lines} lines, written again {self.rewritten} ({self.there} were there), lag "
-                f"{self.lag:g}s (line: {said}), unaccounted {self.unaccounted}{exits}, seconds {self.seconds:.1f}"
-                f" — promised: {PROMISES[self.name]}")
+        return (
+            f"failover {self.name}: {'PASS' if self.passed else 'FAIL'} delivered {self.delivered}, duplicates "
+            f"{self.duplicates}, lost {self.lost}, in doubt {self.in_doubt}, lost_outcomes {self.lost_outcomes} "
+            f"rows / {self.lost_lines} lines, written again {self.rewritten} ({self.there} were there), lag "
+            f"{self.lag:g}s (line: {said}), unaccounted {self.unaccounted}{exits}, seconds {self.seconds:.1f}"
+            f" — promised: {PROMISES[self.name]}"
+        )
 
 
 @dataclass
@@ -167,15 +171,25 @@ async def run(s: Scenario, log_dir: Path | None = None) -> Verdict:
                 cluster.destroy()
 
 
-async def _run(s: Scenario, campaign: int, primary: PgCluster, standby: PgCluster, relay: Relay | None,
-               log_dir: Path) -> Verdict:
+async def _run(
+    s: Scenario, campaign: int, primary: PgCluster, standby: PgCluster, relay: Relay | None, log_dir: Path
+) -> Verdict:
     url = pair_url(primary, standby, "einmal")
     smtp = FaultServer().start()
-    envs = [node_env(url, smtp.port, EINMAL_RATE_LIMIT=f"{s.rate:g}", EINMAL_TICK_SECONDS=f"{s.tick:g}",
-                     EINMAL_NODE_TIMEOUT_SECONDS=f"{s.node_timeout:g}", EINMAL_JOURNAL_SECONDS=f"{s.journal_seconds:g}",
-                     EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS), EINMAL_LOG_LEVEL="INFO",
-                     **({"EINMAL_NODE_ID": f"fixed-{i}"} if s.name == "fixed-id" else {}))
-            for i in range(s.nodes)]
+    envs = [
+        node_env(
+            url,
+            smtp.port,
+            EINMAL_RATE_LIMIT=f"{s.rate:g}",
+            EINMAL_TICK_SECONDS=f"{s.tick:g}",
+            EINMAL_NODE_TIMEOUT_SECONDS=f"{s.node_timeout:g}",
+            EINMAL_JOURNAL_SECONDS=f"{s.journal_seconds:g}",
+            EINMAL_SMTP_CONNECTIONS=str(CONNECTIONS),
+            EINMAL_LOG_LEVEL="INFO",
+            **({"EINMAL_NODE_ID": f"fixed-{i}"} if s.name == "fixed-id" else {}),
+        )
+        for i in range(s.nodes)
+    ]
     moments, exits = Moments(), []
     began = time.monotonic()
     nodes = Nodes(envs, log_dir)
@@ -217,33 +231,66 @@ async def _run(s: Scenario, campaign: int, primary: PgCluster, standby: PgCluste
         doubtful += [mid for mid, r in result.rows.items() if r["status"] == "in_doubt"]
     # a row in doubt whose message never arrived went out to nobody: beyond the journal (the line about the
     # lag said so) it is one whose return to the queue the failover lost, waiting for `einmal reconcile`
-    unaccounted = sum(1 for mid in doubtful if mid not in logged
-                      and not (lag_said is not None and mid not in first)
-                      and not behind_the_journal(first.get(mid), s, moments, lag_said))
-    return Verdict(s.name, result.delivered, result.duplicates, result.lost, result.in_doubt, s.in_doubt_bound,
-                   len(lost), logs.count(LOST_LINE), sum(r[0] for r in rewrites), sum(r[1] for r in rewrites),
-                   lag_said, s.lag, unaccounted, exits, seconds)
+    unaccounted = sum(
+        1
+        for mid in doubtful
+        if mid not in logged
+        and not (lag_said is not None and mid not in first)
+        and not behind_the_journal(first.get(mid), s, moments, lag_said)
+    )
+    return Verdict(
+        s.name,
+        result.delivered,
+        result.duplicates,
+        result.lost,
+        result.in_doubt,
+        s.in_doubt_bound,
+        len(lost),
+        logs.count(LOST_LINE),
+        sum(r[0] for r in rewrites),
+        sum(r[1] for r in rewrites),
+        lag_said,
+        s.lag,
+        unaccounted,
+        exits,
+        seconds,
+    )
 
 
 async def keep_rows(conn: asyncpg.Connection, campaign: int, path: Path) -> None:
     """The rows left in doubt and the outcomes kept as lost, for whoever reads the verdict."""
-    lines = [" ".join(f"{k}={v}" for k, v in r.items()) for r in await conn.fetch(
-        """SELECT id, subscriber_id, status, claimed_by, attempts, last_reply, updated_at FROM einmal.sends
-           WHERE campaign_id = $1 AND status NOT IN ('sent', 'suppressed') ORDER BY id""", campaign)]
-    lines += [" ".join(f"{k}={v}" for k, v in r.items()) for r in await conn.fetch(
-        "SELECT * FROM einmal.lost_outcomes WHERE campaign_id = $1 ORDER BY send_id", campaign)]
+    lines = [
+        " ".join(f"{k}={v}" for k, v in r.items())
+        for r in await conn.fetch(
+            """SELECT id, subscriber_id, status, claimed_by, attempts, last_reply, updated_at FROM einmal.sends
+           WHERE campaign_id = $1 AND status NOT IN ('sent', 'suppressed') ORDER BY id""",
+            campaign,
+        )
+    ]
+    lines += [
+        " ".join(f"{k}={v}" for k, v in r.items())
+        for r in await conn.fetch(
+            "SELECT * FROM einmal.lost_outcomes WHERE campaign_id = $1 ORDER BY send_id", campaign
+        )
+    ]
     await asyncio.to_thread(path.write_text, "".join(f"{line}\n" for line in lines))
 
 
 def behind_the_journal(at: float | None, s: Scenario, moments: Moments, lag_said: float | None) -> bool:
     """Whether a message first received at `at` went out while the standby received nothing and longer
     before the failover than the journal covers: what the one line about the lag accounts for."""
-    return (lag_said is not None and at is not None and moments.hold is not None and moments.newest is not None
-            and moments.hold - SLACK <= at <= moments.newest - s.journal_seconds + SLACK)
+    return (
+        lag_said is not None
+        and at is not None
+        and moments.hold is not None
+        and moments.newest is not None
+        and moments.hold - SLACK <= at <= moments.newest - s.journal_seconds + SLACK
+    )
 
 
-async def disturb(s: Scenario, primary: PgCluster, standby: PgCluster, relay: Relay | None, nodes: Nodes,
-                  moments: Moments) -> None:
+async def disturb(
+    s: Scenario, primary: PgCluster, standby: PgCluster, relay: Relay | None, nodes: Nodes, moments: Moments
+) -> None:
     if s.name == "fixed-id":  # the node holding the most rows: SIGKILL, then the same command, the same id
         conn = await asyncpg.connect(pair_url(primary, standby, "einmal"), timeout=10)
         try:
@@ -287,9 +334,12 @@ async def status(url: str, campaign: int) -> str | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m tests.support.failover", description=__doc__.split("\n\n")[0],
-                                     epilog="\n\n".join(__doc__.split("\n\n")[2:]),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.support.failover",
+        description=__doc__.split("\n\n")[0],
+        epilog="\n\n".join(__doc__.split("\n\n")[2:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--recipients", type=int, default=15_000)
     parser.add_argument("--rate", type=float, default=500, help="EINMAL_RATE_LIMIT (default 500)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="a comma-separated list (default: all)")
@@ -304,9 +354,15 @@ def main() -> None:
     print(f"failover: {args.recipients} recipients at {args.rate:g} msg/s, 2 nodes, {', '.join(names)}", flush=True)
     verdicts = []
     for name in names:
-        s = scenario(name, lag=args.lag if name == "async-lag" else None, recipients=args.recipients,
-                     rate=args.rate, outage=args.outage, journal_seconds=args.journal_seconds,
-                     time_limit=args.time_limit)
+        s = scenario(
+            name,
+            lag=args.lag if name == "async-lag" else None,
+            recipients=args.recipients,
+            rate=args.rate,
+            outage=args.outage,
+            journal_seconds=args.journal_seconds,
+            time_limit=args.time_limit,
+        )
         log_dir = Path(tempfile.mkdtemp(prefix=f"einmal-failover-{name}-"))
         verdicts.append(asyncio.run(run(s, log_dir)))
         print(f"{verdicts[-1].line()} (node logs in {log_dir})", flush=True)

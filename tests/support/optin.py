@@ -18,20 +18,29 @@ TOKEN = "news-form-token-012345"  # the form of list 'news' of account_with_list
 FORM = f"/forms/{TOKEN}"
 
 
-async def account_with_list(conn: asyncpg.Connection, dsn: str, members: list[str] = (),
-                            open_form: bool = True) -> tuple[int, int, str]:
+async def account_with_list(
+    conn: asyncpg.Connection, dsn: str, members: list[str] = (), open_form: bool = True
+) -> tuple[int, int, str]:
     """(account id, list id, write key) of account acme with list 'news' holding `members`, confirmed (an
     import's: they assert consent); its sign-ups open (its form at FORM) unless not `open_form`."""
-    account_id = await conn.fetchval("INSERT INTO einmal.accounts (name, display_name) VALUES ('acme', 'Acme') "
-                                     "RETURNING id")
-    list_id = await conn.fetchval("INSERT INTO einmal.lists (account_id, name, form_open, form_token) "
-                                  "VALUES ($1, 'news', $2, $3) RETURNING id", account_id, open_form,
-                                  TOKEN if open_form else None)
+    account_id = await conn.fetchval(
+        "INSERT INTO einmal.accounts (name, display_name) VALUES ('acme', 'Acme') RETURNING id"
+    )
+    list_id = await conn.fetchval(
+        "INSERT INTO einmal.lists (account_id, name, form_open, form_token) VALUES ($1, 'news', $2, $3) RETURNING id",
+        account_id,
+        open_form,
+        TOKEN if open_form else None,
+    )
     for address in members:
-        subscriber = await conn.fetchval("INSERT INTO einmal.subscribers (account_id, email, email_lower) "
-                                         "VALUES ($1, $2, lower($2)) RETURNING id", account_id, address)
-        await conn.execute("INSERT INTO einmal.list_members (list_id, subscriber_id) VALUES ($1, $2)", list_id,
-                           subscriber)
+        subscriber = await conn.fetchval(
+            "INSERT INTO einmal.subscribers (account_id, email, email_lower) VALUES ($1, $2, lower($2)) RETURNING id",
+            account_id,
+            address,
+        )
+        await conn.execute(
+            "INSERT INTO einmal.list_members (list_id, subscriber_id) VALUES ($1, $2)", list_id, subscriber
+        )
     made = einmal("account", "key", "create", "--account", "acme", dsn=dsn)
     assert made.returncode == 0, made.stderr
     return account_id, list_id, made.stdout.strip()
@@ -46,8 +55,11 @@ def confirm_link(data: bytes) -> str:
 
 async def memberships(conn: asyncpg.Connection, list_id: int) -> dict[str, str]:
     """address -> membership state of the list's members."""
-    rows = await conn.fetch("""SELECT s.email, m.state FROM einmal.list_members m
-                               JOIN einmal.subscribers s ON s.id = m.subscriber_id WHERE m.list_id = $1""", list_id)
+    rows = await conn.fetch(
+        """SELECT s.email, m.state FROM einmal.list_members m
+                               JOIN einmal.subscribers s ON s.id = m.subscriber_id WHERE m.list_id = $1""",
+        list_id,
+    )
     return {r["email"]: r["state"] for r in rows}
 
 

@@ -67,9 +67,18 @@ def _pgbouncer(binary: str, host: str, port: int, user: str, dsn: str, mode: str
     log = folder / "pgbouncer.log"  # its log, opened here: as user postgres it may not reach `folder`
     folder = Path(tempfile.mkdtemp(prefix="einmal-pgbouncer-"))  # its configuration, where it can read it
     (folder / "users.txt").write_text(f'"{user}" ""\n')
-    lines = ["[databases]", f"* = host={host} port={port}", "[pgbouncer]", "listen_addr = 127.0.0.1",
-             f"listen_port = {listen}", "unix_socket_dir =", "auth_type = trust",
-             f"auth_file = {folder / 'users.txt'}", f"pool_mode = {mode}", "max_client_conn = 200"]
+    lines = [
+        "[databases]",
+        f"* = host={host} port={port}",
+        "[pgbouncer]",
+        "listen_addr = 127.0.0.1",
+        f"listen_port = {listen}",
+        "unix_socket_dir =",
+        "auth_type = trust",
+        f"auth_file = {folder / 'users.txt'}",
+        f"pool_mode = {mode}",
+        "max_client_conn = 200",
+    ]
     if os.geteuid() == 0:  # PgBouncer will not run as root
         lines.append("user = postgres")
     (folder / "pgbouncer.ini").write_text("\n".join(lines) + "\n")

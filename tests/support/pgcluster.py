@@ -77,13 +77,30 @@ class PgCluster:
             pgutils.ensure_prefix_permissions(BIN)
             directory.chmod(0o755)
             shutil.chown(directory, cluster.user, cluster.user)
-        cluster._run("initdb", "-D", str(cluster.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                     "--no-sync", "--no-instructions")
+        cluster._run(
+            "initdb",
+            "-D",
+            str(cluster.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--no-instructions",
+        )
         return cluster
 
     def _run(self, command: str, *args: str, timeout: float = 60) -> str:
-        result = subprocess.run([str(BIN / command), *args], user=self.user, capture_output=True, text=True,
-                                timeout=timeout, cwd=self.directory, stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            [str(BIN / command), *args],
+            user=self.user,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.directory,
+            stdin=subprocess.DEVNULL,
+        )
         if result.returncode:
             raise RuntimeError(f"{command} failed ({result.returncode}): {result.stderr.strip()}\n{self._log_tail()}")
         return result.stdout
@@ -99,15 +116,28 @@ class PgCluster:
         return self._status() == 0
 
     def _status(self) -> int:
-        return subprocess.run([str(BIN / "pg_ctl"), "status", "-D", str(self.data)], user=self.user,
-                              capture_output=True, timeout=30).returncode
+        return subprocess.run(
+            [str(BIN / "pg_ctl"), "status", "-D", str(self.data)], user=self.user, capture_output=True, timeout=30
+        ).returncode
 
     def start(self) -> None:
-        options = " ".join(f"-c {name}={value!r}" if value == "" else f"-c {name}={value}"
-                           for name, value in SETTINGS.items())
+        options = " ".join(
+            f"-c {name}={value!r}" if value == "" else f"-c {name}={value}" for name, value in SETTINGS.items()
+        )
         # pg_ctl's -l file must be writable by the server's user: keep it inside the cluster directory
-        self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(self.log),
-                  "-o", f"-p {self.port} {options}")
+        self._run(
+            "pg_ctl",
+            "start",
+            "-w",
+            "-t",
+            "60",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-o",
+            f"-p {self.port} {options}",
+        )
 
     def stop(self, mode: str = "fast") -> None:
         assert mode in ("smart", "fast", "immediate"), mode
@@ -137,8 +167,24 @@ class PgCluster:
         if standby.user:
             directory.chmod(0o755)
             shutil.chown(directory, standby.user, standby.user)
-        standby._run("pg_basebackup", "-D", str(standby.data), "-h", "127.0.0.1", "-p", str(port or primary.port),
-                     "-U", "postgres", "-R", "-X", "stream", "--no-sync", "-c", "fast", timeout=120)
+        standby._run(
+            "pg_basebackup",
+            "-D",
+            str(standby.data),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port or primary.port),
+            "-U",
+            "postgres",
+            "-R",
+            "-X",
+            "stream",
+            "--no-sync",
+            "-c",
+            "fast",
+            timeout=120,
+        )
         return standby
 
     def promote(self) -> None:
@@ -154,7 +200,10 @@ class PgCluster:
                 while True:
                     state = await conn.fetchval(
                         "SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming' AND replay_lsn >= $1 "
-                        "AND (sync_state IN ('sync', 'quorum')) = $2", target, sync)
+                        "AND (sync_state IN ('sync', 'quorum')) = $2",
+                        target,
+                        sync,
+                    )
                     if state is not None:
                         return state
                     await anyio.sleep(0.05)
@@ -170,8 +219,11 @@ class PgCluster:
 
     async def configure(self, **settings: str) -> None:
         """ALTER SYSTEM SET each setting and reload (those not given on the command line: SETTINGS)."""
-        await _admin(self.url(), *(f"ALTER SYSTEM SET {name} = '{value}'" for name, value in settings.items()),
-                     "SELECT pg_reload_conf()")
+        await _admin(
+            self.url(),
+            *(f"ALTER SYSTEM SET {name} = '{value}'" for name, value in settings.items()),
+            "SELECT pg_reload_conf()",
+        )
 
     async def migrated_database(self, name: str) -> str:
         """A new database `name`, migrated; its URL."""
@@ -190,8 +242,10 @@ class PgCluster:
 
 def pair_url(primary: PgCluster, standby: PgCluster, dbname: str) -> str:
     """The URL naming both clusters, as an operator's would: the one that accepts writes is used."""
-    return (f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/{dbname}"
-            "?target_session_attrs=read-write")
+    return (
+        f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/{dbname}"
+        "?target_session_attrs=read-write"
+    )
 
 
 async def _admin(url: str, *statements: str) -> None:

@@ -25,31 +25,52 @@ UNSUBSCRIBE_URL, UNSUBSCRIBE_SECRET = UNSUBSCRIBE["EINMAL_UNSUBSCRIBE_URL"], UNS
 NO_UNSUBSCRIBE = dict.fromkeys(UNSUBSCRIBE)  # einmal(env=NO_UNSUBSCRIBE): a command line without one
 
 
-async def seed(conn: asyncpg.Connection, addresses: list[str], *, lists: dict[str, list[str]] | None = None,
-               suppressed: list[str] = (), body: str = "Hello {{ name }}, this is for {{ email }}.") -> int:
+async def seed(
+    conn: asyncpg.Connection,
+    addresses: list[str],
+    *,
+    lists: dict[str, list[str]] | None = None,
+    suppressed: list[str] = (),
+    body: str = "Hello {{ name }}, this is for {{ email }}.",
+) -> int:
     """An account with subscribers on list 'default' (or `lists`) and a draft campaign; its id."""
     account = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('acme') RETURNING id")
     lists = lists or {"default": addresses}
     list_ids = []
     for name, members in lists.items():
         list_id = await conn.fetchval(
-            "INSERT INTO einmal.lists (account_id, name) VALUES ($1, $2) RETURNING id", account, name)
+            "INSERT INTO einmal.lists (account_id, name) VALUES ($1, $2) RETURNING id", account, name
+        )
         list_ids.append(list_id)
-        await conn.execute("""
+        await conn.execute(
+            """
             INSERT INTO einmal.subscribers (account_id, email, email_lower, name)
             SELECT $1, e, k, 'Name ' || ordinality FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS m (e, k)
-            ON CONFLICT DO NOTHING""", account, members, [email_key(e) for e in members])
-        await conn.execute("""
+            ON CONFLICT DO NOTHING""",
+            account,
+            members,
+            [email_key(e) for e in members],
+        )
+        await conn.execute(
+            """
             INSERT INTO einmal.list_members (list_id, subscriber_id)
             SELECT $1, id FROM einmal.subscribers WHERE account_id = $2 AND email = ANY ($3::text[])""",
-                           list_id, account, members)
+            list_id,
+            account,
+            members,
+        )
     for email in suppressed:
-        await conn.execute("INSERT INTO einmal.suppressions (account_id, email_lower) VALUES ($1, $2)",
-                           account, email_key(email))
-    return await conn.fetchval("""
+        await conn.execute(
+            "INSERT INTO einmal.suppressions (account_id, email_lower) VALUES ($1, $2)", account, email_key(email)
+        )
+    return await conn.fetchval(
+        """
         INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids)
         VALUES ($1, 'test', 'Hi {{ name }}', 'news@example.com', $2, $3) RETURNING id""",
-                               account, body, list_ids)
+        account,
+        body,
+        list_ids,
+    )
 
 
 async def approve(conn: asyncpg.Connection, campaign_id: int) -> None:
@@ -58,8 +79,9 @@ async def approve(conn: asyncpg.Connection, campaign_id: int) -> None:
 
 
 async def counts(conn: asyncpg.Connection, campaign_id: int) -> dict[str, int]:
-    rows = await conn.fetch("SELECT status, count(*) FROM einmal.sends WHERE campaign_id = $1 GROUP BY status",
-                            campaign_id)
+    rows = await conn.fetch(
+        "SELECT status, count(*) FROM einmal.sends WHERE campaign_id = $1 GROUP BY status", campaign_id
+    )
     return {r["status"]: r["count"] for r in rows}
 
 
@@ -71,16 +93,26 @@ async def wait_status(conn: asyncpg.Connection, campaign_id: int, status: str, t
 
 def node_env(dsn: str, port: int, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EINMAL_", "OTEL_")) and k != "DATABASE_URL"}
-    env.update({"EINMAL_DATABASE_URL": dsn, "EINMAL_SMTP_HOST": "127.0.0.1", "EINMAL_SMTP_PORT": str(port),
-                "EINMAL_TICK_SECONDS": "0.5", "EINMAL_NODE_TIMEOUT_SECONDS": str(NODE_TIMEOUT),
-                "EINMAL_RETRY_BASE_SECONDS": "0.1", "EINMAL_SMTP_TIMEOUT_SECONDS": "5", **UNSUBSCRIBE})
+    env.update(
+        {
+            "EINMAL_DATABASE_URL": dsn,
+            "EINMAL_SMTP_HOST": "127.0.0.1",
+            "EINMAL_SMTP_PORT": str(port),
+            "EINMAL_TICK_SECONDS": "0.5",
+            "EINMAL_NODE_TIMEOUT_SECONDS": str(NODE_TIMEOUT),
+            "EINMAL_RETRY_BASE_SECONDS": "0.1",
+            "EINMAL_SMTP_TIMEOUT_SECONDS": "5",
+            **UNSUBSCRIBE,
+        }
+    )
     env.update(extra)
     return env
 
 
 def start_node(env: dict[str, str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "service", "run"], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
+    return subprocess.Popen(
+        [sys.executable, "-m", "service", "run"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(log, "ab")
+    )
 
 
 async def stop_node(proc: subprocess.Popen, timeout: float = 20) -> int:
@@ -183,8 +215,16 @@ async def running_node(settings):
 def node_settings(dsn: str, port: int, **overrides):
     from service.settings import Settings
 
-    values = dict(database_url=dsn, smtp_host="127.0.0.1", smtp_port=port, tick_seconds=0.5,
-                  node_timeout_seconds=NODE_TIMEOUT, retry_base_seconds=0.1, smtp_timeout_seconds=5,
-                  unsubscribe_url=UNSUBSCRIBE_URL, unsubscribe_secret=UNSUBSCRIBE_SECRET)
+    values = dict(
+        database_url=dsn,
+        smtp_host="127.0.0.1",
+        smtp_port=port,
+        tick_seconds=0.5,
+        node_timeout_seconds=NODE_TIMEOUT,
+        retry_base_seconds=0.1,
+        smtp_timeout_seconds=5,
+        unsubscribe_url=UNSUBSCRIBE_URL,
+        unsubscribe_secret=UNSUBSCRIBE_SECRET,
+    )
     values.update(overrides)
     return Settings(**values)

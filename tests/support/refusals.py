@@ -9,7 +9,8 @@ async def table_counts(conn: asyncpg.Connection) -> tuple[int, ...]:
     row = await conn.fetchrow(
         "SELECT (SELECT count(*) FROM einmal.accounts), (SELECT count(*) FROM einmal.subscribers),"
         " (SELECT count(*) FROM einmal.lists), (SELECT count(*) FROM einmal.list_members),"
-        " (SELECT count(*) FROM einmal.campaigns), (SELECT count(*) FROM einmal.suppressions)")
+        " (SELECT count(*) FROM einmal.campaigns), (SELECT count(*) FROM einmal.suppressions)"
+    )
     return tuple(row)
 
 

@@ -1,23 +1,38 @@
 """Bounce and complaint reports as mail systems send them back (RFC 3464 DSNs, RFC 5965 ARF)."""
 
 
-def dsn(recipient: str, *, action: str = "failed", status: str = "5.1.1", report_id: str | None = "<r1@relay.test>",
-        original_id: str | None = None) -> bytes:
+def dsn(
+    recipient: str,
+    *,
+    action: str = "failed",
+    status: str = "5.1.1",
+    report_id: str | None = "<r1@relay.test>",
+    original_id: str | None = None,
+) -> bytes:
     return dsn_of([(recipient, action, status)], report_id=report_id, original_id=original_id)
 
 
-def dsn_of(blocks: list[tuple[str, str, str]], *, report_id: str | None = "<r1@relay.test>",
-           original_id: str | None = None, extra_parts: int = 0, returned_body: str = "") -> bytes:
+def dsn_of(
+    blocks: list[tuple[str, str, str]],
+    *,
+    report_id: str | None = "<r1@relay.test>",
+    original_id: str | None = None,
+    extra_parts: int = 0,
+    returned_body: str = "",
+) -> bytes:
     """A DSN with one per-recipient block for each (recipient, action, status); `extra_parts` more
     text/plain parts before its status, and `returned_body` after the returned headers."""
     own = f"Message-ID: {report_id}\n" if report_id else ""
     returned = f"Message-ID: {original_id}\n" if original_id else ""
-    per_recipient = "\n".join(f"""Final-Recipient: rfc822; {recipient}
+    per_recipient = "\n".join(
+        f"""Final-Recipient: rfc822; {recipient}
 Original-Recipient: rfc822;{recipient}
 Action: {action}
 Status: {status}
 Diagnostic-Code: smtp; 550 5.1.1 <{recipient}>: Recipient address rejected
-""" for recipient, action, status in blocks)
+"""
+        for recipient, action, status in blocks
+    )
     recipient = blocks[0][0]
     extra = "".join(f"--BOUNDARY\nContent-Type: text/plain\n\npart {n}\n\n" for n in range(extra_parts))
     return f"""From: MAILER-DAEMON@relay.test
@@ -50,8 +65,14 @@ Subject: Hi
 """.replace("\n", "\r\n").encode()
 
 
-def arf(*, feedback: str = "abuse", report_id: str | None = "<arf1@isp.test>", original_id: str | None = None,
-        mail_from: str = "bounces@example.org", return_path: str | None = None) -> bytes:
+def arf(
+    *,
+    feedback: str = "abuse",
+    report_id: str | None = "<arf1@isp.test>",
+    original_id: str | None = None,
+    mail_from: str = "bounces@example.org",
+    return_path: str | None = None,
+) -> bytes:
     """An ARF report; `mail_from` is its Original-Mail-From, `return_path` the returned message's Return-Path."""
     own = f"Message-ID: {report_id}\n" if report_id else ""
     returned = f"Message-ID: {original_id}\n" if original_id else ""
@@ -92,5 +113,7 @@ Hello.
 
 
 def auto_reply() -> bytes:
-    return (b"From: someone@example.com\r\nTo: bounces@example.org\r\nSubject: Out of office\r\n"
-            b"Message-ID: <ooo1@example.com>\r\nAuto-Submitted: auto-replied\r\n\r\nI am away until Monday.\r\n")
+    return (
+        b"From: someone@example.com\r\nTo: bounces@example.org\r\nSubject: Out of office\r\n"
+        b"Message-ID: <ooo1@example.com>\r\nAuto-Submitted: auto-replied\r\n\r\nI am away until Monday.\r\n"
+    )

@@ -87,10 +87,27 @@ def make_certificate(directory: Path) -> Certificate:
     """A self-signed certificate for 127.0.0.1 / localhost, made with the openssl command."""
     cert, key = directory / "smtp-cert.pem", directory / "smtp-key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
     return Certificate(cert, key)
 
@@ -197,9 +214,17 @@ class _Hooks:
 
 
 class FaultServer:
-    def __init__(self, *, port: int | None = None, tls: str | None = None,
-                 certificate: Certificate | None = None, users: dict[str, str] | None = None,
-                 seed: int = 0, pipelining: bool = True, smtputf8: bool = False):
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        tls: str | None = None,
+        certificate: Certificate | None = None,
+        users: dict[str, str] | None = None,
+        seed: int = 0,
+        pipelining: bool = True,
+        smtputf8: bool = False,
+    ):
         assert tls in (None, "starttls", "tls")
         assert tls is None or certificate is not None, "TLS needs a certificate"
         self.port = port or free_port()
@@ -221,9 +246,14 @@ class FaultServer:
 
     def start(self) -> "FaultServer":
         assert self._controller is None, "already running"
-        kwargs: dict = {"hostname": self.host, "port": self.port, "server_hostname": "einmal-test.local",
-                        "ready_timeout": 10.0, "data_size_limit": None,
-                        "enable_SMTPUTF8": self.smtputf8}
+        kwargs: dict = {
+            "hostname": self.host,
+            "port": self.port,
+            "server_hostname": "einmal-test.local",
+            "ready_timeout": 10.0,
+            "data_size_limit": None,
+            "enable_SMTPUTF8": self.smtputf8,
+        }
         if self.tls is not None:
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             context.load_cert_chain(self.certificate.cert, self.certificate.key)
@@ -276,8 +306,16 @@ class FaultServer:
 
     # -- faults ----------------------------------------------------------------------
 
-    def inject(self, stage: str, reply: str | None = None, *, domain: str | None = None,
-               times: int | None = None, probability: float = 1.0, delay: float = 0.0) -> None:
+    def inject(
+        self,
+        stage: str,
+        reply: str | None = None,
+        *,
+        domain: str | None = None,
+        times: int | None = None,
+        probability: float = 1.0,
+        delay: float = 0.0,
+    ) -> None:
         assert stage in STAGES, stage
         assert reply != MID_DATA or stage == "data", "MID_DATA only at the DATA command"
         with self._lock:
@@ -372,8 +410,9 @@ class FaultServer:
         head = data.split(b"\r\n\r\n", 1)[0]
         found = _MESSAGE_ID.search(head)
         message_id = found.group(1).decode("ascii", "replace") if found else None
-        received = Received(envelope.mail_from, tuple(envelope.rcpt_tos), data, message_id, answered,
-                            connection, time.monotonic())
+        received = Received(
+            envelope.mail_from, tuple(envelope.rcpt_tos), data, message_id, answered, connection, time.monotonic()
+        )
         with self._lock:
             self._messages.append(received)
             self._lock.notify_all()
@@ -412,4 +451,3 @@ def make_smtp_server() -> Iterator:
 def smtp_server(make_smtp_server) -> FaultServer:
     """A started plain SMTP server on 127.0.0.1 that accepts everything until told otherwise."""
     return make_smtp_server()
-

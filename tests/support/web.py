@@ -55,22 +55,31 @@ async def http_server(dsn: str, secret: str | None = SECRET, **overrides) -> Asy
     assert codes == [0]
 
 
-async def subscriber(conn: asyncpg.Connection, email: str = "Ann.Example@Example.org",
-                     account: str = "acme") -> tuple[int, int, int]:
+async def subscriber(
+    conn: asyncpg.Connection, email: str = "Ann.Example@Example.org", account: str = "acme"
+) -> tuple[int, int, int]:
     """(account_id, campaign_id, subscriber_id) of a new subscriber and a draft campaign."""
     account_id = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ($1) RETURNING id", account)
     # other ids first, so that the account, campaign and subscriber ids all differ
-    await conn.execute("INSERT INTO einmal.subscribers (account_id, email, email_lower) "
-                       "VALUES ($1, 'x@example.org', 'x@example.org')", account_id)
+    await conn.execute(
+        "INSERT INTO einmal.subscribers (account_id, email, email_lower) VALUES ($1, 'x@example.org', 'x@example.org')",
+        account_id,
+    )
     subscriber_id = await conn.fetchval(
         "INSERT INTO einmal.subscribers (account_id, email, email_lower) VALUES ($1, $2, $3) RETURNING id",
-        account_id, email, email_key(email))
-    campaign_id = await conn.fetchval("""
+        account_id,
+        email,
+        email_key(email),
+    )
+    campaign_id = await conn.fetchval(
+        """
         WITH made AS (
             INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids)
             SELECT $1, 'Spring news', 's', 'news@example.com', 'b', '{}' FROM generate_series(1, 3)
             RETURNING id)
-        SELECT max(id) FROM made""", account_id)
+        SELECT max(id) FROM made""",
+        account_id,
+    )
     return account_id, campaign_id, subscriber_id
 
 
@@ -80,5 +89,7 @@ def token(ids: tuple[int, int, int], secret: str = SECRET) -> str:
 
 async def written(conn: asyncpg.Connection) -> tuple[int, int]:
     """(inbound events, suppressions) in the database."""
-    return (await conn.fetchval("SELECT count(*) FROM einmal.inbound_events"),
-            await conn.fetchval("SELECT count(*) FROM einmal.suppressions"))
+    return (
+        await conn.fetchval("SELECT count(*) FROM einmal.inbound_events"),
+        await conn.fetchval("SELECT count(*) FROM einmal.suppressions"),
+    )

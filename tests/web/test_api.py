@@ -30,10 +30,17 @@ async def two_accounts(conn: asyncpg.Connection, dsn: str) -> dict[str, str]:
     """Accounts acme and other, each with one subscriber (alice in acme, bob in other), and a key each."""
     for account, email in (("acme", ALICE), ("other", "bob@example.net")):
         account_id = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ($1) RETURNING id", account)
-        await conn.execute("INSERT INTO einmal.subscribers (account_id, email, email_lower, attributes) "
-                           "VALUES ($1, $2, lower($2), '{\"city\": \"Köln\"}')", account_id, email)
-    return {"acme": make_key(dsn, "acme"), "other": make_key(dsn, "other"),
-            "acme-read": make_key(dsn, "acme", "--scope", "read", "--name", "reports")}
+        await conn.execute(
+            "INSERT INTO einmal.subscribers (account_id, email, email_lower, attributes) "
+            'VALUES ($1, $2, lower($2), \'{"city": "Köln"}\')',
+            account_id,
+            email,
+        )
+    return {
+        "acme": make_key(dsn, "acme"),
+        "other": make_key(dsn, "other"),
+        "acme-read": make_key(dsn, "acme", "--scope", "read", "--name", "reports"),
+    }
 
 
 def auth(key: str) -> dict[str, str]:
@@ -41,7 +48,8 @@ def auth(key: str) -> dict[str, str]:
 
 
 async def test_a_key_is_printed_once_alone_and_only_its_hash_is_kept(
-        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]
+) -> None:
     key = two_accounts["acme"]
     assert key.startswith("einmal_") and len(key) == 50 and "\n" not in key
     stored = await conn.fetch("SELECT prefix, hash FROM einmal.api_keys")
@@ -56,7 +64,8 @@ async def test_a_key_is_printed_once_alone_and_only_its_hash_is_kept(
 
 
 async def test_without_a_valid_key_every_route_is_401_and_a_revoked_key_is_refused(
-        dsn: str, two_accounts: dict[str, str]) -> None:
+    dsn: str, two_accounts: dict[str, str]
+) -> None:
     bad = ({}, auth("einmal_" + "x" * 43), auth("not-ours"), {"Authorization": "Basic eDp4"})
     values = {"email": ALICE, "campaign_id": "1", "verb": "cancel", "name": "news", "key_id": "1"}
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
@@ -65,16 +74,18 @@ async def test_without_a_valid_key_every_route_is_401_and_a_revoked_key_is_refus
     assert len(operations) >= 20
     for kind, headers in enumerate(bad):  # a server each: fewer failures than slow a client down
         async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
-            for method, path in operations[kind::len(bad)]:
+            for method, path in operations[kind :: len(bad)]:
                 answer = await client.request(method.upper(), path.format(**values), headers=headers, json={})
                 assert answer.status_code == 401, (method, path, headers, answer.text)
                 assert answer.headers["www-authenticate"] == "Bearer"
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         key = two_accounts["acme"]
         assert (await client.get("/subscribers", headers=auth(key))).status_code == 200
-        [key_id] = [cells(line)[0] for line in einmal("account", "key", "list", "--account", "acme",
-                                                       dsn=dsn).stdout.splitlines()
-                    if cells(line)[-1] == "-" and cells(line)[2] == "write"]
+        [key_id] = [
+            cells(line)[0]
+            for line in einmal("account", "key", "list", "--account", "acme", dsn=dsn).stdout.splitlines()
+            if cells(line)[-1] == "-" and cells(line)[2] == "write"
+        ]
         assert einmal("account", "key", "revoke", "--account", "acme", key_id, dsn=dsn).returncode == 0
         assert (await client.get("/subscribers", headers=auth(key))).status_code == 401
         again = einmal("account", "key", "revoke", "--account", "acme", key_id, dsn=dsn)
@@ -82,37 +93,60 @@ async def test_without_a_valid_key_every_route_is_401_and_a_revoked_key_is_refus
 
 
 async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_nothing(
-        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]
+) -> None:
     """Every operation of the document, asked by other's key about acme's subscriber, suppression and
     campaign: 404 where it names one, nothing of acme's in a listing, and acme's rows as they were."""
     acme = await conn.fetchval("SELECT id FROM einmal.accounts WHERE name = 'acme'")
-    await conn.execute("INSERT INTO einmal.suppressions (account_id, email_lower, reason) "
-                       "VALUES ($1, 'alice@example.org', 'unsubscribe')", acme)
-    campaign = await conn.fetchval("INSERT INTO einmal.campaigns (account_id, name, subject, from_address, "
-                                   "body_text, list_ids) VALUES ($1, 'c', 's', 'n@example.com', 'b', '{}') "
-                                   "RETURNING id", acme)
+    await conn.execute(
+        "INSERT INTO einmal.suppressions (account_id, email_lower, reason) "
+        "VALUES ($1, 'alice@example.org', 'unsubscribe')",
+        acme,
+    )
+    campaign = await conn.fetchval(
+        "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, "
+        "body_text, list_ids) VALUES ($1, 'c', 's', 'n@example.com', 'b', '{}') "
+        "RETURNING id",
+        acme,
+    )
     await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", acme)
-    await conn.execute("INSERT INTO einmal.list_members SELECT l.id, s.id FROM einmal.lists l, einmal.subscribers s "
-                       "WHERE l.account_id = $1 AND s.account_id = $1", acme)
+    await conn.execute(
+        "INSERT INTO einmal.list_members SELECT l.id, s.id FROM einmal.lists l, einmal.subscribers s "
+        "WHERE l.account_id = $1 AND s.account_id = $1",
+        acme,
+    )
     before = await snapshot(conn)
     other = auth(two_accounts["other"])
     acme_keys = await conn.fetch("SELECT id, prefix FROM einmal.api_keys WHERE account_id = $1", acme)
-    values = {"email": ALICE, "campaign_id": str(campaign), "verb": "cancel", "name": "news",
-              "key_id": str(acme_keys[0]["id"])}
-    bodies = {("put", "/subscribers/{email}"): {"name": "x"}, ("put", "/suppressions/{email}"): {},
-              ("put", "/lists/{name}"): None, ("put", "/lists/{name}/members/{email}"): None,
-              ("put", "/lists/{name}/form"): {"open": True}, ("put", "/lists/{name}/title"): {"title": "x"},
-              ("post", "/campaigns"): None, ("post", "/keys"): None,
-              ("post", "/subscribe"): {"list": "news", "email": ALICE},
-              ("patch", "/campaigns/{campaign_id}"): {"name": "x"}, ("patch", "/account"): None,
-              ("post", "/campaigns/{campaign_id}/retry"): {},
-              ("post", "/campaigns/{campaign_id}/reconcile"): {"decision": "resend"},
-              ("post", "/campaigns/{campaign_id}/test"): {"to": "qa@example.net"}}
+    values = {
+        "email": ALICE,
+        "campaign_id": str(campaign),
+        "verb": "cancel",
+        "name": "news",
+        "key_id": str(acme_keys[0]["id"]),
+    }
+    bodies = {
+        ("put", "/subscribers/{email}"): {"name": "x"},
+        ("put", "/suppressions/{email}"): {},
+        ("put", "/lists/{name}"): None,
+        ("put", "/lists/{name}/members/{email}"): None,
+        ("put", "/lists/{name}/form"): {"open": True},
+        ("put", "/lists/{name}/title"): {"title": "x"},
+        ("post", "/campaigns"): None,
+        ("post", "/keys"): None,
+        ("post", "/subscribe"): {"list": "news", "email": ALICE},
+        ("patch", "/campaigns/{campaign_id}"): {"name": "x"},
+        ("patch", "/account"): None,
+        ("post", "/campaigns/{campaign_id}/retry"): {},
+        ("post", "/campaigns/{campaign_id}/reconcile"): {"decision": "resend"},
+        ("post", "/campaigns/{campaign_id}/test"): {"to": "qa@example.net"},
+    }
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         document = (await client.get("/openapi.json")).json()
         asked = 0
-        operations = sorted(((method, path) for path, ops in document["paths"].items() for method in ops),
-                            key=lambda op: op[0] == "put")  # the PUTs last: they make other's own rows
+        operations = sorted(
+            ((method, path) for path, ops in document["paths"].items() for method in ops), key=lambda op: op[0] == "put"
+        )  # the PUTs last: they make other's own rows
         for method, path in operations:
             if (method, path) in bodies and bodies[(method, path)] is None:
                 continue  # creates in the key's own account: nothing of acme's to reach
@@ -122,13 +156,14 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
             if path == "/subscribe":  # acme's list, by its name: none of other's
                 assert (answer.status_code, answer.json()) == (404, {"error": "no such list"}), answer.text
             elif "{" in path and (method != "put" or path.endswith(("/form", "/title"))):
-                assert (answer.status_code, answer.json()) in ((404, {"error": "no such subscriber"}),
-                                                               (404, {"error": "no such list"}),
-                                                               (404, {"error": "no such suppression"}),
-                                                               (404, {"error": "no such membership"}),
-                                                               (404, {"error": "no such campaign"}),
-                                                               (404, {"error": "no such key"})), \
-                    (method, path, answer.text)
+                assert (answer.status_code, answer.json()) in (
+                    (404, {"error": "no such subscriber"}),
+                    (404, {"error": "no such list"}),
+                    (404, {"error": "no such suppression"}),
+                    (404, {"error": "no such membership"}),
+                    (404, {"error": "no such campaign"}),
+                    (404, {"error": "no such key"}),
+                ), (method, path, answer.text)
             else:
                 assert answer.status_code in (200, 201), (method, path, answer.text)
                 assert "alice" not in answer.text.lower() or method == "put", (method, path, answer.text)
@@ -140,7 +175,10 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
 
 async def snapshot(conn: asyncpg.Connection, account: str = "acme") -> list:
     """acme's subscribers, suppressions, memberships, campaigns and keys, as rows."""
-    return [tuple(r) for r in await conn.fetch("""
+    return [
+        tuple(r)
+        for r in await conn.fetch(
+            """
         SELECT 'subscriber', s.email, s.name || s.status || s.attributes::text FROM einmal.subscribers s
             JOIN einmal.accounts a ON a.id = s.account_id WHERE a.name = $1
         UNION ALL SELECT 'suppression', x.email_lower, x.reason FROM einmal.suppressions x
@@ -151,11 +189,15 @@ async def snapshot(conn: asyncpg.Connection, account: str = "acme") -> list:
             JOIN einmal.accounts a ON a.id = c.account_id WHERE a.name = $1
         UNION ALL SELECT 'key', k.prefix, coalesce(k.revoked_at::text, 'live') FROM einmal.api_keys k
             JOIN einmal.accounts a ON a.id = k.account_id WHERE a.name = $1
-        ORDER BY 1, 2""", account)]
+        ORDER BY 1, 2""",
+            account,
+        )
+    ]
 
 
 async def test_suppressions_are_added_listed_and_removed_for_the_keys_account(
-        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]
+) -> None:
     key = auth(two_accounts["acme"])
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         first = await client.put("/suppressions/Eve@Example.org", headers=key, json={"reason": "asked by phone"})
@@ -172,7 +214,8 @@ async def test_suppressions_are_added_listed_and_removed_for_the_keys_account(
 
 
 async def test_lists_are_made_and_members_put_on_and_taken_off(
-        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]
+) -> None:
     key = auth(two_accounts["acme"])
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         made, found = [await client.put("/lists/Weekly news", headers=key) for _ in range(2)]
@@ -181,28 +224,39 @@ async def test_lists_are_made_and_members_put_on_and_taken_off(
         put = await client.put("/lists/Weekly news/members/ALICE@example.org", headers=key)
         assert put.status_code == 200 and put.json()["added"] is True
         assert (await client.put("/lists/Weekly news/members/alice@example.org", headers=key)).json()["added"] is False
-        assert (await client.put("/lists/nosuch/members/alice@example.org", headers=key)).json() == \
-            {"error": "no such list"}
-        assert (await client.put("/lists/Weekly news/members/zed@example.org", headers=key)).json() == \
-            {"error": "no such subscriber"}
+        assert (await client.put("/lists/nosuch/members/alice@example.org", headers=key)).json() == {
+            "error": "no such list"
+        }
+        assert (await client.put("/lists/Weekly news/members/zed@example.org", headers=key)).json() == {
+            "error": "no such subscriber"
+        }
         lists = (await client.get("/lists", headers=key)).json()
         assert [(x["name"], x["members"]) for x in lists] == [("Weekly news", 1)]
         members = (await client.get("/subscribers", headers=key, params={"list": "Weekly news"})).json()
-        assert [s["email"] for s in members["subscribers"]] == [ALICE] and members["subscribers"][0]["lists"] == \
-            ["Weekly news"]
+        assert [s["email"] for s in members["subscribers"]] == [ALICE] and members["subscribers"][0]["lists"] == [
+            "Weekly news"
+        ]
         assert (await client.delete("/lists/Weekly news/members/alice@EXAMPLE.org", headers=key)).status_code == 204
         assert (await client.delete("/lists/Weekly news/members/alice@example.org", headers=key)).status_code == 404
         assert (await client.get("/subscribers", headers=key, params={"list": "Weekly news"})).json()[
-            "subscribers"] == []
+            "subscribers"
+        ] == []
 
 
 async def test_a_campaign_is_created_approved_and_cancelled_and_its_status_read(
-        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]
+) -> None:
     acme = await conn.fetchval("SELECT id FROM einmal.accounts WHERE name = 'acme'")
     await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", acme)
     key = auth(two_accounts["acme"])
-    draft = {"name": "Spring", "subject": "Hello {{ name }}", "from": "News <news@example.com>",
-             "text": "Hi {{ name }}", "lists": ["news"], "at": "2099-01-01T09:00:00+01:00"}
+    draft = {
+        "name": "Spring",
+        "subject": "Hello {{ name }}",
+        "from": "News <news@example.com>",
+        "text": "Hi {{ name }}",
+        "lists": ["news"],
+        "at": "2099-01-01T09:00:00+01:00",
+    }
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         made = await client.post("/campaigns", headers=key, json=draft)
         assert made.status_code == 201, made.text
@@ -251,11 +305,13 @@ async def client_post_language(dsn: str, key: dict, draft: dict) -> int:
 
 
 async def test_put_creates_then_updates_one_subscriber_per_mailbox_and_get_finds_any_spelling(
-        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]) -> None:
+    conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]
+) -> None:
     key = auth(two_accounts["acme"])
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
-        updated = await client.put("/subscribers/ALICE@example.ORG", headers=key,
-                                   json={"name": "Alice", "attributes": {"plan": "pro"}})
+        updated = await client.put(
+            "/subscribers/ALICE@example.ORG", headers=key, json={"name": "Alice", "attributes": {"plan": "pro"}}
+        )
         assert updated.status_code == 200, updated.text
         body = updated.json()
         assert (body["email"], body["name"], body["attributes"]) == (ALICE, "Alice", {"city": "Köln", "plan": "pro"})
@@ -267,33 +323,41 @@ async def test_put_creates_then_updates_one_subscriber_per_mailbox_and_get_finds
         second = (await client.get("/subscribers", headers=key, params={"limit": 1, "cursor": first["next"]})).json()
         assert [s["email"] for s in first["subscribers"] + second["subscribers"]] == [ALICE, "carol@bücher.example"]
         assert second["next"] is None
-        read_only = await client.put("/subscribers/dave@example.org", headers=auth(two_accounts["acme-read"]),
-                                     json={})
+        read_only = await client.put("/subscribers/dave@example.org", headers=auth(two_accounts["acme-read"]), json={})
         assert read_only.status_code == 403
     assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers WHERE email_lower LIKE 'dave%'") == 0
 
 
 async def test_upserts_of_one_mailbox_at_once_make_one_subscriber_and_wait_for_an_import(
-        conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """30 PUTs of one new mailbox in three spellings at once: one subscriber, created by exactly one of them,
     every attribute merged. While an import holds the account's lock, a PUT waits for it, then is 503."""
     monkeypatch.setattr(subscribers, "LOCK_SECONDS", 0.5)
     key = auth(two_accounts["acme"])
     spellings = ["Race@example.org", "race@EXAMPLE.org", "RACE@example.org"]
     answers: list[httpx.Response] = []
-    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1",
-                                                           limits=httpx.Limits(max_connections=30)) as client:
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(base_url=f"{base}/api/v1", limits=httpx.Limits(max_connections=30)) as client,
+    ):
+
         async def put(i: int) -> None:
-            answers.append(await client.put(f"/subscribers/{spellings[i % 3]}", headers=key,
-                                            json={"attributes": {f"a{i}": str(i)}}))
+            answers.append(
+                await client.put(
+                    f"/subscribers/{spellings[i % 3]}", headers=key, json={"attributes": {f"a{i}": str(i)}}
+                )
+            )
 
         async with anyio.create_task_group() as tg:
             for i in range(30):
                 tg.start_soon(put, i)
         assert sorted(a.status_code for a in answers) == [200] * 29 + [201], [a.text for a in answers]
         async with conn.transaction():
-            await conn.execute(db.query("subscribers_import_lock"),
-                               await conn.fetchval("SELECT id FROM einmal.accounts WHERE name = 'acme'"))
+            await conn.execute(
+                db.query("subscribers_import_lock"),
+                await conn.fetchval("SELECT id FROM einmal.accounts WHERE name = 'acme'"),
+            )
             started = anyio.current_time()
             waited = await client.put("/subscribers/someone@example.org", headers=key, json={})
             assert (waited.status_code, waited.headers["retry-after"]) == (503, "5"), waited.text
@@ -303,8 +367,9 @@ async def test_upserts_of_one_mailbox_at_once_make_one_subscriber_and_wait_for_a
     assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers WHERE email_lower LIKE 'someone%'") == 0
 
 
-async def test_delete_erases_as_the_command_line_does(conn: asyncpg.Connection, dsn: str,
-                                                       two_accounts: dict[str, str]) -> None:
+async def test_delete_erases_as_the_command_line_does(
+    conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]
+) -> None:
     key = auth(two_accounts["acme"])
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         assert (await client.delete("/subscribers/alice@example.org", headers=key)).status_code == 204
@@ -314,22 +379,28 @@ async def test_delete_erases_as_the_command_line_does(conn: asyncpg.Connection, 
     assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers WHERE email = $1", ALICE) == 0
 
 
-async def test_bad_input_is_a_4xx_with_nothing_written(conn: asyncpg.Connection, dsn: str,
-                                                      two_accounts: dict[str, str]) -> None:
+async def test_bad_input_is_a_4xx_with_nothing_written(
+    conn: asyncpg.Connection, dsn: str, two_accounts: dict[str, str]
+) -> None:
     key = auth(two_accounts["acme"])
     before = await conn.fetchval("SELECT count(*) FROM einmal.subscribers")
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         cases = {
             "not an address": (client.put("/subscribers/nobody", headers=key, json={}), 422),
             "unknown field": (client.put("/subscribers/e@example.org", headers=key, json={"status": "x"}), 422),
-            "not JSON": (client.put("/subscribers/e@example.org", content=b"{",
-                                    headers={**key, "content-type": "application/json"}), 422),
-            "body over 64 KiB": (client.put("/subscribers/e@example.org", headers=key,
-                                            json={"name": "x" * 70_000}), 413),
+            "not JSON": (
+                client.put(
+                    "/subscribers/e@example.org", content=b"{", headers={**key, "content-type": "application/json"}
+                ),
+                422,
+            ),
+            "body over 64 KiB": (
+                client.put("/subscribers/e@example.org", headers=key, json={"name": "x" * 70_000}),
+                413,
+            ),
             "bad cursor": (client.get("/subscribers", headers=key, params={"cursor": "-1"}), 422),
             "limit too high": (client.get("/subscribers", headers=key, params={"limit": 501}), 422),
-            "control characters": (client.put("/subscribers/e@example.org", headers=key,
-                                              json={"name": "a\x00b"}), 422),
+            "control characters": (client.put("/subscribers/e@example.org", headers=key, json={"name": "a\x00b"}), 422),
         }
         for what, (request, status) in cases.items():
             answer = await request
@@ -344,16 +415,32 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
     assert answer.status_code == 200
     document = answer.json()
     assert document["openapi"].startswith("3.1")
-    assert set(document["paths"]) == {"/subscribers", "/subscribers/{email}", "/suppressions", "/suppressions/{email}",
-                                      "/campaigns", "/campaigns/{campaign_id}",
-                                      "/campaigns/{campaign_id}/approve", "/campaigns/{campaign_id}/pause",
-                                      "/campaigns/{campaign_id}/resume", "/campaigns/{campaign_id}/cancel",
-                                      "/campaigns/{campaign_id}/preview", "/campaigns/{campaign_id}/test",
-                                      "/lists", "/lists/{name}", "/lists/{name}/members/{email}", "/lists/{name}/form",
-                                      "/lists/{name}/title",
-                                      "/keys", "/keys/{key_id}", "/subscribe", "/account",
-                                      "/campaigns/{campaign_id}/retry", "/campaigns/{campaign_id}/in-doubt",
-                                      "/campaigns/{campaign_id}/reconcile"}
+    assert set(document["paths"]) == {
+        "/subscribers",
+        "/subscribers/{email}",
+        "/suppressions",
+        "/suppressions/{email}",
+        "/campaigns",
+        "/campaigns/{campaign_id}",
+        "/campaigns/{campaign_id}/approve",
+        "/campaigns/{campaign_id}/pause",
+        "/campaigns/{campaign_id}/resume",
+        "/campaigns/{campaign_id}/cancel",
+        "/campaigns/{campaign_id}/preview",
+        "/campaigns/{campaign_id}/test",
+        "/lists",
+        "/lists/{name}",
+        "/lists/{name}/members/{email}",
+        "/lists/{name}/form",
+        "/lists/{name}/title",
+        "/keys",
+        "/keys/{key_id}",
+        "/subscribe",
+        "/account",
+        "/campaigns/{campaign_id}/retry",
+        "/campaigns/{campaign_id}/in-doubt",
+        "/campaigns/{campaign_id}/reconcile",
+    }
     assert set(document["paths"]["/campaigns/{campaign_id}"]) == {"get", "patch"}
     assert set(document["paths"]["/subscribers/{email}"]) == {"get", "put", "delete"}
     assert {"Subscriber", "SubscriberPage", "SubscriberFields", "Problem"} <= set(document["components"]["schemas"])

@@ -12,17 +12,24 @@ from service.settings import Settings
 
 # the ids clients' functions are named after: changing one breaks their code, so it is a choice made here
 OPERATIONS = {
-    ("get", "/subscribers"): "list_subscribers", ("get", "/subscribers/{email}"): "get_subscriber",
-    ("put", "/subscribers/{email}"): "put_subscriber", ("delete", "/subscribers/{email}"): "delete_subscriber",
-    ("get", "/lists"): "list_lists", ("put", "/lists/{name}"): "put_list",
-    ("get", "/lists/{name}/form"): "get_list_form", ("put", "/lists/{name}/form"): "put_list_form",
+    ("get", "/subscribers"): "list_subscribers",
+    ("get", "/subscribers/{email}"): "get_subscriber",
+    ("put", "/subscribers/{email}"): "put_subscriber",
+    ("delete", "/subscribers/{email}"): "delete_subscriber",
+    ("get", "/lists"): "list_lists",
+    ("put", "/lists/{name}"): "put_list",
+    ("get", "/lists/{name}/form"): "get_list_form",
+    ("put", "/lists/{name}/form"): "put_list_form",
     ("put", "/lists/{name}/title"): "put_list_title",
     ("put", "/lists/{name}/members/{email}"): "put_member",
     ("delete", "/lists/{name}/members/{email}"): "delete_member",
-    ("get", "/suppressions"): "list_suppressions", ("put", "/suppressions/{email}"): "put_suppression",
+    ("get", "/suppressions"): "list_suppressions",
+    ("put", "/suppressions/{email}"): "put_suppression",
     ("delete", "/suppressions/{email}"): "delete_suppression",
-    ("get", "/campaigns"): "list_campaigns", ("post", "/campaigns"): "create_campaign",
-    ("get", "/campaigns/{campaign_id}"): "get_campaign", ("patch", "/campaigns/{campaign_id}"): "change_draft",
+    ("get", "/campaigns"): "list_campaigns",
+    ("post", "/campaigns"): "create_campaign",
+    ("get", "/campaigns/{campaign_id}"): "get_campaign",
+    ("patch", "/campaigns/{campaign_id}"): "change_draft",
     ("post", "/campaigns/{campaign_id}/approve"): "approve_campaign",
     ("post", "/campaigns/{campaign_id}/pause"): "pause_campaign",
     ("post", "/campaigns/{campaign_id}/resume"): "resume_campaign",
@@ -32,8 +39,11 @@ OPERATIONS = {
     ("post", "/campaigns/{campaign_id}/reconcile"): "reconcile_campaign",
     ("get", "/campaigns/{campaign_id}/preview"): "preview_campaign",
     ("post", "/campaigns/{campaign_id}/test"): "send_test_message",
-    ("get", "/keys"): "list_keys", ("post", "/keys"): "create_key", ("delete", "/keys/{key_id}"): "revoke_key",
-    ("get", "/account"): "get_account", ("patch", "/account"): "change_account",
+    ("get", "/keys"): "list_keys",
+    ("post", "/keys"): "create_key",
+    ("delete", "/keys/{key_id}"): "revoke_key",
+    ("get", "/account"): "get_account",
+    ("patch", "/account"): "change_account",
     ("post", "/subscribe"): "subscribe",
 }
 
@@ -51,8 +61,9 @@ def test_every_operation_has_its_own_stable_snake_case_id_not_fastapis_default()
         assert route.operation_id != generate_unique_id(route), (route.path, route.operation_id)
         assert re.fullmatch(r"[a-z]+(_[a-z]+)*", route.operation_id), route.operation_id
     document = made.openapi()
-    ids = {(method, path): op.get("operationId") for path, ops in document["paths"].items()
-           for method, op in ops.items()}
+    ids = {
+        (method, path): op.get("operationId") for path, ops in document["paths"].items() for method, op in ops.items()
+    }
     assert ids == OPERATIONS
     assert len(set(ids.values())) == len(ids)
 
@@ -78,8 +89,10 @@ def test_every_post_declares_the_idempotency_key_and_its_answers() -> None:
                 kept = status != "401" and not status.startswith("5")
                 assert ("Idempotent-Replayed" in answer.get("headers", {})) == kept, (path, status)
     assert posts == 10
-    assert document["paths"]["/subscribe"]["post"]["responses"]["429"]["headers"]["Retry-After"]["schema"] == \
-        {"type": "integer"}
+    assert document["paths"]["/subscribe"]["post"]["responses"]["429"]["headers"]["Retry-After"]["schema"] == {
+        "type": "integer"
+    }
     # a route's own 409 keeps its meaning beside the wait's
     assert document["paths"]["/keys"]["post"]["responses"]["409"]["description"].startswith(
-        "its Idempotency-Key's request was done")
+        "its Idempotency-Key's request was done"
+    )

@@ -27,17 +27,18 @@ async def keys(conn: asyncpg.Connection, dsn: str) -> dict[str, str]:
 
 
 async def test_a_repeat_returns_the_first_answer_without_a_second_effect(
-        conn: asyncpg.Connection, dsn: str, keys: dict[str, str]) -> None:
+    conn: asyncpg.Connection, dsn: str, keys: dict[str, str]
+) -> None:
     headers = {**auth(keys["acme"]), "Idempotency-Key": "order-1"}
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         first = await client.post("/campaigns", headers=headers, json=DRAFT)
         again = await client.post("/campaigns", headers=headers, json=DRAFT)
         other_body = await client.post("/campaigns", headers=headers, json={**DRAFT, "name": "Autumn"})
-        other_key = await client.post("/campaigns", headers={**auth(keys["other"]), "Idempotency-Key": "order-1"},
-                                      json=DRAFT)
+        other_key = await client.post(
+            "/campaigns", headers={**auth(keys["other"]), "Idempotency-Key": "order-1"}, json=DRAFT
+        )
         unkeyed = await client.post("/campaigns", headers=auth(keys["acme"]), json=DRAFT)
-        bad = await client.post("/campaigns", headers={**auth(keys["acme"]), "Idempotency-Key": "x" * 201},
-                                json=DRAFT)
+        bad = await client.post("/campaigns", headers={**auth(keys["acme"]), "Idempotency-Key": "x" * 201}, json=DRAFT)
         approve = {**auth(keys["acme"]), "Idempotency-Key": "approve-1"}
         url = f"/campaigns/{first.json()['id']}/approve"
         approved, approved_again = [await client.post(url, headers=approve) for _ in range(2)]
@@ -49,17 +50,23 @@ async def test_a_repeat_returns_the_first_answer_without_a_second_effect(
     assert unkeyed.status_code == 201 and bad.status_code == 400
     assert (approved.status_code, approved_again.status_code) == (200, 200), approved_again.text  # not 409
     assert approved_again.content == approved.content
-    counts = await conn.fetch("SELECT a.name, count(*) FROM einmal.campaigns c JOIN einmal.accounts a "
-                              "ON a.id = c.account_id GROUP BY 1 ORDER BY 1")
+    counts = await conn.fetch(
+        "SELECT a.name, count(*) FROM einmal.campaigns c JOIN einmal.accounts a "
+        "ON a.id = c.account_id GROUP BY 1 ORDER BY 1"
+    )
     assert [tuple(r) for r in counts] == [("acme", 2), ("other", 1)]
 
 
 async def test_fifty_identical_posts_at_once_make_one_campaign_and_one_answer(
-        conn: asyncpg.Connection, dsn: str, keys: dict[str, str]) -> None:
+    conn: asyncpg.Connection, dsn: str, keys: dict[str, str]
+) -> None:
     headers = {**auth(keys["acme"]), "Idempotency-Key": "burst"}
     answers = []
-    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1",
-                                                          limits=httpx.Limits(max_connections=50)) as client:
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(base_url=f"{base}/api/v1", limits=httpx.Limits(max_connections=50)) as client,
+    ):
+
         async def post() -> None:
             answers.append(await client.post("/campaigns", headers=headers, json=DRAFT, timeout=30))
 
@@ -77,8 +84,9 @@ async def inserted_claims(conn: asyncpg.Connection, at_least: int) -> int:
     have closed), once they count `at_least` (10 s at most)."""
     for _ in range(100):
         await conn.execute("SELECT pg_stat_clear_snapshot()")
-        inserted = await conn.fetchval("SELECT n_tup_ins FROM pg_stat_user_tables "
-                                       "WHERE schemaname = 'einmal' AND relname = 'api_requests'")
+        inserted = await conn.fetchval(
+            "SELECT n_tup_ins FROM pg_stat_user_tables WHERE schemaname = 'einmal' AND relname = 'api_requests'"
+        )
         if inserted >= at_least:
             return inserted
         await anyio.sleep(0.1)
@@ -86,10 +94,14 @@ async def inserted_claims(conn: asyncpg.Connection, at_least: int) -> int:
 
 
 async def test_a_request_without_a_valid_key_claims_no_idempotency_key(
-        conn: asyncpg.Connection, dsn: str, keys: dict[str, str]) -> None:
+    conn: asyncpg.Connection, dsn: str, keys: dict[str, str]
+) -> None:
     statuses = []
-    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1",
-                                                          limits=httpx.Limits(max_connections=20)) as client:
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(base_url=f"{base}/api/v1", limits=httpx.Limits(max_connections=20)) as client,
+    ):
+
         async def post(headers: dict[str, str], n: int) -> None:
             answer = await client.post("/campaigns", headers={**headers, "Idempotency-Key": f"k{n}"}, json=DRAFT)
             statuses.append(answer.status_code)
@@ -105,20 +117,27 @@ async def test_a_request_without_a_valid_key_claims_no_idempotency_key(
 
 
 async def test_the_same_json_written_otherwise_is_the_same_request(
-        conn: asyncpg.Connection, dsn: str, keys: dict[str, str]) -> None:
+    conn: asyncpg.Connection, dsn: str, keys: dict[str, str]
+) -> None:
     headers = {**auth(keys["acme"]), "Idempotency-Key": "order-2", "Content-Type": "application/json"}
     written = json.dumps(DRAFT)
-    otherwise = ["{\n  " + json.dumps(dict(reversed(DRAFT.items())))[1:-1] + "\n}\n", written + "\n",
-                 json.dumps(DRAFT, indent=4)]
+    otherwise = [
+        "{\n  " + json.dumps(dict(reversed(DRAFT.items())))[1:-1] + "\n}\n",
+        written + "\n",
+        json.dumps(DRAFT, indent=4),
+    ]
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         first = await client.post("/campaigns", headers=headers, content=written)
         again = [await client.post("/campaigns", headers=headers, content=body) for body in otherwise]
         other = await client.post("/campaigns", headers=headers, content=json.dumps({**DRAFT, "text": "Hi!"}))
-        not_json = [await client.post("/campaigns", headers={**headers, "Idempotency-Key": "raw"}, content=body)
-                    for body in (b"{nope", b"{nope ")]
+        not_json = [
+            await client.post("/campaigns", headers={**headers, "Idempotency-Key": "raw"}, content=body)
+            for body in (b"{nope", b"{nope ")
+        ]
     assert first.status_code == 201
-    assert [(a.status_code, a.headers.get("idempotent-replayed")) for a in again] == [(201, "true")] * 3, \
-        [a.text for a in again]  # before: 422, "another request"
+    assert [(a.status_code, a.headers.get("idempotent-replayed")) for a in again] == [(201, "true")] * 3, [
+        a.text for a in again
+    ]  # before: 422, "another request"
     assert all(a.content == first.content for a in again)
     assert other.status_code == 422
     assert [a.status_code for a in not_json] == [422, 422]  # a body that is not JSON is compared as bytes:
@@ -127,7 +146,8 @@ async def test_the_same_json_written_otherwise_is_the_same_request(
 
 
 async def test_a_claim_left_unanswered_is_taken_over_by_the_same_request_only(
-        conn: asyncpg.Connection, dsn: str, keys: dict[str, str]) -> None:
+    conn: asyncpg.Connection, dsn: str, keys: dict[str, str]
+) -> None:
     headers = {**auth(keys["acme"]), "Idempotency-Key": "crashed"}
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         first = await client.post("/campaigns", headers=headers, json=DRAFT)
@@ -135,8 +155,11 @@ async def test_a_claim_left_unanswered_is_taken_over_by_the_same_request_only(
             while await conn.fetchval("SELECT status FROM einmal.api_requests") is None:
                 await anyio.sleep(0.01)
         # as if the node had died while running it: the claim without an answer, past the takeover's wait
-        await conn.execute("UPDATE einmal.api_requests SET status = NULL, content_type = NULL, body = NULL, "
-                           "claimed_at = now() - make_interval(secs => $1)", idempotency.TAKEOVER_SECONDS + 60)
+        await conn.execute(
+            "UPDATE einmal.api_requests SET status = NULL, content_type = NULL, body = NULL, "
+            "claimed_at = now() - make_interval(secs => $1)",
+            idempotency.TAKEOVER_SECONDS + 60,
+        )
         another = await client.post("/campaigns", headers=headers, json={**DRAFT, "name": "Autumn"})
         same = await client.post("/campaigns", headers=headers, json=DRAFT)
     assert first.status_code == 201

@@ -22,15 +22,17 @@ async def test_a_write_key_creates_lists_and_revokes_its_account_s_keys(conn: as
     await conn.execute("INSERT INTO einmal.accounts (name) VALUES ('acme'), ('other')")
     write, read, other = make_key(dsn, "acme"), make_key(dsn, "acme", "--scope", "read"), make_key(dsn, "other")
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
-        made = await client.post("/keys", headers={**auth(write), "Idempotency-Key": "k1"},
-                                 json={"name": "reports", "scope": "read"})
+        made = await client.post(
+            "/keys", headers={**auth(write), "Idempotency-Key": "k1"}, json={"name": "reports", "scope": "read"}
+        )
         assert made.status_code == 201, made.text
         new = made.json()
         assert (new["name"], new["scope"], new["revoked_at"]) == ("reports", "read", None)
-        assert new["key"].startswith("einmal_") and new["prefix"] == new["key"][:keys.PREFIX]
+        assert new["key"].startswith("einmal_") and new["prefix"] == new["key"][: keys.PREFIX]
         assert made.headers["cache-control"] == "no-store"
-        replayed = await client.post("/keys", headers={**auth(write), "Idempotency-Key": "k1"},
-                                     json={"name": "reports", "scope": "read"})
+        replayed = await client.post(
+            "/keys", headers={**auth(write), "Idempotency-Key": "k1"}, json={"name": "reports", "scope": "read"}
+        )
         assert replayed.status_code == 409 and new["key"] not in replayed.text, replayed.text
         assert (await client.get("/subscribers", headers=auth(new["key"]))).status_code == 200
         assert (await client.post("/keys", headers=auth(new["key"]), json={"scope": "write"})).status_code == 403
@@ -71,12 +73,14 @@ def from_address(address: str, base: str) -> httpx.AsyncClient:
 
 
 async def test_past_its_free_failures_a_network_is_refused_429_with_retry_after_at_once(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     await conn.execute("INSERT INTO einmal.accounts (name) VALUES ('acme')")
     valid = make_key(dsn, "acme")
     await fresh_window(conn)
     answers: list[httpx.Response] = []
     async with http_server(dsn) as base, from_address("127.0.0.1", base) as client:
+
         async def guess(n: int) -> None:
             answers.append(await client.get("/subscribers", headers=auth(f"einmal_guess{n}")))
 
@@ -97,13 +101,15 @@ async def test_past_its_free_failures_a_network_is_refused_429_with_retry_after_
     assert valid_here.status_code == 429  # a valid key from the network is refused too: a guess tells nothing
     assert no_key.status_code == 401  # no key guesses nothing: not refused, not counted
     assert valid_elsewhere.status_code == 200
-    hits = await conn.fetchval("SELECT hits FROM einmal.client_counts WHERE kind = $1 AND client = '127.0.0.0/24'",
-                               Guesses.KIND)
+    hits = await conn.fetchval(
+        "SELECT hits FROM einmal.client_counts WHERE kind = $1 AND client = '127.0.0.0/24'", Guesses.KIND
+    )
     assert Guesses.FREE < hits <= 60
 
 
 async def test_addresses_of_one_network_are_one_client_and_two_nodes_share_its_count(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     await fresh_window(conn)
     statuses = []
     async with http_server(dsn) as first, http_server(dsn) as second:

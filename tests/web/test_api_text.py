@@ -19,11 +19,19 @@ NUL_ERROR = "text with a character that cannot be stored (NUL)"
 
 async def stored(conn: asyncpg.Connection) -> dict[str, list]:
     """Everything of the API's tables the requests below could write, as rows."""
-    tables = {"subscribers": "email, name, attributes::text", "lists": "name", "list_members": "list_id, subscriber_id",
-              "suppressions": "email_lower, reason", "campaigns": "name, subject, status",
-              "api_keys": "name, revoked_at", "accounts": "name, display_name, contact"}
-    return {table: [tuple(r) for r in await conn.fetch(f"SELECT {columns} FROM einmal.{table} ORDER BY 1")]
-            for table, columns in tables.items()}
+    tables = {
+        "subscribers": "email, name, attributes::text",
+        "lists": "name",
+        "list_members": "list_id, subscriber_id",
+        "suppressions": "email_lower, reason",
+        "campaigns": "name, subject, status",
+        "api_keys": "name, revoked_at",
+        "accounts": "name, display_name, contact",
+    }
+    return {
+        table: [tuple(r) for r in await conn.fetch(f"SELECT {columns} FROM einmal.{table} ORDER BY 1")]
+        for table, columns in tables.items()
+    }
 
 
 @pytest.fixture
@@ -31,17 +39,25 @@ async def acme(conn: asyncpg.Connection, dsn: str) -> tuple[dict[str, str], int]
     """Account acme with a key, a list news with subscriber ada on it, and a draft campaign to news."""
     account = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('acme') RETURNING id")
     news = await conn.fetchval("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news') RETURNING id", account)
-    ada = await conn.fetchval("INSERT INTO einmal.subscribers (account_id, email, email_lower) "
-                              "VALUES ($1, 'ada@example.org', 'ada@example.org') RETURNING id", account)
+    ada = await conn.fetchval(
+        "INSERT INTO einmal.subscribers (account_id, email, email_lower) "
+        "VALUES ($1, 'ada@example.org', 'ada@example.org') RETURNING id",
+        account,
+    )
     await conn.execute("INSERT INTO einmal.list_members (list_id, subscriber_id) VALUES ($1, $2)", news, ada)
-    campaign = await conn.fetchval("INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, "
-                                   "list_ids) VALUES ($1, 'c', 's', 'n@example.com', 'b', ARRAY[$2::bigint]) "
-                                   "RETURNING id", account, news)
+    campaign = await conn.fetchval(
+        "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, "
+        "list_ids) VALUES ($1, 'c', 's', 'n@example.com', 'b', ARRAY[$2::bigint]) "
+        "RETURNING id",
+        account,
+        news,
+    )
     return auth(make_key(dsn, "acme")), campaign
 
 
 async def test_a_nul_in_a_json_key_or_value_at_any_depth_is_422_and_nothing_is_written(
-        conn: asyncpg.Connection, dsn: str, acme: tuple[dict[str, str], int]) -> None:
+    conn: asyncpg.Connection, dsn: str, acme: tuple[dict[str, str], int]
+) -> None:
     key, campaign = acme
     draft = {"name": "Spring", "subject": "Hello", "from": "news@example.org", "text": "Hi", "lists": ["news"]}
     requests = [
@@ -73,17 +89,26 @@ async def test_a_nul_in_a_json_key_or_value_at_any_depth_is_422_and_nothing_is_w
 
 
 async def test_a_nul_or_bytes_not_utf8_in_an_api_path_or_query_are_422_and_nothing_is_stored(
-        conn: asyncpg.Connection, dsn: str, acme: tuple[dict[str, str], int]) -> None:
+    conn: asyncpg.Connection, dsn: str, acme: tuple[dict[str, str], int]
+) -> None:
     key, campaign = acme
     requests = [
-        ("PUT", "/lists/%FF%FE", None), ("PUT", "/lists/ne%00ws", None), ("PUT", "/lists/caf%C3", None),
-        ("PUT", "/subscribers/a%C3@x.example", {}), ("PUT", "/subscribers/a%00@x.example", {}),
+        ("PUT", "/lists/%FF%FE", None),
+        ("PUT", "/lists/ne%00ws", None),
+        ("PUT", "/lists/caf%C3", None),
+        ("PUT", "/subscribers/a%C3@x.example", {}),
+        ("PUT", "/subscribers/a%00@x.example", {}),
         ("PUT", "/subscribers/%E9ve@example.org", {}),  # Latin-1 for é: not UTF-8
-        ("PUT", "/suppressions/a%C3@x.example", {}), ("PUT", "/suppressions/eve%00@example.org", {}),
-        ("PUT", "/lists/news/members/ada%FF@example.org", None), ("PUT", "/lists/n%FFws/members/ada@example.org", None),
-        ("DELETE", "/subscribers/ada%FF@example.org", None), ("DELETE", "/suppressions/%FF", None),
-        ("GET", "/subscribers/ada%00@example.org", None), ("GET", "/subscribers?list=n%FFws", None),
-        ("GET", "/subscribers?list=ne%00ws", None), ("GET", "/suppressions?cursor=%C3", None),
+        ("PUT", "/suppressions/a%C3@x.example", {}),
+        ("PUT", "/suppressions/eve%00@example.org", {}),
+        ("PUT", "/lists/news/members/ada%FF@example.org", None),
+        ("PUT", "/lists/n%FFws/members/ada@example.org", None),
+        ("DELETE", "/subscribers/ada%FF@example.org", None),
+        ("DELETE", "/suppressions/%FF", None),
+        ("GET", "/subscribers/ada%00@example.org", None),
+        ("GET", "/subscribers?list=n%FFws", None),
+        ("GET", "/subscribers?list=ne%00ws", None),
+        ("GET", "/suppressions?cursor=%C3", None),
         ("GET", f"/campaigns/{campaign}/preview?subscriber=ada%FF@example.org", None),
     ]
     before = await stored(conn)
@@ -104,14 +129,20 @@ async def test_a_nul_or_bytes_not_utf8_in_an_api_path_or_query_are_422_and_nothi
 
 
 async def test_a_nul_or_bytes_not_utf8_in_a_site_path_or_query_are_422_in_plain_text(
-        conn: asyncpg.Connection, dsn: str, acme: tuple[dict[str, str], int]) -> None:
+    conn: asyncpg.Connection, dsn: str, acme: tuple[dict[str, str], int]
+) -> None:
     list_id = await conn.fetchval("SELECT id FROM einmal.lists")
     before = await stored(conn)
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=base) as client:
-        for method, url in (("POST", "/unsubscribe?token=%FF%FE"), ("GET", "/unsubscribe?token=a%00b"),
-                            ("POST", "/confirm?token=%C3"), ("GET", "/confirm?token=%00"),
-                            ("GET", f"/lists/{list_id}/subscribe?x=%FF"), ("GET", "/healthz%FF"),
-                            ("POST", "/inbound/postmark%00")):
+        for method, url in (
+            ("POST", "/unsubscribe?token=%FF%FE"),
+            ("GET", "/unsubscribe?token=a%00b"),
+            ("POST", "/confirm?token=%C3"),
+            ("GET", "/confirm?token=%00"),
+            ("GET", f"/lists/{list_id}/subscribe?x=%FF"),
+            ("GET", "/healthz%FF"),
+            ("POST", "/inbound/postmark%00"),
+        ):
             answer = await client.request(method, url, headers={"accept": "text/html"})
             assert answer.status_code == 422, (method, url, answer.status_code, answer.text)
             assert answer.headers["content-type"].startswith("text/plain"), (method, url)
@@ -121,7 +152,8 @@ async def test_a_nul_or_bytes_not_utf8_in_a_site_path_or_query_are_422_in_plain_
 
 
 async def test_a_nul_in_a_header_value_is_refused_by_the_server_before_any_route(
-        conn: asyncpg.Connection, dsn: str, acme: tuple[dict[str, str], int]) -> None:
+    conn: asyncpg.Connection, dsn: str, acme: tuple[dict[str, str], int]
+) -> None:
     """h11 refuses the request line by line: no header value with a NUL reaches the API (Idempotency-Key, the
     key) or the site (the User-Agent a confirmation records)."""
     key, _ = acme
@@ -129,11 +161,17 @@ async def test_a_nul_in_a_header_value_is_refused_by_the_server_before_any_route
     async with http_server(dsn) as base:
         host, port = base.removeprefix("http://").split(":")
         authorization = b"Authorization: " + key["Authorization"].encode()
-        for headers in ((authorization, b"Idempotency-Key: a\x00b"), (authorization, b"User-Agent: x\x00"),
-                        (authorization + b"\x00",)):
+        for headers in (
+            (authorization, b"Idempotency-Key: a\x00b"),
+            (authorization, b"User-Agent: x\x00"),
+            (authorization + b"\x00",),
+        ):
             async with await anyio.connect_tcp(host, int(port)) as stream:
-                await stream.send(b"\r\n".join([b"PUT /api/v1/lists/fresh HTTP/1.1", b"Host: x", b"Content-Length: 0",
-                                                *headers, b"", b""]))
+                await stream.send(
+                    b"\r\n".join(
+                        [b"PUT /api/v1/lists/fresh HTTP/1.1", b"Host: x", b"Content-Length: 0", *headers, b"", b""]
+                    )
+                )
                 answer = await stream.receive()
             assert answer.startswith(b"HTTP/1.1 400 "), (headers, answer)
     assert await stored(conn) == before

@@ -41,12 +41,16 @@ async def until_closed(stream: SocketStream, seconds: float = 20) -> bytes:
 
 
 def post_head(path: str, length: int) -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: einmal\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {length}\r\n\r\n").encode()
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: einmal\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    ).encode()
 
 
-@pytest.mark.parametrize("sent", [b"", b"GET /heal", b"GET /healthz HTTP/1.1\r\nHost: einmal\r\n"],
-                         ids=["idle", "half a request line", "headers without their end"])
+@pytest.mark.parametrize(
+    "sent",
+    [b"", b"GET /heal", b"GET /healthz HTTP/1.1\r\nHost: einmal\r\n"],
+    ids=["idle", "half a request line", "headers without their end"],
+)
 async def test_a_request_whose_head_does_not_arrive_in_time_is_closed(dsn: str, sent: bytes) -> None:
     async with http_server(dsn, **SHORT) as base, await connect(base) as stream:
         if sent:
@@ -67,6 +71,7 @@ async def test_a_body_that_does_not_arrive_in_time_is_closed(dsn: str, drip: boo
     async with http_server(dsn, **SHORT, **MAILGUN) as base, await connect(base) as stream:
         await stream.send(post_head("/inbound/mailgun", 1024 * 1024) + b"{" + b" " * 1023)
         async with anyio.create_task_group() as tg:
+
             async def dribble() -> None:
                 for _ in range(400):  # 20 s at most, far short of the declared length
                     await stream.send(b" ")
@@ -94,8 +99,9 @@ async def test_a_connection_whose_client_takes_no_answers_is_closed(dsn: str) ->
             # pipelined scrapes whose answers are never read: the server's buffers fill, then its writes wait
             requests = b"GET /metrics HTTP/1.1\r\nHost: einmal\r\n\r\n" * 5000
             async with anyio.create_task_group() as tg:
-                tg.start_soon(functools.partial(anyio.to_thread.run_sync, client.sendall, requests,
-                                                abandon_on_cancel=True))
+                tg.start_soon(
+                    functools.partial(anyio.to_thread.run_sync, client.sendall, requests, abandon_on_cancel=True)
+                )
                 with anyio.fail_after(30):
                     while served():
                         await anyio.sleep(0.05)
@@ -125,12 +131,14 @@ def body_bytes(metrics: str) -> float:
 
 async def test_at_the_cap_with_every_connection_inside_a_request_a_new_one_is_answered_503(dsn: str) -> None:
     async with http_server(dsn, http_max_connections=10, **MAILGUN) as base, await connect(base) as first:
+
         async def metrics() -> str:  # over the first connection, kept alive: no new one while the others start
             await first.send(b"GET /metrics HTTP/1.1\r\nHost: einmal\r\n\r\n")
             got = b""
             with anyio.fail_after(20):
                 while b"\r\n\r\n" not in got or len(got.partition(b"\r\n\r\n")[2]) < int(
-                        re.search(rb"content-length: (\d+)", got, re.I)[1]):
+                    re.search(rb"content-length: (\d+)", got, re.I)[1]
+                ):
                     got += await first.receive()
             return got.decode()
 
@@ -155,6 +163,7 @@ async def test_the_bodies_held_at_once_are_bounded_and_a_request_without_room_is
     answers: list[bytes] = []
     async with http_server(dsn, http_body_buffer_bytes=budget, http_body_timeout_seconds=60, **MAILGUN) as base:
         async with anyio.create_task_group() as tg:
+
             async def upload() -> None:
                 async with await connect(base) as stream:
                     # 600 kB of a declared 1 MB, then nothing: as a client that sends slowly
@@ -175,17 +184,20 @@ async def test_the_bodies_held_at_once_are_bounded_and_a_request_without_room_is
 
 
 async def lock_waiters(conn: asyncpg.Connection) -> int:
-    return await conn.fetchval("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                               "AND wait_event_type = 'Lock'")
+    return await conn.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
 
 
 async def test_scrapes_share_one_read_of_the_database_and_never_hold_up_an_unsubscribe(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     ids = await subscriber(conn)
     locker = await asyncpg.connect(dsn)
     statuses: list[int] = []
     waiters: list[int] = []
     async with http_server(dsn) as base, httpx.AsyncClient(timeout=30) as client:
+
         async def scrape() -> None:
             statuses.append((await client.get(f"{base}/metrics")).status_code)
 
@@ -198,6 +210,7 @@ async def test_scrapes_share_one_read_of_the_database_and_never_hold_up_an_unsub
                 while not waiters or waiters[-1] == 0:
                     waiters.append(await lock_waiters(conn))
             async with anyio.create_task_group() as watch:
+
                 async def count_waiters() -> None:
                     for _ in range(10_000):
                         waiters.append(await lock_waiters(conn))

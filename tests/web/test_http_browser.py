@@ -21,22 +21,35 @@ pytestmark = pytest.mark.anyio
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 ARTEFACTS = ROOT / "test-output"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=900,700"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=900,700",
+]
 WIDTHS = {"phone": (375, 740), "desktop": (1280, 800)}
 # what each state says, in each language: (title, a piece of the main text)
 SAYS = {
-    "en": {"question": ("Unsubscribe", "Stop all mail from Acme Newsletter to j***@example.org?"),
-           "done": ("Unsubscribed", "You are unsubscribed"),
-           "already": ("Already unsubscribed", "You are already unsubscribed"),
-           "invalid": ("Invalid link", "This unsubscribe link is not valid"),
-           "test": ("Test message", "This link comes from a test message")},
-    "de": {"question": ("Abmelden", "Keine E-Mails mehr von Acme Newsletter an j***@example.org?"),
-           "done": ("Abgemeldet", "Sie sind abgemeldet"),
-           "already": ("Bereits abgemeldet", "Sie sind bereits abgemeldet"),
-           "invalid": ("Ungültiger Link", "Dieser Abmeldelink ist ungültig"),
-           "test": ("Testnachricht", "Dieser Link stammt aus einer Testnachricht")},
+    "en": {
+        "question": ("Unsubscribe", "Stop all mail from Acme Newsletter to j***@example.org?"),
+        "done": ("Unsubscribed", "You are unsubscribed"),
+        "already": ("Already unsubscribed", "You are already unsubscribed"),
+        "invalid": ("Invalid link", "This unsubscribe link is not valid"),
+        "test": ("Test message", "This link comes from a test message"),
+    },
+    "de": {
+        "question": ("Abmelden", "Keine E-Mails mehr von Acme Newsletter an j***@example.org?"),
+        "done": ("Abgemeldet", "Sie sind abgemeldet"),
+        "already": ("Bereits abgemeldet", "Sie sind bereits abgemeldet"),
+        "invalid": ("Ungültiger Link", "Dieser Abmeldelink ist ungültig"),
+        "test": ("Testnachricht", "Dieser Link stammt aus einer Testnachricht"),
+    },
 }
 
 
@@ -70,11 +83,14 @@ def look(browser, state: str, language: str, width: str) -> dict:
 
     browser.set_window_size(*WIDTHS[width])
     browser.save_screenshot(str(ARTEFACTS / f"unsubscribe-{state}-{language}-{width}.png"))
-    return {"title": browser.title, "text": browser.find_element(By.TAG_NAME, "main").text,
-            "lang": browser.find_element(By.TAG_NAME, "html").get_attribute("lang"),
-            "sideways": browser.execute_script("return document.documentElement.scrollWidth > window.innerWidth"),
-            "viewport": browser.execute_script("return window.innerWidth"),
-            "buttons": len(browser.find_elements(By.TAG_NAME, "button"))}
+    return {
+        "title": browser.title,
+        "text": browser.find_element(By.TAG_NAME, "main").text,
+        "lang": browser.find_element(By.TAG_NAME, "html").get_attribute("lang"),
+        "sideways": browser.execute_script("return document.documentElement.scrollWidth > window.innerWidth"),
+        "viewport": browser.execute_script("return window.innerWidth"),
+        "buttons": len(browser.find_elements(By.TAG_NAME, "button")),
+    }
 
 
 def check(seen: dict, state: str, language: str, width: str) -> None:
@@ -88,7 +104,8 @@ def check(seen: dict, state: str, language: str, width: str) -> None:
 
 @pytest.mark.parametrize("language", ["en", "de"])
 async def test_every_state_of_the_page_in_a_browser_at_phone_and_desktop_width(
-        conn: asyncpg.Connection, dsn: str, browser, language: str) -> None:
+    conn: asyncpg.Connection, dsn: str, browser, language: str
+) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.wait import WebDriverWait
 
@@ -98,8 +115,10 @@ async def test_every_state_of_the_page_in_a_browser_at_phone_and_desktop_width(
     ARTEFACTS.mkdir(exist_ok=True)
     async with http_server(dsn) as base:
         link = f"{base}/unsubscribe?token={token(ids)}"
-        links = {"invalid": f"{base}/unsubscribe?token={token(ids, 'forged')}",
-                 "test": f"{base}/unsubscribe?token={token((ids[0], ids[1], TEST_SUBSCRIBER))}"}
+        links = {
+            "invalid": f"{base}/unsubscribe?token={token(ids, 'forged')}",
+            "test": f"{base}/unsubscribe?token={token((ids[0], ids[1], TEST_SUBSCRIBER))}",
+        }
 
         def question() -> list[dict]:
             browser.get(link)
@@ -124,8 +143,9 @@ async def test_every_state_of_the_page_in_a_browser_at_phone_and_desktop_width(
 
         def visit(state: str, address: str) -> list[dict]:
             if state == "invalid":  # a link that names no account: the browser's language decides
-                browser.execute_cdp_cmd("Network.setUserAgentOverride",
-                                        {"userAgent": "einmal-test", "acceptLanguage": language})
+                browser.execute_cdp_cmd(
+                    "Network.setUserAgentOverride", {"userAgent": "einmal-test", "acceptLanguage": language}
+                )
             browser.get(address)
             return [look(browser, state, language, width) for width in WIDTHS]
 
@@ -163,15 +183,21 @@ def read_reference(browser, width: str) -> dict:
                 headers: [...document.querySelectorAll('th')].map(h => h.textContent.trim()),
                 tables: document.querySelectorAll('table').length}""")
     # each operation's answers: the text of its block after "answers" (the whole block on today's page)
-    operations = {op.find_element(By.CSS_SELECTOR, "p").text: op.text[op.text.rfind("answers"):]
-                  for op in browser.find_elements(By.CSS_SELECTOR, ".op")}
+    operations = {
+        op.find_element(By.CSS_SELECTOR, "p").text: op.text[op.text.rfind("answers") :]
+        for op in browser.find_elements(By.CSS_SELECTOR, ".op")
+    }
     # and an operation with parameters (put_subscriber's), and the first shape's table
     for name, selector in (("operation", "#put_subscriber"), ("shape", "#shapes + h3")):
         for element in browser.find_elements(By.CSS_SELECTOR, selector):
             browser.execute_script("arguments[0].scrollIntoView()", element)
             browser.save_screenshot(str(ARTEFACTS / f"api-docs-{name}-{width}.png"))
-    return {**measure, "title": browser.title, "text": browser.find_element(By.TAG_NAME, "body").text,
-            "operations": operations}
+    return {
+        **measure,
+        "title": browser.title,
+        "text": browser.find_element(By.TAG_NAME, "body").text,
+        "operations": operations,
+    }
 
 
 async def test_the_api_reference_reads_at_phone_and_desktop_width(dsn: str, browser) -> None:
@@ -179,8 +205,10 @@ async def test_the_api_reference_reads_at_phone_and_desktop_width(dsn: str, brow
     async with http_server(dsn) as base:
         await anyio.to_thread.run_sync(browser.get, f"{base}/api/v1/docs")
         pages = {width: await anyio.to_thread.run_sync(read_reference, browser, width) for width in WIDTHS}
-    facts = {width: {k: v for k, v in seen.items() if k not in ("text", "operations", "headers")}
-             for width, seen in pages.items()}
+    facts = {
+        width: {k: v for k, v in seen.items() if k not in ("text", "operations", "headers")}
+        for width, seen in pages.items()
+    }
     print(facts)  # -s shows the sizes measured
     for width, seen in pages.items():
         assert seen["title"] == "einmal API", width
@@ -188,7 +216,7 @@ async def test_the_api_reference_reads_at_phone_and_desktop_width(dsn: str, brow
         assert seen["height"] < TALLEST[width] * seen["characters"], (width, facts[width])
         assert seen["narrowest"] >= 40, (width, facts[width])  # no column squeezed to a character or two
         assert seen["tables"] and seen["headers"] and all(seen["headers"]), (width, seen["headers"])
-        assert "`" not in seen["text"], (width, seen["text"][max(0, seen["text"].find("`") - 200):][:400])
+        assert "`" not in seen["text"], (width, seen["text"][max(0, seen["text"].find("`") - 200) :][:400])
         # the answers every operation may give are said once, not once an operation
         assert seen["text"].count("Every operation may answer") == 1, width
         operations = seen["operations"]
@@ -197,8 +225,12 @@ async def test_the_api_reference_reads_at_phone_and_desktop_width(dsn: str, brow
             assert "413" not in text and "503" not in text, (name, text)
             assert ("403" in text) == (not name.startswith("GET ")), (name, text)  # only a write needs a write key
         assert "404" not in operations["GET /api/v1/subscribers — the account's subscribers, oldest first"]
-        assert "404" in operations["GET /api/v1/campaigns/{campaign_id} — counts per send state, what came back, "
-                                   "why it is paused"]
+        assert (
+            "404"
+            in operations[
+                "GET /api/v1/campaigns/{campaign_id} — counts per send state, what came back, why it is paused"
+            ]
+        )
     assert pages["phone"]["window_width"] <= 375
     # a backtick in a description is code: einmal's command for a key, in the answer of the key routes
     assert "einmal account key create" in pages["desktop"]["text"]

@@ -33,16 +33,25 @@ def test_version_prints_the_installed_version() -> None:
     assert (result.returncode, result.stdout) == (0, f"einmal {version('einmal')}\n"), result.stderr
 
 
-@pytest.mark.parametrize("url", ["http://news.example.org/unsubscribe", "http://10.0.0.1/u", "ftp://x.org/u",
-                                 "unsubscribe", "https:///nohost"])
+@pytest.mark.parametrize(
+    "url",
+    ["http://news.example.org/unsubscribe", "http://10.0.0.1/u", "ftp://x.org/u", "unsubscribe", "https:///nohost"],
+)
 def test_an_unsubscribe_url_that_is_not_https_is_refused_unless_loopback(url: str) -> None:
     result = einmal("campaign", "status", "1", dsn=UNREACHABLE, env={"EINMAL_UNSUBSCRIBE_URL": url})
     assert result.returncode == 2
     one_line(result.stderr, "einmal: EINMAL_UNSUBSCRIBE_URL: must be an https:// URL")
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:8080/unsubscribe", "http://localhost/u", "http://[::1]:80/u",
-                                 "https://news.example.org/unsubscribe"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8080/unsubscribe",
+        "http://localhost/u",
+        "http://[::1]:80/u",
+        "https://news.example.org/unsubscribe",
+    ],
+)
 def test_https_or_a_loopback_http_unsubscribe_url_is_taken(url: str) -> None:
     from service.settings import Settings
 
@@ -64,9 +73,15 @@ def test_a_malformed_http_address_is_refused(address: str) -> None:
     one_line(result.stderr, "einmal: EINMAL_HTTP_ADDRESS: ")
 
 
-@pytest.mark.parametrize(("variable", "value"), [
-    ("EINMAL_HTTP_HEADER_TIMEOUT_SECONDS", "0"), ("EINMAL_HTTP_BODY_TIMEOUT_SECONDS", "soon"),
-    ("EINMAL_HTTP_MAX_CONNECTIONS", "0"), ("EINMAL_HTTP_BODY_BUFFER_BYTES", "1000")])
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("EINMAL_HTTP_HEADER_TIMEOUT_SECONDS", "0"),
+        ("EINMAL_HTTP_BODY_TIMEOUT_SECONDS", "soon"),
+        ("EINMAL_HTTP_MAX_CONNECTIONS", "0"),
+        ("EINMAL_HTTP_BODY_BUFFER_BYTES", "1000"),
+    ],
+)
 def test_a_bad_bound_of_the_http_surface_is_refused(variable: str, value: str) -> None:
     result = einmal("serve", dsn=UNREACHABLE, env={"EINMAL_HTTP_ADDRESS": "127.0.0.1:0", variable: value})
     assert result.returncode == 2
@@ -99,8 +114,14 @@ def test_a_node_raises_its_soft_file_limit_to_the_hard_one(dsn: str, tmp_path: P
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096))
 
     with open(tmp_path / "serve.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "service", "serve"], env=env, cwd=ROOT,
-                                stdout=subprocess.DEVNULL, stderr=log, preexec_fn=limit)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "service", "serve"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            preexec_fn=limit,
+        )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

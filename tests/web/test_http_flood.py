@@ -19,13 +19,14 @@ pytestmark = pytest.mark.anyio
 
 FLOOD = 300
 BOUND = 2.0  # seconds: the most an unsubscribe or a keyed write may take while the flood runs
-SETTINGS = {"http_body_buffer_bytes": 1024 * 1024, "http_body_timeout_seconds": 5.0,
-            "http_header_timeout_seconds": 5.0}
+SETTINGS = {"http_body_buffer_bytes": 1024 * 1024, "http_body_timeout_seconds": 5.0, "http_header_timeout_seconds": 5.0}
 
 
 def head(method: str, path: str, length: int, extra: str = "") -> bytes:
-    return (f"{method} {path} HTTP/1.1\r\nHost: einmal\r\nContent-Type: application/json\r\n{extra}"
-            f"Content-Length: {length}\r\n\r\n").encode()
+    return (
+        f"{method} {path} HTTP/1.1\r\nHost: einmal\r\nContent-Type: application/json\r\n{extra}"
+        f"Content-Length: {length}\r\n\r\n"
+    ).encode()
 
 
 class Flood:
@@ -78,21 +79,29 @@ async def timed(call) -> tuple[int, float]:
     return answer.status_code, time.monotonic() - started
 
 
-async def keyed_writes_and_unsubscribes(base: str, key: str, ids: tuple[int, int, int],
-                                        local: str = "127.0.5.1") -> list[tuple[str, int, float]]:
+async def keyed_writes_and_unsubscribes(
+    base: str, key: str, ids: tuple[int, int, int], local: str = "127.0.5.1"
+) -> list[tuple[str, int, float]]:
     """Nine one-click unsubscribes and nine keyed API writes, one after another, from `local`."""
     done = []
     transport = httpx.AsyncHTTPTransport(local_address=local)
     async with httpx.AsyncClient(base_url=base, transport=transport, timeout=30) as client:
         for n in range(9):
             done.append(("unsubscribe", *await timed(client.post(f"/unsubscribe?token={token(ids)}", data=ONE_CLICK))))
-            done.append(("write", *await timed(client.put(f"/api/v1/subscribers/k{n}@example.org", headers=auth(key),
-                                                          json={"name": "K"}))))
+            done.append(
+                (
+                    "write",
+                    *await timed(
+                        client.put(f"/api/v1/subscribers/k{n}@example.org", headers=auth(key), json={"name": "K"})
+                    ),
+                )
+            )
     return done
 
 
 async def test_keyless_slow_bodies_leave_unsubscribes_and_keyed_writes_answered(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     ids = await subscriber(conn)
     key = make_key(dsn, "acme")
     # each of the flood's clients a network of its own: no share per network bounds it, only what it may hold
@@ -112,7 +121,8 @@ async def test_keyless_slow_bodies_leave_unsubscribes_and_keyed_writes_answered(
 
 
 async def test_one_network_holds_only_its_share_of_connections_and_body_room(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     """300 slow webhook bodies (authenticated only inside the body, so they take room) from addresses rotating
     in 127.0.0.0/24, one client network: it holds at most its share, and a key's writes from another
     network get room."""
@@ -120,8 +130,12 @@ async def test_one_network_holds_only_its_share_of_connections_and_body_room(
     key = make_key(dsn, "acme")
     shares = {"http_client_connections": 50, "http_client_body_bytes": 1024 * 1024}
     flood_request = head("POST", "/inbound/mailgun", 60_000)
-    async with http_server(dsn, **{**SETTINGS, "http_body_buffer_bytes": 2 * 1024 * 1024}, **shares,
-                           mailgun_webhook_signing_key="mailgun-test-key") as base:
+    async with http_server(
+        dsn,
+        **{**SETTINGS, "http_body_buffer_bytes": 2 * 1024 * 1024},
+        **shares,
+        mailgun_webhook_signing_key="mailgun-test-key",
+    ) as base:
         flood = Flood(base, flood_request, lambda n: f"127.0.0.{2 + n % 250}")
         async with anyio.create_task_group() as tg:
             for n in range(FLOOD):
@@ -139,8 +153,9 @@ async def test_one_network_holds_only_its_share_of_connections_and_body_room(
 
 
 @pytest.mark.parametrize("path", ["/api/v1/subscribers/slow@example.org", "/unsubscribe?token={token}"])
-async def test_a_body_that_trickles_is_cut_at_its_deadline_from_the_head(conn: asyncpg.Connection, dsn: str,
-                                                                        path: str) -> None:
+async def test_a_body_that_trickles_is_cut_at_its_deadline_from_the_head(
+    conn: asyncpg.Connection, dsn: str, path: str
+) -> None:
     ids = await subscriber(conn)
     key = make_key(dsn, "acme")
     method = "PUT" if path.startswith("/api") else "POST"
@@ -149,6 +164,7 @@ async def test_a_body_that_trickles_is_cut_at_its_deadline_from_the_head(conn: a
         await stream.send(request)
         started = time.monotonic()
         async with anyio.create_task_group() as tg:
+
             async def trickle() -> None:
                 for _ in range(200):  # 20 s at most, far short of the declared length
                     await stream.send(b" ")
@@ -162,13 +178,18 @@ async def test_a_body_that_trickles_is_cut_at_its_deadline_from_the_head(conn: a
     assert answer == b"" or answer.startswith(b"HTTP/1.1 408 "), answer
 
 
-@pytest.mark.parametrize(("request_head", "status"), [
-    (head("PUT", "/api/v1/subscribers/x@example.org", 65536), b"401"),
-    (head("PUT", "/api/v1/subscribers/x@example.org", 65536, "Authorization: Bearer einmal_guess\r\n"), b"401"),
-    (head("POST", "/unsubscribe?token=1.2.3.forged", 65536), b"400"),
-], ids=["no key", "a key that is not valid", "a forged unsubscribe token"])
-async def test_what_a_path_trusts_is_checked_before_its_body_takes_room(dsn: str, request_head: bytes,
-                                                                       status: bytes) -> None:
+@pytest.mark.parametrize(
+    ("request_head", "status"),
+    [
+        (head("PUT", "/api/v1/subscribers/x@example.org", 65536), b"401"),
+        (head("PUT", "/api/v1/subscribers/x@example.org", 65536, "Authorization: Bearer einmal_guess\r\n"), b"401"),
+        (head("POST", "/unsubscribe?token=1.2.3.forged", 65536), b"400"),
+    ],
+    ids=["no key", "a key that is not valid", "a forged unsubscribe token"],
+)
+async def test_what_a_path_trusts_is_checked_before_its_body_takes_room(
+    dsn: str, request_head: bytes, status: bytes
+) -> None:
     async with http_server(dsn, http_body_timeout_seconds=5.0) as base, await connect(base) as stream:
         await stream.send(request_head)  # and not a byte of the body
         with anyio.fail_after(2):

@@ -53,15 +53,22 @@ def captured(folder: Path, campaign_id: int) -> dict[str, email.message.Message]
 
 def samples(text: str, name: str) -> dict[tuple, float]:
     """labels -> value of the samples called `name` in a Prometheus text exposition."""
-    return {tuple(sorted(s.labels.items())): s.value for family in text_string_to_metric_families(text)
-            for s in family.samples if s.name == name}
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    }
 
 
 async def second_campaign(conn: asyncpg.Connection, first: int) -> int:
-    return await conn.fetchval("""
+    return await conn.fetchval(
+        """
         INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids)
         SELECT account_id, 'again', subject, from_address, body_text, list_ids FROM einmal.campaigns WHERE id = $1
-        RETURNING id""", first)
+        RETURNING id""",
+        first,
+    )
 
 
 async def wait_ready(client: httpx.AsyncClient, url: str) -> None:
@@ -76,16 +83,24 @@ async def wait_ready(client: httpx.AsyncClient, url: str) -> None:
 
 
 async def test_a_captured_messages_link_unsubscribes_and_the_next_campaign_skips_the_address(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     addresses = [f"reader{i}@example.com" for i in range(30)]
     first = await seed(conn, addresses, body=BODY)
     http_port, out, log = free_port(), tmp_path / "mail", tmp_path / "node.log"
     base = f"http://127.0.0.1:{http_port}"
     async with capture.capture_server(out) as (_, smtp_port), httpx.AsyncClient(timeout=60) as client:
-        env = node_env(dsn, smtp_port, EINMAL_HTTP_ADDRESS=f"127.0.0.1:{http_port}",
-                       EINMAL_UNSUBSCRIBE_URL=f"{base}/unsubscribe", EINMAL_UNSUBSCRIBE_SECRET=SECRET,
-                       EINMAL_BATCH_SIZE="7", EINMAL_LOG_FORMAT="json", EINMAL_LOG_LEVEL="DEBUG",
-                       OTEL_TRACES_EXPORTER="console")
+        env = node_env(
+            dsn,
+            smtp_port,
+            EINMAL_HTTP_ADDRESS=f"127.0.0.1:{http_port}",
+            EINMAL_UNSUBSCRIBE_URL=f"{base}/unsubscribe",
+            EINMAL_UNSUBSCRIBE_SECRET=SECRET,
+            EINMAL_BATCH_SIZE="7",
+            EINMAL_LOG_FORMAT="json",
+            EINMAL_LOG_LEVEL="DEBUG",
+            OTEL_TRACES_EXPORTER="console",
+        )
         proc = start_node(env, log)
         try:
             await wait_ready(client, f"{base}/readyz")
@@ -107,8 +122,9 @@ async def test_a_captured_messages_link_unsubscribes_and_the_next_campaign_skips
     assert code == 0, log.read_text()
     suppressed = await conn.fetch("SELECT email_lower, reason FROM einmal.suppressions")
     assert [tuple(r) for r in suppressed] == [("reader3@example.com", "unsubscribe")]
-    skipped = await conn.fetchval("SELECT status FROM einmal.sends WHERE campaign_id = $1 AND "
-                                  "email_lower = 'reader3@example.com'", second)
+    skipped = await conn.fetchval(
+        "SELECT status FROM einmal.sends WHERE campaign_id = $1 AND email_lower = 'reader3@example.com'", second
+    )
     assert skipped == "suppressed"
     assert "reader3@example.com" not in captured(out, second) and len(captured(out, second)) == 29
 
@@ -138,7 +154,8 @@ async def scrape_until(client: httpx.AsyncClient, base: str, done: Callable[[str
 
 
 async def test_metrics_show_the_progress_of_a_sending_campaign_and_in_doubt_rows(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     from tests.support.pipeline import Received, recording_server
 
     campaign = await seed(conn, [f"p{i}@example.com" for i in range(40)])
@@ -151,16 +168,20 @@ async def test_metrics_show_the_progress_of_a_sending_campaign_and_in_doubt_rows
             await conn.execute("UPDATE einmal.campaigns SET status = 'paused' WHERE id = $1", campaign)
             # a paused campaign is not sending: build its rows by hand, some in doubt, the others due
             # only in an hour, so that the node leaves them be while the test looks
-            await conn.execute("""
+            await conn.execute(
+                """
                 INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, status,
                                           next_attempt_at)
                 SELECT $1::bigint, account_id, id, email, email_lower, 'campaign:' || $1::bigint || ':' || id,
                        CASE WHEN id % 10 = 0 THEN 'in_doubt' ELSE 'queued' END, now() + interval '1 hour'
-                FROM einmal.subscribers""", campaign)
+                FROM einmal.subscribers""",
+                campaign,
+            )
             # the database's figures are read again a few seconds after the last read
             paused = await scrape_until(client, base, lambda m: samples(m, "einmal_in_doubt_rows")[()] == 4)
-            await conn.execute("UPDATE einmal.campaigns SET status = 'sending', recipients_built_at = now() "
-                               "WHERE id = $1", campaign)
+            await conn.execute(
+                "UPDATE einmal.campaigns SET status = 'sending', recipients_built_at = now() WHERE id = $1", campaign
+            )
             sending = await scrape_until(client, base, lambda m: samples(m, "einmal_campaign_rows") != {})
             await conn.execute("UPDATE einmal.campaigns SET status = 'paused' WHERE id = $1", campaign)
             paused_again = await scrape_until(client, base, lambda m: samples(m, "einmal_campaign_rows") == {})
@@ -173,7 +194,8 @@ async def test_metrics_show_the_progress_of_a_sending_campaign_and_in_doubt_rows
 
 
 async def test_readiness_is_503_with_the_reason_while_the_smtp_relay_refuses(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     campaign = await seed(conn, ["a@example.com", "b@example.com"])
     http_port = free_port()
     nothing_listens = free_port()
@@ -220,25 +242,45 @@ def test_the_demo_serves_http_and_follows_a_captured_messages_unsubscribe_link(d
     from tests.conftest import UNSUBSCRIBE, einmal
 
     # as a new operator runs it, nothing set: the demo configures its own unsubscribe
-    result = einmal("demo", "--database-url", dsn, "--subscribers", "40", "--out", str(tmp_path / "out"),
-                    env=dict.fromkeys(UNSUBSCRIBE), timeout=180)
+    result = einmal(
+        "demo",
+        "--database-url",
+        dsn,
+        "--subscribers",
+        "40",
+        "--out",
+        str(tmp_path / "out"),
+        env=dict.fromkeys(UNSUBSCRIBE),
+        timeout=180,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
-    found = re.search(r"unsubscribe link of \d+\.eml \(to (\S+)\):\n  http://127\.0\.0\.1:\d+/unsubscribe\?token=\S+\n"
-                      r"  one-click POST: HTTP 200; (\S+) suppressed: yes\n", result.stdout)
+    found = re.search(
+        r"unsubscribe link of \d+\.eml \(to (\S+)\):\n  http://127\.0\.0\.1:\d+/unsubscribe\?token=\S+\n"
+        r"  one-click POST: HTTP 200; (\S+) suppressed: yes\n",
+        result.stdout,
+    )
     assert found and found[1] == found[2], result.stdout
 
 
 def start_limited_node(env: dict[str, str], log: Path, files: tuple[int, int]) -> subprocess.Popen:
     """`einmal run` with a (soft, hard) limit on open files."""
+
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, files)
 
-    return subprocess.Popen([sys.executable, "-m", "service", "run"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=open(log, "ab"), preexec_fn=limit)
+    return subprocess.Popen(
+        [sys.executable, "-m", "service", "run"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "ab"),
+        preexec_fn=limit,
+    )
 
 
 async def test_a_node_at_a_low_file_limit_keeps_sending_through_a_flood_of_idle_connections(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
     from tests.support.pipeline import Received, counts, recording_server
 
     campaign = await seed(conn, [f"f{i}@example.com" for i in range(300)])
@@ -247,8 +289,9 @@ async def test_a_node_at_a_low_file_limit_keeps_sending_through_a_flood_of_idle_
     flood: list[anyio.abc.SocketStream] = []
     async with recording_server(Received(delay=0.01)) as smtp_port, httpx.AsyncClient(timeout=30) as client:
         # connections that never send a byte, held longer than the test: only the cap stands in their way
-        env = node_env(dsn, smtp_port, EINMAL_HTTP_ADDRESS=f"127.0.0.1:{http_port}",
-                       EINMAL_HTTP_HEADER_TIMEOUT_SECONDS="600")
+        env = node_env(
+            dsn, smtp_port, EINMAL_HTTP_ADDRESS=f"127.0.0.1:{http_port}", EINMAL_HTTP_HEADER_TIMEOUT_SECONDS="600"
+        )
         proc = start_limited_node(env, log, (1024, 1024))
         try:
             await wait_ready(client, f"{base}/readyz")
@@ -260,8 +303,10 @@ async def test_a_node_at_a_low_file_limit_keeps_sending_through_a_flood_of_idle_
             async with httpx.AsyncClient(timeout=30) as fresh:  # a new connection, while the flood's are open
                 health = await fresh.get(f"{base}/healthz")
                 metrics = (await fresh.get(f"{base}/metrics")).text
-            held = sum(c.laddr.port == http_port and c.status == psutil.CONN_ESTABLISHED
-                       for c in psutil.Process(proc.pid).net_connections("tcp"))
+            held = sum(
+                c.laddr.port == http_port and c.status == psutil.CONN_ESTABLISHED
+                for c in psutil.Process(proc.pid).net_connections("tcp")
+            )
             running = proc.poll() is None
         finally:
             for stream in flood:

@@ -12,20 +12,31 @@ from tests.web.test_api import auth, make_key
 pytestmark = pytest.mark.anyio
 
 
-async def test_a_trailing_slash_is_404_never_a_redirect_to_the_host_header(conn: asyncpg.Connection,
-                                                                           dsn: str) -> None:
+async def test_a_trailing_slash_is_404_never_a_redirect_to_the_host_header(conn: asyncpg.Connection, dsn: str) -> None:
     ids = await subscriber(conn)
     key = auth(make_key(dsn, "acme"))
     link = token(ids)
-    asked = [("POST", f"/unsubscribe/?token={link}"), ("GET", f"/unsubscribe/?token={link}"),
-             ("GET", f"/confirm/?token={link}"), ("POST", f"/confirm/?token={link}"), ("GET", "/healthz/"),
-             ("GET", "/metrics/"), ("POST", "/inbound/postmark/"), ("GET", "/lists/1/subscribe/"),
-             ("POST", "/api/v1/campaigns/"), ("GET", "/api/v1/campaigns/"), ("GET", "/api/v1/subscribers/"),
-             ("PUT", "/api/v1/lists/news/"), ("GET", "/api/v1/openapi.json/"), ("POST", "/api/v1/subscribe/")]
+    asked = [
+        ("POST", f"/unsubscribe/?token={link}"),
+        ("GET", f"/unsubscribe/?token={link}"),
+        ("GET", f"/confirm/?token={link}"),
+        ("POST", f"/confirm/?token={link}"),
+        ("GET", "/healthz/"),
+        ("GET", "/metrics/"),
+        ("POST", "/inbound/postmark/"),
+        ("GET", "/lists/1/subscribe/"),
+        ("POST", "/api/v1/campaigns/"),
+        ("GET", "/api/v1/campaigns/"),
+        ("GET", "/api/v1/subscribers/"),
+        ("PUT", "/api/v1/lists/news/"),
+        ("GET", "/api/v1/openapi.json/"),
+        ("POST", "/api/v1/subscribe/"),
+    ]
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=base, follow_redirects=False) as client:
         for method, url in asked:
-            answer = await client.request(method, url, data={"List-Unsubscribe": "One-Click"},
-                                          headers={**key, "Host": "evil.example"})
+            answer = await client.request(
+                method, url, data={"List-Unsubscribe": "One-Click"}, headers={**key, "Host": "evil.example"}
+            )
             assert answer.status_code == 404, (method, url, answer.status_code, answer.headers)
             assert "location" not in answer.headers and "evil" not in answer.text, (method, url)
             if url.startswith("/api/v1"):

@@ -16,8 +16,7 @@ from tests.support.web import ONE_CLICK, http_server, subscriber, token, written
 pytestmark = pytest.mark.anyio
 
 
-async def test_a_one_click_post_records_the_event_and_the_suppression_once(conn: asyncpg.Connection,
-                                                                            dsn: str) -> None:
+async def test_a_one_click_post_records_the_event_and_the_suppression_once(conn: asyncpg.Connection, dsn: str) -> None:
     ids = await subscriber(conn)
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
         url = f"{base}/unsubscribe?token={token(ids)}"
@@ -47,7 +46,8 @@ async def test_a_get_shows_the_page_and_writes_nothing(conn: asyncpg.Connection,
 
 
 async def test_every_key_of_a_rotated_secret_verifies_and_a_removed_key_no_longer_does(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     ids = await subscriber(conn)
     old = token(ids, "old-key")
     async with http_server(dsn, secret="new-key, old-key") as base, httpx.AsyncClient() as client:
@@ -60,7 +60,8 @@ async def test_every_key_of_a_rotated_secret_verifies_and_a_removed_key_no_longe
 
 
 async def test_bad_requests_are_a_4xx_with_nothing_written_and_no_traceback(
-        conn: asyncpg.Connection, dsn: str, caplog: pytest.LogCaptureFixture) -> None:
+    conn: asyncpg.Connection, dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
     ids = await subscriber(conn)
     good = token(ids)
     account, campaign, sub, signature = good.split(".")
@@ -72,49 +73,80 @@ async def test_bad_requests_are_a_4xx_with_nothing_written_and_no_traceback(
 
     caplog.set_level(logging.INFO)
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=base) as client:
-        form = {"content": "List-Unsubscribe=One-Click",
-                "headers": {"content-type": "application/x-www-form-urlencoded"}}
+        form = {
+            "content": "List-Unsubscribe=One-Click",
+            "headers": {"content-type": "application/x-www-form-urlencoded"},
+        }
         cases = {
-            "body over 64 KiB": (client.post(f"/unsubscribe?token={good}", content=big,
-                                             headers={"content-type": "application/x-www-form-urlencoded"}), 413),
-            "chunked body over 64 KiB": (client.post(f"/unsubscribe?token={good}", content=chunked(),
-                                                     headers={"content-type": "multipart/form-data; boundary=x"}),
-                                         413),
+            "body over 64 KiB": (
+                client.post(
+                    f"/unsubscribe?token={good}",
+                    content=big,
+                    headers={"content-type": "application/x-www-form-urlencoded"},
+                ),
+                413,
+            ),
+            "chunked body over 64 KiB": (
+                client.post(
+                    f"/unsubscribe?token={good}",
+                    content=chunked(),
+                    headers={"content-type": "multipart/form-data; boundary=x"},
+                ),
+                413,
+            ),
             "PUT": (client.put(f"/unsubscribe?token={good}", **form), 405),
             "DELETE": (client.delete(f"/unsubscribe?token={good}"), 405),
             "POST /healthz": (client.post("/healthz"), 405),
             "JSON": (client.post(f"/unsubscribe?token={good}", json={"List-Unsubscribe": "One-Click"}), 415),
-            "text/plain": (client.post(f"/unsubscribe?token={good}", content="List-Unsubscribe=One-Click",
-                                       headers={"content-type": "text/plain"}), 415),
+            "text/plain": (
+                client.post(
+                    f"/unsubscribe?token={good}",
+                    content="List-Unsubscribe=One-Click",
+                    headers={"content-type": "text/plain"},
+                ),
+                415,
+            ),
             "no content type, a body": (client.post(f"/unsubscribe?token={good}", content=b"x"), 415),
             "wrong form value": (client.post(f"/unsubscribe?token={good}", data={"List-Unsubscribe": "no"}), 400),
-            "a file in the form": (client.post(f"/unsubscribe?token={good}",
-                                               files={"List-Unsubscribe": ("a.txt", b"One-Click")}), 400),
-            "multipart without a boundary": (client.post(f"/unsubscribe?token={good}", content=b"--x--",
-                                                         headers={"content-type": "multipart/form-data"}), 400),
+            "a file in the form": (
+                client.post(f"/unsubscribe?token={good}", files={"List-Unsubscribe": ("a.txt", b"One-Click")}),
+                400,
+            ),
+            "multipart without a boundary": (
+                client.post(
+                    f"/unsubscribe?token={good}", content=b"--x--", headers={"content-type": "multipart/form-data"}
+                ),
+                400,
+            ),
             "unknown path": (client.post(f"/unsubscribe/now?token={good}", **form), 404),
             "unknown GET path": (client.get("/admin"), 404),
             "no token": (client.post("/unsubscribe", **form), 400),
             "two tokens": (client.post(f"/unsubscribe?token={good}&token={good}", **form), 400),
             "truncated token": (client.post(f"/unsubscribe?token={good[:-3]}", **form), 400),
-            "tampered id": (client.post(f"/unsubscribe?token={account}.{campaign}.{int(sub) + 1}.{signature}",
-                                        **form), 400),
+            "tampered id": (
+                client.post(f"/unsubscribe?token={account}.{campaign}.{int(sub) + 1}.{signature}", **form),
+                400,
+            ),
             "another key": (client.post(f"/unsubscribe?token={token(ids, 'other')}", **form), 400),
             "garbage token": (client.post("/unsubscribe?token=%FF%FE%00..%0A", **form), 422),  # not UTF-8
             "garbage GET": (client.get("/unsubscribe?token=<script>"), 400),
             "huge token": (client.get("/unsubscribe?token=" + "9" * 4000), 400),
-            "genuine token, unknown subscriber": (client.post(
-                f"/unsubscribe?token={token((ids[0], ids[1], ids[2] + 99))}", **form), 404),
+            "genuine token, unknown subscriber": (
+                client.post(f"/unsubscribe?token={token((ids[0], ids[1], ids[2] + 99))}", **form),
+                404,
+            ),
         }
         for name, (request, expected) in cases.items():
             response = await request
             assert response.status_code == expected, (name, response.status_code, response.text[:200])
             assert "Traceback" not in response.text, name
         port = int(base.rsplit(":", 1)[1])
-        for raw in (f"POST /unsubscribe?token={good} HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
-                    f"POST /unsubscribe?token={good} HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n"
-                    "Content-Type: application/x-www-form-urlencoded\r\n\r\nList-Unsub",
-                    "GARBAGE\x00\xff / HTTP/9\r\n\r\n"):
+        for raw in (
+            f"POST /unsubscribe?token={good} HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+            f"POST /unsubscribe?token={good} HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n"
+            "Content-Type: application/x-www-form-urlencoded\r\n\r\nList-Unsub",
+            "GARBAGE\x00\xff / HTTP/9\r\n\r\n",
+        ):
             assert (await raw_status(port, raw.encode("latin-1")))[:1] == b"4", raw
         assert (await client.get("/healthz")).status_code == 200  # still answering
     assert await written(conn) == (0, 0)
@@ -132,13 +164,15 @@ async def raw_status(port: int, request: bytes) -> bytes:
 
 
 async def test_a_thousand_concurrent_posts_of_one_token_make_one_event_and_one_suppression(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     ids = await subscriber(conn)
     statuses: list[int] = []
     async with http_server(dsn) as base:
         url = f"{base}/unsubscribe?token={token(ids)}"
         limits = httpx.Limits(max_connections=1000, max_keepalive_connections=0)
         async with httpx.AsyncClient(limits=limits, timeout=120) as client:
+
             async def post() -> None:
                 statuses.append((await client.post(url, data=ONE_CLICK)).status_code)
 
@@ -151,7 +185,8 @@ async def test_a_thousand_concurrent_posts_of_one_token_make_one_event_and_one_s
 
 
 async def test_a_post_while_the_database_is_down_is_503_and_a_retry_succeeds(
-        pg_cluster: PgCluster, cluster_dsn: str) -> None:  # noqa: F811
+    pg_cluster: PgCluster, cluster_dsn: str
+) -> None:
     conn = await asyncpg.connect(cluster_dsn)
     ids = await subscriber(conn)
     await conn.close()
@@ -185,7 +220,8 @@ def test_unsubscribe_secret_keys_sign_with_the_first_and_verify_with_all() -> No
 
 
 async def test_a_link_applied_before_for_another_address_is_409_and_changes_nothing(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     ids = await subscriber(conn)
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
         url = f"{base}/unsubscribe?token={token(ids)}"
@@ -196,8 +232,7 @@ async def test_a_link_applied_before_for_another_address_is_409_and_changes_noth
     assert await written(conn) == (1, 1)
 
 
-async def test_a_press_after_the_suppression_was_lifted_unsubscribes_again(conn: asyncpg.Connection,
-                                                                           dsn: str) -> None:
+async def test_a_press_after_the_suppression_was_lifted_unsubscribes_again(conn: asyncpg.Connection, dsn: str) -> None:
     """The subscriber unsubscribes, asks to come back (the operator lifts the suppression), and later
     presses the same link again: that is a new decision, honoured, not a repeat of the first."""
     ids = await subscriber(conn)

@@ -19,9 +19,11 @@ pytestmark = pytest.mark.anyio
 
 async def snapshot(conn: asyncpg.Connection) -> list:
     """Everything a visit could write: the events, the suppressions with their times, the subscribers."""
-    return [await conn.fetch("SELECT * FROM einmal.inbound_events ORDER BY event_id"),
-            await conn.fetch("SELECT * FROM einmal.suppressions ORDER BY email_lower"),
-            await conn.fetch("SELECT id, email, status FROM einmal.subscribers ORDER BY id")]
+    return [
+        await conn.fetch("SELECT * FROM einmal.inbound_events ORDER BY event_id"),
+        await conn.fetch("SELECT * FROM einmal.suppressions ORDER BY email_lower"),
+        await conn.fetch("SELECT id, email, status FROM einmal.subscribers ORDER BY id"),
+    ]
 
 
 def lang(page: httpx.Response) -> str:
@@ -33,11 +35,11 @@ def main(page: httpx.Response) -> str:
 
 
 async def test_the_page_names_the_message_s_subject_and_the_display_name_not_internal_names(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     ids = await subscriber(conn, email="Ann.Example@Example.org")
     await conn.execute("UPDATE einmal.subscribers SET name = 'Ann <Admin>' WHERE id = $1", ids[2])
-    await conn.execute("UPDATE einmal.campaigns SET subject = 'News for {{ name }} & friends' WHERE id = $1",
-                       ids[1])
+    await conn.execute("UPDATE einmal.campaigns SET subject = 'News for {{ name }} & friends' WHERE id = $1", ids[1])
     result = einmal("accounts", "set", "acme", "--display-name", "Acme & <Co> Newsletter", dsn=dsn)
     assert result.returncode == 0, result.stderr
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
@@ -52,10 +54,14 @@ async def test_the_page_names_the_message_s_subject_and_the_display_name_not_int
 
 
 async def test_without_a_display_name_the_page_names_the_sender_of_the_message(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     ids = await subscriber(conn)
-    await conn.execute("UPDATE einmal.campaigns SET from_address = 'Acme Weekly <news@example.com>', "
-                       "subject = '{% for i in range(1000000) %}x{% endfor %}' WHERE id = $1", ids[1])
+    await conn.execute(
+        "UPDATE einmal.campaigns SET from_address = 'Acme Weekly <news@example.com>', "
+        "subject = '{% for i in range(1000000) %}x{% endfor %}' WHERE id = $1",
+        ids[1],
+    )
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
         page = await client.get(f"{base}/unsubscribe?token={token(ids)}")
     assert page.status_code == 200
@@ -63,12 +69,26 @@ async def test_without_a_display_name_the_page_names_the_sender_of_the_message(
     assert "xxxxxxxxxx" not in page.text  # a subject past the sandbox's budget is left out, not shown in part
 
 
-async def test_the_page_follows_the_campaign_s_language_else_the_account_s(conn: asyncpg.Connection,
-                                                                         dsn: str) -> None:
+async def test_the_page_follows_the_campaign_s_language_else_the_account_s(conn: asyncpg.Connection, dsn: str) -> None:
     ids = await subscriber(conn)
     await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'default')", ids[0])
-    made = einmal("campaign", "create", "--account", "acme", "--name", "Intern", "--subject", "Frühlingsgrüße",
-                  "--from", "news@example.com", "--text", "Hallo", "--language", "de", dsn=dsn)
+    made = einmal(
+        "campaign",
+        "create",
+        "--account",
+        "acme",
+        "--name",
+        "Intern",
+        "--subject",
+        "Frühlingsgrüße",
+        "--from",
+        "news@example.com",
+        "--text",
+        "Hallo",
+        "--language",
+        "de",
+        dsn=dsn,
+    )
     assert made.returncode == 0, made.stderr
     german = (ids[0], int(made.stdout), ids[2])
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
@@ -86,7 +106,8 @@ async def test_the_page_follows_the_campaign_s_language_else_the_account_s(conn:
 
 
 async def test_a_revisit_after_unsubscribing_says_already_unsubscribed_and_asks_nothing(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     ids = await subscriber(conn)
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
         url = f"{base}/unsubscribe?token={token(ids)}"
@@ -105,18 +126,17 @@ async def test_a_revisit_after_unsubscribing_says_already_unsubscribed_and_asks_
     assert repeat.status_code == 200 and await written(conn) == (1, 1)
 
 
-async def test_the_confirmation_after_the_button_follows_the_language(conn: asyncpg.Connection,
-                                                                      dsn: str) -> None:
+async def test_the_confirmation_after_the_button_follows_the_language(conn: asyncpg.Connection, dsn: str) -> None:
     ids = await subscriber(conn)
     await conn.execute("UPDATE einmal.campaigns SET language = 'de' WHERE id = $1", ids[1])
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
-        done = await client.post(f"{base}/unsubscribe?token={token(ids)}", data=ONE_CLICK,
-                                 headers={"accept": "text/html"})
+        done = await client.post(
+            f"{base}/unsubscribe?token={token(ids)}", data=ONE_CLICK, headers={"accept": "text/html"}
+        )
     assert done.status_code == 200 and lang(done) == "de" and "abgemeldet" in main(done)
 
 
-async def test_an_invalid_link_offers_a_next_step_without_naming_an_account(conn: asyncpg.Connection,
-                                                                            dsn: str) -> None:
+async def test_an_invalid_link_offers_a_next_step_without_naming_an_account(conn: asyncpg.Connection, dsn: str) -> None:
     ids = await subscriber(conn)
     assert einmal("accounts", "set", "acme", "--contact", "help@acme.example", dsn=dsn).returncode == 0
     forged = token(ids, "not-the-key")  # names acme's ids, but nobody can vouch for them
@@ -134,13 +154,16 @@ async def test_an_invalid_link_offers_a_next_step_without_naming_an_account(conn
     assert await written(conn) == (0, 0)
 
 
-async def test_a_genuine_link_of_a_recipient_gone_offers_the_account_s_contact(conn: asyncpg.Connection,
-                                                                               dsn: str) -> None:
+async def test_a_genuine_link_of_a_recipient_gone_offers_the_account_s_contact(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     ids = await subscriber(conn)
     result = einmal("accounts", "set", "acme", "--contact", "help@acme.example", "--language", "de", dsn=dsn)
     assert result.returncode == 0, result.stderr
-    await conn.execute("UPDATE einmal.subscribers SET status = 'erased', email = 'erased-' || id || "
-                       "'@erased.invalid' WHERE id = $1", ids[2])
+    await conn.execute(
+        "UPDATE einmal.subscribers SET status = 'erased', email = 'erased-' || id || '@erased.invalid' WHERE id = $1",
+        ids[2],
+    )
     async with http_server(dsn, unsubscribe_mailto="unsubscribe@example.net") as base, httpx.AsyncClient() as client:
         gone = await client.get(f"{base}/unsubscribe?token={token(ids)}")
     assert gone.status_code == 404 and lang(gone) == "de"

@@ -15,11 +15,13 @@ from tests.web.test_http_browser import ARTEFACTS, WIDTHS, browser  # noqa: F401
 
 pytestmark = pytest.mark.anyio
 
-SAYS = {"form": ("Subscribe", "Subscribe to the mailing list"),  # a list without a title: never its name
-        "sent": ("Check your inbox", "jane.doe@example.org"),  # the address as typed
-        "question": ("Confirm your subscription", "Subscribe j***@example.org to the mailing list from Acme?"),
-        "confirmed": ("Subscription confirmed", "j***@example.org is subscribed to the mailing list"),
-        "revisit": ("Subscription confirmed", "j***@example.org is subscribed to the mailing list")}
+SAYS = {
+    "form": ("Subscribe", "Subscribe to the mailing list"),  # a list without a title: never its name
+    "sent": ("Check your inbox", "jane.doe@example.org"),  # the address as typed
+    "question": ("Confirm your subscription", "Subscribe j***@example.org to the mailing list from Acme?"),
+    "confirmed": ("Subscription confirmed", "j***@example.org is subscribed to the mailing list"),
+    "revisit": ("Subscription confirmed", "j***@example.org is subscribed to the mailing list"),
+}
 
 
 def look(driver, state: str) -> list[dict]:
@@ -33,12 +35,19 @@ def look(driver, state: str) -> list[dict]:
         driver.save_screenshot(str(ARTEFACTS / f"optin-{state}-{width}.png"))
         fields = driver.find_elements(By.TAG_NAME, "input")
         labelled = all(driver.find_elements(By.CSS_SELECTOR, f"label[for='{f.get_attribute('id')}']") for f in fields)
-        seen.append({"width": width, "title": driver.title, "text": driver.find_element(By.TAG_NAME, "main").text,
-                     "sideways": driver.execute_script("return document.documentElement.scrollWidth > "
-                                                       "window.innerWidth"),
-                     "viewport": driver.execute_script("return window.innerWidth"),
-                     "buttons": len(driver.find_elements(By.TAG_NAME, "button")), "fields": len(fields),
-                     "labelled": labelled, "scripts": len(driver.find_elements(By.TAG_NAME, "script"))})
+        seen.append(
+            {
+                "width": width,
+                "title": driver.title,
+                "text": driver.find_element(By.TAG_NAME, "main").text,
+                "sideways": driver.execute_script("return document.documentElement.scrollWidth > window.innerWidth"),
+                "viewport": driver.execute_script("return window.innerWidth"),
+                "buttons": len(driver.find_elements(By.TAG_NAME, "button")),
+                "fields": len(fields),
+                "labelled": labelled,
+                "scripts": len(driver.find_elements(By.TAG_NAME, "script")),
+            }
+        )
     return seen
 
 
@@ -53,13 +62,15 @@ def check(pages: list[dict], state: str, buttons: int, fields: int) -> None:
 
 
 async def test_sign_up_and_confirm_in_a_browser_at_phone_and_desktop_width(
-        conn: asyncpg.Connection, dsn: str, browser) -> None:  # noqa: F811 (the fixture)
+    conn: asyncpg.Connection, dsn: str, browser
+) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.wait import WebDriverWait
 
     _, list_id, _ = await account_with_list(conn, dsn)
     ARTEFACTS.mkdir(exist_ok=True)
     async with http_server(dsn, SECRET, **SETTINGS) as base:
+
         def sign_up() -> tuple[list[dict], list[dict]]:
             browser.get(f"{base}{FORM}")
             form = look(browser, "form")

@@ -19,8 +19,11 @@ from tests.support.web import http_server
 pytestmark = pytest.mark.anyio
 
 
-ENV = {"EINMAL_CONFIRM_URL": SETTINGS["confirm_url"], "EINMAL_OPTIN_FROM": SETTINGS["optin_from"],
-       "EINMAL_UNSUBSCRIBE_SECRET": SECRET}
+ENV = {
+    "EINMAL_CONFIRM_URL": SETTINGS["confirm_url"],
+    "EINMAL_OPTIN_FROM": SETTINGS["optin_from"],
+    "EINMAL_UNSUBSCRIBE_SECRET": SECRET,
+}
 
 
 def lists(dsn: str, *args: str):
@@ -38,7 +41,8 @@ def from_address(host: str) -> httpx.AsyncClient:
 
 
 async def test_a_list_takes_no_sign_ups_until_its_account_opens_them_and_ids_find_no_form(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     _, news, key = await account_with_list(conn, dsn, open_form=False)
     other = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('other') RETURNING id")
     await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'staff-only'), ($1, 'vip')", other)
@@ -49,16 +53,19 @@ async def test_a_list_takes_no_sign_ups_until_its_account_opens_them_and_ids_fin
         assert not any(name in w.text for w in walk for name in ("news", "staff-only", "vip", "acme", "other"))
         unknown = await client.get(f"/forms/{optin.new_token()}")
         malformed = await client.get("/forms/1")
-        closed_api = await client.post("/api/v1/subscribe", json={"list": "news", "email": "x@example.org"},
-                                       headers=auth(key))
+        closed_api = await client.post(
+            "/api/v1/subscribe", json={"list": "news", "email": "x@example.org"}, headers=auth(key)
+        )
         assert closed_api.status_code == 409 and "open them first" in closed_api.json()["error"]
 
         listed = lists(dsn)
         assert listed.returncode == 0, listed.stderr
         assert [cells(line)[1:] for line in listed.stdout.splitlines()] == [
-            ["account", "name", "members", "unconfirmed", "form"], ["acme", "news", "0", "0", "closed"],
+            ["account", "name", "members", "unconfirmed", "form"],
+            ["acme", "news", "0", "0", "closed"],
             ["other", "staff-only", "0", "0", "closed"],
-            ["other", "vip", "0", "0", "closed"]]
+            ["other", "vip", "0", "0", "closed"],
+        ]
         opened = lists(dsn, "form", "open", "news", "--account", "acme")
         assert opened.returncode == 0, opened.stderr
         url = opened.stdout.strip()
@@ -67,27 +74,31 @@ async def test_a_list_takes_no_sign_ups_until_its_account_opens_them_and_ids_fin
         assert form.status_code == 200 and "the mailing list" in form.text and "Acme" in form.text
         assert form.headers["referrer-policy"] == "same-origin"
         signed = await client.post(f"/forms/{token}", data={"email": "ann@example.org"})
-        api = await client.post("/api/v1/subscribe", json={"list": "news", "email": "bob@example.org"},
-                                headers=auth(key))
+        api = await client.post(
+            "/api/v1/subscribe", json={"list": "news", "email": "bob@example.org"}, headers=auth(key)
+        )
         assert (signed.status_code, api.status_code) == (200, 202)
         assert [cells(line) for line in lists(dsn, "--account", "acme").stdout.splitlines()][1:] == [
-            [str(news), "acme", "news", "0", "2", url]]
+            [str(news), "acme", "news", "0", "2", url]
+        ]
 
         closing = lists(dsn, "form", "close", "news", "--account", "acme")
         assert closing.returncode == 0 and closing.stdout == "", closing.stderr
         after = await client.get(f"/forms/{token}")
         posted = await client.post(f"/forms/{token}", data={"email": "cy@example.org"})
-        assert {(r.status_code, r.text) for r in (after, posted, unknown, malformed)} == {(404, unknown.text)}, \
+        assert {(r.status_code, r.text) for r in (after, posted, unknown, malformed)} == {(404, unknown.text)}, (
             "a closed form, a wrong token and an unknown one are the same page"
+        )
         assert "news" not in unknown.text and "Acme" not in unknown.text
         again = lists(dsn, "form", "open", "news", "--account", "acme")
         assert again.stdout.strip() == url, "the same address when it is opened again"
     assert await memberships(conn, news) == {"ann@example.org": "unconfirmed", "bob@example.org": "unconfirmed"}
-    for args, says in ((("form", "open", "nosuch", "--account", "acme"), "has no list named 'nosuch'"),
-                       (("form", "open", "news", "--account", "nobody"), "no account named 'nobody'"),
-                       (("form", "open", "news", "--account", "acme", "--origin", "https://a.org/path"),
-                        "not an origin"),
-                       (("--account", "nobody"), "no account named")):
+    for args, says in (
+        (("form", "open", "nosuch", "--account", "acme"), "has no list named 'nosuch'"),
+        (("form", "open", "news", "--account", "nobody"), "no account named 'nobody'"),
+        (("form", "open", "news", "--account", "acme", "--origin", "https://a.org/path"), "not an origin"),
+        (("--account", "nobody"), "no account named"),
+    ):
         result = lists(dsn, *args)
         assert result.returncode != 0 and result.stdout == "" and says in result.stderr, result.stderr
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
@@ -95,12 +106,23 @@ async def test_a_list_takes_no_sign_ups_until_its_account_opens_them_and_ids_fin
 
 async def test_the_api_opens_and_closes_a_lists_form_with_its_origins(conn: asyncpg.Connection, dsn: str) -> None:
     await account_with_list(conn, dsn, open_form=False)
-    async with http_server(dsn, SECRET, **SETTINGS) as base, \
-            httpx.AsyncClient(base_url=f"{base}/api/v1", headers=auth(await _key(conn, dsn))) as client:
-        assert (await client.get("/lists/news/form")).json() == {"list": "news", "open": False, "url": None,
-                                                                 "origins": []}
-        put = await client.put("/lists/news/form", json={"open": True, "origins": [
-            "https://Shop.Example.org:443/", "https://shop.example.org", "http://127.0.0.1:8080"]})
+    async with (
+        http_server(dsn, SECRET, **SETTINGS) as base,
+        httpx.AsyncClient(base_url=f"{base}/api/v1", headers=auth(await _key(conn, dsn))) as client,
+    ):
+        assert (await client.get("/lists/news/form")).json() == {
+            "list": "news",
+            "open": False,
+            "url": None,
+            "origins": [],
+        }
+        put = await client.put(
+            "/lists/news/form",
+            json={
+                "open": True,
+                "origins": ["https://Shop.Example.org:443/", "https://shop.example.org", "http://127.0.0.1:8080"],
+            },
+        )
         assert put.status_code == 200, put.text
         body = put.json()
         assert (body["open"], body["origins"]) == (True, ["https://shop.example.org", "http://127.0.0.1:8080"])
@@ -110,9 +132,15 @@ async def test_the_api_opens_and_closes_a_lists_form_with_its_origins(conn: asyn
         closed = (await client.put("/lists/news/form", json={"open": False})).json()
         assert closed == {**body, "open": False, "origins": []}, "a PUT replaces the origins; the URL stays"
         assert [x["form_url"] for x in (await client.get("/lists")).json()] == [None]
-        for bad in ({"open": True, "origins": ["javascript:alert(1)"]}, {"open": True, "origins": ["https://a.org/x"]},
-                    {"open": True, "origins": ["https://u:p@a.org"]}, {"open": "maybe"}, {"origins": []},
-                    {"open": True, "extra": 1}, {"open": True, "origins": [f"https://{i}.org" for i in range(21)]}):
+        for bad in (
+            {"open": True, "origins": ["javascript:alert(1)"]},
+            {"open": True, "origins": ["https://a.org/x"]},
+            {"open": True, "origins": ["https://u:p@a.org"]},
+            {"open": "maybe"},
+            {"origins": []},
+            {"open": True, "extra": 1},
+            {"open": True, "origins": [f"https://{i}.org" for i in range(21)]},
+        ):
             answer = await client.put("/lists/news/form", json=bad)
             assert answer.status_code == 422 and "error" in answer.json(), (bad, answer.text)
         missing = await client.put("/lists/nosuch/form", json={"open": True})
@@ -134,20 +162,30 @@ async def _document(dsn: str) -> dict:
 
 
 async def test_a_form_posted_from_another_site_is_refused_unless_its_account_allows_the_site(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     _, news, _ = await account_with_list(conn, dsn)
     await conn.execute("UPDATE einmal.lists SET form_origins = '{https://shop.example.org}' WHERE id = $1", news)
     async with http_server(dsn, SECRET, **SETTINGS) as base, httpx.AsyncClient(base_url=base) as client:
+
         def post(i: int, **headers: str):
             return client.post(FORM, data={"email": f"p{i}@example.org"}, headers=headers)
 
-        refused = [await post(0, Origin="https://evil.example"), await post(1, Origin="null"),
-                   await post(2, Referer="https://evil.example/page?x=1"),
-                   await post(3, Origin="https://shop.example.org.evil.example"),
-                   await post(4, Origin="https://evil.example", Referer=f"{base}/forms/x")]
-        taken = [await post(5, Origin="https://shop.example.org"), await post(6, Origin="HTTPS://Shop.Example.org:443"),
-                 await post(7, Origin=base), await post(8, Referer=f"{base}{FORM}"), await post(9),
-                 await post(10, Origin="http://127.0.0.1")]  # EINMAL_CONFIRM_URL's origin: the site as reached
+        refused = [
+            await post(0, Origin="https://evil.example"),
+            await post(1, Origin="null"),
+            await post(2, Referer="https://evil.example/page?x=1"),
+            await post(3, Origin="https://shop.example.org.evil.example"),
+            await post(4, Origin="https://evil.example", Referer=f"{base}/forms/x"),
+        ]
+        taken = [
+            await post(5, Origin="https://shop.example.org"),
+            await post(6, Origin="HTTPS://Shop.Example.org:443"),
+            await post(7, Origin=base),
+            await post(8, Referer=f"{base}{FORM}"),
+            await post(9),
+            await post(10, Origin="http://127.0.0.1"),
+        ]  # EINMAL_CONFIRM_URL's origin: the site as reached
     assert [r.status_code for r in refused] == [403] * 5 and len({r.text for r in refused}) == 1
     assert "news" not in refused[0].text and "sent from its own page" in refused[0].text
     assert [r.status_code for r in taken] == [200] * 6
@@ -172,12 +210,15 @@ async def test_sign_ups_are_bounded_per_network_for_all_nodes_together(conn: asy
     assert codes == [200] * 30 + [429] * 70 and waits == {True}
     assert elsewhere.status_code == 200
     assert len(await confirmation_rows(conn)) == 31
-    assert await conn.fetchval("SELECT hits FROM einmal.client_counts WHERE kind = 'sign-up' "
-                               "AND client = '127.0.0.0/24'") == 100
+    assert (
+        await conn.fetchval("SELECT hits FROM einmal.client_counts WHERE kind = 'sign-up' AND client = '127.0.0.0/24'")
+        == 100
+    )
 
 
 async def test_a_lists_new_confirmations_are_bounded_per_hour_and_the_answer_stays_the_same(
-        conn: asyncpg.Connection, dsn: str) -> None:
+    conn: asyncpg.Connection, dsn: str
+) -> None:
     await account_with_list(conn, dsn)
     async with http_server(dsn, SECRET, **SETTINGS, optin_list_limit=3) as base:
         answers = []
@@ -186,8 +227,7 @@ async def test_a_lists_new_confirmations_are_bounded_per_hour_and_the_answer_sta
                 answers.append(await client.post(f"{base}{FORM}", data={"email": f"b{i}@example.org"}))
     assert [a.status_code for a in answers] == [200] * 6
     assert len({a.text.replace(f"b{i}@example.org", "") for i, a in enumerate(answers)}) == 1
-    assert [r["email"] for r in await confirmation_rows(conn)] == ["b0@example.org", "b1@example.org",
-                                                                   "b2@example.org"]
+    assert [r["email"] for r in await confirmation_rows(conn)] == ["b0@example.org", "b1@example.org", "b2@example.org"]
 
 
 PROBES = 7  # per state and surface: 4 states x 2 surfaces x 7 x 0.25 s = 14 s
@@ -200,21 +240,31 @@ async def test_every_state_of_an_address_is_answered_in_the_same_time(conn: asyn
     members = [f"m{i}@example.org" for i in range(PROBES)]
     account_id, _, key = await account_with_list(conn, dsn, members=members)
     for i in range(2 * PROBES):
-        await conn.execute("INSERT INTO einmal.suppressions (account_id, email_lower) VALUES ($1, $2)",
-                           account_id, f"s{i}@example.org")
+        await conn.execute(
+            "INSERT INTO einmal.suppressions (account_id, email_lower) VALUES ($1, $2)", account_id, f"s{i}@example.org"
+        )
     medians = {}
-    async with http_server(dsn, SECRET, **SETTINGS, optin_client_limit=1000) as base, \
-            httpx.AsyncClient(base_url=base) as client:
-        surfaces = {"form": lambda address: client.post(FORM, data={"email": address}),
-                    "api": lambda address: client.post("/api/v1/subscribe", json={"list": "news", "email": address},
-                                                        headers=auth(key))}
+    async with (
+        http_server(dsn, SECRET, **SETTINGS, optin_client_limit=1000) as base,
+        httpx.AsyncClient(base_url=base) as client,
+    ):
+        surfaces = {
+            "form": lambda address: client.post(FORM, data={"email": address}),
+            "api": lambda address: client.post(
+                "/api/v1/subscribe", json={"list": "news", "email": address}, headers=auth(key)
+            ),
+        }
         for surface, send in surfaces.items():
             assert (await send(f"u-{surface}@example.org")).status_code in (200, 202)
             times: dict[str, list[float]] = {"new": [], "unconfirmed": [], "confirmed": [], "suppressed": []}
             for i in range(PROBES):
                 s = i + (PROBES if surface == "api" else 0)
-                for state, address in (("new", f"new{s}@example.org"), ("unconfirmed", f"u-{surface}@example.org"),
-                                       ("confirmed", members[i]), ("suppressed", f"s{s}@example.org")):
+                for state, address in (
+                    ("new", f"new{s}@example.org"),
+                    ("unconfirmed", f"u-{surface}@example.org"),
+                    ("confirmed", members[i]),
+                    ("suppressed", f"s{s}@example.org"),
+                ):
                     began = time.perf_counter()
                     answer = await send(address)
                     times[state].append(time.perf_counter() - began)
@@ -228,8 +278,18 @@ async def test_every_state_of_an_address_is_answered_in_the_same_time(conn: asyn
 def test_an_origin_is_checked_and_written_as_browsers_send_it() -> None:
     assert optin.origin("HTTPS://Shop.Example.ORG:443/") == "https://shop.example.org"
     assert optin.origin("http://[::1]:8080") == "http://[::1]:8080"
-    for bad in ("shop.example.org", "ftp://a.org", "https://a.org/x", "https://a.org?x", "https://a.org#x",
-                "https://u@a.org", "https://a.org:99999", "null", "", "https://a.org\r\nX: y"):
+    for bad in (
+        "shop.example.org",
+        "ftp://a.org",
+        "https://a.org/x",
+        "https://a.org?x",
+        "https://a.org#x",
+        "https://u@a.org",
+        "https://a.org:99999",
+        "null",
+        "",
+        "https://a.org\r\nX: y",
+    ):
         with pytest.raises(UsageError, match="not an origin"):
             optin.origin(bad)
     assert optin.posted_from(None, "https://a.org/page?q=1") == "https://a.org"

@@ -17,7 +17,7 @@ async def test_the_readme_double_opt_in_example_runs_as_written(conn: asyncpg.Co
     assert code == 0, err
     made, opened, first, again = out.splitlines()
     assert '"name":"news"' in made and '"form_url":null' in made, "a list's sign-ups are closed until opened"
-    assert '"open":true' in opened and '/forms/' in opened
+    assert '"open":true' in opened and "/forms/" in opened
     assert first.startswith('{"status":"pending"') and again == "202"
     list_id = await conn.fetchval("SELECT id FROM einmal.lists")
     assert await memberships(conn, list_id) == {"grace@example.org": "unconfirmed"}

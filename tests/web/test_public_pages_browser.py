@@ -19,16 +19,20 @@ pytestmark = pytest.mark.anyio
 
 TYPO = "jane.doe@exmaple.org"
 SAYS = {
-    "en": {"sent": ("Check your inbox", f"If {TYPO} can be subscribed to Weekly news"),
-           "back": ("Subscribe", "Subscribe to Weekly news"),
-           "bad-confirmation": ("Invalid link", "This confirmation link is not valid"),
-           "no-form": ("No such form", "This sign-up form does not exist or is closed."),
-           "unsubscribe-after-switch": ("Unsubscribe", "Stop all mail from Acme to j***@example.org?")},
-    "de": {"sent": ("Sehen Sie in Ihr Postfach", f"Wenn {TYPO} für Weekly news angemeldet werden kann"),
-           "back": ("Anmelden", "Anmeldung für Weekly news"),
-           "bad-confirmation": ("Ungültiger Link", "Dieser Bestätigungslink ist ungültig"),
-           "no-form": ("Kein solches Formular", "Dieses Anmeldeformular gibt es nicht, oder es ist geschlossen."),
-           "unsubscribe-after-switch": ("Abmelden", "Keine E-Mails mehr von Acme an j***@example.org?")},
+    "en": {
+        "sent": ("Check your inbox", f"If {TYPO} can be subscribed to Weekly news"),
+        "back": ("Subscribe", "Subscribe to Weekly news"),
+        "bad-confirmation": ("Invalid link", "This confirmation link is not valid"),
+        "no-form": ("No such form", "This sign-up form does not exist or is closed."),
+        "unsubscribe-after-switch": ("Unsubscribe", "Stop all mail from Acme to j***@example.org?"),
+    },
+    "de": {
+        "sent": ("Sehen Sie in Ihr Postfach", f"Wenn {TYPO} für Weekly news angemeldet werden kann"),
+        "back": ("Anmelden", "Anmeldung für Weekly news"),
+        "bad-confirmation": ("Ungültiger Link", "Dieser Bestätigungslink ist ungültig"),
+        "no-form": ("Kein solches Formular", "Dieses Anmeldeformular gibt es nicht, oder es ist geschlossen."),
+        "unsubscribe-after-switch": ("Abmelden", "Keine E-Mails mehr von Acme an j***@example.org?"),
+    },
 }
 
 
@@ -40,11 +44,16 @@ def look(driver, state: str, language: str) -> list[dict]:
     for width, size in WIDTHS.items():
         driver.set_window_size(*size)
         driver.save_screenshot(str(ARTEFACTS / f"pages-{state}-{language}-{width}.png"))
-        seen.append({"width": width, "title": driver.title, "text": driver.find_element(By.TAG_NAME, "main").text,
-                     "lang": driver.find_element(By.TAG_NAME, "html").get_attribute("lang"),
-                     "sideways": driver.execute_script("return document.documentElement.scrollWidth > "
-                                                       "window.innerWidth"),
-                     "viewport": driver.execute_script("return window.innerWidth")})
+        seen.append(
+            {
+                "width": width,
+                "title": driver.title,
+                "text": driver.find_element(By.TAG_NAME, "main").text,
+                "lang": driver.find_element(By.TAG_NAME, "html").get_attribute("lang"),
+                "sideways": driver.execute_script("return document.documentElement.scrollWidth > window.innerWidth"),
+                "viewport": driver.execute_script("return window.innerWidth"),
+            }
+        )
     return seen
 
 
@@ -59,7 +68,8 @@ def check(pages: list[dict], state: str, language: str) -> None:
 
 @pytest.mark.parametrize("language", ["en", "de"])
 async def test_the_pages_that_said_the_wrong_thing_in_a_browser(
-        conn: asyncpg.Connection, dsn: str, browser, language: str) -> None:  # noqa: F811 (the fixture)
+    conn: asyncpg.Connection, dsn: str, browser, language: str
+) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.wait import WebDriverWait
 
@@ -69,6 +79,7 @@ async def test_the_pages_that_said_the_wrong_thing_in_a_browser(
     ARTEFACTS.mkdir(exist_ok=True)
     browser.execute_cdp_cmd("Network.setUserAgentOverride", {"userAgent": "einmal-test", "acceptLanguage": language})
     async with http_server(dsn, SECRET, **SETTINGS, unsubscribe_mailto="unsubscribe@example.net") as base:
+
         def sign_up() -> tuple[list[dict], str, list[dict]]:
             browser.get(f"{base}{FORM}")
             browser.find_element(By.ID, "email").send_keys(TYPO)
@@ -92,23 +103,39 @@ async def test_the_pages_that_said_the_wrong_thing_in_a_browser(
 
         bad = await anyio.to_thread.run_sync(visit, "bad-confirmation", f"{base}/confirm?token={forged}")
         check(bad, "bad-confirmation", language)
-        assert all("unsubscribe@example.net" in seen["text"] and "help@acme.example" not in seen["text"]
-                   for seen in bad), "a forged token's account is nobody's word: the installation's address"
+        assert all(
+            "unsubscribe@example.net" in seen["text"] and "help@acme.example" not in seen["text"] for seen in bad
+        ), "a forged token's account is nobody's word: the installation's address"
         unknown = await anyio.to_thread.run_sync(visit, "no-form", f"{base}/forms/{optin.new_token()}")
         check(unknown, "no-form", language)
     # an English campaign's page after the account switched to German (and back): it stays in its language
     ids = await subscriber(conn, email="jane.doe@example.org", account="globex")
-    await conn.execute("UPDATE einmal.accounts SET display_name = 'Acme', language = $1 WHERE id = $2",
-                       language, ids[0])
+    await conn.execute(
+        "UPDATE einmal.accounts SET display_name = 'Acme', language = $1 WHERE id = $2", language, ids[0]
+    )
     await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'default')", ids[0])
-    made = einmal("campaign", "create", "--account", "globex", "--name", "n", "--subject", "Spring",
-                  "--from", "news@example.com", "--text", "Hello", dsn=dsn)
+    made = einmal(
+        "campaign",
+        "create",
+        "--account",
+        "globex",
+        "--name",
+        "n",
+        "--subject",
+        "Spring",
+        "--from",
+        "news@example.com",
+        "--text",
+        "Hello",
+        dsn=dsn,
+    )
     assert made.returncode == 0, made.stderr
     switched = einmal("accounts", "set", "globex", "--language", "de" if language == "en" else "en", dsn=dsn)
     assert switched.returncode == 0, switched.stderr
     async with http_server(dsn) as base:
-        page = await anyio.to_thread.run_sync(visit, "unsubscribe-after-switch",
-                                              f"{base}/unsubscribe?token={token((ids[0], int(made.stdout), ids[2]))}")
+        page = await anyio.to_thread.run_sync(
+            visit, "unsubscribe-after-switch", f"{base}/unsubscribe?token={token((ids[0], int(made.stdout), ids[2]))}"
+        )
     check(page, "unsubscribe-after-switch", language)
     assert all(seen["lang"] == language for seen in page)
     for state in SAYS[language]:

@@ -37,9 +37,9 @@ def decoded(part: Message) -> str:
         payload = str(part.get_payload() or "").encode("utf-8", "replace")
     charset = part.get_content_charset() or "utf-8"
     try:
-        return payload[:MAX_TEXT * 2].decode(charset, "replace")[:MAX_TEXT]
+        return payload[: MAX_TEXT * 2].decode(charset, "replace")[:MAX_TEXT]
     except LookupError:  # an unknown charset
-        return payload[:MAX_TEXT * 2].decode("latin-1")[:MAX_TEXT]
+        return payload[: MAX_TEXT * 2].decode("latin-1")[:MAX_TEXT]
 
 
 def clean_address(text: str) -> str | None:

@@ -13,8 +13,9 @@ from email.message import Message
 
 from service.inbound.formats.dsn import fields, part_text
 
-_COMPLAINT_SUBJECT = re.compile(r"complaint|abuse report|spam report|feedback report|reported as (spam|junk)",
-                                re.IGNORECASE)
+_COMPLAINT_SUBJECT = re.compile(
+    r"complaint|abuse report|spam report|feedback report|reported as (spam|junk)", re.IGNORECASE
+)
 
 
 def feedback(message: Message) -> dict[str, str] | None:

@@ -15,8 +15,18 @@ from service.inbound.formats import MAX_TEXT, Finding, clean_address, decoded
 
 TYPES = ("message/delivery-status", "message/global-delivery-status")
 _FIELD = re.compile(r"([A-Za-z][A-Za-z0-9-]{0,40})[ \t]*:[ \t]*(.*)")
-_RECIPIENT = {"original-recipient", "final-recipient", "action", "status", "diagnostic-code", "remote-mta",
-              "last-attempt-date", "will-retry-until", "x-actual-recipient", "x-display-name"}
+_RECIPIENT = {
+    "original-recipient",
+    "final-recipient",
+    "action",
+    "status",
+    "diagnostic-code",
+    "remote-mta",
+    "last-attempt-date",
+    "will-retry-until",
+    "x-actual-recipient",
+    "x-display-name",
+}
 _FAILED = ("fail", "expired", "error", "undeliverable", "bounce")
 
 
@@ -24,8 +34,11 @@ def part_text(part: Message) -> str:
     """A delivery-status part as text, whether the email package read its blocks or not."""
     payload = part.get_payload()
     if isinstance(payload, list):
-        blocks = ["\n".join(f"{name}: {value}" for name, value in block.items()) for block in payload
-                  if isinstance(block, Message)]
+        blocks = [
+            "\n".join(f"{name}: {value}" for name, value in block.items())
+            for block in payload
+            if isinstance(block, Message)
+        ]
         return "\n\n".join(blocks)[:MAX_TEXT]
     return decoded(part)
 
@@ -73,8 +86,9 @@ def finding(group: dict[str, str]) -> Finding | None:
         permanent = status[0] == "5"
     else:
         return None
-    original = clean_address(group.get("original-recipient", "").partition(";")[2] or group.get(
-        "original-recipient", ""))
+    original = clean_address(
+        group.get("original-recipient", "").partition(";")[2] or group.get("original-recipient", "")
+    )
     final = clean_address(group.get("final-recipient", "").partition(";")[2] or group.get("final-recipient", ""))
     recipient = original or final
     also = tuple(a for a in (final,) if a and recipient and a.lower() != recipient.lower())

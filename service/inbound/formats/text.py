@@ -25,17 +25,24 @@ from service.inbound import reasons
 from service.inbound.formats import ADDRESS, MAX_TEXT, Finding, decoded, dsn
 
 _P = re.IGNORECASE
-CUT = re.compile(r"^[ \t>|*=_-]*(?:original message|returned message|unsent message|undelivered message|"
-                 r"this is a copy of|below this line is a copy|message (?:text|headers) follows?|"
-                 r"(?:the )?(?:original|returned) (?:message|mail) (?:follows|headers)|here is a copy|"
-                 r"text of the (?:returned|original)|returned mail follows|headers of the original|"
-                 r"(?:a )?copy of (?:the|your) (?:original )?message|original message header|"
-                 r"the header of the original|orginal message|received:\s+from\b|"
-                 r"(?:returned|original|unsent) (?:mail|message)s?[ \t=:-]*$)", _P | re.MULTILINE)
-_HEADERS = re.compile(r"^(?:return-path|received|from|sender|reply-to|errors-to|message-id|date|subject|to|cc):",
-                      _P | re.MULTILINE)
-FROM_SYSTEM = re.compile(r"mailer-daemon|postmaster|mail ?delivery|delivery (?:sub)?system|mdaemon|mailer|"
-                         r"\bndr\b|system administrator|bounce|daemon|\bimss\b|antivirus|mail ?server", _P)
+CUT = re.compile(
+    r"^[ \t>|*=_-]*(?:original message|returned message|unsent message|undelivered message|"
+    r"this is a copy of|below this line is a copy|message (?:text|headers) follows?|"
+    r"(?:the )?(?:original|returned) (?:message|mail) (?:follows|headers)|here is a copy|"
+    r"text of the (?:returned|original)|returned mail follows|headers of the original|"
+    r"(?:a )?copy of (?:the|your) (?:original )?message|original message header|"
+    r"the header of the original|orginal message|received:\s+from\b|"
+    r"(?:returned|original|unsent) (?:mail|message)s?[ \t=:-]*$)",
+    _P | re.MULTILINE,
+)
+_HEADERS = re.compile(
+    r"^(?:return-path|received|from|sender|reply-to|errors-to|message-id|date|subject|to|cc):", _P | re.MULTILINE
+)
+FROM_SYSTEM = re.compile(
+    r"mailer-daemon|postmaster|mail ?delivery|delivery (?:sub)?system|mdaemon|mailer|"
+    r"\bndr\b|system administrator|bounce|daemon|\bimss\b|antivirus|mail ?server",
+    _P,
+)
 FAILURE_SUBJECT = re.compile(
     r"undeliver|undelivered|delivery (?:status )?(?:notification|failure|failed|report|problem|has failed|"
     r"warning)|returned mail|mail delivery failed|failure notice|could not be deliver|non-?delivery|"
@@ -43,28 +50,48 @@ FAILURE_SUBJECT = re.compile(
     r"automatically rejected|nicht zustellbar|unzustellbar|non remis|no entregad|mail system error|"
     r"warning: .{0,40}(?:delay|not (?:yet )?been delivered)|delivery failure|permanent delivery|"
     r"unknown user|user unknown|failed delivery|error during delivery|mail failed|nameserver error|"
-    r"could not send", _P)
-AUTO_REPLY = re.compile(r"auto(?:matic)?[- ]?(?:reply|response|antwort|responder)|out of (?:the )?office|"
-                        r"abwesen|vacation|away from|absence|on leave|r[eé]ponse automatique", _P)
+    r"could not send",
+    _P,
+)
+AUTO_REPLY = re.compile(
+    r"auto(?:matic)?[- ]?(?:reply|response|antwort|responder)|out of (?:the )?office|"
+    r"abwesen|vacation|away from|absence|on leave|r[eé]ponse automatique",
+    _P,
+)
 # a notice that the server still tries: wins over the words of failure such a notice also uses
-TEMPORARY = re.compile(r"\bdelay|will (?:be )?retr|will (?:keep|continue) (?:on )?trying|still (?:being )?"
-                       r"(?:tr|retr)|not yet been delivered|is being retried|attempts will continue|"
-                       r"will continue to (?:be made|try)|delivery warning|warning:? .{0,60}(?:delay|not (?:yet )?been "
-                       r"delivered|retr)", _P)
+TEMPORARY = re.compile(
+    r"\bdelay|will (?:be )?retr|will (?:keep|continue) (?:on )?trying|still (?:being )?"
+    r"(?:tr|retr)|not yet been delivered|is being retried|attempts will continue|"
+    r"will continue to (?:be made|try)|delivery warning|warning:? .{0,60}(?:delay|not (?:yet )?been "
+    r"delivered|retr)",
+    _P,
+)
 # a failure the server itself took for temporary until it stopped trying (Exim's "retry timeout exceeded", qmail's
 # "in the queue too long", OpenSMTPD's "Envelope expired", Amazon SES and WorkMail's "Message expired")
-GAVE_UP = re.compile(r"retry time ?out exceeded|retry time not reached for any host after a long failure|"
-                     r"has been in the queue too long|envelope expired|message expired", _P)
-PERMANENT = re.compile(r"permanent|fatal|given up|giving up|gave up|could(?: not|n't) be deliver|undeliver|"
-                       r"(?:was|were|could) not (?:be )?delivered|rejected|(?:delivery|mail) (?:has )?failed|"
-                       r"failed to deliver|(?:could not|unable to|cannot) deliver|did not (?:reach|receive)|"
-                       r"returned to sender|returning message|failure|does not exist|unknown|has been returned|"
-                       r"not delivered|aborted|\berror\b", _P)
-_SYSTEM = re.compile(r"^(?:postmaster|mailer-daemon|mail-daemon|mailerdaemon|abuse|noreply|no-reply|"
-                     r"root|hostmaster|webmaster)@", _P)
-_NOT_RECIPIENT = re.compile(r"(?:\b(?:message-id|in-reply-to|references|from|sender|reply-to|errors-to|"
-                            r"return-path|envelope-from|smtp\.mailfrom|id|mailto:|sent by)|https?://\S*)"
-                            r"[\s:=<\"(]*$", _P)
+GAVE_UP = re.compile(
+    r"retry time ?out exceeded|retry time not reached for any host after a long failure|"
+    r"has been in the queue too long|envelope expired|message expired",
+    _P,
+)
+PERMANENT = re.compile(
+    r"permanent|fatal|given up|giving up|gave up|could(?: not|n't) be deliver|undeliver|"
+    r"(?:was|were|could) not (?:be )?delivered|rejected|(?:delivery|mail) (?:has )?failed|"
+    r"failed to deliver|(?:could not|unable to|cannot) deliver|did not (?:reach|receive)|"
+    r"returned to sender|returning message|failure|does not exist|unknown|has been returned|"
+    r"not delivered|aborted|\berror\b",
+    _P,
+)
+_SYSTEM = re.compile(
+    r"^(?:postmaster|mailer-daemon|mail-daemon|mailerdaemon|abuse|noreply|no-reply|"
+    r"root|hostmaster|webmaster)@",
+    _P,
+)
+_NOT_RECIPIENT = re.compile(
+    r"(?:\b(?:message-id|in-reply-to|references|from|sender|reply-to|errors-to|"
+    r"return-path|envelope-from|smtp\.mailfrom|id|mailto:|sent by)|https?://\S*)"
+    r"[\s:=<\"(]*$",
+    _P,
+)
 _ALIAS_OF = re.compile(r"\bgenerated from[\s:<\"(]*$", _P)  # Exim: the address an alias expanded from
 _REFUSED = re.compile(r"(?<![\d.])5\d\d[ -]")  # a 5xx reply quoted: refused for good, whatever the queue said
 _TAG = re.compile(r"<(?:br|p|div|tr|li|h\d)\b[^>]*>", _P)
@@ -91,7 +118,7 @@ def notice(message: Message) -> str:
     walk(message, 0)
     text = "\n\n".join(texts)[:MAX_TEXT]
     cut = CUT.search(text)
-    return text[:cut.start()] if cut else text
+    return text[: cut.start()] if cut else text
 
 
 def is_bounce(message: Message, text: str) -> bool:
@@ -100,7 +127,9 @@ def is_bounce(message: Message, text: str) -> bool:
     if message.get("X-Failed-Recipients") or any(part.get_content_type() in dsn.TYPES for part in message.walk()):
         return True
     if message.get_content_type() == "multipart/report" and str(message.get_param("report-type")).lower() in (
-            "delivery-status", "disposition-notification"):
+        "delivery-status",
+        "disposition-notification",
+    ):
         return True
     failure = FAILURE_SUBJECT.search(subject) is not None
     if AUTO_REPLY.search(subject) and not failure:
@@ -110,8 +139,11 @@ def is_bounce(message: Message, text: str) -> bool:
 
 def own(message: Message) -> set[str]:
     """Addresses of the bounce itself, never a failed recipient: its From and To (the return path)."""
-    return {a.lower() for name in ("From", "To", "Sender", "Reply-To", "Return-Path", "Delivered-To",
-                                   "X-Original-To") for a in ADDRESS.findall(str(message.get(name) or ""))}
+    return {
+        a.lower()
+        for name in ("From", "To", "Sender", "Reply-To", "Return-Path", "Delivered-To", "X-Original-To")
+        for a in ADDRESS.findall(str(message.get(name) or ""))
+    }
 
 
 def senders(message: Message, text: str) -> set[str]:
@@ -121,11 +153,18 @@ def senders(message: Message, text: str) -> set[str]:
         kind = part.get_content_type()
         if kind == "message/rfc822" and isinstance(part.get_payload(), list) and part.get_payload():
             returned = part.get_payload()[0]
-            found |= {a.lower() for name in ("From", "Sender", "Return-Path", "Reply-To")
-                      for a in ADDRESS.findall(str(returned.get(name) or ""))}
-    rest = text[text.lower().find("\nfrom:"):] if "\nfrom:" in text.lower() else ""
-    found |= {a.lower() for line in rest.splitlines()[:40] if re.match(r"(from|sender|return-path):", line, _P)
-              for a in ADDRESS.findall(line)}
+            found |= {
+                a.lower()
+                for name in ("From", "Sender", "Return-Path", "Reply-To")
+                for a in ADDRESS.findall(str(returned.get(name) or ""))
+            }
+    rest = text[text.lower().find("\nfrom:") :] if "\nfrom:" in text.lower() else ""
+    found |= {
+        a.lower()
+        for line in rest.splitlines()[:40]
+        if re.match(r"(from|sender|return-path):", line, _P)
+        for a in ADDRESS.findall(line)
+    }
     return found
 
 
@@ -136,12 +175,13 @@ def _recipients(notice_text: str, excluded: set[str], weak: set[str]) -> list[tu
     for n, line in enumerate(lines):
         for match in ADDRESS.finditer(line):
             address = match[0].strip(".")
-            key, before = address.lower(), line[:match.start()]
+            key, before = address.lower(), line[: match.start()]
             if key in seen or key in excluded or _SYSTEM.match(address):
                 continue
             alias = _ALIAS_OF.search(before) is not None
-            if not alias and (_NOT_RECIPIENT.search(before) or (
-                    _HEADERS.match(line.strip()) and not line.lower().startswith("to:"))):
+            if not alias and (
+                _NOT_RECIPIENT.search(before) or (_HEADERS.match(line.strip()) and not line.lower().startswith("to:"))
+            ):
                 continue
             seen.add(key)
             (fallback if alias or key in weak else found).append((address, n))
@@ -173,7 +213,7 @@ def said_of(text: str, address: str | None) -> str:
     if at < 0:
         return ""
     start = text.rfind("\n", 0, at) + 1
-    return " ".join(_paragraphs(text[start:start + 4000].splitlines(), 0)[:2])[:2000]
+    return " ".join(_paragraphs(text[start : start + 4000].splitlines(), 0)[:2])[:2000]
 
 
 def returned_to(message: Message) -> str | None:
@@ -229,10 +269,14 @@ def _finding(address: str | None, diagnostic: str, permanent: bool, temporary: b
         verdict = permanent and not temporary
     else:
         verdict = False if temporary else True if permanent else None
-    if verdict and GAVE_UP.search(diagnostic) and (status is None or status[0] == "4" or (
-            status.endswith(".0.0") and not _REFUSED.search(diagnostic))):
-        return Finding(False, status if status and status[0] in "45" else None, _bare(address), diagnostic,
-                       gave_up=True)
+    if (
+        verdict
+        and GAVE_UP.search(diagnostic)
+        and (status is None or status[0] == "4" or (status.endswith(".0.0") and not _REFUSED.search(diagnostic)))
+    ):
+        return Finding(
+            False, status if status and status[0] in "45" else None, _bare(address), diagnostic, gave_up=True
+        )
     return Finding(verdict, status if status and status[0] in "45" else None, _bare(address), diagnostic)
 
 

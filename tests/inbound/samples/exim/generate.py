@@ -40,61 +40,101 @@ EXIM = shutil.which("exim4") or "/usr/sbin/exim4"
 
 
 class Case:
-    def __init__(self, recipient: str, kind: str, reason: str | None, *, mail: str | None = None,
-                 rcpt: str | None = None, data: str | None = None) -> None:
+    def __init__(
+        self,
+        recipient: str,
+        kind: str,
+        reason: str | None,
+        *,
+        mail: str | None = None,
+        rcpt: str | None = None,
+        data: str | None = None,
+    ) -> None:
         self.recipient, self.kind, self.reason = recipient, kind, reason
         self.mail, self.rcpt, self.data = mail, rcpt, data  # the remote's replies; None: 250
 
 
 CASES = {
     # refused at MAIL FROM: about our return path, never the recipient
-    "mail_from_sender_rejected": Case("someone@fail.test", "hard", "sender",
-                                      mail="501 5.1.8 {sender}: Sender address rejected: Domain not found"),
-    "mail_from_sender_invalid": Case("someone@fail.test", "hard", "sender",
-                                     mail="553 5.1.7 The sender address is not a valid address"),
-    "mail_from_refused_plain": Case("someone@fail.test", "hard", "sender",
-                                    mail="550 Verification failed for {sender}: no such user"),
+    "mail_from_sender_rejected": Case(
+        "someone@fail.test", "hard", "sender", mail="501 5.1.8 {sender}: Sender address rejected: Domain not found"
+    ),
+    "mail_from_sender_invalid": Case(
+        "someone@fail.test", "hard", "sender", mail="553 5.1.7 The sender address is not a valid address"
+    ),
+    "mail_from_refused_plain": Case(
+        "someone@fail.test", "hard", "sender", mail="550 Verification failed for {sender}: no such user"
+    ),
     # refused at RCPT, but naming our return path
-    "rcpt_sender_rejected": Case("someone@fail.test", "hard", "sender",
-                                 rcpt="550 5.1.0 {sender} sender rejected"),
+    "rcpt_sender_rejected": Case("someone@fail.test", "hard", "sender", rcpt="550 5.1.0 {sender} sender rejected"),
     # refused at RCPT, about the recipient
-    "rcpt_unknown": Case("unknown@fail.test", "hard", "no_mailbox",
-                         rcpt="550 5.1.1 {recipient}: Recipient address rejected: User unknown in virtual mailbox "
-                              "table"),
-    "rcpt_disabled": Case("disabled@fail.test", "hard", "disabled",
-                          rcpt="550 5.2.1 The email account that you tried to reach is disabled."),
-    "rcpt_unknown_domain": Case("someone@gone.fail.test", "hard", "no_domain",
-                                rcpt="550 5.1.2 {recipient}: Recipient address rejected: Domain not found"),
+    "rcpt_unknown": Case(
+        "unknown@fail.test",
+        "hard",
+        "no_mailbox",
+        rcpt="550 5.1.1 {recipient}: Recipient address rejected: User unknown in virtual mailbox table",
+    ),
+    "rcpt_disabled": Case(
+        "disabled@fail.test",
+        "hard",
+        "disabled",
+        rcpt="550 5.2.1 The email account that you tried to reach is disabled.",
+    ),
+    "rcpt_unknown_domain": Case(
+        "someone@gone.fail.test",
+        "hard",
+        "no_domain",
+        rcpt="550 5.1.2 {recipient}: Recipient address rejected: Domain not found",
+    ),
     # a block, a quota, a rate: the server's own words, whatever the generic code before them
-    "rcpt_blacklisted": Case("blocked@fail.test", "hard", "policy",
-                             rcpt="550 5.7.1 IP address blacklisted by recipient"),
+    "rcpt_blacklisted": Case(
+        "blocked@fail.test", "hard", "policy", rcpt="550 5.7.1 IP address blacklisted by recipient"
+    ),
     "rcpt_over_quota": Case("full@fail.test", "hard", "mailbox_full", rcpt="552 5.2.2 Over quota"),
-    "rcpt_quota_as_unknown": Case("full2@fail.test", "hard", "mailbox_full",
-                                  rcpt="550 5.1.1 {recipient}: mailbox over quota"),
-    "rcpt_rate": Case("busy@fail.test", "hard", "policy",
-                      rcpt="550-5.2.1 The user you are trying to contact is receiving mail at a rate that\n"
-                           "550-5.2.1 prevents additional messages from being delivered. Please resend your\n"
-                           "550 5.2.1 message at a later point."),
-    "rcpt_hourly_limit": Case("limit@fail.test", "hard", "policy",
-                              rcpt="550 5.1.1 {sender} has sent to too many recipients this hour"),
+    "rcpt_quota_as_unknown": Case(
+        "full2@fail.test", "hard", "mailbox_full", rcpt="550 5.1.1 {recipient}: mailbox over quota"
+    ),
+    "rcpt_rate": Case(
+        "busy@fail.test",
+        "hard",
+        "policy",
+        rcpt="550-5.2.1 The user you are trying to contact is receiving mail at a rate that\n"
+        "550-5.2.1 prevents additional messages from being delivered. Please resend your\n"
+        "550 5.2.1 message at a later point.",
+    ),
+    "rcpt_hourly_limit": Case(
+        "limit@fail.test", "hard", "policy", rcpt="550 5.1.1 {sender} has sent to too many recipients this hour"
+    ),
     # temporary failures, returned by Exim as it gives up (expired, as the Postfix set's remote_later): never a
     # dead address
-    "rcpt_dns_try_again": Case("dns@fail.test", "soft", "expired",
-                               rcpt="450 4.1.2 {recipient}: Recipient address rejected: Name service error for "
-                                    "domain fail.test: Host not found, try again"),
-    "rcpt_dns_malformed": Case("dns2@fail.test", "soft", "expired",
-                               rcpt="450 4.1.2 {recipient}: Recipient address rejected: Domain not found. Name "
-                                    "service error for name=fail.test type=MX: Malformed or unexpected name "
-                                    "server reply"),
-    "rcpt_full_later": Case("full3@fail.test", "soft", "mailbox_full",
-                            rcpt="452 4.2.2 {recipient}: Mailbox full, try again later"),
-    "rcpt_greylisted": Case("grey@fail.test", "soft", None,
-                            rcpt="451 4.7.1 Greylisted, please try again in 300 seconds"),
+    "rcpt_dns_try_again": Case(
+        "dns@fail.test",
+        "soft",
+        "expired",
+        rcpt="450 4.1.2 {recipient}: Recipient address rejected: Name service error for "
+        "domain fail.test: Host not found, try again",
+    ),
+    "rcpt_dns_malformed": Case(
+        "dns2@fail.test",
+        "soft",
+        "expired",
+        rcpt="450 4.1.2 {recipient}: Recipient address rejected: Domain not found. Name "
+        "service error for name=fail.test type=MX: Malformed or unexpected name "
+        "server reply",
+    ),
+    "rcpt_full_later": Case(
+        "full3@fail.test", "soft", "mailbox_full", rcpt="452 4.2.2 {recipient}: Mailbox full, try again later"
+    ),
+    "rcpt_greylisted": Case(
+        "grey@fail.test", "soft", None, rcpt="451 4.7.1 Greylisted, please try again in 300 seconds"
+    ),
     # refused at the end of DATA
-    "data_spam": Case("spam@fail.test", "hard", "policy",
-                      data="550 5.7.1 Message rejected as spam by Content Filtering"),
-    "data_too_large": Case("large@fail.test", "hard", "content",
-                           data="552 5.3.4 Message size exceeds fixed maximum message size"),
+    "data_spam": Case(
+        "spam@fail.test", "hard", "policy", data="550 5.7.1 Message rejected as spam by Content Filtering"
+    ),
+    "data_too_large": Case(
+        "large@fail.test", "hard", "content", data="552 5.3.4 Message size exceeds fixed maximum message size"
+    ),
     # failures inside Exim
     "local_unknown_user": Case("nobody-here@local.test", "hard", None),
     "local_over_quota": Case("small@local.test", "soft", "mailbox_full"),
@@ -198,9 +238,11 @@ begin rewrite
 
 def message(case: str, recipient: str) -> bytes:
     body = "A line of the campaign's message.\n" * (100 if case == "local_over_quota" else 5)
-    return (f"From: News <news@einmal.test>\nTo: <{recipient}>\nSubject: News for {case}\n"
-            f"Message-ID: <campaign.9.{len(case)}@einmal.test>\nDate: Tue, 1 Dec 2026 02:00:00 +0000\n"
-            f"MIME-Version: 1.0\nContent-Type: text/plain; charset=utf-8\n\n{body}").encode()
+    return (
+        f"From: News <news@einmal.test>\nTo: <{recipient}>\nSubject: News for {case}\n"
+        f"Message-ID: <campaign.9.{len(case)}@einmal.test>\nDate: Tue, 1 Dec 2026 02:00:00 +0000\n"
+        f"MIME-Version: 1.0\nContent-Type: text/plain; charset=utf-8\n\n{body}"
+    ).encode()
 
 
 def run(root: Path) -> dict[str, bytes]:
@@ -208,8 +250,10 @@ def run(root: Path) -> dict[str, bytes]:
     path = ReturnPath("bounces@einmal.test", SECRET)
     senders = {path.address(9, n).lower(): case for n, case in enumerate(CASES, 1)}
     capture = Capture()
-    controllers = [Controller(capture, hostname="127.0.0.1", port=capture_port),
-                   Controller(Remote(senders), hostname="127.0.0.1", port=remote_port)]
+    controllers = [
+        Controller(capture, hostname="127.0.0.1", port=capture_port),
+        Controller(Remote(senders), hostname="127.0.0.1", port=remote_port),
+    ]
     for controller in controllers:
         controller.start()
     for name in ("spool", "log", "mail"):
@@ -220,8 +264,13 @@ def run(root: Path) -> dict[str, bytes]:
     try:
         for sender, case in senders.items():
             recipient = CASES[case].recipient
-            subprocess.run([EXIM, "-C", str(config), "-odi", "-oi", "-f", sender, recipient],
-                           input=message(case, recipient), capture_output=True, timeout=60, check=False)
+            subprocess.run(
+                [EXIM, "-C", str(config), "-odi", "-oi", "-f", sender, recipient],
+                input=message(case, recipient),
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
         deadline = time.monotonic() + 60
         while len(capture.messages) < len(CASES) and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -238,11 +287,14 @@ def main() -> None:
         found = run(root)
         for case, data in sorted(found.items()):
             (HERE / f"{case}.eml").write_bytes(data)
-        expected = {f"{case}.eml": {"class": c.kind, "recipients": [c.recipient], **({"reason": c.reason}
-                                                                                       if c.reason else {})}
-                    for case, c in CASES.items() if case in found}
+        expected = {
+            f"{case}.eml": {"class": c.kind, "recipients": [c.recipient], **({"reason": c.reason} if c.reason else {})}
+            for case, c in CASES.items()
+            if case in found
+        }
         (HERE / "expected.json").write_text(
-            "{\n" + ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in sorted(expected.items())) + "\n}\n")
+            "{\n" + ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in sorted(expected.items())) + "\n}\n"
+        )
         missing = sorted(set(CASES) - set(found))
         print(f"wrote {len(found)} bounces" + (f"; none for {', '.join(missing)}" if missing else ""))
         if missing:

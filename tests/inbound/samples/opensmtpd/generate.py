@@ -49,8 +49,12 @@ CASES["unknown_domain"] = Case("someone@nosuch-domain.invalid", "hard", "no_doma
 # a temporary failure is first a warning naming the server's reply (soft, for the reason that reply gives), then,
 # when the queue's lifetime ends, OpenSMTPD 6.8's "Envelope expired", still sent as a delay (Action: delayed,
 # Status: 4.4.7; soft, expired)
-TEMPORARY = {"rcpt_dns_try_again": "routing", "rcpt_dns_malformed": "routing", "rcpt_full_later": "mailbox_full",
-             "rcpt_greylisted": None}
+TEMPORARY = {
+    "rcpt_dns_try_again": "routing",
+    "rcpt_dns_malformed": "routing",
+    "rcpt_full_later": "mailbox_full",
+    "rcpt_greylisted": None,
+}
 
 
 class Remote(exim.Remote):
@@ -76,10 +80,11 @@ match from any for domain "nosuch-domain.invalid" action "mx"
 
 
 def message(case: str, recipient: str) -> bytes:
-    return (f"From: News <news@einmal.test>\nTo: <{recipient}>\nSubject: News for {case}\n"
-            f"Message-ID: <campaign.11.{len(case)}@einmal.test>\nDate: Tue, 1 Dec 2026 02:00:00 +0000\n"
-            f"MIME-Version: 1.0\nContent-Type: text/plain; charset=utf-8\n\n"
-            + "A line of the campaign's message.\n" * 5).encode()
+    return (
+        f"From: News <news@einmal.test>\nTo: <{recipient}>\nSubject: News for {case}\n"
+        f"Message-ID: <campaign.11.{len(case)}@einmal.test>\nDate: Tue, 1 Dec 2026 02:00:00 +0000\n"
+        f"MIME-Version: 1.0\nContent-Type: text/plain; charset=utf-8\n\n" + "A line of the campaign's message.\n" * 5
+    ).encode()
 
 
 def run(root: Path, smtpd: str) -> dict[str, bytes]:
@@ -87,17 +92,22 @@ def run(root: Path, smtpd: str) -> dict[str, bytes]:
     path = ReturnPath("bounces@einmal.test", SECRET)
     senders = {path.address(11, n).lower(): case for n, case in enumerate(CASES, 1)}
     capture = exim.Capture()
-    controllers = [Controller(capture, hostname="127.0.0.1", port=capture_port),
-                   Controller(Remote(senders), hostname="127.0.0.1", port=remote_port)]
+    controllers = [
+        Controller(capture, hostname="127.0.0.1", port=capture_port),
+        Controller(Remote(senders), hostname="127.0.0.1", port=remote_port),
+    ]
     for controller in controllers:
         controller.start()
     config = root / "smtpd.conf"
     config.write_text(configure(listen_port, capture_port, remote_port))
-    private = ("mount -t tmpfs none /var/spool && mount -t tmpfs none /var/lib && mount -t tmpfs none /run && "
-               f"mkdir -p /var/lib/opensmtpd/empty && exec {smtpd} -d -f {config}")
+    private = (
+        "mount -t tmpfs none /var/spool && mount -t tmpfs none /var/lib && mount -t tmpfs none /run && "
+        f"mkdir -p /var/lib/opensmtpd/empty && exec {smtpd} -d -f {config}"
+    )
     log = (root / "smtpd.log").open("wb")
-    daemon = subprocess.Popen(["unshare", "-m", "sh", "-c", private], stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True)
+    daemon = subprocess.Popen(
+        ["unshare", "-m", "sh", "-c", private], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 15
         while True:
@@ -144,8 +154,11 @@ def main() -> None:
         found = run(root, smtpd)
         for name, data in sorted(found.items()):
             (HERE / f"{name}.eml").write_bytes(data)
-        (HERE / "expected.json").write_text("{\n" + ",\n".join(
-            f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in sorted(expectations(found).items())) + "\n}\n")
+        (HERE / "expected.json").write_text(
+            "{\n"
+            + ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in sorted(expectations(found).items()))
+            + "\n}\n"
+        )
         missing = sorted(set(CASES) - {n.removesuffix("_delayed") for n in found})
         print(f"wrote {len(found)} notices" + (f"; none for {', '.join(missing)}" if missing else ""))
         if missing:

@@ -36,13 +36,18 @@ from service.mail.verp import ReturnPath
 HERE = Path(__file__).resolve().parent
 SECRET = "einmal-samples"
 REMOTE = {  # local part at fail.test -> (RCPT reply, end-of-DATA reply)
-    "unknown": ("550 5.1.1 <unknown@fail.test>: Recipient address rejected: User unknown in virtual mailbox table",
-                None),
+    "unknown": (
+        "550 5.1.1 <unknown@fail.test>: Recipient address rejected: User unknown in virtual mailbox table",
+        None,
+    ),
     "disabled": ("550 5.2.1 The email account that you tried to reach is disabled.", None),
     "full": ("552 5.2.2 <full@fail.test>: Recipient address rejected: Mailbox full, quota exceeded", None),
     "policy": ("550 5.7.1 Service unavailable, Client host [127.0.0.1] blocked using Spamhaus", None),
-    "dmarc": ("550 5.7.26 This mail has been blocked because the sender is unauthenticated. DMARC policy of the "
-              "sender domain requires that mail be authenticated", None),
+    "dmarc": (
+        "550 5.7.26 This mail has been blocked because the sender is unauthenticated. DMARC policy of the "
+        "sender domain requires that mail be authenticated",
+        None,
+    ),
     "large": ("250 2.1.5 OK", "552 5.3.4 Message size exceeds fixed maximum message size"),
     "later": ("451 4.3.0 <later@fail.test>: Temporary lookup failure, try again later", None),
 }
@@ -152,17 +157,21 @@ postlog   unix-dgram n  -       n       -       1       postlogd
 
 def message(case: str, recipient: str) -> bytes:
     body = "A line of the campaign's message.\n" * (2000 if case == "remote_large" else 5)
-    return (f"From: News <news@einmal.test>\nTo: <{recipient}>\nSubject: News for {case}\n"
-            f"Message-ID: <campaign.7.{len(case)}@einmal.test>\nDate: Tue, 1 Dec 2026 02:00:00 +0000\n"
-            f"MIME-Version: 1.0\nContent-Type: text/plain; charset=utf-8\n\n{body}").encode()
+    return (
+        f"From: News <news@einmal.test>\nTo: <{recipient}>\nSubject: News for {case}\n"
+        f"Message-ID: <campaign.7.{len(case)}@einmal.test>\nDate: Tue, 1 Dec 2026 02:00:00 +0000\n"
+        f"MIME-Version: 1.0\nContent-Type: text/plain; charset=utf-8\n\n{body}"
+    ).encode()
 
 
 def run(root: Path) -> dict[str, bytes]:
     smtpd_port, capture_port, remote_port, sender_port = free_port(), free_port(), free_port(), free_port()
     capture = Capture()
-    controllers = [Controller(capture, hostname="127.0.0.1", port=capture_port),
-                   Controller(Remote(), hostname="127.0.0.1", port=remote_port),
-                   Controller(RefusesSender(), hostname="127.0.0.1", port=sender_port)]
+    controllers = [
+        Controller(capture, hostname="127.0.0.1", port=capture_port),
+        Controller(Remote(), hostname="127.0.0.1", port=remote_port),
+        Controller(RefusesSender(), hostname="127.0.0.1", port=sender_port),
+    ]
     for controller in controllers:
         controller.start()
     config = root / "config"
