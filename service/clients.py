@@ -43,16 +43,16 @@ class Count:
 
 async def hit(conn: asyncpg.Connection | asyncpg.Pool, kind: str, client: str, window: float) -> Count:
     """Count one hit of `client` (a network()) for `kind` in the current window of `window` seconds."""
-    row = await conn.fetchrow(db.query("client_count_hit"), kind, client, window)
+    row = await conn.fetchrow(*db.sql("client_count_hit", kind=kind, client=client, window=window))
     return Count(row["hits"], row["rest"])
 
 
 async def count(conn: asyncpg.Connection | asyncpg.Pool, kind: str, client: str, window: float) -> Count:
     """The hits of `client` for `kind` in the current window, counting nothing."""
-    row = await conn.fetchrow(db.query("client_count_get"), kind, client, window)
+    row = await conn.fetchrow(*db.sql("client_count_get", kind=kind, client=client, window=window))
     return Count(row["hits"], row["rest"])
 
 
 async def prune(conn: asyncpg.Connection) -> int:
     """Remove the counts of windows ended over KEEP_SECONDS ago: how many."""
-    return await conn.fetchval(db.query("client_count_prune"), KEEP_SECONDS)
+    return await conn.fetchval(*db.sql("client_count_prune", keep=KEEP_SECONDS))

@@ -2,6 +2,7 @@
 
 import errno
 import logging
+import re
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -24,12 +25,67 @@ def _load(folder: str) -> dict[str, str]:
     return {p.name.removesuffix(".sql"): p.read_text() for p in root.iterdir() if p.name.endswith(".sql")}
 
 
-QUERIES = _load("queries")
+# What a query file's text holds, read left to right: a quoted string or identifier, a comment, a
+# dollar-quoted body, a type cast (::), a named parameter (:name) or a positional one ($n).
+_TOKENS = re.compile(
+    r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|(\$[A-Za-z_]*\$).*?\1|::|:([A-Za-z_][A-Za-z0-9_]*)|\$([0-9]+)""",
+    re.DOTALL,
+)
+
+
+class Query:
+    """One sql/queries/<name>.sql: its parameters are named (`:name`), sent as `$n` in order of first use.
+
+    `bind(**values)` gives the statement and its arguments for asyncpg, `conn.fetch(*q.bind(...))`; a name
+    missing or extra is a TypeError at the call, never a value in the wrong place. A file that mixes named
+    and positional parameters fails when it is loaded.
+    """
+
+    def __init__(self, name: str, text: str) -> None:
+        self.name = name
+        params: list[str] = []
+        positional: set[str] = set()
+
+        def rewrite(m: re.Match[str]) -> str:
+            if m.group(2):
+                if m.group(2) not in params:
+                    params.append(m.group(2))
+                return f"${params.index(m.group(2)) + 1}"
+            if m.group(3):
+                positional.add(m.group(3))
+            return m.group(0)
+
+        self.text = _TOKENS.sub(rewrite, text)
+        if params and positional:
+            raise ValueError(f"sql/queries/{name}.sql mixes :names and $n parameters")
+        self.params = tuple(params)
+        self.positional = bool(positional)  # not yet named: called with positional arguments
+
+    def bind(self, **values: object) -> tuple[object, ...]:
+        """(text, *arguments) with each `:name` given by its keyword."""
+        if values.keys() != set(self.params):
+            missing, extra = set(self.params) - values.keys(), values.keys() - set(self.params)
+            raise TypeError(f"query {self.name}: missing {sorted(missing)}, unknown {sorted(extra)}")
+        return (self.text, *(values[p] for p in self.params))
+
+
+QUERIES = {name: Query(name, text) for name, text in _load("queries").items()}
+
+
+def sql(name: str, **values: object) -> tuple[object, ...]:
+    """sql/queries/<name>.sql bound by keyword, to unpack into a call of asyncpg:
+
+    `await conn.fetchrow(*db.sql("client_count_get", kind=k, client=c, window=60))`
+    """
+    return QUERIES[name].bind(**values)
 
 
 def query(name: str) -> str:
-    """The text of sql/queries/<name>.sql."""
-    return QUERIES[name]
+    """The text of sql/queries/<name>.sql, for a file whose parameters are still positional ($n)."""
+    found = QUERIES[name]
+    if found.params:
+        raise TypeError(f"query {name} has named parameters: call it with db.sql({name!r}, ...)")
+    return found.text
 
 
 def migrations() -> list[tuple[int, str, str]]:

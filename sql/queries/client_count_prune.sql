@@ -1,3 +1,3 @@
--- Remove the counts of windows that ended more than $1 seconds ago: how many rows.
-WITH gone AS (DELETE FROM einmal.client_counts WHERE window_start < now() - make_interval(secs => $1) RETURNING 1)
+-- Remove the counts of windows that ended more than :keep seconds ago: how many rows.
+WITH gone AS (DELETE FROM einmal.client_counts WHERE window_start < now() - make_interval(secs => :keep) RETURNING 1)
 SELECT count(*) FROM gone

@@ -17,7 +17,7 @@ def python_sources() -> str:
 
 def test_every_query_file_is_used() -> None:
     source = python_sources()
-    called = set(re.findall(r'query\("([a-z_]+)"\)', source))
+    called = set(re.findall(r'(?:query\(|sql\()"([a-z_]+)"', source))
     named = set(re.findall(r'"([a-z_]+)"', source))  # e.g. a table of transitions to query names
     assert set(db.QUERIES) - named == set(), "query files nobody uses"
     assert called - set(db.QUERIES) == set(), "queries used without a file"
@@ -30,7 +30,19 @@ async def test_every_query_prepares_against_the_schema(conn: asyncpg.Connection)
             async with conn.transaction():
                 if name.endswith("_staged"):  # they read the import's staging table, dropped at commit
                     await conn.execute(db.query("subscribers_stage_create"))
-                await conn.prepare(db.query(name))
+                await conn.prepare(db.QUERIES[name].text)
         except asyncpg.PostgresError as exc:
             failures[name] = str(exc)
     assert failures == {}
+
+
+def test_named_parameters_are_bound_by_keyword_and_checked() -> None:
+    q = db.Query("example", "SELECT :id::bigint, ':not' -- :nor\n, $$ :nor $$, :name, :id")
+    assert q.text == "SELECT $1::bigint, ':not' -- :nor\n, $$ :nor $$, $2, $1"
+    assert q.bind(name="a", id=7) == (q.text, 7, "a")
+    with pytest.raises(TypeError, match=r"missing \['name'\], unknown \['nme'\]"):
+        q.bind(id=7, nme="a")
+    with pytest.raises(ValueError, match="mixes"):
+        db.Query("mixed", "SELECT :id, $2")
+    with pytest.raises(TypeError, match="named parameters"):
+        db.query("client_count_hit")
