@@ -95,10 +95,13 @@ SENDER = re.compile(
     r"permitted|found)|unknown|verif\w*|does not exist|no such|domain)|"
     r"\b(?:mail from|envelope.from|return.path)\b[^.\n]{0,30}?\b(?:rejected|refused|denied|invalid)|"
     r"after (?:pipelined )?mail from|in reply to mail from|"
-    r"after (?:initial connection|ehlo|helo|starttls)|in reply to (?:ehlo|helo|the initial)"
+    r"after (?:initial connection|ehlo|helo|starttls)|in reply to (?:ehlo|helo|the initial)|"
+    # a mailing list that takes posts from its members only (fml: "You are not a member of this mailing list")
+    r"not a member of (?:this|the) (?:mailing )?list|\bnot member article from"
 )
 TEMPORARY = re.compile(
-    r"try (?:again|later)|temporar|servfail|server failure|malformed or unexpected name server "
+    r"try (?:again|later)|temporar|servfail|server failure|duplicated message-id|loop (?:alert|back|detected)|"
+    r"malformed or unexpected name server "
     r"reply|(?:dns|lookup|name ?server)[^.\n]{0,20}tim(?:e ?out|ed out)|resend .{0,30}later"
 )
 TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (  # (reason, pattern), the first that matches wins

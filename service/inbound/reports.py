@@ -122,6 +122,8 @@ def _report(
     reason = reasons.classify(finding.status, finding.diagnostic)
     if reason in (*reasons.ADDRESS, "unclassified") and _names(finding.diagnostic, ours):
         reason = "sender"  # the server refused our return path, not the recipient
+    elif reason in reasons.ADDRESS and _names_another(finding):
+        reason = "routing"  # the server's words are about another address (a forward, an alias), not this one
     if finding.gave_up and reason in ("routing", "unclassified"):
         reason = "expired"
     if finding.permanent is None:
@@ -154,6 +156,18 @@ def _names(diagnostic: str, ours: frozenset[str]) -> bool:
                 return True
             at = lowered.find(address, at + 1)
     return False
+
+
+def _names_another(finding: Finding) -> bool:
+    """The diagnostic's refusal quotes addresses (after a 4xx or 5xx code), none of them the recipient's."""
+    lowered = finding.diagnostic.lower()
+    mine = {a.lower() for a in (finding.recipient, *finding.also) if a}
+    quoted = {
+        m[0].strip(".").lower()
+        for m in ADDRESS.finditer(lowered)
+        if (code := _REPLY.findall(lowered[max(0, m.start() - 120) : m.start()])) and code[-1] in "45"
+    }
+    return bool(quoted) and not quoted & mine
 
 
 def _ours(message: Message, senders: tuple[str, ...]) -> frozenset[str]:

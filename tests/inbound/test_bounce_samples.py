@@ -24,6 +24,8 @@ def test_real_bounces_are_read_right(name: str) -> None:
     ("status", "text", "reason"),
     [
         ("5.1.1", "User unknown", "no_mailbox"),
+        (None, "You are not a member of this mailing list <neko-nyaan@example.org>.", "sender"),
+        (None, "Duplicated Message-ID in <neko@example.co.jp>.", "routing"),
         ("5.1.2", "", "no_domain"),
         ("5.4.4", "Host or domain name not found. Name service error", "no_domain"),
         ("5.4.4", "unable to route", "routing"),
