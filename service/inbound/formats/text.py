@@ -103,6 +103,7 @@ _NOT_RECIPIENT = re.compile(
 )
 # a DSN field quoting what a server said: an address there is the server's, a recipient only when no other is named
 _QUOTED_BY = re.compile(r"\s*(?:diagnostic-code|x-postfix-sender|remote-mta|reporting-mta):", _P)
+_LEADS = re.compile(r"\s*<?" + ADDRESS.pattern + r">?:")  # a line that begins with an address: its recipient's
 _ALIAS_OF = re.compile(r"\bgenerated from[\s:<\"(]*$", _P)  # Exim: the address an alias expanded from
 _REFUSED = re.compile(r"(?<![\d.])5\d\d[ -]")  # a 5xx reply quoted: refused for good, whatever the queue said
 _TAG = re.compile(r"<(?:br|p|div|tr|li|h\d)\b[^>]*>", _P)
@@ -229,7 +230,12 @@ def said_of(text: str, address: str | None) -> str:
     if at < 0:
         return ""
     start = text.rfind("\n", 0, at) + 1
-    return " ".join(_paragraphs(text[start : start + 4000].splitlines(), 0)[:2])[:2000]
+    lines = text[start : start + 4000].splitlines()
+    # up to the next recipient's own line (``other@example.org: 550 …``, OpenSMTPD's, without a blank line)
+    end = next(
+        (n for n, line in enumerate(lines) if n and _LEADS.match(line) and address.lower() not in line.lower()), None
+    )
+    return " ".join(_paragraphs(lines[:end], 0)[:2])[:2000]
 
 
 def returned_to(message: Message) -> str | None:
@@ -262,8 +268,11 @@ def read(message: Message) -> list[Finding] | None:
         keys = {a.lower() for a in failed}
         listed = [(a, n) for a, n in listed if a.lower() in keys] or [(a, 0) for a in failed]
     findings = []
+    starts = sorted({n for _a, n in listed})
     for address, n in listed[:100]:
-        paragraphs = _paragraphs(lines, n)
+        # its paragraph ends where the next recipient's line begins (OpenSMTPD lists them without blank lines)
+        end = next((m for m in starts if m > n), len(lines))
+        paragraphs = _paragraphs(lines[:end], n)
         diagnostic = paragraphs[0] if paragraphs else ""
         for more in paragraphs[1:]:
             if reasons.status_in(diagnostic) or reasons.classify(None, diagnostic) != "unclassified":
