@@ -51,7 +51,7 @@ class Settings(BaseSettings):
         ),
         examples=["postgresql://einmal@db.example.org:5432/einmal"],
     )
-    # docs/design.md §4
+    # docs/design.md#liveness
     database_pooler: Literal["none", "session", "transaction"] = Field(
         "none",
         description=(
@@ -96,7 +96,7 @@ class Settings(BaseSettings):
         ),
         examples=["smtp://user:pass@relay1.example.org:587?tls=starttls&weight=3,smtps://relay2.example.org:465"],
     )
-    smtp_connections: int = Field(  # measured: docs/design.md §5
+    smtp_connections: int = Field(  # measured: docs/design.md#process
         20,
         ge=1,
         le=256,
@@ -150,7 +150,7 @@ class Settings(BaseSettings):
             "([The honest limit](../guide/promise.md#the-honest-limit-smtp))"
         ),
     )
-    # docs/design.md §4
+    # docs/design.md#liveness
     require_synchronous_replication: bool = Field(
         False,
         description=(
@@ -158,7 +158,7 @@ class Settings(BaseSettings):
             "nothing; `false`: one warning line and a `/readyz` note ([Failover](../operations/failover.md))"
         ),
     )
-    # docs/design.md §4
+    # docs/design.md#liveness
     journal_seconds: float = Field(
         10.0,
         ge=0,
@@ -261,7 +261,7 @@ class Settings(BaseSettings):
         ),
         examples=["unsubscribe@example.org"],
     )
-    # double opt-in (service/subscribers/optin.py, docs/design.md §16): the flood bounds are counted in PostgreSQL
+    # double opt-in (service/subscribers/optin.py, docs/design.md#api): the flood bounds are counted in PostgreSQL
     # for the whole cluster; a client is a network (service/clients.py) or an API key
     confirm_url: str | None = Field(
         None,
@@ -437,7 +437,7 @@ class Settings(BaseSettings):
     )
     soft_bounce_days: float = Field(7.0, gt=0, description="the window, in days, for `EINMAL_SOFT_BOUNCE_LIMIT`")
     # a campaign pauses itself when a rate passes its threshold (service/health.py; the defaults' sources:
-    # docs/design.md §13)
+    # docs/design.md#sending-budget)
     pause_complaint_rate: float = Field(
         0.3,
         description=(
@@ -468,7 +468,7 @@ class Settings(BaseSettings):
             "a rate is judged only once what it is over (delivered, attempts) reaches this many since the last resume"
         ),
     )
-    # service/retention.py, docs/design.md §15
+    # service/retention.py, docs/design.md#retention
     retention_days: float | None = Field(
         None,
         ge=0,

@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     accounts.add_parser("list", help="every account: name, when created, how many subscribers").set_defaults(
         func=commands.lazy("service.cli.subscribers_cmd", "accounts_list_command")
     )
-    key = accounts.add_parser("key", help="keys for /api/v1 (README: HTTP API)").add_subparsers(
+    key = accounts.add_parser("key", help="keys for /api/v1 (docs/guide/http-api.md)").add_subparsers(
         dest="verb", metavar="VERB", parser_class=_Parser, required=True
     )
 
@@ -227,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     which = retry.add_mutually_exclusive_group()
     which.add_argument(
-        "--reason", choices=REASONS, help="only rows whose last reply has this reason (README: Bounces and complaints)"
+        "--reason", choices=REASONS, help="only rows whose last reply has this reason (docs/guide/bounces.md)"
     )
     which.add_argument(
         "--reply",
