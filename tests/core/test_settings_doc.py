@@ -22,7 +22,8 @@ def test_the_generated_file_is_current(path) -> None:
     assert (ROOT / path).read_text() == settings_doc.written()[path], f"{path} is stale: run `make env-docs`"
 
 
-def test_every_setting_has_a_description() -> None:
+def test_every_setting_has_a_description_and_one_section() -> None:
+    assert settings_doc.problems() == []
     assert [name for name, field in Settings.model_fields.items() if not (field.description or "").strip()] == []
 
 
