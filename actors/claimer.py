@@ -47,7 +47,8 @@ class Templates:
             if len(self.compiled) > 64:
                 self.compiled.clear()
             campaign = dict(await self.conn.fetchrow(db.query("campaign_for_render"), campaign_id))
-            # bulk mail without a one-click unsubscribe only when the operator said so (docs/design.md §10)
+            # bulk mail without a one-click unsubscribe only when the operator said so
+            # (docs/design.md#listening-surface)
             reason = unsubscribe.without_one_click(campaign, self.ctx.settings)
             if reason is None:
                 try:

@@ -1,4 +1,4 @@
-"""The claimed rows between the claimer and the sender's connections (docs/design.md §5).
+"""The claimed rows between the claimer and the sender's connections (docs/design.md#process).
 
 The claimer puts whole batches in; each connection takes one row at a time.
 When fewer than `low_water` rows are left, `room` is set and wakes the

@@ -7,7 +7,7 @@ close when it stops. Uvicorn's own signal handling is off: the node drains
 on SIGTERM itself. Cancelled (the node stops), the server stops accepting,
 lets requests under way finish for up to GRACE_SECONDS and ends.
 
-Uvicorn's h11 protocol gets the bounds it lacks (docs/design.md §10): a
+Uvicorn's h11 protocol gets the bounds it lacks (docs/design.md#listening-surface): a
 request's head must arrive within EINMAL_HTTP_HEADER_TIMEOUT_SECONDS of the
 connection waiting for it (opened, or its previous response sent), its body
 within EINMAL_HTTP_BODY_TIMEOUT_SECONDS of the head; else the connection is

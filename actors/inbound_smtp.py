@@ -6,7 +6,7 @@ recipient is refused with 550, a token that does not verify with 550 5.7.1, a se
 in one transaction with 452 (the client sends it again, alone), a message over
 EINMAL_INBOUND_MAX_BYTES with 552; a connection idle for EINMAL_INBOUND_TIMEOUT_SECONDS is
 closed; past MAX_SESSIONS sessions at once a connection is answered 421 and closed, so the
-memory the listener holds is bounded. A message is then (service/inbound/bounces.py, docs/design.md §8):
+memory the listener holds is bounded. A message is then (service/inbound/bounces.py, docs/design.md#inbound-events):
 
 - a report to the return path without a token, quoting no envelope sender whose token verifies
   (ARF's Original-Mail-From, the returned Return-Path): 250, nothing written, one log line,

@@ -9,7 +9,7 @@ rate crossed its threshold (service/health.py); the writer brings the tick
 forward when it recorded a refusal or a rejection.
 
 Each tick, and so at start and on every new connection, it also asks the
-server what replication the promise can count on (docs/design.md §4):
+server what replication the promise can count on (docs/design.md#liveness):
 standbys but none synchronous is one warning line when it begins and a
 /readyz detail while it lasts (with EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION,
 not ready and nothing claimed); a new system identifier or timeline is one
@@ -222,8 +222,9 @@ def columns(rows: Iterable[tuple[float, str, Outcome, float | None]]) -> tuple[l
 async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> None:
     settings = ctx.settings
     async with db.actor_connection(ctx.pool, "scheduler", ctx.token, settings.db_timeout_seconds) as conn:
-        # a failed incarnation's token stays alive until the answers it holds are recorded (§3): after an
-        # outage longer than the node timeout, nobody may return its rows before that
+        # a failed incarnation's token stays alive until the answers it holds are recorded
+        # (docs/design.md#in-doubt-bound): after an outage longer than the node timeout, nobody may return its rows
+        # before that
         for token in dict.fromkeys([ctx.token, *(token for token, _ in ctx.unrecorded)]):
             await conn.execute(db.query("node_heartbeat"), token, ctx.hostname, os.getpid())
         ctx.heartbeat_at = time.monotonic()

@@ -1,4 +1,4 @@
-"""Group commit: the one writer of a send pipeline's row transitions (docs/design.md §3, §5).
+"""Group commit: the one writer of a send pipeline's row transitions (docs/design.md#in-doubt-bound, #process).
 
 Each SMTP connection hands the writer a step: the outcome of its last
 message to record (if any) and the row it would send next to start,
@@ -20,7 +20,7 @@ pipeline fails once they are done.
 An answer is recorded on a row its token still holds, even one an
 asynchronous failover took back to `claimed`; one that finds no such row is
 logged with the row's ids, counted and kept in einmal.lost_outcomes
-(`record`): never dropped without a word (docs/design.md §4). Each one
+(`record`): never dropped without a word (docs/design.md#liveness). Each one
 recorded goes into the node's journal (NodeContext.journal), which the
 scheduler writes again on a new primary after a failover.
 

@@ -1,4 +1,4 @@
-"""Who a public client is, and bounds on what it does counted in PostgreSQL (docs/design.md §10 "Bounds
+"""Who a public client is, and bounds on what it does counted in PostgreSQL (docs/design.md#listening-surface "Bounds
 per client").
 
 A client is its network, not its address: an IPv4 address counts by its /24 and an IPv6 one by its /64 (what

@@ -98,7 +98,7 @@ def migrations() -> list[tuple[int, str, str]]:
 
 
 # The pooler in front of each database URL, as the settings that named it say (EINMAL_DATABASE_POOLER):
-# every connection to that URL is made for it (options). README 'PgBouncer', docs/design.md §4.
+# every connection to that URL is made for it (options). docs/operations/database.md#pgbouncer, docs/design.md#liveness.
 _POOLERS: dict[str, str] = {}
 
 
@@ -175,7 +175,7 @@ def refusal(dsn: str, exc: BaseException) -> DatabaseRefused | None:
             return DatabaseRefused(
                 f"PostgreSQL at {where} refused a startup parameter ({text}): a pooler such "
                 "as PgBouncer stands there; say which with EINMAL_DATABASE_POOLER=session or "
-                "transaction (README 'PgBouncer')"
+                "transaction (docs/operations/database.md#pgbouncer)"
             )
         return DatabaseRefused(
             f"PostgreSQL at {where} refused a startup parameter ({text}) though "
@@ -269,7 +269,7 @@ _LOCAL_SHORTAGE = {errno.EMFILE, errno.ENFILE, errno.ENOMEM}  # this process's f
 
 def unreachable(exc: BaseException) -> bool:
     """Whether a failure says only that PostgreSQL cannot be reached (every error inside it is an outage):
-    the supervisor restarts such an actor without counting it toward its limit (docs/design.md §4)."""
+    the supervisor restarts such an actor without counting it toward its limit (docs/design.md#liveness)."""
     return all(
         isinstance(leaf, _OUTAGE) or (isinstance(leaf, OSError) and leaf.errno not in _LOCAL_SHORTAGE)
         for leaf in leaves(exc)

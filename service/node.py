@@ -102,7 +102,7 @@ class SendPipeline:
             await conn.execute(db.query("node_heartbeat"), token, ctx.hostname, os.getpid())
             self.used = True
             await scheduler.check_replication(ctx, conn)
-            if ctx.failover_due:  # before anything is recorded or claimed on the new primary (§4)
+            if ctx.failover_due:  # before anything is recorded or claimed on the new primary (docs/design.md#liveness)
                 await scheduler.write_again(ctx, conn)
             await record_unrecorded(ctx, conn)
             if ctx.retired_tokens:
@@ -114,10 +114,11 @@ class SendPipeline:
                     ctx.settings.max_attempts,
                 )
                 ctx.retired_tokens.clear()
-            # after a failover, no claim before every live node's journal is written on the new primary (§4)
+            # after a failover, no claim before every live node's journal is written on the new primary
+            # (docs/design.md#liveness)
             await scheduler.await_journals(ctx, conn, [token])
         settings = ctx.settings
-        # the claimer is woken when fewer rows than this wait to be sent (docs/design.md §5)
+        # the claimer is woken when fewer rows than this wait to be sent (docs/design.md#process)
         caps = {domain: limit.connections for domain, limit in ctx.domain_limits.items() if limit.connections}
         feed = Feed(max(settings.smtp_connections, settings.batch_size // 2), caps)
         to_recorder, batches = anyio.create_memory_object_stream[Batch](8)

@@ -318,7 +318,7 @@ async def retry_failed(
 ) -> tuple[int, bool]:
     """Campaign `campaign_id`'s failed rows back to the queue, those whose last reply has `reason` or matches
     `pattern` when given; returns (rows moved, whether a sent campaign was reopened). Under the campaign's
-    lock, so that a finish of the campaign waits for it (docs/design.md §2)."""
+    lock, so that a finish of the campaign waits for it (docs/design.md#state-machines)."""
     async with conn.transaction():
         campaign = await conn.fetchrow(db.query("reconcile_lock_campaign"), campaign_id)
         if campaign is None:

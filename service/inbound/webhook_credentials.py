@@ -1,4 +1,4 @@
-"""Which account each provider webhook credential vouches for (docs/design.md §8).
+"""Which account each provider webhook credential vouches for (docs/design.md#inbound-events).
 
 A request's credential — Postmark's basic auth, the Mailgun signing key its signature verifies
 with, the SNS topic an SES message was published to — names one account, and its events touch

@@ -1,4 +1,5 @@
-"""Provider webhooks: bounces and complaints reported over HTTP, each applied once (docs/design.md §8, §10).
+"""Provider webhooks: bounces and complaints reported over HTTP, each applied once (docs/design.md#inbound-events,
+#listening-surface).
 
     POST /inbound/ses[/ACCOUNT]        Amazon SES through SNS (service/inbound/ses.py)
     POST /inbound/postmark[/ACCOUNT]   Postmark (service/inbound/postmark.py)

@@ -277,7 +277,7 @@ class CampaignTemplate:
         self._id_prefix = b"Message-ID: <campaign.%d." % self.campaign_id
         self._id_suffix = b"@" + domain + b">\r\n"
         self._compile_unsubscribe(settings, used | self._text.fields | (self._html.fields if self._html else set()))
-        self._confirm = None  # a list's confirmations (docs/design.md §16): (signer, the link without its token)
+        self._confirm = None  # a list's confirmations (docs/design.md#api): (signer, the link without its token)
         if campaign.get("kind") == "confirmation" and settings.confirm_url and settings.unsubscribe_secret:
             self._confirm = (confirm.Signer(settings.unsubscribe_secret), unsubscribe.link(settings.confirm_url, ""))
         # the same campaign always gets the same boundary: a preview is the message that goes out

@@ -1,7 +1,7 @@
 """The sandbox campaign templates run in: Jinja2's immutable sandbox, and a budget for each message.
 
 The operator writes the template, the subscribers bring the data; neither may make one message
-cost more than a bounded time and memory (docs/design.md §11). Each template of a message (subject,
+cost more than a bounded time and memory (docs/design.md#templates). Each template of a message (subject,
 text body, HTML body) has MAX_STEPS steps, counted, not timed, so every node fails the same message
 the same way. A step is:
 

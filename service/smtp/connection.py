@@ -1,7 +1,7 @@
 """One persistent SMTP connection, reused for many messages.
 
 Every outcome of `send()` is classified by where the transaction stopped, because
-that decides whether the message may have been accepted (docs/design.md §1, §3):
+that decides whether the message may have been accepted (docs/design.md#promises, #in-doubt-bound):
 
     SENT        2xx after the end of DATA
     TRANSIENT   4xx on MAIL, RCPT, DATA or end of DATA; or the connection was lost,

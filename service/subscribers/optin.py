@@ -1,4 +1,4 @@
-"""Double opt-in (docs/design.md §16 "Double opt-in"): a sign-up, its one confirmation message, the
+"""Double opt-in (docs/design.md#api "Double opt-in"): a sign-up, its one confirmation message, the
 confirmation with its consent record, and the pruning of sign-ups never confirmed.
 
 A sign-up (`POST /api/v1/subscribe`, the hosted form `/forms/{token}`) makes an 'unconfirmed'

@@ -174,7 +174,7 @@ class Web:
 
     async def metrics_text(self, request: Request) -> Response:
         # one read of the database figures at a time, at most every METRICS_FRESH_SECONDS, on a connection
-        # of their own: the scrapes behind it serve what it read (docs/design.md §10)
+        # of their own: the scrapes behind it serve what it read (docs/design.md#listening-surface)
         async with self.metrics_lock:
             if time.monotonic() - self.metrics_read_at >= METRICS_FRESH_SECONDS:
                 self.metrics_read_at = time.monotonic()

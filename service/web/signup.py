@@ -1,4 +1,4 @@
-"""The double opt-in pages of the HTTP surface (docs/design.md §16 "Double opt-in"):
+"""The double opt-in pages of the HTTP surface (docs/design.md#api "Double opt-in"):
 
     GET  /forms/{token}      a list's sign-up form (public; no JavaScript), while its account has it open. The
                              token is random (service/subscribers/optin.py set_form): an unknown token, a wrong
