@@ -11,7 +11,7 @@ API_FUZZ_EXAMPLES ?= 500
 # $(call available,<files>,<target>): succeed if one of the files exists, else say so and fail
 available = for f in $(1); do [ -e "$$f" ] && exit 0; done; echo "make $(2): not yet available"; exit 1
 
-.PHONY: help setup run demo migrate test docs env-docs lint fuzz chaos failover retention bench clean
+.PHONY: help setup run demo migrate test check docs env-docs lint fuzz chaos failover retention bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -41,8 +41,12 @@ docs: $(STAMP) ## build the documentation site into site/; a broken link or anch
 env-docs: $(STAMP) ## write docs/reference/environment.md and config/einmal.env.example from Settings
 	$(BIN)/python -m service.settings_doc
 
-lint: $(STAMP) ## ruff
+check: $(STAMP) ## ruff format --check, ruff check, and mypy on service/ and actors/ (config: pyproject.toml)
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check $(wildcard service actors tests bench)
+	$(BIN)/mypy
+
+lint: check ## the same as make check
 
 fuzz: $(STAMP) ## the HTTP API fuzzed from its OpenAPI document by schemathesis, API_FUZZ_EXAMPLES=500 an operation, against a node and EINMAL_DATABASE_URL: its summary (operations, test cases, failures)
 	API_FUZZ_EXAMPLES=$(API_FUZZ_EXAMPLES) $(BIN)/pytest tests/web/test_api_fuzz.py -q -s
@@ -62,4 +66,4 @@ bench: ## measure throughput against the wire's limit (BENCH_ARGS='--quick', '--
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean: ## remove the virtualenv and caches
-	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache site
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache .mypy_cache site
