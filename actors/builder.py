@@ -34,6 +34,7 @@ async def build(ctx: NodeContext, campaign_id: int, chunk: int = CHUNK) -> int:
             analysed = 0  # rows added when the statistics were last made (docs/design.md#recipient-build)
             while True:
                 row = await conn.fetchrow(db.query("recipients_build_chunk"), campaign_id, after, size)
+                assert row is not None  # the query returns one row
                 size = chunk
                 added += row["inserted"]
                 if added and not analysed:  # the first rows: plans made from here on see them

@@ -86,7 +86,7 @@ class Feed:
     def drop_domain(self, domain: str) -> list[tuple[Batch, Row]]:
         """Take every waiting row of `domain` out (it asked us to slow down): to be given back."""
         kept: deque[tuple[Batch, Row]] = deque()
-        dropped = []
+        dropped: list[tuple[Batch, Row]] = []
         for item in self.rows:
             (dropped if item[1].domain == domain else kept).append(item)
         if dropped:

@@ -35,10 +35,9 @@ from anyio.streams.memory import MemoryObjectSendStream
 from actors.feed import Feed
 from actors.writer import Writer
 from service import db, domains, relays
-from service.context import Batch, NodeContext, Outcome, Row
+from service.context import Batch, NodeContext, Outcome, Row, Template
 from service.errors import UsageError
 from service.inbound import reasons
-from service.mail import render
 from service.relays import Relays, RelayState
 from service.smtp.connection import Outcome as Smtp
 from service.smtp.connection import SmtpConnection, SmtpUnavailable
@@ -128,7 +127,7 @@ class Sender:
         self.connections: list[SmtpConnection] = []  # every one opened, for close()
         self.writer: Writer  # set by run()
         self.renders = RenderWatch()
-        self.background: anyio.abc.TaskGroup | None = None  # set by send_all()
+        self.background: anyio.abc.TaskGroup  # set by send_all()
 
     def outcome(self, row: Row, status: Smtp, reply: str) -> Outcome:
         settings = self.ctx.settings
@@ -175,7 +174,7 @@ class Sender:
         return Outcome(row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts))
 
     async def deliver(
-        self, connection: SmtpConnection, template: render.CampaignTemplate, row: Row, message: bytes | Outcome
+        self, connection: SmtpConnection, template: Template, row: Row, message: bytes | Outcome
     ) -> Outcome:
         """The row's outcome; raises SmtpUnavailable when nothing could reach the server."""
         if (row.account_id, row.email_lower) in self.ctx.suppressed:  # the last look (docs/design.md#opt-outs)

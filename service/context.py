@@ -11,13 +11,23 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import anyio
 import asyncpg
+from opentelemetry.trace import Span
 
 from service.domains import DomainLimit, parse_limits
 from service.metrics import Metrics
 from service.settings import Settings
+
+
+class Template(Protocol):
+    """What the sender asks of a campaign's compiled template (service.mail.render.CampaignTemplate)."""
+
+    def render(self, subscriber_id: int, email: str, name: str | None, attributes: str) -> bytes: ...
+
+    def envelope_sender(self, subscriber_id: int) -> str: ...
 
 
 class Nudge:
@@ -109,12 +119,12 @@ class Batch:
     account_id: int
     token: str
     rows: list[Row]
-    span: object = None  # the batch's root span, ended by the recorder
-    began: float = 0.0  # time.monotonic() at its claim
-    template: object = None  # the campaign's render.CampaignTemplate, compiled by the claimer
+    span: Span  # the batch's root span, ended by the recorder
+    began: float  # time.monotonic() at its claim
+    template: Template  # the campaign's render.CampaignTemplate, compiled by the claimer
     outcomes: list[Outcome] = field(default_factory=list)  # recorded SMTP outcomes
     settled: dict[str, int] = field(default_factory=dict)  # rows settled without SMTP, by status
-    send_span: object = None  # from the batch's entry into the sender to its last row settled
+    send_span: Span | None = None  # from the batch's entry into the sender to its last row settled
 
     @property
     def left(self) -> int:

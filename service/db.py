@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from importlib import resources
+from typing import cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
@@ -324,6 +325,15 @@ async def connect(
 
 
 @asynccontextmanager
+async def acquire(pool: asyncpg.Pool, timeout: float | None = None) -> AsyncIterator[asyncpg.Connection]:
+    """A connection the pool lends for the block, as `pool.acquire()`. asyncpg lends a proxy that passes
+    every call on to its connection; its type stubs keep the two apart, so it is typed here as the
+    connection it stands in for."""
+    async with pool.acquire(timeout=timeout) as conn:
+        yield cast(asyncpg.Connection, conn)
+
+
+@asynccontextmanager
 async def actor_connection(
     pool: asyncpg.Pool, actor: str, token: str, timeout: float
 ) -> AsyncIterator[asyncpg.Connection]:
@@ -339,7 +349,7 @@ async def actor_connection(
     def on_lost(_conn: object) -> None:
         lost.append(True)
 
-    async with pool.acquire() as conn:
+    async with acquire(pool) as conn:
         conn.add_termination_listener(on_lost)
         try:
             if holds_a_session(conn):  # a session of its own to name
