@@ -5,7 +5,7 @@ import ipaddress
 import os
 import re
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import idna
@@ -912,7 +912,7 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
 
 def load() -> Settings:
     """Read the environment; a malformed value raises ConfigError naming the variable."""
-    overrides = {}
+    overrides: dict[str, Any] = {}
     if found := _database_url():
         name, value = found
         if problem := database_url_problem(value):
