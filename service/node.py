@@ -248,9 +248,12 @@ async def serve(
 
 async def serve_http(settings: Settings, stop: anyio.Event, http_socket: socket.socket | None = None) -> int:
     """`einmal serve`: the HTTP actor alone, under a supervisor, until `stop` is set."""
-    if http_socket is None and not settings.http_address:
+    if http_socket is not None:
+        sock = http_socket
+    elif settings.http_address:
+        sock = http.bind(settings.http_address)
+    else:
         raise ConfigError("EINMAL_HTTP_ADDRESS: must be set for einmal serve (host:port)")
-    sock = http_socket or http.bind(settings.http_address)
     stopping = anyio.Event()
     metrics = Metrics()
     supervisor = Supervisor(
@@ -285,7 +288,7 @@ async def serve_http(settings: Settings, stop: anyio.Event, http_socket: socket.
 async def _leave(ctx: NodeContext) -> None:
     """Give back what this node still holds; its tasks have all ended."""
     try:
-        async with ctx.pool.acquire() as conn:
+        async with db.acquire(ctx.pool) as conn:
             await record_unrecorded(ctx, conn)
             rescued = await conn.fetchrow(
                 db.query("node_rescue"),
@@ -294,6 +297,7 @@ async def _leave(ctx: NodeContext) -> None:
                 [*ctx.retired_tokens, ctx.token],
                 ctx.settings.max_attempts,
             )
+        assert rescued is not None  # the query returns one row
         if rescued["in_doubt"]:
             log.warning("%d message(s) left in doubt", rescued["in_doubt"])
     except (OSError, ConnectionError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:

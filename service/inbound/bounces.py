@@ -101,7 +101,7 @@ async def apply(
     effect = report.effect()
     complained = report.kind == "complaint"
     bounced = report.kind == "hard" and effect == reasons.SUPPRESS
-    campaign: list[int] = []
+    campaign: list[asyncpg.Record] = []
 
     async def keep(conn: asyncpg.Connection) -> bool:
         await conn.execute(

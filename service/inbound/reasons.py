@@ -211,7 +211,7 @@ def classify(status: str | None, text: str = "") -> str:
     specific = [_SPECIFIC[d] for d in details if d in _SPECIFIC and not (d == "4.4" or d.endswith(".0"))]
     if specific:  # the diagnostic's own code after the Status: prefer one that is not about the address
         reading = next((r for r in specific if r not in ADDRESS), specific[0])
-        if reading in ADDRESS and overrules:
+        if reading in ADDRESS and overrules and said is not None:  # overrules: the words said something
             return said
         return reading
     if said is not None:

@@ -13,7 +13,7 @@ from urllib.parse import unquote_to_bytes
 import anyio
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import clients
 from service.api import idempotency
@@ -207,7 +207,7 @@ class NoTraceback:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
 
-        async def tracking_send(message: dict) -> None:
+        async def tracking_send(message: Message) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)
