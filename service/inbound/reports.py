@@ -107,8 +107,9 @@ def returned_senders(message: Message, quoted: tuple[str | None, ...] = ()) -> t
     found = [_text(sender) for sender in quoted if sender]
     for part in message.walk():
         kind = part.get_content_type()
-        if kind == "message/rfc822" and isinstance(part.get_payload(), list) and part.get_payload():
-            found.append(_text(part.get_payload()[0].get("Return-Path")))
+        payload = part.get_payload()
+        if kind == "message/rfc822" and isinstance(payload, list) and payload:
+            found.append(_text(payload[0].get("Return-Path")))
         elif kind in ("text/rfc822-headers", "message/rfc822-headers"):
             head = re.split(rb"\r?\n\r?\n", part.get_payload(decode=True) or b"", maxsplit=1)[0]  # no body
             headers = email.message_from_bytes(head, policy=policy.compat32)

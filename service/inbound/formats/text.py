@@ -168,8 +168,10 @@ def senders(message: Message, text: str) -> set[str]:
     found: set[str] = set()
     for part in message.walk():
         kind = part.get_content_type()
-        if kind == "message/rfc822" and isinstance(part.get_payload(), list) and part.get_payload():
-            returned = part.get_payload()[0]
+        payload = part.get_payload()
+        if kind == "message/rfc822" and isinstance(payload, list) and payload:
+            returned = payload[0]  # a message/rfc822 part holds one Message
+            assert isinstance(returned, Message)
             found |= {
                 a.lower()
                 for name in ("From", "Sender", "Return-Path", "Reply-To")
@@ -188,7 +190,9 @@ def senders(message: Message, text: str) -> set[str]:
 def _recipients(notice_text: str, excluded: set[str], weak: set[str]) -> list[tuple[str, int]]:
     """(address, index of its line) of each address the notice names as a recipient, first mention; the
     `weak` ones, and the address an alias expanded from, only when it names no other."""
-    lines, seen, found, fallback = notice_text.splitlines(), set(), [], []
+    lines, seen = notice_text.splitlines(), set()
+    found: list[tuple[str, int]] = []
+    fallback: list[tuple[str, int]] = []
     for n, line in enumerate(lines):
         for match in ADDRESS.finditer(line):
             address = match[0].strip(".")
@@ -242,8 +246,9 @@ def returned_to(message: Message) -> str | None:
     """The one address the returned message's To names, if it names exactly one: a recipient only as a
     last resort (service/inbound/bounces.py keeps it only when the VERP token's row agrees)."""
     for part in message.walk():
-        if part.get_content_type() == "message/rfc822" and isinstance(part.get_payload(), list):
-            returned = part.get_payload()[0] if part.get_payload() else None
+        payload = part.get_payload()
+        if part.get_content_type() == "message/rfc822" and isinstance(payload, list):
+            returned = payload[0] if payload else None
             found = ADDRESS.findall(str(returned.get("To") or "")) if isinstance(returned, Message) else []
             return found[0] if len(found) == 1 else None
     return None
