@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field, replace
 from email import errors, policy
 from email.message import Message
+from typing import TypeGuard
 
 from service.addresses import email_key
 from service.inbound import reasons
@@ -109,9 +110,11 @@ def returned_senders(message: Message, quoted: tuple[str | None, ...] = ()) -> t
         kind = part.get_content_type()
         payload = part.get_payload()
         if kind == "message/rfc822" and isinstance(payload, list) and payload:
+            assert isinstance(payload[0], Message)  # a message/rfc822 part holds one Message
             found.append(_text(payload[0].get("Return-Path")))
         elif kind in ("text/rfc822-headers", "message/rfc822-headers"):
-            head = re.split(rb"\r?\n\r?\n", part.get_payload(decode=True) or b"", maxsplit=1)[0]  # no body
+            raw = part.get_payload(decode=True)  # bytes, or None
+            head = re.split(rb"\r?\n\r?\n", raw if isinstance(raw, bytes) else b"", maxsplit=1)[0]  # no body
             headers = email.message_from_bytes(head, policy=policy.compat32)
             found.append(_text(headers.get("Return-Path")))
     return tuple(dict.fromkeys(sender.strip("<>") for sender in found[:4] if 0 < len(sender) <= 320))
@@ -196,7 +199,7 @@ def _with_notice(message: Message, found: list[Finding]) -> list[Finding]:
         if not said:
             out.append(f)
             continue
-        gave_up = (
+        gave_up = bool(
             f.permanent
             and text.GAVE_UP.search(said) is not None
             and (f.status is None or f.status.endswith(".0.0") or f.status.startswith("4"))
@@ -246,7 +249,7 @@ def _delivered(message: Message) -> bool:
     )
 
 
-def _keyable(address: str | None) -> bool:
+def _keyable(address: str | None) -> TypeGuard[str]:
     try:
         return address is not None and bool(email_key(address))
     except ValueError:
