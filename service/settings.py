@@ -128,14 +128,14 @@ class Settings(BaseSettings):
     soft_bounce_limit: int = Field(3, ge=1)
     soft_bounce_days: float = Field(7.0, gt=0)
     # a campaign pauses itself when a rate passes its threshold, in per cent of its messages since its last
-    # resume, once it has this many (service/health.py; the defaults' sources: docs/design.md §13); 0 or
+    # resume, once it has this many (service/campaigns/self_pause.py; the defaults' sources: docs/design.md §13); 0 or
     # empty: never for that rate
     pause_complaint_rate: float = 0.3
     pause_hard_bounce_rate: float = 2.0
     pause_policy_rejection_rate: float = 5.0
     pause_min_sample: int = Field(1000, ge=1, le=1_000_000_000)
     # a node prunes campaigns finished (sent or cancelled) more than this many days ago; unset: none
-    # (service/retention.py, docs/design.md §15)
+    # (service/campaigns/retention.py, docs/design.md §15)
     retention_days: float | None = Field(None, ge=0)
     # provider webhooks (service/inbound/webhook_credentials.py): the global credentials serve a single account
     ses_certificate_file: str | None = None  # PEM: SNS's signing certificate(s); unset: /inbound/ses answers 404

@@ -23,31 +23,24 @@ import json
 import sys
 
 from service import db
+from service.accounts import account
+from service.accounts.account import find_account
 from service.addresses import email_key
+from service.campaigns import drafts
 from service.cli.tables import aligned
-from service.errors import UsageError
+from service.errors import NotFound
 from service.settings import Settings
 from service.subscribers import erasure
 from service.subscribers.importer import SUPPRESSED, UNCONFIRMED, check_account, shown
 
 
-async def find_account(conn, name: str) -> int:
-    """The id of the account named `name`; UsageError when there is none."""
-    account_id = await conn.fetchval(db.query("account_find"), check_account(name))
-    if account_id is None:
-        raise UsageError(f"no account named {shown(name)}")
-    return account_id
-
-
 async def _subscribers(conn, args: argparse.Namespace) -> list:
-    """The rows of `subscribers list|export`; UsageError for an unknown account or --list."""
+    """The rows of `subscribers list|export`; Invalid for an unknown account or --list."""
     if args.list is None:
-        await find_account(conn, args.account)
+        await find_account(conn, name=args.account)
     else:
-        from service.cli.campaigns import resolve  # the check of campaign create: the same one line
-
-        await resolve(conn, check_account(args.account), [args.list])
-    return await conn.fetch(db.query("subscribers_list"), args.account, args.list)
+        await drafts.resolve(conn, account=check_account(args.account), lists=[args.list])  # campaign create's
+    return await conn.fetch(*db.sql("subscribers_list", account=args.account, list=args.list))
 
 
 async def list_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -70,8 +63,8 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
 
 async def accounts_list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        rows = await conn.fetch(db.query("accounts_list"))
-    table = [(r["name"], r["created_at"].isoformat(timespec="seconds"), r["subscribers"]) for r in rows]
+        rows = await account.every(conn)
+    table = [(r.name, r.created_at.isoformat(timespec="seconds"), r.subscribers) for r in rows]
     for line in aligned(("name", "created", "subscribers"), table) if rows else ():
         print(line)
     if not rows:
@@ -84,10 +77,12 @@ async def accounts_list_command(args: argparse.Namespace, settings: Settings) ->
 
 async def show_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        await find_account(conn, args.account)
-        rows = await conn.fetch(db.query("subscriber_find"), args.account, email_key(args.email), args.email)
+        await find_account(conn, name=args.account)
+        rows = await conn.fetch(
+            *db.sql("subscriber_find", account=args.account, key=email_key(args.email), spelling=args.email)
+        )
     if not rows:
-        raise UsageError(f"account {shown(args.account)} has no subscriber {shown(args.email)}")
+        raise NotFound(f"account {shown(args.account)} has no subscriber {shown(args.email)}")
     for r in rows:
         print(
             f"email: {r['email']}\nname: {r['name']}\nstatus: {r['status']}\nlists: {r['lists'] or '-'}\n"
@@ -121,7 +116,7 @@ async def export_command(args: argparse.Namespace, settings: Settings) -> int:
 
 async def delete_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn, conn.transaction():
-        account_id = await find_account(conn, args.account)
+        account_id = await find_account(conn, name=args.account)
         erased = await erasure.erase(conn, args.account, account_id, args.email)
     print(f"erased {erased}; its address stays suppressed")
     return 0
@@ -129,8 +124,8 @@ async def delete_command(args: argparse.Namespace, settings: Settings) -> int:
 
 async def suppressions_list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        await find_account(conn, args.account)
-        rows = await conn.fetch(db.query("suppressions_list"), args.account)
+        await find_account(conn, name=args.account)
+        rows = await conn.fetch(*db.sql("suppressions_list", account=args.account))
     table = [(r["email_lower"], r["reason"], r["created_at"].isoformat(timespec="seconds")) for r in rows]
     for line in aligned(("email", "reason", "since"), table) if rows else ():
         print(line)
@@ -139,9 +134,9 @@ async def suppressions_list_command(args: argparse.Namespace, settings: Settings
 
 async def suppressions_remove_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        account_id = await find_account(conn, args.account)
+        account_id = await find_account(conn, name=args.account)
         keys = {email_key(email) for email in args.emails}
-        removed = await conn.fetch(db.query("suppression_delete"), account_id, list(keys))
+        removed = await conn.fetch(*db.sql("suppression_delete", account_id=account_id, keys=list(keys)))
     print(f"removed {len(removed)}, not suppressed {len(keys) - len(removed)}")
     return 0
 
@@ -150,7 +145,7 @@ async def suppressions_review_command(args: argparse.Namespace, settings: Settin
     from service.inbound import review
 
     async with db.connection(db.url(settings)) as conn:
-        account_id = await find_account(conn, args.account)
+        account_id = await find_account(conn, name=args.account)
         listed, lifted = await review.review(conn, args.account, account_id, settings.soft_bounce_limit, lift=args.lift)
     for r in listed:
         print(r.line())
