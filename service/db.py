@@ -61,7 +61,7 @@ class Query:
         self.params = tuple(params)
         self.positional = bool(positional)  # not yet named: called with positional arguments
 
-    def bind(self, **values: object) -> tuple[object, ...]:
+    def bind(self, **values: object) -> tuple[str, *tuple[object, ...]]:
         """(text, *arguments) with each `:name` given by its keyword."""
         if values.keys() != set(self.params):
             missing, extra = set(self.params) - values.keys(), values.keys() - set(self.params)
@@ -72,7 +72,7 @@ class Query:
 QUERIES = {name: Query(name, text) for name, text in _load("queries").items()}
 
 
-def sql(name: str, **values: object) -> tuple[object, ...]:
+def sql(name: str, **values: object) -> tuple[str, *tuple[object, ...]]:
     """sql/queries/<name>.sql bound by keyword, to unpack into a call of asyncpg:
 
     `await conn.fetchrow(*db.sql("client_count_get", kind=k, client=c, window=60))`

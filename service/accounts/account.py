@@ -66,7 +66,10 @@ def display_name(value: str, option: str = "--display-name") -> str | None:
 
 
 async def page(conn: asyncpg.Connection, *, account_id: int) -> Page:
-    return Page(**dict(await conn.fetchrow(*db.sql("account_page", account_id=account_id))))
+    row = await conn.fetchrow(*db.sql("account_page", account_id=account_id))
+    if row is None:
+        raise NotFound(f"no account with id {account_id}")
+    return Page(**dict(row))
 
 
 async def set_page(

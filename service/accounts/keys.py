@@ -73,6 +73,8 @@ async def mint(conn: asyncpg.Connection, *, account_id: int, name: str, scope: s
             "key_insert", account_id=account_id, key_name=name, scope=scope, prefix=key[:PREFIX], digest=digest(key)
         )
     )
+    if row is None:  # an INSERT … RETURNING returns its row
+        raise RuntimeError("the new key's row was not returned")
     return Listed(**dict(row)), key
 
 

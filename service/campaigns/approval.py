@@ -7,7 +7,7 @@ import asyncpg
 from service import db
 from service.campaigns import preview
 from service.campaigns.transitions import current_status, transition
-from service.errors import Conflict
+from service.errors import Conflict, NotFound
 from service.mail import unsubscribe
 from service.settings import Settings
 
@@ -29,6 +29,8 @@ async def approve(
     found = preview.Trial()
     if await current_status(conn, campaign_id=campaign_id) == "draft":
         campaign = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
+        if campaign is None:
+            raise NotFound(f"no campaign with id {campaign_id}")
         if reason := unsubscribe.without_one_click(dict(campaign), settings, explicitly):
             raise Conflict(f"campaign {campaign_id} not approved: {reason}")
         found = await preview.trial(conn, settings=settings, campaign_id=campaign_id, limiter=limiter)

@@ -57,10 +57,10 @@ async def of_account(
 
 async def one(conn: asyncpg.Connection, *, account_id: int, campaign_id: int) -> Summary:
     """The account's campaign; NotFound when it has none of that id (another account's is not found either)."""
-    [found] = await of_account(conn, account_id=account_id, before=campaign_id + 1, limit=1) or [None]
-    if found is None or found.id != campaign_id:
+    found = await of_account(conn, account_id=account_id, before=campaign_id + 1, limit=1)
+    if not found or found[0].id != campaign_id:
         raise NotFound("no such campaign")
-    return found
+    return found[0]
 
 
 async def owned(conn: asyncpg.Connection, *, account_id: int, campaign_id: int) -> None:

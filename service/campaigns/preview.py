@@ -184,6 +184,6 @@ async def send_test(*, settings: Settings, template: CampaignTemplate, to: str, 
     rows. SmtpUnavailable when no relay answers."""
     connection = SmtpConnection(settings)
     try:
-        return await connection.send(template.envelope_from, to, message)
+        return await connection.send(template.envelope_from, to, message)  # type: ignore[attr-defined]
     finally:
         await connection.close()

@@ -73,8 +73,8 @@ async def _mark(conn: asyncpg.Connection, campaign_id: int) -> tuple[str | None,
             if not row["counted"]:
                 await conn.execute(*db.sql("campaign_counts_clear", campaign_id=campaign_id))
                 await conn.fetchval(*db.sql("campaign_counts_write", campaign_id=campaign_id))
-        marked = await conn.fetchrow(*db.sql("campaign_pruned", campaign_id=campaign_id))
-        return None, marked["n"]
+        counts = await conn.fetchval(*db.sql("campaign_pruned", campaign_id=campaign_id), column=1)  # n
+        return None, counts
 
 
 async def _remove(conn: asyncpg.Connection, campaign_id: int) -> str:

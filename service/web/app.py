@@ -53,7 +53,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from service import db
-from service.errors import Conflict
+from service.errors import Conflict, EinmalError
 from service.inbound import events as inbound
 from service.inbound import webhook_credentials, webhooks
 from service.inbound.mailgun import Mailgun
@@ -96,6 +96,12 @@ PAGE_HEADERS = {
 }
 
 
+async def refused(request: Request, exc: Exception) -> Response:
+    """An error of einmal's no route answered itself (service/errors.py): its status, its one line."""
+    status = exc.http_status if isinstance(exc, EinmalError) else 500
+    return PlainTextResponse(str(exc), status, headers=PAGE_HEADERS)
+
+
 class Web:
     """The app's state: settings, its own database pool, the metrics and what readiness asks of the node.
 
@@ -132,7 +138,7 @@ class Web:
         routes += signup.SignUpPages(settings, pool, read_body, Refused, self.database_down, PAGE_HEADERS).routes
         self.providers = providers(settings)
         self.return_path = ReturnPath.from_settings(settings)
-        routed = Starlette(routes=routes)
+        routed = Starlette(routes=routes, exception_handlers={EinmalError: refused})
         routed.router.redirect_slashes = False  # a redirect would name the Host header's site (and repeat a POST)
         # the API's key is found from the headers before its body takes room or its Idempotency-Key a row
         # (`api`: service/api/app.py served, given by service/node.py; none: /api/v1 is a JSON 404)
