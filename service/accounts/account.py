@@ -40,8 +40,8 @@ async def find_account(conn: asyncpg.Connection, *, name: str) -> int:
     return account_id
 
 
-async def name_of(conn: asyncpg.Connection, *, account_id: int) -> str:
-    return await conn.fetchval(*db.sql("account_name", account_id=account_id))
+async def name_of(conn: asyncpg.Connection, *, account_id: int, timeout: float | None = None) -> str:
+    return await conn.fetchval(*db.sql("account_name", account_id=account_id), timeout=timeout)
 
 
 async def every(conn: asyncpg.Connection) -> list[Listed]:
@@ -65,8 +65,8 @@ def display_name(value: str, option: str = "--display-name") -> str | None:
     return one_line(value, option, MAX_DISPLAY_NAME) if value.strip() else None
 
 
-async def page(conn: asyncpg.Connection, *, account_id: int) -> Page:
-    row = await conn.fetchrow(*db.sql("account_page", account_id=account_id))
+async def page(conn: asyncpg.Connection, *, account_id: int, timeout: float | None = None) -> Page:
+    row = await conn.fetchrow(*db.sql("account_page", account_id=account_id), timeout=timeout)
     if row is None:
         raise NotFound(f"no account with id {account_id}")
     return Page(**dict(row))
@@ -80,6 +80,7 @@ async def set_page(
     language: str | None = None,
     contact: str | None = None,
     given: frozenset[str] | set[str] = frozenset(),
+    timeout: float | None = None,
 ) -> Page:
     """Set what the account's page shows: `display_name` and `contact` when named in `given` (None clears
     them), `language` when not None; checked before. NotFound without the account."""
@@ -92,7 +93,8 @@ async def set_page(
             language=language,
             contact_given="contact" in given,
             contact=contact,
-        )
+        ),
+        timeout=timeout,
     )
     if row is None:
         raise NotFound(f"no account named {shown(account)}")

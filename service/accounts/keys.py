@@ -85,9 +85,10 @@ async def mint_for(conn: asyncpg.Connection, *, account: str, name: str, scope: 
     return key
 
 
-async def of_account(conn: asyncpg.Connection, *, account_id: int) -> list[Listed]:
+async def of_account(conn: asyncpg.Connection, *, account_id: int, timeout: float | None = None) -> list[Listed]:
     """The account's keys, revoked ones included."""
-    return [Listed(**dict(r)) for r in await conn.fetch(*db.sql("keys_of_account", account_id=account_id))]
+    rows = await conn.fetch(*db.sql("keys_of_account", account_id=account_id), timeout=timeout)
+    return [Listed(**dict(r)) for r in rows]
 
 
 async def of_account_named(conn: asyncpg.Connection, *, account: str) -> list[Listed]:
@@ -103,7 +104,9 @@ async def revoke(conn: asyncpg.Connection, *, account: str, key_id: int) -> None
         raise NotFound(f"account {shown(account)} has no key {key_id} that is not revoked")
 
 
-async def revoke_own(conn: asyncpg.Connection, *, account_id: int, key_id: int, asking: int) -> Listed:
+async def revoke_own(
+    conn: asyncpg.Connection, *, account_id: int, key_id: int, asking: int, timeout: float | None = None
+) -> Listed:
     """Revoke another key of the account than the one `asking`: Conflict for that one (an application would
     lock itself out with its last key), NotFound for one the account does not have (revoked, another's)."""
     if key_id == asking:
@@ -111,7 +114,7 @@ async def revoke_own(conn: asyncpg.Connection, *, account_id: int, key_id: int, 
             "a key does not revoke itself: revoke it with another key of the account, or "
             "with `einmal account key revoke`"
         )
-    row = await conn.fetchrow(*db.sql("key_revoke_of_account", account_id=account_id, key_id=key_id))
+    row = await conn.fetchrow(*db.sql("key_revoke_of_account", account_id=account_id, key_id=key_id), timeout=timeout)
     if row is None:
         raise NotFound("no such key")
     return Listed(**dict(row))

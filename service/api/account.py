@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.accounts import account
 from service.accounts.account import MAX_DISPLAY_NAME
-from service.api.deps import Conn, Key
+from service.api.deps import DB_SECONDS, Conn, Key
 from service.subscribers import texts
 
 router = APIRouter(prefix="/account", tags=["account"])
@@ -30,7 +30,7 @@ class AccountFields(BaseModel):
 
 @router.get("", operation_id="get_account", summary="the account: its name and what its unsubscribe page shows")
 async def get_account(conn: Conn, key: Key) -> Account:
-    return Account(**asdict(await account.page(conn, account_id=key.account_id)))
+    return Account(**asdict(await account.page(conn, account_id=key.account_id, timeout=DB_SECONDS)))
 
 
 @router.patch(
@@ -41,10 +41,11 @@ async def get_account(conn: Conn, key: Key) -> Account:
 async def set_account(fields: AccountFields, conn: Conn, key: Key) -> Account:
     page = await account.set_page(
         conn,
-        account=await account.name_of(conn, account_id=key.account_id),
+        account=await account.name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
         display_name=account.display_name(fields.display_name or "", "display_name"),
         language=texts.checked(fields.language, "language") if fields.language is not None else None,
         contact=account.contact(fields.contact or "", "contact"),
         given=fields.model_fields_set,
+        timeout=DB_SECONDS,
     )
     return Account(**asdict(page))

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.addresses import email_key
 from service.api.campaigns import CampaignId, own
-from service.api.deps import CONFLICT, ERRORS, Conn, IdempotencyKey, Key
+from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key
 from service.campaigns import rows
 from service.reasons import REASONS
 from service.subscribers.importer import MAX_EMAIL
@@ -76,7 +76,7 @@ async def retry_campaign(
 )
 async def list_in_doubt(campaign_id: CampaignId, conn: Conn, key: Key) -> InDoubtRows:
     await own(conn, key, campaign_id)
-    found = await rows.in_doubt(conn, campaign_id=campaign_id)
+    found = await rows.in_doubt(conn, campaign_id=campaign_id, timeout=DB_SECONDS)
     return InDoubtRows(
         rows=[
             InDoubt(id=r.id, email=r.email, node=r.node, since=r.since, attempts=r.attempts, last_reply=r.last_reply)

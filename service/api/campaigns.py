@@ -15,7 +15,7 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.accounts.account import name_of
-from service.api.deps import CONFLICT, ERRORS, RENDERS, Conn, Cursor, IdempotencyKey, Key, limiter
+from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, RENDERS, Conn, Cursor, IdempotencyKey, Key, limiter
 from service.campaigns import approval, drafts, fields, listing, preview, status, transitions
 from service.campaigns.fields import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT
 
@@ -136,7 +136,7 @@ class ApprovedCampaign(CampaignProgress):
 
 async def own(conn, key, campaign_id: int) -> None:
     """404 unless the campaign is the key's account's."""
-    await listing.owned(conn, account_id=key.account_id, campaign_id=campaign_id)
+    await listing.owned(conn, account_id=key.account_id, campaign_id=campaign_id, timeout=DB_SECONDS)
 
 
 async def progress(conn, campaign_id: int) -> dict[str, Any]:
@@ -153,7 +153,9 @@ async def list_campaigns(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> CampaignPage:
     before = int(cursor) if cursor else 2**63 - 1
-    found = await listing.of_account(conn, account_id=key.account_id, before=before, status=status, limit=limit + 1)
+    found = await listing.of_account(
+        conn, account_id=key.account_id, before=before, status=status, limit=limit + 1, timeout=DB_SECONDS
+    )
     page = [Campaign(**asdict(c)) for c in found[:limit]]
     return CampaignPage(campaigns=page, next=str(page[-1].id) if len(found) > limit else None)
 
@@ -166,11 +168,12 @@ async def create_campaign(
     created = await drafts.create(
         conn,
         settings=request.app.state.settings,
-        account=await name_of(conn, account_id=key.account_id),
+        account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
         lists=given.pop("lists"),
         explicitly=EXPLICITLY,
         limiter=limiter(request, "renders", RENDERS),
         unsubscribe_required=given.pop("unsubscribe"),
+        timeout=DB_SECONDS,
         **given,
     )
     return await with_trial(conn, key, created.id, created.trial)
@@ -178,7 +181,7 @@ async def create_campaign(
 
 async def with_trial(conn, key, campaign_id: int, trial: preview.Trial) -> CheckedCampaign:
     """The campaign and what its trial render found."""
-    found = await listing.one(conn, account_id=key.account_id, campaign_id=campaign_id)
+    found = await listing.one(conn, account_id=key.account_id, campaign_id=campaign_id, timeout=DB_SECONDS)
     return CheckedCampaign(**asdict(found), warnings=list(trial.warnings))
 
 

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Path, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.accounts import keys
-from service.api.deps import ERRORS, Conn, IdempotencyKey, Key, Problem
+from service.api.deps import DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key, Problem
 
 router = APIRouter(prefix="/keys", tags=["keys"])
 Scope = Literal["read", "write"]
@@ -42,7 +42,7 @@ class KeyFields(BaseModel):
     "", operation_id="list_keys", summary="the account's keys, revoked ones included (never the keys themselves)"
 )
 async def list_keys(conn: Conn, key: Key) -> list[ApiKey]:
-    return [ApiKey(**asdict(k)) for k in await keys.of_account(conn, account_id=key.account_id)]
+    return [ApiKey(**asdict(k)) for k in await keys.of_account(conn, account_id=key.account_id, timeout=DB_SECONDS)]
 
 
 @router.post(
@@ -73,4 +73,8 @@ async def create_key(
     summary="revoke another key of the account (a write key may do this)",
 )
 async def revoke_key(key_id: Annotated[int, Path(ge=1, le=2**63 - 1)], conn: Conn, key: Key) -> ApiKey:
-    return ApiKey(**asdict(await keys.revoke_own(conn, account_id=key.account_id, key_id=key_id, asking=key.id)))
+    return ApiKey(
+        **asdict(
+            await keys.revoke_own(conn, account_id=key.account_id, key_id=key_id, asking=key.id, timeout=DB_SECONDS)
+        )
+    )

@@ -55,6 +55,7 @@ async def insert(
     headers: Sequence[tuple[str, str]] = (),
     language: str | None = None,
     unsubscribe_required: bool = True,
+    timeout: float | None = None,
 ) -> int:
     """The new draft's id; its fields checked before (service/campaigns/fields.py)."""
     return await conn.fetchval(
@@ -73,7 +74,8 @@ async def insert(
             headers=json.dumps(list(headers)),
             language=language,
             unsubscribe=unsubscribe_required,
-        )
+        ),
+        timeout=timeout,
     )
 
 
@@ -107,6 +109,7 @@ async def change(
     fields: dict[str, Any],
     explicitly: str = '"unsubscribe": false',
     limiter: anyio.CapacityLimiter | None = None,
+    timeout: float | None = None,
 ) -> preview.Trial:
     """Change the draft's `fields` given (checked before, service/campaigns/fields.py checked), the others
     staying; its trial render. Invalid for a change that cannot be, Conflict once it is no draft."""
@@ -133,7 +136,8 @@ async def change(
             reply_to=fields.get("reply_to"),
             language=fields.get("language"),
             unsubscribe=fields.get("unsubscribe"),
-        )
+        ),
+        timeout=timeout,
     )
     if changed is None:
         status = await current_status(conn, campaign_id=campaign_id)

@@ -46,25 +46,32 @@ async def every(conn: asyncpg.Connection, *, status: str | None = None) -> list[
 
 
 async def of_account(
-    conn: asyncpg.Connection, *, account_id: int, before: int = 2**63 - 1, status: str | None = None, limit: int = 100
+    conn: asyncpg.Connection,
+    *,
+    account_id: int,
+    before: int = 2**63 - 1,
+    status: str | None = None,
+    limit: int = 100,
+    timeout: float | None = None,
 ) -> list[Summary]:
     """The account's campaigns with an id below `before`, newest first, at most `limit`."""
     rows = await conn.fetch(
-        *db.sql("campaigns_of_account", account_id=account_id, before=before, status=status, limit=limit)
+        *db.sql("campaigns_of_account", account_id=account_id, before=before, status=status, limit=limit),
+        timeout=timeout,
     )
     return [Summary(**dict(r)) for r in rows]
 
 
-async def one(conn: asyncpg.Connection, *, account_id: int, campaign_id: int) -> Summary:
+async def one(conn: asyncpg.Connection, *, account_id: int, campaign_id: int, timeout: float | None = None) -> Summary:
     """The account's campaign; NotFound when it has none of that id (another account's is not found either)."""
-    found = await of_account(conn, account_id=account_id, before=campaign_id + 1, limit=1)
+    found = await of_account(conn, account_id=account_id, before=campaign_id + 1, limit=1, timeout=timeout)
     if not found or found[0].id != campaign_id:
         raise NotFound("no such campaign")
     return found[0]
 
 
-async def owned(conn: asyncpg.Connection, *, account_id: int, campaign_id: int) -> None:
+async def owned(conn: asyncpg.Connection, *, account_id: int, campaign_id: int, timeout: float | None = None) -> None:
     """NotFound unless the campaign is the account's: an account learns nothing of what is not its own."""
-    owner = await conn.fetchrow(*db.sql("campaign_owner", campaign_id=campaign_id))
+    owner = await conn.fetchrow(*db.sql("campaign_owner", campaign_id=campaign_id), timeout=timeout)
     if owner is None or owner["account_id"] != account_id:
         raise NotFound("no such campaign")

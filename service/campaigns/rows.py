@@ -77,12 +77,17 @@ async def requeued(conn: asyncpg.Connection, *, campaign_id: int, moved: int) ->
 
 
 async def in_doubt(
-    conn: asyncpg.Connection, *, campaign_id: int, ids: list[int] | None = None, keys: list[str] | None = None
+    conn: asyncpg.Connection,
+    *,
+    campaign_id: int,
+    ids: list[int] | None = None,
+    keys: list[str] | None = None,
+    timeout: float | None = None,
 ) -> list[InDoubt]:
     """The campaign's in-doubt rows, oldest first (only those of `ids` and `keys` when either is given);
     NotFound without the campaign."""
     await current_status(conn, campaign_id=campaign_id)
-    rows = await conn.fetch(*db.sql("sends_in_doubt", campaign_id=campaign_id, ids=ids, keys=keys))
+    rows = await conn.fetch(*db.sql("sends_in_doubt", campaign_id=campaign_id, ids=ids, keys=keys), timeout=timeout)
     return [
         InDoubt(r["id"], r["email"], r["email_lower"], r["claimed_by"], r["updated_at"], r["attempts"], r["last_reply"])
         for r in rows
