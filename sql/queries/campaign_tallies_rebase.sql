@@ -1,4 +1,4 @@
--- At a resume of campaign :campaign_id: its figures start again from nothing (service/health.py). The row 'resumed'
+-- At a resume of campaign :campaign_id: its figures start again from nothing (service/campaigns/self_pause.py). The row 'resumed'
 -- holds the sums of the others, negated, and the time.
 INSERT INTO einmal.campaign_tallies AS k (campaign_id, source, delivered, refused, rejected, bounced, complained,
                                          since)

@@ -1,5 +1,5 @@
 -- Up to :sample subscribers of campaign :campaign_id's lists, picked at random: the trial render of `campaign create`
--- and `campaign approve` (service/cli/campaign_view.py).
+-- and `campaign approve` (service/campaigns/preview.py).
 SELECT s.id, s.email, s.name, s.attributes
 FROM einmal.campaigns AS c
 JOIN einmal.subscribers AS s ON s.account_id = c.account_id
