@@ -18,14 +18,12 @@ import anyio
 from service import db
 from service.addresses import address_problem
 from service.campaigns import listing, preview
-from service.campaigns.status import STATUSES
 from service.cli.tables import aligned
 from service.errors import EinmalError, Invalid
 from service.settings import Settings
 from service.smtp.connection import Outcome, SmtpUnavailable
 from service.subscribers.importer import shown
 
-__all__ = ["STATUSES", "list_command", "preview_command", "readable", "test_command"]
 NOT_YET = "-"  # the started column of a campaign that has not started
 
 

@@ -100,8 +100,8 @@ def days(value: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from service.campaigns.status import STATUSES
     from service.cli import commands
-    from service.cli.campaign_view import STATUSES
     from service.reasons import REASONS
 
     parser = _Parser(prog="einmal", description="Send email campaigns from PostgreSQL, each recipient once.")
