@@ -20,10 +20,10 @@ from opentelemetry import trace
 
 from actors.feed import Feed
 from service import db, telemetry
+from service.campaigns.transitions import transition
 from service.context import Batch, NodeContext, Row
-from service.errors import UsageError
+from service.errors import Conflict, Invalid, NotFound
 from service.mail import render, unsubscribe
-from service.transitions import transition
 
 log = logging.getLogger("einmal.claimer")
 
@@ -47,7 +47,7 @@ class Templates:
         if campaign_id not in self.compiled:
             if len(self.compiled) > 64:
                 self.compiled.clear()
-            found = await self.conn.fetchrow(db.query("campaign_for_render"), campaign_id)
+            found = await self.conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
             assert found is not None  # listed as sending a moment ago; a campaign is never deleted
             campaign = dict(found)
             # bulk mail without a one-click unsubscribe only when the operator said so
@@ -56,11 +56,11 @@ class Templates:
             if reason is None:
                 try:
                     self.compiled[campaign_id] = render.CampaignTemplate.compile(campaign, self.ctx.settings)
-                except UsageError as exc:
+                except Invalid as exc:
                     reason = f"cannot render: {exc}"
             if reason is not None:
-                with suppress(UsageError):  # another node paused it first
-                    await transition(self.conn, "pause", campaign_id, reason)
+                with suppress(Conflict, NotFound):  # another node paused it first
+                    await transition(self.conn, verb="pause", campaign_id=campaign_id, reason=reason)
                 log.error("campaign %d paused: %s", campaign_id, reason)
                 return None
         return self.compiled[campaign_id]

@@ -41,7 +41,7 @@ from anyio import BrokenWorkerProcess
 from anyio.abc import TaskStatus
 
 from service import db, sockets
-from service.errors import UsageError
+from service.errors import Conflict
 from service.inbound import bounces
 from service.mail.verp import ReturnPath
 from service.metrics import Metrics
@@ -122,7 +122,7 @@ class Handler:
         try:
             async with db.acquire(self.pool) as conn:
                 report, result = await bounces.record(conn, self.settings, found, row_ids)
-        except UsageError as exc:  # the same report id with other content
+        except Conflict as exc:  # the same report id with other content
             log.warning("inbound: refused %s: %s", found[0].event_id[:120], exc)
             self.counted.labels("refused").inc()
             return "554 5.6.0 report id already used for other content"

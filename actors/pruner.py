@@ -1,6 +1,6 @@
 """Pruner: removes the double opt-in sign-ups unconfirmed past EINMAL_OPTIN_WINDOW_HOURS
 (service/subscribers/optin.py), the public clients' counts of windows long past (service/clients.py)
-and, with EINMAL_RETENTION_DAYS set, prunes the campaigns finished longer ago (service/retention.py).
+and, with EINMAL_RETENTION_DAYS set, prunes the campaigns finished longer ago (service/campaigns/retention.py).
 
 At start, then every EVERY seconds, on a connection of its own: the scheduler's tick never waits for a
 prune. One node at a time prunes (a session advisory lock, tried, not waited for; behind a transaction
@@ -15,7 +15,8 @@ import anyio
 import asyncpg
 from anyio.abc import TaskStatus
 
-from service import clients, db, retention
+from service import clients, db
+from service.campaigns import retention
 from service.context import NodeContext
 from service.subscribers import optin
 
@@ -41,9 +42,9 @@ async def prune_once(ctx: NodeContext) -> int:
                 rows,
             )
         await clients.prune(conn)
-        for candidate in await retention.candidates(conn, days * 86400) if days is not None else ():
+        for candidate in await retention.candidates(conn, older_than_seconds=days * 86400) if days is not None else ():
             try:
-                done = await retention.prune(conn, candidate)
+                done = await retention.prune(conn, candidate=candidate)
             except asyncpg.PostgresError as exc:
                 log.warning("campaign %d: prune failed, tried again in %gs: %s", candidate.id, EVERY, exc)
                 continue

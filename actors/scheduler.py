@@ -5,7 +5,7 @@ Runs every EINMAL_TICK_SECONDS, and at once when a campaign notification
 arrives. Starting is a compare-and-set: of several nodes exactly one moves a
 campaign approved -> sending; every node then helps send it. Each tick also
 pauses a sending campaign whose complaint, hard-bounce or policy-rejection
-rate crossed its threshold (service/health.py); the writer brings the tick
+rate crossed its threshold (service/campaigns/self_pause.py); the writer brings the tick
 forward when it recorded a refusal or a rejection.
 
 Each tick, and so at start and on every new connection, it also asks the
@@ -31,7 +31,8 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors import writer
-from service import db, health, telemetry
+from service import db, telemetry
+from service.campaigns import self_pause
 from service.context import NodeContext, Outcome
 
 log = logging.getLogger("einmal.scheduler")
@@ -259,7 +260,7 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
         unbuilt = [r["id"] for r in await conn.fetch(db.query("campaign_unbuilt"))]
         sending = await conn.fetch(db.query("campaign_sending"))
         if sending:  # a campaign whose complaint, bounce or refusal rate crossed its threshold pauses itself
-            await health.check(conn, settings)
+            await self_pause.check(conn, settings=settings)
         for campaign in sending:
             if campaign["built"] and (finished := await finish(conn, campaign["id"])) is not None:
                 log.info("campaign %d: sending -> sent", campaign["id"])

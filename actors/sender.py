@@ -34,14 +34,13 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.feed import Feed
 from actors.writer import Writer
-from service import db, domains, relays
+from service import db, domains, reasons, relays
+from service.campaigns.transitions import transition
 from service.context import Batch, NodeContext, Outcome, Row, Template
-from service.errors import UsageError
-from service.inbound import reasons
+from service.errors import Conflict, NotFound
 from service.relays import Relays, RelayState
 from service.smtp.connection import Outcome as Smtp
 from service.smtp.connection import SmtpConnection, SmtpUnavailable
-from service.transitions import transition
 
 log = logging.getLogger("einmal.sender")
 
@@ -276,8 +275,8 @@ class Sender:
         try:
             with anyio.fail_after(self.ctx.settings.db_timeout_seconds):
                 async with db.connection(self.ctx.dsn) as conn:
-                    await transition(conn, "pause", campaign_id, reason)
-        except UsageError:
+                    await transition(conn, verb="pause", campaign_id=campaign_id, reason=reason)
+        except (Conflict, NotFound):
             pass  # paused, cancelled or finished meanwhile
         except (*db.UNAVAILABLE, asyncpg.PostgresError, TimeoutError) as exc:
             log.error("campaign %d could not be paused: %s", campaign_id, exc)

@@ -17,7 +17,7 @@ import asyncpg
 from bench import database
 from bench.cpu import Backends, cpu_seconds
 from bench.sink import Sink
-from service import transitions
+from service.campaigns import transitions
 
 ROOT = Path(__file__).resolve().parent.parent
 BODY_BYTES = 4096
@@ -182,7 +182,7 @@ async def campaign(
             node_cpu = [cpu_seconds(p.pid) or 0.0 for p in procs]
             base = sink.arm()
             approved_wall, approved = time.time(), time.monotonic()
-            await transitions.transition(monitor.conn, "approve", campaign_id)
+            await transitions.transition(monitor.conn, verb="approve", campaign_id=campaign_id)
             deadline = approved + timeout
             while True:
                 sent_at = await monitor.fetchval(

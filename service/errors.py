@@ -1,16 +1,18 @@
-"""einmal's exceptions, one root, named by outcome.
+"""einmal's exceptions, one root, named by what went wrong; each carries how the command line (its exit code)
+and the HTTP API (its status) say it.
 
-    EinmalError                 anything einmal reports to a person in one line
+    EinmalError                 anything einmal reports to a person in one line (exit 1, 500)
     ├── ConfigError             a malformed environment variable (exit 2)
-    ├── UsageError              bad input: unknown campaign, bad file, refused transition (exit 1)
-    │   └── ArgumentError       a bad argument judged without the database: a --at, a file that is not there (exit 2)
-    ├── DatabaseUnavailable     PostgreSQL cannot be reached (exit 1)
-    └── SendFailure             an SMTP transaction did not deliver
-        ├── TransientSendFailure    4xx, or the connection was lost before the end of DATA
-        ├── PermanentSendFailure    5xx
-        └── InDoubtSendFailure      the connection was lost after the end of DATA, before the reply
+    ├── NotFound                what was named is not there: a campaign, an account, a list (exit 1, 404)
+    ├── Invalid                 what was given is not right: a field, a template, a file (exit 1, 422)
+    │   └── ArgumentError       a bad argument judged without the database: a --at, a file that is not there
+    │                           (exit 2, 422)
+    ├── Conflict                what is asked, the state forbids: approve a sent campaign, retry a cancelled
+    │                           one, an event id again with another payload (exit 1, 409)
+    └── DatabaseUnavailable     PostgreSQL cannot be reached (exit 1, 503)
 
-The command line translates these at its boundary; nothing else prints them.
+Each entry point translates these at its boundary, in one place: the command line (service/cli/einmal.py),
+the API (service/api/app.py) and the web surface (service/web/app.py); nothing else prints them.
 """
 
 
@@ -23,37 +25,28 @@ def leaves(exc: BaseException) -> list[BaseException]:
 
 class EinmalError(Exception):
     exit_code = 1
+    http_status = 500
 
 
 class ConfigError(EinmalError):
     exit_code = 2
 
 
-class UsageError(EinmalError):
-    pass
+class NotFound(EinmalError):
+    http_status = 404
 
 
-class ArgumentError(UsageError):
+class Invalid(EinmalError):
+    http_status = 422
+
+
+class ArgumentError(Invalid):
     exit_code = 2
 
 
+class Conflict(EinmalError):
+    http_status = 409
+
+
 class DatabaseUnavailable(EinmalError):
-    pass
-
-
-class SendFailure(EinmalError):
-    def __init__(self, reply: str):
-        super().__init__(reply)
-        self.reply = reply
-
-
-class TransientSendFailure(SendFailure):
-    pass
-
-
-class PermanentSendFailure(SendFailure):
-    pass
-
-
-class InDoubtSendFailure(SendFailure):
-    pass
+    http_status = 503

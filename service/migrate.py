@@ -14,7 +14,7 @@ import asyncpg
 
 from service import db
 from service.addresses import email_key
-from service.errors import UsageError
+from service.errors import Conflict
 
 LOCK_KEY = 0x65696E6D616C  # "einmal"
 
@@ -57,7 +57,7 @@ async def migrate(conn: asyncpg.Connection, before: int | None = None) -> list[s
     unknown = sorted(set(applied) - {version for version, _, _ in db.migrations()})
     if unknown:
         names = ", ".join(f"{v:04d}_{applied[v]}" for v in unknown)
-        raise UsageError(f"the database holds migrations this einmal does not know: {names}; upgrade einmal")
+        raise Conflict(f"the database holds migrations this einmal does not know: {names}; upgrade einmal")
     for version, name, sql in known:
         if version in applied:
             continue

@@ -36,15 +36,15 @@ from actors import builder, claimer, http, inbound_smtp, listener, pruner, recor
 from actors.feed import Feed
 from actors.writer import record
 from service import db, logs, telemetry
+from service.api import app as api
 from service.context import Batch, NodeContext
 from service.errors import ConfigError
 from service.mail import dkim
 from service.metrics import Metrics
 from service.settings import Settings, weak_unsubscribe_secret
-from service.subscribers import optin
+from service.subscribers import optin, texts
 from service.supervisor import Child, Supervisor
 from service.web import app as web
-from service.web import texts
 
 log = logging.getLogger("einmal.node")
 
@@ -72,7 +72,8 @@ async def web_app(
 ) -> tuple[web.Web, list[asyncpg.Pool]]:
     """The HTTP surface and its pools: one for requests, one connection for the figures of /metrics."""
     pools = [await http_pool(dsn), await http_pool(dsn, size=1)]
-    return web.Web(settings, pools[0], metrics, checks, metrics_pool=pools[1], notes=notes), pools
+    surface = web.Web(settings, pools[0], metrics, checks, metrics_pool=pools[1], notes=notes, api=api.served)
+    return surface, pools
 
 
 async def record_unrecorded(ctx: NodeContext, conn: asyncpg.Connection) -> None:

@@ -436,7 +436,7 @@ class Settings(BaseSettings):
         ),
     )
     soft_bounce_days: float = Field(7.0, gt=0, description="the window, in days, for `EINMAL_SOFT_BOUNCE_LIMIT`")
-    # a campaign pauses itself when a rate passes its threshold (service/health.py; the defaults' sources:
+    # a campaign pauses itself when a rate passes its threshold (service/campaigns/self_pause.py; the defaults' sources:
     # docs/design.md#sending-budget)
     pause_complaint_rate: float = Field(
         0.3,
@@ -468,7 +468,7 @@ class Settings(BaseSettings):
             "a rate is judged only once what it is over (delivered, attempts) reaches this many since the last resume"
         ),
     )
-    # service/retention.py, docs/design.md#retention
+    # service/campaigns/retention.py, docs/design.md#retention
     retention_days: float | None = Field(
         None,
         ge=0,

@@ -1,14 +1,15 @@
 """/api/v1/account: the key's own account — its name, and what its unsubscribe page shows (the settings of
 `einmal accounts set`)."""
 
-from fastapi import APIRouter, HTTPException
+from dataclasses import asdict
+
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from service import db
+from service.accounts import account
+from service.accounts.account import MAX_DISPLAY_NAME
 from service.api.deps import DB_SECONDS, Conn, Key
-from service.cli.accounts import MAX_DISPLAY_NAME, contact, display_name
-from service.errors import UsageError
-from service.web import texts
+from service.subscribers import texts
 
 router = APIRouter(prefix="/account", tags=["account"])
 
@@ -29,7 +30,7 @@ class AccountFields(BaseModel):
 
 @router.get("", operation_id="get_account", summary="the account: its name and what its unsubscribe page shows")
 async def get_account(conn: Conn, key: Key) -> Account:
-    return Account(**dict(await conn.fetchrow(db.query("api_account"), key.account_id, timeout=DB_SECONDS)))
+    return Account(**asdict(await account.page(conn, account_id=key.account_id, timeout=DB_SECONDS)))
 
 
 @router.patch(
@@ -38,22 +39,13 @@ async def get_account(conn: Conn, key: Key) -> Account:
     summary="what the account's unsubscribe page shows: the fields given change, as `einmal accounts set`",
 )
 async def set_account(fields: AccountFields, conn: Conn, key: Key) -> Account:
-    given = fields.model_fields_set
-    try:
-        named = display_name(fields.display_name or "", "display_name")
-        language = texts.checked(fields.language, "language") if fields.language is not None else None
-        address = contact(fields.contact or "", "contact")
-    except UsageError as exc:
-        raise HTTPException(422, str(exc)) from None
-    name = await conn.fetchval(db.query("account_name"), key.account_id, timeout=DB_SECONDS)
-    row = await conn.fetchrow(
-        db.query("account_set_page"),
-        name,
-        "display_name" in given,
-        named,
-        language,
-        "contact" in given,
-        address,
+    page = await account.set_page(
+        conn,
+        account=await account.name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
+        display_name=account.display_name(fields.display_name or "", "display_name"),
+        language=texts.checked(fields.language, "language") if fields.language is not None else None,
+        contact=account.contact(fields.contact or "", "contact"),
+        given=fields.model_fields_set,
         timeout=DB_SECONDS,
     )
-    return Account(name=name, **dict(row))
+    return Account(**asdict(page))

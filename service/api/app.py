@@ -24,6 +24,7 @@ from service.api import (
     account,
     campaign_rows,
     campaigns,
+    deps,
     docs,
     drafts,
     idempotency,
@@ -35,10 +36,18 @@ from service.api import (
     suppressions,
 )
 from service.api.deps import GENERIC, log
+from service.asgi import NUL
+from service.errors import EinmalError
 from service.settings import Settings
-from service.web.layers import TextOnly
 
 ROUTES = (subscribers, lists, suppressions, campaigns, campaign_rows, previews, drafts, key_routes, account, optin)
+
+
+def served(pool: asyncpg.Pool, settings: Settings, bounded: Callable[[ASGIApp], ASGIApp]) -> ASGIApp:
+    """The API as the HTTP surface serves it (service/web/app.py, given it by service/node.py): its key found
+    from the headers before anything else (deps.KeyFirst), then its body read within the surface's bounds
+    (`bounded`: service/web/layers.py BoundedBody), then the API."""
+    return deps.KeyFirst(bounded(build(pool, settings)), pool)
 
 
 def build(pool: asyncpg.Pool, settings: Settings) -> ASGIApp:
@@ -60,6 +69,7 @@ def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
     app.state.pool, app.state.settings = pool, settings
     app.add_exception_handler(StarletteHTTPException, _problem)
     app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(EinmalError, _refused)
     for exc in db.UNAVAILABLE:
         app.add_exception_handler(exc, _unavailable)
     # text PostgreSQL cannot hold (a NUL character) wherever a route passes it on: in a text parameter
@@ -156,8 +166,14 @@ async def _problem(request: Request, exc: StarletteHTTPException) -> Response:
     return JSONResponse({"error": exc.detail}, exc.status_code, headers=headers)
 
 
+async def _refused(request: Request, exc: EinmalError) -> Response:
+    """einmal's errors, each answered with its status (service/errors.py): 404, 422, 409."""
+    headers = {"Retry-After": "5"} if exc.http_status == 503 else None
+    return JSONResponse({"error": str(exc)}, exc.http_status, headers=headers)
+
+
 async def _unstorable(request: Request, exc: asyncpg.DataError) -> Response:
-    return JSONResponse({"error": TextOnly.NUL}, 422)
+    return JSONResponse({"error": NUL}, 422)
 
 
 async def _invalid(request: Request, exc: RequestValidationError) -> Response:

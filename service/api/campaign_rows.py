@@ -5,16 +5,14 @@ reconcile`). The campaign must be the key's account's (404 otherwise)."""
 from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from service import db
 from service.addresses import email_key
 from service.api.campaigns import CampaignId, own
 from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key
-from service.cli.campaigns import decide, retry_failed
-from service.errors import UsageError
-from service.inbound.reasons import REASONS
+from service.campaigns import rows
+from service.reasons import REASONS
 from service.subscribers.importer import MAX_EMAIL
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
@@ -69,11 +67,8 @@ async def retry_campaign(
     campaign_id: CampaignId, fields: RetryFields, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None
 ) -> Moved:
     await own(conn, key, campaign_id)
-    try:
-        moved, reopened = await retry_failed(conn, campaign_id, fields.reason)
-    except UsageError as exc:
-        raise HTTPException(409, str(exc)) from None
-    return Moved(moved=moved, reopened=reopened)
+    done = await rows.retry_failed(conn, campaign_id=campaign_id, reason=fields.reason)
+    return Moved(moved=done.moved, reopened=done.reopened)
 
 
 @router.get(
@@ -81,18 +76,11 @@ async def retry_campaign(
 )
 async def list_in_doubt(campaign_id: CampaignId, conn: Conn, key: Key) -> InDoubtRows:
     await own(conn, key, campaign_id)
-    rows = await conn.fetch(db.query("reconcile_list"), campaign_id, None, None, timeout=DB_SECONDS)
+    found = await rows.in_doubt(conn, campaign_id=campaign_id, timeout=DB_SECONDS)
     return InDoubtRows(
         rows=[
-            InDoubt(
-                id=r["id"],
-                email=r["email"],
-                node=r["claimed_by"],
-                since=r["updated_at"],
-                attempts=r["attempts"],
-                last_reply=r["last_reply"],
-            )
-            for r in rows
+            InDoubt(id=r.id, email=r.email, node=r.node, since=r.since, attempts=r.attempts, last_reply=r.last_reply)
+            for r in found
         ]
     )
 
@@ -110,15 +98,12 @@ async def reconcile_campaign(
     await own(conn, key, campaign_id)
     chosen = bool(decision.ids or decision.emails)
     keys = [email_key(e) for e in decision.emails]
-    try:
-        moved, reopened = await decide(
-            conn,
-            campaign_id,
-            decision.decision == "resend",
-            decision.ids if chosen else None,
-            keys if chosen else None,
-            decision.emails,
-        )
-    except UsageError as exc:
-        raise HTTPException(409, str(exc)) from None
-    return Moved(moved=moved, reopened=reopened)
+    done = await rows.decide(
+        conn,
+        campaign_id=campaign_id,
+        resend=decision.decision == "resend",
+        ids=decision.ids if chosen else None,
+        keys=keys if chosen else None,
+        addresses=decision.emails,
+    )
+    return Moved(moved=done.moved, reopened=done.reopened)

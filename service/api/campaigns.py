@@ -7,43 +7,17 @@ a bulk campaign is refused where this process's settings give no one-click unsub
 say what the trial found; approve refuses (409) one that fails for every subscriber tried, unless `force`."""
 
 import typing
+from dataclasses import asdict
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-import anyio
-from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from service import db
-from service.api.deps import (
-    CONFLICT,
-    DB_SECONDS,
-    ERRORS,
-    RENDERS,
-    Conn,
-    Cursor,
-    IdempotencyKey,
-    Key,
-    limiter,
-    not_found,
-)
-from service.cli import campaign_status, campaign_view
-from service.cli.campaigns import (
-    MAX_CAMPAIGN_NAME,
-    MAX_FROM,
-    MAX_SUBJECT,
-    approve,
-    body_text,
-    check_templates,
-    from_address,
-    list_names,
-    one_line,
-    resolve,
-)
-from service.errors import UsageError
-from service.mail import unsubscribe
-from service.transitions import transition
-from service.web import texts
+from service.accounts.account import name_of
+from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, RENDERS, Conn, Cursor, IdempotencyKey, Key, limiter
+from service.campaigns import approval, drafts, fields, listing, preview, status, transitions
+from service.campaigns.fields import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 Status = Literal["draft", "approved", "sending", "paused", "sent", "cancelled"]
@@ -161,9 +135,13 @@ class ApprovedCampaign(CampaignProgress):
 
 
 async def own(conn, key, campaign_id: int) -> None:
-    owner = await conn.fetchrow(db.query("api_campaign_owner"), campaign_id, timeout=DB_SECONDS)
-    if owner is None or owner["account_id"] != key.account_id:
-        raise not_found("campaign")
+    """404 unless the campaign is the key's account's."""
+    await listing.owned(conn, account_id=key.account_id, campaign_id=campaign_id, timeout=DB_SECONDS)
+
+
+async def progress(conn, campaign_id: int) -> dict[str, Any]:
+    """The campaign's status as `einmal campaign status --json` prints it."""
+    return (await status.snapshot(conn, campaign_id=campaign_id)).as_json()
 
 
 @router.get("", operation_id="list_campaigns", summary="the account's campaigns, newest first")
@@ -175,85 +153,36 @@ async def list_campaigns(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> CampaignPage:
     before = int(cursor) if cursor else 2**63 - 1
-    rows = await conn.fetch(db.query("api_campaigns"), key.account_id, before, status, limit + 1, timeout=DB_SECONDS)
-    page = [Campaign(**dict(r)) for r in rows[:limit]]
-    return CampaignPage(campaigns=page, next=str(page[-1].id) if len(rows) > limit else None)
+    found = await listing.of_account(
+        conn, account_id=key.account_id, before=before, status=status, limit=limit + 1, timeout=DB_SECONDS
+    )
+    page = [Campaign(**asdict(c)) for c in found[:limit]]
+    return CampaignPage(campaigns=page, next=str(page[-1].id) if len(found) > limit else None)
 
 
 @router.post("", operation_id="create_campaign", status_code=201, summary="create a draft; approve it to send")
 async def create_campaign(
     draft: Draft, request: Request, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None
 ) -> CheckedCampaign:
-    settings = request.app.state.settings
-    try:
-        fields = await checked(draft.model_dump())
-        if reason := unsubscribe.without_one_click({"unsubscribe_required": draft.unsubscribe}, settings, EXPLICITLY):
-            raise UsageError(f"not created: {reason}")
-        account_id, list_ids = await resolve(conn, await account_name(conn, key), fields["lists"])
-    except UsageError as exc:
-        raise HTTPException(422, str(exc)) from None
-    campaign_id = await conn.fetchval(
-        db.query("campaign_create"),
-        account_id,
-        fields["name"],
-        fields["subject"],
-        fields["from_address"],
-        fields["text"],
-        fields["html"],
-        list_ids,
-        fields["at"],
-        fields["reply_to"],
-        None,
-        "[]",
-        fields["language"],
-        draft.unsubscribe,
+    given = await fields.checked(draft.model_dump())
+    created = await drafts.create(
+        conn,
+        settings=request.app.state.settings,
+        account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
+        lists=given.pop("lists"),
+        explicitly=EXPLICITLY,
+        limiter=limiter(request, "renders", RENDERS),
+        unsubscribe_required=given.pop("unsubscribe"),
         timeout=DB_SECONDS,
+        **given,
     )
-    return await with_trial(request, conn, key, campaign_id)
+    return await with_trial(conn, key, created.id, created.trial)
 
 
-async def with_trial(request: Request, conn, key, campaign_id: int) -> CheckedCampaign:
-    """The campaign and what its trial render finds, rendered in a worker thread, RENDERS at a time."""
-    found = await campaign_view.trial(
-        conn, request.app.state.settings, campaign_id, limiter(request, "renders", RENDERS)
-    )
-    return CheckedCampaign(**(await one(conn, key, campaign_id)).model_dump(), warnings=list(found.warnings))
-
-
-async def checked(fields: dict) -> dict:
-    """The fields of a Draft that are given, checked as `einmal campaign create` checks its options (the
-    templates compiled in the sandbox, in a worker thread); None stays None. UsageError for the first that
-    is not right."""
-    rules = {
-        "name": lambda v: one_line(v, "name", MAX_CAMPAIGN_NAME),
-        "subject": lambda v: one_line(v, "subject", MAX_SUBJECT),
-        "from_address": lambda v: from_address(v, "from"),
-        "reply_to": lambda v: from_address(v, "reply_to"),
-        "text": lambda v: body_text(v, "text"),
-        "html": lambda v: body_text(v, "html"),
-        "at": _aware,
-        "lists": list_names,
-        "language": lambda v: texts.checked(v, "language"),
-        "unsubscribe": bool,
-    }
-    fields = {name: rules[name](value) if value is not None else None for name, value in fields.items()}
-    await anyio.to_thread.run_sync(check_templates, fields.get("subject"), fields.get("text"), fields.get("html"))
-    return fields
-
-
-def _aware(at: datetime) -> datetime:
-    if at.tzinfo is None:
-        raise UsageError("at: give its time zone, e.g. 2027-01-01T09:00:00+01:00")
-    return at
-
-
-async def account_name(conn, key) -> str:
-    return await conn.fetchval(db.query("account_name"), key.account_id, timeout=DB_SECONDS)
-
-
-async def one(conn, key, campaign_id: int) -> Campaign:
-    [row] = await conn.fetch(db.query("api_campaigns"), key.account_id, campaign_id + 1, None, 1, timeout=DB_SECONDS)
-    return Campaign(**dict(row))
+async def with_trial(conn, key, campaign_id: int, trial: preview.Trial) -> CheckedCampaign:
+    """The campaign and what its trial render found."""
+    found = await listing.one(conn, account_id=key.account_id, campaign_id=campaign_id, timeout=DB_SECONDS)
+    return CheckedCampaign(**asdict(found), warnings=list(trial.warnings))
 
 
 @router.get(
@@ -264,8 +193,7 @@ async def one(conn, key, campaign_id: int) -> Campaign:
 )
 async def get_campaign(campaign_id: CampaignId, conn: Conn, key: Key) -> CampaignProgress:
     await own(conn, key, campaign_id)
-    snapshot = await campaign_status.fetch(conn, campaign_id)
-    return CampaignProgress(**snapshot.as_json())
+    return CampaignProgress(**await progress(conn, campaign_id))
 
 
 @router.post(
@@ -286,19 +214,16 @@ async def approve_campaign(
     idempotency_key: IdempotencyKey = None,
 ) -> ApprovedCampaign:
     await own(conn, key, campaign_id)
-    try:
-        found = await approve(
-            conn,
-            request.app.state.settings,
-            campaign_id,
-            force,
-            EXPLICITLY,
-            "?force=true",
-            limiter(request, "renders", RENDERS),
-        )
-    except UsageError as exc:
-        raise HTTPException(409, str(exc)) from None
-    return ApprovedCampaign(**(await campaign_status.fetch(conn, campaign_id)).as_json(), warnings=list(found.warnings))
+    found = await approval.approve(
+        conn,
+        settings=request.app.state.settings,
+        campaign_id=campaign_id,
+        force=force,
+        explicitly=EXPLICITLY,
+        forcing="?force=true",
+        limiter=limiter(request, "renders", RENDERS),
+    )
+    return ApprovedCampaign(**await progress(conn, campaign_id), warnings=list(found.warnings))
 
 
 def _mover(verb: str):
@@ -306,11 +231,8 @@ def _mover(verb: str):
         campaign_id: CampaignId, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None
     ) -> CampaignProgress:
         await own(conn, key, campaign_id)
-        try:
-            await transition(conn, verb, campaign_id, reason="by the API")
-        except UsageError as exc:
-            raise HTTPException(409, str(exc)) from None
-        return CampaignProgress(**(await campaign_status.fetch(conn, campaign_id)).as_json())
+        await transitions.transition(conn, verb=verb, campaign_id=campaign_id, reason="by the API")
+        return CampaignProgress(**await progress(conn, campaign_id))
 
     move.__name__ = f"{verb}_campaign"
     return move

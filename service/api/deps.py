@@ -17,7 +17,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import clients, db
-from service.api import keys
+from service.accounts import keys
 
 log = logging.getLogger("einmal.api")
 

@@ -1,6 +1,6 @@
 """PATCH /api/v1/campaigns/{id}: change what `einmal campaign create` set, while the campaign is a draft.
 
-Each field given is checked as at creation (service/api/campaigns.py checked: the templates compiled in the
+Each field given is checked as at creation (service/campaigns/fields.py checked: the templates compiled in the
 sandbox); a field left out stays as it was; null clears what may be absent (html, reply_to, language) or
 makes `at` "at approval". One compare-and-set UPDATE: a campaign approved meanwhile is 409, unchanged. The
 answer says what the trial render of the changed draft found (`warnings`), as create's does."""
@@ -8,26 +8,22 @@ answer says what the trial render of the changed draft found (`warnings`), as cr
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from service import db
+from service.accounts.account import name_of
 from service.api.campaigns import (
     EXPLICITLY,
     MAX_BODY_TEXT,
     UNSUBSCRIBE,
     CampaignId,
     CheckedCampaign,
-    account_name,
-    checked,
     own,
     with_trial,
 )
-from service.api.deps import CONFLICT, DB_SECONDS, Conn, Key
-from service.cli.campaigns import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT, resolve
-from service.errors import UsageError
-from service.mail import unsubscribe
-from service.transitions import current_status
+from service.api.deps import CONFLICT, DB_SECONDS, RENDERS, Conn, Key, limiter
+from service.campaigns import drafts, fields
+from service.campaigns.fields import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 
@@ -60,38 +56,15 @@ async def edit_draft(
     campaign_id: CampaignId, changes: DraftChanges, request: Request, conn: Conn, key: Key
 ) -> CheckedCampaign:
     await own(conn, key, campaign_id)
-    given = changes.model_dump(include=changes.model_fields_set)
-    try:
-        fields = await checked(given)
-        if fields.get("unsubscribe") and (
-            reason := unsubscribe.without_one_click(
-                {"unsubscribe_required": True}, request.app.state.settings, EXPLICITLY
-            )
-        ):
-            raise UsageError(f"not changed: {reason}")
-        list_ids = None
-        if "lists" in fields:
-            _, list_ids = await resolve(conn, await account_name(conn, key), fields["lists"])
-    except UsageError as exc:
-        raise HTTPException(422, str(exc)) from None
-    changed = await conn.fetchval(
-        db.query("api_campaign_draft_update"),
-        campaign_id,
-        key.account_id,
-        list(fields),
-        fields.get("name"),
-        fields.get("subject"),
-        fields.get("from_address"),
-        fields.get("text"),
-        fields.get("html"),
-        list_ids,
-        fields.get("at"),
-        fields.get("reply_to"),
-        fields.get("language"),
-        fields.get("unsubscribe"),
+    found = await drafts.change(
+        conn,
+        settings=request.app.state.settings,
+        campaign_id=campaign_id,
+        account_id=key.account_id,
+        account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
+        fields=await fields.checked(changes.model_dump(include=changes.model_fields_set)),
+        explicitly=EXPLICITLY,
+        limiter=limiter(request, "renders", RENDERS),
         timeout=DB_SECONDS,
     )
-    if changed is None:
-        status = await current_status(conn, campaign_id)
-        raise HTTPException(409, f"campaign {campaign_id} is {status}: only a draft can be changed")
-    return await with_trial(request, conn, key, campaign_id)
+    return await with_trial(conn, key, campaign_id, found)

@@ -26,7 +26,8 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import db
-from service.api import keys
+from service.accounts import keys
+from service.asgi import replay
 
 HEADER = "idempotency-key"
 WINDOW_SECONDS = 24 * 3600.0
@@ -128,21 +129,6 @@ def canonical(body: bytes) -> bytes:
         ).encode("utf-8", "surrogatepass")
     except (ValueError, RecursionError):
         return b"bytes\0" + body
-
-
-def replay(body: bytes, receive: Receive) -> Receive:
-    """An ASGI receive that gives the body read whole before, then what the connection says next (its end):
-    for an app behind a middleware that had to read the body first (this one, service/web/layers.py BoundedBody)."""
-    sent = False
-
-    async def again() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return again
 
 
 async def _answer(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:

@@ -4,16 +4,15 @@
 A read key may list; only a write key creates or revokes (deps.key refuses a read key on anything but GET),
 so a read key cannot mint a write key. Another account's keys are neither listed nor revoked (404)."""
 
+from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, HTTPException, Path, Response
+from fastapi import APIRouter, Path, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from service import db
-from service.api import keys
-from service.api.deps import DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key, Problem, not_found
-from service.errors import UsageError
+from service.accounts import keys
+from service.api.deps import DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key, Problem
 
 router = APIRouter(prefix="/keys", tags=["keys"])
 Scope = Literal["read", "write"]
@@ -43,8 +42,7 @@ class KeyFields(BaseModel):
     "", operation_id="list_keys", summary="the account's keys, revoked ones included (never the keys themselves)"
 )
 async def list_keys(conn: Conn, key: Key) -> list[ApiKey]:
-    rows = await conn.fetch(db.query("api_keys_of_account"), key.account_id, timeout=DB_SECONDS)
-    return [ApiKey(**dict(r)) for r in rows]
+    return [ApiKey(**asdict(k)) for k in await keys.of_account(conn, account_id=key.account_id, timeout=DB_SECONDS)]
 
 
 @router.post(
@@ -62,13 +60,10 @@ async def list_keys(conn: Conn, key: Key) -> list[ApiKey]:
 async def create_key(
     fields: KeyFields, conn: Conn, key: Key, response: Response, idempotency_key: IdempotencyKey = None
 ) -> NewApiKey:
-    try:
-        name = keys.check_name(fields.name, "name")
-    except UsageError as exc:
-        raise HTTPException(422, str(exc)) from None
-    row, secret = await keys.mint(conn, key.account_id, name, fields.scope)
+    name = keys.check_name(fields.name, "name")
+    made, secret = await keys.mint(conn, account_id=key.account_id, name=name, scope=fields.scope)
     response.headers["Cache-Control"] = "no-store"  # and service/api/idempotency.py keeps no copy of it
-    return NewApiKey(**dict(row), key=secret)
+    return NewApiKey(**asdict(made), key=secret)
 
 
 @router.delete(
@@ -78,13 +73,8 @@ async def create_key(
     summary="revoke another key of the account (a write key may do this)",
 )
 async def revoke_key(key_id: Annotated[int, Path(ge=1, le=2**63 - 1)], conn: Conn, key: Key) -> ApiKey:
-    if key_id == key.id:  # an application would lock itself out with its last key; the command line can
-        raise HTTPException(
-            409,
-            "a key does not revoke itself: revoke it with another key of the account, or "
-            "with `einmal account key revoke`",
+    return ApiKey(
+        **asdict(
+            await keys.revoke_own(conn, account_id=key.account_id, key_id=key_id, asking=key.id, timeout=DB_SECONDS)
         )
-    row = await conn.fetchrow(db.query("api_key_revoke_own"), key.account_id, key_id, timeout=DB_SECONDS)
-    if row is None:
-        raise not_found("key")
-    return ApiKey(**dict(row))
+    )

@@ -12,11 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from service import db
 from service.addresses import email_key
 from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, not_found
-from service.cli.lists_cmd import MAX_TITLE, set_title, title
-from service.errors import UsageError
 from service.settings import Settings
 from service.subscribers import optin
 from service.subscribers.importer import MAX_EMAIL, MAX_LIST, unsafe_text
+from service.subscribers.lists import MAX_TITLE, set_title, title
 
 router = APIRouter(prefix="/lists", tags=["lists"])
 ListName = Annotated[str, Path(min_length=1, max_length=MAX_LIST, description="the list's name")]
@@ -135,8 +134,6 @@ async def put_list_form(name: ListName, body: FormSetting, conn: Conn, key: Key,
         row = await optin.set_form(conn, key.account_id, name, body.open, allowed)
     except optin.NoList:
         raise not_found("list") from None
-    except UsageError as exc:
-        raise HTTPException(422, str(exc)) from None
     return _form(request.app.state.settings, row)
 
 
@@ -151,8 +148,6 @@ async def put_list_title(name: ListName, body: ListTitle, conn: Conn, key: Key) 
         row = await set_title(conn, key.account_id, name, title(body.title or "", "title"))
     except optin.NoList:
         raise not_found("list") from None
-    except UsageError as exc:
-        raise HTTPException(422, str(exc)) from None
     return ListTitle(title=row["title"])
 
 

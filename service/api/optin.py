@@ -14,10 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service import clients, db
 from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, Problem, log, not_found
-from service.errors import UsageError
-from service.subscribers import optin
+from service.subscribers import optin, texts
 from service.subscribers.importer import MAX_EMAIL, MAX_LIST, MAX_NAME
-from service.web import texts
 
 router = APIRouter(tags=["double opt-in"])
 ANSWER = "if the address can be subscribed, a message asking to confirm is on its way"
@@ -48,17 +46,11 @@ Answer = Annotated[SubscribeAnswer, Field(description=ANSWER)]
 async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: Key) -> SubscribeAnswer:
     started = time.monotonic()
     settings = request.app.state.settings
-    try:
-        email, name = optin.checked_address(body.email, body.name)
-    except UsageError as exc:
-        raise HTTPException(422, str(exc)) from None
+    email, name = optin.checked_address(body.email, body.name)
     found = await conn.fetchrow(db.query("optin_list_named"), key.account_id, body.list, timeout=DB_SECONDS)
     if found is None:
         raise not_found("list")
-    try:
-        optin.check_configured(settings)
-    except optin.NotConfigured as exc:
-        raise HTTPException(409, str(exc)) from None
+    optin.check_configured(settings)  # NotConfigured: 409
     if not found["form_open"]:
         raise HTTPException(
             409,

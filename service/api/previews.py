@@ -1,5 +1,5 @@
 """GET /api/v1/campaigns/{id}/preview and POST /api/v1/campaigns/{id}/test: the message one subscriber
-would get, as `einmal campaign preview` and `einmal campaign test` make it (service/cli/campaign_view.py).
+would get, as `einmal campaign preview` and `einmal campaign test` make it (service/campaigns/preview.py).
 
 Compiling and rendering run in a worker thread, RENDERS at a time per process, within the sandbox's
 budget; a preview over MAX_PREVIEW bytes is refused. A test message goes to the address given through the
@@ -15,8 +15,7 @@ from service.addresses import address_problem
 from service.api.campaigns import CampaignId, own
 from service.api.deps import CONFLICT, ERRORS, RENDERS, Conn, IdempotencyKey, Key, not_found
 from service.api.deps import limiter as _limiter
-from service.cli import campaign_view
-from service.errors import UsageError
+from service.campaigns import preview as previews
 from service.smtp.connection import Outcome, SmtpUnavailable
 from service.subscribers.importer import MAX_EMAIL, shown
 
@@ -63,35 +62,30 @@ class TestSent(BaseModel):
 
 async def _render(
     request: Request, conn, key, campaign_id: int, subscriber: str | None, test: tuple[str, str] | None = None
-):
-    """(template, message, subscriber's address) rendered off the event loop; 404/422 as the API says them."""
+) -> previews.Rendered:
+    """The message rendered off the event loop, RENDERS at a time."""
     await own(conn, key, campaign_id)
     if subscriber is not None and (problem := address_problem(subscriber)):
         raise HTTPException(422, f"subscriber: {shown(subscriber)} is not a valid address: {problem}")
-    campaign, row = await campaign_view.sources(conn, campaign_id, subscriber)
-    if row is None:
-        if subscriber is not None:
-            raise not_found("subscriber")
-        raise HTTPException(422, f"campaign {campaign_id} has no subscriber on its lists; name one with subscriber")
     try:
-        template, message = await anyio.to_thread.run_sync(
-            campaign_view.rendered,
-            campaign,
-            row,
-            request.app.state.settings,
-            test,
+        return await previews.render(
+            conn,
+            settings=request.app.state.settings,
+            campaign_id=campaign_id,
+            subscriber=subscriber,
+            test=test,
             limiter=_limiter(request, "renders", RENDERS),
+            naming="subscriber",
         )
-    except UsageError as exc:
-        raise HTTPException(422, str(exc)) from None
-    return template, message, row["email"]
+    except previews.NoSubscriber:
+        raise not_found("subscriber") from None  # the API's word for what is not there
 
 
 def _preview(message: bytes, subscriber: str) -> Preview:
-    parsed = campaign_view.parsed(message)
+    parsed = previews.parsed(message)
     parts = {
         kind: content.replace("\r\n", "\n")
-        for kind, content in reversed(campaign_view.decoded(parsed))
+        for kind, content in reversed(previews.decoded(parsed))
         if isinstance(content, str)
     }  # the first of each type, its lines ending in \n
     return Preview(
@@ -113,7 +107,8 @@ def _preview(message: bytes, subscriber: str) -> Preview:
 async def preview(
     campaign_id: CampaignId, request: Request, conn: Conn, key: Key, subscriber: str | None = Subscriber
 ) -> Preview:
-    _, message, email = await _render(request, conn, key, campaign_id, subscriber)
+    made = await _render(request, conn, key, campaign_id, subscriber)
+    message, email = made.message, made.subscriber
     if len(message) > MAX_PREVIEW:
         raise HTTPException(
             422,
@@ -141,9 +136,7 @@ async def send_test(
         raise HTTPException(422, f"to: {shown(sent.to)} is not a valid address: {problem}")
     if not sent.subject_prefix.isprintable():
         raise HTTPException(422, "subject_prefix: printable characters only")
-    template, message, email = await _render(
-        request, conn, key, campaign_id, sent.subscriber, test=(sent.to, sent.subject_prefix)
-    )
+    made = await _render(request, conn, key, campaign_id, sent.subscriber, test=(sent.to, sent.subject_prefix))
     tests = _limiter(request, "tests", TESTS)
     try:
         tests.acquire_nowait()
@@ -152,11 +145,13 @@ async def send_test(
             503, "too many test messages are going out; try again shortly", headers={"Retry-After": "5"}
         ) from None
     try:
-        result = await campaign_view.send_test(request.app.state.settings, template, sent.to, message)
+        result = await previews.send_test(
+            settings=request.app.state.settings, template=made.template, to=sent.to, message=made.message
+        )
     except SmtpUnavailable as exc:
         raise HTTPException(503, f"test message not sent: {exc}", headers={"Retry-After": "30"}) from None
     finally:
         tests.release()
     if result.outcome is not Outcome.SENT:
         raise HTTPException(422, f"test message not accepted: {result.reply}")
-    return TestSent(to=sent.to, subscriber=email, reply=result.reply)
+    return TestSent(to=sent.to, subscriber=made.subscriber, reply=result.reply)

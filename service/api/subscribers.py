@@ -154,7 +154,7 @@ async def put_subscriber(
     responses=CONFLICT,
 )
 async def delete_subscriber(email: Email, conn: Conn, key: Key) -> Response:
-    account = await conn.fetchval(db.query("account_name"), key.account_id, timeout=DB_SECONDS)
+    account = await conn.fetchval(*db.sql("account_name", account_id=key.account_id), timeout=DB_SECONDS)
     try:
         async with conn.transaction():
             await erasure.erase(conn, account, key.account_id, email)

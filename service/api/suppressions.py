@@ -3,13 +3,12 @@
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from service import db
 from service.addresses import email_key
 from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, not_found
-from service.errors import UsageError
 from service.subscribers.importer import MAX_EMAIL
 from service.subscribers.suppressions import MAX_REASON, check, suppress
 
@@ -57,10 +56,7 @@ async def list_suppressions(
 async def put_suppression(
     email: Email, fields: SuppressionFields, conn: Conn, key: Key, response: Response
 ) -> Suppression:
-    try:
-        [checked] = check([email], fields.reason)
-    except UsageError as exc:
-        raise HTTPException(422, str(exc)) from None
+    [checked] = check([email], fields.reason)
     async with conn.transaction():
         added = await suppress(conn, key.account_id, [checked], fields.reason)
     response.status_code = 201 if added else 200
@@ -76,7 +72,9 @@ async def put_suppression(
     responses=ERRORS,
 )
 async def delete_suppression(email: Email, conn: Conn, key: Key) -> Response:
-    removed = await conn.fetch(db.query("suppression_delete"), key.account_id, [email_key(email)], timeout=DB_SECONDS)
+    removed = await conn.fetch(
+        *db.sql("suppression_delete", account_id=key.account_id, keys=[email_key(email)]), timeout=DB_SECONDS
+    )
     if not removed:
         raise not_found("suppression")
     return Response(status_code=204)

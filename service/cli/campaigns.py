@@ -1,79 +1,34 @@
-"""`einmal campaign create|approve|pause|resume|cancel|status|retry` and `einmal reconcile`.
-
-The transitions themselves are service/transitions.py's.
-"""
+"""`einmal campaign create|approve|pause|resume|cancel|status|retry` and `einmal reconcile`: the options
+parsed, then the campaign's own functions (service/campaigns/) called and their results printed."""
 
 import argparse
-import json
 import re
 import sys
 from datetime import UTC, datetime
-from email.utils import parseaddr
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import anyio
-import asyncpg
-from email_validator import EmailNotValidError
-
 from service import db
-from service.addresses import email_key, normalized_address
+from service.addresses import email_key
+from service.campaigns import approval, drafts, rows, status, transitions
+from service.campaigns.fields import (
+    MAX_CAMPAIGN_NAME,
+    MAX_SUBJECT,
+    body_text,
+    check_templates,
+    from_address,
+    list_names,
+    one_line,
+)
 from service.cli import campaign_status
 from service.cli.tables import aligned
-from service.errors import ArgumentError, UsageError
-from service.mail import headers, unsubscribe
+from service.errors import ArgumentError, Invalid
+from service.mail import headers
 from service.settings import Settings
-from service.subscribers.importer import MAX_LIST, check_account, shown, unsafe_text
-from service.transitions import TRANSITIONS, current_status, transition
-from service.web import texts
-
-DEFAULT_LIST = "default"
+from service.subscribers import texts
+from service.subscribers.importer import check_account, shown
 
 # --- create -------------------------------------------------------------------------------------
-
-MAX_CAMPAIGN_NAME, MAX_SUBJECT, MAX_FROM = 200, 998, 500
-
-
-def one_line(value: str, option: str, limit: int = 998) -> str:
-    """``value`` stripped; UsageError unless it is 1 to ``limit`` printable characters of UTF-8."""
-    problem = unsafe_text(value)
-    if problem == "line break inside a field" or "\0" in value:
-        raise UsageError(f"{option} must not contain line breaks")
-    if problem:
-        raise UsageError(f"{option}: {problem.replace(' in a field', '')}: must be printable text")
-    if not value.strip():
-        raise UsageError(f"{option} must not be empty")
-    if len(value.strip()) > limit:
-        raise UsageError(f"{option} is longer than {limit} characters")
-    return value.strip()
-
-
-def body_text(value: str, option: str) -> str:
-    """A body: any text PostgreSQL can store (UTF-8, no NUL)."""
-    if "\0" in value:
-        raise UsageError(f"{option}: contains a NUL character")
-    if any("\ud800" <= c <= "\udfff" for c in value):
-        raise UsageError(f"{option}: not valid UTF-8")
-    return value
-
-
-_NAMED = re.compile(r"^(?P<name>[^<>]*)<(?P<addr>[^<>]*)>$")
-
-
-def from_address(value: str, option: str = "--from") -> str:
-    """A bare address or `Display Name <address>`; returned with the address normalised."""
-    value = one_line(value, option, MAX_FROM)
-    named = _NAMED.match(value)
-    name, addr = (named["name"].strip(), named["addr"].strip()) if named else ("", value)
-    try:  # the import's rules: syntax, not reachability (the relay decides); .test and the like pass
-        normalized = normalized_address(addr)
-    except EmailNotValidError as exc:
-        raise UsageError(f"{option} {shown(value)} is not a valid address: {exc}") from None
-    result = f"{name} <{normalized}>" if name else normalized
-    if parseaddr(result)[1] != normalized:  # the display name would be misread in a header
-        raise UsageError(f"{option} {shown(value)}: quote the display name, e.g. '\"{name}\" <{addr}>'")
-    return result
-
 
 # `2027-01-01 09:00` (a date, spaces, a time with perhaps an offset), then perhaps a zone
 _DATE_AND_TIME = re.compile(
@@ -140,40 +95,9 @@ def read_body(path: str, option: str) -> str:
     except FileNotFoundError:
         raise ArgumentError(f"{option} {path}: no such file") from None
     except UnicodeDecodeError:
-        raise UsageError(f"{option} {path}: not UTF-8 text") from None
+        raise Invalid(f"{option} {path}: not UTF-8 text") from None
     except OSError as exc:
         raise ArgumentError(f"{option} {path}: {exc.strerror}") from None
-
-
-def check_templates(subject: str | None, text: str | None, html: str | None) -> None:
-    """Compile each template given (None: not given) in the sandbox; UsageError for one that does not."""
-    from service.mail.render import check_template  # written alongside; imported when first needed
-
-    if subject is not None:
-        check_template(subject, "subject")
-    if text is not None:
-        check_template(text, "text body")
-    if html is not None:
-        check_template(html, "html body", html=True)
-
-
-async def resolve(conn: asyncpg.Connection, account: str, lists: list[str]) -> tuple[int, list[int]]:
-    rows = await conn.fetch(db.query("campaign_create_resolve"), account, lists)
-    if not rows:
-        raise UsageError(f"no account named {shown(account)}")
-    found = {r["list_name"]: r["list_id"] for r in rows if r["list_id"] is not None}
-    missing = [name for name in lists if name not in found]
-    if missing:
-        raise UsageError(f"account {shown(account)} has no list named {', '.join(map(shown, missing))}")
-    return rows[0]["account_id"], [found[name] for name in lists]
-
-
-def list_names(given: list[str]) -> list[str]:
-    """The --list names, each given once; UsageError for one no import could have created."""
-    for name in given:
-        if not name.strip() or unsafe_text(name) or len(name) > MAX_LIST:
-            raise UsageError(f"--list {shown(name)}: 1 to {MAX_LIST} printable characters")
-    return list(dict.fromkeys(given or [DEFAULT_LIST]))
 
 
 async def create_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -189,7 +113,7 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
     else:
         text = body_text(read_body(args.text_file, "--text-file"), f"--text-file {args.text_file}")
     if not text.strip():
-        raise UsageError("the text body must not be empty")
+        raise Invalid("the text body must not be empty")
     html = read_body(args.html_file, "--html-file") if args.html_file else None
     if html is not None:
         html = body_text(html, f"--html-file {args.html_file}")
@@ -199,95 +123,53 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
     if args.list_id is not None:
         phrase, identifier = headers.list_id(args.list_id)
         list_id = f"{phrase} <{identifier}>" if phrase else identifier
-    extra = json.dumps(headers.customs(args.headers))
+    extra = headers.customs(args.headers)
     lists = list_names(args.lists)
     language = texts.checked(args.language) if args.language is not None else None
-    required = not args.no_unsubscribe
-    if reason := unsubscribe.without_one_click({"unsubscribe_required": required}, settings):
-        raise UsageError(f"not created: {reason}")
     async with db.connection(db.url(settings)) as conn:
-        account_id, list_ids = await resolve(conn, args.account, lists)
-        campaign_id = await conn.fetchval(
-            db.query("campaign_create"),
-            account_id,
-            name,
-            subject,
-            sender,
-            text,
-            html,
-            list_ids,
-            at,
-            reply_to,
-            list_id,
-            extra,
-            language,
-            required,
+        created = await drafts.create(
+            conn,
+            settings=settings,
+            account=args.account,
+            lists=lists,
+            name=name,
+            subject=subject,
+            from_address=sender,
+            text=text,
+            html=html,
+            at=at,
+            reply_to=reply_to,
+            list_id=list_id,
+            headers=extra,
+            language=language,
+            unsubscribe_required=not args.no_unsubscribe,
         )
-        found = await _trial(conn, settings, campaign_id)
-    for warning in found.warnings:
+    for warning in created.trial.warnings:
         print(f"einmal: {warning}", file=sys.stderr)
-    print(campaign_id)
+    print(created.id)
     return 0
 
 
 # --- transitions --------------------------------------------------------------------------------
 
 
-async def _trial(
-    conn: asyncpg.Connection, settings: Settings, campaign_id: int, limiter: anyio.CapacityLimiter | None = None
-):
-    from service.cli import campaign_view  # imports the renderer: only when needed
-
-    return await campaign_view.trial(conn, settings, campaign_id, limiter)
-
-
-async def approve(
-    conn: asyncpg.Connection,
-    settings: Settings,
-    campaign_id: int,
-    force: bool,
-    explicitly: str = "--no-unsubscribe",
-    forcing: str = "--force",
-    limiter: anyio.CapacityLimiter | None = None,
-):
-    """Approve a draft after its checks (the CLI's and the API's): UsageError when this process would send it
-    without the one-click unsubscribe it requires, or when the trial render fails for every subscriber tried
-    and not ``force``; returns the trial (its warnings). A campaign that is no draft is left to the
-    transition to refuse."""
-    from service.cli import campaign_view
-
-    found = campaign_view.Trial()
-    if await current_status(conn, campaign_id) == "draft":
-        campaign = await conn.fetchrow(db.query("campaign_for_render"), campaign_id)
-        if reason := unsubscribe.without_one_click(dict(campaign), settings, explicitly):
-            raise UsageError(f"campaign {campaign_id} not approved: {reason}")
-        found = await _trial(conn, settings, campaign_id, limiter)
-        if found.hopeless and not force:
-            raise UsageError(found.refusal(campaign_id, forcing))
-    await transition(conn, "approve", campaign_id)
-    return found
-
-
 async def transition_command(args: argparse.Namespace, settings: Settings) -> int:
     warnings: tuple[str, ...] = ()
+    schedule = None
     async with db.connection(db.url(settings)) as conn:
         if args.verb == "approve":
-            warnings = (await approve(conn, settings, args.id, args.force)).warnings
+            warnings = (await approval.approve(conn, settings=settings, campaign_id=args.id, force=args.force)).warnings
+            snap = await status.snapshot(conn, campaign_id=args.id, node_timeout=settings.node_timeout_seconds)
+            schedule = _starts(snap)
         else:
-            await transition(conn, args.verb, args.id)
-        snap = (
-            await campaign_status.fetch(conn, args.id, settings.node_timeout_seconds)
-            if args.verb == "approve"
-            else None
-        )
-        schedule = _starts(snap) if snap is not None else None
+            await transitions.transition(conn, verb=args.verb, campaign_id=args.id)
     for warning in warnings:
         print(f"einmal: {warning}", file=sys.stderr)
-    print(f"campaign {args.id} {TRANSITIONS[args.verb][1]}" + (f"; {schedule}" if schedule else ""))
+    print(f"campaign {args.id} {transitions.TRANSITIONS[args.verb][1]}" + (f"; {schedule}" if schedule else ""))
     return 0
 
 
-def _starts(snap: campaign_status.Snapshot) -> str | None:
+def _starts(snap: status.Snapshot) -> str | None:
     """What `approve` adds: `scheduled for … (in 1 h 20 min)`, `starts now` (at a running node's next tick), or
     that it would start now but no node is running."""
     if snap.scheduled_for is not None and snap.now is not None and snap.scheduled_for <= snap.now:
@@ -302,56 +184,11 @@ async def status_command(args: argparse.Namespace, settings: Settings) -> int:
 # --- retry --------------------------------------------------------------------------------------
 
 
-def chosen(replies: list[str], reason: str | None, pattern: re.Pattern | None) -> list[str] | None:
-    """The last replies whose rows go back (None: every failed row)."""
-    from service.inbound import reasons
-
-    if reason is not None:
-        return [r for r in replies if reasons.of_reply(r)[1] == reason]
-    if pattern is not None:
-        return [r for r in replies if pattern.search(r)]
-    return None
-
-
-async def retry_failed(
-    conn: asyncpg.Connection, campaign_id: int, reason: str | None = None, pattern: re.Pattern | None = None
-) -> tuple[int, bool]:
-    """Campaign `campaign_id`'s failed rows back to the queue, those whose last reply has `reason` or matches
-    `pattern` when given; returns (rows moved, whether a sent campaign was reopened). Under the campaign's
-    lock, so that a finish of the campaign waits for it (docs/design.md#state-machines)."""
-    async with conn.transaction():
-        campaign = await conn.fetchrow(db.query("reconcile_lock_campaign"), campaign_id)
-        if campaign is None:
-            raise UsageError(f"no campaign with id {campaign_id}")
-        if campaign["status"] == "cancelled":
-            raise UsageError(f"cannot retry failed rows of campaign {campaign_id}: it is cancelled")
-        replies = None
-        if reason is not None or pattern is not None:
-            found = [r["reply"] for r in await conn.fetch(db.query("sends_failed_replies"), campaign_id)]
-            # one distinct reply a failed row at worst: classified off the event loop (the API serves others)
-            replies = await anyio.to_thread.run_sync(chosen, found, reason, pattern)
-            if not replies:
-                return 0, False
-        return await requeued(
-            conn, campaign_id, await conn.fetchval(db.query("sends_retry_failed"), campaign_id, replies)
-        )
-
-
-async def requeued(conn: asyncpg.Connection, campaign_id: int, moved: int) -> tuple[int, bool]:
-    """After `moved` rows of the campaign went back to the queue, in the transaction that moved them: a sent
-    campaign is reopened (compare-and-set) and the nodes are told; returns (moved, whether it reopened)."""
-    if not moved:
-        return 0, False
-    reopened = await conn.fetchval(db.query("campaign_reopen"), campaign_id) is not None
-    await conn.execute(db.query("campaign_notify"), campaign_id)
-    return moved, reopened
-
-
 async def retry_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        moved, reopened = await retry_failed(conn, args.id, args.reason, args.reply)
-    print(f"{moved} failed row{'' if moved == 1 else 's'} of campaign {args.id} queued again")
-    if reopened:
+        done = await rows.retry_failed(conn, campaign_id=args.id, reason=args.reason, pattern=args.reply)
+    print(f"{done.moved} failed row{'' if done.moved == 1 else 's'} of campaign {args.id} queued again")
+    if done.reopened:
         print(f"campaign {args.id} is sending again")
     return 0
 
@@ -367,74 +204,28 @@ def chosen_rows(args: argparse.Namespace) -> tuple[list[int] | None, list[str] |
     return ids, [email_key(address) for address in addresses]
 
 
-async def list_in_doubt(
-    conn: asyncpg.Connection, campaign_id: int, ids: list[int] | None = None, keys: list[str] | None = None
-) -> None:
-    await current_status(conn, campaign_id)
-    rows = await conn.fetch(db.query("reconcile_list"), campaign_id, ids, keys)
+def _in_doubt_table(campaign_id: int, found: list[rows.InDoubt]) -> None:
     table = [
-        (
-            r["id"],
-            r["email"],
-            r["claimed_by"] or "-",
-            r["updated_at"].isoformat(timespec="seconds"),
-            " ".join((r["last_reply"] or "-").split()),
-        )
-        for r in rows
+        (r.id, r.email, r.node or "-", r.since.isoformat(timespec="seconds"), " ".join((r.last_reply or "-").split()))
+        for r in found
     ]
-    for line in aligned(("id", "email", "node", "in doubt since", "last reply"), table) if rows else ():
+    for line in aligned(("id", "email", "node", "in doubt since", "last reply"), table) if found else ():
         print(line)
-    hint = "; decide with --resend or --mark-sent (all, or some with --id and --address)" if rows else ""
-    print(f"{len(rows)} in-doubt row{'' if len(rows) == 1 else 's'} in campaign {campaign_id}{hint}")
-
-
-async def _check_chosen(
-    conn: asyncpg.Connection, campaign_id: int, ids: list[int], keys: list[str], addresses: list[str]
-) -> None:
-    """UsageError naming the first --id or --address that is no in-doubt row of the campaign."""
-    found = await conn.fetch(db.query("reconcile_list"), campaign_id, ids, keys)
-    for i in ids:
-        if i not in {r["id"] for r in found}:
-            raise UsageError(f"campaign {campaign_id} has no in-doubt row with id {i}; nothing decided")
-    for key, address in zip(keys, addresses, strict=True):
-        if key not in {r["email_lower"] for r in found}:
-            raise UsageError(f"campaign {campaign_id} has no in-doubt row for {shown(address)}; nothing decided")
-
-
-async def decide(
-    conn: asyncpg.Connection,
-    campaign_id: int,
-    resend: bool,
-    ids: list[int] | None = None,
-    keys: list[str] | None = None,
-    addresses: list[str] = (),
-) -> tuple[int, bool]:
-    """Move the in-doubt rows (only those of ``ids`` and ``keys`` when either is given); returns (rows moved,
-    whether the campaign was reopened)."""
-    async with conn.transaction():
-        campaign = await conn.fetchrow(db.query("reconcile_lock_campaign"), campaign_id)
-        if campaign is None:
-            raise UsageError(f"no campaign with id {campaign_id}")
-        if ids is not None:
-            await _check_chosen(conn, campaign_id, ids, keys or [], list(addresses))
-        if not resend:
-            return await conn.fetchval(db.query("reconcile_mark_sent"), campaign_id, ids, keys), False
-        if campaign["status"] == "cancelled":
-            raise UsageError(f"cannot resend in-doubt rows of campaign {campaign_id}: it is cancelled")
-        return await requeued(
-            conn, campaign_id, await conn.fetchval(db.query("reconcile_resend"), campaign_id, ids, keys)
-        )
+    hint = "; decide with --resend or --mark-sent (all, or some with --id and --address)" if found else ""
+    print(f"{len(found)} in-doubt row{'' if len(found) == 1 else 's'} in campaign {campaign_id}{hint}")
 
 
 async def reconcile_command(args: argparse.Namespace, settings: Settings) -> int:
     ids, keys = chosen_rows(args)
     async with db.connection(db.url(settings)) as conn:
         if not (args.resend or args.mark_sent):
-            await list_in_doubt(conn, args.id, ids, keys)
+            _in_doubt_table(args.id, await rows.in_doubt(conn, campaign_id=args.id, ids=ids, keys=keys))
             return 0
-        moved, reopened = await decide(conn, args.id, args.resend, ids, keys, args.addresses or [])
-    rows = f"{moved} in-doubt row{'' if moved == 1 else 's'}"
-    print(f"{rows} of campaign {args.id} {'queued again' if args.resend else 'marked sent'}")
-    if reopened:
+        done = await rows.decide(
+            conn, campaign_id=args.id, resend=args.resend, ids=ids, keys=keys, addresses=args.addresses or []
+        )
+    counted = f"{done.moved} in-doubt row{'' if done.moved == 1 else 's'}"
+    print(f"{counted} of campaign {args.id} {'queued again' if args.resend else 'marked sent'}")
+    if done.reopened:
         print(f"campaign {args.id} is sending again")
     return 0

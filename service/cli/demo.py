@@ -30,10 +30,13 @@ import anyio
 from pydantic import SecretStr
 
 from actors import http
-from service import db, node, telemetry, transitions
+from service import db, node, telemetry
+from service.accounts.account import find_account
 from service.addresses import email_key
-from service.cli import campaign_status, campaigns
-from service.errors import UsageError
+from service.campaigns import drafts, transitions
+from service.campaigns.fields import check_templates
+from service.cli import campaign_status
+from service.errors import Invalid
 from service.migrate import migrate
 from service.settings import Settings
 from service.smtp import capture
@@ -73,7 +76,7 @@ def database(args: argparse.Namespace, settings: Settings) -> Settings:
     if given:
         return settings.model_copy(update={"database_url": given})
     if settings.database_url:
-        raise UsageError(
+        raise Invalid(
             f"the environment names a database ({db.describe(settings.database_url)}) and the demo "
             "writes sample data into it: pass --database-url to mean it, or unset "
             "EINMAL_DATABASE_URL and DATABASE_URL to use the embedded one"
@@ -127,7 +130,7 @@ async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Even
         sample_csv(csv_path, args.subscribers)
         await importer.command(argparse.Namespace(account=account, file=str(csv_path), create_account=True), settings)
     async with db.connection(dsn) as conn:
-        account_id = await conn.fetchval(db.query("account_find"), account)
+        account_id = await find_account(conn, name=account)
         await suppressions.suppress(
             conn, account_id, [f"reader{i}@example.com" for i in range(7, 100, 31)], "unsubscribe"
         )
@@ -154,7 +157,7 @@ async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Even
                 tg.start_soon(node.serve, node_settings, stop, None, sock)
                 async with db.connection(dsn) as conn:
                     campaign_id = await create(conn, account, node_settings)
-                    await transitions.transition(conn, "approve", campaign_id)
+                    await transitions.transition(conn, verb="approve", campaign_id=campaign_id)
                     print(f"campaign {campaign_id} approved; sending")
                     began = time.monotonic()
                     snap = await campaign_status.follow(
@@ -251,21 +254,16 @@ async def follow_one_link(conn, out: Path, campaign_id: int, account_id: int) ->
 
 
 async def create(conn, account: str, settings: Settings) -> int:
-    account_id, list_ids = await campaigns.resolve(conn, account, ["newsletter", "product"])
-    campaigns.check_templates("einmal demo for {{ name }}", BODY, None)
-    return await conn.fetchval(
-        db.query("campaign_create"),
-        account_id,
-        "demo",
-        "einmal demo for {{ name }}",
-        "news@example.com",
-        BODY,
-        None,
-        list_ids,
-        None,
-        None,
-        None,
-        "[]",
-        None,
-        True,
+    subject = "einmal demo for {{ name }}"
+    check_templates(subject, BODY, None)
+    account_id, list_ids = await drafts.resolve(conn, account=account, lists=["newsletter", "product"])
+    return await drafts.insert(
+        conn,
+        account_id=account_id,
+        name="demo",
+        subject=subject,
+        from_address="news@example.com",
+        text=BODY,
+        html=None,
+        list_ids=list_ids,
     )

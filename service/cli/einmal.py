@@ -58,9 +58,9 @@ def days(value: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from service.campaigns.status import STATUSES
     from service.cli import commands
-    from service.cli.campaign_view import STATUSES
-    from service.inbound.reasons import REASONS
+    from service.reasons import REASONS
 
     parser = _Parser(prog="einmal", description="Send email campaigns from PostgreSQL, each recipient once.")
     parser.add_argument(
@@ -318,14 +318,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--account", required=True, help="the account the key acts for, and only it")
     p.add_argument("--scope", choices=("read", "write"), default="write", help="read: GET only (default write)")
     p.add_argument("--name", default="", help="what the key is for, shown by `key list`")
-    p.set_defaults(func=commands.lazy("service.api.keys", "create_command"))
+    p.set_defaults(func=commands.lazy("service.cli.keys", "create_command"))
     p = key.add_parser("list", help="an account's keys: prefix, scope, name, created, last used, revoked")
     p.add_argument("--account", required=True, help="whose keys")
-    p.set_defaults(func=commands.lazy("service.api.keys", "list_command"))
+    p.set_defaults(func=commands.lazy("service.cli.keys", "list_command"))
     p = key.add_parser("revoke", help="refuse a key from now on")
     p.add_argument("--account", required=True, help="whose key")
     p.add_argument("id", type=int, help="the key's id (`key list`)")
-    p.set_defaults(func=commands.lazy("service.api.keys", "revoke_command"))
+    p.set_defaults(func=commands.lazy("service.cli.keys", "revoke_command"))
     return parser
 
 

@@ -16,21 +16,19 @@ still confirm.
 import argparse
 import sys
 
-import asyncpg
-
 from service import db
-from service.cli.campaigns import one_line
-from service.cli.subscribers_cmd import find_account
+from service.accounts.account import find_account
 from service.cli.tables import aligned
 from service.settings import Settings
 from service.subscribers import optin
 from service.subscribers.importer import check_account, shown
+from service.subscribers.lists import set_title, title
 
 
 async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         if args.account is not None:
-            await find_account(conn, args.account)
+            await find_account(conn, name=args.account)
         rows = await conn.fetch(db.query("lists_all"), args.account)
     table = [
         (
@@ -49,26 +47,10 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-MAX_TITLE = 200
-
-
-def title(value: str, option: str = "--title") -> str | None:
-    """A list's title stripped; None for '' (cleared); UsageError unless it is one line of printable text."""
-    return one_line(value, option, MAX_TITLE) if value.strip() else None
-
-
-async def set_title(conn: asyncpg.Connection, account_id: int, list_name: str, value: str | None) -> asyncpg.Record:
-    """The account's list `list_name` takes the title `value` (None: none); optin.NoList when it has no such list."""
-    row = await conn.fetchrow(db.query("list_title_set"), account_id, list_name, value)
-    if row is None:
-        raise optin.NoList(f"no list named {list_name!r}")
-    return row
-
-
 async def set_command(args: argparse.Namespace, settings: Settings) -> int:
     named = title(args.title)
     async with db.connection(db.url(settings)) as conn:
-        account_id = await find_account(conn, check_account(args.account))
+        account_id = await find_account(conn, name=check_account(args.account))
         try:
             await set_title(conn, account_id, args.list, named)
         except optin.NoList:
@@ -81,7 +63,7 @@ async def form_command(args: argparse.Namespace, settings: Settings) -> int:
     opening = args.verb == "open"
     allowed = optin.origins(args.origins) if args.origins else None
     async with db.connection(db.url(settings)) as conn:
-        account_id = await find_account(conn, check_account(args.account))
+        account_id = await find_account(conn, name=check_account(args.account))
         try:
             row = await optin.set_form(conn, account_id, args.list, opening, allowed)
         except optin.NoList:

@@ -1,27 +1,29 @@
-"""`einmal prune`: the send rows of campaigns finished long ago go; their counts stay (service/retention.py)."""
+"""`einmal prune`: the send rows of campaigns finished long ago go; their counts stay
+(service/campaigns/retention.py)."""
 
 import argparse
 
-from service import db, retention
-from service.errors import UsageError
+from service import db
+from service.campaigns import retention
+from service.errors import Invalid
 from service.settings import Settings
 
 
 async def prune_command(args: argparse.Namespace, settings: Settings) -> int:
     days = args.older_than if args.older_than is not None else settings.retention_days
     if days is None and args.campaign is None:
-        raise UsageError("prune: give --older-than DAYS or --campaign ID (or set EINMAL_RETENTION_DAYS)")
+        raise Invalid("prune: give --older-than DAYS or --campaign ID (or set EINMAL_RETENTION_DAYS)")
     async with db.connection(db.url(settings)) as conn:
         if args.campaign is not None:
-            await retention.check_campaign(conn, args.campaign)
-        found = await retention.candidates(conn, (days or 0) * 86400, args.campaign)
+            await retention.check_campaign(conn, campaign_id=args.campaign)
+        found = await retention.candidates(conn, older_than_seconds=(days or 0) * 86400, campaign_id=args.campaign)
         pruned = 0
         for campaign in found:
             finished = campaign.finished_at.strftime("%Y-%m-%d %H:%M")
             if args.dry_run:
                 print(f"campaign {campaign.id} ({campaign.status} {finished}): would be pruned")
                 continue
-            done = await retention.prune(conn, campaign)
+            done = await retention.prune(conn, candidate=campaign)
             pruned += not done.how.startswith("skipped")
             print(f"campaign {done.id} ({done.status} {finished}): {done.how}; {done.rows} rows counted")
     if args.dry_run:

@@ -23,43 +23,19 @@ import json
 import sys
 
 from service import db
-from service.addresses import email_key
+from service.accounts import account, members
+from service.accounts.account import find_account
 from service.cli.tables import aligned
-from service.errors import UsageError
 from service.settings import Settings
 from service.subscribers import erasure
-from service.subscribers.importer import SUPPRESSED, UNCONFIRMED, check_account, shown
-
-
-async def find_account(conn, name: str) -> int:
-    """The id of the account named `name`; UsageError when there is none."""
-    account_id = await conn.fetchval(db.query("account_find"), check_account(name))
-    if account_id is None:
-        raise UsageError(f"no account named {shown(name)}")
-    return account_id
-
-
-async def _subscribers(conn, args: argparse.Namespace) -> list:
-    """The rows of `subscribers list|export`; UsageError for an unknown account or --list."""
-    if args.list is None:
-        await find_account(conn, args.account)
-    else:
-        from service.cli.campaigns import resolve  # the check of campaign create: the same one line
-
-        await resolve(conn, check_account(args.account), [args.list])
-    return await conn.fetch(db.query("subscribers_list"), args.account, args.list)
+from service.subscribers.importer import SUPPRESSED, UNCONFIRMED
 
 
 async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        rows = await _subscribers(conn, args)
+        rows = await members.members(conn, account=args.account, list_name=args.list)
     table = [
-        (
-            r["email"],
-            r["name"],
-            f"suppressed ({r['suppressed']})" if r["status"] == "suppressed" else r["status"],
-            r["lists"],
-        )
+        (r.email, r.name, f"suppressed ({r.suppressed})" if r.status == "suppressed" else r.status, r.lists)
         for r in rows
     ]
     for line in aligned(("email", "name", "status", "lists"), table) if rows else ():
@@ -70,8 +46,8 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
 
 async def accounts_list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        rows = await conn.fetch(db.query("accounts_list"))
-    table = [(r["name"], r["created_at"].isoformat(timespec="seconds"), r["subscribers"]) for r in rows]
+        rows = await account.every(conn)
+    table = [(r.name, r.created_at.isoformat(timespec="seconds"), r.subscribers) for r in rows]
     for line in aligned(("name", "created", "subscribers"), table) if rows else ():
         print(line)
     if not rows:
@@ -84,44 +60,34 @@ async def accounts_list_command(args: argparse.Namespace, settings: Settings) ->
 
 async def show_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        await find_account(conn, args.account)
-        rows = await conn.fetch(db.query("subscriber_find"), args.account, email_key(args.email), args.email)
-    if not rows:
-        raise UsageError(f"account {shown(args.account)} has no subscriber {shown(args.email)}")
+        rows = await members.member(conn, account=args.account, email=args.email)
     for r in rows:
         print(
-            f"email: {r['email']}\nname: {r['name']}\nstatus: {r['status']}\nlists: {r['lists'] or '-'}\n"
-            f"awaiting confirmation: {r['unconfirmed'] or '-'}\n"
-            f"attributes: {r['attributes']}\nsuppressed: {r['suppressed'] or 'no'}\n"
-            f"created: {r['created_at'].isoformat(timespec='seconds')}"
+            f"email: {r.email}\nname: {r.name}\nstatus: {r.status}\nlists: {r.lists or '-'}\n"
+            f"awaiting confirmation: {r.unconfirmed or '-'}\n"
+            f"attributes: {r.attributes}\nsuppressed: {r.suppressed or 'no'}\n"
+            f"created: {r.created_at.isoformat(timespec='seconds')}"
         )
     return 0
 
 
 async def export_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        rows = await _subscribers(conn, args)
-    attributes = [json.loads(r["attributes"]) for r in rows]
+        rows = await members.members(conn, account=args.account, list_name=args.list)
+    attributes = [json.loads(r.attributes) for r in rows]
     columns = sorted({key for a in attributes for key in a})
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(["email", "name", "list", UNCONFIRMED, SUPPRESSED, *columns])
     for r, a in zip(rows, attributes, strict=True):
         writer.writerow(
-            [
-                r["email"],
-                r["name"],
-                r["lists"],
-                r["unconfirmed"],
-                r["suppressed"] or "",
-                *(a.get(key, "") for key in columns),
-            ]
+            [r.email, r.name, r.lists, r.unconfirmed, r.suppressed or "", *(a.get(key, "") for key in columns)]
         )
     return 0
 
 
 async def delete_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn, conn.transaction():
-        account_id = await find_account(conn, args.account)
+        account_id = await find_account(conn, name=args.account)
         erased = await erasure.erase(conn, args.account, account_id, args.email)
     print(f"erased {erased}; its address stays suppressed")
     return 0
@@ -129,9 +95,8 @@ async def delete_command(args: argparse.Namespace, settings: Settings) -> int:
 
 async def suppressions_list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        await find_account(conn, args.account)
-        rows = await conn.fetch(db.query("suppressions_list"), args.account)
-    table = [(r["email_lower"], r["reason"], r["created_at"].isoformat(timespec="seconds")) for r in rows]
+        rows = await members.suppressions(conn, account=args.account)
+    table = [(r.email_lower, r.reason, r.created_at.isoformat(timespec="seconds")) for r in rows]
     for line in aligned(("email", "reason", "since"), table) if rows else ():
         print(line)
     return 0
@@ -139,10 +104,8 @@ async def suppressions_list_command(args: argparse.Namespace, settings: Settings
 
 async def suppressions_remove_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        account_id = await find_account(conn, args.account)
-        keys = {email_key(email) for email in args.emails}
-        removed = await conn.fetch(db.query("suppression_delete"), account_id, list(keys))
-    print(f"removed {len(removed)}, not suppressed {len(keys) - len(removed)}")
+        removed, kept = await members.unsuppress(conn, account=args.account, emails=args.emails)
+    print(f"removed {removed}, not suppressed {kept}")
     return 0
 
 
@@ -150,7 +113,7 @@ async def suppressions_review_command(args: argparse.Namespace, settings: Settin
     from service.inbound import review
 
     async with db.connection(db.url(settings)) as conn:
-        account_id = await find_account(conn, args.account)
+        account_id = await find_account(conn, name=args.account)
         listed, lifted = await review.review(conn, args.account, account_id, settings.soft_bounce_limit, lift=args.lift)
     for r in listed:
         print(r.line())

@@ -1,7 +1,7 @@
 """Bounces and complaints: tied to a send row and applied once (reading them: service/inbound/reports.py).
 
 ``parse(data)`` (service/inbound/reports.py) reads one inbound message into Reports: a bounce of
-any format is hard, soft or unclassified with a reason (service/inbound/reasons.py), a complaint
+any format is hard, soft or unclassified with a reason (service/reasons.py), a complaint
 is a complaint, anything else is ``()``. ``record`` puts the token's row in a report's event id
 (``dsn:C.S:<Message-ID>``): a report sent first to one's own return path cannot take the id of
 another row's report.
@@ -19,7 +19,7 @@ trouble, an expiry or a temporary failure count, and suppress once EINMAL_SOFT_B
 EINMAL_SOFT_BOUNCE_DAYS; policy, authentication, content and unclassified bounces are kept and
 change nothing. Every event applied leaves one einmal.bounces row, with its reason; a complaint or a
 hard bounce for an address reason is counted toward its campaign's self-pause in the same transaction,
-and the campaign is checked once it committed (service/health.py). Provider
+and the campaign is checked once it committed (service/campaigns/self_pause.py). Provider
 webhooks (service/inbound/webhooks.py), authenticated by the provider's signature, find their rows
 with ``find_row`` or their own query and end in ``apply`` too.
 """
@@ -28,10 +28,10 @@ from dataclasses import replace
 
 import asyncpg
 
-from service import db, health
+from service import db, reasons
 from service.addresses import email_key
+from service.campaigns import self_pause
 from service.inbound import events as inbound
-from service.inbound import reasons
 from service.inbound.reports import MAX_PARTS, MAX_RECIPIENTS, Malformed, Report, TooLarge, bounded, parse
 from service.settings import Settings
 
@@ -115,7 +115,7 @@ async def apply(
             effect == reasons.COUNT,
             row["campaign_id"],
         )
-        if complained or bounced:  # toward the campaign's self-pause (service/health.py)
+        if complained or bounced:  # toward the campaign's self-pause (service/campaigns/self_pause.py)
             campaign.extend(
                 await conn.fetch(db.query("bounce_count"), row["id"], int(bounced), int(complained), row["campaign_id"])
             )
@@ -130,7 +130,7 @@ async def apply(
     payload = payload or {"report": report.kind, "status": report.status, "send_id": row["id"]}
     applied = await inbound.apply(conn, report.event_id, kind, row["account_id"], row["email"], payload, keep)
     if applied and campaign:
-        await health.check(conn, settings, campaign[0]["campaign_id"])
+        await self_pause.check(conn, settings=settings, campaign_id=campaign[0]["campaign_id"])
     return "applied" if applied else "repeated"
 
 

@@ -21,7 +21,7 @@ import asyncpg
 
 from service import db
 from service.addresses import email_key
-from service.errors import UsageError
+from service.errors import Conflict, Invalid
 from service.subscribers import suppressions
 
 KINDS = {"unsubscribe", "bounce", "complaint"}
@@ -48,14 +48,14 @@ async def apply(
     the report's own, so a new report is a new event, and a redelivered one after a lifted suppression
     stays a repeat: the operator decided after it."""
     if ":" not in event_id or not event_id.split(":", 1)[1]:
-        raise UsageError(f"inbound event id {event_id!r} must be namespaced: <source>:<id>")
+        raise Invalid(f"inbound event id {event_id!r} must be namespaced: <source>:<id>")
     if kind not in KINDS:
-        raise UsageError(f"inbound event kind must be one of {', '.join(sorted(KINDS))}, not {kind!r}")
+        raise Invalid(f"inbound event kind must be one of {', '.join(sorted(KINDS))}, not {kind!r}")
     digest = payload_hash({"kind": kind, "account_id": account_id, "email": email_key(email), **(payload or {})})
     async with conn.transaction():
         if await conn.fetchval(db.query("inbound_event_claim"), event_id, digest) is None:
             if await conn.fetchval(db.query("inbound_event_get"), event_id) != digest:
-                raise UsageError(f"inbound event {event_id} was already received with a different payload")
+                raise Conflict(f"inbound event {event_id} was already received with a different payload")
             return kind == "unsubscribe" and await suppressions.suppress(conn, account_id, [email], kind) > 0
         if effect is None or await effect(conn):
             await suppressions.suppress(conn, account_id, [email], kind)

@@ -159,7 +159,7 @@ async def _row(
 async def record(
     conn: asyncpg.Connection, settings: Settings, path: ReturnPath | None, event: Event, account_id: int
 ) -> str:
-    """Apply one event: applied, repeated, or `dropped: why`. UsageError: its id came with another payload."""
+    """Apply one event: applied, repeated, or `dropped: why`. Conflict: its id came with another payload."""
     row = await _row(conn, path, event, account_id)
     if isinstance(row, str):
         return f"dropped: {row}"

@@ -14,7 +14,7 @@ cannot be given.
 import json
 import re
 
-from service.errors import UsageError
+from service.errors import Invalid
 
 MAX_HEADERS, MAX_VALUE = 20, 900
 _NAME = re.compile(r"[!-9;-~]{1,76}")  # RFC 5322 ftext: printable ASCII but ":"
@@ -51,34 +51,34 @@ _RESERVED_PREFIXES = ("content-", "list-", "resent-")
 
 def _text(value: str, what: str) -> str:
     if _UNSAFE.search(value):
-        raise UsageError(f"{what}: must be one line of printable text (no line breaks or control characters)")
+        raise Invalid(f"{what}: must be one line of printable text (no line breaks or control characters)")
     value = value.strip()
     if not value:
-        raise UsageError(f"{what}: must not be empty")
+        raise Invalid(f"{what}: must not be empty")
     if len(value) > MAX_VALUE:
-        raise UsageError(f"{what}: longer than {MAX_VALUE} characters")
+        raise Invalid(f"{what}: longer than {MAX_VALUE} characters")
     return value
 
 
 def custom(spec: str) -> tuple[str, str]:
-    """``'X-Campaign: spring'`` -> ("X-Campaign", "spring"); UsageError saying why not."""
+    """``'X-Campaign: spring'`` -> ("X-Campaign", "spring"); Invalid saying why not."""
     name, colon, value = spec.partition(":")
     shown = repr(spec if len(spec) <= 60 else spec[:57] + "...")
     if not colon or not _NAME.fullmatch(name.strip()) or name != name.strip():
-        raise UsageError(f"--header {shown}: expected 'Name: value', the name of letters, digits and '-'")
+        raise Invalid(f"--header {shown}: expected 'Name: value', the name of letters, digits and '-'")
     lower = name.lower()
     if lower in RESERVED or lower.startswith(_RESERVED_PREFIXES):
-        raise UsageError(f"--header {shown}: {name} is written by einmal or the mail system, not by a campaign")
+        raise Invalid(f"--header {shown}: {name} is written by einmal or the mail system, not by a campaign")
     return name, _text(value, f"--header {name}")
 
 
 def customs(specs: list[str]) -> list[tuple[str, str]]:
     pairs = [custom(spec) for spec in specs]
     if len(pairs) > MAX_HEADERS:
-        raise UsageError(f"--header: at most {MAX_HEADERS}")
+        raise Invalid(f"--header: at most {MAX_HEADERS}")
     names = [name.lower() for name, _ in pairs]
     if len(set(names)) < len(names):
-        raise UsageError("--header: each name once")
+        raise Invalid("--header: each name once")
     return pairs
 
 
@@ -88,9 +88,9 @@ def list_id(value: str) -> tuple[str, str]:
     phrase, bracket, rest = value.rpartition("<")
     identifier = rest.removesuffix(">").strip() if bracket else value
     if (bracket and not rest.endswith(">")) or not _LIST_ID.fullmatch(identifier) or len(identifier) > 255:
-        raise UsageError(f"--list-id {value[:60]!r}: expected 'Name <id.example.org>' or 'id.example.org'")
+        raise Invalid(f"--list-id {value[:60]!r}: expected 'Name <id.example.org>' or 'id.example.org'")
     if "<" in phrase or ">" in phrase:
-        raise UsageError(f"--list-id {value[:60]!r}: one <id> only")
+        raise Invalid(f"--list-id {value[:60]!r}: one <id> only")
     return phrase.strip().strip('"').strip(), identifier
 
 

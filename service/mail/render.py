@@ -40,7 +40,7 @@ from email.utils import format_datetime
 from jinja2 import Template
 
 from service.addresses import header_address
-from service.errors import UsageError
+from service.errors import Invalid
 from service.mail import confirm, dkim, headers, templates, unsubscribe, verp
 from service.settings import Settings
 
@@ -56,7 +56,7 @@ CRLF = b"\r\n"
 
 
 def check_template(text: str, where: str, html: bool = False) -> None:
-    """Raise UsageError, one line naming ``where`` and the line, for a template that is refused."""
+    """Raise Invalid, one line naming ``where`` and the line, for a template that is refused."""
     templates.check(text, where, html)
 
 
@@ -200,7 +200,7 @@ _HTML_PART = b"Content-Type: text/html; charset=utf-8\r\nContent-Transfer-Encodi
 
 def _sender(from_address: str) -> Address:
     if not isinstance(from_address, str) or _UNSAFE.search(from_address):
-        raise UsageError("from address: must be one line of printable text")
+        raise Invalid("from address: must be one line of printable text")
     try:
         header = default_policy.header_factory("From", from_address)
         groups, defects = header.groups, header.defects
@@ -211,7 +211,7 @@ def _sender(from_address: str) -> Address:
     except (HeaderParseError, AttributeError, IndexError, TypeError, ValueError):  # the parser's ways to fail
         valid = False
     if not valid:
-        raise UsageError(f"from address: expected one address like 'Name <a@example.org>': {from_address!r}")
+        raise Invalid(f"from address: expected one address like 'Name <a@example.org>': {from_address!r}")
     return addresses[0]
 
 
@@ -221,7 +221,7 @@ def _domain(domain: str) -> bytes:
     except UnicodeError:
         ascii_domain = b""
     if not ascii_domain or len(ascii_domain) > 253 or any(c in ascii_domain for c in b' <>@()[]\\",;:'):
-        raise UsageError(f"Message-ID domain {domain!r} is not a domain name (set EINMAL_MESSAGE_ID_DOMAIN)")
+        raise Invalid(f"Message-ID domain {domain!r} is not a domain name (set EINMAL_MESSAGE_ID_DOMAIN)")
     return ascii_domain
 
 
@@ -284,7 +284,7 @@ class CampaignTemplate:
 
     @classmethod
     def compile(cls, campaign: Mapping, settings: Settings) -> "CampaignTemplate":
-        """Do once what is the same for every recipient. UsageError when the campaign is unusable."""
+        """Do once what is the same for every recipient. Invalid when the campaign is unusable."""
         self = cls()
         self.campaign_id = int(campaign["id"])
         self.account_id = int(campaign["account_id"])
@@ -307,7 +307,7 @@ class CampaignTemplate:
         try:
             self._from = mailbox(b"From", sender.display_name, sender.addr_spec)
         except ValueError as exc:
-            raise UsageError(f"from address: {exc}") from None
+            raise Invalid(f"from address: {exc}") from None
         domain = _domain(settings.message_id_domain or sender.domain)
         self._id_prefix = b"Message-ID: <campaign.%d." % self.campaign_id
         self._id_suffix = b"@" + domain + b">\r\n"
@@ -382,20 +382,20 @@ class CampaignTemplate:
             self._mailto = b"<mailto:" + settings.unsubscribe_mailto.encode() + b"?subject=unsubscribe%20"
         if not settings.unsubscribe_url:
             if "unsubscribe_url" in used:
-                raise UsageError("{{ unsubscribe_url }} is used but EINMAL_UNSUBSCRIBE_URL is not set")
+                raise Invalid("{{ unsubscribe_url }} is used but EINMAL_UNSUBSCRIBE_URL is not set")
             if not self._mailto:
                 return
         if settings.unsubscribe_secret is None or not settings.unsubscribe_secret.get_secret_value():
             which = "EINMAL_UNSUBSCRIBE_URL" if settings.unsubscribe_url else "EINMAL_UNSUBSCRIBE_MAILTO"
-            raise UsageError(f"EINMAL_UNSUBSCRIBE_SECRET must be set when {which} is")
+            raise Invalid(f"EINMAL_UNSUBSCRIBE_SECRET must be set when {which} is")
         self._signer = unsubscribe.Signer(settings.unsubscribe_secret)
         if not settings.unsubscribe_url:
             return
         url = settings.unsubscribe_url
         if not (url.isascii() and url.isprintable()) or any(c in url for c in " <>"):
-            raise UsageError("EINMAL_UNSUBSCRIBE_URL: must be an ASCII URL without spaces or angle brackets")
+            raise Invalid("EINMAL_UNSUBSCRIBE_URL: must be an ASCII URL without spaces or angle brackets")
         if len(settings.unsubscribe_url) > 800:
-            raise UsageError("EINMAL_UNSUBSCRIBE_URL: longer than 800 characters")
+            raise Invalid("EINMAL_UNSUBSCRIBE_URL: longer than 800 characters")
         self._signer = unsubscribe.Signer(settings.unsubscribe_secret)
         self._url_prefix = unsubscribe.link(settings.unsubscribe_url, "")
 

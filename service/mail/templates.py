@@ -32,7 +32,7 @@ from jinja2.runtime import Context
 from jinja2.sandbox import SecurityError
 from markupsafe import escape
 
-from service.errors import UsageError
+from service.errors import Invalid
 from service.mail.sandbox import MAX_OUTPUT, MAX_STEPS, Sandbox
 
 VARIABLES = ("name", "email", "unsubscribe_url", "confirm_url", "attributes", "campaign")
@@ -54,9 +54,9 @@ TEXT, HTML = Sandbox(html=False), Sandbox(html=True)
 # -- checking ---------------------------------------------------------------------------
 
 
-def _refuse(where: str, line: int | None, problem: str) -> UsageError:
+def _refuse(where: str, line: int | None, problem: str) -> Invalid:
     problem = " ".join(problem.split())[:300]
-    return UsageError(f"{where}: line {line}: {problem}" if line else f"{where}: {problem}")
+    return Invalid(f"{where}: line {line}: {problem}" if line else f"{where}: {problem}")
 
 
 def _first_line(tree: nodes.Node, node_type, test) -> int | None:
@@ -65,9 +65,9 @@ def _first_line(tree: nodes.Node, node_type, test) -> int | None:
 
 
 def parse(env: Sandbox, text: str, where: str) -> nodes.Template:
-    """The template's tree; UsageError, one line with the template's line, when it is refused."""
+    """The template's tree; Invalid, one line with the template's line, when it is refused."""
     if len(text) > MAX_TEMPLATE:
-        raise UsageError(f"{where}: longer than {MAX_TEMPLATE:,} characters")
+        raise Invalid(f"{where}: longer than {MAX_TEMPLATE:,} characters")
     try:
         tree = env.parse(text)
     except TemplateSyntaxError as exc:
@@ -124,7 +124,7 @@ def _unknown_names(env: Sandbox, tree: nodes.Template) -> tuple[str, int] | None
 
 
 def check(text: str, where: str, html: bool = False) -> set[str]:
-    """The variables the template uses; UsageError, one line naming ``where`` and the line, when
+    """The variables the template uses; Invalid, one line naming ``where`` and the line, when
     it is refused.
 
     Beyond the syntax it renders the template once for a sample subscriber without attributes:

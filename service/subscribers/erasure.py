@@ -10,25 +10,25 @@ import asyncpg
 
 from service import db
 from service.addresses import email_key
-from service.errors import UsageError
+from service.errors import Conflict, NotFound
 from service.subscribers.importer import shown
 from service.subscribers.suppressions import suppress
 
 ERASED_REASON = "erased"
 
 
-class Unknown(UsageError):
+class Unknown(NotFound):
     """The account has no such subscriber (or it was erased before)."""
 
 
-class Busy(UsageError):
+class Busy(Conflict):
     """A message to the subscriber is on its way: erasing now would race the send."""
 
 
 async def erase(conn: asyncpg.Connection, account: str, account_id: int, email: str) -> str:
     """Erase the subscriber of `account` whose mailbox `email` names (its exact spelling first), inside the
     caller's transaction; return the address it had."""
-    rows = await conn.fetch(db.query("subscriber_find"), account, email_key(email), email)
+    rows = await conn.fetch(*db.sql("subscriber_find", account=account, key=email_key(email), spelling=email))
     if not rows:
         raise Unknown(f"account {shown(account)} has no subscriber {shown(email)}")
     subscriber = rows[0]  # subscriber_find orders the exact spelling first

@@ -77,7 +77,7 @@ import asyncpg
 
 from service import db
 from service.addresses import address_problem, email_key
-from service.errors import ArgumentError, UsageError, leaves
+from service.errors import ArgumentError, Invalid, NotFound, leaves
 from service.settings import Settings
 
 DEFAULT_LIST = "default"
@@ -124,6 +124,20 @@ def unsafe_text(value: str) -> str | None:
     return f"control character U+{ord(char):04X} in a field"
 
 
+def one_line(value: str, option: str, limit: int = 998) -> str:
+    """``value`` stripped; Invalid unless it is 1 to ``limit`` printable characters of UTF-8."""
+    problem = unsafe_text(value)
+    if problem == "line break inside a field" or "\0" in value:
+        raise Invalid(f"{option} must not contain line breaks")
+    if problem:
+        raise Invalid(f"{option}: {problem.replace(' in a field', '')}: must be printable text")
+    if not value.strip():
+        raise Invalid(f"{option} must not be empty")
+    if len(value.strip()) > limit:
+        raise Invalid(f"{option} is longer than {limit} characters")
+    return value.strip()
+
+
 def shown(value: str, limit: int = 60) -> str:
     """``value`` quoted for a message: one line, at most about ``limit`` characters."""
     return repr(value if len(value) <= limit else value[: limit - 3] + "...")
@@ -133,7 +147,7 @@ class Lines:
     """The file's lines for csv.reader, each read at most MAX_RECORD characters at a time.
 
     ``start_record()`` before each record; a record whose lines together pass MAX_RECORD
-    raises UsageError instead of growing without bound."""
+    raises Invalid instead of growing without bound."""
 
     def __init__(self, file: IO[str], path: str):
         self.file, self.path = file, path
@@ -161,7 +175,7 @@ class Lines:
         if not text:
             raise StopIteration
         if len(text) > self.room:
-            raise UsageError(
+            raise Invalid(
                 f"{self.path}: the record on line {self.start} is longer than {MAX_RECORD} "
                 "characters (not a CSV file of subscribers?); nothing imported"
             )
@@ -196,33 +210,33 @@ def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
     try:
         row = next(reader)
     except StopIteration:
-        raise UsageError(f"{path} is empty: a header row with an email column is required") from None
+        raise Invalid(f"{path} is empty: a header row with an email column is required") from None
     except csv.Error as exc:
-        raise UsageError(f"{path}: the header row is not valid CSV: {exc}") from None
+        raise Invalid(f"{path}: the header row is not valid CSV: {exc}") from None
     text = "".join(row)
     if text.startswith(("\udcff\udcfe", "\udcfe\udcff")) or "\0" in text:
-        raise UsageError(f"{path}: the header row is not UTF-8 (UTF-16?): save the file as UTF-8")
+        raise Invalid(f"{path}: the header row is not UTF-8 (UTF-16?): save the file as UTF-8")
     if any("\udc80" <= c <= "\udcff" for c in text):
-        raise UsageError(f"{path}: the header row is not valid UTF-8")
+        raise Invalid(f"{path}: the header row is not valid UTF-8")
     if len(row) > MAX_COLUMNS:
-        raise UsageError(f"{path}: the header row has {len(row)} columns, at most {MAX_COLUMNS} are allowed")
+        raise Invalid(f"{path}: the header row has {len(row)} columns, at most {MAX_COLUMNS} are allowed")
     written = [field.strip().lower() for field in row]
     names = [SPELLINGS.get(re.sub(r"[\s_-]", "", name), name) for name in written]
     for name in SPECIAL:
         if names.count(name) > 1:
-            raise UsageError(f"{path}: the header row names the {name} column twice")
+            raise Invalid(f"{path}: the header row names the {name} column twice")
     if "email" not in names:
-        raise UsageError(f"{path}: the header row has no email column")
+        raise Invalid(f"{path}: the header row has no email column")
     attributes = []
     for column, name in enumerate(names):
         if name in SPECIAL:
             continue
         if not name or unsafe_text(name) or len(name) > MAX_LIST:
-            raise UsageError(f"{path}: column {column + 1} of the header row has no usable name")
+            raise Invalid(f"{path}: column {column + 1} of the header row has no usable name")
         if name in RESERVED:
-            raise UsageError(f"{path}: column {shown(name)} is named like a reserved field; rename it")
+            raise Invalid(f"{path}: column {shown(name)} is named like a reserved field; rename it")
         if name in dict(attributes).values():
-            raise UsageError(f"{path}: the header row names the {shown(name)} column twice")
+            raise Invalid(f"{path}: the header row names the {shown(name)} column twice")
         attributes.append((column, name))
     where = {name: names.index(name) for name in ("name", "list", SUPPRESSED, UNCONFIRMED) if name in names}
     return Header(
@@ -286,7 +300,7 @@ def _malformed(exc: csv.Error) -> str:
 def records(reader: "csv._reader", lines: Lines) -> Iterator[tuple[int, list[str]]]:
     """(line the record starts on, its fields); blank lines skipped.
 
-    UsageError for a record the reader cannot delimit: after one, the reader would start
+    Invalid for a record the reader cannot delimit: after one, the reader would start
     afresh in what may be the middle of a quoted field, and read its lines as records."""
     while True:
         lines.start_record()
@@ -295,7 +309,7 @@ def records(reader: "csv._reader", lines: Lines) -> Iterator[tuple[int, list[str
         except StopIteration:
             return
         except csv.Error as exc:
-            raise UsageError(
+            raise Invalid(
                 f"{lines.path}: the record on line {lines.start} {_malformed(exc)}; nothing imported"
             ) from None
         if row:
@@ -346,7 +360,7 @@ async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], 
     try:
         first = await anyio.to_thread.run_sync(lines.peek)
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise Invalid(f"cannot read {path}: {exc.strerror or exc}") from None
     # strict: a stray quote is an error, not the start of a field that takes in the rest of the file
     reader = csv.reader(lines, delimiter=max(DELIMITERS, key=first.count), strict=True)  # a comma on a tie
     header = await anyio.to_thread.run_sync(read_header, reader, lines, path)
@@ -360,7 +374,7 @@ async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], 
             try:
                 await anyio.to_thread.run_sync(produce, reader, lines, header, send, counts)
             except OSError as exc:
-                raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+                raise Invalid(f"cannot read {path}: {exc.strerror or exc}") from None
 
     try:
         async with anyio.create_task_group() as tg:
@@ -385,7 +399,7 @@ async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], 
 
 def check_account(name: str) -> str:
     if not name.strip() or unsafe_text(name) or len(name) > MAX_ACCOUNT:
-        raise UsageError(f"invalid account name {shown(name)}: 1 to {MAX_ACCOUNT} printable characters")
+        raise Invalid(f"invalid account name {shown(name)}: 1 to {MAX_ACCOUNT} printable characters")
     return name
 
 
@@ -406,9 +420,9 @@ async def command(args: argparse.Namespace, settings: Settings) -> int:
             if getattr(args, "create_account", False):  # a typo would make an account silently: say so
                 account_id, created = await conn.fetchrow(db.query("account_ensure"), account)
             else:
-                account_id = await conn.fetchval(db.query("account_find"), account)
+                account_id = await conn.fetchval(*db.sql("account_find", account=account))
                 if account_id is None:
-                    raise UsageError(f"no account named {shown(account)}; --create-account creates it")
+                    raise NotFound(f"no account named {shown(account)}; --create-account creates it")
             counts = await import_file(conn, account_id, file, args.file)
     if created:
         print(f"einmal: created account {shown(account)}", file=sys.stderr)

@@ -25,7 +25,7 @@ import asyncpg
 
 from service import clients, db
 from service.addresses import address_problem, email_key
-from service.errors import ConfigError, UsageError
+from service.errors import ConfigError, Conflict, Invalid, NotFound
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
 from service.subscribers.importer import MAX_EMAIL, MAX_NAME, unsafe_text
@@ -41,18 +41,18 @@ TOKEN = re.compile(r"[A-Za-z0-9_-]{22}")  # a form's token: 16 random bytes, URL
 MAX_ORIGINS = 20
 
 
-class NotConfigured(UsageError):
+class NotConfigured(Conflict):
     """Double opt-in is off: EINMAL_CONFIRM_URL or EINMAL_OPTIN_FROM is not set."""
 
 
-class NoList(UsageError):
+class NoList(NotFound):
     """The account has no list of that name."""
 
 
 @dataclass(frozen=True)
 class Wording:
     """The confirmation message in one language: templates of a campaign's subject and text body, with
-    campaign.name (the list's), email and confirm_url (service/web/languages/<language>.toml)."""
+    campaign.name (the list's), email and confirm_url (service/subscribers/languages/<language>.toml)."""
 
     language: str
     subject: str
@@ -104,12 +104,12 @@ def check_message(settings: Settings, wordings: list[Wording]) -> None:
                 },
                 settings,
             )
-        except UsageError as exc:
+        except Invalid as exc:
             raise ConfigError(f"{said}: {exc}") from None
 
 
 def checked_address(email: str, name: str = "") -> tuple[str, str]:
-    """(address, name) stripped, or UsageError with why the address or name cannot be taken."""
+    """(address, name) stripped, or Invalid with why the address or name cannot be taken."""
     email, name = email.strip(" "), name.strip(" ")
     problem = (
         "longer than 254 characters"
@@ -119,7 +119,7 @@ def checked_address(email: str, name: str = "") -> tuple[str, str]:
         else unsafe_text(email) or unsafe_text(name) or address_problem(email)
     )
     if problem:
-        raise UsageError(f"not an address that can be subscribed: {problem}")
+        raise Invalid(f"not an address that can be subscribed: {problem}")
     return email, name
 
 
@@ -173,8 +173,8 @@ def form_url(settings: Settings, token: str | None) -> str | None:
 
 def origin(value: str) -> str:
     """An origin as browsers send it in `Origin`, lower case, without a default port: https://shop.example.org;
-    UsageError for anything else (a path, a query, credentials, another scheme)."""
-    bad = UsageError(f"not an origin (https://host or https://host:port): {value[:100]!r}")
+    Invalid for anything else (a path, a query, credentials, another scheme)."""
+    bad = Invalid(f"not an origin (https://host or https://host:port): {value[:100]!r}")
     try:
         parts = urlsplit(value.strip())
         host, port = parts.hostname, parts.port
@@ -199,7 +199,7 @@ def origins(values: list[str]) -> list[str]:
     """The origins a form may be posted from besides its own site, checked and without repeats."""
     checked = list(dict.fromkeys(origin(v) for v in values))
     if len(checked) > MAX_ORIGINS:
-        raise UsageError(f"at most {MAX_ORIGINS} origins")
+        raise Invalid(f"at most {MAX_ORIGINS} origins")
     return checked
 
 
@@ -218,7 +218,7 @@ def posted_from(origin_header: str | None, referer: str | None) -> str | None:
         return None
     try:
         return origin(claimed)
-    except UsageError:
+    except Invalid:
         return claimed
 
 
@@ -226,7 +226,7 @@ async def set_form(
     conn: asyncpg.Connection, account_id: int, list_name: str, open_: bool, allowed: list[str] | None
 ) -> asyncpg.Record:
     """Open or close the sign-ups of the account's list (the form and POST /api/v1/subscribe); `allowed`
-    replaces its origins (None: they stay). UsageError for an unknown list."""
+    replaces its origins (None: they stay). Invalid for an unknown list."""
     row = await conn.fetchrow(
         db.query("list_form_set"), account_id, list_name, open_, allowed is not None, allowed or [], new_token()
     )
@@ -255,7 +255,7 @@ async def confirmations(conn: asyncpg.Connection, settings: Settings, request: S
                 wording.version,
             )
     if found is None:
-        raise UsageError("no such list")
+        raise NotFound("no such list")
     # no wording: made by a node of before 0108, with the version 1 text of its language
     return found["id"], found["wording"] or f"{found['language'] or 'en'}-1"
 

@@ -20,7 +20,7 @@ import asyncpg
 
 from service import db
 from service.addresses import address_problem, email_key
-from service.errors import UsageError
+from service.errors import Invalid, NotFound
 from service.settings import Settings
 from service.subscribers.importer import check_account, shown, unsafe_text
 
@@ -48,13 +48,13 @@ async def _insert(conn: asyncpg.Connection, account_id: int, emails: list[str], 
 def check(emails: list[str], reason: str) -> list[str]:
     problem = unsafe_text(reason)
     if not reason.strip() or problem or len(reason) > MAX_REASON:
-        raise UsageError(f"invalid reason {shown(reason)}: 1 to {MAX_REASON} printable characters")
+        raise Invalid(f"invalid reason {shown(reason)}: 1 to {MAX_REASON} printable characters")
     checked = []
     for given in emails:
         email = given.strip(" ")
         problem = unsafe_text(email) or ("empty address" if not email else None) or address_problem(email)
         if problem:
-            raise UsageError(f"invalid address {shown(given)}: {problem}")
+            raise Invalid(f"invalid address {shown(given)}: {problem}")
         checked.append(email)
     return checked
 
@@ -63,9 +63,9 @@ async def suppress_command(args: argparse.Namespace, settings: Settings) -> int:
     check_account(args.account)
     emails = check(args.emails, args.reason)
     async with db.connection(db.url(settings)) as conn:
-        account_id = await conn.fetchval(db.query("account_find"), args.account)
+        account_id = await conn.fetchval(*db.sql("account_find", account=args.account))
         if account_id is None:
-            raise UsageError(f"no account named {shown(args.account)}")
+            raise NotFound(f"no account named {shown(args.account)}")
         added, given = await _insert(conn, account_id, emails, args.reason)
     print(f"suppressed {added}, already suppressed {given - added}")
     return 0

@@ -21,8 +21,8 @@
                                 METRICS_FRESH_SECONDS, one read at a time, on a connection of their own
     /forms/{token}, /confirm   double opt-in: an open list's sign-up form and the confirmation link's page
                                 (service/web/signup.py)
-    /api/v1/…                   the JSON API for applications (service/api/app.py), with per-account keys;
-                                its OpenAPI document at /api/v1/openapi.json
+    /api/v1/…                   the JSON API for applications (service/api/app.py, given by service/node.py), with
+                                per-account keys; its OpenAPI document at /api/v1/openapi.json
     POST /inbound/PROVIDER[/ACCOUNT]   bounces and complaints from Amazon SES (through SNS), Postmark and
                                 Mailgun (service/inbound/webhooks.py): 200 once the events are applied (or were
                                 before); 404 while the provider's secret is not configured; bodies over
@@ -53,9 +53,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from service import db
-from service.api import app as api
-from service.api import deps
-from service.errors import UsageError
+from service.errors import Conflict, EinmalError
 from service.inbound import events as inbound
 from service.inbound import webhook_credentials, webhooks
 from service.inbound.mailgun import Mailgun
@@ -65,8 +63,8 @@ from service.mail import unsubscribe
 from service.mail.verp import ReturnPath
 from service.metrics import CONTENT_TYPE, Metrics
 from service.settings import Settings
-from service.subscribers import preferences
-from service.web import pages, preference_page, signup, subject, texts
+from service.subscribers import preferences, texts
+from service.web import pages, preference_page, signup, subject
 from service.web.layers import (
     MAX_BODY,
     ONE_CLICK_BODY,
@@ -98,6 +96,12 @@ PAGE_HEADERS = {
 }
 
 
+async def refused(request: Request, exc: Exception) -> Response:
+    """An error of einmal's no route answered itself (service/errors.py): its status, its one line."""
+    status = exc.http_status if isinstance(exc, EinmalError) else 500
+    return PlainTextResponse(str(exc), status, headers=PAGE_HEADERS)
+
+
 class Web:
     """The app's state: settings, its own database pool, the metrics and what readiness asks of the node.
 
@@ -114,6 +118,7 @@ class Web:
         checks: Callable[[], list[str]] = list,
         metrics_pool: asyncpg.Pool | None = None,
         notes: Callable[[], list[str]] = list,
+        api: Callable[[asyncpg.Pool, Settings, Callable[[ASGIApp], ASGIApp]], ASGIApp] | None = None,
     ) -> None:
         self.settings, self.pool, self.metrics, self.checks, self.notes = settings, pool, metrics, checks, notes
         self.metrics_pool = metrics_pool or pool
@@ -133,10 +138,15 @@ class Web:
         routes += signup.SignUpPages(settings, pool, read_body, Refused, self.database_down, PAGE_HEADERS).routes
         self.providers = providers(settings)
         self.return_path = ReturnPath.from_settings(settings)
-        routed = Starlette(routes=routes)
+        routed = Starlette(routes=routes, exception_handlers={EinmalError: refused})
         routed.router.redirect_slashes = False  # a redirect would name the Host header's site (and repeat a POST)
         # the API's key is found from the headers before its body takes room or its Idempotency-Key a row
-        api_app = deps.KeyFirst(BoundedBody(api.build(pool, settings), MAX_BODY), pool)
+        # (`api`: service/api/app.py served, given by service/node.py; none: /api/v1 is a JSON 404)
+        api_app = (
+            api(pool, settings, lambda app: BoundedBody(app, MAX_BODY))
+            if api is not None
+            else JSONResponse({"error": "Not Found"}, 404)
+        )
         site = TextOnly(ApiPrefix(api_app, routed))
         self.body_budget = BodyBudget(site, settings.http_body_buffer_bytes, settings.http_client_body_bytes)
         metrics.watch_bodies(lambda: self.body_budget.held)
@@ -331,7 +341,7 @@ class Web:
                 email,
                 {"campaign_id": campaign_id, "subscriber_id": subscriber_id},
             )
-        except UsageError as exc:  # e.g. the link was applied before for another address (it changed since)
+        except Conflict as exc:  # e.g. the link was applied before for another address (it changed since)
             log.warning("unsubscribe %s not applied: %s", event_id, exc)
             raise Refused(
                 409,
@@ -364,7 +374,7 @@ class Web:
             log.info("webhook %.20s refused (%d): %s", name, exc.status, exc)
             self.metrics.webhooks.labels(label, "refused").inc()
             return _webhook_refusal(exc)
-        except UsageError as exc:  # an event id that came before with another payload
+        except Conflict as exc:  # an event id that came before with another payload
             log.warning("webhook %s refused (409): %s", name, exc)
             self.metrics.webhooks.labels(label, "refused").inc()
             return PlainTextResponse("event id already used for another event", status_code=409)
@@ -408,7 +418,7 @@ class Web:
                 )
             account_id, vouched = rows[0]["id"], rows[0]["name"]
         else:
-            account_id = await conn.fetchval(db.query("account_find"), vouched)
+            account_id = await conn.fetchval(*db.sql("account_find", account=vouched))
             if account_id is None:
                 raise webhooks.Rejected(404, f"no account named {vouched[:100]!r}, whose credential this is")
         if named is not None and named != vouched:

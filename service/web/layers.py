@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import clients
-from service.api import idempotency
+from service.asgi import NUL, replay
 
 log = logging.getLogger("einmal.http")
 
@@ -30,7 +30,7 @@ ONE_CLICK_LANE, ONE_CLICK_LANE_PER_CLIENT = 64 * ONE_CLICK_BODY, 16 * ONE_CLICK_
 
 class Refused(Exception):
     """A request answered with a 4xx or 503 before anything was written. `page`: the texts of the page a
-    browser gets, in its language (service/web/texts.py); without it, an English one of title and text."""
+    browser gets, in its language (service/subscribers/texts.py); without it, an English one of title and text."""
 
     def __init__(self, status: int, title: str, text: str, page: str | None = None) -> None:
         super().__init__(text)
@@ -155,8 +155,6 @@ class TextOnly:
     (JSON under /api/v1, plain text on the site). The server decodes such bytes as U+FFFD, so a route would
     otherwise store a name the client never sent; PostgreSQL holds no NUL in text."""
 
-    NUL = "text with a character that cannot be stored (NUL)"
-
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
@@ -176,7 +174,7 @@ class TextOnly:
             except UnicodeDecodeError:
                 return f"the {what} is not UTF-8 text (percent-encode the UTF-8 bytes of each character)"
             if "\x00" in text:
-                return cls.NUL
+                return NUL
         return None
 
 
@@ -195,7 +193,7 @@ class BoundedBody:
         except Refused as refused:
             headers = {"Retry-After": "5"} if refused.status == 503 else {}
             return await JSONResponse({"error": refused.text}, refused.status, headers)(scope, receive, send)
-        await self.app(scope, idempotency.replay(body, receive), send)
+        await self.app(scope, replay(body, receive), send)
 
 
 class NoTraceback:

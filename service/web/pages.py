@@ -1,5 +1,5 @@
 """The small HTML pages of the unsubscribe link: the question, the answer, "already unsubscribed",
-and a link that does not work, in the language the page is for (service/web/texts.py).
+and a link that does not work, in the language the page is for (service/subscribers/texts.py).
 
 No JavaScript and no outside resources: one form with one button, which posts the RFC 8058 body to
 the same URL. Everything shown is escaped: the texts, and what goes into them (the subject and the
@@ -9,7 +9,7 @@ sender's name are the operator's, the address the subscriber's).
 import html
 from email.utils import parseaddr
 
-from service.web import texts
+from service.subscribers import texts
 
 STYLE = """
 body { font: 16px/1.5 system-ui, sans-serif; margin: 0; background: #f4f4f5; color: #18181b; }

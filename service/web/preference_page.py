@@ -9,7 +9,8 @@ operator's (vip-customers). Everything shown is escaped: the titles are the oper
 
 import html
 
-from service.web import pages, texts
+from service.subscribers import texts
+from service.web import pages
 
 Notice = tuple[str, str | None]  # what the last press did: the text's key (left, left_untitled, not_on_list), the
 #                                  list's title

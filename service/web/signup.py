@@ -36,11 +36,11 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from service import clients, db
-from service.errors import UsageError
+from service.errors import Invalid
 from service.mail import confirm
 from service.settings import Settings
-from service.subscribers import optin
-from service.web import pages, signup_pages, texts
+from service.subscribers import optin, texts
+from service.web import pages, signup_pages
 
 log = logging.getLogger("einmal.signup")
 
@@ -149,7 +149,7 @@ class SignUpPages:
             return self.page(signup_pages.form(code, found["list_title"], sender, invalid=True), 400)
         try:
             email, name = optin.checked_address(*fields)
-        except UsageError:
+        except Invalid:
             return self.page(signup_pages.form(code, found["list_title"], sender, invalid=True, email=fields[0]), 422)
         counted = await clients.hit(conn, optin.CLIENT_KIND, client, optin.HOUR)
         if counted.hits > self.settings.optin_client_limit:

@@ -1,2 +1,2 @@
--- The id of the account named $1, or no row.
-SELECT id FROM einmal.accounts WHERE name = $1
+-- The id of the account named :account, or no row.
+SELECT id FROM einmal.accounts WHERE name = :account

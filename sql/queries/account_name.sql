@@ -1,2 +1,2 @@
--- The name of account $1.
-SELECT name FROM einmal.accounts WHERE id = $1
+-- The name of account :account_id.
+SELECT name FROM einmal.accounts WHERE id = :account_id

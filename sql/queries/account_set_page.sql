@@ -1,8 +1,8 @@
--- The unsubscribe page's settings of the account named $1: the display name $3 when $2, the language $4
--- when not NULL, the contact $6 when $5 (NULL clears a setting). No row when there is no such account.
+-- The unsubscribe page's settings of the account named :account: the display name :display_name when :display_name_given, the language :language
+-- when not NULL, the contact :contact when :contact_given (NULL clears a setting). No row when there is no such account.
 UPDATE einmal.accounts
-SET display_name = CASE WHEN $2::boolean THEN $3::text ELSE display_name END,
-    language = coalesce($4::text, language),
-    contact = CASE WHEN $5::boolean THEN $6::text ELSE contact END
-WHERE name = $1
+SET display_name = CASE WHEN :display_name_given::boolean THEN :display_name::text ELSE display_name END,
+    language = coalesce(:language::text, language),
+    contact = CASE WHEN :contact_given::boolean THEN :contact::text ELSE contact END
+WHERE name = :account
 RETURNING display_name, language, contact

@@ -1,4 +1,4 @@
 -- CAS draft -> approved
 UPDATE einmal.campaigns SET status = 'approved', updated_at = now()
-WHERE id = $1 AND status = 'draft'
+WHERE id = :campaign_id AND status = 'draft'
 RETURNING id

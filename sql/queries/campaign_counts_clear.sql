@@ -1,2 +1,2 @@
--- campaign $1's kept counts go, to be written again (campaign_counts_write.sql)
-DELETE FROM einmal.campaign_counts WHERE campaign_id = $1
+-- campaign :campaign_id's kept counts go, to be written again (campaign_counts_write.sql)
+DELETE FROM einmal.campaign_counts WHERE campaign_id = :campaign_id

@@ -1,4 +1,4 @@
--- Campaigns, newest first, all or those in status $1; with their account and send-row total (a pruned
+-- Campaigns, newest first, all or those in status :status; with their account and send-row total (a pruned
 -- campaign's: what its rows came to, einmal.campaign_counts), when each started (NULL: not yet) and when it is
 -- scheduled for (a time later than its creation: given with --at), and its rows in doubt (for einmal reconcile).
 SELECT c.id, a.name AS account, c.name, c.status, c.started_at, c.pause_reason, c.unsubscribe_required,
@@ -12,5 +12,5 @@ SELECT c.id, a.name AS account, c.name, c.status, c.started_at, c.pause_reason, 
                   WHERE k.campaign_id = c.id AND k.status = 'in_doubt')
        END AS in_doubt
 FROM einmal.campaigns AS c JOIN einmal.accounts AS a ON a.id = c.account_id
-WHERE ($1::text IS NULL OR c.status = $1::text) AND c.kind = 'campaign'  -- not a list's confirmations
+WHERE (:status::text IS NULL OR c.status = :status::text) AND c.kind = 'campaign'  -- not a list's confirmations
 ORDER BY c.id DESC

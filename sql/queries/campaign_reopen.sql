@@ -2,7 +2,7 @@
 -- the counts kept when it finished go (campaign_finish.sql writes them again). A pruned campaign has no rows.
 WITH reopened AS (
     UPDATE einmal.campaigns SET status = 'sending', sent_at = NULL, updated_at = now()
-    WHERE id = $1 AND status = 'sent' AND pruned_at IS NULL
+    WHERE id = :campaign_id AND status = 'sent' AND pruned_at IS NULL
     RETURNING id
 ), forgotten AS (
     DELETE FROM einmal.campaign_counts WHERE campaign_id IN (SELECT id FROM reopened)

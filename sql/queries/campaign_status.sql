@@ -2,7 +2,7 @@
 -- a soft bounce, an unclassified bounce or a complaint (einmal.bounces), and per reason, in one snapshot.
 -- A pruned campaign's counts are those kept in einmal.campaign_counts (docs/design.md#retention).
 -- With its schedule and start, the database's clock (now) to say how long until the start, and how many
--- nodes are alive (a heartbeat younger than $2 seconds, EINMAL_NODE_TIMEOUT_SECONDS): none means nothing sends.
+-- nodes are alive (a heartbeat younger than :node_timeout seconds, EINMAL_NODE_TIMEOUT_SECONDS): none means nothing sends.
 -- Its recipients' one-click unsubscribes (the link's events, inbound_events_prefix), and for a campaign not
 -- started yet an estimate of its recipients: the mailboxes the build would take now (confirmed members of its
 -- lists, confirmed, not suppressed; recipients_build_chunk.sql).
@@ -11,7 +11,7 @@ SELECT c.id, c.name, c.status, c.pause_reason, c.started_at, now() AS now, c.uns
        -- a draft given no time has none: it starts when approved (the column holds its creation time)
        CASE WHEN c.status = 'draft' AND c.scheduled_for <= c.created_at THEN NULL ELSE c.scheduled_for END
            AS scheduled_for,
-       (SELECT count(*) FROM einmal.nodes AS x WHERE x.heartbeat_at >= now() - make_interval(secs => $2)) AS nodes,
+       (SELECT count(*) FROM einmal.nodes AS x WHERE x.heartbeat_at >= now() - make_interval(secs => :node_timeout)) AS nodes,
        s.send_status, coalesce(s.n, 0) AS n,
        b.bounced, b.soft_bounced, b.unclassified, b.complained, r.reasons, u.unsubscribed, e.estimate
 FROM einmal.campaigns AS c
@@ -33,7 +33,7 @@ CROSS JOIN LATERAL (
     FROM einmal.bounces AS bo
     WHERE bo.campaign_id = c.id  -- kept when the campaign's send rows are pruned
 ) AS b
-CROSS JOIN LATERAL (  -- send rows per reason (service/inbound/reasons.py); rows written before 0030 have none
+CROSS JOIN LATERAL (  -- send rows per reason (service/reasons.py); rows written before 0030 have none
     SELECT coalesce(jsonb_object_agg(per.reason, per.n), '{}')::text AS reasons
     FROM (SELECT bo.reason, count(DISTINCT bo.send_id) AS n
           FROM einmal.bounces AS bo
@@ -53,4 +53,4 @@ CROSS JOIN LATERAL (
       AND NOT EXISTS (SELECT 1 FROM einmal.suppressions AS x
                       WHERE x.account_id = sub.account_id AND x.email_lower = sub.email_lower)
 ) AS e
-WHERE c.id = $1
+WHERE c.id = :campaign_id

@@ -2,4 +2,4 @@
 -- reason; rows a node holds are settled by that node's next group statement
 UPDATE einmal.sends SET status = 'failed', last_reply = 'campaign cancelled', claimed_by = NULL,
                         updated_at = now()
-WHERE campaign_id = $1 AND status = 'queued'
+WHERE campaign_id = :campaign_id AND status = 'queued'

@@ -1,5 +1,5 @@
--- The subscribers of the account named $1 whose mailbox key is $2 (service/addresses.py email_key,
--- never PostgreSQL's lower()), the spelling $3 first, each with its state (einmal.subscriber_state), its
+-- The subscribers of the account named :account whose mailbox key is :key (service/addresses.py email_key,
+-- never PostgreSQL's lower()), the spelling :spelling first, each with its state (einmal.subscriber_state), its
 -- lists (confirmed memberships), its sign-ups awaiting confirmation and the key's suppression, if any.
 SELECT s.id, s.account_id, s.email, s.email_lower, s.name, einmal.subscriber_state(s.id, x.reason) AS status,
        s.attributes, s.created_at,
@@ -12,5 +12,5 @@ SELECT s.id, s.account_id, s.email, s.email_lower, s.name, einmal.subscriber_sta
        x.reason AS suppressed
 FROM einmal.subscribers AS s JOIN einmal.accounts AS a ON a.id = s.account_id
 LEFT JOIN einmal.suppressions AS x ON x.account_id = s.account_id AND x.email_lower = s.email_lower
-WHERE a.name = $1 AND s.email_lower = $2::text AND s.status <> 'erased'
-ORDER BY s.email = $3::text DESC, s.id
+WHERE a.name = :account AND s.email_lower = :key::text AND s.status <> 'erased'
+ORDER BY s.email = :spelling::text DESC, s.id

@@ -1,4 +1,4 @@
--- The subscribers of the account named $1 (not the erased), confirmed members of list $2 when it is not
+-- The subscribers of the account named :account (not the erased), confirmed members of list :list when it is not
 -- NULL, oldest first, each with its state (einmal.subscriber_state), its lists (confirmed memberships: the
 -- ones campaigns reach) and its sign-ups awaiting confirmation, each joined by '|' (as an import reads
 -- them back), and the reason its mailbox key is suppressed (NULL: it is not).
@@ -12,7 +12,7 @@ SELECT s.id, s.email, s.name, einmal.subscriber_state(s.id, x.reason) AS status,
                  WHERE m.subscriber_id = s.id AND m.state = 'unconfirmed'), '') AS unconfirmed
 FROM einmal.subscribers AS s JOIN einmal.accounts AS a ON a.id = s.account_id
 LEFT JOIN einmal.suppressions AS x ON x.account_id = s.account_id AND x.email_lower = s.email_lower
-WHERE a.name = $1 AND s.status <> 'erased'
-  AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM einmal.list_members m JOIN einmal.lists l ON l.id = m.list_id
-                                   WHERE m.subscriber_id = s.id AND l.name = $2::text AND m.state = 'confirmed'))
+WHERE a.name = :account AND s.status <> 'erased'
+  AND (:list::text IS NULL OR EXISTS (SELECT 1 FROM einmal.list_members m JOIN einmal.lists l ON l.id = m.list_id
+                                   WHERE m.subscriber_id = s.id AND l.name = :list::text AND m.state = 'confirmed'))
 ORDER BY s.id

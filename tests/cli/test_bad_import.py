@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.addresses import email_key
-from service.errors import UsageError
+from service.errors import Invalid
 from service.settings import Settings
 from service.subscribers import importer
 from tests.conftest import ROOT, einmal
@@ -73,7 +73,7 @@ async def import_in_process(path: str, account: str, dsn: str, capsys: pytest.Ca
     try:
         args = argparse.Namespace(account=account, file=path, create_account=True)
         code = await importer.command(args, Settings(database_url=dsn))
-    except UsageError as exc:
+    except Invalid as exc:
         assert "\n" not in str(exc)
         print(f"einmal: {exc}", file=sys.stderr)
         code = 1

@@ -448,12 +448,12 @@ async def test_two_racing_approve_cas_statements_exactly_one_wins(conn: asyncpg.
     results: list[int | None] = []
 
     async def second() -> None:
-        results.append(await other.fetchval(db.query("campaign_approve"), campaign))
+        results.append(await other.fetchval(*db.sql("campaign_approve", campaign_id=campaign)))
 
     try:
         first = conn.transaction()
         await first.start()
-        won = await conn.fetchval(db.query("campaign_approve"), campaign)
+        won = await conn.fetchval(*db.sql("campaign_approve", campaign_id=campaign))
         async with anyio.create_task_group() as tg:
             tg.start_soon(second)
             with anyio.fail_after(30):  # the second statement waits for the first one's row lock

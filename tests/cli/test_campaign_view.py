@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from service.cli.campaigns import scheduled_for
-from service.errors import UsageError
+from service.errors import Invalid
 from tests.cli.test_campaign_commands import one_line_error, seed_account, seed_campaign
 from tests.conftest import ROOT, cells, einmal
 from tests.support.pipeline import node_env, start_node, stop_node, wait_status
@@ -374,7 +374,7 @@ def test_at_takes_an_offset_an_iana_zone_or_now(value, expected) -> None:
     ],
 )
 def test_at_refuses_the_past_unknown_zones_and_both_an_offset_and_a_zone(value, message) -> None:
-    with pytest.raises(UsageError, match=re.escape(message)):
+    with pytest.raises(Invalid, match=re.escape(message)):
         scheduled_for(value, now=NOW)
 
 

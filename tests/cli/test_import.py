@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.errors import UsageError
+from service.errors import Invalid
 from service.settings import Settings
 from service.subscribers import importer
 from tests.conftest import einmal
@@ -264,7 +264,7 @@ async def test_arbitrary_content_never_fails_with_anything_but_a_usage_error(
     args = argparse.Namespace(account="fuzz", file=write(tmp_path, content), create_account=True)
     try:
         code = await importer.command(args, Settings(database_url=dsn))
-    except UsageError:
+    except Invalid:
         code = 1
     assert code in (0, 1)
     out, err = capsys.readouterr()

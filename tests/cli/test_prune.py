@@ -229,4 +229,4 @@ async def test_a_retry_that_reopens_a_campaign_drops_its_counts_and_a_pruned_one
     assert result.stdout.splitlines()[-1] == f"campaign {campaign} is sending again", result.stderr
     assert await conn.fetchval("SELECT count(*) FROM einmal.campaign_counts WHERE campaign_id = $1", campaign) == 0
     await conn.execute("UPDATE einmal.campaigns SET status = 'sent', pruned_at = now() WHERE id = $1", campaign)
-    assert await conn.fetchval(db.query("campaign_reopen"), campaign) is None
+    assert await conn.fetchval(*db.sql("campaign_reopen", campaign_id=campaign)) is None

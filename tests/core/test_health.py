@@ -1,6 +1,6 @@
-"""The verdict of a campaign's figures (service/health.py): which rate, its figures, its threshold."""
+"""The verdict of a campaign's figures (service/campaigns/self_pause.py): which rate, its figures, its threshold."""
 
-from service.health import Figures, verdict
+from service.campaigns.self_pause import Figures, verdict
 from service.settings import Settings
 
 

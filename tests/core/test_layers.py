@@ -1,7 +1,9 @@
 """Imports run one way (docs/design.md#layout): entry points → actors → subjects → core.
 
 Every import of service/ and actors/, at any depth of a module (a function's late import
-counts too), goes to the importer's own layer or one below; the subject packages import
+counts too), goes to the importer's own layer or one below; the entry points service.cli,
+service.api and service.web are islands: none imports another (what two of them share is a
+subject's, such as service.campaigns and service.accounts); the subject packages import
 each other without a circle; and no module of service/, actors/ or bench/ imports itself
 round a circle.
 """
@@ -12,7 +14,15 @@ from graphlib import CycleError, TopologicalSorter
 from tests.conftest import ROOT
 
 ENTRY = ("service.cli", "service.web", "service.api", "service.node", "service.__main__")
-SUBJECTS = ("service.mail", "service.smtp", "service.inbound", "service.subscribers")
+SUBJECTS = (
+    "service.mail",
+    "service.smtp",
+    "service.inbound",
+    "service.subscribers",
+    "service.campaigns",
+    "service.accounts",
+)
+ISLANDS = ("service.cli", "service.api", "service.web")  # entry points that import none of the others
 LAYERS = {"entry points": 3, "actors": 2, "subjects": 1, "core": 0}
 
 
@@ -63,6 +73,34 @@ def test_no_module_imports_from_a_layer_above_it() -> None:
         if LAYERS[layer(name)] > LAYERS[layer(module)]
     )
     assert upward == [], "\n".join(upward)
+
+
+def crossings(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of one island's module from another island."""
+    return sorted(
+        f"{module} imports {name}"
+        for module, names in graph.items()
+        if (source := under(module, ISLANDS)) is not None
+        for name in names
+        if under(name, ISLANDS) not in (None, source)
+    )
+
+
+def test_the_command_line_the_api_and_the_web_surface_import_none_of_each_other() -> None:
+    assert (found := crossings(imports("service", "actors"))) == [], "\n".join(found)
+
+
+def test_an_import_across_islands_is_found_and_one_within_or_below_is_not() -> None:
+    graph = {
+        "service.api.campaigns": {"service.cli.campaigns", "service.api.deps", "service.campaigns.rows"},
+        "service.web.app": {"service.api.app"},
+        "service.cli.campaigns": {"service.cli.tables", "service.campaigns.drafts"},
+        "service.node": {"service.web.app", "service.api.app"},  # the node puts them together: no island
+    }
+    assert crossings(graph) == [
+        "service.api.campaigns imports service.cli.campaigns",
+        "service.web.app imports service.api.app",
+    ]
 
 
 def test_the_subject_packages_import_each_other_without_a_circle() -> None:

@@ -6,7 +6,8 @@ million rows, a prune's time against its campaign's size) is `make retention` (t
 import asyncpg
 import pytest
 
-from service import db, retention
+from service import db
+from service.campaigns import retention
 from service.migrate import migrate
 from tests.conftest import _admin, with_database
 from tests.support.retention import FIRST, seed_old_shape, timed_prune
@@ -114,14 +115,14 @@ async def test_a_campaign_from_before_the_migration_is_pruned_in_batches(
     await migrate(conn)
     monkeypatch.setattr(retention, "LEGACY_BATCH", 500)
     first, second = (r["id"] for r in await conn.fetch("SELECT id FROM einmal.campaigns ORDER BY id"))
-    [candidate] = await retention.candidates(conn, 30 * 86400, first)
-    done = await retention.prune(conn, candidate)
+    [candidate] = await retention.candidates(conn, older_than_seconds=30 * 86400, campaign_id=first)
+    done = await retention.prune(conn, candidate=candidate)
     assert (done.how, done.rows) == ("rows deleted from sends_legacy", 1_200)
     left = dict(await conn.fetch("SELECT campaign_id, count(*) FROM einmal.sends GROUP BY 1"))
     assert left == {second: 1_200}
     counts = dict(await conn.fetch("SELECT status, n FROM einmal.campaign_counts WHERE campaign_id = $1", first))
     assert counts == {"sent": 600, "failed": 200, "suppressed": 200, "in_doubt": 200}
-    assert await retention.candidates(conn, 0, first) == []
+    assert await retention.candidates(conn, older_than_seconds=0, campaign_id=first) == []
 
 
 async def test_the_size_of_sends_stays_flat_over_20_campaigns_with_retention(conn: asyncpg.Connection) -> None:

@@ -5,7 +5,8 @@ to an address."""
 import asyncpg
 import pytest
 
-from service.inbound import bounces, reasons
+from service import reasons
+from service.inbound import bounces
 from tests.inbound import test_bounce_inbound as inbound
 from tests.inbound.test_bounce_trust import send_rows, suppressed, verp
 from tests.support import bounce_samples

@@ -1,7 +1,7 @@
 import asyncpg
 import pytest
 
-from service.errors import UsageError
+from service.errors import Conflict, Invalid
 from service.inbound import events as inbound
 
 pytestmark = pytest.mark.anyio
@@ -24,7 +24,7 @@ async def test_an_event_takes_effect_once_however_often_it_arrives(conn: asyncpg
 async def test_the_same_id_with_another_payload_is_refused_and_changes_nothing(conn: asyncpg.Connection) -> None:
     acme = await account(conn)
     await inbound.apply(conn, "hook:2", "bounce", acme, "a@example.com")
-    with pytest.raises(UsageError, match="different payload"):
+    with pytest.raises(Conflict, match="different payload"):
         await inbound.apply(conn, "hook:2", "bounce", acme, "b@example.com")
     assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions") == 1
 
@@ -37,5 +37,5 @@ async def test_a_failed_effect_leaves_the_id_unclaimed(conn: asyncpg.Connection)
 
 async def test_ids_must_be_namespaced(conn: asyncpg.Connection) -> None:
     acme = await account(conn)
-    with pytest.raises(UsageError, match="namespaced"):
+    with pytest.raises(Invalid, match="namespaced"):
         await inbound.apply(conn, "12345", "bounce", acme, "a@example.com")

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markupsafe import escape  # what Jinja's autoescape does
 
-from service.errors import UsageError
+from service.errors import Invalid
 from service.mail.render import CampaignTemplate
 from tests.mail.test_render import (
     BASE_HEADERS,
@@ -81,7 +81,7 @@ def test_a_100_kb_from_name_and_subject_are_folded_into_valid_headers(display: s
     "display", ["Eve\r\nBcc: v@example.org", "Eve\nX", "Eve\rX", "Eve\0X", "Eve\x85X", "Eve\u2028X", "Eve\tX"]
 )
 def test_a_from_name_with_a_control_character_is_refused_at_compile(display: str) -> None:
-    with pytest.raises(UsageError, match="from address"):
+    with pytest.raises(Invalid, match="from address"):
         CampaignTemplate.compile(campaign(from_address=f"{display} <news@acme.example>"), make_settings())
 
 
@@ -90,7 +90,7 @@ def test_a_from_name_with_a_control_character_is_refused_at_compile(display: str
 def test_any_from_name_is_refused_or_gives_exactly_one_clean_from_header(display: str) -> None:
     try:
         template = CampaignTemplate.compile(campaign(from_address=f"{display} <news@acme.example>"), make_settings())
-    except UsageError as exc:
+    except Invalid as exc:
         assert "\n" not in str(exc) and "\r" not in str(exc)
         return
     assert not CONTROL.search(display)

@@ -7,7 +7,7 @@ import asyncpg
 import pytest
 from pydantic import SecretStr
 
-from service.errors import UsageError
+from service.errors import Invalid
 from service.mail import headers
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
@@ -70,9 +70,9 @@ def test_mailto_alone_has_no_one_click_header():
 
 @pytest.mark.parametrize("value", INJECTIONS)
 def test_no_new_field_takes_a_line_break_or_control_character(value):
-    with pytest.raises(UsageError):
+    with pytest.raises(Invalid):
         headers.custom(f"X-Campaign: {value}")
-    with pytest.raises(UsageError):
+    with pytest.raises(Invalid):
         headers.list_id(f"{value} <news.acme.example>")
     with pytest.raises(ValueError):
         Settings(unsubscribe_mailto=f"u@acme.example{value}")
@@ -93,7 +93,7 @@ def test_no_new_field_takes_a_line_break_or_control_character(value):
     ],
 )
 def test_reserved_or_malformed_header_names_are_refused(spec):
-    with pytest.raises(UsageError):
+    with pytest.raises(Invalid):
         headers.custom(spec)
 
 

@@ -14,7 +14,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from service.errors import UsageError
+from service.errors import Invalid
 from service.mail.render import CampaignTemplate, check_template
 from service.mail.unsubscribe import make_token, verify_token
 from service.settings import Settings
@@ -165,7 +165,7 @@ def test_a_from_address_that_is_one_mailbox_is_accepted(from_address):
     ],
 )
 def test_a_from_address_that_is_not_one_mailbox_is_refused(from_address):
-    with pytest.raises(UsageError, match="from address"):
+    with pytest.raises(Invalid, match="from address"):
         CampaignTemplate.compile(campaign(from_address=from_address), make_settings())
 
 
@@ -278,13 +278,13 @@ def test_no_list_unsubscribe_without_a_configured_url():
 
 
 def test_unsubscribe_url_without_a_secret_is_refused():
-    with pytest.raises(UsageError) as error:
+    with pytest.raises(Invalid) as error:
         CampaignTemplate.compile(campaign(), make_settings(secret=None))
     assert str(error.value) == "EINMAL_UNSUBSCRIBE_SECRET must be set when EINMAL_UNSUBSCRIBE_URL is"
 
 
 def test_unsubscribe_field_without_a_configured_url_is_refused():
-    with pytest.raises(UsageError, match="unsubscribe_url"):
+    with pytest.raises(Invalid, match="unsubscribe_url"):
         CampaignTemplate.compile(campaign(), make_settings(url=None, secret=None))
 
 
@@ -306,7 +306,7 @@ def test_tokens_verify_only_with_the_right_secret_and_unchanged_ids():
 
 
 def test_unknown_variable_is_named_with_its_line_and_the_known_ones():
-    with pytest.raises(UsageError) as error:
+    with pytest.raises(Invalid) as error:
         check_template("Hi\n{{ name }} {{ nme }}", "subject")
     assert str(error.value) == (
         "subject: line 2: unknown variable 'nme'; "
@@ -315,7 +315,7 @@ def test_unknown_variable_is_named_with_its_line_and_the_known_ones():
 
 
 def test_unclosed_braces_are_refused_with_their_line():
-    with pytest.raises(UsageError, match=r"^body_text: line 2: unexpected end of template"):
+    with pytest.raises(Invalid, match=r"^body_text: line 2: unexpected end of template"):
         check_template("Hi {{ name }}\nand {{ email", "body_text")
 
 
@@ -325,7 +325,7 @@ def test_known_fields_with_any_spacing_are_accepted(text):
 
 
 def test_compile_refuses_a_campaign_with_an_unknown_field():
-    with pytest.raises(UsageError, match=r"^body_html: line 1: unknown variable 'first_name'"):
+    with pytest.raises(Invalid, match=r"^body_html: line 1: unknown variable 'first_name'"):
         CampaignTemplate.compile(campaign(body_html="<p>{{ first_name }}</p>"), make_settings())
 
 

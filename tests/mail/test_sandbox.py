@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from jinja2 import StrictUndefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from service.errors import UsageError
+from service.errors import Invalid
 from service.mail import templates
 from service.mail.render import CampaignTemplate, check_template
 from service.mail.sandbox import CHARS_PER_STEP, MAX_OUTPUT, MAX_STEPS
@@ -75,7 +75,7 @@ def used(env: templates.Sandbox) -> int:
 def test_a_hostile_template_is_refused_at_create_at_once_and_in_bounded_memory(text, problem):
     tracemalloc.start()
     try:
-        with pytest.raises(UsageError) as error:
+        with pytest.raises(Invalid) as error:
             check_template(text, "text body")
         peak = tracemalloc.get_traced_memory()[1]
     finally:

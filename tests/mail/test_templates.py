@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from service.errors import UsageError
+from service.errors import Invalid
 from service.mail import templates
 from service.mail.render import CampaignTemplate, check_template
 from tests.mail.test_render import (
@@ -119,7 +119,7 @@ def test_attributes_with_line_breaks_cannot_add_a_header():
     ],
 )
 def test_sandbox_escapes_and_blow_ups_are_refused_when_checked(text, problem):
-    with pytest.raises(UsageError) as error:
+    with pytest.raises(Invalid) as error:
         check_template(text, "text body")
     message = str(error.value)
     assert message.startswith("text body: ") and problem in message and "\n" not in message
@@ -139,7 +139,7 @@ def test_a_data_dependent_blow_up_fails_the_recipient_not_the_node():
 
 
 def test_a_template_longer_than_the_limit_is_refused():
-    with pytest.raises(UsageError, match=r"^text body: longer than 500,000 characters$"):
+    with pytest.raises(Invalid, match=r"^text body: longer than 500,000 characters$"):
         check_template("x" * 1_000_000, "text body")
 
 

@@ -7,7 +7,7 @@ import asyncpg
 import pytest
 
 from service import db
-from service.cli import campaigns
+from service.campaigns import transitions
 from tests.sending.test_budget import CLAIM, sending_campaign
 from tests.sending.test_pipeline_behaviour import Gated
 from tests.support.pipeline import approve, counts, node_settings, recording_server, running_node, seed
@@ -81,7 +81,7 @@ async def test_a_paused_or_cancelled_campaign_starts_none_of_the_rows_a_node_has
             await approve(conn, campaign)
             with anyio.fail_after(30):
                 await received.waiting.wait()  # one message on the wire, the rest of the batch claimed
-            await campaigns.transition(conn, verb, campaign)
+            await transitions.transition(conn, verb=verb, campaign_id=campaign)
             assert await counts(conn, campaign) == {"sending": 1, "claimed": 9}
             received.release.set()
             with anyio.fail_after(30):  # the node settles its rows at its next group statements

@@ -51,7 +51,7 @@ async def test_a_node_with_retention_prunes_each_campaign_it_finished(
             await approve(conn, campaign)
             await gone(conn, campaign)
             sizes.append(await conn.fetchval(SIZE))
-            status = await conn.fetch(db.query("campaign_status"), campaign, 30.0)
+            status = await conn.fetch(*db.sql("campaign_status", campaign_id=campaign, node_timeout=30.0))
             assert {r["send_status"]: r["n"] for r in status} == {"sent": 30}
             assert status[0]["status"] == "sent"
     print(f"einmal.sends after each pruned campaign: {sizes} bytes (without any campaign: {baseline})")

@@ -1,5 +1,5 @@
 """A campaign pauses itself when, over a minimum sample, its complaint, hard-bounce or policy-rejection rate
-crosses its threshold (service/health.py): real nodes sending to real SMTP servers on loopback, complaints
+crosses its threshold (service/campaigns/self_pause.py): real nodes sending to real SMTP servers on loopback, complaints
 handed to the inbound listener with the VERP token of their message, hard bounces posted as Postmark's
 webhook, 5.7.26 refusals from a server that answers them for many domains."""
 

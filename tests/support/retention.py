@@ -14,7 +14,8 @@ import time
 import anyio
 import asyncpg
 
-from service import db, retention
+from service import db
+from service.campaigns import retention
 from service.migrate import migrate
 
 FIRST = 50  # the first migration of the partitioned table (0050_bounce_campaign.sql)
@@ -114,8 +115,8 @@ async def timed_prune(conn: asyncpg.Connection, rows: int) -> float:
     assert await conn.fetchrow(db.query("campaign_finish"), campaign) is not None  # the counts, kept here
     await conn.execute("CHECKPOINT")  # the rows on disk, as a campaign finished days ago has them
     start = time.perf_counter()
-    [candidate] = await retention.candidates(conn, 0, campaign)
-    done = await retention.prune(conn, candidate)
+    [candidate] = await retention.candidates(conn, older_than_seconds=0, campaign_id=campaign)
+    done = await retention.prune(conn, candidate=candidate)
     took = time.perf_counter() - start
     assert (done.how, done.rows) == ("partition dropped", rows), done
     return took
@@ -136,8 +137,8 @@ async def main(server: str, rows: int, campaigns: int) -> None:
         print(f"rows in einmal.sends_legacy after the migration: {kept:,}")
         legacy = await conn.fetchval("SELECT min(id) FROM einmal.campaigns")
         start = time.perf_counter()
-        [candidate] = await retention.candidates(conn, 0, legacy)
-        done = await retention.prune(conn, candidate)
+        [candidate] = await retention.candidates(conn, older_than_seconds=0, campaign_id=legacy)
+        done = await retention.prune(conn, candidate=candidate)
         print(
             f"prune of a campaign of {done.rows:,} rows from before the migration ({done.how}): "
             f"{time.perf_counter() - start:.2f} s"

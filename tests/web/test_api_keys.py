@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from service import clients
-from service.api import keys
+from service.accounts import keys
 from service.api.deps import Guesses
 from tests.conftest import einmal
 from tests.support.web import http_server

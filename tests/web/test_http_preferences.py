@@ -11,7 +11,7 @@ import pytest
 
 from service.addresses import email_key
 from service.mail.unsubscribe import TEST_SUBSCRIBER
-from service.web import texts
+from service.subscribers import texts
 from tests.support.web import ONE_CLICK, http_server, subscriber, token, written
 
 pytestmark = pytest.mark.anyio

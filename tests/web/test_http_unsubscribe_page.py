@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from service.mail.unsubscribe import TEST_SUBSCRIBER
-from service.web import texts
+from service.subscribers import texts
 from tests.conftest import einmal
 from tests.support.web import ONE_CLICK, http_server, subscriber, token, written
 

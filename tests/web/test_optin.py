@@ -16,8 +16,7 @@ from service import db
 from service.errors import ConfigError
 from service.mail import confirm, unsubscribe
 from service.settings import Settings
-from service.subscribers import optin
-from service.web import texts
+from service.subscribers import optin, texts
 from tests.conftest import einmal
 from tests.support.optin import (
     FORM,

@@ -10,7 +10,7 @@ import asyncpg
 import httpx
 import pytest
 
-from service.errors import UsageError
+from service.errors import Invalid
 from service.subscribers import optin
 from tests.conftest import cells, einmal
 from tests.support.optin import FORM, SECRET, SETTINGS, account_with_list, confirmation_rows, memberships
@@ -290,7 +290,7 @@ def test_an_origin_is_checked_and_written_as_browsers_send_it() -> None:
         "",
         "https://a.org\r\nX: y",
     ):
-        with pytest.raises(UsageError, match="not an origin"):
+        with pytest.raises(Invalid, match="not an origin"):
             optin.origin(bad)
     assert optin.posted_from(None, "https://a.org/page?q=1") == "https://a.org"
     assert optin.posted_from("null", "https://a.org/") == "null"

@@ -16,8 +16,7 @@ from pydantic import SecretStr
 
 from service.mail import confirm, unsubscribe
 from service.settings import Settings
-from service.subscribers import optin
-from service.web import texts
+from service.subscribers import optin, texts
 from tests.conftest import ROOT, einmal
 from tests.support.optin import FORM, SECRET, SETTINGS, TOKEN, account_with_list
 from tests.support.web import http_server, subscriber, token

@@ -10,7 +10,7 @@ to) and Final-Recipient (after an alias or forwarding) both kept.
 import re
 from email.message import Message
 
-from service.inbound import reasons
+from service import reasons
 from service.inbound.formats import MAX_TEXT, Finding, clean_address, decoded
 
 TYPES = ("message/delivery-status", "message/global-delivery-status")

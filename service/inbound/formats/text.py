@@ -21,7 +21,7 @@ import html
 import re
 from email.message import Message
 
-from service.inbound import reasons
+from service import reasons
 from service.inbound.formats import ADDRESS, MAX_TEXT, Finding, decoded, dsn
 
 _P = re.IGNORECASE

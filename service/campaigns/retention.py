@@ -16,7 +16,7 @@ from datetime import datetime
 import asyncpg
 
 from service import db
-from service.errors import UsageError
+from service.errors import Conflict, NotFound
 
 LEGACY_BATCH = 5_000
 LOCK_TIMEOUT = "5s"  # a DETACH waiting longer than this for the parent's lock gives up; the next prune goes on
@@ -44,44 +44,46 @@ class Pruned:
 
 
 async def candidates(
-    conn: asyncpg.Connection, older_than_seconds: float, campaign_id: int | None = None
+    conn: asyncpg.Connection, *, older_than_seconds: float, campaign_id: int | None = None
 ) -> list[Candidate]:
-    rows = await conn.fetch(db.query("prune_candidates"), older_than_seconds, campaign_id)
+    """The campaigns finished more than `older_than_seconds` ago (`campaign_id`: that one only) whose rows are
+    still there."""
+    rows = await conn.fetch(*db.sql("prune_candidates", older_than_seconds=older_than_seconds, campaign_id=campaign_id))
     return [Candidate(r["id"], r["status"], r["finished_at"], r["marked"]) for r in rows]
 
 
-async def check_campaign(conn: asyncpg.Connection, campaign_id: int) -> None:
-    """UsageError unless `campaign_id` names a finished campaign (an operator's --campaign)."""
-    campaign = await conn.fetchrow(db.query("campaign_get"), campaign_id)
+async def check_campaign(conn: asyncpg.Connection, *, campaign_id: int) -> None:
+    """NotFound or Conflict unless `campaign_id` names a finished campaign (an operator's --campaign)."""
+    campaign = await conn.fetchrow(*db.sql("campaign_get", campaign_id=campaign_id))
     if campaign is None:
-        raise UsageError(f"no campaign with id {campaign_id}")
+        raise NotFound(f"no campaign with id {campaign_id}")
     if campaign["status"] not in ("sent", "cancelled"):
-        raise UsageError(f"campaign {campaign_id} is {campaign['status']}: only a sent or cancelled campaign is pruned")
+        raise Conflict(f"campaign {campaign_id} is {campaign['status']}: only a sent or cancelled campaign is pruned")
 
 
 async def _mark(conn: asyncpg.Connection, campaign_id: int) -> tuple[str | None, int]:
     """Step 1: (why not, None when marked or already marked; the rows its counts hold)."""
     async with conn.transaction():
-        row = await conn.fetchrow(db.query("prune_lock"), campaign_id)
+        row = await conn.fetchrow(*db.sql("prune_lock", campaign_id=campaign_id))
         if row is None or row["status"] not in ("sent", "cancelled"):
             return f"it is {row['status'] if row else 'gone'}", 0
         if row["pruned_at"] is None:
             if row["open"]:
                 return "rows of it are still queued or on the wire", 0
             if not row["counted"]:
-                await conn.execute(db.query("campaign_counts_clear"), campaign_id)
-                await conn.fetchval(db.query("campaign_counts_write"), campaign_id)
-        marked = await conn.fetchrow(db.query("campaign_pruned"), campaign_id)
-        return None, marked["n"]
+                await conn.execute(*db.sql("campaign_counts_clear", campaign_id=campaign_id))
+                await conn.fetchval(*db.sql("campaign_counts_write", campaign_id=campaign_id))
+        counts = await conn.fetchval(*db.sql("campaign_pruned", campaign_id=campaign_id), column=1)  # n
+        return None, counts
 
 
 async def _remove(conn: asyncpg.Connection, campaign_id: int) -> str:
     """Step 2, outside any transaction block: the campaign's partition detached and dropped, or its rows in
     sends_legacy deleted in batches. Another node's prune of the same campaign may be a step ahead: a
     statement that fails is tried again from the partition's state as it is then."""
-    state = await conn.fetchval(db.query("prune_partition"), campaign_id)
+    state = await conn.fetchval(*db.sql("prune_partition", campaign_id=campaign_id))
     if state == "legacy":
-        while await conn.fetchval(db.query("prune_legacy_batch"), campaign_id, LEGACY_BATCH):
+        while await conn.fetchval(*db.sql("prune_legacy_batch", campaign_id=campaign_id, batch=LEGACY_BATCH)):
             pass
         return "rows deleted from sends_legacy"
     await conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
@@ -97,13 +99,13 @@ async def _remove(conn: asyncpg.Connection, campaign_id: int) -> str:
             except asyncpg.PostgresError:
                 if attempt == 2:
                     raise
-                state = await conn.fetchval(db.query("prune_partition"), campaign_id)
+                state = await conn.fetchval(*db.sql("prune_partition", campaign_id=campaign_id))
     finally:
         await conn.execute("RESET lock_timeout")
     return "partition dropped"
 
 
-async def prune(conn: asyncpg.Connection, candidate: Candidate) -> Pruned:
+async def prune(conn: asyncpg.Connection, *, candidate: Candidate) -> Pruned:
     """Prune one campaign (both steps); a campaign found still open is skipped, with why."""
     why, rows = await _mark(conn, candidate.id)
     if why is not None:

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import asyncpg
 
 from service import db
-from service.errors import UsageError
+from service.campaigns.transitions import transition
+from service.errors import Conflict, NotFound
 from service.settings import Settings
-from service.transitions import transition
 
-log = logging.getLogger("einmal.health")
+log = logging.getLogger("einmal.self_pause")
 
 
 @dataclass(frozen=True)
@@ -75,19 +75,19 @@ def verdict(settings: Settings, figures: Figures) -> str | None:
     return None
 
 
-async def check(conn: asyncpg.Connection, settings: Settings, campaign_id: int | None = None) -> list[int]:
+async def check(conn: asyncpg.Connection, *, settings: Settings, campaign_id: int | None = None) -> list[int]:
     """Pause each sending campaign (`campaign_id`: that one only) whose figures cross a threshold; the
     campaigns this call paused."""
     paused = []
-    for row in await conn.fetch(db.query("campaign_figures"), campaign_id):
+    for row in await conn.fetch(*db.sql("campaign_figures", campaign_id=campaign_id)):
         reason = verdict(
             settings, Figures(*(row[k] for k in ("delivered", "refused", "rejected", "bounced", "complained")))
         )
         if reason is None:
             continue
         try:
-            await transition(conn, "pause", row["campaign_id"], reason)
-        except UsageError:
+            await transition(conn, verb="pause", campaign_id=row["campaign_id"], reason=reason)
+        except (Conflict, NotFound):
             continue  # paused, cancelled or finished meanwhile, maybe by another node
         log.error("campaign %d paused: %s", row["campaign_id"], reason)
         paused.append(row["campaign_id"])

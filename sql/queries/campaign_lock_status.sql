@@ -1,2 +1,2 @@
 -- Taken first by reconcile --resend/--mark-sent, so a concurrent finish of the campaign waits for us.
-SELECT id, status FROM einmal.campaigns WHERE id = $1 FOR UPDATE
+SELECT id, status FROM einmal.campaigns WHERE id = :campaign_id FOR UPDATE

@@ -2,5 +2,5 @@
 -- No row at all when the account is unknown; one row with NULL list when none of the lists exists.
 SELECT a.id AS account_id, l.id AS list_id, l.name AS list_name
 FROM einmal.accounts AS a
-LEFT JOIN einmal.lists AS l ON l.account_id = a.id AND l.name = ANY ($2::text[])
-WHERE a.name = $1
+LEFT JOIN einmal.lists AS l ON l.account_id = a.id AND l.name = ANY (:lists::text[])
+WHERE a.name = :account

@@ -1,4 +1,4 @@
-"""The unsubscribe page's texts, one file a language: service/web/languages/<code>.toml.
+"""The unsubscribe page's texts, one file a language: service/subscribers/languages/<code>.toml.
 
 A language is its code (en, de, pt-BR: the file's name) and a table of the same keys as en.toml.
 Adding one is adding its file; `einmal accounts set --language` and `campaign create --language`
@@ -10,7 +10,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from service.errors import UsageError
+from service.errors import Invalid
 from service.subscribers.optin import Wording
 
 DEFAULT = "en"
@@ -50,13 +50,13 @@ def confirmation(code: str | None) -> Wording:
 
 
 def checked(value: str, option: str = "--language") -> str:
-    """`value` as a language code with texts; UsageError naming the ones there are."""
+    """`value` as a language code with texts; Invalid naming the ones there are."""
     code = value.strip()
     if code not in LANGUAGES:
         shown = repr(value[:40])
-        raise UsageError(
+        raise Invalid(
             f"{option} {shown}: no texts for it ({', '.join(LANGUAGES)}); a language is added "
-            f"as service/web/languages/<code>.toml"
+            f"as service/subscribers/languages/<code>.toml"
         )
     return code
 

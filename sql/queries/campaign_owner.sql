@@ -1,3 +1,3 @@
--- The account of campaign $1 and that account's name, or no row.
+-- The account of campaign :campaign_id and that account's name, or no row.
 SELECT c.account_id, a.name AS account FROM einmal.campaigns AS c JOIN einmal.accounts AS a ON a.id = c.account_id
-WHERE c.id = $1
+WHERE c.id = :campaign_id

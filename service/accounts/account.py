@@ -1,0 +1,101 @@
+"""An account: found by its name, listed, and what its unsubscribe page shows (service/web/pages.py): the
+display name of the sender (unset: the message's From name), its language unless a campaign has its own, and
+an address the page offers when a genuine link no longer works."""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from service import db
+from service.addresses import normalized_address
+from service.errors import Invalid, NotFound
+from service.subscribers.importer import check_account, one_line, shown
+
+MAX_DISPLAY_NAME = 200
+
+
+@dataclass(frozen=True)
+class Page:
+    """What the account's unsubscribe page shows."""
+
+    name: str
+    display_name: str | None
+    language: str
+    contact: str | None
+
+
+@dataclass(frozen=True)
+class Listed:
+    name: str
+    created_at: datetime
+    subscribers: int
+
+
+async def find_account(conn: asyncpg.Connection, *, name: str) -> int:
+    """The id of the account named `name`; NotFound when there is none."""
+    account_id = await conn.fetchval(*db.sql("account_find", account=check_account(name)))
+    if account_id is None:
+        raise NotFound(f"no account named {shown(name)}")
+    return account_id
+
+
+async def name_of(conn: asyncpg.Connection, *, account_id: int, timeout: float | None = None) -> str:
+    return await conn.fetchval(*db.sql("account_name", account_id=account_id), timeout=timeout)
+
+
+async def every(conn: asyncpg.Connection) -> list[Listed]:
+    """Each account's name, creation time and subscriber count, by name."""
+    return [Listed(**dict(r)) for r in await conn.fetch(db.query("accounts_list"))]
+
+
+def contact(value: str, option: str = "--contact") -> str | None:
+    """A contact address normalised; None for '' (cleared); Invalid when it is no address."""
+    if not value.strip():
+        return None
+    address = one_line(value, option, 320)
+    try:
+        return normalized_address(address)
+    except ValueError as exc:  # EmailNotValidError
+        raise Invalid(f"{option} {shown(value)} is not a valid address: {exc}") from None
+
+
+def display_name(value: str, option: str = "--display-name") -> str | None:
+    """A display name stripped; None for '' (cleared); Invalid unless it is one line of printable text."""
+    return one_line(value, option, MAX_DISPLAY_NAME) if value.strip() else None
+
+
+async def page(conn: asyncpg.Connection, *, account_id: int, timeout: float | None = None) -> Page:
+    row = await conn.fetchrow(*db.sql("account_page", account_id=account_id), timeout=timeout)
+    if row is None:
+        raise NotFound(f"no account with id {account_id}")
+    return Page(**dict(row))
+
+
+async def set_page(
+    conn: asyncpg.Connection,
+    *,
+    account: str,
+    display_name: str | None = None,
+    language: str | None = None,
+    contact: str | None = None,
+    given: frozenset[str] | set[str] = frozenset(),
+    timeout: float | None = None,
+) -> Page:
+    """Set what the account's page shows: `display_name` and `contact` when named in `given` (None clears
+    them), `language` when not None; checked before. NotFound without the account."""
+    row = await conn.fetchrow(
+        *db.sql(
+            "account_set_page",
+            account=account,
+            display_name_given="display_name" in given,
+            display_name=display_name,
+            language=language,
+            contact_given="contact" in given,
+            contact=contact,
+        ),
+        timeout=timeout,
+    )
+    if row is None:
+        raise NotFound(f"no account named {shown(account)}")
+    return Page(name=account, **dict(row))

@@ -1,0 +1,145 @@
+"""Create a draft (`einmal campaign create`, POST /api/v1/campaigns, the demo) and change one while it is a
+draft (PATCH /api/v1/campaigns/{id}): one compare-and-set UPDATE, so a campaign approved meanwhile is left
+as it is."""
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import anyio
+import asyncpg
+
+from service import db
+from service.campaigns import preview
+from service.campaigns.transitions import current_status
+from service.errors import Conflict, Invalid, NotFound
+from service.mail import unsubscribe
+from service.settings import Settings
+from service.subscribers.importer import shown
+
+
+@dataclass(frozen=True)
+class Created:
+    id: int
+    trial: preview.Trial  # what its trial render found
+
+
+async def resolve(conn: asyncpg.Connection, *, account: str, lists: list[str]) -> tuple[int, list[int]]:
+    """(the account's id, its lists' ids in the order named); NotFound for an unknown account, Invalid for a
+    list it does not have."""
+    rows = await conn.fetch(*db.sql("account_lists_resolve", account=account, lists=lists))
+    if not rows:
+        raise NotFound(f"no account named {shown(account)}")
+    found = {r["list_name"]: r["list_id"] for r in rows if r["list_id"] is not None}
+    missing = [name for name in lists if name not in found]
+    if missing:
+        raise Invalid(f"account {shown(account)} has no list named {', '.join(map(shown, missing))}")
+    return rows[0]["account_id"], [found[name] for name in lists]
+
+
+async def insert(
+    conn: asyncpg.Connection,
+    *,
+    account_id: int,
+    name: str,
+    subject: str,
+    from_address: str,
+    text: str,
+    html: str | None,
+    list_ids: list[int],
+    at: datetime | None = None,
+    reply_to: str | None = None,
+    list_id: str | None = None,
+    headers: Sequence[tuple[str, str]] = (),
+    language: str | None = None,
+    unsubscribe_required: bool = True,
+    timeout: float | None = None,
+) -> int:
+    """The new draft's id; its fields checked before (service/campaigns/fields.py)."""
+    return await conn.fetchval(
+        *db.sql(
+            "campaign_create",
+            account_id=account_id,
+            campaign_name=name,
+            subject=subject,
+            from_address=from_address,
+            text=text,
+            html=html,
+            list_ids=list_ids,
+            at=at,
+            reply_to=reply_to,
+            list_id=list_id,
+            headers=json.dumps(list(headers)),
+            language=language,
+            unsubscribe=unsubscribe_required,
+        ),
+        timeout=timeout,
+    )
+
+
+async def create(
+    conn: asyncpg.Connection,
+    *,
+    settings: Settings,
+    account: str,
+    lists: list[str],
+    explicitly: str = "--no-unsubscribe",
+    limiter: anyio.CapacityLimiter | None = None,
+    **fields: Any,
+) -> Created:
+    """A new draft of `account` on `lists` made of `fields` (insert's, checked before), and its trial render.
+    Invalid when this process would send it without the one-click unsubscribe it requires."""
+    required = fields.get("unsubscribe_required", True)
+    if reason := unsubscribe.without_one_click({"unsubscribe_required": required}, settings, explicitly):
+        raise Invalid(f"not created: {reason}")
+    account_id, list_ids = await resolve(conn, account=account, lists=lists)
+    campaign_id = await insert(conn, account_id=account_id, list_ids=list_ids, **fields)
+    return Created(campaign_id, await preview.trial(conn, settings=settings, campaign_id=campaign_id, limiter=limiter))
+
+
+async def change(
+    conn: asyncpg.Connection,
+    *,
+    settings: Settings,
+    campaign_id: int,
+    account_id: int,
+    account: str,
+    fields: dict[str, Any],
+    explicitly: str = '"unsubscribe": false',
+    limiter: anyio.CapacityLimiter | None = None,
+    timeout: float | None = None,
+) -> preview.Trial:
+    """Change the draft's `fields` given (checked before, service/campaigns/fields.py checked), the others
+    staying; its trial render. Invalid for a change that cannot be, Conflict once it is no draft."""
+    if fields.get("unsubscribe") and (
+        reason := unsubscribe.without_one_click({"unsubscribe_required": True}, settings, explicitly)
+    ):
+        raise Invalid(f"not changed: {reason}")
+    list_ids = None
+    if "lists" in fields:
+        _, list_ids = await resolve(conn, account=account, lists=fields["lists"])
+    changed = await conn.fetchval(
+        *db.sql(
+            "campaign_draft_update",
+            campaign_id=campaign_id,
+            account_id=account_id,
+            given=list(fields),
+            campaign_name=fields.get("name"),
+            subject=fields.get("subject"),
+            from_address=fields.get("from_address"),
+            text=fields.get("text"),
+            html=fields.get("html"),
+            list_ids=list_ids,
+            at=fields.get("at"),
+            reply_to=fields.get("reply_to"),
+            language=fields.get("language"),
+            unsubscribe=fields.get("unsubscribe"),
+        ),
+        timeout=timeout,
+    )
+    if changed is None:
+        status = await current_status(conn, campaign_id=campaign_id)
+        raise Conflict(f"campaign {campaign_id} is {status}: only a draft can be changed")
+    return await preview.trial(conn, settings=settings, campaign_id=campaign_id, limiter=limiter)

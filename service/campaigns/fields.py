@@ -1,0 +1,97 @@
+"""What a draft is made of, checked the same way for `einmal campaign create` and the API's create and change:
+one-line fields, addresses, bodies, the list names, the templates (compiled in the sandbox)."""
+
+import re
+from collections.abc import Callable
+from datetime import datetime
+from email.utils import parseaddr
+from typing import Any
+
+import anyio
+from email_validator import EmailNotValidError
+
+from service.addresses import normalized_address
+from service.errors import Invalid
+from service.subscribers import texts
+from service.subscribers.importer import MAX_LIST, one_line, shown, unsafe_text
+
+DEFAULT_LIST = "default"
+MAX_CAMPAIGN_NAME, MAX_SUBJECT, MAX_FROM = 200, 998, 500
+
+
+def body_text(value: str, option: str) -> str:
+    """A body: any text PostgreSQL can store (UTF-8, no NUL)."""
+    if "\0" in value:
+        raise Invalid(f"{option}: contains a NUL character")
+    if any("\ud800" <= c <= "\udfff" for c in value):
+        raise Invalid(f"{option}: not valid UTF-8")
+    return value
+
+
+_NAMED = re.compile(r"^(?P<name>[^<>]*)<(?P<addr>[^<>]*)>$")
+
+
+def from_address(value: str, option: str = "--from") -> str:
+    """A bare address or `Display Name <address>`; returned with the address normalised."""
+    value = one_line(value, option, MAX_FROM)
+    named = _NAMED.match(value)
+    name, addr = (named["name"].strip(), named["addr"].strip()) if named else ("", value)
+    try:  # the import's rules: syntax, not reachability (the relay decides); .test and the like pass
+        normalized = normalized_address(addr)
+    except EmailNotValidError as exc:
+        raise Invalid(f"{option} {shown(value)} is not a valid address: {exc}") from None
+    result = f"{name} <{normalized}>" if name else normalized
+    if parseaddr(result)[1] != normalized:  # the display name would be misread in a header
+        raise Invalid(f"{option} {shown(value)}: quote the display name, e.g. '\"{name}\" <{addr}>'")
+    return result
+
+
+def check_templates(subject: str | None, text: str | None, html: str | None) -> None:
+    """Compile each template given (None: not given) in the sandbox; Invalid for one that does not."""
+    from service.mail.render import check_template  # the sandbox: imported when first needed
+
+    if subject is not None:
+        check_template(subject, "subject")
+    if text is not None:
+        check_template(text, "text body")
+    if html is not None:
+        check_template(html, "html body", html=True)
+
+
+def list_names(given: list[str]) -> list[str]:
+    """The list names, each given once (none: the list `default`); Invalid for one no import could have
+    created."""
+    for name in given:
+        if not name.strip() or unsafe_text(name) or len(name) > MAX_LIST:
+            raise Invalid(f"--list {shown(name)}: 1 to {MAX_LIST} printable characters")
+    return list(dict.fromkeys(given or [DEFAULT_LIST]))
+
+
+def aware(at: datetime) -> datetime:
+    """A start time that names its time zone."""
+    if at.tzinfo is None:
+        raise Invalid("at: give its time zone, e.g. 2027-01-01T09:00:00+01:00")
+    return at
+
+
+RULES: dict[str, Callable[[Any], Any]] = {
+    "name": lambda v: one_line(v, "name", MAX_CAMPAIGN_NAME),
+    "subject": lambda v: one_line(v, "subject", MAX_SUBJECT),
+    "from_address": lambda v: from_address(v, "from"),
+    "reply_to": lambda v: from_address(v, "reply_to"),
+    "text": lambda v: body_text(v, "text"),
+    "html": lambda v: body_text(v, "html"),
+    "at": aware,
+    "lists": list_names,
+    "language": lambda v: texts.checked(v, "language"),
+    "unsubscribe": bool,
+}
+
+
+async def checked(fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a draft that are given (as RULES names them), checked as `einmal campaign create` checks
+    its options, the templates compiled in the sandbox in a worker thread; None stays None. Invalid for the
+    first that is not right."""
+    fields = {name: RULES[name](value) if value is not None else None for name, value in fields.items()}
+    await anyio.to_thread.run_sync(check_templates, fields.get("subject"), fields.get("text"), fields.get("html"))
+    return fields

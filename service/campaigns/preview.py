@@ -1,0 +1,189 @@
+"""The message one subscriber would get (`einmal campaign preview`, GET …/preview), a test message of it
+(`campaign test`, POST …/test) and the trial render of a draft (at create, change and approve).
+
+A preview renders the exact message one subscriber would get (the Date header is the time of the preview).
+A test message goes to another mailbox through the configured relay, outside the campaign's send rows: it
+changes nothing in the database. It is marked (a prefix before its subject), has a Message-ID of its own and
+an unsubscribe link that unsubscribes nobody: pressing it cannot suppress the subscriber it was rendered for.
+Compiling and rendering are CPU work bounded by the sandbox's budget: they run in a worker thread.
+"""
+
+import email
+import email.message
+import email.policy
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import asyncpg
+
+from service import db
+from service.addresses import email_key
+from service.errors import Invalid, NotFound
+from service.mail import unsubscribe
+from service.mail.render import CampaignTemplate
+from service.settings import Settings
+from service.smtp.connection import Result, SmtpConnection
+from service.subscribers.importer import shown
+
+TRIAL_SAMPLE = 200  # subscribers rendered at create and approve
+
+
+class NoSubscriber(NotFound):
+    """The campaign's account has no subscriber of the address asked for."""
+
+
+@dataclass(frozen=True)
+class Rendered:
+    template: CampaignTemplate
+    message: bytes
+    subscriber: str  # the address of the subscriber it was rendered for
+
+
+async def sources(
+    conn: asyncpg.Connection, *, campaign_id: int, subscriber: str | None
+) -> tuple[dict[str, Any] | None, asyncpg.Record | None]:
+    """What a preview or a test message is made of: the campaign's row and the subscriber's (the first member
+    of its lists when ``subscriber`` is None); None for either that is not there."""
+    campaign = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
+    if campaign is None:
+        return None, None
+    row = await conn.fetchrow(
+        *db.sql(
+            "subscriber_for_preview",
+            campaign_id=campaign_id,
+            key=email_key(subscriber) if subscriber else None,
+            spelling=subscriber,
+        )
+    )
+    return dict(campaign), row
+
+
+def rendered(
+    campaign: dict[str, Any], row: asyncpg.Record, settings: Settings, test: tuple[str, str] | None = None
+) -> tuple[CampaignTemplate, bytes]:
+    """The campaign compiled and rendered for the subscriber; with ``test`` (to, subject prefix) as a test
+    message to that address (CampaignTemplate.render_test), whose unsubscribe link names nobody. CPU work,
+    bounded by the sandbox's budget: callers that serve others run it in a worker thread."""
+    template = CampaignTemplate.compile(campaign, settings)
+    try:
+        if test:
+            return template, template.render_test(test[0], row["name"], row["attributes"], test[1])
+        return template, template.render(row["id"], row["email"], row["name"], row["attributes"])
+    except ValueError as exc:
+        raise Invalid(f"campaign {campaign['id']} cannot be rendered for {shown(row['email'])}: {exc}") from None
+
+
+async def render(
+    conn: asyncpg.Connection,
+    *,
+    settings: Settings,
+    campaign_id: int,
+    subscriber: str | None,
+    test: tuple[str, str] | None = None,
+    limiter: anyio.CapacityLimiter | None = None,
+    naming: str = "--subscriber",
+) -> Rendered:
+    """The campaign's message for `subscriber` (None: the first member of its lists), rendered in a worker
+    thread (`limiter`: of a process that serves others); with `test` (to, subject prefix) as a test message.
+    NotFound without the campaign, NoSubscriber without the subscriber, Invalid when its lists have nobody
+    (`naming`: how the caller names the subscriber's option) or it cannot be rendered."""
+    campaign, row = await sources(conn, campaign_id=campaign_id, subscriber=subscriber)
+    if campaign is None:
+        raise NotFound(f"no campaign with id {campaign_id}")
+    if row is None:
+        if subscriber:
+            raise NoSubscriber(f"campaign {campaign_id}'s account has no subscriber {shown(subscriber)}")
+        raise Invalid(f"campaign {campaign_id} has no subscriber on its lists; name one with {naming}")
+    template, message = await anyio.to_thread.run_sync(rendered, campaign, row, settings, test, limiter=limiter)
+    return Rendered(template, message, row["email"])
+
+
+@dataclass(frozen=True)
+class Trial:
+    """What `campaign create`, `approve` and the API's create, change and approve find before a node sends: the
+    campaign rendered for a sample of its real subscribers (the check of the templates sees only one without
+    attributes), and what its unsubscribe will be."""
+
+    tried: int = 0
+    failed: int = 0
+    first_error: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def hopeless(self) -> bool:
+        """It failed for every subscriber tried: approve refuses it unless forced."""
+        return self.tried > 0 and self.failed == self.tried
+
+    def refusal(self, campaign_id: int, forcing: str) -> str:
+        return (
+            f"campaign {campaign_id} cannot be rendered for any of the {self.tried} subscribers tried (a sample "
+            f"of its lists): {self.first_error}; not approved ({forcing} approves it anyway)"
+        )
+
+
+def _tried(campaign: dict[str, Any], settings: Settings, sample: list[asyncpg.Record]) -> Trial:
+    """The trial: CPU work, bounded by the sandbox's budget per message; callers run it in a worker thread."""
+    warnings: list[str] = []
+    if (
+        campaign["kind"] == "campaign"
+        and not campaign["unsubscribe_required"]
+        and unsubscribe.one_click_missing(settings)
+    ):
+        warnings.append(
+            "warning: the campaign may go out without a one-click unsubscribe (made with "
+            '--no-unsubscribe, the API\'s "unsubscribe": false): Gmail and Yahoo require one of bulk '
+            "mail, and may refuse or junk it"
+        )
+    try:
+        template = CampaignTemplate.compile(campaign, settings)
+    except Invalid:  # what a node would refuse (no unsubscribe URL here, say): the node pauses it and says why
+        return Trial(warnings=tuple(warnings))
+    if template.has_one_click and not template.bodies_use("unsubscribe_url"):
+        warnings.append(
+            "warning: neither body shows {{ unsubscribe_url }}: the List-Unsubscribe header works, but a "
+            "visible link is what people look for before they press 'spam'"
+        )
+    failures: list[str] = []
+    for row in sample:
+        try:
+            template.render(row["id"], row["email"], row["name"], row["attributes"])
+        except ValueError as exc:
+            failures.append(str(exc))
+    if failures:
+        warnings.append(
+            f"warning: the campaign cannot be rendered for {len(failures)} of {len(sample)} subscribers "
+            f"tried (a sample of its lists): {failures[0]}"
+        )
+    return Trial(len(sample), len(failures), failures[0] if failures else None, tuple(warnings))
+
+
+async def trial(
+    conn: asyncpg.Connection, *, settings: Settings, campaign_id: int, limiter: anyio.CapacityLimiter | None = None
+) -> Trial:
+    """The campaign's trial render, in a worker thread (``limiter``: of a process that serves others); an empty
+    Trial for a campaign that is not there."""
+    campaign = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
+    if campaign is None:
+        return Trial()
+    sample = await conn.fetch(*db.sql("subscribers_render_sample", campaign_id=campaign_id, sample=TRIAL_SAMPLE))
+    return await anyio.to_thread.run_sync(_tried, dict(campaign), settings, sample, limiter=limiter)
+
+
+def parsed(message: bytes) -> email.message.EmailMessage:
+    return email.message_from_bytes(message, policy=email.policy.default)
+
+
+def decoded(message: email.message.EmailMessage) -> list[tuple[str, str | bytes]]:
+    """Each part of the message that is not multipart: (its content type, its content decoded)."""
+    return [(part.get_content_type(), part.get_content()) for part in message.walk() if not part.is_multipart()]
+
+
+async def send_test(*, settings: Settings, template: CampaignTemplate, to: str, message: bytes) -> Result:
+    """A test message through the configured relay, on a connection of its own, outside the campaign's send
+    rows. SmtpUnavailable when no relay answers."""
+    connection = SmtpConnection(settings)
+    try:
+        return await connection.send(template.envelope_from, to, message)
+    finally:
+        await connection.close()

@@ -1,2 +1,0 @@
--- Account $1: its name and what its unsubscribe page shows.
-SELECT name, display_name, language, contact FROM einmal.accounts WHERE id = $1

@@ -1,0 +1,51 @@
+"""einmal's errors carry their meaning to each entry point (service/errors.py): the command line exits with
+the class's code and says its one line, the API answers the class's status with {"error": its line}."""
+
+import httpx
+import pytest
+
+from service.api import app as api_app
+from service.cli import einmal
+from service.errors import ArgumentError, Conflict, EinmalError, Invalid, NotFound
+from service.settings import Settings
+
+MEANINGS = [
+    (NotFound("no campaign with id 7"), 1, 404),
+    (Invalid("--name must not be empty"), 1, 422),
+    (ArgumentError("--at 'soon' is not an ISO-8601 time"), 2, 422),
+    (Conflict("cannot approve campaign 7: it is sent"), 1, 409),
+]
+
+
+@pytest.mark.parametrize(("error", "exit_code", "status"), MEANINGS, ids=lambda v: type(v).__name__)
+def test_each_error_says_its_exit_code_and_its_status(error: EinmalError, exit_code: int, status: int) -> None:
+    assert (error.exit_code, error.http_status) == (exit_code, status)
+
+
+@pytest.mark.parametrize(("error", "exit_code", "status"), MEANINGS, ids=lambda v: type(v).__name__)
+def test_the_command_line_exits_with_the_errors_code_and_its_line(
+    error: EinmalError, exit_code: int, status: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    def refused(func, args, settings) -> int:
+        raise error
+
+    monkeypatch.setattr(einmal, "run", refused)
+    with pytest.raises(SystemExit) as exited:
+        einmal.main(["campaign", "list"])
+    assert exited.value.code == exit_code
+    assert capsys.readouterr().err == f"einmal: {error}\n"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("error", "exit_code", "status"), MEANINGS, ids=lambda v: type(v).__name__)
+async def test_the_api_answers_the_errors_status_and_its_line(error: EinmalError, exit_code: int, status: int) -> None:
+    app = api_app.api(None, Settings())  # type: ignore[arg-type]  # the route below takes no connection
+
+    @app.get("/refused")
+    async def refused() -> None:
+        raise error
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://einmal") as client:
+        answer = await client.get("/refused")
+    assert answer.status_code == status
+    assert answer.json() == {"error": str(error)}
