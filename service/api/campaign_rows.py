@@ -15,7 +15,7 @@ from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, IdempotencyKey,
 from service.cli.campaigns import decide, retry_failed
 from service.errors import UsageError
 from service.inbound.reasons import REASONS
-from service.subscribers.importer import MAX_EMAIL
+from service.text import MAX_EMAIL
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 MAX_CHOSEN = 1000

@@ -16,7 +16,7 @@ from service.cli.subscribers_cmd import find_account
 from service.cli.tables import aligned
 from service.errors import UsageError
 from service.settings import Settings
-from service.subscribers.importer import shown
+from service.text import shown
 
 MARK = "einmal_"
 PREFIX = len(MARK) + 6

@@ -16,7 +16,7 @@ from service.cli.lists_cmd import MAX_TITLE, set_title, title
 from service.errors import UsageError
 from service.settings import Settings
 from service.subscribers import optin
-from service.subscribers.importer import MAX_EMAIL, MAX_LIST, unsafe_text
+from service.text import MAX_EMAIL, MAX_LIST, unsafe_text
 
 router = APIRouter(prefix="/lists", tags=["lists"])
 ListName = Annotated[str, Path(min_length=1, max_length=MAX_LIST, description="the list's name")]

@@ -16,7 +16,7 @@ from service import clients, db
 from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, Problem, log, not_found
 from service.errors import UsageError
 from service.subscribers import optin
-from service.subscribers.importer import MAX_EMAIL, MAX_LIST, MAX_NAME
+from service.text import MAX_EMAIL, MAX_LIST, MAX_NAME
 from service.web import texts
 
 router = APIRouter(tags=["double opt-in"])

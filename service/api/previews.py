@@ -18,7 +18,7 @@ from service.api.deps import limiter as _limiter
 from service.cli import campaign_view
 from service.errors import UsageError
 from service.smtp.connection import Outcome, SmtpUnavailable
-from service.subscribers.importer import MAX_EMAIL, shown
+from service.text import MAX_EMAIL, shown
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 TESTS = 4

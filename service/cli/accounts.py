@@ -12,7 +12,7 @@ from service.addresses import normalized_address
 from service.cli.campaigns import one_line
 from service.errors import UsageError
 from service.settings import Settings
-from service.subscribers.importer import check_account, shown
+from service.text import check_account, shown
 from service.web import texts
 
 MAX_DISPLAY_NAME = 200

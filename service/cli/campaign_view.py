@@ -27,7 +27,7 @@ from service.mail import unsubscribe
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
 from service.smtp.connection import Outcome, Result, SmtpConnection, SmtpUnavailable
-from service.subscribers.importer import shown
+from service.text import shown
 
 TRIAL_SAMPLE = 200  # subscribers rendered at create and approve
 STATUSES = ("draft", "approved", "sending", "paused", "sent", "cancelled")

@@ -23,7 +23,7 @@ from service.cli.tables import aligned
 from service.errors import ArgumentError, UsageError
 from service.mail import headers, unsubscribe
 from service.settings import Settings
-from service.subscribers.importer import MAX_LIST, check_account, shown, unsafe_text
+from service.text import MAX_LIST, check_account, shown, unsafe_text
 from service.transitions import TRANSITIONS, current_status, transition
 from service.web import texts
 

@@ -24,7 +24,7 @@ from service.cli.subscribers_cmd import find_account
 from service.cli.tables import aligned
 from service.settings import Settings
 from service.subscribers import optin
-from service.subscribers.importer import check_account, shown
+from service.text import check_account, shown
 
 
 async def list_command(args: argparse.Namespace, settings: Settings) -> int:

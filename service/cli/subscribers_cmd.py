@@ -28,7 +28,8 @@ from service.cli.tables import aligned
 from service.errors import UsageError
 from service.settings import Settings
 from service.subscribers import erasure
-from service.subscribers.importer import SUPPRESSED, UNCONFIRMED, check_account, shown
+from service.subscribers.importer import SUPPRESSED, UNCONFIRMED
+from service.text import check_account, shown
 
 
 async def find_account(conn, name: str) -> int:
