@@ -6,7 +6,7 @@ Every route but the document needs `Authorization: Bearer <key>` (`einmal accoun
 without a valid key (found from the headers before the body is read: deps.KeyFirst), 429 for a client
 network past its failed keys (deps.Guesses), 403 for a read key on a route that writes. A request acts for
 its key's account alone: anything of another account is 404, as if it did not exist. Bodies are bounded
-before they are read by the HTTP surface (service/web/layers.py BoundedBody). Every answer that is not a
+before they are read by the HTTP surface (service/web/limits.py BoundedBody). Every answer that is not a
 success is {"error": "…"}."""
 
 from collections.abc import Callable
@@ -36,7 +36,7 @@ from service.api import (
 )
 from service.api.deps import GENERIC, log
 from service.settings import Settings
-from service.web.layers import TextOnly
+from service.web.limits import TextOnly
 
 ROUTES = (subscribers, lists, suppressions, campaigns, campaign_rows, previews, drafts, key_routes, account, optin)
 

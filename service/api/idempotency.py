@@ -132,7 +132,7 @@ def canonical(body: bytes) -> bytes:
 
 def replay(body: bytes, receive: Receive) -> Receive:
     """An ASGI receive that gives the body read whole before, then what the connection says next (its end):
-    for an app behind a middleware that had to read the body first (this one, service/web/layers.py BoundedBody)."""
+    for an app behind a middleware that had to read the body first (this one, service/web/limits.py BoundedBody)."""
     sent = False
 
     async def again() -> Message:

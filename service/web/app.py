@@ -67,7 +67,7 @@ from service.metrics import CONTENT_TYPE, Metrics
 from service.settings import Settings
 from service.subscribers import preferences
 from service.web import pages, preference_page, signup, subject, texts
-from service.web.layers import (
+from service.web.limits import (
     MAX_BODY,
     ONE_CLICK_BODY,
     ApiPrefix,
