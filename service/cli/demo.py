@@ -29,8 +29,7 @@ from pathlib import Path
 import anyio
 from pydantic import SecretStr
 
-from actors import http
-from service import db, node, telemetry, transitions
+from service import db, transitions
 from service.addresses import email_key
 from service.cli import campaign_status, campaigns
 from service.errors import UsageError
@@ -108,6 +107,10 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Event, asked: anyio.Event) -> int:
+    # the whole node and its HTTP surface: imported when the demo runs, not by every command's parser
+    from actors import http
+    from service import node, telemetry
+
     settings = database(args, settings)
     node.setup_logging(settings)
     out = Path.cwd() / (args.out or f"demo-out/{time.strftime('%Y%m%d-%H%M%S')}")
@@ -269,3 +272,19 @@ async def create(conn, account: str, settings: Settings) -> int:
         None,
         True,
     )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    demo = subparsers.add_parser("demo", help="embedded PostgreSQL + capture SMTP + sample data, end to end")
+    demo.add_argument("--subscribers", type=int, default=3000, help="how many sample subscribers (default 3000)")
+    demo.add_argument("--out", default=None, help="folder for captured messages")
+    demo.add_argument(
+        "--keep-serving",
+        action="store_true",
+        help="after the campaign, keep the node and its HTTP surface up until Ctrl-C",
+    )
+    demo.add_argument(
+        "--database-url",
+        help="seed and use this database (default: the embedded one; a URL only in the environment is refused)",
+    )
+    demo.set_defaults(func=run)
