@@ -35,7 +35,6 @@ from service.cli import campaign_status, campaigns
 from service.errors import UsageError
 from service.migrate import migrate
 from service.settings import Settings
-from service.smtp import capture
 from service.subscribers import importer, suppressions
 
 BODY = """Hello {{ name }},
@@ -107,9 +106,11 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Event, asked: anyio.Event) -> int:
-    # the whole node and its HTTP surface: imported when the demo runs, not by every command's parser
+    # the whole node, its HTTP surface and the capture server: imported when the demo runs, not by every
+    # command's parser (einmal --help)
     from actors import http
     from service import node, telemetry
+    from service.smtp import capture
 
     settings = database(args, settings)
     node.setup_logging(settings)
@@ -190,6 +191,8 @@ async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Even
 
 def unsubscribe_links(out: Path, campaign_id: int, count: int) -> list[tuple[str, str, str]]:
     """(file name, recipient, List-Unsubscribe URL) of the campaign's first `count` captured messages."""
+    from service.smtp import capture
+
     found = []
     for path in sorted(out.glob(f"*{capture.SUFFIX}"), key=lambda p: int(p.stem) if p.stem.isdigit() else 0):
         with open(path, "rb") as f:
