@@ -11,10 +11,10 @@ API_FUZZ_EXAMPLES ?= 500
 # $(call available,<files>,<target>): succeed if one of the files exists, else say so and fail
 available = for f in $(1); do [ -e "$$f" ] && exit 0; done; echo "make $(2): not yet available"; exit 1
 
-.PHONY: help setup run demo migrate test lint fuzz chaos failover retention bench clean
+.PHONY: help setup run demo migrate test check docs env-docs lint fuzz chaos failover retention bench clean
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +35,18 @@ migrate: $(STAMP) ## apply migrations to the configured (or embedded) database
 test: $(STAMP) ## set up and run the whole test suite (PYTEST_ARGS='…' to pass more)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-lint: $(STAMP) ## ruff
+docs: $(STAMP) ## build the documentation site into site/; a broken link or anchor fails it
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+env-docs: $(STAMP) ## write docs/reference/environment.md and config/einmal.env.example from Settings
+	$(BIN)/python -m service.settings_doc
+
+check: $(STAMP) ## ruff format --check, ruff check, and mypy on service/ and actors/ (config: pyproject.toml)
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check $(wildcard service actors tests bench)
+	$(BIN)/mypy
+
+lint: check ## the same as make check
 
 fuzz: $(STAMP) ## the HTTP API fuzzed from its OpenAPI document by schemathesis, API_FUZZ_EXAMPLES=500 an operation, against a node and EINMAL_DATABASE_URL: its summary (operations, test cases, failures)
 	API_FUZZ_EXAMPLES=$(API_FUZZ_EXAMPLES) $(BIN)/pytest tests/web/test_api_fuzz.py -q -s
@@ -56,4 +66,4 @@ bench: ## measure throughput against the wire's limit (BENCH_ARGS='--quick', '--
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean: ## remove the virtualenv and caches
-	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache .mypy_cache site

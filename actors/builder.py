@@ -31,9 +31,10 @@ async def build(ctx: NodeContext, campaign_id: int, chunk: int = CHUNK) -> int:
         async with db.actor_connection(ctx.pool, "builder", ctx.token, ctx.settings.db_timeout_seconds) as conn:
             after = await conn.fetchval(db.query("recipients_build_resume"), campaign_id)
             size = min(FIRST_CHUNK, chunk)  # a small first chunk: sending starts sooner
-            analysed = 0  # rows added when the statistics were last made (docs/design.md §7)
+            analysed = 0  # rows added when the statistics were last made (docs/design.md#recipient-build)
             while True:
                 row = await conn.fetchrow(db.query("recipients_build_chunk"), campaign_id, after, size)
+                assert row is not None  # the query returns one row
                 size = chunk
                 added += row["inserted"]
                 if added and not analysed:  # the first rows: plans made from here on see them

@@ -35,7 +35,8 @@ class Templates:
     """Each campaign's template, compiled once (a few dozen kept)."""
 
     def __init__(self, ctx: NodeContext, conn: asyncpg.Connection) -> None:
-        self.ctx, self.conn, self.compiled = ctx, conn, {}
+        self.ctx, self.conn = ctx, conn
+        self.compiled: dict[int, render.CampaignTemplate] = {}
 
     def keep(self, campaign_ids: set[int]) -> None:
         """Forget the templates of campaigns no longer sending: one paused, fixed and resumed is compiled anew."""
@@ -46,8 +47,11 @@ class Templates:
         if campaign_id not in self.compiled:
             if len(self.compiled) > 64:
                 self.compiled.clear()
-            campaign = dict(await self.conn.fetchrow(db.query("campaign_for_render"), campaign_id))
-            # bulk mail without a one-click unsubscribe only when the operator said so (docs/design.md §10)
+            found = await self.conn.fetchrow(db.query("campaign_for_render"), campaign_id)
+            assert found is not None  # listed as sending a moment ago; a campaign is never deleted
+            campaign = dict(found)
+            # bulk mail without a one-click unsubscribe only when the operator said so
+            # (docs/design.md#listening-surface)
             reason = unsubscribe.without_one_click(campaign, self.ctx.settings)
             if reason is None:
                 try:

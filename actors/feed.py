@@ -1,4 +1,4 @@
-"""The claimed rows between the claimer and the sender's connections (docs/design.md §5).
+"""The claimed rows between the claimer and the sender's connections (docs/design.md#process).
 
 The claimer puts whole batches in; each connection takes one row at a time.
 When fewer than `low_water` rows are left, `room` is set and wakes the
@@ -86,7 +86,7 @@ class Feed:
     def drop_domain(self, domain: str) -> list[tuple[Batch, Row]]:
         """Take every waiting row of `domain` out (it asked us to slow down): to be given back."""
         kept: deque[tuple[Batch, Row]] = deque()
-        dropped = []
+        dropped: list[tuple[Batch, Row]] = []
         for item in self.rows:
             (dropped if item[1].domain == domain else kept).append(item)
         if dropped:

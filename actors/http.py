@@ -7,7 +7,7 @@ close when it stops. Uvicorn's own signal handling is off: the node drains
 on SIGTERM itself. Cancelled (the node stops), the server stops accepting,
 lets requests under way finish for up to GRACE_SECONDS and ends.
 
-Uvicorn's h11 protocol gets the bounds it lacks (docs/design.md §10): a
+Uvicorn's h11 protocol gets the bounds it lacks (docs/design.md#listening-surface): a
 request's head must arrive within EINMAL_HTTP_HEADER_TIMEOUT_SECONDS of the
 connection waiting for it (opened, or its previous response sent), its body
 within EINMAL_HTTP_BODY_TIMEOUT_SECONDS of the head; else the connection is
@@ -32,6 +32,7 @@ import socket
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 import anyio
 import h11
@@ -45,7 +46,7 @@ from service.settings import Settings
 
 log = logging.getLogger("einmal.http")
 
-GRACE_SECONDS = 3.0
+GRACE_SECONDS = 3  # uvicorn takes whole seconds
 STARTED_POLL_SECONDS = 0.01
 
 
@@ -140,7 +141,8 @@ class _Protocol(H11Protocol):
         self.stalled: asyncio.TimerHandle | None = None  # the client has stopped taking what it is sent
         self.network: str | None = None  # the client's network (service/clients.py) while it is served
 
-    def connection_made(self, transport) -> None:  # type: ignore[override]
+    # a stream protocol is always given a Transport, narrower than BaseProtocol says (uvicorn overrides so too)
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         peer = transport.get_extra_info("peername")
         network = self.limits.network(peer[0] if isinstance(peer, tuple) and peer else None)
         if not self.limits.make_room(network):
@@ -254,7 +256,8 @@ class HttpActor:
             access_log=False,
             timeout_graceful_shutdown=GRACE_SECONDS,
             server_header=False,
-            http=functools.partial(_Protocol, limits=limits),
+            # uvicorn only calls what it is given: a factory serves as the protocol class
+            http=cast("type[asyncio.Protocol]", functools.partial(_Protocol, limits=limits)),
             ws="none",
             backlog=min(4096, max(file_limit() // 8, 16)),
             h11_max_incomplete_event_size=16 * 1024,

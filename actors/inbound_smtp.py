@@ -6,7 +6,7 @@ recipient is refused with 550, a token that does not verify with 550 5.7.1, a se
 in one transaction with 452 (the client sends it again, alone), a message over
 EINMAL_INBOUND_MAX_BYTES with 552; a connection idle for EINMAL_INBOUND_TIMEOUT_SECONDS is
 closed; past MAX_SESSIONS sessions at once a connection is answered 421 and closed, so the
-memory the listener holds is bounded. A message is then (service/inbound/bounces.py, docs/design.md §8):
+memory the listener holds is bounded. A message is then (service/inbound/bounces.py, docs/design.md#inbound-events):
 
 - a report to the return path without a token, quoting no envelope sender whose token verifies
   (ARF's Original-Mail-From, the returned Return-Path): 250, nothing written, one log line,
@@ -40,7 +40,7 @@ from aiosmtpd.smtp import MISSING, SMTP, Envelope, Session
 from anyio import BrokenWorkerProcess
 from anyio.abc import TaskStatus
 
-from service import sockets
+from service import db, sockets
 from service.errors import UsageError
 from service.inbound import bounces
 from service.mail.verp import ReturnPath
@@ -69,7 +69,10 @@ class Handler:
 
     def __init__(self, settings: Settings, pool: asyncpg.Pool, metrics: Metrics) -> None:
         self.settings, self.pool = settings, pool
-        self.path = ReturnPath.from_settings(settings)
+        path = ReturnPath.from_settings(settings)
+        if path is None:  # Settings refuses EINMAL_INBOUND_SMTP_ADDRESS without it
+            raise ValueError("the inbound listener needs EINMAL_RETURN_PATH")
+        self.path = path
         self.counted = metrics.inbound
         self.parsers = anyio.CapacityLimiter(max(1, (os.cpu_count() or 2) // 2))  # worker processes at once
 
@@ -117,7 +120,7 @@ class Handler:
             self.counted.labels("unsigned").inc()
             return "250 2.0.0 OK, unsigned: nothing done"
         try:
-            async with self.pool.acquire() as conn:
+            async with db.acquire(self.pool) as conn:
                 report, result = await bounces.record(conn, self.settings, found, row_ids)
         except UsageError as exc:  # the same report id with other content
             log.warning("inbound: refused %s: %s", found[0].event_id[:120], exc)
@@ -187,7 +190,7 @@ _END = b"\r\n.\r\n"
 CHUNK = 256 * 1024
 
 
-class _ChunkedData:
+class _ChunkedData(SMTP):
     """aiosmtpd's DATA, reading the message in chunks of up to CHUNK bytes rather than line by line:
     its own reader spends microseconds of this event loop on every line, seconds on a message of
     millions of short ones. The same replies (552 past data_size_limit, read to its end all the
@@ -197,7 +200,9 @@ class _ChunkedData:
     async def smtp_DATA(self, arg: str) -> None:
         if await self.check_helo_needed() or await self.check_auth_needed("DATA"):
             return
-        if not self.envelope.rcpt_tos:
+        envelope = self.envelope
+        assert envelope is not None  # as in aiosmtpd's own DATA: a session past HELO has one
+        if not envelope.rcpt_tos:
             return await self.push("503 Error: need RCPT command")
         if arg:
             return await self.push("501 Syntax: DATA")
@@ -215,7 +220,7 @@ class _ChunkedData:
             self._set_post_data_state()
             return await self.push("552 Error: Too much mail data")
         content = bytes(held[: end + 2]).replace(b"\r\n.", b"\r\n")[2:]  # undo dot-stuffing
-        self.envelope.content = self.envelope.original_content = content
+        envelope.content = envelope.original_content = content
         status = await self._call_handler_hook("DATA")
         self._set_post_data_state()
         await self.push("250 OK" if status is MISSING else status)
@@ -232,7 +237,8 @@ class _LMTP(_ChunkedData, LMTP):
 class _Busy(asyncio.Protocol):
     """A connection past MAX_SESSIONS: told to come back later (a relay retries a 421), then closed."""
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+    # a stream protocol is always given a Transport, narrower than BaseProtocol says
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         transport.write(b"421 4.3.2 too many connections, try again later\r\n")
         transport.close()
 

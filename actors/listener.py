@@ -31,11 +31,11 @@ class Listener:
         self.ctx = ctx
         self.since: dt.datetime | None = None  # reload from here after a reconnect
 
-    def _on_suppression(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
-        account, _, email_lower = payload.partition(":")
+    def _on_suppression(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        account, _, email_lower = str(payload).partition(":")  # a NOTIFY's payload is text
         self.ctx.suppressed.add((int(account), email_lower))
 
-    def _on_campaign(self, _conn: object, _pid: int, _channel: str, _payload: str) -> None:
+    def _on_campaign(self, _conn: object, _pid: int, _channel: str, _payload: object) -> None:
         self.ctx.campaign_nudge.set()
         self.ctx.claim_nudge.set()
 

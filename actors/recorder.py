@@ -4,7 +4,7 @@ The outcomes themselves are written by the sender's group-commit writer
 (actors/writer.py), each in the statement that starts its connection's next
 row, or alone when none follows: that keeps at most one message per
 connection on the wire unrecorded, the bound on what a crash can leave in
-doubt (docs/design.md §3). A batch reaches the recorder once every one of
+doubt (docs/design.md#in-doubt-bound). A batch reaches the recorder once every one of
 its rows is recorded, released or settled without SMTP.
 """
 

@@ -9,7 +9,7 @@ rate crossed its threshold (service/health.py); the writer brings the tick
 forward when it recorded a refusal or a rejection.
 
 Each tick, and so at start and on every new connection, it also asks the
-server what replication the promise can count on (docs/design.md §4):
+server what replication the promise can count on (docs/design.md#liveness):
 standbys but none synchronous is one warning line when it begins and a
 /readyz detail while it lasts (with EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION,
 not ready and nothing claimed); a new system identifier or timeline is one
@@ -71,11 +71,13 @@ def replication_problem(state: asyncpg.Record) -> str | None:
 async def check_replication(ctx: NodeContext, conn: asyncpg.Connection) -> None:
     """What the promise can count on from the server's replication, and whether it is another primary than
     at the last check (a failover): one line when either changes, never one a tick."""
+    problem: str | None
     try:
         state = await conn.fetchrow(db.query("replication_state"))
     except CANNOT_ASK as exc:
         problem = f"cannot check replication: {str(exc).splitlines()[0]}"
     else:
+        assert state is not None  # the query returns one row
         problem = replication_problem(state)
         identity = (state["system_identifier"], state["timeline"])
         if ctx.database_identity not in (None, identity):
@@ -113,6 +115,7 @@ async def check_replication(ctx: NodeContext, conn: asyncpg.Connection) -> None:
                 else "",
             )
         else:
+            assert state is not None  # no problem: the state was read
             log.info(
                 "replication: %s",
                 f"{state['synchronous']} synchronous standby(s)" if state["standbys"] else "no standby",
@@ -126,7 +129,9 @@ async def write_again(ctx: NodeContext, conn: asyncpg.Connection) -> None:
     lost them (send_rewrite); one that finds its row settled by another token, or claimed by one since, is
     logged, counted and kept in einmal.lost_outcomes. The held ones it wrote are no longer held; the retries
     among them still are."""
-    latest = {o.id: (at, token, o, at) for at, token, o in ctx.journal.recent()}
+    latest: dict[int, tuple[float, str, Outcome, float | None]] = {
+        o.id: (at, token, o, at) for at, token, o in ctx.journal.recent()
+    }
     for token, outcomes in ctx.unrecorded:
         for o in outcomes:
             if o.status != "queued":  # when it was answered is not kept: it outranks no other token's claim
@@ -135,6 +140,7 @@ async def write_again(ctx: NodeContext, conn: asyncpg.Connection) -> None:
         rows = latest.values()
         await writer.campaigns_of(conn, [o for _, _, o, _ in rows])
         result = await conn.fetchrow(db.query("send_rewrite"), *columns(rows))
+        assert result is not None  # the query returns one row
         lost = result["lost"] or []
         for send_id, campaign_id, subscriber_id, outcome, code, status, owner, token in lost:
             found = f"the row is {status}" + (f" by {owner}" if owner else "") if status else "there is no such row"
@@ -222,8 +228,9 @@ def columns(rows: Iterable[tuple[float, str, Outcome, float | None]]) -> tuple[l
 async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> None:
     settings = ctx.settings
     async with db.actor_connection(ctx.pool, "scheduler", ctx.token, settings.db_timeout_seconds) as conn:
-        # a failed incarnation's token stays alive until the answers it holds are recorded (§3): after an
-        # outage longer than the node timeout, nobody may return its rows before that
+        # a failed incarnation's token stays alive until the answers it holds are recorded
+        # (docs/design.md#in-doubt-bound): after an outage longer than the node timeout, nobody may return its rows
+        # before that
         for token in dict.fromkeys([ctx.token, *(token for token, _ in ctx.unrecorded)]):
             await conn.execute(db.query("node_heartbeat"), token, ctx.hostname, os.getpid())
         ctx.heartbeat_at = time.monotonic()
@@ -233,6 +240,7 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
         rescued = await conn.fetchrow(
             db.query("node_rescue"), settings.node_timeout_seconds, settings.in_doubt, [], settings.max_attempts
         )
+        assert rescued is not None  # the query returns one row
         if rescued["nodes"] or rescued["queued"] or rescued["in_doubt"]:
             log.warning(
                 "returned rows of %d dead node(s): %d queued again, %d in doubt",

@@ -1,4 +1,4 @@
-"""Sender: the SMTP connections, each a standing worker (docs/design.md §3, §5).
+"""Sender: the SMTP connections, each a standing worker (docs/design.md#in-doubt-bound, #process).
 
 Each of the EINMAL_SMTP_CONNECTIONS connections takes its next claimed row
 from the feed as soon as its own reply is in; no connection waits for
@@ -35,10 +35,9 @@ from anyio.streams.memory import MemoryObjectSendStream
 from actors.feed import Feed
 from actors.writer import Writer
 from service import db, domains, relays
-from service.context import Batch, NodeContext, Outcome, Row
+from service.context import Batch, NodeContext, Outcome, Row, Template
 from service.errors import UsageError
 from service.inbound import reasons
-from service.mail import render
 from service.relays import Relays, RelayState
 from service.smtp.connection import Outcome as Smtp
 from service.smtp.connection import SmtpConnection, SmtpUnavailable
@@ -46,7 +45,7 @@ from service.transitions import transition
 
 log = logging.getLogger("einmal.sender")
 
-LATE = 0.05  # seconds a row may go after its send slot (docs/design.md §13)
+LATE = 0.05  # seconds a row may go after its send slot (docs/design.md#sending-budget)
 
 
 def event(batch: Batch, name: str, attributes: dict[str, str]) -> None:
@@ -62,7 +61,7 @@ def late(row: Row) -> bool:
 
 # a campaign pauses itself once this many of its messages failed to render on a node, and they are at
 # least this share of the messages it rendered there: a template that fails for most subscribers stops
-# after a handful, one that fails for a few goes on (docs/design.md §11)
+# after a handful, one that fails for a few goes on (docs/design.md#templates)
 RENDER_FAILURES_TO_PAUSE = 10
 RENDER_FAILURE_SHARE = 0.1
 
@@ -128,7 +127,7 @@ class Sender:
         self.connections: list[SmtpConnection] = []  # every one opened, for close()
         self.writer: Writer  # set by run()
         self.renders = RenderWatch()
-        self.background: anyio.abc.TaskGroup | None = None  # set by send_all()
+        self.background: anyio.abc.TaskGroup  # set by send_all()
 
     def outcome(self, row: Row, status: Smtp, reply: str) -> Outcome:
         settings = self.ctx.settings
@@ -175,10 +174,10 @@ class Sender:
         return Outcome(row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts))
 
     async def deliver(
-        self, connection: SmtpConnection, template: render.CampaignTemplate, row: Row, message: bytes | Outcome
+        self, connection: SmtpConnection, template: Template, row: Row, message: bytes | Outcome
     ) -> Outcome:
         """The row's outcome; raises SmtpUnavailable when nothing could reach the server."""
-        if (row.account_id, row.email_lower) in self.ctx.suppressed:  # the last look (docs/design.md §6)
+        if (row.account_id, row.email_lower) in self.ctx.suppressed:  # the last look (docs/design.md#opt-outs)
             return Outcome(row.id, "suppressed", "suppressed before sending")
         if isinstance(message, Outcome):  # it could not be rendered
             return message
@@ -228,7 +227,7 @@ class Sender:
         done: tuple[Batch, Outcome] | None = None
         alone_until = 0.0
         while True:
-            # the next row's send slot under EINMAL_RATE_LIMIT, shared by every node (docs/design.md §13)
+            # the next row's send slot under EINMAL_RATE_LIMIT, shared by every node (docs/design.md#sending-budget)
             wait = max(self.relays.next_up(), alone_until, self.feed.next_slot()) - time.monotonic()
             item = self.feed.take() if wait <= 0 else None
             if item is None:
@@ -252,7 +251,7 @@ class Sender:
             step = self.writer.hand_in(done, item)
             done = None
             # the message is made while the statement that starts its row runs, off this connection's
-            # path from the answer to DATA; it goes out only if the row started (docs/design.md §5)
+            # path from the answer to DATA; it goes out only if the row started (docs/design.md#process)
             message = render_row(*item) if step is not None else b""
             started = await self.writer.answer(step)
             if started and late(item[1]):
@@ -322,7 +321,7 @@ async def run(
         # one connection for the sender's life: the writer's
         async with to_recorder, db.actor_connection(ctx.pool, "sender", token, ctx.settings.db_timeout_seconds) as conn:
             # the writer's statement, prepared once, runs thousands of times with arrays of a few ids:
-            # planning it anew each time was a quarter of its cost (docs/design.md §2). Behind a
+            # planning it anew each time was a quarter of its cost (docs/design.md#state-machines). Behind a
             # transaction pooler nothing is prepared for long, and a SET would outlive the session's turn.
             if db.holds_a_session(conn):
                 await conn.execute("SET plan_cache_mode = force_generic_plan")

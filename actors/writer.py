@@ -1,4 +1,4 @@
-"""Group commit: the one writer of a send pipeline's row transitions (docs/design.md §3, §5).
+"""Group commit: the one writer of a send pipeline's row transitions (docs/design.md#in-doubt-bound, #process).
 
 Each SMTP connection hands the writer a step: the outcome of its last
 message to record (if any) and the row it would send next to start,
@@ -20,7 +20,7 @@ pipeline fails once they are done.
 An answer is recorded on a row its token still holds, even one an
 asynchronous failover took back to `claimed`; one that finds no such row is
 logged with the row's ids, counted and kept in einmal.lost_outcomes
-(`record`): never dropped without a word (docs/design.md §4). Each one
+(`record`): never dropped without a word (docs/design.md#liveness). Each one
 recorded goes into the node's journal (NodeContext.journal), which the
 scheduler writes again on a new primary after a failover.
 
@@ -52,7 +52,8 @@ async def campaigns_of(conn: asyncpg.Connection, outcomes: Sequence[Outcome]) ->
     """Fill in the campaign of the outcomes made without their batch (their row says, one lookup), so that the
     statements recording them read one partition a row; 0 for a row that is gone."""
     if missing := [x.id for x in outcomes if x.campaign_id is None]:
-        found = dict(await conn.fetch(db.query("send_campaigns"), missing))
+        rows = await conn.fetch(db.query("send_campaigns"), missing)
+        found = {r["id"]: r["campaign_id"] for r in rows}
         for x in outcomes:
             x.campaign_id = x.campaign_id or found.get(x.id, 0)
 
@@ -271,8 +272,9 @@ class Writer:
     async def close_settled(self, batches: list[Batch]) -> None:
         for batch in dict.fromkeys(batches):
             if batch.left == 0:
-                batch.send_span.set_attributes(telemetry.outcome_attributes(batch))
-                batch.send_span.end()
+                if batch.send_span is not None:  # set as the batch entered the feed
+                    batch.send_span.set_attributes(telemetry.outcome_attributes(batch))
+                    batch.send_span.end()
                 await self.to_recorder.send(batch)
                 if not self.feed.rows:
                     self.ctx.campaign_nudge.set()  # this node's share may be done: the scheduler checks at once

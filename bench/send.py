@@ -34,8 +34,8 @@ BENCH_SETS = (
     "EINMAL_HTTP_ADDRESS",
     "EINMAL_INBOUND_SMTP_ADDRESS",
 )
-# a bulk campaign goes out only with a one-click unsubscribe (docs/design.md §10): the nodes sign each message's
-# link, as a production node does, unless the bench's environment names its own
+# a bulk campaign goes out only with a one-click unsubscribe (docs/design.md#listening-surface): the nodes sign each
+# message's link, as a production node does, unless the bench's environment names its own
 UNSUBSCRIBE = {
     "EINMAL_UNSUBSCRIBE_URL": "https://bench.einmal.invalid/unsubscribe",
     "EINMAL_UNSUBSCRIBE_SECRET": "bench-unsubscribe-key-of-32-characters-at-least",

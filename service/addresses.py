@@ -33,7 +33,7 @@ address itself (`email`) is kept as written and is what a message is sent
 to; when several spellings of one mailbox are on a campaign's lists, the
 oldest confirmed subscriber's spelling is used.
 
-How an address goes out (docs/design.md §12): `ascii_address(a)` is its
+How an address goes out (docs/design.md#message-identity): `ascii_address(a)` is its
 all-ASCII form, the domain as its A-label (`hans@xn--bcher-kva.example`),
 for an envelope to a relay without SMTPUTF8; `header_address(a)` is what the
 To and From headers carry: that same ASCII form whenever the local part is

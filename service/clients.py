@@ -1,4 +1,4 @@
-"""Who a public client is, and bounds on what it does counted in PostgreSQL (docs/design.md §10 "Bounds
+"""Who a public client is, and bounds on what it does counted in PostgreSQL (docs/design.md#listening-surface "Bounds
 per client").
 
 A client is its network, not its address: an IPv4 address counts by its /24 and an IPv6 one by its /64 (what
@@ -44,12 +44,14 @@ class Count:
 async def hit(conn: asyncpg.Connection | asyncpg.Pool, kind: str, client: str, window: float) -> Count:
     """Count one hit of `client` (a network()) for `kind` in the current window of `window` seconds."""
     row = await conn.fetchrow(*db.sql("client_count_hit", kind=kind, client=client, window=window))
+    assert row is not None  # the query returns one row
     return Count(row["hits"], row["rest"])
 
 
 async def count(conn: asyncpg.Connection | asyncpg.Pool, kind: str, client: str, window: float) -> Count:
     """The hits of `client` for `kind` in the current window, counting nothing."""
     row = await conn.fetchrow(*db.sql("client_count_get", kind=kind, client=client, window=window))
+    assert row is not None  # the query returns one row
     return Count(row["hits"], row["rest"])
 
 

@@ -11,13 +11,23 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import anyio
 import asyncpg
+from opentelemetry.trace import Span
 
 from service.domains import DomainLimit, parse_limits
 from service.metrics import Metrics
 from service.settings import Settings
+
+
+class Template(Protocol):
+    """What the sender asks of a campaign's compiled template (service.mail.render.CampaignTemplate)."""
+
+    def render(self, subscriber_id: int, email: str, name: str | None, attributes: str) -> bytes: ...
+
+    def envelope_sender(self, subscriber_id: int) -> str: ...
 
 
 class Nudge:
@@ -73,7 +83,7 @@ class Outcome:
 class Journal:
     """The outcomes this node recorded, the last `size` of them within `seconds` of the newest, each with its
     token and the wall time it was recorded at: what an asynchronous failover may have lost, to write again
-    on the new primary (docs/design.md §4). The age is counted back from the newest outcome, not from now:
+    on the new primary (docs/design.md#liveness). The age is counted back from the newest outcome, not from now:
     while the database is away nothing is recorded, and the window before the failover stays whole. Returns
     to the queue are kept too (a retry, a send slot passed, a throttle): a row the new primary shows still
     held by a token that gave it back unsent is not in doubt, and another node's later answer outranks it."""
@@ -109,12 +119,12 @@ class Batch:
     account_id: int
     token: str
     rows: list[Row]
-    span: object = None  # the batch's root span, ended by the recorder
-    began: float = 0.0  # time.monotonic() at its claim
-    template: object = None  # the campaign's render.CampaignTemplate, compiled by the claimer
+    span: Span  # the batch's root span, ended by the recorder
+    began: float  # time.monotonic() at its claim
+    template: Template  # the campaign's render.CampaignTemplate, compiled by the claimer
     outcomes: list[Outcome] = field(default_factory=list)  # recorded SMTP outcomes
     settled: dict[str, int] = field(default_factory=dict)  # rows settled without SMTP, by status
-    send_span: object = None  # from the batch's entry into the sender to its last row settled
+    send_span: Span | None = None  # from the batch's entry into the sender to its last row settled
 
     @property
     def left(self) -> int:
@@ -145,11 +155,12 @@ class NodeContext:
     heartbeat_at: float = 0.0  # time.monotonic() of this node's last heartbeat
     smtp_unavailable: str | None = None  # why the last group reached no SMTP server; None once one did
     domain_limits: dict[str, DomainLimit] = field(default_factory=dict)  # EINMAL_DOMAIN_LIMITS, parsed
-    # what the scheduler's replication check found that does not keep the promise; None: nothing (§4)
+    # what the scheduler's replication check found that does not keep the promise; None: nothing
+    # (docs/design.md#liveness)
     replication_problem: str | None = None
     database_identity: tuple[int, int] | None = None  # (system identifier, timeline) at the last check
     standby_lag: float = 0.0  # seconds the slowest standby's replay was behind at the last check
-    journal: Journal = field(init=False)  # the outcomes recorded in the last seconds (§4)
+    journal: Journal = field(init=False)  # the outcomes recorded in the last seconds (docs/design.md#liveness)
     # a failover was seen: the send pipeline writes the journal again on the new primary before it claims
     failover_due: bool = False
 
@@ -161,7 +172,7 @@ class NodeContext:
 
     def new_token(self) -> str:
         """A fresh fencing token for a new incarnation of the send pipeline: `<node id>/<process>.<n>`,
-        unique to this process even when the node id is fixed (docs/design.md §4)."""
+        unique to this process even when the node id is fixed (docs/design.md#liveness)."""
         if self.token:
             self.retired_tokens.append(self.token)
         self.incarnation += 1

@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from importlib import resources
+from typing import cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
@@ -61,7 +62,7 @@ class Query:
         self.params = tuple(params)
         self.positional = bool(positional)  # not yet named: called with positional arguments
 
-    def bind(self, **values: object) -> tuple[object, ...]:
+    def bind(self, **values: object) -> tuple[str, *tuple[object, ...]]:
         """(text, *arguments) with each `:name` given by its keyword."""
         if values.keys() != set(self.params):
             missing, extra = set(self.params) - values.keys(), values.keys() - set(self.params)
@@ -72,7 +73,7 @@ class Query:
 QUERIES = {name: Query(name, text) for name, text in _load("queries").items()}
 
 
-def sql(name: str, **values: object) -> tuple[object, ...]:
+def sql(name: str, **values: object) -> tuple[str, *tuple[object, ...]]:
     """sql/queries/<name>.sql bound by keyword, to unpack into a call of asyncpg:
 
     `await conn.fetchrow(*db.sql("client_count_get", kind=k, client=c, window=60))`
@@ -98,7 +99,7 @@ def migrations() -> list[tuple[int, str, str]]:
 
 
 # The pooler in front of each database URL, as the settings that named it say (EINMAL_DATABASE_POOLER):
-# every connection to that URL is made for it (options). README 'PgBouncer', docs/design.md §4.
+# every connection to that URL is made for it (options). docs/operations/database.md#pgbouncer, docs/design.md#liveness.
 _POOLERS: dict[str, str] = {}
 
 
@@ -180,7 +181,7 @@ def refusal(dsn: str, exc: BaseException) -> DatabaseRefused | None:
             return DatabaseRefused(
                 f"PostgreSQL at {where} refused a startup parameter ({text}): a pooler such "
                 "as PgBouncer stands there; say which with EINMAL_DATABASE_POOLER=session or "
-                "transaction (README 'PgBouncer')"
+                "transaction (docs/operations/database.md#pgbouncer)"
             )
         return DatabaseRefused(
             f"PostgreSQL at {where} refused a startup parameter ({text}) though "
@@ -274,7 +275,7 @@ _LOCAL_SHORTAGE = {errno.EMFILE, errno.ENFILE, errno.ENOMEM}  # this process's f
 
 def unreachable(exc: BaseException) -> bool:
     """Whether a failure says only that PostgreSQL cannot be reached (every error inside it is an outage):
-    the supervisor restarts such an actor without counting it toward its limit (docs/design.md §4)."""
+    the supervisor restarts such an actor without counting it toward its limit (docs/design.md#liveness)."""
     return all(
         isinstance(leaf, _OUTAGE) or (isinstance(leaf, OSError) and leaf.errno not in _LOCAL_SHORTAGE)
         for leaf in leaves(exc)
@@ -329,6 +330,15 @@ async def connect(
 
 
 @asynccontextmanager
+async def acquire(pool: asyncpg.Pool, timeout: float | None = None) -> AsyncIterator[asyncpg.Connection]:
+    """A connection the pool lends for the block, as `pool.acquire()`. asyncpg lends a proxy that passes
+    every call on to its connection; its type stubs keep the two apart, so it is typed here as the
+    connection it stands in for."""
+    async with pool.acquire(timeout=timeout) as conn:
+        yield cast(asyncpg.Connection, conn)
+
+
+@asynccontextmanager
 async def actor_connection(
     pool: asyncpg.Pool, actor: str, token: str, timeout: float
 ) -> AsyncIterator[asyncpg.Connection]:
@@ -344,7 +354,7 @@ async def actor_connection(
     def on_lost(_conn: object) -> None:
         lost.append(True)
 
-    async with pool.acquire() as conn:
+    async with acquire(pool) as conn:
         conn.add_termination_listener(on_lost)
         try:
             if holds_a_session(conn):  # a session of its own to name

@@ -1,5 +1,5 @@
 """Per-domain sending limits (EINMAL_DOMAIN_LIMITS) and the answers that throttle a domain
-(docs/design.md §13).
+(docs/design.md#sending-budget).
 
     EINMAL_DOMAIN_LIMITS="gmail.com=20/s,5conn;outlook.com=10/s"
 

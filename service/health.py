@@ -1,4 +1,4 @@
-"""A campaign that is being refused or complained about pauses itself (docs/design.md §13).
+"""A campaign that is being refused or complained about pauses itself (docs/design.md#sending-budget).
 
 Its figures are running counts (einmal.campaign_tallies, migration 0060): each send pipeline's group
 commit adds what its outcomes were (delivered, refused by policy at send time, rejected for an address

@@ -3,7 +3,7 @@
 Several nodes may start at once: each transaction takes a transaction-level
 advisory lock first, so one of them applies a migration while the others wait,
 then find it applied. Nothing is held between transactions, so this works
-behind a transaction pooler too (README 'PgBouncer').
+behind a transaction pooler too (docs/operations/database.md#pgbouncer).
 
 A migration that needs what only Python computes has a step in PREPARE: it
 runs first, in the migration's transaction, and leaves its results in a

@@ -102,7 +102,7 @@ class SendPipeline:
             await conn.execute(db.query("node_heartbeat"), token, ctx.hostname, os.getpid())
             self.used = True
             await scheduler.check_replication(ctx, conn)
-            if ctx.failover_due:  # before anything is recorded or claimed on the new primary (§4)
+            if ctx.failover_due:  # before anything is recorded or claimed on the new primary (docs/design.md#liveness)
                 await scheduler.write_again(ctx, conn)
             await record_unrecorded(ctx, conn)
             if ctx.retired_tokens:
@@ -114,10 +114,11 @@ class SendPipeline:
                     ctx.settings.max_attempts,
                 )
                 ctx.retired_tokens.clear()
-            # after a failover, no claim before every live node's journal is written on the new primary (§4)
+            # after a failover, no claim before every live node's journal is written on the new primary
+            # (docs/design.md#liveness)
             await scheduler.await_journals(ctx, conn, [token])
         settings = ctx.settings
-        # the claimer is woken when fewer rows than this wait to be sent (docs/design.md §5)
+        # the claimer is woken when fewer rows than this wait to be sent (docs/design.md#process)
         caps = {domain: limit.connections for domain, limit in ctx.domain_limits.items() if limit.connections}
         feed = Feed(max(settings.smtp_connections, settings.batch_size // 2), caps)
         to_recorder, batches = anyio.create_memory_object_stream[Batch](8)
@@ -247,9 +248,12 @@ async def serve(
 
 async def serve_http(settings: Settings, stop: anyio.Event, http_socket: socket.socket | None = None) -> int:
     """`einmal serve`: the HTTP actor alone, under a supervisor, until `stop` is set."""
-    if http_socket is None and not settings.http_address:
+    if http_socket is not None:
+        sock = http_socket
+    elif settings.http_address:
+        sock = http.bind(settings.http_address)
+    else:
         raise ConfigError("EINMAL_HTTP_ADDRESS: must be set for einmal serve (host:port)")
-    sock = http_socket or http.bind(settings.http_address)
     stopping = anyio.Event()
     metrics = Metrics()
     supervisor = Supervisor(
@@ -284,7 +288,7 @@ async def serve_http(settings: Settings, stop: anyio.Event, http_socket: socket.
 async def _leave(ctx: NodeContext) -> None:
     """Give back what this node still holds; its tasks have all ended."""
     try:
-        async with ctx.pool.acquire() as conn:
+        async with db.acquire(ctx.pool) as conn:
             await record_unrecorded(ctx, conn)
             rescued = await conn.fetchrow(
                 db.query("node_rescue"),
@@ -293,6 +297,7 @@ async def _leave(ctx: NodeContext) -> None:
                 [*ctx.retired_tokens, ctx.token],
                 ctx.settings.max_attempts,
             )
+        assert rescued is not None  # the query returns one row
         if rescued["in_doubt"]:
             log.warning("%d message(s) left in doubt", rescued["in_doubt"])
     except (OSError, ConnectionError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:

@@ -1,4 +1,4 @@
-"""The relays a node sends through, and which of them are up (docs/design.md §13).
+"""The relays a node sends through, and which of them are up (docs/design.md#sending-budget).
 
 EINMAL_SMTP_URLS names several, comma-separated:
 

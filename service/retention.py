@@ -1,4 +1,4 @@
-"""Retention: a finished campaign's send rows go, what they came to stays (docs/design.md §15).
+"""Retention: a finished campaign's send rows go, what they came to stays (docs/design.md#retention).
 
 A prune of campaign c, in two steps, each safe to repeat and to run on two nodes at once:
 1. under the campaign's row lock: it is sent or cancelled with no row open, its counts are kept

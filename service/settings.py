@@ -5,7 +5,7 @@ import ipaddress
 import os
 import re
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import idna
@@ -41,74 +41,345 @@ def _items(value: str, what: str, fold=str) -> str:
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="EINMAL_", extra="ignore", frozen=True, allow_inf_nan=False)
 
-    database_url: str | None = None
-    # what stands between einmal and PostgreSQL at EINMAL_DATABASE_URL: README 'PgBouncer', docs/design.md §4
-    database_pooler: Literal["none", "session", "transaction"] = "none"
-    listen_database_url: str | None = None  # the listener's own, direct URL (needed behind a transaction pooler)
-    smtp_host: str = "127.0.0.1"
-    smtp_port: int = Field(25, ge=1, le=65535)
-    smtp_tls: Literal["none", "starttls", "tls"] = "none"
-    smtp_tls_ca_file: str | None = None
-    smtp_username: str | None = None
-    smtp_password: SecretStr | None = None
-    smtp_urls: str | None = None  # several relays: service/relays.py
-    smtp_connections: int = Field(20, ge=1, le=256)  # measured: docs/design.md §5
-    smtp_timeout_seconds: float = Field(30.0, gt=0)
-    batch_size: int = Field(200, ge=1, le=10_000)
-    tick_seconds: float = Field(5.0, ge=0.05, le=3600)
-    node_timeout_seconds: float = Field(30.0, gt=0)
-    db_timeout_seconds: float = Field(10.0, gt=0)
-    db_wait_seconds: float | None = Field(None, ge=0)  # at start, wait this long for the database; unset: no end
-    in_doubt: Literal["hold", "resend"] = "hold"
-    # standbys but none synchronous: not ready, and nothing claimed while it holds (docs/design.md §4)
-    require_synchronous_replication: bool = False
-    # the outcomes a node keeps to write again after a failover: the last this many seconds, at most this
-    # many (docs/design.md §4)
-    journal_seconds: float = Field(10.0, ge=0)
-    journal_size: int = Field(50_000, ge=0, le=1_000_000)
-    max_attempts: int = Field(5, ge=1)
-    retry_base_seconds: float = Field(60.0, ge=0)
-    retry_max_seconds: float = Field(3600.0, ge=0)
-    rate_limit: float = Field(0.0, ge=0)
-    quota_hour: int = Field(0, ge=0)  # messages in any hour, for all nodes; 0: none
-    quota_day: int = Field(0, ge=0)  # messages in any 24 hours, for all nodes; 0: none
-    quota_hour_seconds: float = Field(3600.0, gt=0)  # the windows' lengths: shortened only by tests
-    quota_day_seconds: float = Field(86400.0, gt=0)
-    domain_limits: str | None = None  # service/domains.py
-    domain_pause_seconds: float = Field(60.0, gt=0)  # a domain's first pause after 421/4.7.x; doubles
-    domain_pause_max_seconds: float = Field(3600.0, gt=0)
-    domain_probes: int = Field(1, ge=1, le=100)  # messages to a domain once its pause is over
-    message_id_domain: str | None = None
-    unsubscribe_url: str | None = None
-    unsubscribe_secret: SecretStr | None = None
-    unsubscribe_mailto: str | None = None
-    # double opt-in (service/subscribers/optin.py, docs/design.md §16): the confirmation page's URL, the From of
-    # the confirmation messages, how long a sign-up waits for its confirmation (no second message meanwhile;
-    # then pruned), and the flood bounds: messages to one mailbox of an account in 24 hours, sign-ups from one
-    # client (a network, service/clients.py; an API key) in an hour, and new confirmation messages of one list in
-    # an hour, all counted in PostgreSQL for the whole cluster
-    confirm_url: str | None = None
-    optin_from: str | None = None
-    optin_window_hours: float = Field(72.0, gt=0, le=24 * 365)
-    optin_address_limit: int = Field(3, ge=1)
-    optin_client_limit: int = Field(30, ge=1, le=100_000)
-    optin_list_limit: int = Field(1000, ge=1, le=1_000_000)
-    shutdown_grace_seconds: float = Field(10.0, gt=0)
-    restart_intensity: int = Field(10, ge=0)
-    restart_period_seconds: float = Field(60.0, gt=0)
-    node_id: str | None = None
-    http_address: str | None = None  # host:port; unset: no HTTP listener
-    http_header_timeout_seconds: float = Field(10.0, gt=0)  # a request head's deadline (actors/http.py)
-    http_body_timeout_seconds: float = Field(30.0, gt=0)  # its body's, from the head
-    http_max_connections: int = Field(1000, ge=1)  # and at most a quarter of the soft file limit
-    http_body_buffer_bytes: int = Field(16 * 1024 * 1024, ge=1024 * 1024)  # bodies held at once; >= the largest
+    database_url: str | None = Field(
+        None,
+        description=(
+            "PostgreSQL URL (`postgresql://user:password@host:port/db`; several hosts `h1:p1,h2:p2`; "
+            "percent-encode `/ ? # @` in the user name and password); when unset `DATABASE_URL` is used; when both "
+            "are unset, the embedded PostgreSQL. A malformed URL stops any command with one line naming the "
+            "variable; no part of the URL is ever printed but its hosts and database"
+        ),
+        examples=["postgresql://einmal@db.example.org:5432/einmal"],
+    )
+    # docs/design.md#liveness
+    database_pooler: Literal["none", "session", "transaction"] = Field(
+        "none",
+        description=(
+            "`none`, `session` or `transaction`: what stands between einmal and PostgreSQL at "
+            "`EINMAL_DATABASE_URL`, a pooler such as PgBouncer (see [PgBouncer](../operations/database.md#pgbouncer))"
+        ),
+    )
+    listen_database_url: str | None = Field(
+        None,
+        description=(
+            "the listener's own URL for `LISTEN`, to the same database without the pooler; needed with "
+            "`EINMAL_DATABASE_POOLER=transaction`; unset: `EINMAL_DATABASE_URL`"
+        ),
+        examples=["postgresql://einmal@db.example.org:5432/einmal"],
+    )
+    smtp_host: str = Field("127.0.0.1", description="the SMTP server (submission relay) einmal hands every message to")
+    smtp_port: int = Field(25, ge=1, le=65535, description="its port (1–65535)")
+    smtp_tls: Literal["none", "starttls", "tls"] = Field(
+        "none",
+        description=(
+            "`none`, `starttls` (required, not opportunistic: fails if the server does not offer it) or `tls` "
+            "(implicit TLS, port 465)"
+        ),
+    )
+    smtp_tls_ca_file: str | None = Field(
+        None,
+        description="PEM file of CA certificates to verify the SMTP server with; unset: the system's",
+        examples=["/etc/ssl/certs/relay-ca.pem"],
+    )
+    smtp_username: str | None = Field(None, description="SMTP AUTH user name; unset: no AUTH", examples=["einmal"])
+    smtp_password: SecretStr | None = Field(
+        None, description="SMTP AUTH password; never printed, logged or traced", examples=[""]
+    )
+    smtp_urls: str | None = Field(  # service/relays.py
+        None,
+        description=(
+            "several relays instead of the `EINMAL_SMTP_*` ones above, comma-separated. `smtp://` is plain or, "
+            "with `tls=starttls`, STARTTLS; `smtps://` implicit TLS; `weight` (1–1000, default 1) shares the "
+            "node's connections out; `ca_file=` a PEM bundle to verify with; percent-encode `/ ? # @ ,` in the "
+            "user name and password. A relay that refuses connections, TLS or AUTH is left alone, with a pause "
+            "that doubles, while the others take its messages (same Message-ID); never printed: it holds passwords"
+        ),
+        examples=["smtp://user:pass@relay1.example.org:587?tls=starttls&weight=3,smtps://relay2.example.org:465"],
+    )
+    smtp_connections: int = Field(  # measured: docs/design.md#process
+        20,
+        ge=1,
+        le=256,
+        description=(
+            "persistent SMTP connections per node (1–256), each reused for many messages; a relay caps a client's "
+            "connections (Postfix: `smtpd_client_connection_count_limit`, 50 per client address), so keep nodes × "
+            "connections per host below it"
+        ),
+    )
+    smtp_timeout_seconds: float = Field(
+        30.0, gt=0, description="seconds to wait for the SMTP server on any one command"
+    )
+    batch_size: int = Field(200, ge=1, le=10_000, description="recipients claimed per batch (1–10000)")
+    tick_seconds: float = Field(
+        5.0,
+        ge=0.05,
+        le=3600,
+        description=(
+            "seconds between scheduler ticks and heartbeats (0.05–3600, at most half of "
+            "`EINMAL_NODE_TIMEOUT_SECONDS`); `NOTIFY` wakes nodes sooner"
+        ),
+    )
+    node_timeout_seconds: float = Field(
+        30.0, gt=0, description="a node whose heartbeat is older than this is dead: its rows are taken back"
+    )
+    db_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description=(
+            "seconds a node waits for any one database statement; then it drops that connection and the actor "
+            "restarts ([A hung or lost database connection]"
+            "(../operations/database.md#a-hung-or-lost-database-connection))"
+        ),
+    )
+    db_wait_seconds: float | None = Field(
+        None,
+        ge=0,
+        description=(
+            "seconds `einmal run` waits at start for a database it cannot reach (one line as the wait begins, one "
+            "every 30 s); unset: as long as it takes, as a running node rides out an outage; `0`: exit 1 at once "
+            "with one line, for deployments that prefer exit-and-restart "
+            "([The database goes away](../operations/database.md#the-database-goes-away))"
+        ),
+        examples=[""],
+    )
+    in_doubt: Literal["hold", "resend"] = Field(
+        "hold",
+        description=(
+            "what to do with rows whose SMTP transaction a dead node left unanswered: `hold` (never twice: they "
+            "wait for `einmal reconcile`) or `resend` (queued again, same Message-ID) "
+            "([The honest limit](../guide/promise.md#the-honest-limit-smtp))"
+        ),
+    )
+    # docs/design.md#liveness
+    require_synchronous_replication: bool = Field(
+        False,
+        description=(
+            "`true`: while the database has standbys but none synchronous, `/readyz` is 503 and the node claims "
+            "nothing; `false`: one warning line and a `/readyz` note ([Failover](../operations/failover.md))"
+        ),
+    )
+    # docs/design.md#liveness
+    journal_seconds: float = Field(
+        10.0,
+        ge=0,
+        description=(
+            "the outcomes a node keeps to write again on a new primary after a failover: those recorded within "
+            "this many seconds of the newest (the lag an asynchronous standby may have with no duplicate; "
+            "[Failover](../operations/failover.md))"
+        ),
+    )
+    journal_size: int = Field(
+        50_000, ge=0, le=1_000_000, description="at most this many of those outcomes (about 250 bytes each)"
+    )
+    max_attempts: int = Field(
+        5, ge=1, description="delivery attempts (4xx replies, lost connections) before a row is `failed`"
+    )
+    retry_base_seconds: float = Field(
+        60.0, ge=0, description="first retry delay in seconds; doubles with each attempt (±20% jitter)"
+    )
+    retry_max_seconds: float = Field(3600.0, ge=0, description="longest retry delay in seconds")
+    rate_limit: float = Field(
+        0.0,
+        ge=0,
+        description=(
+            "messages per second for **all nodes sharing the database together** (set the relay's own limit, not "
+            "a share of it); `0`: no limit. Every claimed row gets a send slot, 1/rate apart across the cluster"
+        ),
+    )
+    quota_hour: int = Field(
+        0,
+        ge=0,
+        description=(
+            "messages in any hour, for all nodes together (a sliding window); the rest wait, queued; `0`: none"
+        ),
+    )
+    quota_day: int = Field(0, ge=0, description="messages in any 24 hours, for all nodes together; `0`: none")
+    quota_hour_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="the length of the `EINMAL_QUOTA_HOUR` window; shortened only by tests, which cannot wait an hour",
+    )
+    quota_day_seconds: float = Field(
+        86400.0, gt=0, description="the length of the `EINMAL_QUOTA_DAY` window; shortened only by tests"
+    )
+    domain_limits: str | None = Field(  # service/domains.py
+        None,
+        description=(
+            "per recipient domain, `N/s` messages a second to it from all nodes together, `Nconn` a node's "
+            "connections carrying a message to it at once. A domain is what follows `@`, as einmal keys addresses"
+        ),
+        examples=["gmail.com=20/s,5conn;outlook.com=10/s"],
+    )
+    domain_pause_seconds: float = Field(
+        60.0,
+        gt=0,
+        description=(
+            "how long a domain that answered `421`/`451` with status `4.7.x`, or refused by policy or "
+            "authentication (`5.7.x`), is left alone by every node; doubles with each failed probe, at most "
+            "`EINMAL_DOMAIN_PAUSE_MAX_SECONDS`. Its rows keep their place in the queue and are charged no attempt "
+            "(but a refused row itself: one attempt and its backoff); other domains go on"
+        ),
+    )
+    domain_pause_max_seconds: float = Field(3600.0, gt=0, description="the longest such pause")
+    domain_probes: int = Field(
+        1,
+        ge=1,
+        le=100,
+        description="messages sent to a paused domain when its pause is over; one accepted closes the pause",
+    )
+    message_id_domain: str | None = Field(
+        None,
+        description="domain of the Message-ID; unset: the From address's domain",
+        examples=["mail.example.org"],
+    )
+    unsubscribe_url: str | None = Field(
+        None,
+        description=(
+            "the one-click unsubscribe endpoint (einmal's own is `<public URL of EINMAL_HTTP_ADDRESS>/unsubscribe`); "
+            "einmal adds `?token=<signed token>` (`&token=` when it has a query). Required, with "
+            "`EINMAL_UNSUBSCRIBE_SECRET`, to send a campaign not made with `--no-unsubscribe`. Set, every message "
+            "carries `List-Unsubscribe` and `List-Unsubscribe-Post: List-Unsubscribe=One-Click` (RFC 8058). Must be "
+            "`https://`; `http://` only for a loopback host"
+        ),
+        examples=["https://example.org/unsubscribe"],
+    )
+    unsubscribe_secret: SecretStr | None = Field(
+        None,
+        description=(
+            "keys of the HMAC-SHA256 signature on unsubscribe tokens, comma-separated: the first signs, every one "
+            "verifies (to rotate, put the new key first and keep the old one while its links may be used). Each key "
+            "at least 32 characters (`openssl rand -hex 32`): a short key can be guessed offline from one token, so "
+            "`einmal run` and `serve` refuse one, exit 2"
+        ),
+        examples=[""],
+    )
+    unsubscribe_mailto: str | None = Field(
+        None,
+        description=(
+            "an ASCII address; set, `List-Unsubscribe` also carries `<mailto:ADDR?subject=unsubscribe%20<token>>` "
+            "(the same signed token as the link; needs `EINMAL_UNSUBSCRIBE_SECRET`)"
+        ),
+        examples=["unsubscribe@example.org"],
+    )
+    # double opt-in (service/subscribers/optin.py, docs/design.md#api): the flood bounds are counted in PostgreSQL
+    # for the whole cluster; a client is a network (service/clients.py) or an API key
+    confirm_url: str | None = Field(
+        None,
+        description=(
+            "double opt-in: the URL of this surface's `/confirm` as subscribers reach it (https, or http for a "
+            "loopback host); with `EINMAL_OPTIN_FROM` and `EINMAL_UNSUBSCRIBE_SECRET` (it signs the links) it turns "
+            "on `POST /api/v1/subscribe` and the sign-up forms ([Double opt-in](../guide/double-opt-in.md))"
+        ),
+        examples=["https://example.org/confirm"],
+    )
+    optin_from: str | None = Field(
+        None,
+        description="the From of the confirmation messages",
+        examples=["Example News <news@example.org>"],
+    )
+    optin_window_hours: float = Field(
+        72.0,
+        gt=0,
+        le=24 * 365,
+        description=(
+            "how long a sign-up waits for its confirmation: no second message meanwhile, its link expires after "
+            "it, and the pruner then removes it"
+        ),
+    )
+    optin_address_limit: int = Field(
+        3, ge=1, description="confirmation messages to one mailbox of an account in any 24 hours, over all its lists"
+    )
+    optin_client_limit: int = Field(
+        30,
+        ge=1,
+        le=100_000,
+        description=(
+            "sign-ups one client (on the form its network: an IPv4 address's /24, an IPv6 address's /64; on the "
+            "API its key) may make in an hour, counted in PostgreSQL for all nodes together; past it 429 with "
+            "`Retry-After`"
+        ),
+    )
+    optin_list_limit: int = Field(
+        1000,
+        ge=1,
+        le=1_000_000,
+        description=(
+            "new confirmation messages of one list in an hour, for all nodes together: past it a sign-up is "
+            "answered the same and its message waits for a sign-up in a later hour"
+        ),
+    )
+    shutdown_grace_seconds: float = Field(
+        10.0, gt=0, description="seconds `SIGTERM` waits for claimed work to finish or be released before exiting"
+    )
+    restart_intensity: int = Field(
+        10,
+        ge=0,
+        description=(
+            "an actor that fails more often than this within `EINMAL_RESTART_PERIOD_SECONDS` stops the node "
+            "(exit 1, one line naming the actor and its error) so that systemd or the container runtime restarts "
+            "it; the restarts back off 0.2 s, doubling to 5 s. A failure that only says the database is "
+            "unreachable is not counted: a node rides out a database outage of any length"
+        ),
+    )
+    restart_period_seconds: float = Field(
+        60.0, gt=0, description="the window, in seconds, in which those failures are counted"
+    )
+    node_id: str | None = Field(
+        None,
+        description=(
+            "this node's name; unset: `<hostname>-<pid>-<random>`. Its claim tokens, its rows in `einmal.nodes`, "
+            "are `<node id>/<process>.<n>`, unique to each process even when the id is fixed"
+        ),
+        examples=["mail-1"],
+    )
+    http_address: str | None = Field(
+        None,
+        description=(
+            "`host:port` (`[::1]:8080` for IPv6; port 0: a free one) of the HTTP surface: one-click unsubscribe, "
+            "the API, `/healthz`, `/readyz`, `/metrics`. `einmal run` serves it beside the sending actors; "
+            "`einmal serve` serves only it. Unset: no listener (`einmal serve` refuses to start)"
+        ),
+        examples=["127.0.0.1:8080"],
+    )
+    http_header_timeout_seconds: float = Field(  # a request head's deadline (actors/http.py)
+        10.0,
+        gt=0,
+        description=(
+            "a connection's time to send a request's head, from its opening or its previous answer; then it is closed"
+        ),
+    )
+    http_body_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description=(
+            "a request's time to send its body, from its head, and a client's to take an answer it has stopped "
+            "reading; then its connection is closed"
+        ),
+    )
+    http_max_connections: int = Field(
+        1000,
+        ge=1,
+        description=(
+            "HTTP connections at once, and at most a quarter of the soft limit on open files (raised to the hard "
+            "limit at start) ([HTTP surface](http.md))"
+        ),
+    )
+    http_body_buffer_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=1024 * 1024,
+        description=(
+            "bytes of request bodies held at once, by all requests together (at least 1048576, the largest body); "
+            "a request finding no room within a second is 503"
+        ),
+    )
     http_client_connections: int = Field(
         100,
         ge=1,
         description=(
             "HTTP connections at once from one client network (an IPv4 /24, an IPv6 /64: service/clients.py), at "
             "most EINMAL_HTTP_MAX_CONNECTIONS; past it the network's own connection that waited longest for a request "
-            "head is closed, else the new one is answered 503"
+            "head is closed, else the new one is answered 503. A reverse proxy at `FORWARDED_ALLOW_IPS` is not "
+            "bound by it"
         ),
     )
     http_client_body_bytes: int = Field(
@@ -116,38 +387,178 @@ class Settings(BaseSettings):
         ge=1024 * 1024,
         description=(
             "bytes of request bodies one client network holds room for at once, at most "
-            "EINMAL_HTTP_BODY_BUFFER_BYTES; >= the largest body (1 MiB)"
+            "EINMAL_HTTP_BODY_BUFFER_BYTES; >= the largest body (1 MiB); behind a reverse proxy, the client is its "
+            "`X-Forwarded-For`"
         ),
     )
-    return_path: str | None = None  # bounces@example.org: VERP envelope senders bounces+<token>@example.org
-    return_path_secret: SecretStr | None = None  # signs VERP tokens; unset: EINMAL_UNSUBSCRIBE_SECRET
-    inbound_smtp_address: str | None = None  # host:port; unset: no inbound (bounce) listener
-    inbound_protocol: Literal["smtp", "lmtp"] = "smtp"
-    inbound_max_bytes: int = Field(10_000_000, ge=1_000, le=100_000_000)
-    inbound_timeout_seconds: float = Field(60.0, gt=0)
-    soft_bounce_limit: int = Field(3, ge=1)
-    soft_bounce_days: float = Field(7.0, gt=0)
-    # a campaign pauses itself when a rate passes its threshold, in per cent of its messages since its last
-    # resume, once it has this many (service/health.py; the defaults' sources: docs/design.md §13); 0 or
-    # empty: never for that rate
-    pause_complaint_rate: float = 0.3
-    pause_hard_bounce_rate: float = 2.0
-    pause_policy_rejection_rate: float = 5.0
-    pause_min_sample: int = Field(1000, ge=1, le=1_000_000_000)
-    # a node prunes campaigns finished (sent or cancelled) more than this many days ago; unset: none
-    # (service/retention.py, docs/design.md §15)
-    retention_days: float | None = Field(None, ge=0)
+    return_path: str | None = Field(
+        None,
+        description=(
+            "VERP: each message's envelope sender (MAIL FROM) becomes "
+            "`bounces+<campaign>.<subscriber>.<signature>@example.org` for `bounces@example.org`, naming its send "
+            "row; unset: the From address ([Bounces and complaints](../guide/bounces.md))"
+        ),
+        examples=["bounces@example.org"],
+    )
+    return_path_secret: SecretStr | None = Field(
+        None,
+        description=(
+            "keys of the HMAC-SHA256 signature in VERP tokens, comma-separated: the first signs, every one "
+            "verifies; unset: those of `EINMAL_UNSUBSCRIBE_SECRET`. One of the two must be set with "
+            "`EINMAL_RETURN_PATH`"
+        ),
+        examples=[""],
+    )
+    inbound_smtp_address: str | None = Field(
+        None,
+        description=(
+            "`host:port` of the inbound listener for bounces (DSN) and complaints (ARF); accepts only the return "
+            "path's mailbox (needs `EINMAL_RETURN_PATH`); unset: no listener"
+        ),
+        examples=["127.0.0.1:2525"],
+    )
+    inbound_protocol: Literal["smtp", "lmtp"] = Field(
+        "smtp", description="`smtp` or `lmtp` (Postfix `mailbox_transport = lmtp:inet:host:port`)"
+    )
+    inbound_max_bytes: int = Field(
+        10_000_000, ge=1_000, le=100_000_000, description="largest inbound message; larger ones are refused with 552"
+    )
+    inbound_timeout_seconds: float = Field(
+        60.0, gt=0, description="an idle inbound connection is closed after this many seconds"
+    )
+    soft_bounce_limit: int = Field(
+        3,
+        ge=1,
+        description=(
+            "bounces that count (a full mailbox, routing trouble, an expiry, any temporary failure: the reasons "
+            "under [Bounces and complaints](../guide/bounces.md)) of one address within "
+            "`EINMAL_SOFT_BOUNCE_DAYS` that suppress it"
+        ),
+    )
+    soft_bounce_days: float = Field(7.0, gt=0, description="the window, in days, for `EINMAL_SOFT_BOUNCE_LIMIT`")
+    # a campaign pauses itself when a rate passes its threshold (service/health.py; the defaults' sources:
+    # docs/design.md#sending-budget)
+    pause_complaint_rate: float = Field(
+        0.3,
+        description=(
+            "per cent (`0.3` or `0.3%`, from 0 to 100): a campaign whose complaints since its last resume are "
+            "above this share of its delivered messages pauses itself; `0` or empty: never "
+            "([A campaign that pauses itself](../guide/sending-policy.md#a-campaign-that-pauses-itself))"
+        ),
+    )
+    pause_hard_bounce_rate: float = Field(
+        2.0,
+        description=(
+            "per cent: the same for hard bounces for an address reason (by mail, webhook, or `550 5.1.1` at send "
+            "time) over messages delivered or so rejected"
+        ),
+    )
+    pause_policy_rejection_rate: float = Field(
+        5.0,
+        description=(
+            "per cent: the same for `5.7.x` refusals at send time, one per refused attempt, over attempts "
+            "delivered or refused"
+        ),
+    )
+    pause_min_sample: int = Field(
+        1000,
+        ge=1,
+        le=1_000_000_000,
+        description=(
+            "a rate is judged only once what it is over (delivered, attempts) reaches this many since the last resume"
+        ),
+    )
+    # service/retention.py, docs/design.md#retention
+    retention_days: float | None = Field(
+        None,
+        ge=0,
+        description=(
+            "a node prunes, at start and every hour, the send rows of campaigns sent or cancelled more than this "
+            "many days ago (as `einmal prune --older-than`; one node at a time); their counts, bounces and "
+            "suppressions stay ([Retention](../operations/retention.md)); unset: nothing is pruned"
+        ),
+        examples=["90"],
+    )
     # provider webhooks (service/inbound/webhook_credentials.py): the global credentials serve a single account
-    ses_certificate_file: str | None = None  # PEM: SNS's signing certificate(s); unset: /inbound/ses answers 404
-    ses_topic_arn: str | None = None  # comma-separated topics /inbound/ses accepts (one is needed, here or per account)
-    postmark_webhook_secret: SecretStr | None = None  # user:password of /inbound/postmark's basic auth
-    mailgun_webhook_signing_key: SecretStr | None = None  # Mailgun's HTTP webhook signing key
-    webhook_accounts_file: str | None = None  # TOML: each account's own topics, credentials and keys
-    log_format: Literal["text", "json"] = "text"
-    log_level: str = "INFO"
-    dkim_domain: str | None = None
-    dkim_selector: str | None = None
-    dkim_private_key_file: str | None = None
+    ses_certificate_file: str | None = Field(
+        None,
+        description=(
+            "PEM file of the certificate(s) Amazon SNS signs with (download the `SigningCertURL` of your topic's "
+            "messages yourself: einmal fetches nothing); set, `POST /inbound/ses` takes SES bounce and complaint "
+            "notifications, else it answers 404. Read at start-up: an unusable file stops `einmal run` with one "
+            "line, exit 2 ([Provider webhooks](../guide/bounces.md#provider-webhooks))"
+        ),
+        examples=["/etc/einmal/sns-signing.pem"],
+    )
+    ses_topic_arn: str | None = Field(
+        None,
+        description=(
+            "a single-account installation's comma-separated SNS topic ARNs that `/inbound/ses` accepts; it needs "
+            "at least one, here or per account in `EINMAL_WEBHOOK_ACCOUNTS_FILE`, else start-up stops with one "
+            "line, exit 2"
+        ),
+        examples=["arn:aws:sns:us-west-2:123456789012:ses-feedback"],
+    )
+    postmark_webhook_secret: SecretStr | None = Field(
+        None,
+        description=(
+            "a single-account installation's `user:password`, the HTTP basic auth credentials in the Postmark "
+            "webhook's URL; set (or per account), `POST /inbound/postmark` is served"
+        ),
+        examples=["einmal:change-me"],
+    )
+    mailgun_webhook_signing_key: SecretStr | None = Field(
+        None,
+        description=(
+            "a single-account installation's Mailgun HTTP webhook signing key; set (or per account), "
+            "`POST /inbound/mailgun` is served"
+        ),
+        examples=["change-me"],
+    )
+    webhook_accounts_file: str | None = Field(
+        None,
+        description=(
+            "TOML file of each account's own webhook credentials, a table per account: its SNS topics, Postmark "
+            '`user:password`, Mailgun signing key (`[acme] ses_topic_arn = "arn:aws:sns:…"`); a credential reaches '
+            "only its account's rows ([Provider webhooks](../guide/bounces.md#provider-webhooks))"
+        ),
+        examples=["/etc/einmal/webhooks.toml"],
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description=(
+            "`text`, or `json`: one JSON object a line (`time`, `level`, `logger`, `message`, and "
+            "`trace_id`/`span_id` inside a traced batch)"
+        ),
+    )
+    log_level: str = Field("INFO", description="`DEBUG`, `INFO`, `WARNING` or `ERROR`: what a node logs on stderr")
+    dkim_domain: str | None = Field(
+        None,
+        description=(
+            "DKIM signing domain (`d=`; an international name is signed as its A-label). The three `EINMAL_DKIM_*` "
+            "are set together or not at all"
+        ),
+        examples=["example.org"],
+    )
+    dkim_selector: str | None = Field(
+        None,
+        description=(
+            "DKIM selector (`s=`): the public key is the TXT record `<selector>._domainkey.<domain>`. Several, "
+            "comma-separated (at most 4, none twice), sign each message once per selector "
+            "([Two DKIM keys](configuration.md#two-dkim-keys))"
+        ),
+        examples=["mail2026"],
+    )
+    dkim_private_key_file: str | None = Field(
+        None,
+        description=(
+            "PEM private key, RSA (`rsa-sha256`, at least 1024 bits, 2048 advised) or Ed25519 (`ed25519-sha256`, "
+            "RFC 8463; dkimpy's base64 seed works too); with several selectors, as many files, comma-separated, in "
+            "the same order. Read once at start-up: a missing, unreadable or unsupported key stops `einmal run` "
+            "with one line, exit 2. Every header einmal writes is signed, relaxed/relaxed"
+        ),
+        examples=["/etc/einmal/dkim.pem"],
+    )
 
     @model_validator(mode="after")
     def _listen_beside_a_transaction_pooler(self) -> "Settings":
@@ -501,7 +912,7 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
 
 def load() -> Settings:
     """Read the environment; a malformed value raises ConfigError naming the variable."""
-    overrides = {}
+    overrides: dict[str, Any] = {}
     if found := _database_url():
         name, value = found
         if problem := database_url_problem(value):

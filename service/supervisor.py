@@ -20,8 +20,9 @@ count them).
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
@@ -38,7 +39,7 @@ class GaveUp(EinmalError):
 @dataclass
 class Child:
     name: str
-    run: Callable[..., Awaitable[None]]  # async def run(*, task_status) -> None
+    run: Callable[..., Coroutine[Any, Any, None]]  # async def run(*, task_status) -> None
 
 
 def describe(exc: BaseException) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from service.settings import traces_exporter
@@ -90,6 +90,7 @@ def reason(messages: list[str]) -> str:
 def setup(exporter: SpanExporter | None = None) -> None:
     """Install a tracer provider; `exporter` (tests) overrides the environment."""
     global _provider
+    processor: SpanProcessor
     if exporter is None:
         kind = traces_exporter(os.environ)
         if kind == "none":

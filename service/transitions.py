@@ -1,4 +1,4 @@
-"""A campaign's transitions: approve, pause, resume, cancel (docs/design.md §2).
+"""A campaign's transitions: approve, pause, resume, cancel (docs/design.md#state-machines).
 
 Every campaign transition is one compare-and-set UPDATE followed, in the same
 transaction, by NOTIFY einmal_campaign, so every node reacts at once. When the

@@ -1,4 +1,4 @@
-"""The JSON API under /api/v1 (docs/design.md §16; README "HTTP API"): FastAPI on the Starlette the HTTP
+"""The JSON API under /api/v1 (docs/design.md#api; docs/guide/http-api.md): FastAPI on the Starlette the HTTP
 actor already serves, so that the OpenAPI document (/api/v1/openapi.json) is generated from the models of
 the routes, never written by hand.
 

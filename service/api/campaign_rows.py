@@ -1,5 +1,5 @@
 """/api/v1/campaigns/{id}: its failed rows queued again (`einmal campaign retry`), and its in-doubt rows —
-messages whose answer was lost after the final dot (docs/design.md §3) — listed and decided (`einmal
+messages whose answer was lost after the final dot (docs/design.md#in-doubt-bound) — listed and decided (`einmal
 reconcile`). The campaign must be the key's account's (404 otherwise)."""
 
 from datetime import datetime
@@ -29,7 +29,7 @@ class Moved(BaseModel):
 class RetryFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: Literal[REASONS] | None = Field(
-        None, description="only the rows whose last reply has this reason (README: Bounces and complaints); absent: all"
+        None, description="only the rows whose last reply has this reason (docs/guide/bounces.md); absent: all"
     )
 
 

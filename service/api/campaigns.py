@@ -1,5 +1,5 @@
 """/api/v1/campaigns: the key's account's campaigns — list, create a draft, status (the counts of
-`einmal campaign status --json`), and the transitions approve, pause, resume, cancel (docs/design.md §2).
+`einmal campaign status --json`), and the transitions approve, pause, resume, cancel (docs/design.md#state-machines).
 
 Create, change (service/api/drafts.py) and approve check what `einmal campaign create` and `approve` check:
 a bulk campaign is refused where this process's settings give no one-click unsubscribe, unless it says

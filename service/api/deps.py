@@ -155,9 +155,9 @@ def _unauthenticated(scope: Scope, client: str, why: str) -> Refusal:
 
 
 class KeyFirst:
-    """The API's key looked up from the request's headers before anything else (docs/design.md §10, §16): a
-    request without a valid key is answered before its body takes room in the body budget or its
-    Idempotency-Key is claimed. Only the OpenAPI document and its page are served without a key."""
+    """The API's key looked up from the request's headers before anything else (docs/design.md#listening-surface, #api):
+    a request without a valid key is answered before its body takes room in the body budget or its Idempotency-Key is
+    claimed. Only the OpenAPI document and its page are served without a key."""
 
     SCOPE_KEY = "einmal.api_key"
     PUBLIC = ("/openapi.json", "/docs")

@@ -1,6 +1,6 @@
-"""Idempotency-Key on every POST of /api/v1 (docs/design.md §16): the same key with the same request gets
+"""Idempotency-Key on every POST of /api/v1 (docs/design.md#api): the same key with the same request gets
 the first answer (status and body) again, without a second effect, concurrently too; the same key with
-another request is 422. Built like the inbound events (§8): claim first, then apply.
+another request is 422. Built like the inbound events (docs/design.md#inbound-events): claim first, then apply.
 
 The claim is a row of einmal.api_requests, keyed by the API key's hash and the Idempotency-Key, inserted
 before the request runs. The request that inserted it runs and stores its answer; a request that finds

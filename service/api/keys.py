@@ -1,4 +1,4 @@
-"""API keys (docs/design.md §16): `einmal account key create|list|revoke`, and the lookup a request's
+"""API keys (docs/design.md#api): `einmal account key create|list|revoke`, and the lookup a request's
 Bearer key goes through.
 
 A key is `einmal_` and 43 URL-safe characters (32 random bytes). It is printed once, alone on stdout;

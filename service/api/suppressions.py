@@ -18,7 +18,10 @@ Email = Annotated[str, Path(max_length=MAX_EMAIL, description="the address, in a
 
 
 class Suppression(BaseModel):
-    mailbox: str = Field(description="the mailbox key the suppression is stored under (README: addresses)")
+    mailbox: str = Field(
+        description="the mailbox key the suppression is stored under "
+        "(docs/guide/subscribers.md#how-addresses-are-compared)"
+    )
     reason: str
     created_at: datetime
 

@@ -76,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     accounts.add_parser("list", help="every account: name, when created, how many subscribers").set_defaults(
         func=subscribers_cmd.accounts_list_command
     )
-    key = accounts.add_parser("key", help="keys for /api/v1 (README: HTTP API)").add_subparsers(
+    key = accounts.add_parser("key", help="keys for /api/v1 (docs/guide/http-api.md)").add_subparsers(
         dest="verb", metavar="VERB", required=True
     )
     p = key.add_parser("create", help="a new key; printed once, alone on stdout")

@@ -1,7 +1,7 @@
 """`einmal campaign status ID [--json] [--follow]`: counts per send state, and a live progress bar.
 
 The counts come from one GROUP BY over einmal.sends, read in the same statement as the
-campaign's own status and the messages that came back (einmal.bounces, docs/design.md §8): send
+campaign's own status and the messages that came back (einmal.bounces, docs/design.md#inbound-events): send
 rows with a hard bounce (bounced: a permanent failure, whatever its reason), with a soft one (soft
 bounced), with a bounce that said neither (unclassified) and with a complaint (complained), then
 per reason (service/inbound/reasons.py: no_mailbox, policy, …). --follow polls (twice a second on
@@ -33,7 +33,8 @@ from service.errors import UsageError
 from service.settings import Settings
 
 # `cancelled`: rows a cancel settled, stored as `failed` with the reply 'campaign cancelled' (the status words
-# of einmal.sends are a contract: README "Watching progress with SQL"); counted apart from the failures
+# of einmal.sends are a contract: docs/operations/monitoring.md#watching-progress-with-sql); counted apart from the
+# failures
 STATES = ("queued", "claimed", "sending", "sent", "suppressed", "failed", "cancelled", "in_doubt")
 CAME_BACK = ("bounced", "soft_bounced", "unclassified", "complained")
 # reason sender (service/inbound/reasons.py): servers refused our return path, not these addresses

@@ -319,7 +319,7 @@ async def retry_failed(
 ) -> tuple[int, bool]:
     """Campaign `campaign_id`'s failed rows back to the queue, those whose last reply has `reason` or matches
     `pattern` when given; returns (rows moved, whether a sent campaign was reopened). Under the campaign's
-    lock, so that a finish of the campaign waits for it (docs/design.md §2)."""
+    lock, so that a finish of the campaign waits for it (docs/design.md#state-machines)."""
     async with conn.transaction():
         campaign = await conn.fetchrow(db.query("reconcile_lock_campaign"), campaign_id)
         if campaign is None:
@@ -516,7 +516,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     which = retry.add_mutually_exclusive_group()
     which.add_argument(
-        "--reason", choices=REASONS, help="only rows whose last reply has this reason (README: Bounces and complaints)"
+        "--reason", choices=REASONS, help="only rows whose last reply has this reason (docs/guide/bounces.md)"
     )
     which.add_argument(
         "--reply",

@@ -14,6 +14,7 @@ import anyio
 import asyncpg
 
 from service import settings as settings_module
+from service import settings_doc
 from service.cli import (
     accounts,
     campaigns,
@@ -33,51 +34,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
-# the environment variables `einmal run` reads, for its --help (all of them: README.md)
-RUN_VARIABLES = """environment (see README.md and config/einmal.env.example for every variable):
-  EINMAL_DATABASE_URL (or DATABASE_URL)   PostgreSQL; unset: the embedded one
-  EINMAL_DATABASE_POOLER, EINMAL_LISTEN_DATABASE_URL   none | session | transaction (PgBouncer), LISTEN's URL
-  EINMAL_SMTP_HOST, EINMAL_SMTP_PORT       the relay every message goes to
-  EINMAL_SMTP_TLS, EINMAL_SMTP_TLS_CA_FILE none | starttls | tls, and the CAs to check it with
-  EINMAL_SMTP_USERNAME, EINMAL_SMTP_PASSWORD   SMTP AUTH
-  EINMAL_SMTP_URLS                         several relays with weights and failover (instead)
-  EINMAL_SMTP_CONNECTIONS, EINMAL_SMTP_TIMEOUT_SECONDS
-  EINMAL_RATE_LIMIT, EINMAL_QUOTA_HOUR, EINMAL_QUOTA_DAY   limits for all nodes together
-  EINMAL_QUOTA_HOUR_SECONDS, EINMAL_QUOTA_DAY_SECONDS      the quotas' windows (for tests)
-  EINMAL_DOMAIN_LIMITS                     per-domain rate and connections: gmail.com=20/s,5conn;…
-  EINMAL_DOMAIN_PAUSE_SECONDS, EINMAL_DOMAIN_PAUSE_MAX_SECONDS, EINMAL_DOMAIN_PROBES   421/4.7.x pauses
-  EINMAL_BATCH_SIZE, EINMAL_TICK_SECONDS, EINMAL_NODE_TIMEOUT_SECONDS, EINMAL_NODE_ID
-  EINMAL_IN_DOUBT                          hold | resend: rows a dead node left unanswered
-  EINMAL_MAX_ATTEMPTS, EINMAL_RETRY_BASE_SECONDS, EINMAL_RETRY_MAX_SECONDS
-  EINMAL_MESSAGE_ID_DOMAIN, EINMAL_UNSUBSCRIBE_URL, EINMAL_UNSUBSCRIBE_SECRET
-  EINMAL_UNSUBSCRIBE_MAILTO                mailto: form of List-Unsubscribe
-  EINMAL_CONFIRM_URL, EINMAL_OPTIN_FROM    double opt-in: the confirmation page, the messages' From
-  EINMAL_OPTIN_WINDOW_HOURS, EINMAL_OPTIN_ADDRESS_LIMIT, EINMAL_OPTIN_CLIENT_LIMIT   its window and flood bounds
-  EINMAL_OPTIN_LIST_LIMIT                  new confirmation messages of one list in an hour
-  EINMAL_DKIM_DOMAIN, EINMAL_DKIM_SELECTOR, EINMAL_DKIM_PRIVATE_KEY_FILE   DKIM signing
-  EINMAL_SHUTDOWN_GRACE_SECONDS, EINMAL_RESTART_INTENSITY, EINMAL_RESTART_PERIOD_SECONDS
-  EINMAL_DB_TIMEOUT_SECONDS                longest wait for one database statement
-  EINMAL_DB_WAIT_SECONDS                   longest wait at start for the database (unset: no end; 0: none)
-  EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION   true: claim nothing while standbys exist but none is synchronous
-  EINMAL_JOURNAL_SECONDS, EINMAL_JOURNAL_SIZE   the answers kept to write again after a failover
-  EINMAL_HTTP_ADDRESS                      host:port of the HTTP surface (unsubscribe, health, metrics)
-  EINMAL_HTTP_HEADER_TIMEOUT_SECONDS, EINMAL_HTTP_BODY_TIMEOUT_SECONDS   a request's deadlines
-  EINMAL_HTTP_MAX_CONNECTIONS, EINMAL_HTTP_BODY_BUFFER_BYTES   HTTP connections, and body bytes held, at once
-  EINMAL_HTTP_CLIENT_CONNECTIONS, EINMAL_HTTP_CLIENT_BODY_BYTES   the same, one client network's share
-  EINMAL_RETURN_PATH, EINMAL_RETURN_PATH_SECRET   VERP envelope senders bounces+<token>@domain, and their keys
-  EINMAL_INBOUND_SMTP_ADDRESS              host:port of the listener for bounces and complaints
-  EINMAL_INBOUND_PROTOCOL, EINMAL_INBOUND_MAX_BYTES, EINMAL_INBOUND_TIMEOUT_SECONDS
-  EINMAL_SOFT_BOUNCE_LIMIT, EINMAL_SOFT_BOUNCE_DAYS   soft bounces within the days that suppress
-  EINMAL_PAUSE_COMPLAINT_RATE, EINMAL_PAUSE_HARD_BOUNCE_RATE, EINMAL_PAUSE_POLICY_REJECTION_RATE,
-  EINMAL_PAUSE_MIN_SAMPLE   a campaign pauses itself when a rate (per cent) passes its threshold
-  EINMAL_RETENTION_DAYS                    prune campaigns finished this many days ago (unset: never)
-  EINMAL_SES_CERTIFICATE_FILE, EINMAL_SES_TOPIC_ARN   POST /inbound/ses: SNS's signing certificate, the topics
-  EINMAL_POSTMARK_WEBHOOK_SECRET           POST /inbound/postmark: user:password of its basic auth
-  EINMAL_MAILGUN_WEBHOOK_SIGNING_KEY       POST /inbound/mailgun: the webhook signing key
-  EINMAL_WEBHOOK_ACCOUNTS_FILE             TOML: each account's own SNS topics, Postmark and Mailgun secrets
-  EINMAL_LOG_LEVEL                         DEBUG | INFO | WARNING | ERROR
-  EINMAL_LOG_FORMAT                        text | json
-  OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME"""
+# the environment variables `einmal run` reads, for its --help: written from Settings' descriptions
+RUN_VARIABLES = settings_doc.run_variables()
 
 
 def einmal_version() -> str:

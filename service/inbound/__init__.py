@@ -1,1 +1,2 @@
-"""What comes back: bounce and complaint reports, provider webhooks, and the events they become (docs/design.md §8)."""
+"""What comes back: bounce and complaint reports, provider webhooks, and the events they become
+(docs/design.md#inbound-events)."""

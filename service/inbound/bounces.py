@@ -6,7 +6,7 @@ is a complaint, anything else is ``()``. ``record`` puts the token's row in a re
 (``dsn:C.S:<Message-ID>``): a report sent first to one's own return path cannot take the id of
 another row's report.
 
-What a report may change is decided apart from what it says (docs/design.md §8), so a parser
+What a report may change is decided apart from what it says (docs/design.md#inbound-events), so a parser
 that reads more formats cannot widen it: over SMTP only the send row of the signed VERP token
 (verified at RCPT, or, for mail to the plain return path such as a feedback loop's complaints,
 found in the envelope sender the report quotes: ``returned_senders``) is touched, by one report
@@ -101,7 +101,7 @@ async def apply(
     effect = report.effect()
     complained = report.kind == "complaint"
     bounced = report.kind == "hard" and effect == reasons.SUPPRESS
-    campaign: list[int] = []
+    campaign: list[asyncpg.Record] = []
 
     async def keep(conn: asyncpg.Connection) -> bool:
         await conn.execute(

@@ -52,6 +52,7 @@ class Postmark(Provider):
         account = self.account(headers)
         record = json_object(body)
         record_type = record.get("RecordType")
+        kind: str | None
         if record_type == "SpamComplaint":
             kind = "complaint"
         elif record_type == "Bounce":

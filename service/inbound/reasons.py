@@ -95,10 +95,13 @@ SENDER = re.compile(
     r"permitted|found)|unknown|verif\w*|does not exist|no such|domain)|"
     r"\b(?:mail from|envelope.from|return.path)\b[^.\n]{0,30}?\b(?:rejected|refused|denied|invalid)|"
     r"after (?:pipelined )?mail from|in reply to mail from|"
-    r"after (?:initial connection|ehlo|helo|starttls)|in reply to (?:ehlo|helo|the initial)"
+    r"after (?:initial connection|ehlo|helo|starttls)|in reply to (?:ehlo|helo|the initial)|"
+    # a mailing list that takes posts from its members only (fml: "You are not a member of this mailing list")
+    r"not a member of (?:this|the) (?:mailing )?list|\bnot member article from"
 )
 TEMPORARY = re.compile(
-    r"try (?:again|later)|temporar|servfail|server failure|malformed or unexpected name server "
+    r"try (?:again|later)|temporar|servfail|server failure|duplicated message-id|loop (?:alert|back|detected)|"
+    r"malformed or unexpected name server "
     r"reply|(?:dns|lookup|name ?server)[^.\n]{0,20}tim(?:e ?out|ed out)|resend .{0,30}later"
 )
 TEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (  # (reason, pattern), the first that matches wins
@@ -208,7 +211,7 @@ def classify(status: str | None, text: str = "") -> str:
     specific = [_SPECIFIC[d] for d in details if d in _SPECIFIC and not (d == "4.4" or d.endswith(".0"))]
     if specific:  # the diagnostic's own code after the Status: prefer one that is not about the address
         reading = next((r for r in specific if r not in ADDRESS), specific[0])
-        if reading in ADDRESS and overrules:
+        if reading in ADDRESS and overrules and said is not None:  # overrules: the words said something
             return said
         return reading
     if said is not None:

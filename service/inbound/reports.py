@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field, replace
 from email import errors, policy
 from email.message import Message
+from typing import TypeGuard
 
 from service.addresses import email_key
 from service.inbound import reasons
@@ -107,10 +108,13 @@ def returned_senders(message: Message, quoted: tuple[str | None, ...] = ()) -> t
     found = [_text(sender) for sender in quoted if sender]
     for part in message.walk():
         kind = part.get_content_type()
-        if kind == "message/rfc822" and isinstance(part.get_payload(), list) and part.get_payload():
-            found.append(_text(part.get_payload()[0].get("Return-Path")))
+        payload = part.get_payload()
+        if kind == "message/rfc822" and isinstance(payload, list) and payload:
+            assert isinstance(payload[0], Message)  # a message/rfc822 part holds one Message
+            found.append(_text(payload[0].get("Return-Path")))
         elif kind in ("text/rfc822-headers", "message/rfc822-headers"):
-            head = re.split(rb"\r?\n\r?\n", part.get_payload(decode=True) or b"", maxsplit=1)[0]  # no body
+            raw = part.get_payload(decode=True)  # bytes, or None
+            head = re.split(rb"\r?\n\r?\n", raw if isinstance(raw, bytes) else b"", maxsplit=1)[0]  # no body
             headers = email.message_from_bytes(head, policy=policy.compat32)
             found.append(_text(headers.get("Return-Path")))
     return tuple(dict.fromkeys(sender.strip("<>") for sender in found[:4] if 0 < len(sender) <= 320))
@@ -122,6 +126,8 @@ def _report(
     reason = reasons.classify(finding.status, finding.diagnostic)
     if reason in (*reasons.ADDRESS, "unclassified") and _names(finding.diagnostic, ours):
         reason = "sender"  # the server refused our return path, not the recipient
+    elif reason in reasons.ADDRESS and _names_another(finding):
+        reason = "routing"  # the server's words are about another address (a forward, an alias), not this one
     if finding.gave_up and reason in ("routing", "unclassified"):
         reason = "expired"
     if finding.permanent is None:
@@ -156,6 +162,18 @@ def _names(diagnostic: str, ours: frozenset[str]) -> bool:
     return False
 
 
+def _names_another(finding: Finding) -> bool:
+    """The diagnostic's refusal quotes addresses (after a 4xx or 5xx code), none of them the recipient's."""
+    lowered = finding.diagnostic.lower()
+    mine = {a.lower() for a in (finding.recipient, *finding.also) if a}
+    quoted = {
+        m[0].strip(".").lower()
+        for m in ADDRESS.finditer(lowered)
+        if (code := _REPLY.findall(lowered[max(0, m.start() - 120) : m.start()])) and code[-1] in "45"
+    }
+    return bool(quoted) and not quoted & mine
+
+
 def _ours(message: Message, senders: tuple[str, ...]) -> frozenset[str]:
     """Our own addresses in a bounce: the return path it was sent to and the returned message's sender."""
     found = {
@@ -181,7 +199,7 @@ def _with_notice(message: Message, found: list[Finding]) -> list[Finding]:
         if not said:
             out.append(f)
             continue
-        gave_up = (
+        gave_up = bool(
             f.permanent
             and text.GAVE_UP.search(said) is not None
             and (f.status is None or f.status.endswith(".0.0") or f.status.startswith("4"))
@@ -231,7 +249,7 @@ def _delivered(message: Message) -> bool:
     )
 
 
-def _keyable(address: str | None) -> bool:
+def _keyable(address: str | None) -> TypeGuard[str]:
     try:
         return address is not None and bool(email_key(address))
     except ValueError:

@@ -1,5 +1,5 @@
 """`einmal suppressions review --account A [--lift]`: the 'bounce' suppressions that today's rule would not
-have made (README, "Bounces and complaints").
+have made (docs/guide/bounces.md).
 
 Before the reasons table (service/inbound/reasons.py) every permanent bounce suppressed its address, and
 soft bounces of any kind counted toward EINMAL_SOFT_BOUNCE_LIMIT; at send time every 5.1.x reply did. So a

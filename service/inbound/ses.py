@@ -55,14 +55,15 @@ MAX_AHEAD_SECONDS = 600
 def certificates(settings: Settings) -> list[rsa.RSAPublicKey]:
     """The public keys of EINMAL_SES_CERTIFICATE_FILE; ConfigError (one line) when it cannot be used."""
     path = settings.ses_certificate_file
+    assert path is not None  # the SES webhook is set up only when it is set
     try:
         found = x509.load_pem_x509_certificates(Path(path).read_bytes())
     except OSError as exc:
         raise ConfigError(f"EINMAL_SES_CERTIFICATE_FILE: cannot read {path}: {exc.strerror}") from None
     except ValueError:
         raise ConfigError(f"EINMAL_SES_CERTIFICATE_FILE: {path} holds no PEM certificate") from None
-    keys = [cert.public_key() for cert in found]
-    if not all(isinstance(key, rsa.RSAPublicKey) for key in keys):
+    keys = [key for cert in found if isinstance(key := cert.public_key(), rsa.RSAPublicKey)]
+    if len(keys) < len(found):
         raise ConfigError(f"EINMAL_SES_CERTIFICATE_FILE: {path}: SNS signs with RSA; a certificate has another key")
     return keys
 
@@ -179,8 +180,8 @@ def _ses_events(notification: dict) -> list[Event]:
             raise Rejected(400, "a Bounce without its bounce object")
         bounce_type = block.get("bounceType")
         severity = {"Permanent": "hard", "Transient": "soft"}.get(short(bounce_type, ""))
-        recipients = _recipients(block, "bouncedRecipients")
-        found = [(address(r.get("emailAddress"), "emailAddress"), r.get("status")) for r in recipients]
+        entries = _recipients(block, "bouncedRecipients")
+        found = [(address(r.get("emailAddress"), "emailAddress"), r.get("status")) for r in entries]
         general = short(f"{bounce_type}/{block.get('bounceSubType')}", "bounce", 60)
         statuses = [short(status, general) for _, status in found]
         recipients = [a for a, _ in found]

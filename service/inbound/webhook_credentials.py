@@ -1,4 +1,4 @@
-"""Which account each provider webhook credential vouches for (docs/design.md §8).
+"""Which account each provider webhook credential vouches for (docs/design.md#inbound-events).
 
 A request's credential — Postmark's basic auth, the Mailgun signing key its signature verifies
 with, the SNS topic an SES message was published to — names one account, and its events touch
@@ -20,6 +20,8 @@ are. Either is a ConfigError (one line, exit 2) at start-up, as is a file einmal
 import tomllib
 from pathlib import Path
 
+from pydantic import SecretStr
+
 from service.errors import ConfigError
 from service.settings import Settings
 
@@ -40,13 +42,13 @@ def credentials(settings: Settings) -> dict[str, dict[str, str | None]]:
                         f"{account!r} have the same {field}: a credential must name one account"
                     )
                 found[field][value] = account
-    single = {
+    single: dict[str, list[str] | list[SecretStr | None]] = {
         "ses_topic_arn": settings.ses_topic_arn.split(",") if settings.ses_topic_arn else [],
         "postmark_webhook_secret": [settings.postmark_webhook_secret],
         "mailgun_webhook_signing_key": [settings.mailgun_webhook_signing_key],
     }
-    for field, values in single.items():
-        values = [v if isinstance(v, str) else v.get_secret_value() for v in values if v is not None]
+    for field, given in single.items():
+        values = [v if isinstance(v, str) else v.get_secret_value() for v in given if v is not None]
         if values and found[field]:
             raise ConfigError(
                 f"EINMAL_{field.upper()}: a single-account installation's; with "
@@ -90,7 +92,7 @@ def _values(where: str, field: str, value: object) -> list[str]:
             for v in values
         ):
             raise ConfigError(f"{where}: expected an SNS topic ARN (arn:aws:sns:…) or a list of them")
-        return values
+        return [str(v) for v in values]  # each one a str, as checked
     if not isinstance(value, str) or not value.strip() or not value.isprintable():
         raise ConfigError(f"{where}: expected a string")
     if field == "postmark_webhook_secret" and not all(value.partition(":")[::2]):

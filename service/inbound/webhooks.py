@@ -1,4 +1,5 @@
-"""Provider webhooks: bounces and complaints reported over HTTP, each applied once (docs/design.md §8, §10).
+"""Provider webhooks: bounces and complaints reported over HTTP, each applied once (docs/design.md#inbound-events,
+#listening-surface).
 
     POST /inbound/ses[/ACCOUNT]        Amazon SES through SNS (service/inbound/ses.py)
     POST /inbound/postmark[/ACCOUNT]   Postmark (service/inbound/postmark.py)
@@ -151,8 +152,8 @@ async def _row(
         row = await bounces.find_row(conn, report, report.original, by_token=False)
         if not isinstance(row, str) and row["account_id"] == account_id:
             return row
-    row = await conn.fetchrow(db.query("bounce_send_rows_mailbox"), email_key(event.recipient), account_id)
-    return "no message of that account went out to that address" if row is None else row
+    mailbox = await conn.fetchrow(db.query("bounce_send_rows_mailbox"), email_key(event.recipient), account_id)
+    return "no message of that account went out to that address" if mailbox is None else mailbox
 
 
 async def record(

@@ -1,4 +1,4 @@
-"""The signed link of a double opt-in confirmation (docs/design.md §16 "Double opt-in").
+"""The signed link of a double opt-in confirmation (docs/design.md#api "Double opt-in").
 
 A token names the account, the list's confirmation campaign and the subscriber, in the unsubscribe
 token's form (service/mail/unsubscribe.py), ``<account_id>.<campaign_id>.<subscriber_id>.<signature>``,

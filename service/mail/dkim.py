@@ -38,7 +38,7 @@ import functools
 import hashlib
 import re
 from binascii import b2a_base64
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from cryptography.exceptions import UnsupportedAlgorithm
@@ -126,17 +126,16 @@ def _fold(tags: list[bytes]) -> bytes:
 class Signer:
     """A key and the domain and selector it signs for; ``prepare`` a campaign to sign its messages."""
 
-    __slots__ = ("_algorithm", "_key", "_rsa", "domain", "selector")
+    __slots__ = ("_algorithm", "_key", "domain", "selector")
 
     def __init__(self, domain: str, selector: str, key: PrivateKey):
         self.domain, self.selector, self._key = domain, selector, key
-        self._rsa = isinstance(key, rsa.RSAPrivateKey)
-        self._algorithm = b"rsa-sha256" if self._rsa else b"ed25519-sha256"
+        self._algorithm = b"rsa-sha256" if isinstance(key, rsa.RSAPrivateKey) else b"ed25519-sha256"
 
     def prepare(
         self,
         static_fields: bytes,
-        static_pieces: list[bytes] = (),
+        static_pieces: Sequence[bytes] = (),
         static_body: bool = False,
         names: tuple[bytes, ...] = (),
     ) -> "CampaignSigner":
@@ -144,9 +143,10 @@ class Signer:
 
     def sign_digest(self, digest: bytes) -> bytes:
         """The signature of a SHA-256 digest: RSA PKCS#1 v1.5 of it, or Ed25519 over it (RFC 8463)."""
-        if self._rsa:
-            return self._key.sign(digest, padding.PKCS1v15(), Prehashed(hashes.SHA256()))
-        return self._key.sign(digest)
+        key = self._key
+        if isinstance(key, rsa.RSAPrivateKey):
+            return key.sign(digest, padding.PKCS1v15(), Prehashed(hashes.SHA256()))
+        return key.sign(digest)
 
     def tags(self, names: tuple[bytes, ...]) -> list[bytes]:
         """The tags up to ``h=``, the same for every message with these header fields."""
@@ -163,7 +163,9 @@ class Signer:
         """This key's DKIM-Signature field up to h= folded (with CRLF) and canonical (without), and the
         function that signs a digest."""
         folded = _fold(self.tags(names))
-        sign = self.sign_digest if self._rsa else self._key.sign  # Ed25519: the key's own method, one call less
+        key = self._key
+        # Ed25519: the key's own method, one call less
+        sign: Callable[[bytes], bytes] = self.sign_digest if isinstance(key, rsa.RSAPrivateKey) else key.sign
         return folded + CRLF, relaxed_headers(folded)[0][1][:-2], sign
 
 
@@ -185,7 +187,7 @@ class Signers:
     def prepare(
         self,
         static_fields: bytes,
-        static_pieces: list[bytes] = (),
+        static_pieces: Sequence[bytes] = (),
         static_body: bool = False,
         names: tuple[bytes, ...] = (),
     ) -> "CampaignSigner":
@@ -201,7 +203,7 @@ class CampaignSigner:
         self,
         signers: tuple[Signer, ...],
         static_fields: bytes,
-        static_pieces: list[bytes],
+        static_pieces: Sequence[bytes],
         static_body: bool,
         names: tuple[bytes, ...],
     ):

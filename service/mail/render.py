@@ -30,12 +30,14 @@ import re
 import secrets
 import time
 from binascii import b2a_base64, b2a_qp
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from email.errors import HeaderParseError
 from email.headerregistry import Address
 from email.policy import default as default_policy
 from email.utils import format_datetime
+
+from jinja2 import Template
 
 from service.addresses import header_address
 from service.errors import UsageError
@@ -109,7 +111,9 @@ def unstructured(name: bytes, text: str) -> bytes:
         line = _fold(name, text.encode().split(b" ")) if text else name + b":" + CRLF
         if line is not None:
             return line
-    return _fold(name, _encoded_words(text))
+    line = _fold(name, _encoded_words(text))
+    assert line is not None  # encoded words are short: folded, no line passes 998
+    return line
 
 
 def _address_bytes(address: str) -> bytes:
@@ -135,7 +139,9 @@ def mailbox(name: bytes, display_name: str, address: str) -> bytes:
         line = _fold(name, [*quoted.encode().split(b" "), addr])
         if line is not None:
             return line
-    return _fold(name, [*_encoded_words(display_name), addr])
+    line = _fold(name, [*_encoded_words(display_name), addr])
+    assert line is not None  # encoded words and an address of at most 322 characters: no line passes 998
+    return line
 
 
 _date_cache: tuple[int, bytes] = (-1, b"")
@@ -182,6 +188,7 @@ class _Body:
             elif piece.__class__ is str:
                 out.append(qp_lines(piece.format_map(values)))
             else:
+                assert context is not None  # a body with a Jinja piece is given its context
                 out.append(qp_lines(templates.run(piece, context)))
 
 
@@ -197,7 +204,9 @@ def _sender(from_address: str) -> Address:
     try:
         header = default_policy.header_factory("From", from_address)
         groups, defects = header.groups, header.defects
-        addresses = groups[0].addresses if len(groups) == 1 and groups[0].display_name is None else ()
+        addresses: tuple[Address, ...] = (
+            groups[0].addresses if len(groups) == 1 and groups[0].display_name is None else ()
+        )
         valid = len(addresses) == 1 and addresses[0].username and addresses[0].domain and not defects
     except (HeaderParseError, AttributeError, IndexError, TypeError, ValueError):  # the parser's ways to fail
         valid = False
@@ -246,6 +255,32 @@ class CampaignTemplate:
         "clock",
         "envelope_from",
     )
+    # what compile() makes of the campaign, once; render() reads it for every recipient
+    campaign_id: int
+    account_id: int
+    clock: Callable[[], float]  # time.time; a test's own clock
+    envelope_from: str
+    _campaign: dict[str, object]  # the templates' `campaign` variable
+    _subject_piece: str | Template  # the Subject: a format string or a Jinja template
+    _subject: bytes | None  # the Subject field when it is the same for everyone
+    _text: _Body
+    _html: _Body | None
+    _jinja: bool  # whether any piece is a Jinja template (they get the full variables)
+    _verp: verp.ReturnPath | None
+    _from: bytes
+    _id_prefix: bytes
+    _id_suffix: bytes
+    _confirm: tuple[confirm.Signer, str] | None
+    _digest: str  # the boundary's: the same campaign always gets the same one
+    _extra: bytes  # Reply-To, List-Id, Feedback-ID and the campaign's own headers
+    _signer: unsubscribe.Signer | None
+    _url_prefix: str  # the unsubscribe link without its token
+    _mailto: bytes
+    _head: bytes  # the fields after the per-recipient ones, to the empty line
+    _start: bytes  # the MIME part boundaries, empty for a text-only message
+    _between: bytes
+    _end: bytes
+    _dkim: dkim.CampaignSigner | None
 
     @classmethod
     def compile(cls, campaign: Mapping, settings: Settings) -> "CampaignTemplate":
@@ -277,7 +312,7 @@ class CampaignTemplate:
         self._id_prefix = b"Message-ID: <campaign.%d." % self.campaign_id
         self._id_suffix = b"@" + domain + b">\r\n"
         self._compile_unsubscribe(settings, used | self._text.fields | (self._html.fields if self._html else set()))
-        self._confirm = None  # a list's confirmations (docs/design.md §16): (signer, the link without its token)
+        self._confirm = None  # a list's confirmations (docs/design.md#api): (signer, the link without its token)
         if campaign.get("kind") == "confirmation" and settings.confirm_url and settings.unsubscribe_secret:
             self._confirm = (confirm.Signer(settings.unsubscribe_secret), unsubscribe.link(settings.confirm_url, ""))
         # the same campaign always gets the same boundary: a preview is the message that goes out
@@ -330,7 +365,9 @@ class CampaignTemplate:
             phrase, identifier = headers.list_id(campaign["list_id"])
             quoted = ('"' + phrase.replace("\\", "\\\\").replace('"', '\\"') + '"').encode().split(b" ")
             words = (quoted if _plain_ascii(phrase) else _encoded_words(phrase)) if phrase else []
-            lines.append(_fold(b"List-Id", [*words, b"<" + identifier.encode() + b">"]))
+            line = _fold(b"List-Id", [*words, b"<" + identifier.encode() + b">"])
+            assert line is not None  # list_id() keeps the value to 900 characters: no line passes 998
+            lines.append(line)
         sender_id = settings.dkim_domain.encode() if settings.dkim_domain else domain
         lines.append(b"Feedback-ID: %d:%d:einmal:%s\r\n" % (self.campaign_id, self.account_id, sender_id))
         for name, value in headers.stored_headers(campaign.get("headers")):
@@ -438,12 +475,13 @@ class CampaignTemplate:
         out.append(self._head)
         if self._start:
             out.append(self._start)
-        jinja = self._text.jinja and variables is not None
-        self._text.render(values, templates.context(templates.TEXT, variables) if jinja else None, out)
+        context = templates.context(templates.TEXT, variables) if self._text.jinja and variables is not None else None
+        self._text.render(values, context, out)
         if self._html is not None:
             out.append(self._between)
-            jinja = self._html.jinja and variables is not None
-            context = templates.context(templates.HTML, variables) if jinja else None
+            context = (
+                templates.context(templates.HTML, variables) if self._html.jinja and variables is not None else None
+            )
             self._html.render(templates.escaped(values), context, out)
             out.append(self._end)
         if self._dkim is not None:  # signed over the fields after From and the body after the static head

@@ -1,7 +1,7 @@
 """The sandbox campaign templates run in: Jinja2's immutable sandbox, and a budget for each message.
 
 The operator writes the template, the subscribers bring the data; neither may make one message
-cost more than a bounded time and memory (docs/design.md §11). Each template of a message (subject,
+cost more than a bounded time and memory (docs/design.md#templates). Each template of a message (subject,
 text body, HTML body) has MAX_STEPS steps, counted, not timed, so every node fails the same message
 the same way. A step is:
 
@@ -27,6 +27,7 @@ Jinja's sandbox has no hook for loops, comparisons, slices, ``~`` and outputs: t
 import functools
 import re
 from collections.abc import Collection, Mapping
+from typing import AnyStr
 
 from jinja2 import StrictUndefined
 from jinja2.compiler import CodeGenerator, operators, optimizeconst
@@ -166,7 +167,7 @@ def weight(value, limit: int) -> int:
     return total
 
 
-def _replaced(text: str, old: str, new: str, count=None) -> None:
+def _replaced(text: AnyStr, old: AnyStr, new: AnyStr, count=None) -> None:
     """Refuse a replace whose result would pass MAX_OUTPUT, before it is made."""
     times = text.count(old) if old else len(text) + 1
     if isinstance(count, int) and count >= 0:

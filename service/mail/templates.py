@@ -27,7 +27,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 
-from jinja2 import TemplateError, TemplateSyntaxError, meta, nodes
+from jinja2 import Template, TemplateError, TemplateSyntaxError, meta, nodes
 from jinja2.runtime import Context
 from jinja2.sandbox import SecurityError
 from markupsafe import escape
@@ -86,8 +86,8 @@ def parse(env: Sandbox, text: str, where: str) -> nodes.Template:
         (lambda node: node.attr.startswith("_")),
         (lambda node: isinstance(node.arg, nodes.Const) and str(node.arg.value).startswith("_")),
     )
-    for node_type, test in zip((nodes.Getattr, nodes.Getitem), private, strict=True):
-        if line := _first_line(tree, node_type, test):
+    for private_type, test in zip((nodes.Getattr, nodes.Getitem), private, strict=True):
+        if line := _first_line(tree, private_type, test):
             raise _refuse(where, line, "names starting with '_' are not allowed")
     for node in tree.find_all(nodes.Filter):
         if node.name not in env.filters:
@@ -275,7 +275,7 @@ def _simple_format(tree: nodes.Template) -> str | None:
     return "".join(parts)
 
 
-def piece(env: Sandbox, text: str):
+def piece(env: Sandbox, text: str) -> str | Template:
     """A piece of a body or subject: a str.format string (fast) or a compiled Jinja template."""
     tree = env.parse(text)
     simple = _simple_format(tree)

@@ -132,10 +132,9 @@ def verify_with(sign, secret: Secret, token: str) -> tuple[int, int, int] | None
     parts = token.split(".")
     if len(parts) != 4:
         return None
-    ids = [_parse_id(part) for part in parts[:3]]
-    if None in ids or not parts[3].isascii():
+    account_id, campaign_id, subscriber_id = (_parse_id(part) for part in parts[:3])
+    if account_id is None or campaign_id is None or subscriber_id is None or not parts[3].isascii():
         return None
-    account_id, campaign_id, subscriber_id = ids
     given = parts[3].encode()
     # every key is tried, also after a match: the time taken does not tell which key signed
     matched = False

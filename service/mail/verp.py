@@ -46,7 +46,10 @@ class ReturnPath:
     def from_settings(cls, settings: Settings) -> "ReturnPath | None":
         if not settings.return_path:
             return None
-        return cls(settings.return_path, secret(settings))
+        key_source = secret(settings)
+        if key_source is None:  # Settings refuses a return path without one
+            raise ValueError("EINMAL_RETURN_PATH needs EINMAL_RETURN_PATH_SECRET or EINMAL_UNSUBSCRIBE_SECRET")
+        return cls(settings.return_path, key_source)
 
     def token(self, campaign_id: int, subscriber_id: int) -> str:
         return f"{campaign_id}.{subscriber_id}.{_signature(self._keys[0], campaign_id, subscriber_id)}"
@@ -61,10 +64,9 @@ class ReturnPath:
         parts = token.lower().split(".")
         if len(parts) != 3:
             return None
-        ids = [unsubscribe._parse_id(part) for part in parts[:2]]
-        if None in ids or not parts[2].isascii():
+        campaign_id, subscriber_id = (unsubscribe._parse_id(part) for part in parts[:2])
+        if campaign_id is None or subscriber_id is None or not parts[2].isascii():
             return None
-        campaign_id, subscriber_id = ids
         matched = False
         for key in self._keys:  # every key, also after a match: the time does not tell which signed
             matched |= hmac.compare_digest(_signature(key, campaign_id, subscriber_id), parts[2])

@@ -1,7 +1,7 @@
 """One persistent SMTP connection, reused for many messages.
 
 Every outcome of `send()` is classified by where the transaction stopped, because
-that decides whether the message may have been accepted (docs/design.md §1, §3):
+that decides whether the message may have been accepted (docs/design.md#promises, #in-doubt-bound):
 
     SENT        2xx after the end of DATA
     TRANSIENT   4xx on MAIL, RCPT, DATA or end of DATA; or the connection was lost,
@@ -34,6 +34,7 @@ import os
 import re
 import ssl
 from dataclasses import dataclass
+from typing import cast
 
 from aiosmtplib import (
     SMTP,
@@ -198,7 +199,8 @@ class SmtpConnection:
         self._pipelining = smtp.supports_extension("pipelining")
         self._utf8 = smtp.supports_extension("smtputf8")
         self._8bitmime = smtp.supports_extension("8bitmime")
-        self._wire = Wire(smtp.transport, self._timeout)
+        # aiosmtplib types its transport as the base class; on a stream it is an asyncio.Transport
+        self._wire = Wire(cast(asyncio.Transport, smtp.transport), self._timeout)
         self._fresh = True
 
     async def _transaction(self, sender: str, recipient: str, message: bytes) -> tuple[Result, bool]:
@@ -208,6 +210,7 @@ class SmtpConnection:
             return Result(Outcome.PERMANENT, envelope), False
         mail, rcpt = envelope
         wire = self._wire
+        assert wire is not None  # send() connected first
         stage = "MAIL"
         try:
             if self._pipelining:
@@ -300,6 +303,7 @@ class SmtpConnection:
             self._drop()
             return result
         wire = self._wire
+        assert wire is not None  # a reply on a live connection
         try:
             for _ in range(unread):
                 if (await wire.read()).code == 354:  # DATA accepted all the same: only closing ends it

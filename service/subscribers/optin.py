@@ -1,4 +1,4 @@
-"""Double opt-in (docs/design.md §16 "Double opt-in"): a sign-up, its one confirmation message, the
+"""Double opt-in (docs/design.md#api "Double opt-in"): a sign-up, its one confirmation message, the
 confirmation with its consent record, and the pruning of sign-ups never confirmed.
 
 A sign-up (`POST /api/v1/subscribe`, the hosted form `/forms/{token}`) makes an 'unconfirmed'
@@ -148,6 +148,7 @@ async def sign_up(conn: asyncpg.Connection, settings: Settings, request: SignUp)
             86400.0,
             messages.hits < settings.optin_list_limit,
         )
+    assert row is not None  # the query returns one row
     if row["queued"]:  # counted after: sign-ups at the same moment may pass the list's bound by their number
         await clients.hit(conn, LIST_KIND, f"list:{request.list_id}", HOUR)
     return row["queued"]
@@ -280,6 +281,7 @@ async def prune(conn: asyncpg.Connection, settings: Settings) -> tuple[int, int]
     members = rows = 0
     while True:
         done = await conn.fetchrow(db.query("optin_prune"), window_seconds(settings), PRUNE_BATCH)
+        assert done is not None  # the query returns one row
         members, rows = members + done["members"], rows + done["rows"]
         if done["members"] < PRUNE_BATCH:
             return members, rows

@@ -2,9 +2,9 @@
 
 The page's token names one subscriber of one account; what is shown and changed is that subscriber's
 mailbox in that account: the lists of the account that any of its subscribers with the same mailbox key is
-on (docs/design.md §9), never another account's. Leaving a list removes those memberships and, in the same
+on (docs/design.md#addresses), never another account's. Leaving a list removes those memberships and, in the same
 transaction, stops the mailbox's rows not yet on the wire in the account's campaigns that target the list,
-unless another of the campaign's lists still reaches it (docs/design.md §16, "The preference page").
+unless another of the campaign's lists still reaches it (docs/design.md#api, "The preference page").
 Leaving everything is the account-wide unsubscribe, which the page's other form posts (RFC 8058).
 """
 

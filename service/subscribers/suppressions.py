@@ -39,6 +39,7 @@ async def _insert(conn: asyncpg.Connection, account_id: int, emails: list[str], 
         return 0, 0
     keys = [email_key(email) for email in emails]
     row = await conn.fetchrow(db.query("suppression_insert"), account_id, keys, reason)
+    assert row is not None  # the query returns one row
     return row["added"], row["given"]
 
 

@@ -1,1 +1,1 @@
-"""The HTTP surface: the Starlette app and its pages (docs/design.md §10)."""
+"""The HTTP surface: the Starlette app and its pages (docs/design.md#listening-surface)."""

@@ -159,7 +159,7 @@ class Web:
         if time.monotonic() - self.db_answered_at > READY_FRESH_SECONDS:
             try:
                 with anyio.fail_after(2):
-                    async with self.pool.acquire() as conn:
+                    async with db.acquire(self.pool) as conn:
                         await conn.fetchval("SELECT 1")
                 self.db_answered_at = time.monotonic()
             except (*db.DOWN, asyncpg.PostgresError) as exc:
@@ -172,7 +172,7 @@ class Web:
 
     async def metrics_text(self, request: Request) -> Response:
         # one read of the database figures at a time, at most every METRICS_FRESH_SECONDS, on a connection
-        # of their own: the scrapes behind it serve what it read (docs/design.md §10)
+        # of their own: the scrapes behind it serve what it read (docs/design.md#listening-surface)
         async with self.metrics_lock:
             if time.monotonic() - self.metrics_read_at >= METRICS_FRESH_SECONDS:
                 self.metrics_read_at = time.monotonic()
@@ -182,7 +182,7 @@ class Web:
     async def _read_metrics(self) -> None:
         try:
             with anyio.fail_after(5):
-                async with self.metrics_pool.acquire() as conn:
+                async with db.acquire(self.metrics_pool) as conn:
                     await self.metrics.refresh(conn)
             self.metrics.database_up.set(1)
         except db.DOWN as exc:
@@ -205,7 +205,7 @@ class Web:
             if ids[2] == unsubscribe.TEST_SUBSCRIBER and not _wants_html(request):
                 return Response(status_code=200)  # a test message's link (einmal campaign test): nobody
             with anyio.fail_after(db.DB_SECONDS):
-                async with self.pool.acquire() as conn:
+                async with db.acquire(self.pool) as conn:
                     row = await conn.fetchrow(db.query("unsubscribe_recipient"), *ids)
                     if row is not None:  # the token is genuine: its account's language and contact
                         code, next_step = row["language"], self._next_step(row["contact"])
@@ -380,7 +380,7 @@ class Web:
     async def _deliver(self, delivery: webhooks.Delivery, named: str | None) -> list[str]:
         """Apply the events to the account the request's credential vouches for: a word for each."""
         with anyio.fail_after(db.DB_SECONDS):
-            async with self.pool.acquire() as conn:
+            async with db.acquire(self.pool) as conn:
                 account_id = await self._account(conn, delivery.account, named)
                 if delivery.token is not None:
                     await webhooks.claim_token(conn, *delivery.token)

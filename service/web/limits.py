@@ -3,7 +3,7 @@ unexpected error is one log line and a 500), BodyBudget (the bodies of all reque
 client network, are bounded; one-click unsubscribes have a lane of their own), TextOnly (a path or query that
 is not UTF-8, or holds a NUL, is 422), ApiPrefix (/api/v1/… to the API), then for the API deps.KeyFirst (its
 key found before its body is read) and BoundedBody (its bodies read within the bounds before it sees them);
-and read_body, through which every route reads a body (docs/design.md §10)."""
+and read_body, through which every route reads a body (docs/design.md#listening-surface)."""
 
 import json
 import logging
@@ -13,7 +13,7 @@ from urllib.parse import unquote_to_bytes
 import anyio
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import clients
 from service.api import idempotency
@@ -82,7 +82,8 @@ class BodyBudget:
     one-click unsubscribes' bodies (at most ONE_CLICK_BODY each) have ONE_CLICK_LANE besides, of which one
     network holds at most ONE_CLICK_LANE_PER_CLIENT: no other body takes it. read_body takes room for the whole
     body first (its Content-Length, else the route's limit), waiting up to BUDGET_WAIT_SECONDS for it; the
-    request gives it back once it is answered (docs/design.md §10). `held`: the bytes held now, lane included."""
+    request gives it back once it is answered (docs/design.md#listening-surface). `held`: the bytes held now, lane
+    included."""
 
     KEY = "einmal.body_room"
 
@@ -206,7 +207,7 @@ class NoTraceback:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
 
-        async def tracking_send(message: dict) -> None:
+        async def tracking_send(message: Message) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)

@@ -1,4 +1,4 @@
-"""The double opt-in pages of the HTTP surface (docs/design.md §16 "Double opt-in"):
+"""The double opt-in pages of the HTTP surface (docs/design.md#api "Double opt-in"):
 
     GET  /forms/{token}      a list's sign-up form (public; no JavaScript), while its account has it open. The
                              token is random (service/subscribers/optin.py set_form): an unknown token, a wrong
@@ -104,7 +104,7 @@ class SignUpPages:
         token = request.path_params["token"]
         try:
             with anyio.fail_after(db.DB_SECONDS):
-                async with self.pool.acquire() as conn:
+                async with db.acquire(self.pool) as conn:
                     found = await conn.fetchrow(db.query("optin_form"), token) if optin.TOKEN.fullmatch(token) else None
                     if found is None:  # no such token, a wrong one, a closed form: the same page, naming nobody
                         return self.problem(request, 404, "no_form", "form_next_generic")
@@ -202,7 +202,7 @@ class SignUpPages:
             )
         try:
             with anyio.fail_after(db.DB_SECONDS):
-                async with self.pool.acquire() as conn:
+                async with db.acquire(self.pool) as conn:
                     shown = await optin.link(conn, self.settings, ids)
                     if shown is None:  # the account is gone
                         return self.problem(request, 404, "confirm_unknown", "confirm_next_generic")

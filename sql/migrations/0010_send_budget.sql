@@ -1,4 +1,4 @@
--- The sending budget every node shares (docs/design.md §13): a cluster-wide rate, as a schedule of
+-- The sending budget every node shares (docs/design.md#sending-budget): a cluster-wide rate, as a schedule of
 -- send slots, and sliding-window quotas, kept where every node's claim already goes.
 
 -- The next free send slot of the cluster: slots are 1/rate apart, each claimed row takes one, so however

@@ -1,5 +1,5 @@
 -- An SMTP answer a node got but could not put on its row, because the row was no longer its token's:
--- another node returned and took it, or an asynchronous failover lost the claim (docs/design.md §4).
+-- another node returned and took it, or an asynchronous failover lost the claim (docs/design.md#liveness).
 -- The answer may say a message went out that the row does not show, and may go out again: it is kept
 -- here for the operator instead of being dropped. No reply text: a reply may quote the address, which
 -- an erasure must be able to remove; its code is enough to tell delivered from refused.

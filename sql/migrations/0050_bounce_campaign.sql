@@ -1,4 +1,4 @@
--- Retention (docs/design.md §15), step 1 of 4: each bounce names its campaign, so that its history outlives the
+-- Retention (docs/design.md#retention), step 1 of 4: each bounce names its campaign, so that its history outlives the
 -- campaign's send rows (a pruned campaign's partition is dropped; bounces.send_id then names a row gone).
 -- The column has no default (no rewrite); the fill locks only bounce rows. Bounces an older node writes
 -- before 0053 are filled there.

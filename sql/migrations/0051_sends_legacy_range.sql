@@ -2,7 +2,7 @@
 -- attaches as the partition einmal.sends_legacy. Every campaign from legacy_below on gets a partition of its
 -- own. The CHECK is NOT VALID: taking the table's lock for an instant, it checks only new rows (0052
 -- validates the rest without blocking writes). A campaign an older node creates between this step and 0053
--- has an id of at least legacy_below: its rows wait for a node of this version (docs/design.md §15).
+-- has an id of at least legacy_below: its rows wait for a node of this version (docs/design.md#retention).
 SET LOCAL lock_timeout = '10s';
 CREATE TABLE einmal.sends_layout (
     one          boolean PRIMARY KEY DEFAULT true CHECK (one),

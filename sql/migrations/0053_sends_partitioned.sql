@@ -1,5 +1,5 @@
 -- Retention, step 4 of 4: einmal.sends becomes a table partitioned by campaign, so that a finished campaign's
--- rows go as one table (`einmal prune`, docs/design.md §15). Everything here is catalog work under one short
+-- rows go as one table (`einmal prune`, docs/design.md#retention). Everything here is catalog work under one short
 -- ACCESS EXCLUSIVE lock of today's table, whatever its size: it is renamed einmal.sends_legacy and attached
 -- below the bound 0051 set, which its validated CHECK proves, so the attach reads no row; its indexes and
 -- foreign keys match the new parent's and are attached, not built. The id keeps counting in a sequence

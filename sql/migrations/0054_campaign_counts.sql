@@ -1,4 +1,4 @@
--- What a campaign's send rows came to, kept when they are pruned (docs/design.md §15): written when it
+-- What a campaign's send rows came to, kept when they are pruned (docs/design.md#retention): written when it
 -- finishes (campaign_finish.sql) and at a prune when it has none yet (a cancelled campaign). A pruned
 -- campaign has pruned_at set; its status, list line and metrics read these counts instead of einmal.sends.
 CREATE TABLE einmal.campaign_counts (

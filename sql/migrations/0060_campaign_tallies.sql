@@ -1,6 +1,6 @@
 -- What a campaign's messages met, counted as it happens, so that the campaign can pause itself when
 -- its complaint, hard-bounce or policy-rejection rate crosses its threshold (service/health.py,
--- docs/design.md §13) without counting its rows or its bounces each time. A campaign's figures are the
+-- docs/design.md#sending-budget) without counting its rows or its bounces each time. A campaign's figures are the
 -- sums over its rows here, one row per source, so that no two writers share a row:
 --   a send pipeline's token: delivered (answered 250), refused (a 5.7.x refusal at send time, per
 --     attempt) and rejected (failed at send time for an address reason, 550 5.1.1), added by its

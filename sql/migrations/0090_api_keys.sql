@@ -1,4 +1,4 @@
--- The keys applications use for /api/v1 (docs/design.md §16). A key names one account and nothing else:
+-- The keys applications use for /api/v1 (docs/design.md#api). A key names one account and nothing else:
 -- every request's account is its key's. Only the key's SHA-256 is kept (a key is 32 random bytes: no
 -- slow hash is needed against guessing), with its first characters to tell keys apart in a listing.
 CREATE TABLE einmal.api_keys (

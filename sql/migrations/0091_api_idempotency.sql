@@ -1,4 +1,4 @@
--- The POSTs of /api/v1 sent with an Idempotency-Key (docs/design.md §16): claimed before the request runs
+-- The POSTs of /api/v1 sent with an Idempotency-Key (docs/design.md#api): claimed before the request runs
 -- (the row without an answer), answered after; the same key with the same request gets the answer again,
 -- without a second effect. Keyed by the API key's SHA-256, so two keys never share a namespace. Kept for
 -- the window of service/api/idempotency.py; older rows are removed as new ones come.

@@ -1,4 +1,4 @@
--- Double opt-in (docs/design.md §16 "Double opt-in"). A membership is 'unconfirmed' from a sign-up
+-- Double opt-in (docs/design.md#api "Double opt-in"). A membership is 'unconfirmed' from a sign-up
 -- (POST /api/v1/subscribe, the hosted form) until its confirmation link is pressed; every membership made
 -- before, and every one an import or the API's PUT makes, is 'confirmed' (they assert consent). Campaigns
 -- go to confirmed members only (recipients_build_chunk.sql). The consent record is kept on the membership:

@@ -1,5 +1,5 @@
 -- What public clients did, counted per network and fixed window in PostgreSQL so that every node sees the
--- same count (docs/design.md §10 "Bounds per client"): sign-ups of the hosted forms, failed API keys. A
+-- same count (docs/design.md#listening-surface "Bounds per client"): sign-ups of the hosted forms, failed API keys. A
 -- client is its network (service/clients.py: an IPv4 address by its /24, an IPv6 one by its /64), so
 -- rotating addresses inside one network counts as one client. Rows of windows past are removed by the pruner.
 CREATE TABLE einmal.client_counts (

@@ -1,4 +1,4 @@
--- A list's public sign-up form is its account's choice (docs/design.md §16 "Double opt-in"): closed until the
+-- A list's public sign-up form is its account's choice (docs/design.md#api "Double opt-in"): closed until the
 -- account opens it (`einmal lists form open`, PUT /api/v1/lists/{name}/form). The form is reached at
 -- /forms/<form_token>, a random URL-safe token made when it is first opened and kept when it is closed and
 -- opened again, so a list's sequential id finds no form. form_origins: the origins besides the serving

@@ -1,4 +1,4 @@
--- What the public pages say (docs/design.md §10, §16). A list's title is what subscribers read (the sign-up
+-- What the public pages say (docs/design.md#listening-surface, #api). A list's title is what subscribers read (the sign-up
 -- form, the confirmation page, the preference page); its name stays the operator's key. NULL: the pages use
 -- a neutral wording, never the name.
 ALTER TABLE einmal.lists

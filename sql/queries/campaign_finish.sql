@@ -1,5 +1,5 @@
 -- CAS sending -> sent once recipients are built and nothing is left to send; what its rows came to is kept
--- (einmal.campaign_counts), so that a later prune drops them without reading them (docs/design.md §15); with
+-- (einmal.campaign_counts), so that a later prune drops them without reading them (docs/design.md#retention); with
 -- the rows left in doubt, which only an operator can settle (einmal reconcile)
 WITH finished AS (
     UPDATE einmal.campaigns c SET status = 'sent', sent_at = now(), updated_at = now()

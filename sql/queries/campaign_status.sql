@@ -1,6 +1,6 @@
 -- The campaign, its send rows counted per state, and the send rows that came back as a hard bounce,
 -- a soft bounce, an unclassified bounce or a complaint (einmal.bounces), and per reason, in one snapshot.
--- A pruned campaign's counts are those kept in einmal.campaign_counts (docs/design.md §15).
+-- A pruned campaign's counts are those kept in einmal.campaign_counts (docs/design.md#retention).
 -- With its schedule and start, the database's clock (now) to say how long until the start, and how many
 -- nodes are alive (a heartbeat younger than $2 seconds, EINMAL_NODE_TIMEOUT_SECONDS): none means nothing sends.
 -- Its recipients' one-click unsubscribes (the link's events, inbound_events_prefix), and for a campaign not

@@ -1,5 +1,5 @@
 -- Take the mailbox of account $1's subscriber $2 off the account's list $3: the membership of every
--- subscriber of the account with its mailbox key (docs/design.md §9). The list's name and title (NULL: none)
+-- subscriber of the account with its mailbox key (docs/design.md#addresses). The list's name and title (NULL: none)
 -- once per membership removed: no row when the mailbox was not on it, or the list is not the account's.
 DELETE FROM einmal.list_members AS m
 USING einmal.lists AS l, einmal.subscribers AS me, einmal.subscribers AS s

@@ -1,5 +1,5 @@
 -- The lists of account $1 that the mailbox of its subscriber $2 is on, through any of the account's
--- subscribers with that mailbox key (docs/design.md §9), by name, at most $3: what the preference page
+-- subscribers with that mailbox key (docs/design.md#addresses), by name, at most $3: what the preference page
 -- shows (its title: NULL when it has none; the page never shows the name, which is the operator's). None
 -- when the subscriber is not the account's or was erased; never another account's list.
 SELECT DISTINCT l.id, l.name, l.title

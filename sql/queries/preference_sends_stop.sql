@@ -1,7 +1,7 @@
 -- After the mailbox of account $1's subscriber $2 left a list: its rows not yet on the wire (queued, or
 -- claimed and not started) in campaigns $3 (locked by preference_campaigns_lock.sql) that none of the
 -- campaign's lists reaches any more (no confirmed subscriber of the mailbox key is a confirmed member of one of
--- them: the recipient build takes no other, docs/design.md §7) settle as
+-- them: the recipient build takes no other, docs/design.md#recipient-build) settle as
 -- 'suppressed', with the reply 'left the list'. A claimed row's start (send_advance.sql, step `started`)
 -- then finds it no longer claimed by its token and sends nothing. A row already `sending` is on the wire.
 UPDATE einmal.sends AS d

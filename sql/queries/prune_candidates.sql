@@ -1,4 +1,4 @@
--- Campaigns a prune takes (docs/design.md §15): finished (sent or cancelled) more than $1 seconds ago, all or
+-- Campaigns a prune takes (docs/design.md#retention): finished (sent or cancelled) more than $1 seconds ago, all or
 -- only campaign $2, not yet pruned, or marked pruned with rows or a partition still there (a prune cut short).
 SELECT c.id, c.status, coalesce(c.sent_at, c.updated_at) AS finished_at, c.pruned_at IS NOT NULL AS marked
 FROM einmal.campaigns AS c

@@ -1,4 +1,4 @@
--- What the promise needs of replication (docs/design.md §4): the standbys streaming from this server
+-- What the promise needs of replication (docs/design.md#liveness): the standbys streaming from this server
 -- (logical walsenders and base backups are not standbys), how many of them the server holds commits
 -- for (sync or quorum), how many it hides from this role (without pg_read_all_stats, pg_monitor or
 -- superuser their columns are NULL), whether this session's commits wait for them at all, and the

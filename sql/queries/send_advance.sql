@@ -9,7 +9,7 @@
 -- An outcome marked throttled ($9: the domain answered 421/4.7.x) goes back to
 -- the queue in its place, with no attempt counted, and pauses its domain for
 -- every node: $10 seconds, doubling with each throttle in a row up to $11; any
--- other answer from a paused domain closes its breaker (docs/design.md §13).
+-- other answer from a paused domain closes its breaker (docs/design.md#sending-budget).
 -- A refusal (5xx by policy or authentication) is throttled too, but its own row
 -- is charged an attempt and waits its backoff, so that the next probe is another row.
 -- The outcomes delivered, refused (5.7.x) and rejected (an address reason) are added to their campaign's
@@ -17,9 +17,9 @@
 -- An outcome is recorded on a row this token still holds, whether `sending`, `in_doubt` (another node
 -- declared it in doubt while this one stalled) or `claimed` (an asynchronous failover lost its move to
 -- `sending`): an answer is an answer. One that finds no such row, and not already recorded either, is
--- kept in einmal.lost_outcomes and returned (`lost`) for the log: never dropped without a word (§4).
+-- kept in einmal.lost_outcomes and returned (`lost`) for the log: never dropped without a word (docs/design.md#liveness).
 -- Each row is named with its campaign ($12 for the outcomes, $13 for the rows to start), so that each lookup
--- reads that campaign's partition alone, however many campaigns einmal.sends holds (docs/design.md §15).
+-- reads that campaign's partition alone, however many campaigns einmal.sends holds (docs/design.md#retention).
 WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[], $6::bool[], $9::bool[],
                          $12::bigint[])

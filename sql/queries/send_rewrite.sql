@@ -1,5 +1,5 @@
 -- After a failover, write again the outcomes a node recorded (its journal) or holds unrecorded, where the
--- new primary lost them (docs/design.md §4): ids $1, each recorded under token $2 as status $3 (sent,
+-- new primary lost them (docs/design.md#liveness): ids $1, each recorded under token $2 as status $3 (sent,
 -- failed, in_doubt, suppressed, or queued: given back unsent or to be tried again), reply $4, attempts
 -- added $5, bounce $6, at epoch $7, to be tried again after $8 seconds (queued), and $9: the epoch the
 -- node recorded it at (from its journal; NULL for an answer it held unrecorded); $10 the row's campaign, so

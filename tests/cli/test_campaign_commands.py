@@ -299,7 +299,7 @@ async def test_create_refuses_bad_input_in_one_line_and_inserts_nothing(
         for x in (option, value)
     ]
     result = einmal("campaign", "create", *[x for pair in options.items() for x in pair], *lists, dsn=dsn)
-    # judged without the database: a bad argument, exit 2 as README says; the rest exit 1
+    # judged without the database: a bad argument, exit 2 as docs/reference/cli.md says; the rest exit 1
     assert result.returncode == (2 if case in BAD_ARGUMENTS else 1), result.stderr
     assert one_line_error(subprocess.CompletedProcess(result.args, 1, result.stdout, result.stderr)).startswith(
         expected

@@ -397,7 +397,7 @@ async def test_create_refuses_a_past_at_in_one_line(conn: asyncpg.Connection, ds
         "2001-01-01T00:00 Europe/Berlin",
         dsn=dsn,
     )
-    assert result.returncode == 2, result.stderr  # a bad argument (README: 2 for bad arguments)
+    assert result.returncode == 2, result.stderr  # a bad argument (docs/reference/cli.md: 2 for bad arguments)
     assert result.stderr.startswith("einmal: --at '2001-01-01T00:00 Europe/Berlin' is in the past")
     assert len(result.stderr.splitlines()) == 1
     assert await conn.fetchval("SELECT count(*) FROM einmal.campaigns") == 0

@@ -214,7 +214,7 @@ async def test_unusable_header_is_refused_in_one_line_and_writes_nothing(
 
 
 async def test_missing_or_unreadable_file_is_one_line(dsn: str, tmp_path: Path) -> None:
-    missing = run_import(dsn, str(tmp_path / "nope.csv"))  # a bad argument: exit 2, as README says
+    missing = run_import(dsn, str(tmp_path / "nope.csv"))  # a bad argument: exit 2, as docs/reference/cli.md says
     assert_one_line_error(missing, f"einmal: cannot read {tmp_path / 'nope.csv'}: No such file", code=2)
     directory = run_import(dsn, str(tmp_path))
     assert_one_line_error(directory, f"einmal: cannot read {tmp_path}: Is a directory", code=2)

@@ -1,4 +1,4 @@
-"""Imports run one way (docs/design.md §14): entry points → actors → subjects → core.
+"""Imports run one way (docs/design.md#layout): entry points → actors → subjects → core.
 
 Every import of service/ and actors/, at any depth of a module (a function's late import
 counts too), goes to the importer's own layer or one below; the subject packages import

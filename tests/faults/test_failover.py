@@ -29,7 +29,7 @@ async def test_an_asynchronous_standby_behind_the_journal_is_one_line_and_accoun
     tmp_path: Path,
 ) -> None:
     # a rate the nodes keep up with on a loaded machine: a row returned to the queue because its send slot
-    # passed, lost with the lag, would come back in doubt with no line for it (README 'Proving it')
+    # passed, lost with the lag, would come back in doubt with no line for it (docs/operations/benchmarks.md)
     s = failover.scenario("async-lag-outside", **{**SMALL, "recipients": 800, "rate": 60}, journal_seconds=1, lag=3)
     verdict = await failover.run(s, log_dir=tmp_path)
     print(verdict.line())

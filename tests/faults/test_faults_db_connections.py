@@ -41,7 +41,8 @@ async def backend_of(conn: asyncpg.Connection, actor: str, node_id: str) -> int:
 
 async def freeze_while_idle(conn: asyncpg.Connection, pid: int) -> None:
     """SIGSTOP the backend between two statements: it holds no row lock (a backend frozen inside a statement
-    keeps the locks of the rows it touched until it runs again; README: "A hung database connection")."""
+    keeps the locks of the rows it touched until it runs again;
+    docs/operations/database.md#a-hung-or-lost-database-connection)."""
     with anyio.fail_after(60):
         while True:
             if await conn.fetchval("SELECT state FROM pg_stat_activity WHERE pid = $1", pid) == "idle":

@@ -1,4 +1,4 @@
-"""The journal of recent outcomes and its rewrite after a failover (docs/design.md §4): bounded in count
+"""The journal of recent outcomes and its rewrite after a failover (docs/design.md#liveness): bounded in count
 and in age; written again compare-and-set, so that only a row behind what the node knows moves, and a row
 another token has is never touched but kept in einmal.lost_outcomes."""
 

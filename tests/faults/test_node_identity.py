@@ -1,4 +1,4 @@
-"""A node's claim tokens (docs/design.md §4): a process restarted with the same fixed EINMAL_NODE_ID takes
+"""A node's claim tokens (docs/design.md#liveness): a process restarted with the same fixed EINMAL_NODE_ID takes
 a token of its own, so the rows its predecessor held are returned by the ordinary rules once that process's
 heartbeat is older than the timeout, while it sends the rest; and a token whose answers are not recorded
 yet (the database went away) is kept alive until they are, however long the outage was."""

@@ -1,5 +1,5 @@
 """What the promise needs of replication, on real streaming replication (pg_basebackup standbys of a
-throwaway primary; docs/design.md §4).
+throwaway primary; docs/design.md#liveness).
 
 An asynchronous standby is one warning line and a /readyz note, a synchronous one neither; with
 EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION the node is not ready and claims nothing until a standby is

@@ -24,6 +24,8 @@ def test_real_bounces_are_read_right(name: str) -> None:
     ("status", "text", "reason"),
     [
         ("5.1.1", "User unknown", "no_mailbox"),
+        (None, "You are not a member of this mailing list <neko-nyaan@example.org>.", "sender"),
+        (None, "Duplicated Message-ID in <neko@example.co.jp>.", "routing"),
         ("5.1.2", "", "no_domain"),
         ("5.4.4", "Host or domain name not found. Name service error", "no_domain"),
         ("5.4.4", "unable to route", "routing"),
@@ -109,3 +111,9 @@ async def test_postfix_bounces_through_the_listener_suppress_only_dead_addresses
         "full@fail.test": ("hard", "mailbox_full", True),
         "forward@local.test": ("hard", "no_mailbox", False),
     }
+
+
+def test_each_recipient_of_a_notice_gets_its_own_line_reason() -> None:
+    # OpenSMTPD lists its recipients line after line; each line's code is its recipient's, not its neighbour's
+    found = {r.recipient: r.reason for r in bounces.parse(bounce_samples.message("sisimai", "lhost-opensmtpd-17.eml"))}
+    assert found == {"userunknown@libsisimai.net": "no_mailbox", "mailboxfull@libsisimai.net": "mailbox_full"}

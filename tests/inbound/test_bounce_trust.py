@@ -1,5 +1,5 @@
 """What a report over SMTP may change: only the send row its signed VERP token names, only once that
-row's message went out, and only within bounds on its size (docs/design.md §8).
+row's message went out, and only within bounds on its size (docs/design.md#inbound-events).
 
 Real parts: the inbound actor on loopback, a real SMTP client, real PostgreSQL."""
 

@@ -130,7 +130,7 @@ async def test_two_builds_racing_on_one_campaign_add_each_address_once(
 
 async def test_a_build_leaves_statistics_that_count_its_rows(conn: asyncpg.Connection, ctx: NodeContext) -> None:
     # the nodes' cached plans for the claim and send_advance come from these statistics: a table they
-    # last saw empty is read whole by every statement instead of found by primary key (docs/design.md §7)
+    # last saw empty is read whole by every statement instead of found by primary key (docs/design.md#recipient-build)
     campaign = await seed(conn, [f"s{i:04}@example.com" for i in range(1200)])
     await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
     assert await builder.build(ctx, campaign) == 1200
@@ -138,6 +138,6 @@ async def test_a_build_leaves_statistics_that_count_its_rows(conn: asyncpg.Conne
         "SELECT t.analyze_count, c.reltuples FROM pg_stat_user_tables t JOIN pg_class c ON c.oid = t.relid "
         "WHERE t.relid = to_regclass('einmal.sends_c' || $1::bigint)",
         campaign,
-    )  # its partition (§15)
+    )  # its partition (docs/design.md#retention)
     assert analyzed == 2  # after the first chunk, and once the build is done
     assert tuples == 1200

@@ -1,4 +1,4 @@
-"""The send engine (docs/design.md §3, §5): connections that never wait for each
+"""The send engine (docs/design.md#in-doubt-bound, #process): connections that never wait for each
 other, and the in-doubt bound under group commit, with a real node SIGKILLed at
 random moments."""
 

@@ -1,4 +1,4 @@
-"""The fences of a claimed row (docs/design.md §2, P3): a claim skips a row another transaction holds
+"""The fences of a claimed row (docs/design.md#state-machines, P3): a claim skips a row another transaction holds
 instead of waiting for it, only the token that claimed a row can give it back, and a claimed row starts
 only while its campaign is sending: a pause or a cancel stops what a node has claimed but not sent."""
 

@@ -1,4 +1,4 @@
-"""A node's liveness (docs/design.md §4): its row's heartbeat advances every tick, so a node that is
+"""A node's liveness (docs/design.md#liveness): its row's heartbeat advances every tick, so a node that is
 working is never taken for dead, by itself or by another node, however long its campaign lasts."""
 
 import itertools

@@ -1,4 +1,4 @@
-"""The last look before DATA (docs/design.md §6, P5): an opt-out that commits after the statement that
+"""The last look before DATA (docs/design.md#opt-outs, P5): an opt-out that commits after the statement that
 moved its row to `sending` took its snapshot, and whose notification reaches the node before the message
 goes out, stops the message. Only the in-memory set can see it: the statement that started the row could
 not, and nothing reads the table between that statement and DATA."""

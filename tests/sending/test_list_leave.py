@@ -1,6 +1,6 @@
 """Leaving a list from the preference page while a campaign to it is being sent, with a real node and a
 real SMTP server: the address's message is not sent when no other list of the campaign reaches it, and is
-sent when one does (docs/design.md §16, "The preference page")."""
+sent when one does (docs/design.md#api, "The preference page")."""
 
 import anyio
 import asyncpg

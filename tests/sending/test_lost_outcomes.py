@@ -1,4 +1,4 @@
-"""No SMTP answer is dropped without a word (docs/design.md §4). After an asynchronous failover a row the
+"""No SMTP answer is dropped without a word (docs/design.md#liveness). After an asynchronous failover a row the
 node had moved to `sending` can be back in `claimed` on the new primary, under the same token: the answer
 is recorded there all the same, a 250 as `sent`, a refusal as it would be from `sending`. An answer that
 finds no row of its token's at all (another node holds it, the queue has it back, it is gone) is logged

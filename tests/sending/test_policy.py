@@ -43,7 +43,7 @@ async def test_three_nodes_together_stay_within_one_rate_limit(
 
 async def test_one_claimers_consecutive_slots_are_a_whole_interval_apart(conn: asyncpg.Connection) -> None:
     """What the cluster's worst second (above) allows a margin for, one claimer does exactly: within a claim
-    and from one claim to the next, each slot is 1/rate after the one before (docs/design.md §13)."""
+    and from one claim to the next, each slot is 1/rate after the one before (docs/design.md#sending-budget)."""
     rate, campaign = 100.0, await sending_campaign(conn, 120)
     slots = []
     for _ in range(3):

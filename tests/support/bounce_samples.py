@@ -98,7 +98,11 @@ def score(name: str, parse: Callable) -> Score:
             result.wrong.append(f"{file}: {got.kind}, not {want['class']}")
         if want["class"] == "none" and got.kind == "hard":
             result.not_bounces_hard += 1
-        if got.suppresses and (want["class"] == "soft" or want.get("reason", "no_mailbox") not in ADDRESS_REASONS):
+        if got.suppresses and (
+            want["class"] == "soft"
+            or want.get("reason", "no_mailbox") not in ADDRESS_REASONS
+            or want.get("not_address")
+        ):
             result.wrongly_suppressing += 1
             result.wrong.append(f"{file}: would suppress its address")
     return result

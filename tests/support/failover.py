@@ -1,6 +1,7 @@
 """The failover run: a campaign sent by two real node processes through a URL naming a primary and its
 pg_basebackup standby (`…@A,B/einmal?target_session_attrs=read-write`), the database taken away
-half-way, and a verdict on what every recipient received against what docs/design.md §3-§4 promise.
+half-way, and a verdict on what every recipient received against what docs/design.md#in-doubt-bound and #liveness
+promise.
 
     python -m tests.support.failover [--recipients 15000] [--rate 500] [--scenarios sync,async,...]
                                      [--lag 2] [--outage 60] [--journal-seconds 10] [--time-limit 240]
@@ -20,7 +21,8 @@ loopback), each with one verdict line:
     outage             synchronous; the primary stopped for --outage seconds, then started again, no node
                        process restarted: 0 duplicates, 0 lost, 0 in doubt
     fixed-id           synchronous; nodes with a fixed EINMAL_NODE_ID, one SIGKILLed half-way and started
-                       again with the same id: 0 duplicates, 0 lost, in doubt at most its connections (§3)
+                       again with the same id: 0 duplicates, 0 lost, in doubt at most its connections
+                       (docs/design.md#in-doubt-bound)
 
 Bounded in time (--time-limit for each scenario); it stops by itself. Exit 0 when every verdict passes.
 """

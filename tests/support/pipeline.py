@@ -130,7 +130,7 @@ async def stop_node(proc: subprocess.Popen, timeout: float = 20) -> int:
 
 
 def message_id(campaign_id: int, subscriber_id: int) -> str:
-    """The Message-ID einmal gives a send row (docs/design.md §1, P4), as the test nodes' domain writes it."""
+    """The Message-ID einmal gives a send row (docs/design.md#promises, P4), as the test nodes' domain writes it."""
     return f"<campaign.{campaign_id}.{subscriber_id}@example.com>"
 
 

@@ -1,7 +1,7 @@
 """Retention's figures on a real PostgreSQL: `python -m tests.support.retention` (make retention).
 
 - the migration of an einmal.sends of today's shape (1,000,000 rows by default) to the partitioned table:
-  each step's time and the lock it holds (docs/design.md §15);
+  each step's time and the lock it holds (docs/design.md#retention);
 - a prune's time for a campaign of 1,000 and of 100,000 rows, and their ratio: a partition dropped is
   catalog work, whatever its rows.
 The suite runs bounded versions (tests/core/test_sends_partitioned.py); this prints the long measurement.

@@ -1,7 +1,7 @@
 """The OpenAPI document makes a working client: openapi-python-client generates one from the document a
 real node serves, with no warning (a model it cannot read it drops, and says so), and that client runs the
-README's flow against the node — a list, a subscriber on it, a draft to it, approved (its Idempotency-Key
-replayed), its status and the listing read back as the generated models."""
+HTTP API guide's flow (docs/guide/http-api.md) against the node — a list, a subscriber on it, a draft to it,
+approved (its Idempotency-Key replayed), its status and the listing read back as the generated models."""
 
 import importlib
 import sys

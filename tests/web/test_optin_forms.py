@@ -1,6 +1,6 @@
 """Sign-up forms are their account's choice, reached by a token nobody can count, posted only from the sites
 the account allows; sign-ups are bounded per network and per list in PostgreSQL for all nodes together; and
-every sign-up's answer takes the same time whatever the address's state (docs/design.md §16 "Double opt-in")."""
+every sign-up's answer takes the same time whatever the address's state (docs/design.md#api "Double opt-in")."""
 
 import re
 import statistics

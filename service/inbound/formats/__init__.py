@@ -3,7 +3,7 @@
 Each reader returns Findings: for each recipient a report names, its address (as einmal sent to it,
 and any other spelling the report gives), whether the failure is permanent, the status code and the
 server's diagnostic. service/inbound/bounces.py turns them into Reports; what a Finding says never
-decides which send row a report may touch (docs/design.md §8).
+decides which send row a report may touch (docs/design.md#inbound-events).
 
 - dsn.py: RFC 3464 delivery status fields, read leniently (comments after Action, ``expired``,
   fields without blank lines between them, truncated parts, several recipients);

@@ -31,7 +31,7 @@ CUT = re.compile(
     r"(?:the )?(?:original|returned) (?:message|mail) (?:follows|headers)|here is a copy|"
     r"text of the (?:returned|original)|returned mail follows|headers of the original|"
     r"(?:a )?copy of (?:the|your) (?:original )?message|original message header|"
-    r"the header of the original|orginal message|received:\s+from\b|"
+    r"the header of the original|orginal message|original mail as follows|received:\s+from\b|"
     r"(?:returned|original|unsent) (?:mail|message)s?[ \t=:-]*$)",
     _P | re.MULTILINE,
 )
@@ -70,8 +70,17 @@ TEMPORARY = re.compile(
 # "in the queue too long", OpenSMTPD's "Envelope expired", Amazon SES and WorkMail's "Message expired")
 GAVE_UP = re.compile(
     r"retry time ?out exceeded|retry time not reached for any host after a long failure|"
-    r"has been in the queue too long|envelope expired|message expired",
+    r"has been in the queue too long|envelope expired|message expired|"
+    r"not delivered within \d+ days?(?: and \d+ hours?)?",
     _P,
+)
+# what a notice that returns our message (or a mailing list server's, X-MLServer) says when its subject and
+# sender say nothing: au by KDDI's "Could not be delivered to: <…> As their mailbox is full", fml's "You are
+# not a member of this mailing list <…>" and its loop alerts
+NOTICE = re.compile(
+    r"^\s*could not be delivered to:|not a member of this mailing list|duplicated message-id|"
+    r"detected a loop condition",
+    _P | re.MULTILINE,
 )
 PERMANENT = re.compile(
     r"permanent|fatal|given up|giving up|gave up|could(?: not|n't) be deliver|undeliver|"
@@ -92,6 +101,9 @@ _NOT_RECIPIENT = re.compile(
     r"[\s:=<\"(]*$",
     _P,
 )
+# a DSN field quoting what a server said: an address there is the server's, a recipient only when no other is named
+_QUOTED_BY = re.compile(r"\s*(?:diagnostic-code|x-postfix-sender|remote-mta|reporting-mta):", _P)
+_LEADS = re.compile(r"\s*<?" + ADDRESS.pattern + r">?:")  # a line that begins with an address: its recipient's
 _ALIAS_OF = re.compile(r"\bgenerated from[\s:<\"(]*$", _P)  # Exim: the address an alias expanded from
 _REFUSED = re.compile(r"(?<![\d.])5\d\d[ -]")  # a 5xx reply quoted: refused for good, whatever the queue said
 _TAG = re.compile(r"<(?:br|p|div|tr|li|h\d)\b[^>]*>", _P)
@@ -134,7 +146,12 @@ def is_bounce(message: Message, text: str) -> bool:
     failure = FAILURE_SUBJECT.search(subject) is not None
     if AUTO_REPLY.search(subject) and not failure:
         return False
-    return failure or FROM_SYSTEM.search(str(message.get("From") or "")) is not None
+    if failure or FROM_SYSTEM.search(str(message.get("From") or "")) is not None:
+        return True
+    returns = message.get("X-MLServer") is not None or any(
+        part.get_content_type() == "message/rfc822" for part in message.walk()
+    )
+    return returns and NOTICE.search(text) is not None
 
 
 def own(message: Message) -> set[str]:
@@ -151,8 +168,10 @@ def senders(message: Message, text: str) -> set[str]:
     found: set[str] = set()
     for part in message.walk():
         kind = part.get_content_type()
-        if kind == "message/rfc822" and isinstance(part.get_payload(), list) and part.get_payload():
-            returned = part.get_payload()[0]
+        payload = part.get_payload()
+        if kind == "message/rfc822" and isinstance(payload, list) and payload:
+            returned = payload[0]  # a message/rfc822 part holds one Message
+            assert isinstance(returned, Message)
             found |= {
                 a.lower()
                 for name in ("From", "Sender", "Return-Path", "Reply-To")
@@ -171,14 +190,16 @@ def senders(message: Message, text: str) -> set[str]:
 def _recipients(notice_text: str, excluded: set[str], weak: set[str]) -> list[tuple[str, int]]:
     """(address, index of its line) of each address the notice names as a recipient, first mention; the
     `weak` ones, and the address an alias expanded from, only when it names no other."""
-    lines, seen, found, fallback = notice_text.splitlines(), set(), [], []
+    lines, seen = notice_text.splitlines(), set()
+    found: list[tuple[str, int]] = []
+    fallback: list[tuple[str, int]] = []
     for n, line in enumerate(lines):
         for match in ADDRESS.finditer(line):
             address = match[0].strip(".")
             key, before = address.lower(), line[: match.start()]
             if key in seen or key in excluded or _SYSTEM.match(address):
                 continue
-            alias = _ALIAS_OF.search(before) is not None
+            alias = _ALIAS_OF.search(before) is not None or _QUOTED_BY.match(line) is not None
             if not alias and (
                 _NOT_RECIPIENT.search(before) or (_HEADERS.match(line.strip()) and not line.lower().startswith("to:"))
             ):
@@ -213,15 +234,21 @@ def said_of(text: str, address: str | None) -> str:
     if at < 0:
         return ""
     start = text.rfind("\n", 0, at) + 1
-    return " ".join(_paragraphs(text[start : start + 4000].splitlines(), 0)[:2])[:2000]
+    lines = text[start : start + 4000].splitlines()
+    # up to the next recipient's own line (``other@example.org: 550 …``, OpenSMTPD's, without a blank line)
+    end = next(
+        (n for n, line in enumerate(lines) if n and _LEADS.match(line) and address.lower() not in line.lower()), None
+    )
+    return " ".join(_paragraphs(lines[:end], 0)[:2])[:2000]
 
 
 def returned_to(message: Message) -> str | None:
     """The one address the returned message's To names, if it names exactly one: a recipient only as a
     last resort (service/inbound/bounces.py keeps it only when the VERP token's row agrees)."""
     for part in message.walk():
-        if part.get_content_type() == "message/rfc822" and isinstance(part.get_payload(), list):
-            returned = part.get_payload()[0] if part.get_payload() else None
+        payload = part.get_payload()
+        if part.get_content_type() == "message/rfc822" and isinstance(payload, list):
+            returned = payload[0] if payload else None
             found = ADDRESS.findall(str(returned.get("To") or "")) if isinstance(returned, Message) else []
             return found[0] if len(found) == 1 else None
     return None
@@ -236,16 +263,21 @@ def read(message: Message) -> list[Finding] | None:
     lines = text.splitlines()
     subject = str(message.get("Subject") or "")
     head = f"{subject}\n{text[:3000]}"
-    permanent = PERMANENT.search(head) is not None
+    permanent = PERMANENT.search(head) is not None or NOTICE.search(head) is not None
     temporary = TEMPORARY.search(head) is not None
     listed = _recipients(text, excluded, weak)
+    # the addresses on the lines that say what failed, where the notice has such lines (not its guide's)
+    listed = [(a, n) for a, n in listed if NOTICE.search(lines[n])] or listed
     failed = ADDRESS.findall(str(message.get("X-Failed-Recipients") or ""))
     if failed:
         keys = {a.lower() for a in failed}
         listed = [(a, n) for a, n in listed if a.lower() in keys] or [(a, 0) for a in failed]
     findings = []
+    starts = sorted({n for _a, n in listed})
     for address, n in listed[:100]:
-        paragraphs = _paragraphs(lines, n)
+        # its paragraph ends where the next recipient's line begins (OpenSMTPD lists them without blank lines)
+        end = next((m for m in starts if m > n), len(lines))
+        paragraphs = _paragraphs(lines[:end], n)
         diagnostic = paragraphs[0] if paragraphs else ""
         for more in paragraphs[1:]:
             if reasons.status_in(diagnostic) or reasons.classify(None, diagnostic) != "unclassified":

@@ -1,6 +1,7 @@
 """Write the bounces a real Postfix sends back for each failure we can provoke on loopback.
 
     python -m tests.inbound.samples.postfix.generate   # as root, with postfix installed (apt-get install postfix)
+    python -m tests.inbound.samples.postfix.generate --delayed   # the delay warning alone
 
 A private Postfix instance (its own config, queue and data directories under a temporary one,
 SMTP on 127.0.0.1 only) takes one message for each recipient below, with einmal's VERP return path
@@ -25,6 +26,7 @@ import shutil
 import smtplib
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -94,7 +96,21 @@ class Capture:
         return "250 OK"
 
 
-def main_cf(root: Path, smtpd_port: int, capture_port: int, remote_port: int, sender_port: int) -> str:
+# --delayed: a second instance that keeps a deferred message and warns of it (delay_warning_time) before any
+# bounce; only its warning is written, as remote_later_delayed.eml
+DELAYED_CASES = {"remote_later_delayed": ["later@fail.test"]}
+DELAYED = """
+maximal_queue_lifetime = 1h
+bounce_queue_lifetime = 1h
+delay_warning_time = 2s
+queue_run_delay = 1s
+minimal_backoff_time = 1s
+maximal_backoff_time = 2s
+"""
+
+
+def main_cf(root: Path, smtpd_port: int, capture_port: int, remote_port: int, sender_port: int, delayed: bool) -> str:
+    lifetimes = DELAYED if delayed else "maximal_queue_lifetime = 0\nbounce_queue_lifetime = 0\n"
     return f"""
 compatibility_level = 3.6
 queue_directory = {root}/queue
@@ -116,8 +132,7 @@ alias_maps =
 alias_database =
 transport_maps = inline:{{ einmal.test=smtp:[127.0.0.1]:{capture_port}, fail.test=smtp:[127.0.0.1]:{remote_port},
     sender.test=smtp:[127.0.0.1]:{sender_port} }}
-maximal_queue_lifetime = 0
-bounce_queue_lifetime = 0
+{lifetimes}
 smtp_tls_security_level = none
 smtpd_tls_security_level = none
 maillog_file_prefixes = {root}
@@ -164,7 +179,7 @@ def message(case: str, recipient: str) -> bytes:
     ).encode()
 
 
-def run(root: Path) -> dict[str, bytes]:
+def run(root: Path, cases: dict[str, list[str]], delayed: bool) -> dict[str, bytes]:
     smtpd_port, capture_port, remote_port, sender_port = free_port(), free_port(), free_port(), free_port()
     capture = Capture()
     controllers = [
@@ -179,7 +194,7 @@ def run(root: Path) -> dict[str, bytes]:
     (root / "queue").mkdir()
     (root / "data").mkdir()
     shutil.chown(root / "data", "postfix")
-    (config / "main.cf").write_text(main_cf(root, smtpd_port, capture_port, remote_port, sender_port))
+    (config / "main.cf").write_text(main_cf(root, smtpd_port, capture_port, remote_port, sender_port, delayed))
     (config / "master.cf").write_text(master_cf(smtpd_port))
     started = subprocess.run(["postfix", "-c", str(config), "start"], capture_output=True, text=True)
     if started.returncode:
@@ -189,14 +204,14 @@ def run(root: Path) -> dict[str, bytes]:
     senders = {}
     try:
         time.sleep(1)
-        for n, (case, recipients) in enumerate(CASES.items(), 1):
+        for n, (case, recipients) in enumerate(cases.items(), 1):
             senders[path.address(7, n)] = case
             options = ["NOTIFY=SUCCESS"] if case.startswith("delivered") else []
             with smtplib.SMTP("127.0.0.1", smtpd_port, timeout=30) as client:
                 client.ehlo()
                 client.sendmail(path.address(7, n), recipients, message(case, recipients[0]), rcpt_options=options)
         deadline = time.monotonic() + 120
-        while len(capture.messages) < len(CASES) and time.monotonic() < deadline:
+        while len(capture.messages) < len(cases) and time.monotonic() < deadline:
             time.sleep(0.5)
     finally:
         subprocess.run(["postfix", "-c", str(config), "stop"], check=False)
@@ -206,13 +221,15 @@ def run(root: Path) -> dict[str, bytes]:
 
 
 def main() -> None:
+    delayed = "--delayed" in sys.argv[1:]
+    cases = DELAYED_CASES if delayed else CASES
     root = Path(tempfile.mkdtemp(prefix="einmal-postfix-"))
     os.chmod(root, 0o755)
     try:
-        found = run(root)
+        found = run(root, cases, delayed)
         for case, data in sorted(found.items()):
             (HERE / f"{case}.eml").write_bytes(data)
-        missing = sorted(set(CASES) - set(found))
+        missing = sorted(set(cases) - set(found))
         print(f"wrote {len(found)} bounces" + (f"; none for {', '.join(missing)}" if missing else ""))
         if missing and (root / "maillog").exists():
             print((root / "maillog").read_text()[-3000:])

@@ -1,6 +1,6 @@
-"""The README's way from the demo to a real node, run as it is written: the minimum variables, the test SMTP
-server it names, migrate, import, a campaign, `einmal run`, status until sent, SIGTERM. Only what names this
-machine changes: the database URL, and free ports for the SMTP server and the HTTP surface."""
+"""The tutorial's way from the demo to a real node (docs/guide/tutorial.md), run as it is written: the minimum
+variables, the test SMTP server it names, migrate, import, a campaign, `einmal run`, status until sent, SIGTERM.
+Only what names this machine changes: the database URL, and free ports for the SMTP server and the HTTP surface."""
 
 import email
 import os
@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.support import readme
+from tests.support import doc_examples
 
 pytestmark = pytest.mark.anyio
 
@@ -24,8 +24,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-async def test_the_readme_way_from_the_demo_to_a_real_node_runs_as_written(dsn: str, tmp_path: Path) -> None:
-    block = readme.example("## From the demo to a real node", "bash")
+async def test_the_tutorial_way_from_the_demo_to_a_real_node_runs_as_written(dsn: str, tmp_path: Path) -> None:
+    block = doc_examples.example("guide/tutorial.md", "bash", "## From the demo to a real node")
     smtp, http = free_port(), free_port()
     block = re.sub(r"(?m)^export EINMAL_DATABASE_URL=\S+", f"export EINMAL_DATABASE_URL={dsn}", block)
     assert block.count("2525") == 2 and block.count("8080") == 2, block

@@ -1,4 +1,4 @@
-"""The README's shell examples, run as they are written there, against a real node."""
+"""The documentation's shell examples (docs/), run as they are written there, against a real node."""
 
 import os
 import re
@@ -10,10 +10,19 @@ import anyio
 from tests.conftest import ROOT
 
 
-def example(heading: str, fence: str) -> str:
-    """The one ```<fence> block of the README's section `heading` (up to the next "## " heading)."""
-    section = (ROOT / "README.md").read_text().split(f"{heading}\n", 1)[1].split("\n## ", 1)[0]
-    [block] = re.findall(rf"```{fence}\n(.*?)```", section, re.S)
+def example(page: str, fence: str, heading: str | None = None) -> str:
+    """The one ```<fence> block of docs/<page>, or of its section `heading` (e.g. "## Name": up to the next
+    heading of its level or above)."""
+    text = (ROOT / "docs" / page).read_text()
+    if heading is not None:
+        level, section, in_code = len(heading.split(" ", 1)[0]), [], False
+        for line in text.split(f"\n{heading}\n", 1)[1].splitlines():
+            in_code ^= line.startswith("```")
+            if not in_code and re.match(rf"#{{1,{level}}} ", line):
+                break
+            section.append(line)
+        text = "\n".join(section) + "\n"
+    [block] = re.findall(rf"```{fence}\n(.*?)```", text, re.S)
     return block
 
 

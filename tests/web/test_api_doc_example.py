@@ -1,22 +1,23 @@
-"""The README's HTTP API example, run as it is written there: its curl commands against a real node."""
+"""The HTTP API guide's example (docs/guide/http-api.md), run as it is written there: its curl commands against a
+real node."""
 
 import asyncpg
 import pytest
 
-from tests.support import readme
+from tests.support import doc_examples
 from tests.support.web import http_server
 
 pytestmark = pytest.mark.anyio
 
 
-def readme_example() -> str:
-    return readme.example("## HTTP API", "sh")
+def guide_example() -> str:
+    return doc_examples.example("guide/http-api.md", "sh")
 
 
-async def test_the_readme_example_runs_as_written(conn: asyncpg.Connection, dsn: str, smtp_server) -> None:
+async def test_the_guide_example_runs_as_written(conn: asyncpg.Connection, dsn: str, smtp_server) -> None:
     await conn.execute("INSERT INTO einmal.accounts (name) VALUES ('acme')")
     async with http_server(dsn, smtp_host=smtp_server.host, smtp_port=smtp_server.port) as base:
-        code, out, err = await readme.run(readme_example(), dsn, base)
+        code, out, err = await doc_examples.run(guide_example(), dsn, base)
     assert code == 0, err
     put, listing, deleted, member, changed, preview, test, key = out.splitlines()
     assert '"email":"ada@example.org"' in put and '"attributes":{"plan":"pro"}' in put
