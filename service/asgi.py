@@ -8,7 +8,7 @@ NUL = "text with a character that cannot be stored (NUL)"  # PostgreSQL holds no
 
 def replay(body: bytes, receive: Receive) -> Receive:
     """An ASGI receive that gives the body read whole before, then what the connection says next (its end):
-    for an app behind a middleware that had to read the body first (service/web/layers.py BoundedBody)."""
+    for an app behind a middleware that had to read the body first (service/web/limits.py BoundedBody)."""
     sent = False
 
     async def again() -> Message:

@@ -146,6 +146,11 @@ UNAVAILABLE = (
     asyncpg.CrashShutdownError,
     asyncpg.TooManyConnectionsError,
 )
+# what an HTTP request (a page, a form, the API) takes for "the database is down": it cannot log in (above),
+# the connection broke or closed under it, or the server ended or cancelled its statement (57xxx: a shutdown,
+# a crash, a statement_timeout); answered 503, never 500
+DOWN = (*UNAVAILABLE, asyncpg.InterfaceError, asyncpg.OperatorInterventionError, ConnectionError)
+DB_SECONDS = 10.0  # the most an HTTP request waits for the database (pool and statements)
 PROBE_SECONDS = 3.0  # each host's look when several are named
 WANTED = {
     "read-write": "accepts writes",

@@ -115,7 +115,7 @@ class Metrics:
         gauge.set_function(age)
 
     def watch_bodies(self, held: Callable[[], int]) -> None:
-        """The bytes of request bodies the HTTP surface holds room for now (service/web/layers.py's BodyBudget)."""
+        """The bytes of request bodies the HTTP surface holds room for now (service/web/limits.py's BodyBudget)."""
         Gauge(
             "einmal_http_body_bytes",
             "Bytes of HTTP request bodies room is held for now, by all requests",

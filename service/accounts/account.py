@@ -10,7 +10,7 @@ import asyncpg
 from service import db
 from service.addresses import normalized_address
 from service.errors import Invalid, NotFound
-from service.subscribers.importer import check_account, one_line, shown
+from service.text import check_account, one_line, shown
 
 MAX_DISPLAY_NAME = 200
 

@@ -14,7 +14,7 @@ import asyncpg
 from service import db
 from service.accounts.account import find_account
 from service.errors import Conflict, Invalid, NotFound
-from service.subscribers.importer import shown
+from service.text import shown
 
 MARK = "einmal_"
 PREFIX = len(MARK) + 6

@@ -13,7 +13,7 @@ from service.accounts.account import find_account
 from service.addresses import email_key
 from service.campaigns.drafts import resolve
 from service.errors import NotFound
-from service.subscribers.importer import check_account, shown
+from service.text import check_account, shown
 
 
 @dataclass(frozen=True)

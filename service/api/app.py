@@ -6,7 +6,7 @@ Every route but the document needs `Authorization: Bearer <key>` (`einmal accoun
 without a valid key (found from the headers before the body is read: deps.KeyFirst), 429 for a client
 network past its failed keys (deps.Guesses), 403 for a read key on a route that writes. A request acts for
 its key's account alone: anything of another account is 404, as if it did not exist. Bodies are bounded
-before they are read by the HTTP surface (service/web/layers.py BoundedBody). Every answer that is not a
+before they are read by the HTTP surface (service/web/limits.py BoundedBody). Every answer that is not a
 success is {"error": "…"}."""
 
 from collections.abc import Callable
@@ -46,7 +46,7 @@ ROUTES = (subscribers, lists, suppressions, campaigns, campaign_rows, previews, 
 def served(pool: asyncpg.Pool, settings: Settings, bounded: Callable[[ASGIApp], ASGIApp]) -> ASGIApp:
     """The API as the HTTP surface serves it (service/web/app.py, given it by service/node.py): its key found
     from the headers before anything else (deps.KeyFirst), then its body read within the surface's bounds
-    (`bounded`: service/web/layers.py BoundedBody), then the API."""
+    (`bounded`: service/web/limits.py BoundedBody), then the API."""
     return deps.KeyFirst(bounded(build(pool, settings)), pool)
 
 

@@ -13,7 +13,7 @@ from service.api.campaigns import CampaignId, own
 from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key
 from service.campaigns import rows
 from service.reasons import REASONS
-from service.subscribers.importer import MAX_EMAIL
+from service.text import MAX_EMAIL
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 MAX_CHOSEN = 1000

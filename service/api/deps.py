@@ -18,10 +18,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import clients, db
 from service.accounts import keys
+from service.db import DB_SECONDS
 
 log = logging.getLogger("einmal.api")
 
-DB_SECONDS = 10.0  # the most a request waits for the database
 RENDERS = 4  # renders of campaigns in worker threads at a time per process (previews, trial renders)
 
 

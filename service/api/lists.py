@@ -14,8 +14,8 @@ from service.addresses import email_key
 from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, not_found
 from service.settings import Settings
 from service.subscribers import optin
-from service.subscribers.importer import MAX_EMAIL, MAX_LIST, unsafe_text
 from service.subscribers.lists import MAX_TITLE, set_title, title
+from service.text import MAX_EMAIL, MAX_LIST, unsafe_text
 
 router = APIRouter(prefix="/lists", tags=["lists"])
 ListName = Annotated[str, Path(min_length=1, max_length=MAX_LIST, description="the list's name")]

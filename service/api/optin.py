@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service import clients, db
 from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, Problem, log, not_found
 from service.subscribers import optin, texts
-from service.subscribers.importer import MAX_EMAIL, MAX_LIST, MAX_NAME
+from service.text import MAX_EMAIL, MAX_LIST, MAX_NAME
 
 router = APIRouter(tags=["double opt-in"])
 ANSWER = "if the address can be subscribed, a message asking to confirm is on its way"

@@ -17,7 +17,7 @@ from service.api.deps import CONFLICT, ERRORS, RENDERS, Conn, IdempotencyKey, Ke
 from service.api.deps import limiter as _limiter
 from service.campaigns import preview as previews
 from service.smtp.connection import Outcome, SmtpUnavailable
-from service.subscribers.importer import MAX_EMAIL, shown
+from service.text import MAX_EMAIL, shown
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 TESTS = 4

@@ -13,7 +13,7 @@ from service import db
 from service.addresses import address_problem, email_key
 from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, Cursor, Key, not_found
 from service.subscribers import erasure
-from service.subscribers.importer import MAX_ATTRIBUTE, MAX_EMAIL, MAX_NAME, unsafe_text
+from service.text import MAX_ATTRIBUTE, MAX_EMAIL, MAX_NAME, unsafe_text
 
 LOCK_SECONDS = 5.0  # the most an upsert waits for an import into its account to end (then 503)
 # what is true of a subscriber now (einmal.subscriber_state, migration 0105): its mailbox's suppression by

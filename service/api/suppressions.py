@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from service import db
 from service.addresses import email_key
 from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, not_found
-from service.subscribers.importer import MAX_EMAIL
-from service.subscribers.suppressions import MAX_REASON, check, suppress
+from service.subscribers.suppressions import check, suppress
+from service.text import MAX_EMAIL, MAX_REASON
 
 router = APIRouter(prefix="/suppressions", tags=["suppressions"])
 Email = Annotated[str, Path(max_length=MAX_EMAIL, description="the address, in any spelling of its mailbox")]

@@ -17,7 +17,7 @@ from service.campaigns.transitions import current_status
 from service.errors import Conflict, Invalid, NotFound
 from service.mail import unsubscribe
 from service.settings import Settings
-from service.subscribers.importer import shown
+from service.text import shown
 
 
 @dataclass(frozen=True)

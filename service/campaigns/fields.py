@@ -13,7 +13,7 @@ from email_validator import EmailNotValidError
 from service.addresses import normalized_address
 from service.errors import Invalid
 from service.subscribers import texts
-from service.subscribers.importer import MAX_LIST, one_line, shown, unsafe_text
+from service.text import MAX_LIST, one_line, shown, unsafe_text
 
 DEFAULT_LIST = "default"
 MAX_CAMPAIGN_NAME, MAX_SUBJECT, MAX_FROM = 200, 998, 500

@@ -24,7 +24,7 @@ from service.mail import unsubscribe
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
 from service.smtp.connection import Result, SmtpConnection
-from service.subscribers.importer import shown
+from service.text import shown
 
 TRIAL_SAMPLE = 200  # subscribers rendered at create and approve
 

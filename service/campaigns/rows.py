@@ -13,7 +13,7 @@ import asyncpg
 from service import db
 from service.campaigns.transitions import current_status
 from service.errors import Conflict, NotFound
-from service.subscribers.importer import shown
+from service.text import shown
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,11 @@ import argparse
 
 from service import db
 from service.accounts import account
+from service.cli import keys, subscribers_cmd
 from service.errors import Invalid
 from service.settings import Settings
 from service.subscribers import texts
-from service.subscribers.importer import check_account, shown
+from service.text import check_account, shown
 
 
 async def set_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -37,3 +38,32 @@ async def set_command(args: argparse.Namespace, settings: Settings) -> int:
         f"account {shown(args.account)}: display name {name}, language {page.language}, contact {page.contact or '-'}"
     )
     return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    accounts = subparsers.add_parser("accounts", aliases=["account"], help="an account's settings and API keys")
+    accounts = accounts.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
+    p = accounts.add_parser("set", help="what its unsubscribe page shows: display name, language, contact")
+    p.add_argument("account", help="the account's name")
+    p.add_argument("--display-name", help="the sender's name on the page ('' clears it: the message's From name)")
+    p.add_argument("--language", help="the page's language, e.g. en or de (a campaign's own comes first)")
+    p.add_argument("--contact", help="an address shown when a link does not work ('' clears it)")
+    p.set_defaults(func=set_command)
+    accounts.add_parser("list", help="every account: name, when created, how many subscribers").set_defaults(
+        func=subscribers_cmd.accounts_list_command
+    )
+    key = accounts.add_parser("key", help="keys for /api/v1 (docs/guide/http-api.md)").add_subparsers(
+        dest="verb", metavar="VERB", required=True
+    )
+    p = key.add_parser("create", help="a new key; printed once, alone on stdout")
+    p.add_argument("--account", required=True, help="the account the key acts for, and only it")
+    p.add_argument("--scope", choices=("read", "write"), default="write", help="read: GET only (default write)")
+    p.add_argument("--name", default="", help="what the key is for, shown by `key list`")
+    p.set_defaults(func=keys.create_command)
+    p = key.add_parser("list", help="an account's keys: prefix, scope, name, created, last used, revoked")
+    p.add_argument("--account", required=True, help="whose keys")
+    p.set_defaults(func=keys.list_command)
+    p = key.add_parser("revoke", help="refuse a key from now on")
+    p.add_argument("--account", required=True, help="whose key")
+    p.add_argument("id", type=int, help="the key's id (`key list`)")
+    p.set_defaults(func=keys.revoke_command)

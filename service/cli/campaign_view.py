@@ -22,7 +22,7 @@ from service.cli.tables import aligned
 from service.errors import EinmalError, Invalid
 from service.settings import Settings
 from service.smtp.connection import Outcome, SmtpUnavailable
-from service.subscribers.importer import shown
+from service.text import shown
 
 NOT_YET = "-"  # the started column of a campaign that has not started
 

@@ -20,13 +20,15 @@ from service.campaigns.fields import (
     list_names,
     one_line,
 )
-from service.cli import campaign_status
+from service.campaigns.status import STATUSES
+from service.cli import campaign_status, campaign_view
 from service.cli.tables import aligned
 from service.errors import ArgumentError, Invalid
 from service.mail import headers
+from service.reasons import REASONS
 from service.settings import Settings
 from service.subscribers import texts
-from service.subscribers.importer import check_account, shown
+from service.text import check_account, shown
 
 # --- create -------------------------------------------------------------------------------------
 
@@ -229,3 +231,108 @@ async def reconcile_command(args: argparse.Namespace, settings: Settings) -> int
     if done.reopened:
         print(f"campaign {args.id} is sending again")
     return 0
+
+
+def reply_pattern(value: str) -> re.Pattern:
+    """`campaign retry --reply`: a regular expression searched in a row's last reply, ignoring case (a plain
+    substring such as 5.7.26 matches itself); a bad one is a one-line usage error (exit 2)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    try:
+        return re.compile(value, re.IGNORECASE)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a regular expression: {exc}") from None
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    campaign = subparsers.add_parser("campaign", help="manage campaigns").add_subparsers(
+        dest="subcommand", metavar="SUBCOMMAND"
+    )
+    create = campaign.add_parser("create", help="create a draft; prints its id")
+    create.add_argument("--account", required=True, help="the account whose lists it goes to")
+    create.add_argument("--name", required=True, help="a name for operators (campaign.name in templates)")
+    create.add_argument("--subject", required=True, help="the subject line: a Jinja2 template")
+    create.add_argument("--from", dest="from_address", required=True, help="the sender, 'Name <address>' or an address")
+    body = create.add_mutually_exclusive_group(required=True)
+    body.add_argument("--text-file", help="the text body from a UTF-8 file: a Jinja2 template")
+    body.add_argument("--text", help="the text body itself: a Jinja2 template")
+    create.add_argument("--html-file", help="an HTML body from a UTF-8 file (autoescaped Jinja2 template)")
+    create.add_argument(
+        "--list",
+        dest="lists",
+        action="append",
+        default=[],
+        help="a list to send to; repeat for several (default: default)",
+    )
+    create.add_argument(
+        "--at",
+        help="when to start: ISO-8601 with an offset or an IANA zone after a space "
+        "('2026-12-01T09:00 Europe/Berlin'; neither: UTC), or 'now' (the default)",
+    )
+    create.add_argument("--reply-to", help="Reply-To address")
+    create.add_argument("--list-id", help="List-Id: 'Name <id.example.org>' or 'id.example.org'")
+    create.add_argument(
+        "--header", dest="headers", action="append", default=[], help="an extra header 'X-Name: value' (repeatable)"
+    )
+    create.add_argument(
+        "--language",
+        help="the language of its unsubscribe page (default: the account's now, kept when the account's changes)",
+    )
+    create.add_argument(
+        "--no-unsubscribe",
+        action="store_true",
+        help="it may go out without a one-click unsubscribe where EINMAL_UNSUBSCRIBE_URL and "
+        "_SECRET are not set (Gmail and Yahoo require one of bulk mail); default: refused",
+    )
+    create.set_defaults(func=create_command)
+    for verb in ("approve", "pause", "resume", "cancel"):
+        p = campaign.add_parser(verb, help=f"{verb} a campaign")
+        p.add_argument("id", type=int, help="the campaign's id")
+        if verb == "approve":
+            p.add_argument(
+                "--force", action="store_true", help="approve even if its trial render fails for every subscriber tried"
+            )
+        p.set_defaults(func=transition_command, verb=verb)
+    status = campaign.add_parser("status", help="counts per state, the pause reason, the top failure replies")
+    status.add_argument("id", type=int, help="the campaign's id")
+    status.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    status.add_argument("--follow", action="store_true", help="show a progress bar until the campaign ends")
+    status.set_defaults(func=status_command)
+    retry = campaign.add_parser("retry", help="put failed rows back in the queue (same Message-ID)")
+    retry.add_argument("id", type=int, help="the campaign's id")
+    retry.add_argument(
+        "--failed",
+        action="store_true",
+        required=True,
+        help="the failed rows (never accepted by the server); a campaign that was sent sends again",
+    )
+    which = retry.add_mutually_exclusive_group()
+    which.add_argument(
+        "--reason", choices=REASONS, help="only rows whose last reply has this reason (docs/guide/bounces.md)"
+    )
+    which.add_argument(
+        "--reply",
+        metavar="PATTERN",
+        type=reply_pattern,
+        help="only rows whose last reply matches this regular expression, ignoring case",
+    )
+    retry.set_defaults(func=retry_command)
+    listing = campaign.add_parser("list", help="campaigns, newest first")
+    listing.add_argument("--status", choices=STATUSES, help="only campaigns in this status")
+    listing.set_defaults(func=campaign_view.list_command)
+    preview = campaign.add_parser("preview", help="the exact message one subscriber would get")
+    preview.add_argument("id", type=int, help="the campaign's id")
+    preview.add_argument("--subscriber", metavar="EMAIL", help="whose message (default: the first on its lists)")
+    preview.add_argument("--out", metavar="FILE.eml", help="write the message's bytes there instead of stdout")
+    preview.add_argument(
+        "--raw", action="store_true", help="print the message as it goes on the wire (quoted-printable), not decoded"
+    )
+    preview.set_defaults(func=campaign_view.preview_command)
+    test = campaign.add_parser("test", help="send one message through the relay, outside the campaign")
+    test.add_argument("id", type=int, help="the campaign's id")
+    test.add_argument("--to", required=True, metavar="ADDR", help="the mailbox that gets the test message")
+    test.add_argument("--subscriber", metavar="EMAIL", help="whose message (default: the first on its lists)")
+    test.add_argument(
+        "--subject-prefix", default="[TEST] ", metavar="TEXT", help="put before the subject (default: '[TEST] ')"
+    )
+    test.set_defaults(func=campaign_view.test_command)

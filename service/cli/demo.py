@@ -29,8 +29,7 @@ from pathlib import Path
 import anyio
 from pydantic import SecretStr
 
-from actors import http
-from service import db, node, telemetry
+from service import db
 from service.accounts.account import find_account
 from service.addresses import email_key
 from service.campaigns import drafts, transitions
@@ -39,7 +38,6 @@ from service.cli import campaign_status
 from service.errors import Invalid
 from service.migrate import migrate
 from service.settings import Settings
-from service.smtp import capture
 from service.subscribers import importer, suppressions
 
 BODY = """Hello {{ name }},
@@ -111,6 +109,12 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Event, asked: anyio.Event) -> int:
+    # the whole node, its HTTP surface and the capture server: imported when the demo runs, not by every
+    # command's parser (einmal --help)
+    from actors import http
+    from service import node, telemetry
+    from service.smtp import capture
+
     settings = database(args, settings)
     node.setup_logging(settings)
     out = Path.cwd() / (args.out or f"demo-out/{time.strftime('%Y%m%d-%H%M%S')}")
@@ -190,6 +194,8 @@ async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Even
 
 def unsubscribe_links(out: Path, campaign_id: int, count: int) -> list[tuple[str, str, str]]:
     """(file name, recipient, List-Unsubscribe URL) of the campaign's first `count` captured messages."""
+    from service.smtp import capture
+
     found = []
     for path in sorted(out.glob(f"*{capture.SUFFIX}"), key=lambda p: int(p.stem) if p.stem.isdigit() else 0):
         with open(path, "rb") as f:
@@ -267,3 +273,19 @@ async def create(conn, account: str, settings: Settings) -> int:
         html=None,
         list_ids=list_ids,
     )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    demo = subparsers.add_parser("demo", help="embedded PostgreSQL + capture SMTP + sample data, end to end")
+    demo.add_argument("--subscribers", type=int, default=3000, help="how many sample subscribers (default 3000)")
+    demo.add_argument("--out", default=None, help="folder for captured messages")
+    demo.add_argument(
+        "--keep-serving",
+        action="store_true",
+        help="after the campaign, keep the node and its HTTP surface up until Ctrl-C",
+    )
+    demo.add_argument(
+        "--database-url",
+        help="seed and use this database (default: the embedded one; a URL only in the environment is refused)",
+    )
+    demo.set_defaults(func=run)

@@ -21,8 +21,8 @@ from service.accounts.account import find_account
 from service.cli.tables import aligned
 from service.settings import Settings
 from service.subscribers import optin
-from service.subscribers.importer import check_account, shown
 from service.subscribers.lists import set_title, title
+from service.text import check_account, shown
 
 
 async def list_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -81,3 +81,37 @@ async def form_command(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print(f"list {shown(args.list)}: sign-ups closed", file=sys.stderr)
     return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    lists = subparsers.add_parser("lists", help="lists: members, titles, sign-up forms (open, close)")
+    lists.add_argument("--account", help="only this account's lists")
+    lists.set_defaults(func=list_command)
+    verbs = lists.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
+    p = verbs.add_parser("set", help="what the list's public pages call it")
+    p.add_argument("list", help="the list's name")
+    p.add_argument("--account", required=True, help="the list's account")
+    p.add_argument(
+        "--title",
+        required=True,
+        help="the title its sign-up form, confirmation page and preference page "
+        "show, e.g. 'Weekly news' ('': none, they say 'the mailing list')",
+    )
+    p.set_defaults(func=set_command)
+    form = verbs.add_parser("form", help="open or close a list's sign-ups: its public form and POST /api/v1/subscribe")
+    form = form.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for verb, text in (("open", "take sign-ups; prints the form's address"), ("close", "take no more sign-ups")):
+        p = form.add_parser(verb, help=text)
+        p.add_argument("list", help="the list's name")
+        p.add_argument("--account", required=True, help="the list's account")
+        if verb == "open":
+            p.add_argument(
+                "--origin",
+                dest="origins",
+                action="append",
+                default=[],
+                metavar="URL",
+                help="a site besides this one whose pages may post the form, e.g. https://shop.example.org "
+                "(repeatable; replaces the list's; none given: they stay)",
+            )
+        p.set_defaults(func=form_command, origins=[])

@@ -31,3 +31,29 @@ async def prune_command(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print(f"{pruned} campaign{'' if pruned == 1 else 's'} pruned")
     return 0
+
+
+def days(value: str) -> float:
+    """`prune --older-than`: a number of days, 0 or more (fractions too)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of days") from None
+    if not 0 <= number < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more days (got {value})")
+    return number
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    prune = subparsers.add_parser(
+        "prune", help="remove the send rows of campaigns finished long ago; their counts, bounces and suppressions stay"
+    )
+    prune.add_argument(
+        "--older-than",
+        type=days,
+        metavar="DAYS",
+        help="campaigns sent or cancelled more than DAYS days ago (default: EINMAL_RETENTION_DAYS)",
+    )
+    prune.add_argument("--campaign", type=int, metavar="ID", help="only this campaign (finished: any age)")
+    prune.add_argument("--dry-run", action="store_true", help="list what would be pruned, remove nothing")
+    prune.set_defaults(func=prune_command)

@@ -27,7 +27,7 @@ from service.accounts import account, members
 from service.accounts.account import find_account
 from service.cli.tables import aligned
 from service.settings import Settings
-from service.subscribers import erasure
+from service.subscribers import erasure, importer
 from service.subscribers.importer import SUPPRESSED, UNCONFIRMED
 
 
@@ -127,3 +127,30 @@ async def suppressions_review_command(args: argparse.Namespace, settings: Settin
     else:
         print(f"{which}{'; lift them with --lift' if n else ''}")
     return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    subscribers = subparsers.add_parser("subscribers", help="manage subscribers").add_subparsers(
+        dest="subcommand", metavar="SUBCOMMAND"
+    )
+    imp = subscribers.add_parser("import", help="import a CSV file (header row; email, name, list, attributes)")
+    imp.add_argument("--account", required=True, help="the account the subscribers belong to; it must exist")
+    imp.add_argument("--create-account", action="store_true", help="create the account when it does not exist")
+    imp.add_argument("file", help="UTF-8 CSV: a header row, then one subscriber a line (, ; or tab separated)")
+    imp.set_defaults(func=importer.command)
+    for verb, text, command in (
+        ("list", "an account's subscribers: email, name, status, lists", list_command),
+        ("export", "an account's subscribers as CSV that import reads back", export_command),
+    ):
+        p = subscribers.add_parser(verb, help=text)
+        p.add_argument("--account", required=True, help="whose subscribers")
+        p.add_argument("--list", help="only the members of this list")
+        p.set_defaults(func=command)
+    for verb, text, command in (
+        ("show", "one subscriber: lists, attributes, suppression", show_command),
+        ("delete", "erase a subscriber's data (GDPR); the address stays suppressed", delete_command),
+    ):
+        p = subscribers.add_parser(verb, help=text)
+        p.add_argument("--account", required=True, help="the subscriber's account")
+        p.add_argument("email", help="the subscriber's address")
+        p.set_defaults(func=command)

@@ -11,8 +11,8 @@ import asyncpg
 from service import db
 from service.addresses import email_key
 from service.errors import Conflict, NotFound
-from service.subscribers.importer import shown
 from service.subscribers.suppressions import suppress
+from service.text import shown
 
 ERASED_REASON = "erased"
 

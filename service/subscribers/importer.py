@@ -66,7 +66,7 @@ import csv
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, NamedTuple
 
@@ -79,13 +79,13 @@ from service import db
 from service.addresses import address_problem, email_key
 from service.errors import ArgumentError, Invalid, NotFound, leaves
 from service.settings import Settings
+from service.text import MAX_ATTRIBUTE, MAX_EMAIL, MAX_LIST, MAX_NAME, MAX_REASON, check_account, shown, unsafe_text
 
 DEFAULT_LIST = "default"
-MAX_EMAIL, MAX_NAME, MAX_LIST, MAX_ACCOUNT = 254, 1000, 200, 200
 CHUNK_ROWS = 10_000
 MAX_RECORD = 1 << 20  # characters in one record (its lines together): far beyond any real row
 COLUMNS = ["line", "email", "email_key", "name", "list_name", "attributes"]
-MAX_COLUMNS, MAX_ATTRIBUTE = 200, 10_000
+MAX_COLUMNS = 200
 DELIMITERS = (",", ";", "\t")
 # header spellings, compared without case, spaces, "-" and "_"
 SUPPRESSED = "suppressed"  # the column of `subscribers export` that holds a suppression's reason
@@ -103,44 +103,7 @@ SPELLINGS = {
     UNCONFIRMED: UNCONFIRMED,
 }
 SPECIAL = ("email", "name", "list", SUPPRESSED, UNCONFIRMED)
-MAX_REASON = 200
 RESERVED = frozenset(("attributes", "campaign", "unsubscribe_url", "id", "account", "status", "subscriber"))
-
-# C0 and C1 controls (CR, LF and TAB included), DEL, the Unicode line and paragraph
-# separators, and the lone surrogates that stand for bytes that are not UTF-8.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\udc80-\udcff]")
-
-
-def unsafe_text(value: str) -> str | None:
-    """Why `value` may not be stored (a line break, a control character, bytes not UTF-8), or None."""
-    found = _UNSAFE.search(value)
-    if found is None:
-        return None
-    char = found.group()
-    if char in "\r\n\u2028\u2029":
-        return "line break inside a field"
-    if "\udc80" <= char <= "\udcff":
-        return "not valid UTF-8"
-    return f"control character U+{ord(char):04X} in a field"
-
-
-def one_line(value: str, option: str, limit: int = 998) -> str:
-    """``value`` stripped; Invalid unless it is 1 to ``limit`` printable characters of UTF-8."""
-    problem = unsafe_text(value)
-    if problem == "line break inside a field" or "\0" in value:
-        raise Invalid(f"{option} must not contain line breaks")
-    if problem:
-        raise Invalid(f"{option}: {problem.replace(' in a field', '')}: must be printable text")
-    if not value.strip():
-        raise Invalid(f"{option} must not be empty")
-    if len(value.strip()) > limit:
-        raise Invalid(f"{option} is longer than {limit} characters")
-    return value.strip()
-
-
-def shown(value: str, limit: int = 60) -> str:
-    """``value`` quoted for a message: one line, at most about ``limit`` characters."""
-    return repr(value if len(value) <= limit else value[: limit - 3] + "...")
 
 
 class Lines:
@@ -316,17 +279,32 @@ def records(reader: "csv._reader", lines: Lines) -> Iterator[tuple[int, list[str
             yield lines.start, row
 
 
-def produce(reader: "csv._reader", lines: Lines, header: Header, send, counts: Counts) -> None:
-    """Worker thread: validate rows, report bad ones, send chunks of good ones, each with the (key,
-    reason) of its rows to suppress."""
+Rejected = list[tuple[int, str]]  # (line, reason) of the rows refused
+
+
+def produce(
+    reader: "csv._reader", lines: Lines, header: Header, send, counts: Counts, report: Callable[[Rejected], None]
+) -> None:
+    """Worker thread: validate rows, send chunks of good ones, each with the (key, reason) of its rows to
+    suppress, and hand the bad ones to ``report``, run in the event loop, before the chunk they precede and
+    before an error that ends the file."""
     chunk: list[tuple[int, str, str, str]] = []
     suppress: list[tuple[str, str]] = []
+    rejected: Rejected = []
+
+    def reported() -> None:
+        if rejected:
+            anyio.from_thread.run_sync(report, rejected.copy())
+            rejected.clear()
+
     try:
         for line, row in records(reader, lines):
             result = check_row(row, header)
             if isinstance(result, str):
                 counts.rejected += 1
-                print(f"line {line}: {result}", file=sys.stderr)
+                rejected.append((line, result))
+                if len(rejected) >= CHUNK_ROWS:
+                    reported()
                 continue
             email, key, name, lists, attributes, reason = result
             counts.good += 1
@@ -335,12 +313,16 @@ def produce(reader: "csv._reader", lines: Lines, header: Header, send, counts: C
             if reason:
                 suppress.append((key, reason))
             if len(chunk) >= CHUNK_ROWS:
+                reported()
                 anyio.from_thread.run(send.send, (chunk, suppress))
                 chunk, suppress = [], []
+        reported()
         if chunk:
             anyio.from_thread.run(send.send, (chunk, suppress))
     except anyio.BrokenResourceError:
         return  # the loader failed; its error is the one reported
+    finally:
+        reported()  # the rows refused before a record that ends the import
 
 
 async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tuple]) -> tuple[int, int, int]:
@@ -354,8 +336,11 @@ async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tupl
     return added, changed, respelled
 
 
-async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], path: str) -> Counts:
-    """Stream an open CSV file into the account, inside the caller's transaction."""
+async def import_file(
+    conn: asyncpg.Connection, account_id: int, file: IO[str], path: str, report: Callable[[Rejected], None]
+) -> Counts:
+    """Stream an open CSV file into the account, inside the caller's transaction; ``report`` is given the
+    rows refused, in file order, as they are found."""
     lines = Lines(file, path)
     try:
         first = await anyio.to_thread.run_sync(lines.peek)
@@ -372,7 +357,7 @@ async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], 
     async def read() -> None:
         async with send:
             try:
-                await anyio.to_thread.run_sync(produce, reader, lines, header, send, counts)
+                await anyio.to_thread.run_sync(produce, reader, lines, header, send, counts, report)
             except OSError as exc:
                 raise Invalid(f"cannot read {path}: {exc.strerror or exc}") from None
 
@@ -397,18 +382,17 @@ async def import_file(conn: asyncpg.Connection, account_id: int, file: IO[str], 
     return counts
 
 
-def check_account(name: str) -> str:
-    if not name.strip() or unsafe_text(name) or len(name) > MAX_ACCOUNT:
-        raise Invalid(f"invalid account name {shown(name)}: 1 to {MAX_ACCOUNT} printable characters")
-    return name
-
-
 def open_csv(path: str) -> IO[str]:
     try:
         # surrogateescape: bytes that are not UTF-8 become lone surrogates, rejected row by row
         return open(path, encoding="utf-8-sig", errors="surrogateescape", newline="")
     except OSError as exc:  # a file that is not there (or a folder): a bad argument, exit 2
         raise ArgumentError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def print_rejected(rejected: Rejected) -> None:
+    for line, reason in rejected:
+        print(f"line {line}: {reason}", file=sys.stderr)
 
 
 async def command(args: argparse.Namespace, settings: Settings) -> int:
@@ -423,7 +407,7 @@ async def command(args: argparse.Namespace, settings: Settings) -> int:
                 account_id = await conn.fetchval(*db.sql("account_find", account=account))
                 if account_id is None:
                     raise NotFound(f"no account named {shown(account)}; --create-account creates it")
-            counts = await import_file(conn, account_id, file, args.file)
+            counts = await import_file(conn, account_id, file, args.file, print_rejected)
     if created:
         print(f"einmal: created account {shown(account)}", file=sys.stderr)
     notes = [f"attributes changed for {counts.changed}"] * bool(counts.changed) + [

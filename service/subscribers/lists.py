@@ -5,7 +5,7 @@ import asyncpg
 
 from service import db
 from service.subscribers import optin
-from service.subscribers.importer import one_line
+from service.text import one_line
 
 MAX_TITLE = 200
 

@@ -28,7 +28,7 @@ from service.addresses import address_problem, email_key
 from service.errors import ConfigError, Conflict, Invalid, NotFound
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
-from service.subscribers.importer import MAX_EMAIL, MAX_NAME, unsafe_text
+from service.text import MAX_EMAIL, MAX_NAME, unsafe_text
 
 VERSION = 2  # of the confirmation message's wording, in every language: a confirmation campaign keeps
 # "<language>-<VERSION>" of the text it was made with (campaigns.wording), and each sign-up it sends to records it

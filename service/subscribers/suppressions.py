@@ -22,9 +22,7 @@ from service import db
 from service.addresses import address_problem, email_key
 from service.errors import Invalid, NotFound
 from service.settings import Settings
-from service.subscribers.importer import check_account, shown, unsafe_text
-
-MAX_REASON = 200
+from service.text import MAX_REASON, check_account, shown, unsafe_text
 
 
 async def suppress(conn: asyncpg.Connection, account_id: int, emails: list[str], reason: str) -> int:

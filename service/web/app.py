@@ -65,7 +65,7 @@ from service.metrics import CONTENT_TYPE, Metrics
 from service.settings import Settings
 from service.subscribers import preferences, texts
 from service.web import pages, preference_page, signup, subject
-from service.web.layers import (
+from service.web.limits import (
     MAX_BODY,
     ONE_CLICK_BODY,
     ApiPrefix,
@@ -82,10 +82,8 @@ log = logging.getLogger("einmal.http")
 
 METRICS_FRESH_SECONDS = 5.0  # the database figures of /metrics are read at most this often
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
-DB_SECONDS = 10.0  # the most a request waits for the database (pool and statements)
 READY_FRESH_SECONDS = 1.0  # a database answer this recent needs no new ping
 DOWN_LOG_SECONDS = 30.0  # "database unreachable" at most this often
-DB_DOWN = (*db.UNAVAILABLE, asyncpg.InterfaceError, asyncpg.OperatorInterventionError, ConnectionError)
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
     "frame-ancestors 'none'; base-uri 'none'",
@@ -174,7 +172,7 @@ class Web:
                     async with db.acquire(self.pool) as conn:
                         await conn.fetchval("SELECT 1")
                 self.db_answered_at = time.monotonic()
-            except (*DB_DOWN, asyncpg.PostgresError) as exc:
+            except (*db.DOWN, asyncpg.PostgresError) as exc:
                 await self.database_down(exc)
                 reasons.insert(0, f"database unreachable: {first_line(exc)}")
         notes = {"notes": notes} if (notes := self.notes()) else {}
@@ -197,7 +195,7 @@ class Web:
                 async with db.acquire(self.metrics_pool) as conn:
                     await self.metrics.refresh(conn)
             self.metrics.database_up.set(1)
-        except DB_DOWN as exc:
+        except db.DOWN as exc:
             await self.database_down(exc, self.metrics_pool)
             self.metrics.database_up.set(0)
         except asyncpg.PostgresError as exc:  # it answered, but not as expected (e.g. not migrated)
@@ -216,7 +214,7 @@ class Web:
                 await (_one_click_body(request) if leaving is None else read_body(request, MAX_BODY))
             if ids[2] == unsubscribe.TEST_SUBSCRIBER and not _wants_html(request):
                 return Response(status_code=200)  # a test message's link (einmal campaign test): nobody
-            with anyio.fail_after(DB_SECONDS):
+            with anyio.fail_after(db.DB_SECONDS):
                 async with db.acquire(self.pool) as conn:
                     row = await conn.fetchrow(db.query("unsubscribe_recipient"), *ids)
                     if row is not None:  # the token is genuine: its account's language and contact
@@ -247,7 +245,7 @@ class Web:
             if refused.status < 500:
                 self.metrics.unsubscribes.labels("refused").inc()
             return _problem(request, refused, code, next_step)
-        except (*DB_DOWN, TimeoutError) as exc:
+        except db.DOWN as exc:
             await self.database_down(exc)
             return _problem(
                 request,
@@ -378,7 +376,7 @@ class Web:
             log.warning("webhook %s refused (409): %s", name, exc)
             self.metrics.webhooks.labels(label, "refused").inc()
             return PlainTextResponse("event id already used for another event", status_code=409)
-        except (*DB_DOWN, TimeoutError) as exc:
+        except db.DOWN as exc:
             await self.database_down(exc)
             return PlainTextResponse("try again later", status_code=503, headers={"Retry-After": "5"})
         for event, result in zip(events, results, strict=True):
@@ -391,7 +389,7 @@ class Web:
 
     async def _deliver(self, delivery: webhooks.Delivery, named: str | None) -> list[str]:
         """Apply the events to the account the request's credential vouches for: a word for each."""
-        with anyio.fail_after(DB_SECONDS):
+        with anyio.fail_after(db.DB_SECONDS):
             async with db.acquire(self.pool) as conn:
                 account_id = await self._account(conn, delivery.account, named)
                 if delivery.token is not None:

@@ -1,39 +1,58 @@
-"""The small HTML pages of the unsubscribe link: the question, the answer, "already unsubscribed",
-and a link that does not work, in the language the page is for (service/subscribers/texts.py).
+"""The public pages: the unsubscribe link's question, answer, "already unsubscribed" and a link that does not
+work (templates/unsubscribe.html, unsubscribed.html, already.html, problem.html), in the language the page is
+for (service/subscribers/texts.py); service/web/signup_pages.py and preference_page.py render theirs here too.
 
-No JavaScript and no outside resources: one form with one button, which posts the RFC 8058 body to
-the same URL. Everything shown is escaped: the texts, and what goes into them (the subject and the
-sender's name are the operator's, the address the subscriber's).
+No JavaScript and no outside resources: one form with one button, which posts the RFC 8058 body to the same
+URL. Everything shown is escaped: the templates autoescape every value (the subject and the sender's name are
+the operator's, the address the subscriber's), and `say` escapes the texts and puts only HTML into them.
 """
 
 import html
+from collections.abc import Callable
 from email.utils import parseaddr
+from functools import partial
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from service.subscribers import texts
 
-STYLE = """
-body { font: 16px/1.5 system-ui, sans-serif; margin: 0; background: #f4f4f5; color: #18181b; }
-main { max-width: 32rem; margin: 4rem auto; padding: 2rem; background: #fff; border-radius: 8px;
-       box-shadow: 0 1px 3px rgba(0, 0, 0, .15); overflow-wrap: anywhere; }
-@media (max-width: 36rem) { main { margin: 1rem; padding: 1.25rem; } }
-h1 { font-size: 1.5rem; margin-top: 0; }
-button { font: inherit; font-weight: 600; padding: .6rem 1.4rem; border: 0; border-radius: 6px;
-         background: #b91c1c; color: #fff; cursor: pointer; }
-button:focus-visible, a:focus-visible { outline: 3px solid #1d4ed8; outline-offset: 2px; }
-a { color: #1d4ed8; }
-.small { color: #52525b; font-size: .875rem; }
-h2 { font-size: 1.2rem; margin-top: 2rem; }
-.lists { list-style: none; padding: 0; margin: 0 0 1rem; }
-.lists li { display: flex; align-items: center; justify-content: space-between; gap: 1rem;
-            padding: .5rem 0; border-top: 1px solid #e4e4e7; }
-.lists li:last-child { border-bottom: 1px solid #e4e4e7; }
-.lists span { min-width: 0; }
-.lists form { margin: 0; flex: none; }
-button.leave { background: #fff; color: #b91c1c; border: 2px solid #b91c1c; padding: .4rem 1rem; }
-.notice { background: #ecfdf5; border-left: 4px solid #047857; padding: .5rem .75rem; }
-"""
-
 Next = tuple[str, str | None]  # a next step: the text's key (next_contact, next_mailto, next_generic), the address
+
+
+def _escaped(value: object) -> object:
+    """Every value a template prints, escaped as html.escape does (&quot; and &#x27; for the quotes) unless it
+    is HTML already: autoescape's own would write &#34; and &#39;."""
+    return value if hasattr(value, "__html__") else Markup(html.escape(str(value)))
+
+
+PAGES = Environment(
+    loader=PackageLoader("service.web", "templates"),
+    autoescape=True,
+    finalize=_escaped,
+    undefined=StrictUndefined,
+    keep_trailing_newline=True,
+)
+
+
+def say(code: str, key: str, **parts: object) -> Markup:
+    """The text `key` of the language, escaped, with `parts` in its placeholders: HTML as it is, any other
+    value escaped."""
+    shown = {name: part if isinstance(part, Markup) else html.escape(str(part)) for name, part in parts.items()}
+    return Markup(html.escape(texts.text(code, key), quote=False).format(**shown))
+
+
+def render(template: str, code: str, **values: object) -> Markup:
+    """A template in the language `code`: `say` says that language's texts, `lang` names it."""
+    return Markup(
+        PAGES.get_template(template).render(
+            values, say=partial(say, code), lang=texts.language(code), mask=mask, leave_label=_leave_label(code)
+        )
+    )
+
+
+def _leave_label(code: str) -> Callable[[str], str]:
+    return lambda name: texts.text(code, "leave_label").format(list=name)
 
 
 def sender(code: str, display_name: str | None, from_address: str | None) -> str:
@@ -53,85 +72,41 @@ def mask(email: str) -> str:
     return f"{local[:1]}***@{domain}"
 
 
-def _say(code: str, key: str, **parts: str) -> str:
-    """The text `key` of the language, escaped, with `parts` (HTML already) in its placeholders."""
-    return html.escape(texts.text(code, key), quote=False).format(**parts)
-
-
-def _strong(value: str) -> str:
-    return f"<strong>{html.escape(value)}</strong>"
-
-
-say, strong = _say, _strong  # for the parts of pages made elsewhere (service/web/preference_page.py)
-
-
-def _mailto(address: str) -> str:
-    return f'<a href="mailto:{html.escape(address)}">{html.escape(address)}</a>'
-
-
-def _page(code: str, title_key: str, body: str, style: str = "") -> str:
-    return _document(texts.language(code), _say(code, title_key), body, style)
-
-
-def _document(code: str, title: str, body: str, style: str = "") -> str:
-    return (
-        f'<!doctype html>\n<html lang="{html.escape(code)}">\n<head>\n<meta charset="utf-8">\n'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f'<meta name="robots" content="noindex">\n<title>{title}</title>\n'
-        f"<style>{STYLE}{style}</style>\n</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n"
-    )
-
-
 def question(
     code: str, token: str, email: str, sender: str, subject: str | None, lists: str = "", notice: str = ""
 ) -> str:
     """The question, with the preference page's `lists` after its button and the `notice` of what the last
-    press did under its heading (service/web/preference_page.py)."""
-    received = f"\n<p>{_say(code, 'subject', subject=_strong(subject))}</p>" if subject else ""
-    return _page(
-        code,
-        "question_title",
-        f"""<h1>{_say(code, "question_title")}</h1>{notice}
-<p>{_say(code, "question", sender=_strong(sender), address=_strong(mask(email)))}</p>{received}
-<form method="post" action="?token={html.escape(token)}">
-<input type="hidden" name="List-Unsubscribe" value="One-Click">
-<button type="submit">{_say(code, "button")}</button>
-</form>
-<p class="small">{_say(code, "question_note")}</p>{lists}""",
+    press did under its heading (HTML, service/web/preference_page.py)."""
+    return str(
+        render(
+            "unsubscribe.html",
+            code,
+            token=token,
+            email=email,
+            sender=sender,
+            subject=subject,
+            lists=Markup(lists),
+            notice=Markup(notice),
+        )
     )
 
 
 def confirmation(code: str, email: str, sender: str) -> str:
-    return _page(
-        code,
-        "done_title",
-        f"""<h1 role="status">{_say(code, "done_heading")}</h1>
-<p>{_say(code, "done", address=_strong(mask(email)), sender=_strong(sender))}</p>
-<p class="small">{_say(code, "done_note")}</p>""",
-    )
+    return str(render("unsubscribed.html", code, email=email, sender=sender))
 
 
 def already(code: str, email: str, sender: str, contact: str | None) -> str:
     """A revisit after the address was suppressed: it says so and asks nothing."""
-    further = f'\n<p class="small">{_say(code, "next_contact", contact=_mailto(contact))}</p>' if contact else ""
-    return _page(
-        code,
-        "already_title",
-        f"""<h1 role="status">{_say(code, "already_heading")}</h1>
-<p>{_say(code, "already", address=_strong(mask(email)), sender=_strong(sender))}</p>{further}""",
-    )
+    return str(render("already.html", code, email=email, sender=sender, contact=contact))
 
 
 def problem(code: str, key: str, next_step: Next | None = None) -> str:
     """A link that does not work (`key`: invalid, unknown, not_applied, unavailable, test), with what to
     do instead."""
-    further = ""
-    if next_step is not None:
-        step, address = next_step
-        further = f"\n<p>{_say(code, step, contact=_mailto(address) if address else '')}</p>"
-    return _page(code, f"{key}_title", f"<h1>{_say(code, f'{key}_title')}</h1>\n<p>{_say(code, key)}</p>{further}")
+    step, address = next_step if next_step is not None else (None, None)
+    return str(render("problem.html", code, key=key, step=step, address=address))
 
 
 def plain(title: str, text: str) -> str:
     """A page for what only a program meets (a body too large, a bad form), in English."""
-    return _document("en", html.escape(title), f"<h1>{html.escape(title)}</h1>\n<p>{html.escape(text)}</p>")
+    return str(render("plain.html", "en", title=title, text=text))

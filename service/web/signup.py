@@ -45,8 +45,6 @@ from service.web import pages, signup_pages
 log = logging.getLogger("einmal.signup")
 
 MAX_FORM = 4096  # a sign-up form's body
-DB_SECONDS = 10.0
-DB_DOWN = (*db.UNAVAILABLE, asyncpg.InterfaceError, ConnectionError, TimeoutError)
 
 
 class SignUpPages:
@@ -105,7 +103,7 @@ class SignUpPages:
             return self.page(pages.plain("Not found", "Sign-up forms are not served here."), 404)
         token = request.path_params["token"]
         try:
-            with anyio.fail_after(DB_SECONDS):
+            with anyio.fail_after(db.DB_SECONDS):
                 async with db.acquire(self.pool) as conn:
                     found = await conn.fetchrow(db.query("optin_form"), token) if optin.TOKEN.fullmatch(token) else None
                     if found is None:  # no such token, a wrong one, a closed form: the same page, naming nobody
@@ -117,7 +115,7 @@ class SignUpPages:
                     if request.method == "GET":
                         return self.page(signup_pages.form(code, found["list_title"], sender))
                     answer = await self._sign_up(request, conn, found, sender)
-        except DB_DOWN as exc:
+        except db.DOWN as exc:
             await self.database_down(exc)
             return self.problem(request, 503, "unavailable")
         if answer.status_code == 200:  # the one answer whatever the address's state, in the same time too
@@ -203,7 +201,7 @@ class SignUpPages:
                 else self.problem(request, 404, "confirm_invalid")
             )
         try:
-            with anyio.fail_after(DB_SECONDS):
+            with anyio.fail_after(db.DB_SECONDS):
                 async with db.acquire(self.pool) as conn:
                     shown = await optin.link(conn, self.settings, ids)
                     if shown is None:  # the account is gone
@@ -215,7 +213,7 @@ class SignUpPages:
                         state = await optin.confirm(
                             conn, self.settings, ids, _ip(request), request.headers.get("user-agent", "")
                         )
-        except DB_DOWN as exc:
+        except db.DOWN as exc:
             await self.database_down(exc)
             return self.problem(request, 503, "unavailable")
         if state in ("confirmed", "already"):

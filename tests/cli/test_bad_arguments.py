@@ -12,7 +12,7 @@ import pytest
 
 from service.cli import einmal as cli
 from service.mail.render import CampaignTemplate
-from service.subscribers import importer
+from service.text import MAX_NAME
 from tests.conftest import einmal
 from tests.mail.test_bad_merge_values import HUNDRED_KB, TEXT_ONLY_HEADERS
 from tests.mail.test_render import assert_headers_clean, decoded, make_settings, parse
@@ -122,7 +122,7 @@ async def test_campaign_create_keeps_non_ascii_at_the_limits_and_it_renders_clea
     assert result.returncode == 0, result.stderr
     row = await conn.fetchrow("SELECT * FROM einmal.campaigns WHERE id = $1", int(result.stdout))
     assert (row["name"], row["subject"]) == (name, subject)
-    longest_name = HUNDRED_KB[: importer.MAX_NAME]  # fifty times over in the subject
+    longest_name = HUNDRED_KB[:MAX_NAME]  # fifty times over in the subject
     raw = CampaignTemplate.compile(dict(row), make_settings()).render(3, "jörg@例え.example", longest_name)
     message = parse(raw.replace("jörg@例え.example".encode(), b"j@x.example"))  # RFC 6532: UTF-8 address
     assert sorted(message.keys()) == TEXT_ONLY_HEADERS

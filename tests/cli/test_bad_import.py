@@ -27,6 +27,7 @@ from service.addresses import email_key
 from service.errors import Invalid
 from service.settings import Settings
 from service.subscribers import importer
+from service.text import MAX_LIST, MAX_NAME
 from tests.conftest import ROOT, einmal
 from tests.support.refusals import one_line_refusal, table_counts
 
@@ -277,7 +278,7 @@ def rows(draw) -> tuple[str, str, str, str | None]:
     """(email, name, list, defect or None) of one record."""
     email = draw(good_email)
     email = draw(st.sampled_from(["", " "])) + email + draw(st.sampled_from(["", "  "]))
-    name = draw(st.one_of(safe_text, st.just("N" * importer.MAX_NAME)))
+    name = draw(st.one_of(safe_text, st.just("N" * MAX_NAME)))
     # "|" separates lists in a cell (tests/cli/test_import.py): one list a row here
     list_name = draw(
         st.one_of(
@@ -290,9 +291,9 @@ def rows(draw) -> tuple[str, str, str, str | None]:
     elif defect == "control":
         name = name[:5] + draw(st.sampled_from(BREAKS)) + name[5:]
     elif defect == "long name":
-        name = "n" * (importer.MAX_NAME + 1)
+        name = "n" * (MAX_NAME + 1)
     elif defect == "long list":
-        list_name = "l" * (importer.MAX_LIST + 1)
+        list_name = "l" * (MAX_LIST + 1)
     elif defect == "latin-1":
         name = "M\u00fcller"  # written in latin-1 below
     return email, name, list_name, defect

@@ -1,4 +1,4 @@
-"""The layers around the HTTP surface's routes (service/web/app.py), outermost first: NoTraceback (an
+"""The limits and middleware around the HTTP surface's routes (service/web/app.py), outermost first: NoTraceback (an
 unexpected error is one log line and a 500), BodyBudget (the bodies of all requests together, and of each
 client network, are bounded; one-click unsubscribes have a lane of their own), TextOnly (a path or query that
 is not UTF-8, or holds a NUL, is 422), ApiPrefix (/api/v1/… to the API), then for the API deps.KeyFirst (its
