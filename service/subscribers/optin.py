@@ -32,7 +32,7 @@ from service.subscribers.importer import MAX_EMAIL, MAX_NAME, unsafe_text
 
 VERSION = 2  # of the confirmation message's wording, in every language: a confirmation campaign keeps
 # "<language>-<VERSION>" of the text it was made with (campaigns.wording), and each sign-up it sends to records it
-LOCK_WAIT = "5s"  # the longest a sign-up waits for the key's lock (api_subscriber_lock)
+LOCK_WAIT = "5s"  # the longest a sign-up waits for the key's lock (subscriber_lock)
 PRUNE_BATCH = 1000
 FLOOR_SECONDS = 0.25  # a sign-up's answer goes no sooner than this after its handler began (form and API)
 HOUR = 3600.0  # the window of the sign-up bounds
@@ -131,7 +131,7 @@ async def sign_up(conn: asyncpg.Connection, settings: Settings, request: SignUp)
     campaign_id, wording = await confirmations(conn, settings, request)
     messages = await clients.count(conn, LIST_KIND, f"list:{request.list_id}", HOUR)
     async with conn.transaction():
-        await conn.execute(db.query("api_subscriber_lock"), request.account_id, key, LOCK_WAIT)
+        await conn.execute(db.query("subscriber_lock"), request.account_id, key, LOCK_WAIT)
         subscriber_id = await conn.fetchval(
             db.query("optin_subscriber"), request.account_id, request.email, key, request.name
         )

@@ -1,6 +1,6 @@
 -- Account $1's subscriber of mailbox key $3 (its oldest, not erased), untouched; or, when it has none, a new
 -- one spelt $2 named $4. A sign-up never changes a subscriber that exists: the form is anyone's. The caller
--- holds the locks of api_subscriber_lock.
+-- holds the locks of subscriber_lock.
 WITH existing AS (
     SELECT id FROM einmal.subscribers
     WHERE account_id = $1 AND email_lower = $3::text AND status <> 'erased'
