@@ -61,7 +61,7 @@ class Query:
         self.params = tuple(params)
         self.positional = bool(positional)  # not yet named: called with positional arguments
 
-    def bind(self, **values: object) -> tuple[object, ...]:
+    def bind(self, /, **values: object) -> tuple[object, ...]:
         """(text, *arguments) with each `:name` given by its keyword."""
         if values.keys() != set(self.params):
             missing, extra = set(self.params) - values.keys(), values.keys() - set(self.params)
@@ -72,8 +72,8 @@ class Query:
 QUERIES = {name: Query(name, text) for name, text in _load("queries").items()}
 
 
-def sql(name: str, **values: object) -> tuple[object, ...]:
-    """sql/queries/<name>.sql bound by keyword, to unpack into a call of asyncpg:
+def sql(name: str, /, **values: object) -> tuple[object, ...]:
+    """sql/queries/<name>.sql bound by keyword (`name` itself may be one), to unpack into a call of asyncpg:
 
     `await conn.fetchrow(*db.sql("client_count_get", kind=k, client=c, window=60))`
     """
@@ -343,7 +343,7 @@ async def actor_connection(
         conn.add_termination_listener(on_lost)
         try:
             if holds_a_session(conn):  # a session of its own to name
-                await conn.execute(query("session_name"), f"einmal {actor} {token}"[:63])
+                await conn.execute(*sql("session_name", name=f"einmal {actor} {token}"[:63]))
             yield conn
         except TimeoutError as exc:
             _drop(conn)

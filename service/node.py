@@ -99,7 +99,7 @@ class SendPipeline:
         ctx.metrics.rows_in_flight.set(0)  # a failed incarnation's rows were, or are now, given back
         async with db.actor_connection(ctx.pool, "pipeline", token, ctx.settings.db_timeout_seconds) as conn:
             # the token's node row exists before it claims anything
-            await conn.execute(db.query("node_heartbeat"), token, ctx.hostname, os.getpid())
+            await conn.execute(*db.sql("node_heartbeat", token=token, hostname=ctx.hostname, pid=os.getpid()))
             self.used = True
             await scheduler.check_replication(ctx, conn)
             if ctx.failover_due:  # before anything is recorded or claimed on the new primary (§4)
@@ -107,11 +107,13 @@ class SendPipeline:
             await record_unrecorded(ctx, conn)
             if ctx.retired_tokens:
                 await conn.fetchrow(
-                    db.query("node_rescue"),
-                    ctx.settings.node_timeout_seconds,
-                    ctx.settings.in_doubt,
-                    ctx.retired_tokens,
-                    ctx.settings.max_attempts,
+                    *db.sql(
+                        "node_rescue",
+                        node_timeout_seconds=ctx.settings.node_timeout_seconds,
+                        in_doubt=ctx.settings.in_doubt,
+                        dead_tokens=ctx.retired_tokens,
+                        max_attempts=ctx.settings.max_attempts,
+                    )
                 )
                 ctx.retired_tokens.clear()
             # after a failover, no claim before every live node's journal is written on the new primary (§4)
@@ -287,11 +289,13 @@ async def _leave(ctx: NodeContext) -> None:
         async with ctx.pool.acquire() as conn:
             await record_unrecorded(ctx, conn)
             rescued = await conn.fetchrow(
-                db.query("node_rescue"),
-                ctx.settings.node_timeout_seconds,
-                ctx.settings.in_doubt,
-                [*ctx.retired_tokens, ctx.token],
-                ctx.settings.max_attempts,
+                *db.sql(
+                    "node_rescue",
+                    node_timeout_seconds=ctx.settings.node_timeout_seconds,
+                    in_doubt=ctx.settings.in_doubt,
+                    dead_tokens=[*ctx.retired_tokens, ctx.token],
+                    max_attempts=ctx.settings.max_attempts,
+                )
             )
         if rescued["in_doubt"]:
             log.warning("%d message(s) left in doubt", rescued["in_doubt"])

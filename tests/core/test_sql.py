@@ -29,7 +29,7 @@ async def test_every_query_prepares_against_the_schema(conn: asyncpg.Connection)
         try:
             async with conn.transaction():
                 if name.endswith("_staged"):  # they read the import's staging table, dropped at commit
-                    await conn.execute(db.query("subscribers_stage_create"))
+                    await conn.execute(*db.sql("subscribers_stage_create"))
                 await conn.prepare(db.QUERIES[name].text)
         except asyncpg.PostgresError as exc:
             failures[name] = str(exc)
@@ -46,3 +46,4 @@ def test_named_parameters_are_bound_by_keyword_and_checked() -> None:
         db.Query("mixed", "SELECT :id, $2")
     with pytest.raises(TypeError, match="named parameters"):
         db.query("client_count_hit")
+    assert db.sql("session_name", name="einmal")[1:] == ("einmal",), "a parameter called name, as sql()'s own"
