@@ -52,7 +52,9 @@ async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: K
         email, name = optin.checked_address(body.email, body.name)
     except UsageError as exc:
         raise HTTPException(422, str(exc)) from None
-    found = await conn.fetchrow(db.query("optin_list_named"), key.account_id, body.list, timeout=DB_SECONDS)
+    found = await conn.fetchrow(
+        *db.sql("optin_list_named", account_id=key.account_id, list_name=body.list), timeout=DB_SECONDS
+    )
     if found is None:
         raise not_found("list")
     try:

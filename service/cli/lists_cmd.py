@@ -31,7 +31,7 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         if args.account is not None:
             await find_account(conn, args.account)
-        rows = await conn.fetch(db.query("lists_all"), args.account)
+        rows = await conn.fetch(*db.sql("lists_all", account_name=args.account))
     table = [
         (
             r["id"],
@@ -59,7 +59,7 @@ def title(value: str, option: str = "--title") -> str | None:
 
 async def set_title(conn: asyncpg.Connection, account_id: int, list_name: str, value: str | None) -> asyncpg.Record:
     """The account's list `list_name` takes the title `value` (None: none); optin.NoList when it has no such list."""
-    row = await conn.fetchrow(db.query("list_title_set"), account_id, list_name, value)
+    row = await conn.fetchrow(*db.sql("list_title_set", account_id=account_id, list_name=list_name, title=value))
     if row is None:
         raise optin.NoList(f"no list named {list_name!r}")
     return row

@@ -1,2 +1,3 @@
--- The suppression of account $1 for mailbox key $2, or no row.
-SELECT email_lower, reason, created_at FROM einmal.suppressions WHERE account_id = $1 AND email_lower = $2
+-- The suppression of account :account_id for mailbox key :email_key, or no row.
+SELECT email_lower, reason, created_at FROM einmal.suppressions
+    WHERE account_id = :account_id AND email_lower = :email_key

@@ -1,5 +1,5 @@
--- The suppressions of account $1 by mailbox key, after key $2 (cursor), at most $3.
+-- The suppressions of account :account_id by mailbox key, after key :after_key (cursor), at most :limit.
 SELECT email_lower, reason, created_at FROM einmal.suppressions
-WHERE account_id = $1 AND email_lower > $2
+WHERE account_id = :account_id AND email_lower > :after_key
 ORDER BY email_lower
-LIMIT $3
+LIMIT :limit

@@ -202,15 +202,17 @@ async def test_bounces_of_a_pruned_campaign_are_kept_and_counted(conn: asyncpg.C
     for i, (kind, reason) in enumerate((("hard", "no_mailbox"), ("complaint", "complaint"))):
         await conn.execute("INSERT INTO einmal.inbound_events (event_id, payload_hash) VALUES ($1, 'h')", f"t:{i}")
         await conn.execute(
-            db.query("bounce_insert"),
-            f"t:{i}",
-            sends[i]["account_id"],
-            sends[i]["id"],
-            kind,
-            "5.1.1",
-            reason,
-            False,
-            campaign,
+            *db.sql(
+                "bounce_insert",
+                event_id=f"t:{i}",
+                account_id=sends[i]["account_id"],
+                send_id=sends[i]["id"],
+                campaign_id=campaign,
+                kind=kind,
+                status="5.1.1",
+                reason=reason,
+                counts=False,
+            )
         )
     before = json.loads(einmal("campaign", "status", str(campaign), "--json", dsn=dsn).stdout)
     assert (before["bounced"], before["complained"]) == (1, 1), before
