@@ -29,16 +29,18 @@ async def build(ctx: NodeContext, campaign_id: int, chunk: int = CHUNK) -> int:
     with telemetry.tracer().start_as_current_span("campaign.build") as span:
         span.set_attribute("einmal.campaign_id", campaign_id)
         async with db.actor_connection(ctx.pool, "builder", ctx.token, ctx.settings.db_timeout_seconds) as conn:
-            after = await conn.fetchval(db.query("recipients_build_resume"), campaign_id)
+            after = await conn.fetchval(*db.sql("recipients_build_resume", campaign_id=campaign_id))
             size = min(FIRST_CHUNK, chunk)  # a small first chunk: sending starts sooner
             analysed = 0  # rows added when the statistics were last made (docs/design.md#recipient-build)
             while True:
-                row = await conn.fetchrow(db.query("recipients_build_chunk"), campaign_id, after, size)
+                row = await conn.fetchrow(
+                    *db.sql("recipients_build_chunk", campaign_id=campaign_id, after=after, size=size)
+                )
                 assert row is not None  # the query returns one row
                 size = chunk
                 added += row["inserted"]
                 if added and not analysed:  # the first rows: plans made from here on see them
-                    await conn.execute(db.query("sends_analyze"), campaign_id)
+                    await conn.execute(*db.sql("sends_analyze", campaign_id=campaign_id))
                     analysed = added
                 if row["inserted"]:
                     ctx.claim_nudge.set()
@@ -46,8 +48,8 @@ async def build(ctx: NodeContext, campaign_id: int, chunk: int = CHUNK) -> int:
                     break
                 after = row["upper"]
             if added > analysed:
-                await conn.execute(db.query("sends_analyze"), campaign_id)
-            if await conn.fetchrow(db.query("recipients_build_done"), campaign_id):
+                await conn.execute(*db.sql("sends_analyze", campaign_id=campaign_id))
+            if await conn.fetchrow(*db.sql("recipients_build_done", campaign_id=campaign_id)):
                 log.info("campaign %d: recipients built (%d rows added here)", campaign_id, added)
                 ctx.campaign_nudge.set()
         span.set_attribute("einmal.rows_added", added)

@@ -79,20 +79,22 @@ async def claim(
     settings = ctx.settings
     rated = {domain: limit.rate for domain, limit in ctx.domain_limits.items() if limit.rate}
     records = await conn.fetch(
-        db.query("send_claim_batch"),
-        campaign_id,
-        token,
-        settings.batch_size,
-        settings.rate_limit,
-        settings.quota_hour,
-        settings.quota_day,
-        settings.quota_hour_seconds,
-        settings.quota_day_seconds,
-        list(rated),
-        list(rated.values()),
-        settings.domain_probes,
-        settings.domain_pause_seconds,
-        settings.domain_pause_max_seconds,
+        *db.sql(
+            "send_claim_batch",
+            campaign_id=campaign_id,
+            token=token,
+            batch_size=settings.batch_size,
+            rate=settings.rate_limit,
+            quota_hour=settings.quota_hour,
+            quota_day=settings.quota_day,
+            hour_seconds=settings.quota_hour_seconds,
+            day_seconds=settings.quota_day_seconds,
+            domains=list(rated),
+            domain_rates=list(rated.values()),
+            probes=settings.domain_probes,
+            pause_seconds=settings.domain_pause_seconds,
+            pause_max_seconds=settings.domain_pause_max_seconds,
+        )
     )
     now = time.monotonic()
     rows = [
@@ -151,7 +153,7 @@ async def run(
                 await ctx.claim_nudge.wait(IDLE_SECONDS)
                 continue
             if time.monotonic() - listed_at >= LIST_SECONDS:  # the claim re-checks the status itself
-                campaigns, listed_at = await conn.fetch(db.query("campaign_sending")), time.monotonic()
+                campaigns, listed_at = await conn.fetch(*db.sql("campaign_sending")), time.monotonic()
                 templates.keep({c["id"] for c in campaigns})
             batch = None
             for i in range(len(campaigns)):

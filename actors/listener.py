@@ -53,7 +53,7 @@ class Listener:
             await conn.add_listener("einmal_campaign", self._on_campaign)
             now = await conn.fetchval("SELECT now()")
             if self.since is not None:  # a reconnect: read what the lost connection may have missed
-                rows = await conn.fetch(db.query("suppression_since"), self.since - RELOAD_MARGIN)
+                rows = await conn.fetch(*db.sql("suppression_since", since=self.since - RELOAD_MARGIN))
                 self.ctx.suppressed.update((r["account_id"], r["email_lower"]) for r in rows)
                 log.info("listener reconnected; reloaded %d suppressions", len(rows))
             self.since = now

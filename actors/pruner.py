@@ -31,7 +31,7 @@ async def prune_once(ctx: NodeContext) -> int:
     locking = ctx.settings.database_pooler != "transaction"
     pruned = 0
     async with db.actor_connection(ctx.pool, "pruner", ctx.token, ctx.settings.db_timeout_seconds) as conn:
-        if locking and not await conn.fetchval(db.query("prune_turn_take")):
+        if locking and not await conn.fetchval(*db.sql("prune_turn_take")):
             return 0
         members, rows = await optin.prune(conn, ctx.settings)
         if members:

@@ -74,7 +74,7 @@ async def check_replication(ctx: NodeContext, conn: asyncpg.Connection) -> None:
     at the last check (a failover): one line when either changes, never one a tick."""
     problem: str | None
     try:
-        state = await conn.fetchrow(db.query("replication_state"))
+        state = await conn.fetchrow(*db.sql("replication_state"))
     except CANNOT_ASK as exc:
         problem = f"cannot check replication: {str(exc).splitlines()[0]}"
     else:
@@ -140,7 +140,7 @@ async def write_again(ctx: NodeContext, conn: asyncpg.Connection) -> None:
     if latest:
         rows = latest.values()
         await writer.campaigns_of(conn, [o for _, _, o, _ in rows])
-        result = await conn.fetchrow(db.query("send_rewrite"), *columns(rows))
+        result = await conn.fetchrow(*db.sql("send_rewrite", **columns(rows)))
         assert result is not None  # the query returns one row
         lost = result["lost"] or []
         for send_id, campaign_id, subscriber_id, outcome, code, status, owner, token in lost:
@@ -181,10 +181,11 @@ async def await_journals(ctx: NodeContext, conn: asyncpg.Connection, tokens: lis
     if ctx.database_identity is None:  # the server would not say which primary it is: nothing to compare
         return
     primary = "{}:{}".format(*ctx.database_identity)
-    await conn.execute(db.query("node_journal_written"), tokens, primary)
+    await conn.execute(*db.sql("node_journal_written", tokens=tokens, primary=primary))
     timeout = ctx.settings.node_timeout_seconds
     deadline, said = time.monotonic() + timeout, None
-    while pending := [r["id"] for r in await conn.fetch(db.query("node_journals_pending"), primary, timeout)]:
+    pending_query = db.sql("node_journals_pending", primary=primary, node_timeout_seconds=timeout)
+    while pending := [r["id"] for r in await conn.fetch(*pending_query)]:
         if time.monotonic() >= deadline:
             log.warning(
                 "claiming though node(s) %s have not written their journal on this primary in %gs "
@@ -208,22 +209,22 @@ async def await_journals(ctx: NodeContext, conn: asyncpg.Connection, tokens: lis
         )
 
 
-def columns(rows: Iterable[tuple[float, str, Outcome, float | None]]) -> tuple[list, ...]:
-    """send_rewrite's arrays from (wall time, token, outcome, when the journal recorded it)."""
+def columns(rows: Iterable[tuple[float, str, Outcome, float | None]]) -> dict[str, list]:
+    """send_rewrite's arrays, by name, from (wall time, token, outcome, when the journal recorded it)."""
     rows = list(rows)
     outcomes = [o for _, _, o, _ in rows]
-    return (
-        [o.id for o in outcomes],
-        [t for _, t, _, _ in rows],
-        [o.status for o in outcomes],
-        [o.reply[:1000] for o in outcomes],
-        [o.attempts for o in outcomes],
-        [o.bounce for o in outcomes],
-        [at for at, _, _, _ in rows],
-        [o.retry_after for o in outcomes],
-        [r for _, _, _, r in rows],
-        [o.campaign_id for o in outcomes],
-    )
+    return {
+        "ids": [o.id for o in outcomes],
+        "tokens": [t for _, t, _, _ in rows],
+        "statuses": [o.status for o in outcomes],
+        "replies": [o.reply[:1000] for o in outcomes],
+        "attempts": [o.attempts for o in outcomes],
+        "bounces": [o.bounce for o in outcomes],
+        "ats": [at for at, _, _, _ in rows],
+        "retry_afters": [o.retry_after for o in outcomes],
+        "recorded_ats": [r for _, _, _, r in rows],
+        "campaign_ids": [o.campaign_id for o in outcomes],
+    }
 
 
 async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> None:
@@ -233,13 +234,19 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
         # (docs/design.md#in-doubt-bound): after an outage longer than the node timeout, nobody may return its rows
         # before that
         for token in dict.fromkeys([ctx.token, *(token for token, _ in ctx.unrecorded)]):
-            await conn.execute(db.query("node_heartbeat"), token, ctx.hostname, os.getpid())
+            await conn.execute(*db.sql("node_heartbeat", token=token, hostname=ctx.hostname, pid=os.getpid()))
         ctx.heartbeat_at = time.monotonic()
         await check_replication(ctx, conn)
         # this node's own retired tokens are the send pipeline's to return, after it recorded
         # what they got answered (service/node.py)
         rescued = await conn.fetchrow(
-            db.query("node_rescue"), settings.node_timeout_seconds, settings.in_doubt, [], settings.max_attempts
+            *db.sql(
+                "node_rescue",
+                node_timeout_seconds=settings.node_timeout_seconds,
+                in_doubt=settings.in_doubt,
+                dead_tokens=[],
+                max_attempts=settings.max_attempts,
+            )
         )
         assert rescued is not None  # the query returns one row
         if rescued["nodes"] or rescued["queued"] or rescued["in_doubt"]:
@@ -250,15 +257,15 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
                 rescued["in_doubt"],
             )
             ctx.claim_nudge.set()
-        for due in await conn.fetch(db.query("campaign_due")):
+        for due in await conn.fetch(*db.sql("campaign_due")):
             with telemetry.tracer().start_as_current_span("campaign.start") as span:
                 span.set_attribute("einmal.campaign_id", due["id"])
-                started = await conn.fetchrow(db.query("campaign_start"), due["id"])
+                started = await conn.fetchrow(*db.sql("campaign_start", campaign_id=due["id"]))
                 span.set_attribute("einmal.won", started is not None)
             if started:
                 log.info("campaign %d: approved -> sending", due["id"])
-        unbuilt = [r["id"] for r in await conn.fetch(db.query("campaign_unbuilt"))]
-        sending = await conn.fetch(db.query("campaign_sending"))
+        unbuilt = [r["id"] for r in await conn.fetch(*db.sql("campaign_unbuilt"))]
+        sending = await conn.fetch(*db.sql("campaign_sending"))
         if sending:  # a campaign whose complaint, bounce or refusal rate crossed its threshold pauses itself
             await self_pause.check(conn, settings=settings)
         for campaign in sending:
@@ -283,9 +290,9 @@ async def finish(conn, campaign_id: int) -> asyncpg.Record | None:
     """CAS sending -> sent when nothing is left, under the campaign's lock: its row (with the rows left
     `in_doubt`), None when it did not finish."""
     async with conn.transaction():
-        if await conn.fetchval(db.query("campaign_lock"), campaign_id) is None:
+        if await conn.fetchval(*db.sql("campaign_lock", campaign_id=campaign_id)) is None:
             return None
-        return await conn.fetchrow(db.query("campaign_finish"), campaign_id)
+        return await conn.fetchrow(*db.sql("campaign_finish", campaign_id=campaign_id))
 
 
 async def run(

@@ -52,7 +52,7 @@ async def campaigns_of(conn: asyncpg.Connection, outcomes: Sequence[Outcome]) ->
     """Fill in the campaign of the outcomes made without their batch (their row says, one lookup), so that the
     statements recording them read one partition a row; 0 for a row that is gone."""
     if missing := [x.id for x in outcomes if x.campaign_id is None]:
-        rows = await conn.fetch(db.query("send_campaigns"), missing)
+        rows = await conn.fetch(*db.sql("send_campaigns", ids=missing))
         found = {r["id"]: r["campaign_id"] for r in rows}
         for x in outcomes:
             x.campaign_id = x.campaign_id or found.get(x.id, 0)
@@ -65,20 +65,22 @@ async def advance(
     o = outcomes
     await campaigns_of(conn, o)
     return await conn.fetch(
-        db.query("send_advance"),
-        [x.id for x in o],
-        [x.status for x in o],
-        [x.reply[:1000] for x in o],
-        [x.attempts for x in o],
-        [x.retry_after for x in o],
-        [x.bounce for x in o],
-        token,
-        [s[0] for s in starts],
-        [x.throttled for x in o],
-        settings.domain_pause_seconds,
-        settings.domain_pause_max_seconds,
-        [x.campaign_id for x in o],
-        [s[1] for s in starts],
+        *db.sql(
+            "send_advance",
+            ids=[x.id for x in o],
+            statuses=[x.status for x in o],
+            replies=[x.reply[:1000] for x in o],
+            attempts=[x.attempts for x in o],
+            retry_afters=[x.retry_after for x in o],
+            bounces=[x.bounce for x in o],
+            throttled=[x.throttled for x in o],
+            campaign_ids=[x.campaign_id for x in o],
+            token=token,
+            start_ids=[s[0] for s in starts],
+            start_campaign_ids=[s[1] for s in starts],
+            pause_seconds=settings.domain_pause_seconds,
+            pause_max_seconds=settings.domain_pause_max_seconds,
+        )
     )
 
 
@@ -260,10 +262,12 @@ class Writer:
         """Give rows never handed to a connection back to the queue."""
         if items:
             await self.conn.execute(
-                db.query("send_release"),
-                [row.id for _, row in items],
-                self.token,
-                [batch.campaign_id for batch, _ in items],
+                *db.sql(
+                    "send_release",
+                    ids=[row.id for _, row in items],
+                    campaign_ids=[batch.campaign_id for batch, _ in items],
+                    token=self.token,
+                )
             )
         for batch, _ in items:
             settle(batch, "released")

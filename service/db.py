@@ -38,8 +38,8 @@ class Query:
     """One sql/queries/<name>.sql: its parameters are named (`:name`), sent as `$n` in order of first use.
 
     `bind(**values)` gives the statement and its arguments for asyncpg, `conn.fetch(*q.bind(...))`; a name
-    missing or extra is a TypeError at the call, never a value in the wrong place. A file that mixes named
-    and positional parameters fails when it is loaded.
+    missing or extra is a TypeError at the call, never a value in the wrong place. A file with a positional
+    parameter (`$n`) fails when it is loaded: every parameter has a name.
     """
 
     def __init__(self, name: str, text: str) -> None:
@@ -57,12 +57,11 @@ class Query:
             return m.group(0)
 
         self.text = _TOKENS.sub(rewrite, text)
-        if params and positional:
-            raise ValueError(f"sql/queries/{name}.sql mixes :names and $n parameters")
+        if positional:
+            raise ValueError(f"sql/queries/{name}.sql: name its parameters (:name), not ${min(positional, key=int)}")
         self.params = tuple(params)
-        self.positional = bool(positional)  # not yet named: called with positional arguments
 
-    def bind(self, **values: object) -> tuple[str, *tuple[object, ...]]:
+    def bind(self, /, **values: object) -> tuple[str, *tuple[object, ...]]:
         """(text, *arguments) with each `:name` given by its keyword."""
         if values.keys() != set(self.params):
             missing, extra = set(self.params) - values.keys(), values.keys() - set(self.params)
@@ -73,20 +72,12 @@ class Query:
 QUERIES = {name: Query(name, text) for name, text in _load("queries").items()}
 
 
-def sql(name: str, **values: object) -> tuple[str, *tuple[object, ...]]:
-    """sql/queries/<name>.sql bound by keyword, to unpack into a call of asyncpg:
+def sql(name: str, /, **values: object) -> tuple[str, *tuple[object, ...]]:
+    """sql/queries/<name>.sql bound by keyword (`name` itself may be one), to unpack into a call of asyncpg:
 
     `await conn.fetchrow(*db.sql("client_count_get", kind=k, client=c, window=60))`
     """
     return QUERIES[name].bind(**values)
-
-
-def query(name: str) -> str:
-    """The text of sql/queries/<name>.sql, for a file whose parameters are still positional ($n)."""
-    found = QUERIES[name]
-    if found.params:
-        raise TypeError(f"query {name} has named parameters: call it with db.sql({name!r}, ...)")
-    return found.text
 
 
 def migrations() -> list[tuple[int, str, str]]:
@@ -358,7 +349,7 @@ async def actor_connection(
         conn.add_termination_listener(on_lost)
         try:
             if holds_a_session(conn):  # a session of its own to name
-                await conn.execute(query("session_name"), f"einmal {actor} {token}"[:63])
+                await conn.execute(*sql("session_name", name=f"einmal {actor} {token}"[:63]))
             yield conn
         except TimeoutError as exc:
             _drop(conn)

@@ -134,8 +134,8 @@ class Metrics:
 
     async def refresh(self, conn: asyncpg.Connection) -> None:
         """The figures only the database knows, read at scrape time."""
-        rows = await conn.fetch(db.query("metrics_campaign_rows"))
-        self.in_doubt.set(await conn.fetchval(db.query("metrics_in_doubt")))
+        rows = await conn.fetch(*db.sql("metrics_campaign_rows"))
+        self.in_doubt.set(await conn.fetchval(*db.sql("metrics_in_doubt")))
         self.campaign_rows.clear()  # campaigns no longer sending drop out
         for row in rows:
             self.campaign_rows.labels(str(row["campaign_id"]), row["status"]).set(row["n"])

@@ -30,10 +30,10 @@ CREATE TABLE IF NOT EXISTS einmal.migrations (
 
 async def _stage_address_keys(conn: asyncpg.Connection) -> None:
     """pg_temp.einmal_rekey: each stored address whose key is not what its row holds, with its key."""
-    await conn.execute(db.query("rekey_stage_create"))
+    await conn.execute(*db.sql("rekey_stage_create"))
     changed: dict[str, str] = {}
     for name in ("subscribers_read_keys", "suppressions_read_keys"):
-        async for row in conn.cursor(db.query(name), prefetch=10_000):
+        async for row in conn.cursor(*db.sql(name), prefetch=10_000):
             key = email_key(row["address"])
             if key != row["stored"]:
                 changed[row["address"]] = key

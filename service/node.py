@@ -100,7 +100,7 @@ class SendPipeline:
         ctx.metrics.rows_in_flight.set(0)  # a failed incarnation's rows were, or are now, given back
         async with db.actor_connection(ctx.pool, "pipeline", token, ctx.settings.db_timeout_seconds) as conn:
             # the token's node row exists before it claims anything
-            await conn.execute(db.query("node_heartbeat"), token, ctx.hostname, os.getpid())
+            await conn.execute(*db.sql("node_heartbeat", token=token, hostname=ctx.hostname, pid=os.getpid()))
             self.used = True
             await scheduler.check_replication(ctx, conn)
             if ctx.failover_due:  # before anything is recorded or claimed on the new primary (docs/design.md#liveness)
@@ -108,11 +108,13 @@ class SendPipeline:
             await record_unrecorded(ctx, conn)
             if ctx.retired_tokens:
                 await conn.fetchrow(
-                    db.query("node_rescue"),
-                    ctx.settings.node_timeout_seconds,
-                    ctx.settings.in_doubt,
-                    ctx.retired_tokens,
-                    ctx.settings.max_attempts,
+                    *db.sql(
+                        "node_rescue",
+                        node_timeout_seconds=ctx.settings.node_timeout_seconds,
+                        in_doubt=ctx.settings.in_doubt,
+                        dead_tokens=ctx.retired_tokens,
+                        max_attempts=ctx.settings.max_attempts,
+                    )
                 )
                 ctx.retired_tokens.clear()
             # after a failover, no claim before every live node's journal is written on the new primary
@@ -292,11 +294,13 @@ async def _leave(ctx: NodeContext) -> None:
         async with db.acquire(ctx.pool) as conn:
             await record_unrecorded(ctx, conn)
             rescued = await conn.fetchrow(
-                db.query("node_rescue"),
-                ctx.settings.node_timeout_seconds,
-                ctx.settings.in_doubt,
-                [*ctx.retired_tokens, ctx.token],
-                ctx.settings.max_attempts,
+                *db.sql(
+                    "node_rescue",
+                    node_timeout_seconds=ctx.settings.node_timeout_seconds,
+                    in_doubt=ctx.settings.in_doubt,
+                    dead_tokens=[*ctx.retired_tokens, ctx.token],
+                    max_attempts=ctx.settings.max_attempts,
+                )
             )
         assert rescued is not None  # the query returns one row
         if rescued["in_doubt"]:

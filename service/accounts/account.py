@@ -46,7 +46,7 @@ async def name_of(conn: asyncpg.Connection, *, account_id: int, timeout: float |
 
 async def every(conn: asyncpg.Connection) -> list[Listed]:
     """Each account's name, creation time and subscriber count, by name."""
-    return [Listed(**dict(r)) for r in await conn.fetch(db.query("accounts_list"))]
+    return [Listed(**dict(r)) for r in await conn.fetch(*db.sql("accounts_list"))]
 
 
 def contact(value: str, option: str = "--contact") -> str | None:

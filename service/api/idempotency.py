@@ -61,12 +61,21 @@ class Idempotent:
             b"\0".join([scope["path"].encode(), scope.get("query_string", b""), canonical(body)])
         ).digest()
         pool = self.pool  # a statement at a time: a waiter holds no connection the runner needs
-        claim = (db.query("api_request_claim"), key_hash, idem, request_hash, WINDOW_SECONDS, TAKEOVER_SECONDS)
+        claim = db.sql(
+            "idempotency_claim",
+            key_hash=key_hash,
+            idem_key=idem,
+            request_hash=request_hash,
+            window_seconds=WINDOW_SECONDS,
+            takeover_seconds=TAKEOVER_SECONDS,
+        )
         if await pool.fetchval(*claim, timeout=WAIT_SECONDS):
             return await self._run(scope, replay(body, receive), send, key_hash, idem)
         with anyio.move_on_after(WAIT_SECONDS):
             while True:
-                kept = await pool.fetchrow(db.query("api_request_get"), key_hash, idem, timeout=WAIT_SECONDS)
+                kept = await pool.fetchrow(
+                    *db.sql("idempotency_get", key_hash=key_hash, idem_key=idem), timeout=WAIT_SECONDS
+                )
                 if kept is None:  # released by a failed first run: run this one
                     if await pool.fetchval(*claim, timeout=WAIT_SECONDS):
                         return await self._run(scope, replay(body, receive), send, key_hash, idem)
@@ -105,13 +114,15 @@ class Idempotent:
                 status, content_type, body = 409, "application/json", json.dumps({"error": SECRET_NOT_KEPT}).encode()
             with anyio.CancelScope(shield=True):
                 await self.pool.execute(
-                    db.query("api_request_answer"),
-                    key_hash,
-                    idem,
-                    status if keep else None,
-                    content_type,
-                    body,
-                    WINDOW_SECONDS,
+                    *db.sql(
+                        "idempotency_answer",
+                        key_hash=key_hash,
+                        idem_key=idem,
+                        status=status if keep else None,
+                        content_type=content_type,
+                        body=body,
+                        window_seconds=WINDOW_SECONDS,
+                    ),
                     timeout=WAIT_SECONDS,
                 )
 

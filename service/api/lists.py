@@ -104,7 +104,7 @@ def _form(settings: Settings, row) -> ListForm:
 async def list_lists(conn: Conn, key: Key, request: Request) -> list[MailingList]:
     return [
         _listed(request.app.state.settings, r)
-        for r in await conn.fetch(db.query("api_lists"), key.account_id, timeout=DB_SECONDS)
+        for r in await conn.fetch(*db.sql("lists_of_account", account_id=key.account_id), timeout=DB_SECONDS)
     ]
 
 
@@ -115,7 +115,7 @@ async def list_lists(conn: Conn, key: Key, request: Request) -> list[MailingList
     summary="whether the list takes sign-ups, its form's address and the origins allowed to post it",
 )
 async def get_list_form(name: ListName, conn: Conn, key: Key, request: Request) -> ListForm:
-    row = await conn.fetchrow(db.query("list_form"), key.account_id, name, timeout=DB_SECONDS)
+    row = await conn.fetchrow(*db.sql("list_form", account_id=key.account_id, list_name=name), timeout=DB_SECONDS)
     if row is None:
         raise not_found("list")
     return _form(request.app.state.settings, row)
@@ -160,9 +160,10 @@ async def put_list_title(name: ListName, body: ListTitle, conn: Conn, key: Key) 
 async def put_list(name: ListName, conn: Conn, key: Key, response: Response, request: Request) -> MailingList:
     if not name.strip() or unsafe_text(name) or name != name.strip():
         raise HTTPException(422, "a list's name is printable text without spaces around it")
-    row = await conn.fetchrow(db.query("api_list_put"), key.account_id, name, timeout=DB_SECONDS)
+    row = await conn.fetchrow(*db.sql("list_ensure", account_id=key.account_id, list_name=name), timeout=DB_SECONDS)
     response.status_code = 201 if row["created"] else 200
-    [found] = [r for r in await conn.fetch(db.query("api_lists"), key.account_id) if r["id"] == row["id"]]
+    lists = await conn.fetch(*db.sql("lists_of_account", account_id=key.account_id))
+    [found] = [r for r in lists if r["id"] == row["id"]]
     return _listed(request.app.state.settings, found)
 
 
@@ -174,7 +175,8 @@ async def put_list(name: ListName, conn: Conn, key: Key, response: Response, req
 )
 async def put_member(name: ListName, email: Email, conn: Conn, key: Key) -> Membership:
     row = await conn.fetchrow(
-        db.query("api_member_put"), key.account_id, name, email_key(email), email, timeout=DB_SECONDS
+        *db.sql("list_member_add", account_id=key.account_id, list_name=name, email_key=email_key(email), email=email),
+        timeout=DB_SECONDS,
     )
     if row["list_id"] is None:
         raise not_found("list")
@@ -191,6 +193,7 @@ async def put_member(name: ListName, email: Email, conn: Conn, key: Key) -> Memb
     responses=ERRORS,
 )
 async def delete_member(name: ListName, email: Email, conn: Conn, key: Key) -> Response:
-    if not await conn.fetch(db.query("api_member_delete"), key.account_id, name, email_key(email), timeout=DB_SECONDS):
+    member = {"account_id": key.account_id, "list_name": name, "email_key": email_key(email)}
+    if not await conn.fetch(*db.sql("list_member_delete", **member), timeout=DB_SECONDS):
         raise not_found("membership")
     return Response(status_code=204)

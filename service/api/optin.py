@@ -47,7 +47,9 @@ async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: K
     started = time.monotonic()
     settings = request.app.state.settings
     email, name = optin.checked_address(body.email, body.name)
-    found = await conn.fetchrow(db.query("optin_list_named"), key.account_id, body.list, timeout=DB_SECONDS)
+    found = await conn.fetchrow(
+        *db.sql("optin_list_named", account_id=key.account_id, list_name=body.list), timeout=DB_SECONDS
+    )
     if found is None:
         raise not_found("list")
     optin.check_configured(settings)  # NotConfigured: 409

@@ -81,7 +81,16 @@ async def list_subscribers(
 ) -> SubscriberPage:
     after = int(cursor) if cursor else 0
     rows = await conn.fetch(
-        db.query("api_subscribers"), key.account_id, None, after, status, limit + 1, list_name, timeout=DB_SECONDS
+        *db.sql(
+            "subscribers_of_account",
+            account_id=key.account_id,
+            email_key=None,
+            after_id=after,
+            status=status,
+            limit=limit + 1,
+            list_name=list_name,
+        ),
+        timeout=DB_SECONDS,
     )
     page = [_subscriber(r) for r in rows[:limit]]
     return SubscriberPage(subscribers=page, next=str(page[-1].id) if len(rows) > limit else None)
@@ -95,7 +104,16 @@ async def list_subscribers(
 )
 async def get_subscriber(email: Email, conn: Conn, key: Key) -> Subscriber:
     rows = await conn.fetch(
-        db.query("api_subscribers"), key.account_id, _mailbox(email), 0, None, 1, None, timeout=DB_SECONDS
+        *db.sql(
+            "subscribers_of_account",
+            account_id=key.account_id,
+            email_key=_mailbox(email),
+            after_id=0,
+            status=None,
+            limit=1,
+            list_name=None,
+        ),
+        timeout=DB_SECONDS,
     )
     if not rows:
         raise not_found("subscriber")
@@ -126,13 +144,15 @@ async def put_subscriber(
     attributes = json.dumps(fields.attributes, ensure_ascii=False) if fields.attributes is not None else None
     try:
         row = await conn.fetchrow(
-            db.query("api_subscriber_upsert"),
-            key.account_id,
-            email,
-            email_key(email),
-            fields.name,
-            attributes,
-            f"{int(LOCK_SECONDS * 1000)}ms",
+            *db.sql(
+                "subscriber_upsert",
+                account_id=key.account_id,
+                email=email,
+                email_key=email_key(email),
+                name=fields.name,
+                attributes=attributes,
+                lock_wait=f"{int(LOCK_SECONDS * 1000)}ms",
+            ),
             timeout=DB_SECONDS,
         )
     except asyncpg.LockNotAvailableError:
@@ -141,7 +161,16 @@ async def put_subscriber(
         ) from None
     response.status_code = 201 if row["created"] else 200
     [found] = await conn.fetch(
-        db.query("api_subscribers"), key.account_id, email_key(email), row["id"] - 1, None, 1, None, timeout=DB_SECONDS
+        *db.sql(
+            "subscribers_of_account",
+            account_id=key.account_id,
+            email_key=email_key(email),
+            after_id=row["id"] - 1,
+            status=None,
+            limit=1,
+            list_name=None,
+        ),
+        timeout=DB_SECONDS,
     )
     return _subscriber(found)
 

@@ -42,7 +42,10 @@ async def list_suppressions(
     cursor: Annotated[str, Query(max_length=MAX_EMAIL)] = "",
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> SuppressionPage:
-    rows = await conn.fetch(db.query("api_suppressions"), key.account_id, cursor, limit + 1, timeout=DB_SECONDS)
+    rows = await conn.fetch(
+        *db.sql("suppressions_of_account", account_id=key.account_id, after_key=cursor, limit=limit + 1),
+        timeout=DB_SECONDS,
+    )
     page = [Suppression(mailbox=r["email_lower"], reason=r["reason"], created_at=r["created_at"]) for r in rows[:limit]]
     return SuppressionPage(suppressions=page, next=page[-1].mailbox if len(rows) > limit else None)
 
@@ -60,7 +63,9 @@ async def put_suppression(
     async with conn.transaction():
         added = await suppress(conn, key.account_id, [checked], fields.reason)
     response.status_code = 201 if added else 200
-    row = await conn.fetchrow(db.query("api_suppression"), key.account_id, email_key(checked), timeout=DB_SECONDS)
+    row = await conn.fetchrow(
+        *db.sql("suppression_get", account_id=key.account_id, email_key=email_key(checked)), timeout=DB_SECONDS
+    )
     return Suppression(mailbox=row["email_lower"], reason=row["reason"], created_at=row["created_at"])
 
 

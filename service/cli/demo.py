@@ -254,7 +254,9 @@ async def follow_one_link(conn, out: Path, campaign_id: int, account_id: int) ->
     name, recipient, url = found
     print(f"unsubscribe link of {name} (to {recipient}):\n  {url}")
     status = await anyio.to_thread.run_sync(one_click, url)
-    suppressed = await conn.fetchval(db.query("suppression_exists"), account_id, email_key(recipient))
+    suppressed = await conn.fetchval(
+        *db.sql("suppression_exists", account_id=account_id, email_key=email_key(recipient))
+    )
     print(f"  one-click POST: HTTP {status}; {recipient} suppressed: {'yes' if suppressed else 'no'}")
     return status == 200 and suppressed
 

@@ -29,7 +29,7 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         if args.account is not None:
             await find_account(conn, name=args.account)
-        rows = await conn.fetch(db.query("lists_all"), args.account)
+        rows = await conn.fetch(*db.sql("lists_all", account_name=args.account))
     table = [
         (
             r["id"],

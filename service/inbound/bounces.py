@@ -78,12 +78,15 @@ async def find_row(
     provider's signed webhook) naming the message by its Message-ID: that row when the report's
     recipient is its address (or the report names none), else that campaign's row for the
     report's recipient."""
-    row = await conn.fetchrow(db.query("bounce_send_row"), *row_ids)
+    campaign_id, subscriber_id = row_ids
+    row = await conn.fetchrow(*db.sql("bounce_send_row", campaign_id=campaign_id, subscriber_id=subscriber_id))
     if row is None:
         return "no such send row"
     if by_token or report.recipient is None or email_key(report.recipient) == row["email_lower"]:
         return row
-    other = await conn.fetchrow(db.query("bounce_send_row_address"), row_ids[0], email_key(report.recipient))
+    other = await conn.fetchrow(
+        *db.sql("bounce_send_row_address", campaign_id=campaign_id, email_key=email_key(report.recipient))
+    )
     return other if other is not None else "the report's recipient is not the address of the message it returns"
 
 
@@ -93,7 +96,7 @@ async def apply(
     """Apply the report to its send row once: applied, repeated, or ``dropped: why`` (nothing
     written) when the row's message never went out (WENT_OUT). `payload` is what identifies the
     event's content (default: its kind, status and row)."""
-    status = await conn.fetchval(db.query("bounce_send_status"), row["id"], row["campaign_id"])
+    status = await conn.fetchval(*db.sql("bounce_send_status", send_id=row["id"], campaign_id=row["campaign_id"]))
     if status not in WENT_OUT:
         return f"dropped: its message was not sent (the send row is {status or 'gone'})"
     limit, window = settings.soft_bounce_limit, settings.soft_bounce_days * 86400
@@ -105,26 +108,35 @@ async def apply(
 
     async def keep(conn: asyncpg.Connection) -> bool:
         await conn.execute(
-            db.query("bounce_insert"),
-            report.event_id,
-            row["account_id"],
-            row["id"],
-            report.kind,
-            report.status,
-            report.recorded_reason(),
-            effect == reasons.COUNT,
-            row["campaign_id"],
+            *db.sql(
+                "bounce_insert",
+                event_id=report.event_id,
+                account_id=row["account_id"],
+                send_id=row["id"],
+                campaign_id=row["campaign_id"],
+                kind=report.kind,
+                status=report.status,
+                reason=report.recorded_reason(),
+                counts=effect == reasons.COUNT,
+            )
         )
         if complained or bounced:  # toward the campaign's self-pause (service/campaigns/self_pause.py)
             campaign.extend(
-                await conn.fetch(db.query("bounce_count"), row["id"], int(bounced), int(complained), row["campaign_id"])
+                await conn.fetch(
+                    *db.sql(
+                        "bounce_count",
+                        send_id=row["id"],
+                        campaign_id=row["campaign_id"],
+                        bounced=int(bounced),
+                        complained=int(complained),
+                    )
+                )
             )
         if effect != reasons.COUNT:
             return effect == reasons.SUPPRESS
-        await conn.execute(db.query("bounce_lock_mailbox"), row["account_id"], row["email_lower"])
-        return (
-            await conn.fetchval(db.query("bounce_soft_count"), row["account_id"], row["email_lower"], window) >= limit
-        )
+        mailbox = {"account_id": row["account_id"], "email_key": row["email_lower"]}
+        await conn.execute(*db.sql("bounce_lock_mailbox", **mailbox))
+        return await conn.fetchval(*db.sql("bounce_soft_count", **mailbox, window_seconds=window)) >= limit
 
     kind = "complaint" if report.kind == "complaint" else "bounce"
     payload = payload or {"report": report.kind, "status": report.status, "send_id": row["id"]}

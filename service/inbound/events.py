@@ -53,8 +53,8 @@ async def apply(
         raise Invalid(f"inbound event kind must be one of {', '.join(sorted(KINDS))}, not {kind!r}")
     digest = payload_hash({"kind": kind, "account_id": account_id, "email": email_key(email), **(payload or {})})
     async with conn.transaction():
-        if await conn.fetchval(db.query("inbound_event_claim"), event_id, digest) is None:
-            if await conn.fetchval(db.query("inbound_event_get"), event_id) != digest:
+        if await conn.fetchval(*db.sql("inbound_event_claim", event_id=event_id, digest=digest)) is None:
+            if await conn.fetchval(*db.sql("inbound_event_get", event_id=event_id)) != digest:
                 raise Conflict(f"inbound event {event_id} was already received with a different payload")
             return kind == "unsubscribe" and await suppressions.suppress(conn, account_id, [email], kind) > 0
         if effect is None or await effect(conn):

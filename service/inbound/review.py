@@ -67,7 +67,7 @@ async def to_review(conn: asyncpg.Connection, account: str, soft_limit: int) -> 
     """The account's 'bounce' suppressions that no bounce or reply of their mailbox would make today, and
     when their evidence was read."""
     by_mailbox: dict[str, tuple[str, list[Evidence]]] = {}
-    rows = await conn.fetch(db.query("suppressions_review"), account)
+    rows = await conn.fetch(*db.sql("suppressions_review", account_name=account))
     for r in rows:
         at = r["created_at"].isoformat(timespec="seconds")
         by_mailbox.setdefault(r["email_lower"], (at, []))[1].append(
@@ -86,5 +86,6 @@ async def review(
     listed, began = await to_review(conn, account, soft_limit)
     if not lift or not listed:
         return listed, 0
-    rows = await conn.fetch(db.query("suppressions_lift"), account_id, [r.email_lower for r in listed], began)
+    keys = [r.email_lower for r in listed]
+    rows = await conn.fetch(*db.sql("suppressions_lift", account_id=account_id, email_keys=keys, began=began))
     return listed, len(rows)

@@ -139,8 +139,8 @@ def identify(path: ReturnPath | None, identities: Iterable[str]) -> tuple[int, i
 
 async def claim_token(conn: asyncpg.Connection, token: str, digest: str, until: float) -> None:
     """Accept a one-time token for one event only: Rejected (403) when it came before with another."""
-    await conn.execute(db.query("webhook_tokens_prune"))
-    if await conn.fetchval(db.query("webhook_token_claim"), token, digest, until) != digest:
+    await conn.execute(*db.sql("webhook_tokens_prune"))
+    if await conn.fetchval(*db.sql("webhook_token_claim", token=token, digest=digest, expires_at=until)) != digest:
         raise Rejected(403, "a signature already used for another event")
 
 
@@ -152,7 +152,9 @@ async def _row(
         row = await bounces.find_row(conn, report, report.original, by_token=False)
         if not isinstance(row, str) and row["account_id"] == account_id:
             return row
-    mailbox = await conn.fetchrow(db.query("bounce_send_rows_mailbox"), email_key(event.recipient), account_id)
+    mailbox = await conn.fetchrow(
+        *db.sql("bounce_send_rows_mailbox", account_id=account_id, email_key=email_key(event.recipient))
+    )
     return "no message of that account went out to that address" if mailbox is None else mailbox
 
 

@@ -32,11 +32,11 @@ async def erase(conn: asyncpg.Connection, account: str, account_id: int, email: 
     if not rows:
         raise Unknown(f"account {shown(account)} has no subscriber {shown(email)}")
     subscriber = rows[0]  # subscriber_find orders the exact spelling first
-    states = {r["status"] for r in await conn.fetch(db.query("subscriber_sends_lock"), subscriber["id"])}
+    states = {r["status"] for r in await conn.fetch(*db.sql("subscriber_sends_lock", subscriber_id=subscriber["id"]))}
     if states & {"claimed", "sending"}:
         raise Busy(f"a message to {shown(subscriber['email'])} is being sent right now; try again when it is done")
     await suppress(conn, account_id, [subscriber["email"]], ERASED_REASON)
     placeholder = f"erased-{subscriber['id']}@erased.invalid"
-    await conn.execute(db.query("subscriber_sends_erase"), subscriber["id"], placeholder)
-    await conn.execute(db.query("subscriber_erase"), subscriber["id"], placeholder)
+    await conn.execute(*db.sql("subscriber_sends_erase", subscriber_id=subscriber["id"], placeholder=placeholder))
+    await conn.execute(*db.sql("subscriber_erase", subscriber_id=subscriber["id"], placeholder=placeholder))
     return subscriber["email"]

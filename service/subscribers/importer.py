@@ -328,11 +328,11 @@ def produce(
 async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tuple]) -> tuple[int, int, int]:
     """Stage one chunk and move it; return how many subscribers were new, how many had their
     attributes changed, and how many the chunk names in another spelling."""
-    await conn.execute(db.query("subscribers_stage_clear"))
+    await conn.execute(*db.sql("subscribers_stage_clear"))
     await conn.copy_records_to_table("einmal_import", schema_name="pg_temp", columns=COLUMNS, records=chunk)
-    await conn.execute(db.query("list_insert_staged"), account_id)
-    added, changed, respelled = await conn.fetchrow(db.query("subscribers_insert_staged"), account_id)
-    await conn.execute(db.query("list_members_insert_staged"), account_id)
+    await conn.execute(*db.sql("list_insert_staged", account_id=account_id))
+    added, changed, respelled = await conn.fetchrow(*db.sql("subscribers_insert_staged", account_id=account_id))
+    await conn.execute(*db.sql("list_members_insert_staged", account_id=account_id))
     return added, changed, respelled
 
 
@@ -349,8 +349,8 @@ async def import_file(
     # strict: a stray quote is an error, not the start of a field that takes in the rest of the file
     reader = csv.reader(lines, delimiter=max(DELIMITERS, key=first.count), strict=True)  # a comma on a tie
     header = await anyio.to_thread.run_sync(read_header, reader, lines, path)
-    await conn.execute(db.query("subscribers_import_lock"), account_id)
-    await conn.execute(db.query("subscribers_stage_create"))
+    await conn.execute(*db.sql("subscribers_import_lock", account_id=account_id))
+    await conn.execute(*db.sql("subscribers_stage_create"))
     counts = Counts()
     send, receive = anyio.create_memory_object_stream[tuple[list[tuple], list[tuple[str, str]]]](2)
 
@@ -370,7 +370,9 @@ async def import_file(
                     for reason in dict.fromkeys(r for _, r in suppress):
                         keys = [key for key, r in suppress if r == reason]
                         counts.suppressed += (
-                            await conn.fetchrow(db.query("suppression_insert"), account_id, keys, reason)
+                            await conn.fetchrow(
+                                *db.sql("suppression_insert", account_id=account_id, email_keys=keys, reason=reason)
+                            )
                         )["added"]
                     counts.imported += added
                     counts.changed += changed
@@ -402,7 +404,7 @@ async def command(args: argparse.Namespace, settings: Settings) -> int:
         async with db.connection(db.url(settings)) as conn, conn.transaction():
             created = False
             if getattr(args, "create_account", False):  # a typo would make an account silently: say so
-                account_id, created = await conn.fetchrow(db.query("account_ensure"), account)
+                account_id, created = await conn.fetchrow(*db.sql("account_ensure", name=account))
             else:
                 account_id = await conn.fetchval(*db.sql("account_find", account=account))
                 if account_id is None:

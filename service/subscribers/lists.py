@@ -17,7 +17,7 @@ def title(value: str, option: str = "--title") -> str | None:
 
 async def set_title(conn: asyncpg.Connection, account_id: int, list_name: str, value: str | None) -> asyncpg.Record:
     """The account's list `list_name` takes the title `value` (None: none); optin.NoList when it has no such list."""
-    row = await conn.fetchrow(db.query("list_title_set"), account_id, list_name, value)
+    row = await conn.fetchrow(*db.sql("list_title_set", account_id=account_id, list_name=list_name, title=value))
     if row is None:
         raise optin.NoList(f"no list named {list_name!r}")
     return row

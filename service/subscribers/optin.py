@@ -32,7 +32,7 @@ from service.text import MAX_EMAIL, MAX_NAME, unsafe_text
 
 VERSION = 2  # of the confirmation message's wording, in every language: a confirmation campaign keeps
 # "<language>-<VERSION>" of the text it was made with (campaigns.wording), and each sign-up it sends to records it
-LOCK_WAIT = "5s"  # the longest a sign-up waits for the key's lock (api_subscriber_lock)
+LOCK_WAIT = "5s"  # the longest a sign-up waits for the key's lock (subscriber_lock)
 PRUNE_BATCH = 1000
 FLOOR_SECONDS = 0.25  # a sign-up's answer goes no sooner than this after its handler began (form and API)
 HOUR = 3600.0  # the window of the sign-up bounds
@@ -131,22 +131,32 @@ async def sign_up(conn: asyncpg.Connection, settings: Settings, request: SignUp)
     campaign_id, wording = await confirmations(conn, settings, request)
     messages = await clients.count(conn, LIST_KIND, f"list:{request.list_id}", HOUR)
     async with conn.transaction():
-        await conn.execute(db.query("api_subscriber_lock"), request.account_id, key, LOCK_WAIT)
+        await conn.execute(
+            *db.sql("subscriber_lock", account_id=request.account_id, email_key=key, lock_wait=LOCK_WAIT)
+        )
         subscriber_id = await conn.fetchval(
-            db.query("optin_subscriber"), request.account_id, request.email, key, request.name
+            *db.sql(
+                "optin_subscriber",
+                account_id=request.account_id,
+                email=request.email,
+                email_key=key,
+                name=request.name,
+            )
         )
         row = await conn.fetchrow(
-            db.query("optin_signup"),
-            request.list_id,
-            subscriber_id,
-            campaign_id,
-            request.email,
-            key,
-            request.source,
-            wording,
-            settings.optin_address_limit,
-            86400.0,
-            messages.hits < settings.optin_list_limit,
+            *db.sql(
+                "optin_signup",
+                list_id=request.list_id,
+                subscriber_id=subscriber_id,
+                campaign_id=campaign_id,
+                email=request.email,
+                email_key=key,
+                source=request.source,
+                wording=wording,
+                address_limit=settings.optin_address_limit,
+                address_seconds=86400.0,
+                under_list_limit=messages.hits < settings.optin_list_limit,
+            )
         )
     assert row is not None  # the query returns one row
     if row["queued"]:  # counted after: sign-ups at the same moment may pass the list's bound by their number
@@ -228,7 +238,15 @@ async def set_form(
     """Open or close the sign-ups of the account's list (the form and POST /api/v1/subscribe); `allowed`
     replaces its origins (None: they stay). Invalid for an unknown list."""
     row = await conn.fetchrow(
-        db.query("list_form_set"), account_id, list_name, open_, allowed is not None, allowed or [], new_token()
+        *db.sql(
+            "list_form_set",
+            account_id=account_id,
+            list_name=list_name,
+            open=open_,
+            set_origins=allowed is not None,
+            origins=allowed or [],
+            token=new_token(),
+        )
     )
     if row is None:
         raise NoList(f"no list named {list_name!r}")
@@ -239,20 +257,22 @@ async def confirmations(conn: asyncpg.Connection, settings: Settings, request: S
     """The list's confirmation campaign and the version of its wording (de-2), made (and committed) at its first
     need, in the sign-up's wording: the account's language and einmal's text then. It is never rewritten (a node
     renders a campaign from what it read of it), so the version is what its messages say."""
-    found = await conn.fetchrow(db.query("optin_campaign_find"), request.list_id, request.account_id)
+    found = await conn.fetchrow(*db.sql("optin_campaign_find", list_id=request.list_id, account_id=request.account_id))
     if found is None:
         async with conn.transaction():
-            await conn.execute(db.query("optin_campaign_lock"), request.list_id)
+            await conn.execute(*db.sql("optin_campaign_lock", list_id=request.list_id))
             wording = request.wording
             found = await conn.fetchrow(
-                db.query("optin_campaign_ensure"),
-                request.list_id,
-                request.account_id,
-                wording.subject,
-                settings.optin_from,
-                wording.body,
-                wording.language,
-                wording.version,
+                *db.sql(
+                    "optin_campaign_ensure",
+                    list_id=request.list_id,
+                    account_id=request.account_id,
+                    subject=wording.subject,
+                    from_address=settings.optin_from,
+                    body_text=wording.body,
+                    language=wording.language,
+                    wording=wording.version,
+                )
             )
     if found is None:
         raise NotFound("no such list")
@@ -268,19 +288,39 @@ async def confirm(
     conn: asyncpg.Connection, settings: Settings, ids: tuple[int, int, int], ip: str | None, agent: str
 ) -> str:
     """'confirmed', 'already' (nothing changed) or 'expired' for the link's (account, campaign, subscriber)."""
-    return await conn.fetchval(db.query("optin_confirm"), *ids, ip, agent[:500], window_seconds(settings))
+    account_id, campaign_id, subscriber_id = ids
+    return await conn.fetchval(
+        *db.sql(
+            "optin_confirm",
+            account_id=account_id,
+            campaign_id=campaign_id,
+            subscriber_id=subscriber_id,
+            ip=ip,
+            agent=agent[:500],
+            window_seconds=window_seconds(settings),
+        )
+    )
 
 
 async def link(conn: asyncpg.Connection, settings: Settings, ids: tuple[int, int, int]) -> asyncpg.Record | None:
     """What the confirmation page shows (optin_link.sql); None when the link's account is gone."""
-    return await conn.fetchrow(db.query("optin_link"), *ids, window_seconds(settings))
+    account_id, campaign_id, subscriber_id = ids
+    return await conn.fetchrow(
+        *db.sql(
+            "optin_link",
+            account_id=account_id,
+            campaign_id=campaign_id,
+            subscriber_id=subscriber_id,
+            window_seconds=window_seconds(settings),
+        )
+    )
 
 
 async def prune(conn: asyncpg.Connection, settings: Settings) -> tuple[int, int]:
     """Remove the sign-ups unconfirmed past the window, in batches: (memberships, send rows) removed."""
     members = rows = 0
     while True:
-        done = await conn.fetchrow(db.query("optin_prune"), window_seconds(settings), PRUNE_BATCH)
+        done = await conn.fetchrow(*db.sql("optin_prune", window_seconds=window_seconds(settings), batch=PRUNE_BATCH))
         assert done is not None  # the query returns one row
         members, rows = members + done["members"], rows + done["rows"]
         if done["members"] < PRUNE_BATCH:

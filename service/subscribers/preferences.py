@@ -28,7 +28,9 @@ class Left:
 
 async def lists(conn: asyncpg.Connection, account_id: int, subscriber_id: int) -> list[tuple[int, str | None]]:
     """(id, title) of the account's lists the subscriber's mailbox is on, by name; title None: it has none."""
-    rows = await conn.fetch(db.query("preference_lists"), account_id, subscriber_id, MAX_LISTS)
+    rows = await conn.fetch(
+        *db.sql("preference_lists", account_id=account_id, subscriber_id=subscriber_id, limit=MAX_LISTS)
+    )
     return [(row["id"], row["title"]) for row in rows]
 
 
@@ -36,13 +38,13 @@ async def leave(conn: asyncpg.Connection, account_id: int, subscriber_id: int, l
     """Take the subscriber's mailbox off the account's list `list_id` and stop what campaigns to it would
     still send it; None when the mailbox was not on that list (or the list is not the account's)."""
     async with conn.transaction():
-        campaigns = [row["id"] for row in await conn.fetch(db.query("preference_campaigns_lock"), account_id, list_id)]
-        names = await conn.fetch(db.query("preference_leave"), account_id, subscriber_id, list_id)
+        locked = await conn.fetch(*db.sql("preference_campaigns_lock", account_id=account_id, list_id=list_id))
+        campaigns = [row["id"] for row in locked]
+        mailbox = {"account_id": account_id, "subscriber_id": subscriber_id}
+        names = await conn.fetch(*db.sql("preference_leave", **mailbox, list_id=list_id))
         if not names:
             return None
         stopped = (
-            await conn.fetch(db.query("preference_sends_stop"), account_id, subscriber_id, campaigns)
-            if campaigns
-            else []
+            await conn.fetch(*db.sql("preference_sends_stop", **mailbox, campaign_ids=campaigns)) if campaigns else []
         )
     return Left(names[0]["name"], names[0]["title"], len(stopped))

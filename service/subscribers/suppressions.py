@@ -38,7 +38,7 @@ async def _insert(conn: asyncpg.Connection, account_id: int, emails: list[str], 
     if not emails:
         return 0, 0
     keys = [email_key(email) for email in emails]
-    row = await conn.fetchrow(db.query("suppression_insert"), account_id, keys, reason)
+    row = await conn.fetchrow(*db.sql("suppression_insert", account_id=account_id, email_keys=keys, reason=reason))
     assert row is not None  # the query returns one row
     return row["added"], row["given"]
 

@@ -216,7 +216,15 @@ class Web:
                 return Response(status_code=200)  # a test message's link (einmal campaign test): nobody
             with anyio.fail_after(db.DB_SECONDS):
                 async with db.acquire(self.pool) as conn:
-                    row = await conn.fetchrow(db.query("unsubscribe_recipient"), *ids)
+                    account_id, campaign_id, subscriber_id = ids
+                    row = await conn.fetchrow(
+                        *db.sql(
+                            "unsubscribe_recipient",
+                            account_id=account_id,
+                            campaign_id=campaign_id,
+                            subscriber_id=subscriber_id,
+                        )
+                    )
                     if row is not None:  # the token is genuine: its account's language and contact
                         code, next_step = row["language"], self._next_step(row["contact"])
                     if ids[2] == unsubscribe.TEST_SUBSCRIBER:
@@ -403,7 +411,7 @@ class Web:
         """The account the request's credential vouches for (None: a global credential, a single-account
         installation's: the only account); the URL may name that account, never another."""
         if vouched is None:
-            rows = await conn.fetch(db.query("account_only"))
+            rows = await conn.fetch(*db.sql("account_only"))
             if len(rows) != 1:
                 raise webhooks.Rejected(
                     403,

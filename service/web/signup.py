@@ -105,7 +105,11 @@ class SignUpPages:
         try:
             with anyio.fail_after(db.DB_SECONDS):
                 async with db.acquire(self.pool) as conn:
-                    found = await conn.fetchrow(db.query("optin_form"), token) if optin.TOKEN.fullmatch(token) else None
+                    found = (
+                        await conn.fetchrow(*db.sql("optin_form", token=token))
+                        if optin.TOKEN.fullmatch(token)
+                        else None
+                    )
                     if found is None:  # no such token, a wrong one, a closed form: the same page, naming nobody
                         return self.problem(request, 404, "no_form", "form_next_generic")
                     code = found["language"]

@@ -1,2 +1,3 @@
--- The send row a bounce names: campaign $1, subscriber $2.
-SELECT id, campaign_id, account_id, email, email_lower FROM einmal.sends WHERE campaign_id = $1 AND subscriber_id = $2
+-- The send row a bounce names: campaign :campaign_id, subscriber :subscriber_id.
+SELECT id, campaign_id, account_id, email, email_lower FROM einmal.sends
+    WHERE campaign_id = :campaign_id AND subscriber_id = :subscriber_id

@@ -1,2 +1,3 @@
--- The send row of campaign $1 to mailbox key $2 (another recipient named by the same report).
-SELECT id, campaign_id, account_id, email, email_lower FROM einmal.sends WHERE campaign_id = $1 AND email_lower = $2
+-- The send row of campaign :campaign_id to mailbox key :email_key (another recipient named by the same report).
+SELECT id, campaign_id, account_id, email, email_lower FROM einmal.sends
+    WHERE campaign_id = :campaign_id AND email_lower = :email_key

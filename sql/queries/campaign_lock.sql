@@ -2,5 +2,5 @@
 -- then runs as a statement of its own and sees every row a concurrent
 -- `reconcile --resend` committed
 SELECT id FROM einmal.campaigns
-WHERE id = $1 AND status = 'sending' AND recipients_built_at IS NOT NULL
+WHERE id = :campaign_id AND status = 'sending' AND recipients_built_at IS NOT NULL
 FOR UPDATE

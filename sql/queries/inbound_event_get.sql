@@ -1,1 +1,1 @@
-SELECT payload_hash FROM einmal.inbound_events WHERE event_id = $1
+SELECT payload_hash FROM einmal.inbound_events WHERE event_id = :event_id

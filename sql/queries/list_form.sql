@@ -1,3 +1,4 @@
--- The sign-up form of list $2 of account $1: open or not, allowed origins, token (NULL: never opened).
+-- The sign-up form of list :list_name of account :account_id: open or not, allowed origins, token (NULL: never opened).
 -- No row: no such list.
-SELECT id, name, form_open, form_origins, form_token FROM einmal.lists WHERE account_id = $1 AND name = $2
+SELECT id, name, form_open, form_origins, form_token FROM einmal.lists
+    WHERE account_id = :account_id AND name = :list_name

@@ -1,4 +1,4 @@
--- Create the lists the staged rows name that account $1 does not have yet.
+-- Create the lists the staged rows name that account :account_id does not have yet.
 INSERT INTO einmal.lists (account_id, name)
-SELECT DISTINCT $1::bigint, list_name FROM pg_temp.einmal_import WHERE list_name IS NOT NULL
+SELECT DISTINCT :account_id::bigint, list_name FROM pg_temp.einmal_import WHERE list_name IS NOT NULL
 ON CONFLICT (account_id, name) DO NOTHING

@@ -1,2 +1,2 @@
-INSERT INTO einmal.nodes (id, hostname, pid) VALUES ($1, $2, $3)
+INSERT INTO einmal.nodes (id, hostname, pid) VALUES (:token, :hostname, :pid)
 ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()

@@ -1,18 +1,18 @@
--- return the rows of dead nodes ($1: heartbeat older than this many seconds,
--- or the ids in $3, or no longer in the table at all): claimed rows never reached the wire and go back to the
--- queue; a sending row may have been accepted, so it is in doubt ($2 = 'hold')
--- or, under at-least-once ($2 = 'resend'), an attempt: queued again, or in doubt once it has had
--- $4 (EINMAL_MAX_ATTEMPTS) attempts, so that a node dying again and again cannot resend without end.
+-- return the rows of dead nodes (:node_timeout_seconds: heartbeat older than this many seconds,
+-- or the ids in :dead_tokens, or no longer in the table at all): claimed rows never reached the wire and go back to the
+-- queue; a sending row may have been accepted, so it is in doubt (:in_doubt = 'hold')
+-- or, under at-least-once (:in_doubt = 'resend'), an attempt: queued again, or in doubt once it has had
+-- :max_attempts (EINMAL_MAX_ATTEMPTS) attempts, so that a node dying again and again cannot resend without end.
 WITH dead AS (
     DELETE FROM einmal.nodes
-    WHERE heartbeat_at < now() - make_interval(secs => $1) OR id = ANY ($3::text[])
+    WHERE heartbeat_at < now() - make_interval(secs => :node_timeout_seconds) OR id = ANY (:dead_tokens::text[])
     RETURNING id
 ), held AS MATERIALIZED (
     -- a row locked by a statement still running (or by a frozen backend) is skipped, not waited for: one
     -- hung connection must not stall every node's scheduler, hence every heartbeat; the next tick retries
     SELECT s.id, s.status, s.updated_at FROM einmal.sends s
     WHERE s.status IN ('claimed', 'sending')
-      AND (s.claimed_by IN (SELECT id FROM dead) OR s.claimed_by = ANY ($3::text[])
+      AND (s.claimed_by IN (SELECT id FROM dead) OR s.claimed_by = ANY (:dead_tokens::text[])
            -- a token with no node row at all (its row was removed as dead before)
            OR NOT EXISTS (SELECT 1 FROM einmal.nodes n WHERE n.id = s.claimed_by))
     FOR UPDATE OF s SKIP LOCKED
@@ -20,11 +20,12 @@ WITH dead AS (
     UPDATE einmal.sends s SET
         status = CASE WHEN s.status = 'claimed' AND c.status = 'cancelled' THEN 'failed'
                       WHEN s.status = 'claimed' THEN 'queued'
-                      WHEN $2 = 'resend' AND s.attempts + 1 < $4 THEN 'queued' ELSE 'in_doubt' END,
-        claimed_by = CASE WHEN s.status = 'sending' AND ($2 = 'hold' OR s.attempts + 1 >= $4) THEN s.claimed_by END,
-        attempts = s.attempts + CASE WHEN s.status = 'sending' AND $2 = 'resend' THEN 1 ELSE 0 END,
+                      WHEN :in_doubt = 'resend' AND s.attempts + 1 < :max_attempts THEN 'queued' ELSE 'in_doubt' END,
+        claimed_by = CASE WHEN s.status = 'sending'
+                               AND (:in_doubt = 'hold' OR s.attempts + 1 >= :max_attempts) THEN s.claimed_by END,
+        attempts = s.attempts + CASE WHEN s.status = 'sending' AND :in_doubt = 'resend' THEN 1 ELSE 0 END,
         last_reply = CASE WHEN s.status = 'claimed' AND c.status = 'cancelled' THEN 'campaign cancelled'
-                          WHEN s.status = 'sending' AND $2 = 'resend' AND s.attempts + 1 >= $4
+                          WHEN s.status = 'sending' AND :in_doubt = 'resend' AND s.attempts + 1 >= :max_attempts
                           THEN 'node ' || s.claimed_by || ' died during the SMTP transaction (still in doubt after '
                                || s.attempts + 1 || ' attempts)'
                           WHEN s.status = 'sending' THEN 'node ' || s.claimed_by || ' died during the SMTP transaction'

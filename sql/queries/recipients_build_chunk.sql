@@ -1,5 +1,5 @@
--- one chunk of a campaign's recipient list: the next $3 subscribers after
--- address $2 along the (account_id, email_lower) index, plus every other copy
+-- one chunk of a campaign's recipient list: the next :size subscribers after
+-- address :after along the (account_id, email_lower) index, plus every other copy
 -- of the chunk's last address, so that a chunk holds all copies of its
 -- addresses; the oldest confirmed subscriber of each address wins. An address
 -- already suppressed gets its row in state 'suppressed'. Re-running a chunk
@@ -8,14 +8,14 @@
 WITH c AS (
     -- the share lock orders a chunk and a cancel: no queued row appears after a cancel
     SELECT id, account_id, list_ids FROM einmal.campaigns
-    WHERE id = $1 AND status IN ('sending', 'paused')
+    WHERE id = :campaign_id AND status IN ('sending', 'paused')
     FOR SHARE
 ), walk AS MATERIALIZED (
     SELECT s.id, s.email, s.email_lower, s.created_at, s.status
     FROM einmal.subscribers s
-    WHERE s.account_id = (SELECT account_id FROM c) AND s.email_lower > $2
+    WHERE s.account_id = (SELECT account_id FROM c) AND s.email_lower > :after
     ORDER BY s.account_id, s.email_lower
-    LIMIT $3
+    LIMIT :size
 ), bound AS (
     SELECT max(email_lower) AS upper FROM walk
 ), chunk AS (

@@ -1,3 +1,3 @@
 UPDATE einmal.campaigns SET recipients_built_at = now(), updated_at = now()
-WHERE id = $1 AND recipients_built_at IS NULL
+WHERE id = :campaign_id AND recipients_built_at IS NULL
 RETURNING id

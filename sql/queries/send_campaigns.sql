@@ -1,3 +1,3 @@
--- The campaign of each send row of ids $1, for an outcome made without its batch: a probe of every partition
+-- The campaign of each send row of ids :ids, for an outcome made without its batch: a probe of every partition
 -- (rare; send_advance then reads one partition per row)
-SELECT id, campaign_id FROM einmal.sends WHERE id = ANY ($1::bigint[])
+SELECT id, campaign_id FROM einmal.sends WHERE id = ANY (:ids::bigint[])

@@ -1,6 +1,12 @@
--- claim up to $3 due rows of campaign $1 for claim token $2, within the budget all nodes share: $4
--- messages a second, $5 in any $7 seconds, $6 in any $8 seconds (0: no limit); $10[i] messages a second
--- to domain $9[i]; $11 probe rows to a domain whose pause is over, paused $12 seconds doubling up to $13.
+-- claim up to :batch_size due rows of campaign :campaign_id for claim token :token, within the budget all
+-- nodes share: :rate messages a second, :quota_hour in any :hour_seconds seconds, :quota_day in any
+-- :day_seconds seconds (0: no limit); :domain_rates[i] messages a second to domain :domains[i]; :probes probe
+-- rows to a domain whose pause is over, paused :pause_seconds seconds doubling up to :pause_max_seconds.
 -- Rows whose address is suppressed are settled as 'suppressed' instead. Each claimed row comes with its
--- send slot (sql/migrations/0010_send_budget.sql, docs/design.md#sending-budget).
-SELECT * FROM einmal.send_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+-- send slot (sql/migrations/0010_send_budget.sql, docs/design.md#sending-budget). Each argument is passed by the
+-- function's own name for it, so that the server, too, checks which is which.
+SELECT * FROM einmal.send_claim(
+    p_campaign => :campaign_id, p_token => :token, p_batch => :batch_size, p_rate => :rate,
+    p_quota_hour => :quota_hour, p_quota_day => :quota_day, p_hour_seconds => :hour_seconds,
+    p_day_seconds => :day_seconds, p_domains => :domains, p_domain_rates => :domain_rates, p_probes => :probes,
+    p_pause => :pause_seconds, p_pause_max => :pause_max_seconds)

@@ -1,20 +1,21 @@
--- After a failover, write again the outcomes a node recorded (its journal) or holds unrecorded, where the
--- new primary lost them (docs/design.md#liveness): ids $1, each recorded under token $2 as status $3 (sent,
--- failed, in_doubt, suppressed, or queued: given back unsent or to be tried again), reply $4, attempts
--- added $5, bounce $6, at epoch $7, to be tried again after $8 seconds (queued), and $9: the epoch the
--- node recorded it at (from its journal; NULL for an answer it held unrecorded); $10 the row's campaign, so
--- that each row is read from its campaign's partition alone (0: its row is gone).
--- Compare-and-set: only a row behind the outcome moves to it: `claimed`, `sending` or `in_doubt` by the
--- outcome's token; for an outcome that ends the row's send also a row `queued` and claimed by nobody (the
--- failover lost its claim), and a row `claimed` or `sending` by another token since before $9: the new
--- primary shows a state older than the answer (on the old primary that token gave the row back before
--- this one could claim it; a claim made on the new primary, after the failover, is later than $9 and is
--- never touched). A row that already shows the outcome is counted, and so is a return to the queue that
--- finds its row no longer held by its token (a return is no loss). Any other is never touched: it is kept
--- in einmal.lost_outcomes and returned (`lost`) for the log, as send_advance does.
+-- After a failover, write again the outcomes a node recorded (its journal) or holds unrecorded, where the new
+-- primary lost them (docs/design.md#liveness): ids :ids, each recorded under token :tokens as status :statuses (sent,
+-- failed, in_doubt, suppressed, or queued: given back unsent or to be tried again), reply :replies, attempts added
+-- :attempts, bounce :bounces, at epoch :ats, to be tried again after :retry_afters seconds (queued), and
+-- :recorded_ats: the epoch the node recorded it at (from its journal; NULL for an answer it held unrecorded);
+-- :campaign_ids the row's campaign, so that each row is read from its campaign's partition alone (0: its row is
+-- gone). Compare-and-set: only a row behind the outcome moves to it: `claimed`, `sending` or `in_doubt` by the
+-- outcome's token; for an outcome that ends the row's send also a row `queued` and claimed by nobody (the failover
+-- lost its claim), and a row `claimed` or `sending` by another token since before :recorded_ats: the new primary
+-- shows a state older than the answer (on the old primary that token gave the row back before this one could claim
+-- it; a claim made on the new primary, after the failover, is later than :recorded_ats and is never touched). A row
+-- that already shows the outcome is counted, and so is a return to the queue that finds its row no longer held by
+-- its token (a return is no loss). Any other is never touched: it is kept in einmal.lost_outcomes and returned
+-- (`lost`) for the log, as send_advance does.
 WITH j AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bool[], $7::float8[],
-                         $8::float8[], $9::float8[], $10::bigint[])
+    SELECT * FROM unnest(:ids::bigint[], :tokens::text[], :statuses::text[], :replies::text[], :attempts::int[],
+                         :bounces::bool[], :ats::float8[], :retry_afters::float8[], :recorded_ats::float8[],
+                         :campaign_ids::bigint[])
         AS j(id, token, status, reply, attempts, bounce, at, retry_after, recorded_at, campaign_id)
 ), there AS (
     SELECT j.id FROM j JOIN einmal.sends s ON s.id = j.id AND s.campaign_id = j.campaign_id

@@ -1,7 +1,8 @@
--- Erase subscriber $1's data: off every list, its address replaced by the placeholder $2, no
+-- Erase subscriber :subscriber_id's data: off every list, its address replaced by the placeholder :placeholder, no
 -- name, no attributes, status erased: no view shows it. The row stays (send rows refer to it).
 WITH off_lists AS (
-    DELETE FROM einmal.list_members WHERE subscriber_id = $1
+    DELETE FROM einmal.list_members WHERE subscriber_id = :subscriber_id
 )
-UPDATE einmal.subscribers SET email = $2, email_lower = $2, name = '', attributes = '{}', status = 'erased'
-WHERE id = $1
+UPDATE einmal.subscribers SET email = :placeholder, email_lower = :placeholder, name = '', attributes = '{}',
+    status = 'erased'
+WHERE id = :subscriber_id

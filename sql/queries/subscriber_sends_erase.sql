@@ -1,8 +1,8 @@
--- Replace subscriber $1's address in its send rows with the placeholder $2 and drop replies that
+-- Replace subscriber :subscriber_id's address in its send rows with the placeholder :placeholder and drop replies that
 -- may quote it; a row still queued will never go out: it is settled as suppressed.
 UPDATE einmal.sends SET
-    email = $2, email_lower = $2,
+    email = :placeholder, email_lower = :placeholder,
     status = CASE WHEN status = 'queued' THEN 'suppressed' ELSE status END,
     last_reply = CASE WHEN status = 'queued' THEN 'subscriber erased' END,
     updated_at = now()
-WHERE subscriber_id = $1
+WHERE subscriber_id = :subscriber_id

@@ -1,3 +1,3 @@
--- Serialise the imports into account $1 until the transaction ends: each sees the subscribers the other
+-- Serialise the imports into account :account_id until the transaction ends: each sees the subscribers the other
 -- added, so two at once never add two subscribers of one mailbox key.
-SELECT pg_advisory_xact_lock(hashtextextended('einmal.import:' || $1::bigint, 0))
+SELECT pg_advisory_xact_lock(hashtextextended('einmal.import:' || :account_id::bigint, 0))

@@ -1,4 +1,4 @@
--- One subscriber per mailbox key and account (service/addresses.py): add the staged keys account $1 has
+-- One subscriber per mailbox key and account (service/addresses.py): add the staged keys account :account_id has
 -- no subscriber for (the spelling and name of the key's first row in the file), and merge the staged
 -- attributes into the subscriber of each key, existing (its oldest, not erased) or new: a key the file has
 -- takes the file's value (a later row of one mailbox over an earlier one), a key it lacks keeps the stored
@@ -12,7 +12,8 @@ WITH staged AS (
     GROUP BY i.email_key
 ), existing AS (
     SELECT DISTINCT ON (s.email_lower) s.id, s.email, s.email_lower
-    FROM staged AS st JOIN einmal.subscribers AS s ON s.account_id = $1::bigint AND s.email_lower = st.email_key
+    FROM staged AS st JOIN einmal.subscribers AS s ON s.account_id = :account_id::bigint
+        AND s.email_lower = st.email_key
     WHERE s.status <> 'erased'
     ORDER BY s.email_lower, s.created_at, s.id
 ), updated AS (
@@ -22,7 +23,7 @@ WITH staged AS (
     RETURNING s.id
 ), inserted AS (
     INSERT INTO einmal.subscribers AS s (account_id, email, email_lower, name, attributes)
-    SELECT $1::bigint, st.email, st.email_key, st.name, coalesce(m.attributes, '{}')
+    SELECT :account_id::bigint, st.email, st.email_key, st.name, coalesce(m.attributes, '{}')
     FROM staged AS st LEFT JOIN merged AS m USING (email_key)
     WHERE NOT EXISTS (SELECT 1 FROM existing AS e WHERE e.email_lower = st.email_key)
     ORDER BY st.line

@@ -1,2 +1,2 @@
--- Whether mailbox key $2 (service/addresses.py email_key) is suppressed for account $1.
-SELECT EXISTS (SELECT 1 FROM einmal.suppressions WHERE account_id = $1 AND email_lower = $2)
+-- Whether mailbox key :email_key (service/addresses.py email_key) is suppressed for account :account_id.
+SELECT EXISTS (SELECT 1 FROM einmal.suppressions WHERE account_id = :account_id AND email_lower = :email_key)

@@ -77,7 +77,7 @@ async def test_list_has_a_header_and_shows_the_start_only_of_a_started_campaign(
     draft = await seed_campaign(conn, "draft")
     later, at = await scheduled_campaign(dsn, conn)
     started = await seed_campaign(conn, "approved")
-    assert (await conn.fetchrow(db.query("campaign_start"), started))["id"] == started
+    assert (await conn.fetchrow(*db.sql("campaign_start", campaign_id=started)))["id"] == started
     started_at = await conn.fetchval("SELECT started_at FROM einmal.campaigns WHERE id = $1", started)
     listing = einmal("campaign", "list", dsn=dsn)
     assert listing.returncode == 0, listing.stderr

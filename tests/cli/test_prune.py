@@ -83,7 +83,7 @@ async def test_prune_drops_a_finished_campaigns_rows_and_its_status_keeps_the_co
 async def test_the_counts_written_at_the_finish_are_what_a_prune_keeps(conn: asyncpg.Connection, dsn: str) -> None:
     campaign = await seed_campaign(conn, "sending", sends=("sent", "failed", "sent"))
     await conn.execute("UPDATE einmal.campaigns SET recipients_built_at = now() WHERE id = $1", campaign)
-    assert await conn.fetchrow(db.query("campaign_finish"), campaign) is not None
+    assert await conn.fetchrow(*db.sql("campaign_finish", campaign_id=campaign)) is not None
     counts = dict(await conn.fetch("SELECT status, n FROM einmal.campaign_counts WHERE campaign_id = $1", campaign))
     assert counts == {"sent": 2, "failed": 1}
     # a row changed behind the counts' back is not read again by the prune: the counts stand
@@ -202,15 +202,17 @@ async def test_bounces_of_a_pruned_campaign_are_kept_and_counted(conn: asyncpg.C
     for i, (kind, reason) in enumerate((("hard", "no_mailbox"), ("complaint", "complaint"))):
         await conn.execute("INSERT INTO einmal.inbound_events (event_id, payload_hash) VALUES ($1, 'h')", f"t:{i}")
         await conn.execute(
-            db.query("bounce_insert"),
-            f"t:{i}",
-            sends[i]["account_id"],
-            sends[i]["id"],
-            kind,
-            "5.1.1",
-            reason,
-            False,
-            campaign,
+            *db.sql(
+                "bounce_insert",
+                event_id=f"t:{i}",
+                account_id=sends[i]["account_id"],
+                send_id=sends[i]["id"],
+                campaign_id=campaign,
+                kind=kind,
+                status="5.1.1",
+                reason=reason,
+                counts=False,
+            )
         )
     before = json.loads(einmal("campaign", "status", str(campaign), "--json", dsn=dsn).stdout)
     assert (before["bounced"], before["complained"]) == (1, 1), before
@@ -224,7 +226,7 @@ async def test_a_retry_that_reopens_a_campaign_drops_its_counts_and_a_pruned_one
 ) -> None:
     campaign = await seed_campaign(conn, "sending", sends=("sent", "failed"))
     await conn.execute("UPDATE einmal.campaigns SET recipients_built_at = now() WHERE id = $1", campaign)
-    assert await conn.fetchrow(db.query("campaign_finish"), campaign) is not None
+    assert await conn.fetchrow(*db.sql("campaign_finish", campaign_id=campaign)) is not None
     result = einmal("campaign", "retry", str(campaign), "--failed", dsn=dsn)
     assert result.stdout.splitlines()[-1] == f"campaign {campaign} is sending again", result.stderr
     assert await conn.fetchval("SELECT count(*) FROM einmal.campaign_counts WHERE campaign_id = $1", campaign) == 0

@@ -148,7 +148,12 @@ async def test_lift_keeps_a_suppression_whose_mailbox_bounced_after_the_review_r
     )
     account = await conn.fetchval("SELECT account_id FROM einmal.campaigns WHERE id = $1", campaign)
     lifted = await conn.fetch(
-        db.query("suppressions_lift"), account, ["blocked@example.org", "again@example.org"], began
+        *db.sql(
+            "suppressions_lift",
+            account_id=account,
+            email_keys=["blocked@example.org", "again@example.org"],
+            began=began,
+        )
     )
     assert [r["email_lower"] for r in lifted] == ["blocked@example.org"]
     assert await suppressed(conn) == ["again@example.org"]

@@ -300,7 +300,7 @@ async def test_an_opt_out_by_the_a_label_form_after_the_build_is_honoured_at_cla
 ) -> None:
     campaign = await seed(conn, ["Bob@Bücher.example", "carl@example.com"])
     await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
-    await conn.fetchrow(db.query("recipients_build_chunk"), campaign, "", 100)
+    await conn.fetchrow(*db.sql("recipients_build_chunk", campaign_id=campaign, after="", size=100))
     assert set((await sends(conn, campaign)).values()) == {"queued"}
 
     result = await anyio.to_thread.run_sync(
@@ -308,7 +308,22 @@ async def test_an_opt_out_by_the_a_label_form_after_the_build_is_honoured_at_cla
     )
     assert result.returncode == 0, result.stderr
     claimed = await conn.fetch(
-        db.query("send_claim_batch"), campaign, "node-a/1", 10, 0, 0, 0, 3600, 86400, [], [], 1, 60, 3600
+        *db.sql(
+            "send_claim_batch",
+            campaign_id=campaign,
+            token="node-a/1",
+            batch_size=10,
+            rate=0,
+            quota_hour=0,
+            quota_day=0,
+            hour_seconds=3600,
+            day_seconds=86400,
+            domains=[],
+            domain_rates=[],
+            probes=1,
+            pause_seconds=60,
+            pause_max_seconds=3600,
+        )
     )  # no limits
     assert {r["email"]: r["status"] for r in claimed} == {
         "Bob@Bücher.example": "suppressed",

@@ -189,9 +189,13 @@ async def test_returning_a_dead_nodes_rows_does_not_wait_for_a_row_another_backe
         async with holder.transaction():
             await holder.execute("SELECT 1 FROM einmal.sends WHERE id = $1 FOR UPDATE", locked)
             with anyio.fail_after(60):  # before: waits for the lock as long as it is held
-                rescued = await conn.fetchrow(db.query("node_rescue"), 3.0, "hold", [], 5)
+                rescued = await conn.fetchrow(
+                    *db.sql("node_rescue", node_timeout_seconds=3.0, in_doubt="hold", dead_tokens=[], max_attempts=5)
+                )
             assert rescued["queued"] == 5, dict(rescued)
-        again = await conn.fetchrow(db.query("node_rescue"), 3.0, "hold", [], 5)  # the next tick
+        again = await conn.fetchrow(
+            *db.sql("node_rescue", node_timeout_seconds=3.0, in_doubt="hold", dead_tokens=[], max_attempts=5)
+        )  # the next tick
     finally:
         await holder.close()
     assert again["queued"] == 1, "the token without a node row is still recognised at the next tick"

@@ -131,11 +131,13 @@ async def test_the_scheduler_keeps_a_token_alive_until_the_answers_it_holds_are_
         async with pool.acquire() as pipeline:  # what the next incarnation does first (service/node.py)
             await node.record_unrecorded(ctx, pipeline)
             await pipeline.fetchrow(
-                db.query("node_rescue"),
-                settings.node_timeout_seconds,
-                settings.in_doubt,
-                ctx.retired_tokens,
-                settings.max_attempts,
+                *db.sql(
+                    "node_rescue",
+                    node_timeout_seconds=settings.node_timeout_seconds,
+                    in_doubt=settings.in_doubt,
+                    dead_tokens=ctx.retired_tokens,
+                    max_attempts=settings.max_attempts,
+                )
             )
     finally:
         await pool.close()

@@ -139,7 +139,7 @@ async def test_apply_drops_a_report_on_a_row_not_sent_whoever_found_the_row(conn
     settings = node_settings(dsn, 25)
     results = {}
     for who in ids:
-        row = await conn.fetchrow(db.query("bounce_send_row"), campaign, ids[who])
+        row = await conn.fetchrow(*db.sql("bounce_send_row", campaign_id=campaign, subscriber_id=ids[who]))
         results[who] = await bounces.apply(
             conn, settings, bounces.Report("hard", "5.1.1", who, None, f"test:{who}"), row
         )

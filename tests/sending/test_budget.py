@@ -116,8 +116,11 @@ async def test_a_claim_holds_at_most_two_seconds_of_slots_and_given_back_rows_le
     assert max(r["delay"] for r in second) < 2.0
     charged = await conn.fetch(CLAIM, campaign, "other/1", 100, 0.0, 50, 0, 3600.0, 86400.0)
     assert len(charged) == 50 and await conn.fetchval("SELECT einmal.quota_used('hour', 3600)") == 50
-    await conn.execute(db.query("send_release"), [r["id"] for r in charged[:20]], "other/1", [campaign] * 20)
+    returned = [r["id"] for r in charged[:20]]
+    await conn.execute(*db.sql("send_release", ids=returned, token="other/1", campaign_ids=[campaign] * 20))
     assert await conn.fetchval("SELECT einmal.quota_used('hour', 3600)") == 30
-    rescued = await conn.fetchrow(db.query("node_rescue"), 30.0, "hold", ["other/1"], 5)
+    rescued = await conn.fetchrow(
+        *db.sql("node_rescue", node_timeout_seconds=30.0, in_doubt="hold", dead_tokens=["other/1"], max_attempts=5)
+    )
     assert rescued["queued"] == 30 + 20  # and the rate's 20, whose token has no node row either
     assert await conn.fetchval("SELECT einmal.quota_used('hour', 3600)") == 0

@@ -68,7 +68,9 @@ async def test_a_build_stopped_half_way_resumes_without_adding_twice(
 ) -> None:
     campaign = await seed(conn, [f"u{i:03}@example.com" for i in range(50)])
     await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
-    first = await conn.fetchrow(db.query("recipients_build_chunk"), campaign, "", 20)  # a crash after one chunk
+    first = await conn.fetchrow(
+        *db.sql("recipients_build_chunk", campaign_id=campaign, after="", size=20)
+    )  # a crash after one chunk
     assert first["inserted"] == 20
     assert await builder.build(ctx, campaign, chunk=7) == 30
     assert await conn.fetchval("SELECT count(DISTINCT email_lower) FROM einmal.sends") == 50
@@ -77,8 +79,10 @@ async def test_a_build_stopped_half_way_resumes_without_adding_twice(
 async def test_a_chunk_built_twice_adds_nothing_the_second_time(conn: asyncpg.Connection, ctx: NodeContext) -> None:
     campaign = await seed(conn, [f"w{i:03}@example.com" for i in range(30)])
     await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
-    first = await conn.fetchrow(db.query("recipients_build_chunk"), campaign, "", 20)
-    again = await conn.fetchrow(db.query("recipients_build_chunk"), campaign, "", 20)  # e.g. a lost commit reply
+    first = await conn.fetchrow(*db.sql("recipients_build_chunk", campaign_id=campaign, after="", size=20))
+    again = await conn.fetchrow(
+        *db.sql("recipients_build_chunk", campaign_id=campaign, after="", size=20)
+    )  # e.g. a lost commit reply
     assert (first["inserted"], again["inserted"]) == (20, 0) and first["upper"] == again["upper"]
     assert await builder.build(ctx, campaign, chunk=7) == 10
     assert await conn.fetchval("SELECT count(*) FROM einmal.sends") == 30
@@ -94,13 +98,17 @@ async def test_two_builds_racing_on_one_campaign_add_each_address_once(
     results = []
 
     async def build_second() -> None:
-        results.append(await second.fetchrow(db.query("recipients_build_chunk"), campaign, "", 25))
+        results.append(
+            await second.fetchrow(*db.sql("recipients_build_chunk", campaign_id=campaign, after="", size=25))
+        )
 
     try:
         async with anyio.create_task_group() as tg:
             transaction = first.transaction()
             await transaction.start()
-            assert (await first.fetchrow(db.query("recipients_build_chunk"), campaign, "", 25))["inserted"] == 25
+            assert (await first.fetchrow(*db.sql("recipients_build_chunk", campaign_id=campaign, after="", size=25)))[
+                "inserted"
+            ] == 25
             tg.start_soon(build_second)
             with anyio.fail_after(30):
                 while not await conn.fetchval(

@@ -29,9 +29,24 @@ async def test_a_claim_skips_a_row_an_erasure_holds_instead_of_waiting_for_it(
         # a waiting claim fails here instead of hanging the test; a claim that skips never waits at all
         await claiming.execute("SET lock_timeout = '3s'")
         async with erasing.transaction():  # `subscribers delete` locks the subscriber's rows first
-            assert await erasing.fetch(db.query("subscriber_sends_lock"), held["subscriber_id"]) != []
+            assert await erasing.fetch(*db.sql("subscriber_sends_lock", subscriber_id=held["subscriber_id"])) != []
             rows = await claiming.fetch(
-                db.query("send_claim_batch"), campaign, "node-a/1", 10, *NO_LIMITS, [], [], 1, 60.0, 3600.0
+                *db.sql(
+                    "send_claim_batch",
+                    campaign_id=campaign,
+                    token="node-a/1",
+                    batch_size=10,
+                    rate=0.0,
+                    quota_hour=0,
+                    quota_day=0,
+                    hour_seconds=3600.0,
+                    day_seconds=86400.0,
+                    domains=[],
+                    domain_rates=[],
+                    probes=1,
+                    pause_seconds=60.0,
+                    pause_max_seconds=3600.0,
+                )
             )
             assert sorted(r["id"] for r in rows) == sorted(
                 await conn.fetchval(
@@ -54,19 +69,19 @@ async def test_only_the_token_that_claimed_a_row_can_release_it(conn: asyncpg.Co
     theirs = [r["id"] for r in await conn.fetch(CLAIM, campaign, "node-b/1", 4, *NO_LIMITS)]
     assert len(mine) == len(theirs) == 4
     # node b gives back what it holds, and names node a's rows too (a stale list, a bug): only its own go
-    await conn.execute(db.query("send_release"), mine + theirs, "node-b/1", [campaign] * 8)
+    await conn.execute(*db.sql("send_release", ids=mine + theirs, token="node-b/1", campaign_ids=[campaign] * 8))
     rows = await conn.fetch("SELECT id, status, claimed_by FROM einmal.sends WHERE campaign_id = $1", campaign)
     assert {r["id"]: (r["status"], r["claimed_by"]) for r in rows} == {
         **{i: ("claimed", "node-a/1") for i in mine},
         **{i: ("queued", None) for i in theirs},
     }
     # nor does a retired incarnation of node a release what its new one holds
-    await conn.execute(db.query("send_release"), mine, "node-a/0", [campaign] * 4)
+    await conn.execute(*db.sql("send_release", ids=mine, token="node-a/0", campaign_ids=[campaign] * 4))
     assert (
         await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE claimed_by = 'node-a/1' AND status = 'claimed'")
         == 4
     )
-    await conn.execute(db.query("send_release"), mine, "node-a/1", [campaign] * 4)
+    await conn.execute(*db.sql("send_release", ids=mine, token="node-a/1", campaign_ids=[campaign] * 4))
     assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE status = 'queued'") == 8
 
 

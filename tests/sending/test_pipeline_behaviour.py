@@ -192,7 +192,7 @@ async def test_two_schedulers_racing_to_start_a_campaign_one_wins(conn: asyncpg.
             results: list = []
 
             async def start(c: asyncpg.Connection, campaign_id: int = campaign, results: list = results) -> None:
-                results.append(await c.fetchrow(db.query("campaign_start"), campaign_id))
+                results.append(await c.fetchrow(*db.sql("campaign_start", campaign_id=campaign_id)))
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(start, conn)

@@ -112,7 +112,7 @@ async def timed_prune(conn: asyncpg.Connection, rows: int) -> float:
         rows,
     )
     await conn.execute("UPDATE einmal.campaigns SET recipients_built_at = now() WHERE id = $1", campaign)
-    assert await conn.fetchrow(db.query("campaign_finish"), campaign) is not None  # the counts, kept here
+    assert await conn.fetchrow(*db.sql("campaign_finish", campaign_id=campaign)) is not None  # the counts, kept here
     await conn.execute("CHECKPOINT")  # the rows on disk, as a campaign finished days ago has them
     start = time.perf_counter()
     [candidate] = await retention.candidates(conn, older_than_seconds=0, campaign_id=campaign)

@@ -355,8 +355,10 @@ async def test_upserts_of_one_mailbox_at_once_make_one_subscriber_and_wait_for_a
         assert sorted(a.status_code for a in answers) == [200] * 29 + [201], [a.text for a in answers]
         async with conn.transaction():
             await conn.execute(
-                db.query("subscribers_import_lock"),
-                await conn.fetchval("SELECT id FROM einmal.accounts WHERE name = 'acme'"),
+                *db.sql(
+                    "subscribers_import_lock",
+                    account_id=await conn.fetchval("SELECT id FROM einmal.accounts WHERE name = 'acme'"),
+                )
             )
             started = anyio.current_time()
             waited = await client.put("/subscribers/someone@example.org", headers=key, json={})

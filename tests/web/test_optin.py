@@ -265,7 +265,7 @@ async def test_campaigns_go_to_confirmed_members_only(conn: asyncpg.Connection, 
         account_id,
         [list_id],
     )
-    await conn.fetchrow(db.query("recipients_build_chunk"), campaign, "", 100)
+    await conn.fetchrow(*db.sql("recipients_build_chunk", campaign_id=campaign, after="", size=100))
     assert [
         r["email"] for r in await conn.fetch("SELECT email FROM einmal.sends WHERE campaign_id = $1", campaign)
     ] == ["old@example.org"]
