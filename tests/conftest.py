@@ -2,6 +2,7 @@
 one fresh database per test cloned from a migrated template."""
 
 import asyncio
+import fcntl
 import os
 import re
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -20,6 +22,45 @@ from service.migrate import migrate
 from tests.support.smtp_servers import make_smtp_server, smtp_certificate, smtp_server  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test`: --dist loadgroup) the tests of a module with a module-scoped fixture
+    run on one worker, which makes that fixture once; the others go to whichever worker is free."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info and any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+@contextmanager
+def _turn(folder: Path, alone: bool) -> Iterator[None]:
+    """Every test of a worker holds the tests' lock shared while it runs; a test marked `serial` holds it
+    alone, so no test of another worker runs beside it. The gate lets it in before the tests started after
+    it asked."""
+    with open(folder / "einmal-gate.lock", "a") as gate, open(folder / "einmal-tests.lock", "a") as tests:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        if not alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        fcntl.flock(tests, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(tests, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Under pytest-xdist, a test marked `serial` (it measures time or load) runs with no other beside it."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return (yield)
+    # each worker's basetemp is a folder of the session's own (xdist's popen-gw<n>)
+    with _turn(Path(item.config.option.basetemp).parent, alone=item.get_closest_marker("serial") is not None):
+        return (yield)
 
 
 @pytest.fixture
