@@ -1,3 +1,5 @@
+import uuid
+
 import asyncpg
 import pytest
 
@@ -30,7 +32,7 @@ async def test_two_concurrent_migrate_processes_both_succeed(server_url: str) ->
 
     from tests.conftest import _admin, with_database
 
-    name = "einmal_race_migrate"
+    name = f"einmal_race_migrate_{uuid.uuid4().hex[:8]}"  # its own: other sessions run beside it
     await _admin(server_url, f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}")
     dsn = with_database(server_url, name)
     try:

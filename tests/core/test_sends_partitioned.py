@@ -3,6 +3,8 @@ every row, id, status and constraint and reads no row under its exclusive lock; 
 pruned in batches; over 20 campaigns with retention the table's size stays flat. The long measurement (a
 million rows, a prune's time against its campaign's size) is `make retention` (tests/support/retention.py)."""
 
+import uuid
+
 import asyncpg
 import pytest
 
@@ -20,7 +22,7 @@ ROWS = "SELECT id, campaign_id, subscriber_id, email_lower, job_id, status, atte
 @pytest.fixture
 async def old_conn(server_url: str):
     """A database as einmal left it before 0050."""
-    name = "einmal_t_old_sends"
+    name = f"einmal_t_old_sends_{uuid.uuid4().hex[:8]}"  # its own: other sessions and workers run beside it
     await _admin(server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", f"CREATE DATABASE {name}")
     conn = await asyncpg.connect(with_database(server_url, name))
     await migrate(conn, before=FIRST)

@@ -51,7 +51,7 @@ async def test_an_opt_out_heard_after_the_row_started_and_before_data_stops_the_
                 with anyio.fail_after(30):
                     while not await conn.fetchval(
                         "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'einmal sender %' "
-                        "AND wait_event_type = 'Lock'"
+                        "AND wait_event_type = 'Lock' AND datname = current_database()"
                     ):
                         await anyio.sleep(0.02)
                 # the opt-out commits now, after that snapshot, and a campaign notification behind it: the

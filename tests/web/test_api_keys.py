@@ -72,6 +72,7 @@ def from_address(address: str, base: str) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=f"{base}/api/v1", transport=transport, timeout=30)
 
 
+@pytest.mark.serial
 async def test_past_its_free_failures_a_network_is_refused_429_with_retry_after_at_once(
     conn: asyncpg.Connection, dsn: str
 ) -> None:

@@ -99,6 +99,7 @@ async def keyed_writes_and_unsubscribes(
     return done
 
 
+@pytest.mark.serial
 async def test_keyless_slow_bodies_leave_unsubscribes_and_keyed_writes_answered(
     conn: asyncpg.Connection, dsn: str
 ) -> None:
@@ -120,6 +121,7 @@ async def test_keyless_slow_bodies_leave_unsubscribes_and_keyed_writes_answered(
     assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions") == 1
 
 
+@pytest.mark.serial
 async def test_one_network_holds_only_its_share_of_connections_and_body_room(
     conn: asyncpg.Connection, dsn: str
 ) -> None:
@@ -152,6 +154,7 @@ async def test_one_network_holds_only_its_share_of_connections_and_body_room(
     assert b"HTTP/1.1 503 Service Unavailable" in flood.answers  # past its share of connections or of room
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("path", ["/api/v1/subscribers/slow@example.org", "/unsubscribe?token={token}"])
 async def test_a_body_that_trickles_is_cut_at_its_deadline_from_the_head(
     conn: asyncpg.Connection, dsn: str, path: str

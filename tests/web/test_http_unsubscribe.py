@@ -163,6 +163,7 @@ async def raw_status(port: int, request: bytes) -> bytes:
     return reply.split(b" ")[1]
 
 
+@pytest.mark.serial
 async def test_a_thousand_concurrent_posts_of_one_token_make_one_event_and_one_suppression(
     conn: asyncpg.Connection, dsn: str
 ) -> None:

@@ -233,6 +233,7 @@ async def test_a_lists_new_confirmations_are_bounded_per_hour_and_the_answer_sta
 PROBES = 7  # per state and surface: 4 states x 2 surfaces x 7 x 0.25 s = 14 s
 
 
+@pytest.mark.serial
 async def test_every_state_of_an_address_is_answered_in_the_same_time(conn: asyncpg.Connection, dsn: str) -> None:
     """Medians over PROBES sign-ups per state (new, unconfirmed, confirmed, suppressed) on the form and the API:
     every answer at least FLOOR_SECONDS, and the medians within 20 ms of each other: what is left is the loaded
