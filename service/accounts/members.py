@@ -1,7 +1,7 @@
-"""An account's subscribers and suppressions as the command line lists them (`einmal subscribers list|show|
-export`, `einmal suppressions list|remove`): each subscriber's state as einmal.subscriber_state derives it,
-its confirmed lists and its sign-ups awaiting confirmation (joined with `|`), the reason of its mailbox's
-suppression."""
+"""An account's subscribers, suppressions and lists as the command line lists them (`einmal subscribers
+list|show|export`, `einmal suppressions list|remove`, `einmal lists list`): each subscriber's state as
+einmal.subscriber_state derives it, its confirmed lists and its sign-ups awaiting confirmation (joined with
+`|`), the reason of its mailbox's suppression; each list's member counts and whether it takes sign-ups."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -13,6 +13,7 @@ from service.accounts.account import find_account
 from service.addresses import email_key
 from service.campaigns.drafts import resolve
 from service.errors import NotFound
+from service.subscribers.suppressions import Suppression
 from service.text import check_account, shown
 
 
@@ -30,10 +31,16 @@ class Member:
 
 
 @dataclass(frozen=True)
-class Suppression:
-    email_lower: str
-    reason: str
-    created_at: datetime
+class AccountList:
+    """A list as `einmal lists list` shows it, of any account."""
+
+    id: int
+    account: str
+    name: str
+    members: int
+    unconfirmed: int
+    form_open: bool
+    form_token: str | None
 
 
 async def members(conn: asyncpg.Connection, *, account: str, list_name: str | None = None) -> list[Member]:
@@ -69,3 +76,10 @@ async def unsuppress(conn: asyncpg.Connection, *, account: str, emails: list[str
     keys = {email_key(email) for email in emails}
     removed = await conn.fetch(*db.sql("suppression_delete", account_id=account_id, keys=list(keys)))
     return len(removed), len(keys) - len(removed)
+
+
+async def all_lists(conn: asyncpg.Connection, *, account: str | None) -> list[AccountList]:
+    """Every account's lists (`account`: that account's only; NotFound when there is none of that name)."""
+    if account is not None:
+        await find_account(conn, name=account)
+    return [AccountList(**dict(r)) for r in await conn.fetch(*db.sql("lists_all", account_name=account))]

@@ -5,7 +5,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 import asyncpg
@@ -46,8 +46,13 @@ GENERIC = {
     422: problem('the request is not valid: `{"error": "where: what"}`'),
     503: problem("the database cannot be reached, or the work is busy: try again after `Retry-After`"),
 }
-ERRORS = {404: problem("no such thing in the key's account (another account's is not found either)")}
-CONFLICT = {**ERRORS, 409: {"model": Problem}}  # a route whose state may forbid what is asked
+ERRORS: dict[int | str, dict[str, Any]] = {
+    404: problem("no such thing in the key's account (another account's is not found either)")
+}
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    409: {"model": Problem},
+}  # a route whose state may forbid what is asked
 IdempotencyKey = Annotated[
     str | None,
     Header(

@@ -3,19 +3,18 @@
 (`/lists/{name}/form`: its public form and POST /subscribe, closed until opened). A subscriber's lists are in
 its own answer; `GET /subscribers?list=NAME` lists a list's members."""
 
+import builtins
 from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, HTTPException, Path, Request, Response
+from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from service import db
-from service.addresses import email_key
-from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, not_found
+from service.api.deps import ERRORS, Conn, Key, not_found
 from service.settings import Settings
-from service.subscribers import optin
+from service.subscribers import lists, optin
 from service.subscribers.lists import MAX_TITLE, set_title, title
-from service.text import MAX_EMAIL, MAX_LIST, unsafe_text
+from service.text import MAX_EMAIL, MAX_LIST
 
 router = APIRouter(prefix="/lists", tags=["lists"])
 ListName = Annotated[str, Path(min_length=1, max_length=MAX_LIST, description="the list's name")]
@@ -67,7 +66,7 @@ class ListForm(BaseModel):
         description="the form's address, a random token's: the same when it is closed and "
         "opened again; null until it is first opened"
     )
-    origins: list[str]
+    origins: builtins.list[str]  # `list` is the field above
 
 
 class Membership(BaseModel):
@@ -79,33 +78,27 @@ class Membership(BaseModel):
     )
 
 
-def _listed(settings: Settings, row) -> MailingList:
+def _listed(settings: Settings, found: lists.MailingList) -> MailingList:
     return MailingList(
-        id=row["id"],
-        name=row["name"],
-        title=row["title"],
-        members=row["members"],
-        unconfirmed=row["unconfirmed"],
-        created_at=row["created_at"],
-        form_url=optin.form_url(settings, row["form_token"]),
+        id=found.id,
+        name=found.name,
+        title=found.title,
+        members=found.members,
+        unconfirmed=found.unconfirmed,
+        created_at=found.created_at,
+        form_url=optin.form_url(settings, found.form_token),
     )
 
 
-def _form(settings: Settings, row) -> ListForm:
+def _form(settings: Settings, form: lists.Form) -> ListForm:
     return ListForm(
-        list=row["name"],
-        open=row["form_open"],
-        origins=row["form_origins"],
-        url=optin.form_url(settings, row["form_token"]),
+        list=form.name, open=form.form_open, origins=form.form_origins, url=optin.form_url(settings, form.form_token)
     )
 
 
 @router.get("", operation_id="list_lists", summary="the account's lists, by name, with their member counts")
 async def list_lists(conn: Conn, key: Key, request: Request) -> list[MailingList]:
-    return [
-        _listed(request.app.state.settings, r)
-        for r in await conn.fetch(*db.sql("lists_of_account", account_id=key.account_id), timeout=DB_SECONDS)
-    ]
+    return [_listed(request.app.state.settings, m) for m in await lists.lists(conn, account_id=key.account_id)]
 
 
 @router.get(
@@ -115,10 +108,7 @@ async def list_lists(conn: Conn, key: Key, request: Request) -> list[MailingList
     summary="whether the list takes sign-ups, its form's address and the origins allowed to post it",
 )
 async def get_list_form(name: ListName, conn: Conn, key: Key, request: Request) -> ListForm:
-    row = await conn.fetchrow(*db.sql("list_form", account_id=key.account_id, list_name=name), timeout=DB_SECONDS)
-    if row is None:
-        raise not_found("list")
-    return _form(request.app.state.settings, row)
+    return _form(request.app.state.settings, await lists.form(conn, account_id=key.account_id, list_name=name))
 
 
 @router.put(
@@ -134,7 +124,7 @@ async def put_list_form(name: ListName, body: FormSetting, conn: Conn, key: Key,
         row = await optin.set_form(conn, key.account_id, name, body.open, allowed)
     except optin.NoList:
         raise not_found("list") from None
-    return _form(request.app.state.settings, row)
+    return _form(request.app.state.settings, lists.Form.of(row))
 
 
 @router.put(
@@ -158,12 +148,8 @@ async def put_list_title(name: ListName, body: ListTitle, conn: Conn, key: Key) 
     responses={201: {"model": MailingList, "description": "made now"}},
 )
 async def put_list(name: ListName, conn: Conn, key: Key, response: Response, request: Request) -> MailingList:
-    if not name.strip() or unsafe_text(name) or name != name.strip():
-        raise HTTPException(422, "a list's name is printable text without spaces around it")
-    row = await conn.fetchrow(*db.sql("list_ensure", account_id=key.account_id, list_name=name), timeout=DB_SECONDS)
-    response.status_code = 201 if row["created"] else 200
-    lists = await conn.fetch(*db.sql("lists_of_account", account_id=key.account_id))
-    [found] = [r for r in lists if r["id"] == row["id"]]
+    found, created = await lists.ensure(conn, account_id=key.account_id, list_name=name)
+    response.status_code = 201 if created else 200
     return _listed(request.app.state.settings, found)
 
 
@@ -174,15 +160,8 @@ async def put_list(name: ListName, conn: Conn, key: Key, response: Response, req
     responses=ERRORS,
 )
 async def put_member(name: ListName, email: Email, conn: Conn, key: Key) -> Membership:
-    row = await conn.fetchrow(
-        *db.sql("list_member_add", account_id=key.account_id, list_name=name, email_key=email_key(email), email=email),
-        timeout=DB_SECONDS,
-    )
-    if row["list_id"] is None:
-        raise not_found("list")
-    if row["subscriber_id"] is None:
-        raise not_found("subscriber")
-    return Membership(list=name, email=email, added=row["added"], state=row["state"])
+    added = await lists.add_member(conn, account_id=key.account_id, list_name=name, email=email)
+    return Membership(list=name, email=email, added=added.added, state=added.state)
 
 
 @router.delete(
@@ -193,7 +172,5 @@ async def put_member(name: ListName, email: Email, conn: Conn, key: Key) -> Memb
     responses=ERRORS,
 )
 async def delete_member(name: ListName, email: Email, conn: Conn, key: Key) -> Response:
-    member = {"account_id": key.account_id, "list_name": name, "email_key": email_key(email)}
-    if not await conn.fetch(*db.sql("list_member_delete", **member), timeout=DB_SECONDS):
-        raise not_found("membership")
+    await lists.remove_member(conn, account_id=key.account_id, list_name=name, email=email)
     return Response(status_code=204)

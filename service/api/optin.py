@@ -12,8 +12,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from service import clients, db
-from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, Problem, log, not_found
+from service import clients
+from service.api.deps import ERRORS, Conn, Key, Problem, log
 from service.subscribers import optin, texts
 from service.text import MAX_EMAIL, MAX_LIST, MAX_NAME
 
@@ -47,18 +47,7 @@ async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: K
     started = time.monotonic()
     settings = request.app.state.settings
     email, name = optin.checked_address(body.email, body.name)
-    found = await conn.fetchrow(
-        *db.sql("optin_list_named", account_id=key.account_id, list_name=body.list), timeout=DB_SECONDS
-    )
-    if found is None:
-        raise not_found("list")
-    optin.check_configured(settings)  # NotConfigured: 409
-    if not found["form_open"]:
-        raise HTTPException(
-            409,
-            f"the list {body.list!r} takes no sign-ups: open them first "
-            f"(PUT /api/v1/lists/{{name}}/form, or einmal lists form open)",
-        )
+    found = await optin.open_list(conn, settings, account_id=key.account_id, list_name=body.list)
     counted = await clients.hit(conn, optin.KEY_KIND, f"key:{key.id}", optin.HOUR)
     if counted.hits > settings.optin_client_limit:
         raise HTTPException(
@@ -67,10 +56,8 @@ async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: K
     queued = await optin.sign_up(
         conn,
         settings,
-        optin.SignUp(found["id"], key.account_id, email, name, f"api:{key.id}", texts.confirmation(found["language"])),
+        optin.SignUp(found.id, key.account_id, email, name, f"api:{key.id}", texts.confirmation(found.language)),
     )
-    log.info(
-        "sign-up to list %d by key %d: %s", found["id"], key.id, "confirmation queued" if queued else "nothing sent"
-    )
+    log.info("sign-up to list %d by key %d: %s", found.id, key.id, "confirmation queued" if queued else "nothing sent")
     await optin.pad(started)  # holds the request's connection meanwhile: at most the key's limit an hour
     return SubscribeAnswer(status="pending", detail=ANSWER)

@@ -1,21 +1,16 @@
 """/api/v1/subscribers: list with a cursor, get by any spelling of the mailbox, create or update (PUT),
 erase (DELETE, the erasure of `einmal subscribers delete`)."""
 
-import json
 from datetime import datetime
 from typing import Annotated, Literal
 
-import asyncpg
 from fastapi import APIRouter, Body, HTTPException, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from service import db
-from service.addresses import address_problem, email_key
-from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, Cursor, Key, not_found
-from service.subscribers import erasure
-from service.text import MAX_ATTRIBUTE, MAX_EMAIL, MAX_NAME, unsafe_text
+from service.api.deps import CONFLICT, ERRORS, Conn, Cursor, Key, not_found
+from service.subscribers import erasure, subscriber
+from service.text import MAX_ATTRIBUTE, MAX_EMAIL, MAX_NAME
 
-LOCK_SECONDS = 5.0  # the most an upsert waits for an import into its account to end (then 503)
 # what is true of a subscriber now (einmal.subscriber_state, migration 0105): its mailbox's suppression by
 # reason first, then `unconfirmed` when it has only sign-ups awaiting confirmation
 Status = Literal["confirmed", "unconfirmed", "unsubscribed", "bounced", "complained", "suppressed"]
@@ -50,21 +45,8 @@ class SubscriberFields(BaseModel):
     )
 
 
-def _subscriber(row: asyncpg.Record) -> Subscriber:
-    return Subscriber(
-        **{
-            **dict(row),
-            "attributes": json.loads(row["attributes"]),
-            "lists": list(row["lists"]),
-            "unconfirmed_lists": list(row["unconfirmed_lists"]),
-        }
-    )
-
-
-def _mailbox(email: str) -> str:
-    if unsafe_text(email) or address_problem(email):
-        raise not_found("subscriber")  # not an address: no subscriber can have it
-    return email_key(email)
+def _subscriber(found: subscriber.Subscriber) -> Subscriber:
+    return Subscriber(**vars(found))
 
 
 router = APIRouter(prefix="/subscribers", tags=["subscribers"])
@@ -80,17 +62,8 @@ async def list_subscribers(
     list_name: OnList = None,
 ) -> SubscriberPage:
     after = int(cursor) if cursor else 0
-    rows = await conn.fetch(
-        *db.sql(
-            "subscribers_of_account",
-            account_id=key.account_id,
-            email_key=None,
-            after_id=after,
-            status=status,
-            limit=limit + 1,
-            list_name=list_name,
-        ),
-        timeout=DB_SECONDS,
+    rows = await subscriber.page(
+        conn, account_id=key.account_id, after_id=after, limit=limit + 1, status=status, list_name=list_name
     )
     page = [_subscriber(r) for r in rows[:limit]]
     return SubscriberPage(subscribers=page, next=str(page[-1].id) if len(rows) > limit else None)
@@ -103,21 +76,7 @@ async def list_subscribers(
     responses=ERRORS,
 )
 async def get_subscriber(email: Email, conn: Conn, key: Key) -> Subscriber:
-    rows = await conn.fetch(
-        *db.sql(
-            "subscribers_of_account",
-            account_id=key.account_id,
-            email_key=_mailbox(email),
-            after_id=0,
-            status=None,
-            limit=1,
-            list_name=None,
-        ),
-        timeout=DB_SECONDS,
-    )
-    if not rows:
-        raise not_found("subscriber")
-    return _subscriber(rows[0])
+    return _subscriber(await subscriber.find(conn, account_id=key.account_id, email=email))
 
 
 @router.put(
@@ -136,42 +95,10 @@ async def put_subscriber(
     ] = None,
 ) -> Subscriber:
     fields = fields or SubscriberFields()
-    problem = unsafe_text(email) or address_problem(email)
-    if problem:
-        raise HTTPException(422, f"not an email address: {problem}")
-    if fields.name is not None and unsafe_text(fields.name):
-        raise HTTPException(422, "name: control characters")
-    attributes = json.dumps(fields.attributes, ensure_ascii=False) if fields.attributes is not None else None
-    try:
-        row = await conn.fetchrow(
-            *db.sql(
-                "subscriber_upsert",
-                account_id=key.account_id,
-                email=email,
-                email_key=email_key(email),
-                name=fields.name,
-                attributes=attributes,
-                lock_wait=f"{int(LOCK_SECONDS * 1000)}ms",
-            ),
-            timeout=DB_SECONDS,
-        )
-    except asyncpg.LockNotAvailableError:
-        raise HTTPException(
-            503, "an import into this account is running; try again shortly", headers={"Retry-After": "5"}
-        ) from None
-    response.status_code = 201 if row["created"] else 200
-    [found] = await conn.fetch(
-        *db.sql(
-            "subscribers_of_account",
-            account_id=key.account_id,
-            email_key=email_key(email),
-            after_id=row["id"] - 1,
-            status=None,
-            limit=1,
-            list_name=None,
-        ),
-        timeout=DB_SECONDS,
+    found, created = await subscriber.upsert(
+        conn, account_id=key.account_id, email=email, name=fields.name, attributes=fields.attributes
     )
+    response.status_code = 201 if created else 200
     return _subscriber(found)
 
 
@@ -183,10 +110,8 @@ async def put_subscriber(
     responses=CONFLICT,
 )
 async def delete_subscriber(email: Email, conn: Conn, key: Key) -> Response:
-    account = await conn.fetchval(*db.sql("account_name", account_id=key.account_id), timeout=DB_SECONDS)
     try:
-        async with conn.transaction():
-            await erasure.erase(conn, account, key.account_id, email)
+        await subscriber.erase(conn, account_id=key.account_id, email=email)
     except erasure.Unknown:
         raise not_found("subscriber") from None
     except erasure.Busy as exc:

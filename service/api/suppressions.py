@@ -6,10 +6,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from service import db
-from service.addresses import email_key
-from service.api.deps import DB_SECONDS, ERRORS, Conn, Key, not_found
-from service.subscribers.suppressions import check, suppress
+from service.api.deps import ERRORS, Conn, Key
+from service.subscribers import suppressions
 from service.text import MAX_EMAIL, MAX_REASON
 
 router = APIRouter(prefix="/suppressions", tags=["suppressions"])
@@ -42,11 +40,8 @@ async def list_suppressions(
     cursor: Annotated[str, Query(max_length=MAX_EMAIL)] = "",
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> SuppressionPage:
-    rows = await conn.fetch(
-        *db.sql("suppressions_of_account", account_id=key.account_id, after_key=cursor, limit=limit + 1),
-        timeout=DB_SECONDS,
-    )
-    page = [Suppression(mailbox=r["email_lower"], reason=r["reason"], created_at=r["created_at"]) for r in rows[:limit]]
+    rows = await suppressions.page(conn, account_id=key.account_id, after=cursor, limit=limit + 1)
+    page = [Suppression(mailbox=r.email_lower, reason=r.reason, created_at=r.created_at) for r in rows[:limit]]
     return SuppressionPage(suppressions=page, next=page[-1].mailbox if len(rows) > limit else None)
 
 
@@ -59,14 +54,9 @@ async def list_suppressions(
 async def put_suppression(
     email: Email, fields: SuppressionFields, conn: Conn, key: Key, response: Response
 ) -> Suppression:
-    [checked] = check([email], fields.reason)
-    async with conn.transaction():
-        added = await suppress(conn, key.account_id, [checked], fields.reason)
+    found, added = await suppressions.add(conn, account_id=key.account_id, email=email, reason=fields.reason)
     response.status_code = 201 if added else 200
-    row = await conn.fetchrow(
-        *db.sql("suppression_get", account_id=key.account_id, email_key=email_key(checked)), timeout=DB_SECONDS
-    )
-    return Suppression(mailbox=row["email_lower"], reason=row["reason"], created_at=row["created_at"])
+    return Suppression(mailbox=found.email_lower, reason=found.reason, created_at=found.created_at)
 
 
 @router.delete(
@@ -77,9 +67,5 @@ async def put_suppression(
     responses=ERRORS,
 )
 async def delete_suppression(email: Email, conn: Conn, key: Key) -> Response:
-    removed = await conn.fetch(
-        *db.sql("suppression_delete", account_id=key.account_id, keys=[email_key(email)]), timeout=DB_SECONDS
-    )
-    if not removed:
-        raise not_found("suppression")
+    await suppressions.remove(conn, account_id=key.account_id, email=email)
     return Response(status_code=204)

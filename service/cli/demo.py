@@ -31,7 +31,6 @@ from pydantic import SecretStr
 
 from service import db
 from service.accounts.account import find_account
-from service.addresses import email_key
 from service.campaigns import drafts, transitions
 from service.campaigns.fields import check_templates
 from service.cli import campaign_status
@@ -254,9 +253,7 @@ async def follow_one_link(conn, out: Path, campaign_id: int, account_id: int) ->
     name, recipient, url = found
     print(f"unsubscribe link of {name} (to {recipient}):\n  {url}")
     status = await anyio.to_thread.run_sync(one_click, url)
-    suppressed = await conn.fetchval(
-        *db.sql("suppression_exists", account_id=account_id, email_key=email_key(recipient))
-    )
+    suppressed = await suppressions.suppressed(conn, account_id=account_id, email=recipient)
     print(f"  one-click POST: HTTP {status}; {recipient} suppressed: {'yes' if suppressed else 'no'}")
     return status == 200 and suppressed
 

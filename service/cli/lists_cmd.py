@@ -18,6 +18,7 @@ import sys
 
 from service import db
 from service.accounts.account import find_account
+from service.accounts.members import all_lists
 from service.cli.tables import aligned
 from service.settings import Settings
 from service.subscribers import optin
@@ -27,17 +28,15 @@ from service.text import check_account, shown
 
 async def list_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        if args.account is not None:
-            await find_account(conn, name=args.account)
-        rows = await conn.fetch(*db.sql("lists_all", account_name=args.account))
+        rows = await all_lists(conn, account=args.account)
     table = [
         (
-            r["id"],
-            r["account"],
-            r["name"],
-            r["members"],
-            r["unconfirmed"],
-            optin.form_url(settings, r["form_token"]) if r["form_open"] else "closed",
+            r.id,
+            r.account,
+            r.name,
+            r.members,
+            r.unconfirmed,
+            optin.form_url(settings, r.form_token) if r.form_open else "closed",
         )
         for r in rows
     ]

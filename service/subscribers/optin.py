@@ -123,6 +123,29 @@ def checked_address(email: str, name: str = "") -> tuple[str, str]:
     return email, name
 
 
+@dataclass(frozen=True)
+class OpenList:
+    id: int
+    language: str  # its account's: the language of its confirmations
+
+
+async def open_list(conn: asyncpg.Connection, settings: Settings, *, account_id: int, list_name: str) -> OpenList:
+    """The account's list `list_name`, which takes sign-ups: NotFound without it, NotConfigured while double
+    opt-in is off, Conflict while its account has not opened its sign-ups."""
+    found = await conn.fetchrow(
+        *db.sql("optin_list_named", account_id=account_id, list_name=list_name), timeout=db.DB_SECONDS
+    )
+    if found is None:
+        raise NoList("no such list")
+    check_configured(settings)
+    if not found["form_open"]:
+        raise Conflict(
+            f"the list {list_name!r} takes no sign-ups: open them first "
+            f"(PUT /api/v1/lists/{{name}}/form, or einmal lists form open)"
+        )
+    return OpenList(found["id"], found["language"])
+
+
 async def sign_up(conn: asyncpg.Connection, settings: Settings, request: SignUp) -> bool:
     """Record the sign-up; True when its confirmation was queued now (for the log only: the answer to the
     caller never depends on it). The address must have passed checked_address."""

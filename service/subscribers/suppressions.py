@@ -15,14 +15,24 @@ stops the command before anything is written.
 """
 
 import argparse
+from dataclasses import dataclass
+from datetime import datetime
 
 import asyncpg
 
 from service import db
 from service.addresses import address_problem, email_key
+from service.db import DB_SECONDS
 from service.errors import Invalid, NotFound
 from service.settings import Settings
 from service.text import MAX_REASON, check_account, shown, unsafe_text
+
+
+@dataclass(frozen=True)
+class Suppression:
+    email_lower: str  # the mailbox key it is stored under
+    reason: str
+    created_at: datetime
 
 
 async def suppress(conn: asyncpg.Connection, account_id: int, emails: list[str], reason: str) -> int:
@@ -41,6 +51,41 @@ async def _insert(conn: asyncpg.Connection, account_id: int, emails: list[str], 
     row = await conn.fetchrow(*db.sql("suppression_insert", account_id=account_id, email_keys=keys, reason=reason))
     assert row is not None  # the query returns one row
     return row["added"], row["given"]
+
+
+async def page(conn: asyncpg.Connection, *, account_id: int, after: str, limit: int) -> list[Suppression]:
+    """The account's suppressions by mailbox key, the first `limit` after the key `after`."""
+    rows = await conn.fetch(
+        *db.sql("suppressions_of_account", account_id=account_id, after_key=after, limit=limit), timeout=DB_SECONDS
+    )
+    return [Suppression(**dict(r)) for r in rows]
+
+
+async def add(conn: asyncpg.Connection, *, account_id: int, email: str, reason: str) -> tuple[Suppression, bool]:
+    """Suppress the mailbox of `email` for the account: its suppression, and True when it is new (False: the
+    one it had stays as it was). Invalid for an address or a reason that cannot be taken."""
+    [checked] = check([email], reason)
+    async with conn.transaction():
+        added = await suppress(conn, account_id, [checked], reason)
+    row = await conn.fetchrow(
+        *db.sql("suppression_get", account_id=account_id, email_key=email_key(checked)), timeout=DB_SECONDS
+    )
+    assert row is not None  # suppressed just now, or before
+    return Suppression(**dict(row)), bool(added)
+
+
+async def remove(conn: asyncpg.Connection, *, account_id: int, email: str) -> None:
+    """Mail the mailbox of `email` again; NotFound when the account had not suppressed it."""
+    removed = await conn.fetch(
+        *db.sql("suppression_delete", account_id=account_id, keys=[email_key(email)]), timeout=DB_SECONDS
+    )
+    if not removed:
+        raise NotFound("no such suppression")
+
+
+async def suppressed(conn: asyncpg.Connection, *, account_id: int, email: str) -> bool:
+    """Whether the account has suppressed the mailbox of `email`."""
+    return await conn.fetchval(*db.sql("suppression_exists", account_id=account_id, email_key=email_key(email)))
 
 
 def check(emails: list[str], reason: str) -> list[str]:

@@ -5,7 +5,9 @@ counts too), goes to the importer's own layer or one below; the entry points ser
 service.api and service.web are islands: none imports another (what two of them share is a
 subject's, such as service.campaigns and service.accounts); the subject packages import
 each other without a circle; and no module of service/, actors/ or bench/ imports itself
-round a circle.
+round a circle. The command line and the API run no query of their own: a route or a command
+parses, calls a subject's function and prints or serializes its answer (no `db.sql(` in them,
+but for the API's Idempotency-Key claim, the infrastructure of its surface).
 """
 
 import ast
@@ -113,3 +115,51 @@ def test_the_subject_packages_import_each_other_without_a_circle() -> None:
 
 def test_no_module_imports_itself_round_a_circle() -> None:
     assert (found := circle(imports("service", "actors", "bench"))) is None, found
+
+
+QUERYING = ("service/api", "service/cli")  # entry points whose modules name no query
+MAY_QUERY = {"service/api/idempotency.py"}  # the Idempotency-Key claim: the API surface's own machinery
+
+
+def queries(source: str) -> list[int]:
+    """The lines of the source that call `db.sql(…)`, or `sql(…)` imported from service.db."""
+    tree = ast.parse(source)
+    bare = {
+        a.asname or a.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "service.db"
+        for a in node.names
+        if a.name == "sql"
+    }
+    return sorted(
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Attribute) and node.func.attr == "sql" and ast.unparse(node.func.value) == "db")
+            or (isinstance(node.func, ast.Name) and node.func.id in bare)
+        )
+    )
+
+
+def test_the_command_line_and_the_api_run_no_query_of_their_own() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for folder in QUERYING
+        for path in sorted(ROOT.glob(f"{folder}/**/*.py"))
+        if str(path.relative_to(ROOT)) not in MAY_QUERY
+        for line in queries(path.read_text())
+    ]
+    assert found == [], "a subject's function should run these queries:\n" + "\n".join(found)
+
+
+def test_a_query_called_in_a_module_is_found_and_a_subject_function_is_not() -> None:
+    source = (
+        "from service import db\nfrom service.db import sql as q\n"
+        "async def f(conn):\n"
+        "    await conn.fetch(*db.sql('a', x=1))\n"
+        "    await conn.fetch(*q('b'))\n"
+        "    await lists.lists(conn, account_id=1)\n"
+        "    db.query('c')\n"
+    )
+    assert queries(source) == [4, 5]

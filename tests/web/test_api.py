@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from service import db
-from service.api import subscribers
+from service.subscribers import subscriber
 from tests.conftest import cells, einmal
 from tests.support.web import http_server
 
@@ -333,7 +333,7 @@ async def test_upserts_of_one_mailbox_at_once_make_one_subscriber_and_wait_for_a
 ) -> None:
     """30 PUTs of one new mailbox in three spellings at once: one subscriber, created by exactly one of them,
     every attribute merged. While an import holds the account's lock, a PUT waits for it, then is 503."""
-    monkeypatch.setattr(subscribers, "LOCK_SECONDS", 0.5)
+    monkeypatch.setattr(subscriber, "LOCK_SECONDS", 0.5)
     key = auth(two_accounts["acme"])
     spellings = ["Race@example.org", "race@EXAMPLE.org", "RACE@example.org"]
     answers: list[httpx.Response] = []

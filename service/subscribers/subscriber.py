@@ -1,0 +1,127 @@
+"""An account's subscribers as the API sees them (/api/v1/subscribers): a page of them with a cursor, one by
+any spelling of its mailbox, one made or updated, one erased. Each with what is true of it now
+(einmal.subscriber_state, migration 0105), its lists and the reason of its mailbox's suppression."""
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from service import db
+from service.addresses import address_problem, email_key
+from service.db import DB_SECONDS
+from service.errors import EinmalError, Invalid, NotFound
+from service.subscribers import erasure
+from service.text import unsafe_text
+
+LOCK_SECONDS = 5.0  # the most an upsert waits for an import into its account to end (then Busy)
+
+
+class Busy(EinmalError):
+    """An import into the account holds its subscribers: try again shortly."""
+
+    http_status = 503
+
+
+@dataclass(frozen=True)
+class Subscriber:
+    id: int
+    email: str
+    name: str
+    status: str  # confirmed, unconfirmed, unsubscribed, bounced, complained or suppressed
+    attributes: dict[str, str]
+    lists: list[str]  # the lists it is a confirmed member of
+    unconfirmed_lists: list[str]  # its sign-ups awaiting confirmation
+    suppressed: str | None  # why its mailbox is suppressed for the account, if it is
+    created_at: datetime
+
+    @classmethod
+    def of(cls, row: asyncpg.Record) -> "Subscriber":
+        return cls(
+            **{
+                **dict(row),
+                "attributes": json.loads(row["attributes"]),
+                "lists": list(row["lists"]),
+                "unconfirmed_lists": list(row["unconfirmed_lists"]),
+            }
+        )
+
+
+async def _of_account(
+    conn: asyncpg.Connection,
+    account_id: int,
+    *,
+    after_id: int,
+    limit: int,
+    key: str | None = None,
+    status: str | None = None,
+    list_name: str | None = None,
+) -> list[Subscriber]:
+    query = db.sql(
+        "subscribers_of_account",
+        account_id=account_id,
+        email_key=key,
+        after_id=after_id,
+        status=status,
+        limit=limit,
+        list_name=list_name,
+    )
+    return [Subscriber.of(r) for r in await conn.fetch(*query, timeout=DB_SECONDS)]
+
+
+async def page(
+    conn: asyncpg.Connection, *, account_id: int, after_id: int, limit: int, status: str | None, list_name: str | None
+) -> list[Subscriber]:
+    """The account's subscribers oldest first, the first `limit` after the id `after_id`; `status`: of that
+    state only; `list_name`: that list's confirmed members only."""
+    return await _of_account(conn, account_id, after_id=after_id, limit=limit, status=status, list_name=list_name)
+
+
+async def find(conn: asyncpg.Connection, *, account_id: int, email: str) -> Subscriber:
+    """The account's subscriber of the mailbox `email` names, in any spelling; NotFound without one."""
+    if unsafe_text(email) or address_problem(email):
+        raise NotFound("no such subscriber")  # not an address: no subscriber can have it
+    found = await _of_account(conn, account_id, after_id=0, limit=1, key=email_key(email))
+    if not found:
+        raise NotFound("no such subscriber")
+    return found[0]
+
+
+async def upsert(
+    conn: asyncpg.Connection, *, account_id: int, email: str, name: str | None, attributes: dict[str, str] | None
+) -> tuple[Subscriber, bool]:
+    """Make the account's subscriber `email` (True), or update its name (None: unchanged) and merge
+    `attributes` into its own (False). Invalid for an address or a name that cannot be taken; Busy while an
+    import into the account runs past LOCK_SECONDS."""
+    problem = unsafe_text(email) or address_problem(email)
+    if problem:
+        raise Invalid(f"not an email address: {problem}")
+    if name is not None and unsafe_text(name):
+        raise Invalid("name: control characters")
+    try:
+        row = await conn.fetchrow(
+            *db.sql(
+                "subscriber_upsert",
+                account_id=account_id,
+                email=email,
+                email_key=email_key(email),
+                name=name,
+                attributes=json.dumps(attributes, ensure_ascii=False) if attributes is not None else None,
+                lock_wait=f"{int(LOCK_SECONDS * 1000)}ms",
+            ),
+            timeout=DB_SECONDS,
+        )
+    except asyncpg.LockNotAvailableError:
+        raise Busy("an import into this account is running; try again shortly") from None
+    assert row is not None  # the query returns one row
+    [found] = await _of_account(conn, account_id, after_id=row["id"] - 1, limit=1, key=email_key(email))
+    return found, row["created"]
+
+
+async def erase(conn: asyncpg.Connection, *, account_id: int, email: str) -> str:
+    """Erase the account's subscriber of the mailbox `email` names, in a transaction of its own (erasure.erase:
+    erasure.Unknown, erasure.Busy); return the address it had."""
+    account = await conn.fetchval(*db.sql("account_name", account_id=account_id), timeout=DB_SECONDS)
+    async with conn.transaction():
+        return await erasure.erase(conn, account, account_id, email)
