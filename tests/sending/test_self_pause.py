@@ -58,7 +58,9 @@ async def settled(conn: asyncpg.Connection, campaign: int) -> dict[str, int]:
 
 
 async def sent_after_the_pause(conn: asyncpg.Connection, campaign: int) -> int:
-    """Rows answered after the pause committed: at most the messages that were on the wire then."""
+    """Rows answered after the pause committed: at most the messages that were on the wire then. Both times are
+    their transactions' starts, so a slow pause commit counts the rows recorded meanwhile too: the tests that
+    count them are `serial`, never beside another test's load (three were counted once beside it)."""
     return await conn.fetchval(
         """SELECT count(*) FROM einmal.sends s JOIN einmal.campaigns c ON c.id = s.campaign_id
                                   WHERE c.id = $1 AND s.sent_at > c.updated_at""",
@@ -66,6 +68,7 @@ async def sent_after_the_pause(conn: asyncpg.Connection, campaign: int) -> int:
     )
 
 
+@pytest.mark.serial
 async def test_complaints_past_the_threshold_pause_the_campaign_and_a_resume_judges_it_afresh(
     conn: asyncpg.Connection, dsn: str, smtp_server: FaultServer
 ) -> None:
@@ -138,6 +141,7 @@ async def test_complaints_below_the_minimum_sample_do_not_pause(
     assert await counts(conn, campaign) == {"sent": len(people)}
 
 
+@pytest.mark.serial
 async def test_hard_bounces_posted_by_a_provider_past_the_threshold_pause_the_campaign(
     conn: asyncpg.Connection, dsn: str, smtp_server: FaultServer
 ) -> None:
@@ -203,6 +207,7 @@ async def test_a_hard_bounce_rate_on_the_threshold_does_not_pause_and_one_bounce
     )
 
 
+@pytest.mark.serial
 async def test_policy_refusals_from_many_domains_pause_the_campaign_not_its_subscribers_once_for_two_nodes(
     conn: asyncpg.Connection, dsn: str, tmp_path: Path
 ) -> None:
