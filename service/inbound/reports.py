@@ -155,8 +155,7 @@ def _names(diagnostic: str, ours: frozenset[str]) -> bool:
     for address in ours:
         at = lowered.find(address)
         while at >= 0:
-            code = _REPLY.findall(lowered[max(0, at - 120) : at])
-            if code and code[-1] in "45":
+            if _refusing(lowered, at):
                 return True
             at = lowered.find(address, at + 1)
     return False
@@ -166,12 +165,15 @@ def _names_another(finding: Finding) -> bool:
     """The diagnostic's refusal quotes addresses (after a 4xx or 5xx code), none of them the recipient's."""
     lowered = finding.diagnostic.lower()
     mine = {a.lower() for a in (finding.recipient, *finding.also) if a}
-    quoted = {
-        m[0].strip(".").lower()
-        for m in ADDRESS.finditer(lowered)
-        if (code := _REPLY.findall(lowered[max(0, m.start() - 120) : m.start()])) and code[-1] in "45"
-    }
+    quoted = {m[0].strip(".").lower() for m in ADDRESS.finditer(lowered) if _refusing(lowered, m.start())}
     return bool(quoted) and not quoted & mine
+
+
+def _refusing(lowered: str, at: int) -> bool:
+    """The last reply code in the 120 characters before `at` is a 4xx or 5xx: what stands at `at` is in a
+    refusal's words, not in an echoed command or an accepting 250."""
+    code = _REPLY.findall(lowered[max(0, at - 120) : at])
+    return bool(code) and code[-1] in "45"
 
 
 def _ours(message: Message, senders: tuple[str, ...]) -> frozenset[str]:
