@@ -19,6 +19,7 @@ import pytest
 
 from service import db, embedded
 from service.migrate import migrate
+from tests.support import forkserver
 from tests.support.smtp_servers import make_smtp_server, smtp_certificate, smtp_server  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -198,13 +199,16 @@ UNSUBSCRIBE = {
 def einmal(
     *args: str, dsn: str | None = None, env: dict | None = None, input: str | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess:
-    """Run the real command line in a child process, with UNSUBSCRIBE set (a variable None in `env`: unset)."""
+    """Run the real command line in a child process, with UNSUBSCRIBE set (a variable None in `env`: unset): a
+    child of the test fork server (tests/support/forkserver.py), or with TESTS_FORKSERVER=0 `python -m service`."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
     full_env.update(UNSUBSCRIBE)
     if dsn:
         full_env["EINMAL_DATABASE_URL"] = dsn
     full_env.update(env or {})
     full_env = {k: v for k, v in full_env.items() if v is not None}
+    if forkserver.ENABLED:
+        return forkserver.run(list(args), env=full_env, input=input, timeout=timeout)
     return subprocess.run(
         [sys.executable, "-m", "service", *args],
         capture_output=True,

@@ -14,6 +14,7 @@ import asyncpg
 from service.addresses import email_key
 from service.smtp.capture import message_ids as _message_ids
 from tests.conftest import ROOT, UNSUBSCRIBE
+from tests.support import forkserver
 
 # A live node on a loaded two-core machine can miss a few half-second heartbeats; a node is declared
 # dead only after this long. Tests of takeover pass TAKEOVER_TIMEOUT, where only the victim can be late.
@@ -109,10 +110,16 @@ def node_env(dsn: str, port: int, **extra: str) -> dict[str, str]:
     return env
 
 
-def start_node(env: dict[str, str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "service", "run"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(log, "ab")
-    )
+def start_node(env: dict[str, str], log: Path) -> subprocess.Popen | forkserver.Child:
+    """`einmal run`, its log appended to `log`: forked by the test fork server (tests/support/forkserver.py)."""
+    with open(log, "ab") as stderr, open(os.devnull, "rb") as stdin, open(os.devnull, "wb") as stdout:
+        if forkserver.ENABLED:
+            return forkserver.spawn(
+                ["run"], env=env, stdin=stdin.fileno(), stdout=stdout.fileno(), stderr=stderr.fileno()
+            )
+        return subprocess.Popen(
+            [sys.executable, "-m", "service", "run"], env=env, cwd=ROOT, stdin=stdin, stdout=stdout, stderr=stderr
+        )
 
 
 async def stop_node(proc: subprocess.Popen, timeout: float = 20) -> int:
