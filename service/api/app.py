@@ -32,6 +32,7 @@ from service.api import (
     lists,
     optin,
     previews,
+    senders,
     subscribers,
     suppressions,
 )
@@ -40,7 +41,19 @@ from service.asgi import NUL
 from service.errors import EinmalError
 from service.settings import Settings
 
-ROUTES = (subscribers, lists, suppressions, campaigns, campaign_rows, previews, drafts, key_routes, account, optin)
+ROUTES = (
+    subscribers,
+    lists,
+    suppressions,
+    campaigns,
+    campaign_rows,
+    previews,
+    drafts,
+    key_routes,
+    account,
+    senders,
+    optin,
+)
 
 
 def served(pool: asyncpg.Pool, settings: Settings, bounded: Callable[[ASGIApp], ASGIApp]) -> ASGIApp:

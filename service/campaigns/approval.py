@@ -4,7 +4,7 @@ unsubscribe it requires, and its trial render (service/campaigns/preview.py)."""
 import anyio
 import asyncpg
 
-from service import db
+from service import db, from_rule
 from service.campaigns import preview
 from service.campaigns.transitions import current_status, transition
 from service.errors import Conflict, NotFound
@@ -33,6 +33,8 @@ async def approve(
             raise NotFound(f"no campaign with id {campaign_id}")
         if reason := unsubscribe.without_one_click(dict(campaign), settings, explicitly):
             raise Conflict(f"campaign {campaign_id} not approved: {reason}")
+        said = f"campaign {campaign_id} not approved: its From"  # a domain removed since it was made
+        await from_rule.check(conn, account_id=campaign["account_id"], address=campaign["from_address"], said=said)
         found = await preview.trial(conn, settings=settings, campaign_id=campaign_id, limiter=limiter)
         if found.hopeless and not force:
             raise Conflict(found.refusal(campaign_id, forcing))

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import asyncpg
 
-from service import db
+from service import db, from_rule
 from service.campaigns import preview
 from service.campaigns.transitions import current_status
 from service.errors import Conflict, Invalid, NotFound
@@ -90,11 +90,13 @@ async def create(
     **fields: Any,
 ) -> Created:
     """A new draft of `account` on `lists` made of `fields` (insert's, checked before), and its trial render.
-    Invalid when this process would send it without the one-click unsubscribe it requires."""
+    Invalid when this process would send it without the one-click unsubscribe it requires; ArgumentError for a
+    From outside the account's domains (service/from_rule.py)."""
     required = fields.get("unsubscribe_required", True)
     if reason := unsubscribe.without_one_click({"unsubscribe_required": required}, settings, explicitly):
         raise Invalid(f"not created: {reason}")
     account_id, list_ids = await resolve(conn, account=account, lists=lists)
+    await from_rule.check(conn, account_id=account_id, address=fields["from_address"], said="From")
     campaign_id = await insert(conn, account_id=account_id, list_ids=list_ids, **fields)
     return Created(campaign_id, await preview.trial(conn, settings=settings, campaign_id=campaign_id, limiter=limiter))
 
@@ -117,6 +119,8 @@ async def change(
         reason := unsubscribe.without_one_click({"unsubscribe_required": True}, settings, explicitly)
     ):
         raise Invalid(f"not changed: {reason}")
+    if fields.get("from_address"):
+        await from_rule.check(conn, account_id=account_id, address=fields["from_address"], said="From", timeout=timeout)
     list_ids = None
     if "lists" in fields:
         _, list_ids = await resolve(conn, account=account, lists=fields["lists"])

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import asyncpg
 
-from service import db
+from service import db, from_rule
 from service.addresses import email_key
 from service.errors import Invalid, NotFound
 from service.mail import unsubscribe
@@ -87,7 +87,8 @@ async def render(
     """The campaign's message for `subscriber` (None: the first member of its lists), rendered in a worker
     thread (`limiter`: of a process that serves others); with `test` (to, subject prefix) as a test message.
     NotFound without the campaign, NoSubscriber without the subscriber, Invalid when its lists have nobody
-    (`naming`: how the caller names the subscriber's option) or it cannot be rendered."""
+    (`naming`: how the caller names the subscriber's option) or it cannot be rendered; ArgumentError for a test
+    message whose From is outside the account's domains (service/from_rule.py)."""
     campaign, row = await sources(conn, campaign_id=campaign_id, subscriber=subscriber)
     if campaign is None:
         raise NotFound(f"no campaign with id {campaign_id}")
@@ -95,6 +96,8 @@ async def render(
         if subscriber:
             raise NoSubscriber(f"campaign {campaign_id}'s account has no subscriber {shown(subscriber)}")
         raise Invalid(f"campaign {campaign_id} has no subscriber on its lists; name one with {naming}")
+    if test:  # what goes out obeys the From rule, as the campaign will at approve
+        await from_rule.check(conn, account_id=campaign["account_id"], address=campaign["from_address"], said="From")
     template, message = await anyio.to_thread.run_sync(rendered, campaign, row, settings, test, limiter=limiter)
     return Rendered(template, message, row["email"])
 

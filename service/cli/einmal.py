@@ -22,6 +22,7 @@ from service.cli import (
     lists_cmd,
     prune,
     reconcile,
+    senders,
     server,
     subscribers_cmd,
     suppressions_cmd,
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.register(sub)
     subscribers_cmd.register(sub)
     accounts.register(sub)
+    senders.register(sub)
     lists_cmd.register(sub)
     campaigns.register(sub)
     suppressions_cmd.register(sub)

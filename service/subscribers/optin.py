@@ -23,7 +23,7 @@ from urllib.parse import urljoin, urlsplit
 import anyio
 import asyncpg
 
-from service import clients, db
+from service import clients, db, from_rule
 from service.addresses import address_problem, email_key
 from service.errors import ConfigError, Conflict, Invalid, NotFound
 from service.mail.render import CampaignTemplate
@@ -39,6 +39,7 @@ HOUR = 3600.0  # the window of the sign-up bounds
 CLIENT_KIND, KEY_KIND, LIST_KIND = "sign-up", "sign-up-key", "confirmation-list"  # their einmal.client_counts
 TOKEN = re.compile(r"[A-Za-z0-9_-]{22}")  # a form's token: 16 random bytes, URL-safe base64 without padding
 MAX_ORIGINS = 20
+OPTIN_FROM = "the confirmations' From (EINMAL_OPTIN_FROM)"  # how the From rule names it (service/from_rule.py)
 
 
 class NotConfigured(Conflict):
@@ -150,6 +151,7 @@ async def sign_up(conn: asyncpg.Connection, settings: Settings, request: SignUp)
     """Record the sign-up; True when its confirmation was queued now (for the log only: the answer to the
     caller never depends on it). The address must have passed checked_address."""
     check_configured(settings)
+    await from_rule.check(conn, account_id=request.account_id, address=settings.optin_from or "", said=OPTIN_FROM)
     key = email_key(request.email)
     campaign_id, wording = await confirmations(conn, settings, request)
     messages = await clients.count(conn, LIST_KIND, f"list:{request.list_id}", HOUR)
@@ -256,10 +258,18 @@ def posted_from(origin_header: str | None, referer: str | None) -> str | None:
 
 
 async def set_form(
-    conn: asyncpg.Connection, account_id: int, list_name: str, open_: bool, allowed: list[str] | None
+    conn: asyncpg.Connection,
+    account_id: int,
+    list_name: str,
+    open_: bool,
+    allowed: list[str] | None,
+    optin_from: str | None = None,
 ) -> asyncpg.Record:
     """Open or close the sign-ups of the account's list (the form and POST /api/v1/subscribe); `allowed`
-    replaces its origins (None: they stay). Invalid for an unknown list."""
+    replaces its origins (None: they stay). Invalid for an unknown list; ArgumentError when opening them for an
+    account whose From domains do not allow `optin_from` (EINMAL_OPTIN_FROM: its confirmations' From)."""
+    if open_ and optin_from:
+        await from_rule.check(conn, account_id=account_id, address=optin_from, said=OPTIN_FROM)
     row = await conn.fetchrow(
         *db.sql(
             "list_form_set",
