@@ -1,4 +1,4 @@
-"""The throughput benchmark runs end to end (`python -m bench --quick`) and prints every
+"""The throughput benchmark runs end to end (`python -m bench --quick`, on fewer messages) and prints every
 figure next to its target with a verdict, every ratio a finite number. Nothing here is
 asserted about speed.
 
@@ -18,11 +18,13 @@ from tests.conftest import ROOT
 UNAVAILABLE = 3
 
 FIGURES = [
-    r"wire: smtp-source -> smtp-sink, 3,000 msgs\s+[\d,]+ msg/s",
+    r"wire: smtp-source -> smtp-sink, 1,000 msgs\s+[\d,]+ msg/s",
     r"einmal 1 node: approval -> sent\s+.*msg/s.*(PASS|MISS)$",
     r"einmal 2 nodes: approval -> sent\s+.*msg/s.*(PASS|MISS)$",
     r"statements per message, 1 node\s+\d+\.\d+ .*(PASS|MISS)$",
+    # against today's engine where a reference was measured at this many messages (`make bench`: 20,000)
     r"PostgreSQL CPU per message, 1 node\s+([\d.]+ µs = [\d.]+ × today's \d+ µs\s+<= 0.6 × today's\s+(PASS|MISS)"
+    r"|[\d.]+ µs \(today's: none at 1,000 messages\)"
     r"|not measured: the server is not local)",  # a server in a container: its backends are not in our /proc
     r"PostgreSQL CPU per message, 2 nodes\s+([\d.]+ µs|not measured)",
     r"node CPU per message, 1 node\s+[\d.]+ µs \(today's \d+ µs\)",
@@ -34,9 +36,9 @@ FIGURES = [
     r"approve -> first message, 2 nodes\s+\d+\.\d+ s\s.*(PASS|MISS)$",
     r"einmal 1 node, DKIM ed25519: approval -> sent\s+.*× unsigned.*(PASS|MISS)$",
     r"einmal 1 node, DKIM rsa-2048: approval -> sent\s+.*msg/s",
-    r"DKIM ed25519: dkimpy, what the sink got\s+verified 3,000 of 3,000\s.*PASS$",
-    r"DKIM rsa-2048: dkimpy, what the sink got\s+verified 3,000 of 3,000\s.*PASS$",
-    r"recipient build, 20,000 subscribers\s+.*× bare.*(PASS|MISS)$",
+    r"DKIM ed25519: dkimpy, what the sink got\s+verified 1,000 of 1,000\s.*PASS$",
+    r"DKIM rsa-2048: dkimpy, what the sink got\s+verified 1,000 of 1,000\s.*PASS$",
+    r"recipient build, 5,000 subscribers\s+.*× bare.*(PASS|MISS)$",
     r"bare INSERT … SELECT DISTINCT ON\s+\d+\.\d+ s \([\d,]+ rows\)",
     r"relay 0-100 ms: pool of 20 aiosmtplib conns\s+[\d,]+ msg/s \(750 in [\d.]+ s\)\s+\(the reference\)",
     r"relay 0-100 ms: einmal 1 node, 20 connections\s+[\d,]+ msg/s = [\d.]+ × pool\s+>= 0.9 × pool\s+(PASS|MISS)$",
@@ -63,7 +65,7 @@ def bench(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_quick_bench_prints_every_figure_with_its_target_and_verdict():
-    done = bench("--quick")
+    done = bench("--quick", "--messages", "1000", "--subscribers", "5000")  # what is printed, not how fast
     if done.returncode == UNAVAILABLE:
         pytest.skip(done.stderr.strip())
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -30,8 +30,9 @@ from pathlib import Path
 import asyncpg
 
 from service import embedded
-from tests.conftest import ROOT, UNSUBSCRIBE, with_database
-from tests.support.pipeline import message_id
+from tests.conftest import UNSUBSCRIBE, with_database
+from tests.support import forkserver
+from tests.support.pipeline import message_id, start_node
 from tests.support.smtp_servers import DROP, FaultServer
 
 CONNECTIONS = 4
@@ -199,14 +200,8 @@ class Nodes:
         self.envs, self.log_dir = envs, log_dir
         self.procs = [self.start(i) for i in range(len(envs))]
 
-    def start(self, i: int) -> subprocess.Popen:
-        return subprocess.Popen(
-            [sys.executable, "-m", "service", "run"],
-            env=self.envs[i],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=open(self.log_dir / f"node{i}.log", "ab"),
-        )
+    def start(self, i: int) -> subprocess.Popen | forkserver.Child:
+        return start_node(self.envs[i], self.log_dir / f"node{i}.log")
 
     def kill(self, i: int) -> None:
         """SIGKILL node i and start it again, with the same environment."""
