@@ -26,6 +26,7 @@ from service.api import (
     campaigns,
     deps,
     docs,
+    doctor,
     drafts,
     idempotency,
     key_routes,
@@ -40,7 +41,19 @@ from service.asgi import NUL
 from service.errors import EinmalError
 from service.settings import Settings
 
-ROUTES = (subscribers, lists, suppressions, campaigns, campaign_rows, previews, drafts, key_routes, account, optin)
+ROUTES = (
+    subscribers,
+    lists,
+    suppressions,
+    campaigns,
+    campaign_rows,
+    previews,
+    drafts,
+    key_routes,
+    account,
+    optin,
+    doctor,
+)
 
 
 def served(pool: asyncpg.Pool, settings: Settings, bounded: Callable[[ASGIApp], ASGIApp]) -> ASGIApp:
