@@ -44,6 +44,7 @@ OPERATIONS = {
     ("delete", "/keys/{key_id}"): "revoke_key",
     ("get", "/account"): "get_account",
     ("patch", "/account"): "change_account",
+    ("get", "/doctor"): "doctor",
     ("post", "/subscribe"): "subscribe",
 }
 
