@@ -54,6 +54,10 @@ def zones(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         "nodmarc.test": _sender(record, dmarc=False),
         "nomx.test": [txt("@", f"v=spf1 ip4:{RELAY} -all")],  # no MX, no address
         # eleven includes, one within the next: each a lookup, one past the limit of ten
+        # three names that do not exist: three void lookups, one past the limit of two
+        "spfvoid.test": _sender(
+            record, spf=f"v=spf1 {' '.join(f'a:nx{i}.spfvoid.test' for i in (1, 2, 3))} ip4:{RELAY} -all"
+        ),
         "spf10.test": [
             *_sender(record, spf="v=spf1 include:l1.spf10.test -all"),
             *chain,
@@ -122,6 +126,12 @@ def test_the_good_zone_passes_every_check_and_exits_0(zones: dict[str, str]) -> 
             ],
         ),
         ("spf10.test", {}, ["SPF of spf10.test: receivers answer permerror: 11 DNS lookups, over 10"]),
+        ("spfvoid.test", {}, ["SPF of spfvoid.test: receivers answer permerror: 3 void lookups, over 2"]),
+        (
+            "good.test",
+            {"EINMAL_SMTP_URLS": "smtp://192.0.2.99:587?tls=starttls"},
+            ["SPF of good.test for relay 192.0.2.99:587 (192.0.2.99): fail"],
+        ),
     ],
 )
 def test_each_broken_record_is_reported_by_number_and_exits_1(
