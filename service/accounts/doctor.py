@@ -152,13 +152,13 @@ def _local(host: str) -> bool:
         return host.lower() == "localhost"
 
 
-_cache: dict[tuple[int, str], tuple[float, Identity, Report]] = {}
+_cache: dict[tuple[int, str, str | None], tuple[float, Identity, Report]] = {}
 
 
 async def cached(identity: Identity, settings: Settings, *, domain: str) -> Report:
     """examine(), its answer kept EINMAL_DOCTOR_CACHE_SECONDS per account and domain in this process (not
     one where DNS did not answer: the next approve asks again)."""
-    key, now = (identity.account_id, a_label(domain)), time.monotonic()
+    key, now = (identity.account_id, a_label(domain), settings.dns_servers), time.monotonic()
     kept = _cache.get(key)
     if kept and kept[1] == identity and now - kept[0] < settings.doctor_cache_seconds:
         return kept[2]

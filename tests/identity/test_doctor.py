@@ -5,6 +5,7 @@ and `campaign approve` refuses a campaign from a broken domain unless forced."""
 
 import json
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import asyncpg
@@ -43,7 +44,7 @@ def _sender(record: str, dmarc: bool = True, spf: str = f"v=spf1 ip4:{RELAY} -al
 
 @pytest.fixture(scope="module")
 def zones(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """The DNS server and the key einmal holds: {"servers": "127.0.0.1:port", "key": path}."""
+    """The DNS server and the key einmal holds: {"servers": "127.0.0.1:port", "key": path, "record": its TXT}."""
     folder = tmp_path_factory.mktemp("dns")
     key, record = _key(folder, "einmal")
     _, other = _key(folder, "other")
@@ -65,7 +66,7 @@ def zones(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         ],
     }
     with dns_server(folder, served) as servers:
-        yield {"servers": servers, "key": key}
+        yield {"servers": servers, "key": key, "record": record}
 
 
 def env(zones: dict[str, str], domain: str, **more: str) -> dict[str, str]:
@@ -243,3 +244,26 @@ async def test_the_api_answers_the_findings_and_approve_refuses_then_passes_with
         forced = await client.post(f"/campaigns/{campaign}/approve", headers=auth, params={"force": "true"})
         assert forced.status_code == 200 and forced.json()["status"] == "approved", forced.text
         assert any("approved with ?force=true although" in w for w in forced.json()["warnings"])
+
+
+@pytest.mark.anyio
+async def test_a_nodes_approve_keeps_the_findings_for_the_cache_seconds(
+    zones: dict[str, str], conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
+    """The first approve asks DNS; the next, within EINMAL_DOCTOR_CACHE_SECONDS, does not: it passes with the
+    DNS server gone, where asking would find no answer and refuse."""
+    first, key = await _draft(conn, dsn, "news@good.test")
+    made = einmal(
+        "campaign", "create", "--account", "acme", "--name", "m", "--subject", "Hi", "--from", "news@good.test",
+        "--text", "Hello", "--list", "news", "--at", "2099-01-01T00:00:00+00:00", dsn=dsn,
+    )  # fmt: skip
+    second, auth = int(made.stdout), {"Authorization": f"Bearer {key}"}
+    with ExitStack() as dns:
+        servers = dns.enter_context(dns_server(tmp_path, {"good.test": _sender(zones["record"])}))
+        settings = {k.removeprefix("EINMAL_").lower(): v for k, v in env(zones, "good.test").items()}
+        settings.update(dns_servers=servers, doctor_cache_seconds=300)
+        async with http_server(dsn, **settings) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+            assert (await client.post(f"/campaigns/{first}/approve", headers=auth)).status_code == 200
+            dns.close()  # knotd stopped
+            answer = await client.post(f"/campaigns/{second}/approve", headers=auth, timeout=60)
+            assert answer.status_code == 200 and not any("doctor" in w for w in answer.json()["warnings"]), answer.text
