@@ -9,7 +9,11 @@ logged, counted or answered: only `shown()` forms leave this module."""
 
 from dataclasses import dataclass, field
 
+import asyncpg
 from pydantic import SecretStr
+
+from service import db
+from service.errors import NotFound
 
 
 @dataclass(frozen=True)
@@ -48,3 +52,19 @@ class Identity:
     return_path: str | None = None  # None: EINMAL_RETURN_PATH
     return_path_secret: SecretStr | None = None  # None: EINMAL_RETURN_PATH_SECRET
     unsubscribe_mailto: str | None = None  # None: EINMAL_UNSUBSCRIBE_MAILTO
+
+
+async def of_account(conn: asyncpg.Connection, *, account_id: int) -> Identity:
+    """Account `account_id`'s identity as stored; NotFound when there is no such account."""
+    row = await conn.fetchrow(*db.sql("identity_of_account", account_id=account_id))
+    if row is None:
+        raise NotFound(f"no account with id {account_id}")
+    secret = row["return_path_secret"]
+    return Identity(
+        account_id=account_id,
+        domains=tuple(DomainKeys(d, tuple(s), tuple(k)) for d, s, k in row["domains"]),
+        relays=tuple(AccountRelay(*r) for r in row["relays"]),
+        return_path=row["return_path"],
+        return_path_secret=SecretStr(secret) if secret is not None else None,
+        unsubscribe_mailto=row["unsubscribe_mailto"],
+    )
