@@ -22,7 +22,7 @@ from service.accounts import dns_checks
 from service.accounts import doctor_records as records
 from service.accounts.dns_checks import Lookup
 from service.accounts.doctor_records import Finding
-from service.accounts.identity import Identity
+from service.accounts.identity import Identity, of_account
 from service.errors import ArgumentError, EinmalError
 from service.mail import dkim
 from service.settings import Settings
@@ -43,8 +43,8 @@ class Report:
 
 
 async def identity_of(conn: asyncpg.Connection, *, account_id: int) -> Identity:
-    """The account's sender identity: for now every account's is the environment's settings."""
-    return Identity(account_id=account_id)
+    """The account's sender identity as stored (its empty parts: the environment's settings)."""
+    return await of_account(conn, account_id=account_id)
 
 
 def a_label(domain: str) -> str:

@@ -44,7 +44,8 @@ def _sender(record: str, dmarc: bool = True, spf: str = f"v=spf1 ip4:{RELAY} -al
 
 @pytest.fixture(scope="module")
 def zones(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """The DNS server and the key einmal holds: {"servers": "127.0.0.1:port", "key": path, "record": its TXT}."""
+    """The DNS server and the key einmal holds: {"servers": "127.0.0.1:port", "key": its file, "pem": the key,
+    "record": its TXT}."""
     folder = tmp_path_factory.mktemp("dns")
     key, record = _key(folder, "einmal")
     _, other = _key(folder, "other")
@@ -66,7 +67,7 @@ def zones(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         ],
     }
     with dns_server(folder, served) as servers:
-        yield {"servers": servers, "key": key, "record": record}
+        yield {"servers": servers, "key": key, "pem": Path(key).read_text(), "record": record}
 
 
 def env(zones: dict[str, str], domain: str, **more: str) -> dict[str, str]:
@@ -267,3 +268,43 @@ async def test_a_nodes_approve_keeps_the_findings_for_the_cache_seconds(
             dns.close()  # knotd stopped
             answer = await client.post(f"/campaigns/{second}/approve", headers=auth, timeout=60)
             assert answer.status_code == 200 and not any("doctor" in w for w in answer.json()["warnings"]), answer.text
+
+
+@pytest.mark.anyio
+async def test_an_accounts_own_domain_keys_and_relay_are_what_it_checks(
+    zones: dict[str, str], conn: asyncpg.Connection, dsn: str
+) -> None:
+    """No DKIM in the environment: the account's own domain, key and relay (identity.of_account) are checked,
+    and approve asks the doctor because the account signs; its relay's password is never printed."""
+    account_id = await conn.fetchval(
+        "INSERT INTO einmal.accounts (name, return_path) VALUES ('acme', 'bounces@nomx.test') RETURNING id"
+    )
+    await conn.execute(
+        "INSERT INTO einmal.account_domains (account_id, domain, selectors, keys) VALUES ($1, 'good.test', '{s1}', $2)",
+        account_id,
+        [zones["pem"]],
+    )
+    relay = await conn.fetchval(
+        "INSERT INTO einmal.relays (name, url) VALUES ('own', 'smtp://u:relay-password@192.0.2.77:587') RETURNING id"
+    )
+    await conn.execute("INSERT INTO einmal.account_relays (account_id, relay_id) VALUES ($1, $2)", account_id, relay)
+    plain = {"EINMAL_DNS_SERVERS": zones["servers"], "EINMAL_RETURN_PATH_SECRET": "a-return-path-secret-of-enough"}
+    done = einmal("doctor", "--account", "acme", dsn=dsn, env=plain)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "relay-password" not in done.stdout + done.stderr
+    failed = set(failing(done.stdout).values())
+    assert failed == {
+        "SPF of nomx.test for relay 192.0.2.77:587 (192.0.2.77): fail",
+        "From good.test does not align with return path nomx.test (aspf=r): DMARC cannot pass through it",
+        "bounces to nomx.test: no MX and no address",
+        "relay 192.0.2.77:587: no TLS, and its password goes in clear",
+    }, done.stdout
+    assert "DKIM s1._domainkey.good.test: the published key is einmal's" in done.stdout
+    await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", account_id)
+    made = einmal(
+        "campaign", "create", "--account", "acme", "--name", "n", "--subject", "Hi", "--from", "news@good.test",
+        "--text", "Hello", "--list", "news", "--at", "2099-01-01T00:00:00+00:00", dsn=dsn, env=plain,
+    )  # fmt: skip
+    refused = einmal("campaign", "approve", made.stdout.strip(), dsn=dsn, env=plain)
+    assert refused.returncode == 1 and "finds checks" in refused.stderr, refused.stderr
+    assert "relay-password" not in refused.stderr
