@@ -110,6 +110,9 @@ async def walk(lookup: Lookup, domain: str, record: str, root: Spf | None = None
     top = root or spf
     for term in record.split()[1:]:
         name, sep, value = term.partition(":") if ":" in term or "=" not in term else term.partition("=")
+        if not sep and "/" in name:  # a/24, mx/24//64: the domain's own, with prefix lengths
+            name, slash, value = name.partition("/")
+            value = slash + value
         qualifier = name[0] if name[:1] in RESULTS else "+"
         mechanism = name.lstrip("+-~?").lower()
         if sep == "=":  # a modifier: redirect= and exp= (unknown ones are ignored, 6.)

@@ -85,6 +85,7 @@ async def dkim_keys(notes: Notes, lookup: Lookup, domain: str, d: str | None, ke
 
 
 async def spf(notes: Notes, lookup: Lookup, envelope: str, chosen: list[relays.Relay]) -> None:
+    """The envelope domain's one SPF record within RFC 7208's limits, then each relay address against it."""
     expected = "v=spf1 ip4:<relay address> -all (or include: of the relay's provider)"
     try:
         records = await dns_checks.spf_records(lookup, envelope)
@@ -112,9 +113,8 @@ async def spf(notes: Notes, lookup: Lookup, envelope: str, chosen: list[relays.R
             "replace includes by the ip4:/ip6: networks they name, or drop unused ones",
         )
         return  # every sender's answer is permerror: no relay to judge apart
-    else:
-        title = f"SPF of {envelope}: {spf.lookups} DNS lookups of {dns_checks.SPF_LOOKUPS}, {spf.void} void"
-        notes.add("spf", "ok", title, spf.record)
+    title = f"SPF of {envelope}: {spf.lookups} DNS lookups of {dns_checks.SPF_LOOKUPS}, {spf.void} void"
+    notes.add("spf", "ok", title, spf.record)
     for relay in chosen:
         await _relay_spf(notes, lookup, spf, envelope, relay)
 
@@ -145,6 +145,8 @@ async def _relay_spf(notes: Notes, lookup: Lookup, spf, envelope: str, relay: re
 
 
 async def dmarc(notes: Notes, lookup: Lookup, domain: str, d: str | None, envelope: str) -> None:
+    """The From domain's DMARC record (or its organisational domain's) and its policy; then From aligned with
+    the DKIM d= and with the envelope domain under its adkim and aspf (relaxed when there is no record)."""
     names = [f"_dmarc.{domain}"] + ([f"_dmarc.{organisational(domain)}"] if organisational(domain) != domain else [])
     records: list[str] = []
     for name in names:
@@ -162,7 +164,8 @@ async def dmarc(notes: Notes, lookup: Lookup, domain: str, d: str | None, envelo
         fix = f'publish TXT _dmarc.{domain} "{expected}"'
         notes.add("dmarc", "fail", f"DMARC of {domain}: no valid record at {names[0]}", found, expected, fix)
     elif tags["p"] == "none":
-        notes.add("dmarc", "warn", f"DMARC of {domain}: p=none, monitoring only", records[0], expected)
+        fix = "p=quarantine once the aggregate reports (rua=) show only your own mail failing"
+        notes.add("dmarc", "warn", f"DMARC of {domain}: p=none, monitoring only", records[0], expected, fix)
     else:
         notes.add("dmarc", "ok", f"DMARC of {domain}: p={tags['p']} at {name}", records[0])
     strict = {"s": "strict", "r": "relaxed"}
@@ -180,6 +183,7 @@ async def dmarc(notes: Notes, lookup: Lookup, domain: str, d: str | None, envelo
 
 
 async def bounces(notes: Notes, lookup: Lookup, envelope: str) -> None:
+    """The return path's domain receives mail: an MX (not a null one), else at least an address."""
     try:
         exchanges = await lookup.mx(envelope)
         addresses = [] if exchanges else await lookup.addresses(envelope)

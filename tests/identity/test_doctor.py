@@ -14,7 +14,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from service.accounts import dns_checks
 from service.mail import dkim
+from service.settings import dns_servers
 from tests.conftest import einmal
 from tests.support.dns_server import dns_server, txt
 from tests.support.web import http_server
@@ -56,6 +58,16 @@ def zones(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         "nodmarc.test": _sender(record, dmarc=False),
         "nomx.test": [txt("@", f"v=spf1 ip4:{RELAY} -all")],  # no MX, no address
         # eleven includes, one within the next: each a lookup, one past the limit of ten
+        # a, mx with prefix lengths, redirect, include, exists: walked and judged as receivers do
+        "spfx.test": [
+            txt("@", "v=spf1 a/24 mx:spfx.test//64 ~all"),
+            "@ A 192.0.2.5",
+            "@ MX 10 m",
+            "m A 198.51.100.7",
+            txt("r", "v=spf1 redirect=spfx.test"),
+            txt("i", "v=spf1 include:spfx.test -all"),
+            txt("e", "v=spf1 exists:%{i}.spfx.test -all"),
+        ],
         # three names that do not exist: three void lookups, one past the limit of two
         "spfvoid.test": _sender(
             record, spf=f"v=spf1 {' '.join(f'a:nx{i}.spfvoid.test' for i in (1, 2, 3))} ip4:{RELAY} -all"
@@ -308,3 +320,23 @@ async def test_an_accounts_own_domain_keys_and_relay_are_what_it_checks(
     refused = einmal("campaign", "approve", made.stdout.strip(), dsn=dsn, env=plain)
     assert refused.returncode == 1 and "finds checks" in refused.stderr, refused.stderr
     assert "relay-password" not in refused.stderr
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("domain", "lookups", "judged"),
+    [
+        ("spfx.test", 2, ["pass", "pass", "softfail"]),  # a/24 takes 192.0.2.77; mx//64 the exchange's address
+        ("r.spfx.test", 3, ["pass", "pass", "softfail"]),  # redirect: the other record's answer, and its lookups
+        ("i.spfx.test", 3, ["pass", "pass", "fail"]),  # include: only its pass matches; then -all
+        ("e.spfx.test", 1, ["unknown", "unknown", "unknown"]),  # exists with a macro: the sender decides
+    ],
+)
+async def test_spf_is_walked_and_judged_as_receivers_do(
+    zones: dict[str, str], domain: str, lookups: int, judged: list[str]
+) -> None:
+    lookup = dns_checks.Lookup(dns_checks.resolver(dns_servers(zones["servers"])))
+    (record,) = await dns_checks.spf_records(lookup, domain)
+    spf = await dns_checks.walk(lookup, domain, record)
+    assert (spf.lookups, spf.void, spf.problems) == (lookups, 0, [])
+    assert [dns_checks.judge(spf, a) for a in ("192.0.2.77", "198.51.100.7", "203.0.113.1")] == judged
