@@ -38,6 +38,28 @@ def _items(value: str, what: str, fold=str) -> str:
     return ",".join(items)
 
 
+def dns_servers(value: str) -> tuple[tuple[str, int], ...]:
+    """`127.0.0.1:5353,[::1]` as (address, port) pairs; ValueError unless each is an IP address and a port."""
+    found = []
+    for item in (part.strip() for part in value.split(",")):
+        host, port = item, "53"
+        if item.startswith("["):
+            host, _, port = item[1:].partition("]")
+            port = port.removeprefix(":") or "53"
+        elif item.count(":") == 1:
+            host, _, port = item.partition(":")
+        try:
+            address = str(ipaddress.ip_address(host))
+        except ValueError:
+            raise ValueError(
+                f"{item[:60]!r} is not an IP address with an optional :port, e.g. 127.0.0.1:5353"
+            ) from None
+        if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+            raise ValueError(f"{item[:60]!r}: the port must be from 1 to 65535")
+        found.append((address, int(port)))
+    return tuple(found)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="EINMAL_", extra="ignore", frozen=True, allow_inf_nan=False)
 
@@ -559,6 +581,24 @@ class Settings(BaseSettings):
         ),
         examples=["/etc/einmal/dkim.pem"],
     )
+    # `einmal doctor` and approve's check of DNS (service/accounts/doctor.py, docs/operations/doctor.md)
+    dns_servers: str | None = Field(
+        None,
+        description=(
+            "the DNS servers `einmal doctor` and `campaign approve` ask, comma-separated `host:port` (an IP address; "
+            "IPv6 in brackets, `[::1]:53`; port default 53); unset: the system's resolver "
+            "([einmal doctor](../operations/doctor.md))"
+        ),
+        examples=["127.0.0.1:5353"],
+    )
+    doctor_cache_seconds: float = Field(
+        300.0,
+        ge=0,
+        description=(
+            "how long a process keeps the doctor's findings for an account's From domain before `campaign approve` "
+            "asks DNS again; `0`: every time"
+        ),
+    )
 
     @model_validator(mode="after")
     def _listen_beside_a_transaction_pooler(self) -> "Settings":
@@ -644,6 +684,18 @@ class Settings(BaseSettings):
     @classmethod
     def _dkim_key_files(cls, value: str | None) -> str | None:
         return None if value is None else _items(value, "key files")
+
+    @field_validator("dns_servers")
+    @classmethod
+    def _dns_servers(cls, value: str | None) -> str | None:
+        if value is not None:
+            dns_servers(value)
+        return value
+
+    @property
+    def dns_server_list(self) -> tuple[tuple[str, int], ...]:
+        """EINMAL_DNS_SERVERS as (address, port) pairs; () when unset: the system's resolver."""
+        return dns_servers(self.dns_servers) if self.dns_servers else ()
 
     @field_validator("unsubscribe_mailto")
     @classmethod

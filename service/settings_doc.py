@@ -125,6 +125,7 @@ SECTIONS = [
         ],
     ),
     ("DKIM signing", ["dkim_domain", "dkim_selector", "dkim_private_key_file"]),
+    ("DNS checks (`einmal doctor`)", ["dns_servers", "doctor_cache_seconds"]),
     (
         "Bounces and complaints",
         [

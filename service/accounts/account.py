@@ -40,6 +40,19 @@ async def find_account(conn: asyncpg.Connection, *, name: str) -> int:
     return account_id
 
 
+async def resolve(conn: asyncpg.Connection, *, account: str, lists: list[str]) -> tuple[int, list[int]]:
+    """(the account's id, its lists' ids in the order named); NotFound for an unknown account, Invalid for a
+    list it does not have."""
+    rows = await conn.fetch(*db.sql("account_lists_resolve", account=account, lists=lists))
+    if not rows:
+        raise NotFound(f"no account named {shown(account)}")
+    found = {r["list_name"]: r["list_id"] for r in rows if r["list_id"] is not None}
+    missing = [name for name in lists if name not in found]
+    if missing:
+        raise Invalid(f"account {shown(account)} has no list named {', '.join(map(shown, missing))}")
+    return rows[0]["account_id"], [found[name] for name in lists]
+
+
 async def name_of(conn: asyncpg.Connection, *, account_id: int, timeout: float | None = None) -> str:
     return await conn.fetchval(*db.sql("account_name", account_id=account_id), timeout=timeout)
 

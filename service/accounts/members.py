@@ -9,9 +9,8 @@ from datetime import datetime
 import asyncpg
 
 from service import db
-from service.accounts.account import find_account
+from service.accounts.account import find_account, resolve
 from service.addresses import email_key
-from service.campaigns.drafts import resolve
 from service.errors import NotFound
 from service.subscribers.suppressions import Suppression
 from service.text import check_account, shown

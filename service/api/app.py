@@ -26,6 +26,7 @@ from service.api import (
     campaigns,
     deps,
     docs,
+    doctor,
     drafts,
     idempotency,
     key_routes,
@@ -53,6 +54,7 @@ ROUTES = (
     account,
     senders,
     optin,
+    doctor,
 )
 
 

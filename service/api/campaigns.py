@@ -200,7 +200,8 @@ async def get_campaign(campaign_id: CampaignId, conn: Conn, key: Key) -> Campaig
     "/{campaign_id}/approve",
     operation_id="approve_campaign",
     summary="approve the campaign (409 when its state forbids, when this server would send it without the "
-    "one-click unsubscribe it requires, or when it renders for none of the subscribers tried)",
+    "one-click unsubscribe it requires, when it renders for none of the subscribers tried, or when the doctor "
+    "finds a check of its From domain failing)",
     responses=CONFLICT,
 )
 async def approve_campaign(
@@ -209,7 +210,11 @@ async def approve_campaign(
     conn: Conn,
     key: Key,
     force: Annotated[
-        bool, Query(description="approve even if its trial render fails for every subscriber tried")
+        bool,
+        Query(
+            description="approve even if its trial render fails for every subscriber tried, or the doctor "
+            "(GET /api/v1/doctor) finds a check of its From domain failing"
+        ),
     ] = False,
     idempotency_key: IdempotencyKey = None,
 ) -> ApprovedCampaign:

@@ -1,10 +1,15 @@
 """Approve a draft after its checks, for `einmal campaign approve` and POST …/approve: the one-click
-unsubscribe it requires, and its trial render (service/campaigns/preview.py)."""
+unsubscribe it requires, its trial render (service/campaigns/preview.py), and the doctor's checks of its From
+domain (service/accounts/doctor.py) where the account or the installation signs with DKIM."""
+
+import dataclasses
+from email.utils import parseaddr
 
 import anyio
 import asyncpg
 
 from service import db, from_rule
+from service.accounts import account, doctor
 from service.campaigns import preview
 from service.campaigns.transitions import current_status, transition
 from service.errors import Conflict, NotFound
@@ -38,5 +43,30 @@ async def approve(
         found = await preview.trial(conn, settings=settings, campaign_id=campaign_id, limiter=limiter)
         if found.hopeless and not force:
             raise Conflict(found.refusal(campaign_id, forcing))
+        if said := await _doctor(conn, settings, dict(campaign), force, forcing):
+            found = dataclasses.replace(found, warnings=(*found.warnings, said))
     await transition(conn, verb="approve", campaign_id=campaign_id)
     return found
+
+
+async def _doctor(conn: asyncpg.Connection, settings: Settings, campaign: dict, force: bool, forcing: str) -> str:
+    """Conflict naming the doctor's failing checks of the campaign's From domain, unless `force`: then the
+    warning that says so. Asked only where the account or the installation signs with DKIM (an installation
+    that signs nothing has set up no domain to check: it approves as before); the one-click unsubscribe is
+    judged above, by the campaign's own choice. The findings are kept EINMAL_DOCTOR_CACHE_SECONDS."""
+    identity = await doctor.identity_of(conn, account_id=campaign["account_id"])
+    domain = parseaddr(campaign["from_address"])[1].rpartition("@")[2]
+    if not domain or not doctor.signs(identity, settings):
+        return ""
+    report = await doctor.cached(identity, settings, domain=domain)
+    failing = report.failing(skip=("unsubscribe",))
+    if not failing:
+        return ""
+    name = await account.name_of(conn, account_id=campaign["account_id"])
+    said = (
+        f"`einmal doctor --account {name} --domain {report.domain}` finds check{'s' * (len(failing) > 1)} "
+        f"{', '.join(str(n) for n in failing)} failing: mail from {report.domain} may be rejected"
+    )
+    if not force:
+        raise Conflict(f"campaign {campaign['id']} not approved: {said} ({forcing} approves it anyway)")
+    return f"warning: approved with {forcing} although {said}"

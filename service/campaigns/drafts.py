@@ -12,31 +12,18 @@ import anyio
 import asyncpg
 
 from service import db, from_rule
+from service.accounts.account import resolve
 from service.campaigns import preview
 from service.campaigns.transitions import current_status
-from service.errors import Conflict, Invalid, NotFound
+from service.errors import Conflict, Invalid
 from service.mail import unsubscribe
 from service.settings import Settings
-from service.text import shown
 
 
 @dataclass(frozen=True)
 class Created:
     id: int
     trial: preview.Trial  # what its trial render found
-
-
-async def resolve(conn: asyncpg.Connection, *, account: str, lists: list[str]) -> tuple[int, list[int]]:
-    """(the account's id, its lists' ids in the order named); NotFound for an unknown account, Invalid for a
-    list it does not have."""
-    rows = await conn.fetch(*db.sql("account_lists_resolve", account=account, lists=lists))
-    if not rows:
-        raise NotFound(f"no account named {shown(account)}")
-    found = {r["list_name"]: r["list_id"] for r in rows if r["list_id"] is not None}
-    missing = [name for name in lists if name not in found]
-    if missing:
-        raise Invalid(f"account {shown(account)} has no list named {', '.join(map(shown, missing))}")
-    return rows[0]["account_id"], [found[name] for name in lists]
 
 
 async def insert(

@@ -290,7 +290,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("id", type=int, help="the campaign's id")
         if verb == "approve":
             p.add_argument(
-                "--force", action="store_true", help="approve even if its trial render fails for every subscriber tried"
+                "--force",
+                action="store_true",
+                help="approve even if its trial render fails for every subscriber tried, or `einmal doctor` finds "
+                "a check of its From domain failing",
             )
         p.set_defaults(func=transition_command, verb=verb)
     status = campaign.add_parser("status", help="counts per state, the pause reason, the top failure replies")

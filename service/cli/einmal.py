@@ -19,6 +19,7 @@ from service.cli import (
     accounts,
     campaigns,
     demo,
+    doctor,
     lists_cmd,
     prune,
     reconcile,
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     suppressions_cmd.register(sub)
     prune.register(sub)
     reconcile.register(sub)
+    doctor.register(sub)
     return parser
 
 

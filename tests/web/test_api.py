@@ -153,7 +153,9 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
             url = path.format(**values)
             answer = await client.request(method.upper(), url, headers=other, json=bodies.get((method, path)))
             asked += 1
-            if path == "/subscribe":  # acme's list, by its name: none of other's
+            if path == "/doctor":  # the key's own account, and this server names no From domain to check
+                assert answer.status_code == 422 and "no From domain" in answer.json()["error"], answer.text
+            elif path == "/subscribe":  # acme's list, by its name: none of other's
                 assert (answer.status_code, answer.json()) == (404, {"error": "no such list"}), answer.text
             elif "{" in path and (method != "put" or path.endswith(("/form", "/title"))):
                 assert (answer.status_code, answer.json()) in (
@@ -439,6 +441,7 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
         "/keys/{key_id}",
         "/subscribe",
         "/account",
+        "/doctor",
         "/campaigns/{campaign_id}/retry",
         "/campaigns/{campaign_id}/in-doubt",
         "/campaigns/{campaign_id}/reconcile",

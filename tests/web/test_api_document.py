@@ -50,6 +50,7 @@ OPERATIONS = {
     ("post", "/account/domains/{domain}/dkim"): "create_dkim_key",
     ("get", "/account/identity"): "get_identity",
     ("patch", "/account/identity"): "change_identity",
+    ("get", "/doctor"): "doctor",
     ("post", "/subscribe"): "subscribe",
 }
 

@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 
 from tests.conftest import einmal
+from tests.support.dns_server import dns_server
 from tests.support.web import http_server
 
 pytestmark = pytest.mark.anyio
@@ -28,36 +29,38 @@ async def test_every_operation_holds_to_the_document_under_generated_input(
         "[checks.negative_data_rejection]\nexpected-statuses = "
         "[400, 401, 403, 404, 405, 406, 409, 413, 415, 422, 428, 429]\n"
     )
-    async with http_server(dsn, **relay) as base:
-        done = await anyio.run_process(
-            [
-                str(Path(sys.executable).parent / "schemathesis"),
-                "run",
-                f"{base}/api/v1/openapi.json",
-                # all checks but two: an address the document's string admits may still not be an address
-                # (email syntax is not JSON Schema's to say), and a PUT refuses it with 422, as documented; and
-                # ignored_auth, whose requests with a wrong key count as guesses of this client's network and
-                # would have it refused (429, deps.Guesses) for the rest of the run; test_api.py's every-route
-                # test sends four kinds of bad credentials to every operation (401).
-                "--checks",
-                "all",
-                "--exclude-checks",
-                "positive_data_acceptance,ignored_auth",
-                "--max-examples",
-                examples,
-                "--generation-deterministic",
-                "--workers",
-                "1",
-                "--header",
-                f"Authorization: Bearer {key}",
-                "--max-response-time",
-                "10",
-                *os.environ.get("API_FUZZ_REPORT", "").split(),
-            ],
-            cwd=tmp_path,
-            check=False,
-            env={**os.environ, "SCHEMATHESIS_HOOKS": ""},
-        )
+    # GET /doctor asks DNS about the domains it is given: a loopback server, that refuses all but its one zone
+    with dns_server(tmp_path, {"einmal.test": []}) as servers:
+        async with http_server(dsn, **relay, dns_servers=servers) as base:
+            done = await anyio.run_process(
+                [
+                    str(Path(sys.executable).parent / "schemathesis"),
+                    "run",
+                    f"{base}/api/v1/openapi.json",
+                    # all checks but two: an address the document's string admits may still not be an address
+                    # (email syntax is not JSON Schema's to say), and a PUT refuses it with 422, as documented; and
+                    # ignored_auth, whose requests with a wrong key count as guesses of this client's network and
+                    # would have it refused (429, deps.Guesses) for the rest of the run; test_api.py's every-route
+                    # test sends four kinds of bad credentials to every operation (401).
+                    "--checks",
+                    "all",
+                    "--exclude-checks",
+                    "positive_data_acceptance,ignored_auth",
+                    "--max-examples",
+                    examples,
+                    "--generation-deterministic",
+                    "--workers",
+                    "1",
+                    "--header",
+                    f"Authorization: Bearer {key}",
+                    "--max-response-time",
+                    "10",
+                    *os.environ.get("API_FUZZ_REPORT", "").split(),
+                ],
+                cwd=tmp_path,
+                check=False,
+                env={**os.environ, "SCHEMATHESIS_HOOKS": ""},
+            )
     out = done.stdout.decode()
     print(summary(out))  # `make fuzz` shows it
     assert done.returncode == 0, out[out.find("FAILURES") :][:8000]

@@ -1,0 +1,202 @@
+"""The doctor's findings on each DNS record (service/accounts/doctor.py runs them in order): the DKIM keys, SPF
+and each relay's address in it, DMARC and alignment, the return path's MX. Each `Notes.add` is one finding,
+numbered in the order made.
+
+The organisational domain (DMARC's fallback, relaxed alignment) is the last two labels of a name: no Public
+Suffix List, so `mail.example.co.uk` counts as `co.uk` and relaxed alignment there is judged too kindly."""
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Literal
+
+from service import relays
+from service.accounts import dns_checks
+from service.accounts.dns_checks import Lookup, Unanswered
+from service.errors import EinmalError
+from service.mail import dkim
+
+Severity = Literal["fail", "warn", "ok"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    number: int
+    check: str  # dkim, spf, dmarc, alignment, bounces, unsubscribe, tls; dns: DNS did not answer
+    severity: Severity
+    title: str
+    found: str | None = None
+    expected: str | None = None
+    fix: str | None = None
+
+
+@dataclass
+class Notes:
+    findings: list[Finding] = field(default_factory=list)
+
+    def add(self, check: str, severity: Severity, title: str, found=None, expected=None, fix=None) -> None:
+        self.findings.append(Finding(len(self.findings) + 1, check, severity, title, found, expected, fix))
+
+
+def organisational(domain: str) -> str:
+    return ".".join(domain.split(".")[-2:])
+
+
+def aligned(one: str, other: str, mode: str) -> bool:
+    return one == other if mode == "s" else organisational(one) == organisational(other)
+
+
+def fields(record: str) -> dict[str, str]:
+    pairs = (part.partition("=") for part in record.split(";"))
+    return {k.strip().lower(): "".join(v.split()) for k, _, v in pairs if k.strip()}
+
+
+async def dkim_keys(notes: Notes, lookup: Lookup, domain: str, d: str | None, keys: list[tuple[str, object]]) -> None:
+    """Each key's TXT record at selector._domainkey.d against the public half of the key einmal holds."""
+    if d is None:
+        notes.add(
+            "dkim",
+            "fail",
+            f"no DKIM key signs mail from {domain}: providers require DKIM of bulk mail",
+            expected=f"a key of selector S published at S._domainkey.{domain}",
+            fix="set EINMAL_DKIM_DOMAIN, _SELECTOR and _PRIVATE_KEY_FILE (or the account's own domain keys)",
+        )
+        return
+    for selector, key in keys:
+        name = f"{selector}._domainkey.{d}"
+        if isinstance(key, EinmalError):
+            notes.add("dkim", "fail", f"DKIM {name}: einmal cannot read its key", found=str(key), fix="see the error")
+            continue
+        expected = dkim.public_record(key).decode()  # type: ignore[arg-type]
+        try:
+            records = [r for r in await lookup.txt(name) if "p=" in r]
+        except Unanswered as exc:
+            notes.add("dns", "fail", f"DKIM {name}: DNS gave no answer", found=str(exc), expected=expected)
+            continue
+        fix = f'publish TXT {name} "{expected}"'
+        if len(records) != 1:
+            found = " | ".join(records) if records else "no record"
+            notes.add("dkim", "fail", f"DKIM {name}: {len(records)} key records", found, expected, fix)
+        elif fields(records[0]).get("p") != fields(expected)["p"]:
+            notes.add("dkim", "fail", f"DKIM {name}: the published key is not einmal's", records[0], expected, fix)
+        else:
+            weak = getattr(key, "key_size", 2048) < 2048
+            title = f"DKIM {name}: the published key is einmal's" + (", but under 2048 bits" if weak else "")
+            notes.add("dkim", "warn" if weak else "ok", title, records[0])
+
+
+async def spf(notes: Notes, lookup: Lookup, envelope: str, chosen: list[relays.Relay]) -> None:
+    """The envelope domain's one SPF record within RFC 7208's limits, then each relay address against it."""
+    expected = "v=spf1 ip4:<relay address> -all (or include: of the relay's provider)"
+    try:
+        records = await dns_checks.spf_records(lookup, envelope)
+        spf = await dns_checks.walk(lookup, envelope, records[0]) if len(records) == 1 else None
+    except Unanswered as exc:
+        notes.add("dns", "fail", f"SPF of {envelope}: DNS gave no answer", found=str(exc), expected=expected)
+        return
+    if spf is None:
+        title = f"SPF of {envelope}: " + (f"{len(records)} records, receivers take none" if records else "no record")
+        fix = f'publish one TXT {envelope} "v=spf1 … -all" naming the relays'
+        notes.add("spf", "fail", title, " | ".join(records) or "no record", expected, fix)
+        return
+    over = []
+    if spf.lookups > dns_checks.SPF_LOOKUPS:
+        over.append(f"{spf.lookups} DNS lookups, over {dns_checks.SPF_LOOKUPS}")
+    if spf.void > dns_checks.SPF_VOID:
+        over.append(f"{spf.void} void lookups, over {dns_checks.SPF_VOID}")
+    if over or spf.problems:
+        notes.add(
+            "spf",
+            "fail",
+            f"SPF of {envelope}: receivers answer permerror: {'; '.join(over + spf.problems)}",
+            spf.record,
+            f"at most {dns_checks.SPF_LOOKUPS} lookups (include, a, mx, ptr, exists, redirect), 2 void",
+            "replace includes by the ip4:/ip6: networks they name, or drop unused ones",
+        )
+        return  # every sender's answer is permerror: no relay to judge apart
+    title = f"SPF of {envelope}: {spf.lookups} DNS lookups of {dns_checks.SPF_LOOKUPS}, {spf.void} void"
+    notes.add("spf", "ok", title, spf.record)
+    for relay in chosen:
+        await _relay_spf(notes, lookup, spf, envelope, relay)
+
+
+async def _relay_spf(notes: Notes, lookup: Lookup, spf, envelope: str, relay: relays.Relay) -> None:
+    try:
+        ipaddress.ip_address(relay.host)
+        addresses = [relay.host]
+    except ValueError:
+        try:
+            addresses = await lookup.addresses(relay.host)
+        except Unanswered:
+            addresses = []
+    public = [a for a in addresses if dns_checks.public(a)]
+    if not public:
+        title = f"SPF of {envelope}: relay {relay.name} has no public address einmal knows; check its own by hand"
+        notes.add("spf", "warn", title, found=", ".join(addresses) or "no address")
+        return
+    for address in public:
+        result = dns_checks.judge(spf, address)
+        title = f"SPF of {envelope} for relay {relay.name} ({address}): {result}"
+        if result == "pass":
+            notes.add("spf", "ok", title)
+        else:
+            fix = f"add ip{6 if ':' in address else 4}:{address} before the all"
+            severity: Severity = "warn" if result == "unknown" else "fail"
+            notes.add("spf", severity, title, spf.record, f"a term that passes {address}", fix)
+
+
+async def dmarc(notes: Notes, lookup: Lookup, domain: str, d: str | None, envelope: str) -> None:
+    """The From domain's DMARC record (or its organisational domain's) and its policy; then From aligned with
+    the DKIM d= and with the envelope domain under its adkim and aspf (relaxed when there is no record)."""
+    names = [f"_dmarc.{domain}"] + ([f"_dmarc.{organisational(domain)}"] if organisational(domain) != domain else [])
+    records: list[str] = []
+    for name in names:
+        try:
+            records = [r for r in await lookup.txt(name) if r.replace(" ", "").upper().startswith("V=DMARC1")]
+        except Unanswered as exc:
+            notes.add("dns", "fail", f"DMARC of {domain}: DNS gave no answer", found=str(exc))
+            return
+        if records:
+            break
+    expected = f"v=DMARC1; p=quarantine; rua=mailto:dmarc@{domain}"
+    tags = fields(records[0]) if len(records) == 1 else {}
+    if len(records) != 1 or tags.get("p") not in ("none", "quarantine", "reject"):
+        found = " | ".join(records) if records else "no record"
+        fix = f'publish TXT _dmarc.{domain} "{expected}"'
+        notes.add("dmarc", "fail", f"DMARC of {domain}: no valid record at {names[0]}", found, expected, fix)
+    elif tags["p"] == "none":
+        fix = "p=quarantine once the aggregate reports (rua=) show only your own mail failing"
+        notes.add("dmarc", "warn", f"DMARC of {domain}: p=none, monitoring only", records[0], expected, fix)
+    else:
+        notes.add("dmarc", "ok", f"DMARC of {domain}: p={tags['p']} at {name}", records[0])
+    strict = {"s": "strict", "r": "relaxed"}
+    for what, other, tag in (("DKIM d=", d, "adkim"), ("return path", envelope, "aspf")):
+        mode = tags.get(tag, "r")[:1] or "r"
+        if other is None:
+            continue
+        if aligned(domain, other, mode):
+            notes.add("alignment", "ok", f"From {domain} aligns with {what} {other} ({strict.get(mode, mode)})")
+        else:
+            title = f"From {domain} does not align with {what} {other} ({tag}={mode}): DMARC cannot pass through it"
+            expected = f"{domain}" + (f" or a name under {organisational(domain)}" if mode == "r" else "")
+            fix = f"{'sign with d=' if tag == 'adkim' else 'a return path at'} {expected}"
+            notes.add("alignment", "fail", title, other, expected, fix)
+
+
+async def bounces(notes: Notes, lookup: Lookup, envelope: str) -> None:
+    """The return path's domain receives mail: an MX (not a null one), else at least an address."""
+    try:
+        exchanges = await lookup.mx(envelope)
+        addresses = [] if exchanges else await lookup.addresses(envelope)
+    except Unanswered as exc:
+        notes.add("dns", "fail", f"bounces to {envelope}: DNS gave no answer", found=str(exc))
+        return
+    expected, fix = "an MX record", f"publish MX {envelope} of the host that receives its bounces"
+    if exchanges and any(host in ("", ".") for _, host in exchanges):
+        notes.add("bounces", "fail", f"bounces to {envelope}: a null MX refuses them", "MX 0 .", expected, fix)
+    elif exchanges:
+        shown = ", ".join(f"{p} {h}" for p, h in exchanges)
+        notes.add("bounces", "ok", f"bounces to {envelope} reach MX {shown}", shown)
+    elif addresses:
+        notes.add("bounces", "warn", f"bounces to {envelope}: no MX, only its address", addresses[0], expected, fix)
+    else:
+        notes.add("bounces", "fail", f"bounces to {envelope}: no MX and no address", "nothing", expected, fix)

@@ -1,0 +1,59 @@
+"""`einmal doctor [--account A] [--domain D] [--json]`: what the large mailbox providers require of a bulk
+sender, checked from DNS (service/accounts/doctor.py). Exit 0 when nothing fails, 1 when a check fails, 2 on
+bad input. Without --account it checks the installation's environment settings, without a database."""
+
+import argparse
+import json
+
+from service import db
+from service.accounts import account, doctor
+from service.accounts.identity import Identity
+from service.errors import ArgumentError, NotFound
+from service.settings import Settings
+
+
+async def doctor_command(args: argparse.Namespace, settings: Settings) -> int:
+    if args.account is None:
+        identity = Identity(account_id=0)
+    else:
+        async with db.connection(db.url(settings)) as conn:
+            try:
+                account_id = await account.find_account(conn, name=args.account)
+            except NotFound as exc:
+                raise ArgumentError(str(exc)) from None
+            identity = await doctor.identity_of(conn, account_id=account_id)
+    report = await doctor.examine(identity, settings, domain=args.domain)
+    if args.json:
+        print(json.dumps(report.as_json(), indent=2))
+    else:
+        print(text(report, args.account))
+    return 1 if report.failing() else 0
+
+
+def text(report: doctor.Report, account_name: str | None = None) -> str:
+    """The findings, numbered, each failing or warning one with what was found, expected, and the fix."""
+    whose = f"account {account_name}, " if account_name else ""
+    lines = [f"einmal doctor: {whose}mail from {report.domain}"]
+    for f in report.findings:
+        lines.append(f"{f.number:>3}  {f.severity:<4}  {f.title}")
+        if f.severity != "ok":
+            for label, value in (("found", f.found), ("expected", f.expected), ("fix", f.fix)):
+                if value:
+                    lines.append(f"{'':>9}{label + ':':<10}{value}")
+    failing = report.failing()
+    if failing:
+        checks = ", ".join(str(n) for n in failing)
+        lines.append(f"{len(failing)} check{'s' * (len(failing) != 1)} fail{'s' * (len(failing) == 1)}: {checks}")
+    else:
+        lines.append("no check fails")
+    return "\n".join(lines)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "doctor", help="check from DNS what mailbox providers require of a bulk sender: DKIM, SPF, DMARC, bounces"
+    )
+    p.add_argument("--account", help="the account whose sender identity to check (default: the environment's)")
+    p.add_argument("--domain", help="the From domain to check (default: the account's first, else EINMAL_DKIM_DOMAIN)")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of numbered lines")
+    p.set_defaults(func=doctor_command)
