@@ -1,6 +1,6 @@
-"""The From rule (docs/design.md#accounts): an account that has From domains (`einmal account domain add`,
-PUT /api/v1/account/domains/{domain}) may send only from an address of one of them; an account with none
-may use any From, as before accounts had domains.
+"""The From rule (docs/design.md#accounts): an account that has From domains (given by the operator,
+`einmal account domain add`) may send only from an address of one of them; an account with none may use
+any From, as before accounts had domains.
 
 The match is exact: `news.acme.example` allows neither `acme.example` nor `x.news.acme.example`, each is
 added on its own. DMARC's relaxed alignment would pass a subdomain, but a subdomain is also where another

@@ -2,6 +2,9 @@
 (service/accounts/senders.py; docs/guide/accounts-identity.md) — its From domains, a DKIM key generated for
 one of them (the answer is the TXT record to publish, never the key), its return path and unsubscribe mailto.
 
+A From domain is the operator's to give (`einmal account domain add`): a key may read its account's
+domains, give one up and make its DKIM keys, never add one, or any key holder could send as any domain.
+
 The relays are the operator's (`einmal relay …`, `einmal account relay attach`): shared by accounts and
 holding passwords, they are neither listed nor changed here; the identity names the account's relays and
 their weights only. No answer holds a secret: the return-path secret is answered as set or not."""
@@ -73,14 +76,6 @@ class IdentityFields(BaseModel):
 @router.get("/domains", operation_id="list_domains", summary="the account's From domains and their DKIM records")
 async def list_domains(conn: Conn, key: Key) -> list[FromDomain]:
     return [FromDomain.of(d) for d in await senders.domains(conn, account_id=key.account_id)]
-
-
-@router.put("/domains/{domain}", operation_id="put_domain", summary="allow a From domain (exactly it)")
-async def put_domain(domain: DomainName, conn: Conn, key: Key) -> FromDomain:
-    name = senders.checked_domain(domain)
-    await senders.add_domain(conn, account_id=key.account_id, domain=name)
-    found = await senders.domains(conn, account_id=key.account_id)
-    return FromDomain.of(next(d for d in found if d.domain == name))
 
 
 @router.delete(

@@ -68,6 +68,15 @@ def _run_command(request: dict, fds: list[int]) -> None:
 
         traceback.print_exc()
     finally:
+        # what Python does at exit before it flushes: join the threads left, then run the atexit functions (the
+        # embedded PostgreSQL's client hands the server back there, service/embedded.py)
+        try:
+            threading._shutdown()  # type: ignore[attr-defined]
+            atexit._run_exitfuncs()
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

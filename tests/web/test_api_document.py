@@ -45,7 +45,6 @@ OPERATIONS = {
     ("get", "/account"): "get_account",
     ("patch", "/account"): "change_account",
     ("get", "/account/domains"): "list_domains",
-    ("put", "/account/domains/{domain}"): "put_domain",
     ("delete", "/account/domains/{domain}"): "delete_domain",
     ("post", "/account/domains/{domain}/dkim"): "create_dkim_key",
     ("get", "/account/identity"): "get_identity",
