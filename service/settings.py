@@ -249,6 +249,14 @@ class Settings(BaseSettings):
         le=100,
         description="messages sent to a paused domain when its pause is over; one accepted closes the pause",
     )
+    from_domains: str | None = Field(
+        None,
+        description=(
+            "the From domains, comma-separated, of an account that was given none of its own (`einmal account domain "
+            "add`); unset: such an account may use any From, as an installation of one account does"
+        ),
+        examples=["news.example.org,example.org"],
+    )
     message_id_domain: str | None = Field(
         None,
         description="domain of the Message-ID; unset: the From address's domain",
@@ -644,6 +652,23 @@ class Settings(BaseSettings):
                 "with key file i"
             )
         return self
+
+    @property
+    def default_from_domains(self) -> tuple[str, ...]:
+        """EINMAL_FROM_DOMAINS in their key form (service/domains.py), in order; () when unset."""
+        from service.domains import domain_key
+
+        return tuple(domain_key(d) for d in (self.from_domains or "").split(",") if d.strip())
+
+    @field_validator("from_domains")
+    @classmethod
+    def _from_domains(cls, value: str | None) -> str | None:
+        from service.domains import domain_key
+
+        for domain in (value or "").split(","):
+            if domain.strip() and ("@" in domain or not domain_key(domain)):
+                raise ValueError(f"{domain.strip()!r} is not a domain name")
+        return value
 
     @property
     def dkim_selectors(self) -> tuple[str, ...]:

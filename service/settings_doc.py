@@ -111,7 +111,7 @@ SECTIONS = [
     ),
     (
         "Message headers and unsubscribe",
-        ["message_id_domain", "unsubscribe_url", "unsubscribe_mailto", "unsubscribe_secret"],
+        ["from_domains", "message_id_domain", "unsubscribe_url", "unsubscribe_mailto", "unsubscribe_secret"],
     ),
     (
         "Double opt-in",

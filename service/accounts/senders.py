@@ -15,12 +15,11 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
-from service import db
+from service import db, from_rule
 from service.accounts import identity
 from service.addresses import address_problem
 from service.domains import domain_key
 from service.errors import ArgumentError, NotFound
-from service.from_rule import allowed
 from service.mail import dkim
 from service.text import shown, unsafe_text
 
@@ -222,7 +221,7 @@ async def set_identity(
     """Set the parts named in `given` (None clears; checked before). A return path of an account with From
     domains is of one of them or a subdomain of one (DMARC's relaxed SPF alignment); with no secret yet,
     setting one generates it."""
-    if return_path is not None and (domains := await allowed(conn, account_id=account_id)):
+    if return_path is not None and (domains := await from_rule.given(conn, account_id=account_id)):
         own = domain_key(return_path.rpartition("@")[2])
         if not any(own == d or own.endswith("." + d) for d in domains):
             raise ArgumentError(

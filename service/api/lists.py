@@ -121,9 +121,7 @@ async def get_list_form(name: ListName, conn: Conn, key: Key, request: Request) 
 async def put_list_form(name: ListName, body: FormSetting, conn: Conn, key: Key, request: Request) -> ListForm:
     try:
         allowed = optin.origins(body.origins)
-        row = await optin.set_form(
-            conn, key.account_id, name, body.open, allowed, request.app.state.settings.optin_from
-        )
+        row = await optin.set_form(conn, key.account_id, name, body.open, allowed, request.app.state.settings)
     except optin.NoList:
         raise not_found("list") from None
     return _form(request.app.state.settings, lists.Form.of(row))

@@ -39,7 +39,9 @@ async def approve(
         if reason := unsubscribe.without_one_click(dict(campaign), settings, explicitly):
             raise Conflict(f"campaign {campaign_id} not approved: {reason}")
         said = f"campaign {campaign_id} not approved: its From"  # a domain removed since it was made
-        await from_rule.check(conn, account_id=campaign["account_id"], address=campaign["from_address"], said=said)
+        await from_rule.check(
+            conn, settings=settings, account_id=campaign["account_id"], address=campaign["from_address"], said=said
+        )
         found = await preview.trial(conn, settings=settings, campaign_id=campaign_id, limiter=limiter)
         if found.hopeless and not force:
             raise Conflict(found.refusal(campaign_id, forcing))

@@ -83,7 +83,7 @@ async def create(
     if reason := unsubscribe.without_one_click({"unsubscribe_required": required}, settings, explicitly):
         raise Invalid(f"not created: {reason}")
     account_id, list_ids = await resolve(conn, account=account, lists=lists)
-    await from_rule.check(conn, account_id=account_id, address=fields["from_address"], said="From")
+    await from_rule.check(conn, settings=settings, account_id=account_id, address=fields["from_address"], said="From")
     campaign_id = await insert(conn, account_id=account_id, list_ids=list_ids, **fields)
     return Created(campaign_id, await preview.trial(conn, settings=settings, campaign_id=campaign_id, limiter=limiter))
 
@@ -107,7 +107,9 @@ async def change(
     ):
         raise Invalid(f"not changed: {reason}")
     if fields.get("from_address"):
-        await from_rule.check(conn, account_id=account_id, address=fields["from_address"], said="From", timeout=timeout)
+        await from_rule.check(
+            conn, settings=settings, account_id=account_id, address=fields["from_address"], said="From", timeout=timeout
+        )
     list_ids = None
     if "lists" in fields:
         _, list_ids = await resolve(conn, account=account, lists=fields["lists"])

@@ -97,7 +97,9 @@ async def render(
             raise NoSubscriber(f"campaign {campaign_id}'s account has no subscriber {shown(subscriber)}")
         raise Invalid(f"campaign {campaign_id} has no subscriber on its lists; name one with {naming}")
     if test:  # what goes out obeys the From rule, as the campaign will at approve
-        await from_rule.check(conn, account_id=campaign["account_id"], address=campaign["from_address"], said="From")
+        await from_rule.check(
+            conn, settings=settings, account_id=campaign["account_id"], address=campaign["from_address"], said="From"
+        )
     template, message = await anyio.to_thread.run_sync(rendered, campaign, row, settings, test, limiter=limiter)
     return Rendered(template, message, row["email"])
 

@@ -64,7 +64,7 @@ async def form_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         account_id = await find_account(conn, name=check_account(args.account))
         try:
-            row = await optin.set_form(conn, account_id, args.list, opening, allowed, settings.optin_from)
+            row = await optin.set_form(conn, account_id, args.list, opening, allowed, settings)
         except optin.NoList:
             raise optin.NoList(f"account {shown(args.account)} has no list named {shown(args.list)}") from None
     origins = ", ".join(row["form_origins"]) or "this site only"

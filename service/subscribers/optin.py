@@ -151,7 +151,9 @@ async def sign_up(conn: asyncpg.Connection, settings: Settings, request: SignUp)
     """Record the sign-up; True when its confirmation was queued now (for the log only: the answer to the
     caller never depends on it). The address must have passed checked_address."""
     check_configured(settings)
-    await from_rule.check(conn, account_id=request.account_id, address=settings.optin_from or "", said=OPTIN_FROM)
+    await from_rule.check(
+        conn, settings=settings, account_id=request.account_id, address=settings.optin_from or "", said=OPTIN_FROM
+    )
     key = email_key(request.email)
     campaign_id, wording = await confirmations(conn, settings, request)
     messages = await clients.count(conn, LIST_KIND, f"list:{request.list_id}", HOUR)
@@ -263,13 +265,15 @@ async def set_form(
     list_name: str,
     open_: bool,
     allowed: list[str] | None,
-    optin_from: str | None = None,
+    settings: Settings | None = None,
 ) -> asyncpg.Record:
     """Open or close the sign-ups of the account's list (the form and POST /api/v1/subscribe); `allowed`
     replaces its origins (None: they stay). Invalid for an unknown list; ArgumentError when opening them for an
-    account whose From domains do not allow `optin_from` (EINMAL_OPTIN_FROM: its confirmations' From)."""
-    if open_ and optin_from:
-        await from_rule.check(conn, account_id=account_id, address=optin_from, said=OPTIN_FROM)
+    account whose From domains do not allow EINMAL_OPTIN_FROM (its confirmations' From)."""
+    if open_ and settings is not None and settings.optin_from:
+        await from_rule.check(
+            conn, settings=settings, account_id=account_id, address=settings.optin_from, said=OPTIN_FROM
+        )
     row = await conn.fetchrow(
         *db.sql(
             "list_form_set",

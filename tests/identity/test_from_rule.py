@@ -132,3 +132,22 @@ async def test_the_api_refuses_a_from_outside_the_account_s_domains_everywhere(
     assert await conn.fetchval("SELECT from_address FROM einmal.campaigns WHERE id = $1", good.json()["id"]) == (
         "Acme <a@acme.example>"
     )
+
+
+async def test_einmal_from_domains_binds_the_accounts_given_none(conn: asyncpg.Connection, dsn: str) -> None:
+    """An installation of many accounts sets EINMAL_FROM_DOMAINS: an account it gave no domain of its own sends
+    from those only; one given domains, from its own only."""
+    await seed_account(conn)
+    await seed_account(conn, "plain")
+    add_domain(dsn, "acme", "acme.example")
+    default = {"EINMAL_FROM_DOMAINS": "Mail.Example.Net, example.org"}
+    said = refused(einmal(*CREATE, "--account", "plain", "--from", "alerts@bank.example", dsn=dsn, env=default))
+    assert "sends only from its domains (mail.example.net, example.org)" in said
+    assert einmal(*CREATE, "--account", "plain", "--from", "n@example.org", dsn=dsn, env=default).returncode == 0
+    own = einmal(*CREATE, "--account", "acme", "--from", "n@example.org", dsn=dsn, env=default)
+    assert "sends only from its domains (acme.example)" in refused(own), "its own domains, not the default"
+    bad = einmal(*CREATE, "--account", "plain", "--from", "n@example.org", dsn=dsn, env={"EINMAL_FROM_DOMAINS": "a@b"})
+    assert bad.returncode == 2 and "EINMAL_FROM_DOMAINS" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
+CREATE = ("campaign", "create", "--name", "N", "--subject", "S", "--text", "Hi {{ unsubscribe_url }}")
