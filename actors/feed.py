@@ -9,6 +9,7 @@ is handed out any more: what is left is released by the sender.
 """
 
 from collections import Counter, deque
+from collections.abc import Callable
 
 import anyio
 from opentelemetry import trace
@@ -28,6 +29,8 @@ class Feed:
         self.room = anyio.Event()  # set while the claimer should claim
         self.ready = anyio.Event()  # set while a row waits, or once closed
         self.claimer_done = anyio.Event()  # the claimer will put nothing more
+        # whether any relay of an account (its AccountRelay tuple) is up: the sender's (service/relays.py)
+        self.usable: Callable[[tuple], bool] = lambda relays: True
         self._update()
 
     @property
@@ -85,10 +88,17 @@ class Feed:
 
     def drop_domain(self, domain: str) -> list[tuple[Batch, Row]]:
         """Take every waiting row of `domain` out (it asked us to slow down): to be given back."""
+        return self.drop(lambda batch, row: row.domain == domain)
+
+    def drop_relays(self, relays: tuple) -> list[tuple[Batch, Row]]:
+        """Take every waiting row sent through `relays` out (none of them is up): to be given back."""
+        return self.drop(lambda batch, row: batch.relays == relays)
+
+    def drop(self, which: Callable[[Batch, Row], bool]) -> list[tuple[Batch, Row]]:
         kept: deque[tuple[Batch, Row]] = deque()
         dropped: list[tuple[Batch, Row]] = []
         for item in self.rows:
-            (dropped if item[1].domain == domain else kept).append(item)
+            (dropped if which(*item) else kept).append(item)
         if dropped:
             self.rows = kept
             self._update()
