@@ -35,16 +35,17 @@ import re
 import secrets
 import time
 from binascii import b2a_base64, b2a_qp
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from email.errors import HeaderParseError
 from email.headerregistry import Address
 from email.policy import default as default_policy
 from email.utils import format_datetime
+from typing import Protocol
 
 from jinja2 import Template
+from pydantic import SecretStr
 
-from service.accounts.identity import Identity
 from service.addresses import header_address
 from service.domains import domain_key
 from service.errors import ConfigError, Invalid
@@ -230,6 +231,22 @@ def _domain(domain: str) -> bytes:
     if not ascii_domain or len(ascii_domain) > 253 or any(c in ascii_domain for c in b' <>@()[]\\",;:'):
         raise Invalid(f"Message-ID domain {domain!r} is not a domain name (set EINMAL_MESSAGE_ID_DOMAIN)")
     return ascii_domain
+
+
+class Identity(Protocol):
+    """What a campaign is sent as of its account's identity (service/accounts/identity.py Identity)."""
+
+    @property
+    def domains(self) -> Sequence: ...  # DomainKeys: domain, selectors, keys
+
+    @property
+    def return_path(self) -> str | None: ...
+
+    @property
+    def return_path_secret(self) -> SecretStr | None: ...
+
+    @property
+    def unsubscribe_mailto(self) -> str | None: ...
 
 
 class CampaignTemplate:
