@@ -325,3 +325,57 @@ async def test_a_node_killed_mid_send_mixes_no_account_and_sends_each_message_on
     assert env_relay.messages == []
     finals = [await counts(conn, a.campaign) for a in (one, two)]
     print(f"\nat the kill {at_kill} of 240 delivered; final {finals}")
+
+
+async def test_a_relay_quota_is_spent_once_by_the_accounts_sharing_it(
+    conn: asyncpg.Connection, make_smtp_server
+) -> None:
+    relay = make_smtp_server(start=False)
+    relay_id = await relay_row(conn, "quota", relay)
+    await conn.execute("UPDATE einmal.relays SET quota_hour = 7 WHERE id = $1", relay_id)
+    key_1, key_2 = two_keys()
+    accounts = [
+        await account(conn, name, key, relay_id, relay, 10) for name, key in (("alpha", key_1), ("beta", key_2))
+    ]
+    for a in accounts:
+        await conn.execute(
+            "INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id)"
+            " SELECT $1::bigint, s.account_id, s.id, s.email, s.email_lower, 'campaign:' || $1::bigint || ':' || s.id"
+            " FROM einmal.subscribers s WHERE s.account_id = $2",
+            a.campaign,
+            a.id,
+        )
+        await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", a.campaign)
+    claimed = 0
+    for _ in range(3):
+        for a in accounts:
+            rows = await conn.fetch(
+                *db.sql(
+                    "send_claim_batch",
+                    campaign_id=a.campaign,
+                    token="node",
+                    batch_size=4,
+                    rate=0.0,
+                    quota_hour=0,
+                    quota_day=0,
+                    hour_seconds=3600.0,
+                    day_seconds=86400.0,
+                    domains=[],
+                    domain_rates=[],
+                    probes=1,
+                    pause_seconds=60.0,
+                    pause_max_seconds=3600.0,
+                    relays=["quota"],
+                )
+            )
+            claimed += len(rows)
+    assert claimed == 7  # both accounts' claims counted against the relay's hour
+    # a claim not through that relay is not held by it
+    queued = await conn.fetchval(
+        "SELECT count(*) FROM einmal.sends WHERE campaign_id = $1 AND status = 'queued'", accounts[0].campaign
+    )
+    free = await conn.fetch(
+        "SELECT * FROM einmal.send_claim($1, 'node', 50, 0, 0, 0, 3600, 86400, '{}', '{}', 1, 60, 3600)",
+        accounts[0].campaign,
+    )
+    assert queued > 0 and len(free) == queued
