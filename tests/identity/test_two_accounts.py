@@ -379,3 +379,37 @@ async def test_a_relay_quota_is_spent_once_by_the_accounts_sharing_it(
         accounts[0].campaign,
     )
     assert queued > 0 and len(free) == queued
+
+
+async def test_a_bounce_to_an_accounts_return_path_verifies_with_its_secret_only(
+    conn: asyncpg.Connection, dsn: str, make_smtp_server
+) -> None:
+    from tests.inbound.test_bounce_inbound import hand_over, listener
+    from tests.support import reports
+
+    relay = make_smtp_server(start=False)
+    key_1, key_2 = two_keys()
+    relay_id = await relay_row(conn, "relay", relay)
+    one, two = [await account(conn, n, k, relay_id, relay, 1) for n, k in (("alpha", key_1), ("beta", key_2))]
+    subscriber = {}
+    for a in (one, two):
+        subscriber[a.id] = await conn.fetchval("SELECT id FROM einmal.subscribers WHERE account_id = $1", a.id)
+        await conn.execute(
+            "INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, status)"
+            " VALUES ($1, $2, $3, $4, $4, 'campaign:' || $1::bigint || ':' || $3::bigint, 'sent')",
+            a.campaign,
+            a.id,
+            subscriber[a.id],
+            a.recipients[0],
+        )
+    token = one.path().token(one.campaign, subscriber[one.id])
+    at_one, at_two = f"bounces+{token}@mail.{one.domain}", f"bounces+{token}@mail.{two.domain}"
+    forged = "bounces+" + two.path().token(one.campaign, subscriber[one.id]) + f"@mail.{two.domain}"
+    async with listener(dsn) as port:
+        assert (await hand_over(port, at_two, reports.dsn(one.recipients[0]))).startswith("550 5.7.1")
+        assert (await hand_over(port, forged, reports.dsn(one.recipients[0]))).startswith("550 5.7.1")
+        assert (await hand_over(port, f"bounces@mail.{two.domain}.other", b"x")).startswith("550 5.1.1")
+        assert (await hand_over(port, at_one, reports.dsn(one.recipients[0]))).startswith("250")
+    bounced = await conn.fetch("SELECT account_id, campaign_id FROM einmal.bounces")
+    assert [tuple(r) for r in bounced] == [(one.id, one.campaign)]
+    assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions WHERE account_id = $1", one.id) == 1
