@@ -413,3 +413,26 @@ async def test_a_bounce_to_an_accounts_return_path_verifies_with_its_secret_only
     bounced = await conn.fetch("SELECT account_id, campaign_id FROM einmal.bounces")
     assert [tuple(r) for r in bounced] == [(one.id, one.campaign)]
     assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions WHERE account_id = $1", one.id) == 1
+
+
+def test_rows_waiting_for_their_relays_slot_do_not_hold_another_accounts_rows() -> None:
+    from opentelemetry import trace
+
+    from actors.feed import Feed
+    from service.context import Batch, Row
+
+    def batch(account_id: int, not_before: float, n: int) -> Batch:
+        rows = [
+            Row(account_id * 100 + i, account_id, i, f"r{i}@x.example", f"r{i}@x.example", 0, "", "{}", not_before)
+            for i in range(n)
+        ]
+        return Batch(account_id, account_id, "node", rows, trace.INVALID_SPAN, time.monotonic(), None)
+
+    feed = Feed(low_water=10)
+    later = time.monotonic() + 30  # account 1's relay gives its rows slots a while ahead
+    feed.put(batch(1, later, 3))
+    feed.put(batch(2, 0.0, 2))  # account 2's relay has no limit
+    assert feed.next_slot() == 0.0
+    taken = [feed.take(), feed.take()]
+    assert [item[1].account_id for item in taken if item] == [2, 2]
+    assert feed.next_slot() == later  # account 1's rows wait for their slot, alone
