@@ -245,7 +245,7 @@ def worst_second(times: list[float]) -> int:
 async def test_a_relay_rate_shared_by_two_accounts_holds_across_two_nodes(
     conn: asyncpg.Connection, dsn: str, make_smtp_server, tmp_path: Path
 ) -> None:
-    rate = 25.0
+    rate = 20.0
     shared, env_relay = make_smtp_server(), make_smtp_server()
     key_1, key_2 = two_keys()
     relay_id = await relay_row(conn, "shared", shared, rate=rate)
@@ -260,12 +260,13 @@ async def test_a_relay_rate_shared_by_two_accounts_holds_across_two_nodes(
     finally:
         for i, node in enumerate(nodes):
             assert await stop_node(node) == 0, (tmp_path / f"node{i}.log").read_text()
-    arrived = [m.at for m in shared.messages]
-    assert len(arrived) == 120
-    # the relay's slots: at most rate + 1 a second, and 5 % late (docs/design.md#sending-budget); no node
-    # alone near the rate would hold it for both
-    assert worst_second(arrived) <= rate * 1.05 + 2, worst_second(arrived)
-    assert max(arrived) - min(arrived) >= (120 - rate - 2) / rate
+    assert len(shared.messages) == 120
+    # the budget paces starts: counted at the RCPT, which follows the grant at once, not at the end of the data,
+    # which a loaded machine delivers in bunches (as tests/sending/test_policy.py counts a domain's rate)
+    began = [t for t, _ in shared.rcpts]
+    print(f"\nrelay at {rate:g}/s shared by two accounts on two nodes: worst second {worst_second(began)}")
+    assert worst_second(began) <= rate + 2, worst_second(began)
+    assert max(began) - min(began) >= (120 - rate - 2) / rate
     dnsfunc = dns_of(one, two)
     for m in shared.messages:
         mine = one if m.rcpt_tos[0] in one.recipients else two
