@@ -7,6 +7,13 @@ starve a small one. It compiles each campaign's template once, before its
 first claim: a campaign that cannot be rendered here, or a bulk campaign
 this node would send without the one-click unsubscribe it requires, is
 paused for the operator, and nothing of it is claimed.
+
+A campaign is compiled as its account's identity (service/accounts/identity.py:
+DKIM keys, return path, unsubscribe mailto, relays), read when this node
+picks the campaign up and again every IDENTITY_SECONDS while it sends, so a
+change reaches the running campaigns within that time
+(docs/design.md#sending-identity). The claim carries the account's relays,
+whose rates and quotas bound it like the cluster's.
 """
 
 import logging
@@ -19,7 +26,8 @@ from anyio.abc import TaskStatus
 from opentelemetry import trace
 
 from actors.feed import Feed
-from service import db, telemetry
+from service import db, relays, telemetry
+from service.accounts import identity
 from service.campaigns.transitions import transition
 from service.context import Batch, NodeContext, Row
 from service.errors import Conflict, Invalid, NotFound
@@ -29,35 +37,58 @@ log = logging.getLogger("einmal.claimer")
 
 IDLE_SECONDS = 0.5
 LIST_SECONDS = 1.0  # how long the list of sending campaigns is reused while claiming
+IDENTITY_SECONDS = 30.0  # how long a campaign's compiled template, and its account's identity, is reused
 
 
 class Templates:
-    """Each campaign's template, compiled once (a few dozen kept)."""
+    """Each campaign's template and its account's identity, compiled once per IDENTITY_SECONDS (a few dozen
+    kept)."""
 
     def __init__(self, ctx: NodeContext, conn: asyncpg.Connection) -> None:
         self.ctx, self.conn = ctx, conn
         self.compiled: dict[int, render.CampaignTemplate] = {}
+        self.identities: dict[int, identity.Identity] = {}  # by campaign, read when compiled
+        self.compiled_at: dict[int, float] = {}
 
     def keep(self, campaign_ids: set[int]) -> None:
         """Forget the templates of campaigns no longer sending: one paused, fixed and resumed is compiled anew."""
         self.compiled = {k: v for k, v in self.compiled.items() if k in campaign_ids}
+        self.identities = {k: v for k, v in self.identities.items() if k in self.compiled}
+        self.compiled_at = {k: v for k, v in self.compiled_at.items() if k in self.compiled}
+
+    def relays(self, campaign_id: int) -> tuple[identity.AccountRelay, ...]:
+        """The relays of the campaign's account (empty: the environment's)."""
+        found = self.identities.get(campaign_id)
+        return found.relays if found else ()
 
     async def get(self, campaign_id: int) -> render.CampaignTemplate | None:
         """The template; None when it cannot be rendered here (the campaign is paused then)."""
+        if campaign_id in self.compiled and time.monotonic() - self.compiled_at[campaign_id] > IDENTITY_SECONDS:
+            # the account's identity may have changed: compiled anew only if it did
+            account_id = self.compiled[campaign_id].account_id
+            self.compiled_at[campaign_id] = time.monotonic()
+            if await identity.of_account(self.conn, account_id=account_id) != self.identities[campaign_id]:
+                del self.compiled[campaign_id]
         if campaign_id not in self.compiled:
             if len(self.compiled) > 64:
                 self.compiled.clear()
             found = await self.conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
             assert found is not None  # listed as sending a moment ago; a campaign is never deleted
             campaign = dict(found)
+            sender = await identity.of_account(self.conn, account_id=campaign["account_id"])
+            self.identities[campaign_id], self.compiled_at[campaign_id] = sender, time.monotonic()
             # bulk mail without a one-click unsubscribe only when the operator said so
             # (docs/design.md#listening-surface)
             reason = unsubscribe.without_one_click(campaign, self.ctx.settings)
             if reason is None:
                 try:
-                    self.compiled[campaign_id] = render.CampaignTemplate.compile(campaign, self.ctx.settings)
+                    for relay in sender.relays:
+                        relays.from_account(relay)  # a relay it cannot use: paused, naming the relay
+                    self.compiled[campaign_id] = render.CampaignTemplate.compile(campaign, self.ctx.settings, sender)
                 except Invalid as exc:
                     reason = f"cannot render: {exc}"
+                except ValueError as exc:
+                    reason = f"cannot send: {exc}"
             if reason is not None:
                 with suppress(Conflict, NotFound):  # another node paused it first
                     await transition(self.conn, verb="pause", campaign_id=campaign_id, reason=reason)
@@ -73,6 +104,7 @@ async def claim(
     campaign_id: int,
     account_id: int,
     template: render.CampaignTemplate,
+    account_relays: tuple[identity.AccountRelay, ...] = (),
 ) -> Batch | None:
     """Claim one batch of a campaign; None when nothing of it is due (and no trace for that)."""
     began = time.time_ns()
@@ -94,6 +126,7 @@ async def claim(
             probes=settings.domain_probes,
             pause_seconds=settings.domain_pause_seconds,
             pause_max_seconds=settings.domain_pause_max_seconds,
+            relays=[relay.name for relay in account_relays],
         )
     )
     now = time.monotonic()
@@ -134,7 +167,7 @@ async def claim(
     span.set_attribute("einmal.claimed", len(rows))
     span.set_attribute("einmal.suppressed", len(records) - len(rows))
     span.end()
-    return Batch(campaign_id, account_id, token, rows, root, time.monotonic(), template)
+    return Batch(campaign_id, account_id, token, rows, root, time.monotonic(), template, relays=account_relays)
 
 
 async def run(
@@ -162,7 +195,9 @@ async def run(
                 if template is None:
                     listed_at = -LIST_SECONDS  # paused: list again
                     break
-                batch = await claim(ctx, conn, token, campaign["id"], campaign["account_id"], template)
+                if not feed.usable(own_relays := templates.relays(campaign["id"])):
+                    continue  # every relay of its account is down: its rows would only come back
+                batch = await claim(ctx, conn, token, campaign["id"], campaign["account_id"], template, own_relays)
                 if batch:
                     turn = (turn + i + 1) % len(campaigns)
                     break

@@ -8,13 +8,17 @@ rows (the server is down, a drain) stops the claims too. Once closed, no row
 is handed out any more: what is left is released by the sender.
 """
 
+import time
 from collections import Counter, deque
+from collections.abc import Callable
 
 import anyio
 from opentelemetry import trace
 
 from service import telemetry
 from service.context import Batch, Row
+
+SCAN = 256  # rows looked at for one whose send slot has come
 
 
 class Feed:
@@ -28,6 +32,8 @@ class Feed:
         self.room = anyio.Event()  # set while the claimer should claim
         self.ready = anyio.Event()  # set while a row waits, or once closed
         self.claimer_done = anyio.Event()  # the claimer will put nothing more
+        # whether any relay of an account (its AccountRelay tuple) is up: the sender's (service/relays.py)
+        self.usable: Callable[[tuple], bool] = lambda relays: True
         self._update()
 
     @property
@@ -52,13 +58,22 @@ class Feed:
         self._update()
 
     def _next(self) -> int | None:
-        """Where the next row to send is: the first whose domain has a connection free."""
-        if not self.caps:
-            return 0 if self.rows else None
+        """Where the next row to send is: of the rows whose domain has a connection free, the first whose send
+        slot has come, else the one whose slot comes first (of the first SCAN): a row waiting for its relay's
+        or domain's slot does not hold the rows behind it whose slots have come (another account's)."""
+        if not self.caps and (not self.rows or self.rows[0][1].not_before <= time.monotonic()):
+            return 0 if self.rows else None  # the head may go: all there is to it without limits
+        now, soonest = time.monotonic(), None
         for i, (_, row) in enumerate(self.rows):
-            if self.busy[row.domain] < self.caps.get(row.domain, len(self.rows) + 1):
+            if i >= SCAN:
+                break
+            if self.caps and self.busy[row.domain] >= self.caps.get(row.domain, len(self.rows) + 1):
+                continue
+            if row.not_before <= now:
                 return i
-        return None
+            if soonest is None or row.not_before < self.rows[soonest][1].not_before:
+                soonest = i
+        return soonest
 
     def next_slot(self) -> float:
         """time.monotonic() of the next row's send slot (0: none, or no rate limit)."""
@@ -85,10 +100,17 @@ class Feed:
 
     def drop_domain(self, domain: str) -> list[tuple[Batch, Row]]:
         """Take every waiting row of `domain` out (it asked us to slow down): to be given back."""
+        return self.drop(lambda batch, row: row.domain == domain)
+
+    def drop_relays(self, relays: tuple) -> list[tuple[Batch, Row]]:
+        """Take every waiting row sent through `relays` out (none of them is up): to be given back."""
+        return self.drop(lambda batch, row: batch.relays == relays)
+
+    def drop(self, which: Callable[[Batch, Row], bool]) -> list[tuple[Batch, Row]]:
         kept: deque[tuple[Batch, Row]] = deque()
         dropped: list[tuple[Batch, Row]] = []
         for item in self.rows:
-            (dropped if item[1].domain == domain else kept).append(item)
+            (dropped if which(*item) else kept).append(item)
         if dropped:
             self.rows = kept
             self._update()

@@ -1,7 +1,8 @@
 """Inbound SMTP (or LMTP): bounces and complaints come back, as one actor under the node's supervisor.
 
 With EINMAL_INBOUND_SMTP_ADDRESS set the node listens there (aiosmtpd) for mail to the return
-path: ``bounces@domain`` and ``bounces+<token>@domain`` (EINMAL_RETURN_PATH). Any other
+path: ``bounces@domain`` and ``bounces+<token>@domain`` (EINMAL_RETURN_PATH, and each account's own
+return path, whose tokens verify with that account's secret for its own campaigns only). Any other
 recipient is refused with 550, a token that does not verify with 550 5.7.1, a second recipient
 in one transaction with 452 (the client sends it again, alone), a message over
 EINMAL_INBOUND_MAX_BYTES with 552; a connection idle for EINMAL_INBOUND_TIMEOUT_SECONDS is
@@ -72,19 +73,26 @@ class Handler:
         path = ReturnPath.from_settings(settings)
         if path is None:  # Settings refuses EINMAL_INBOUND_SMTP_ADDRESS without it
             raise ValueError("the inbound listener needs EINMAL_RETURN_PATH")
-        self.path = path
+        self.paths = bounces.ReturnPaths(settings, path, pool)
         self.counted = metrics.inbound
         self.parsers = anyio.CapacityLimiter(max(1, (os.cpu_count() or 2) // 2))  # worker processes at once
 
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, rcpt_options: list[str]
     ) -> str:
-        ours, token = self.path.ours(address)
-        if not ours:
+        try:  # the environment's return path is checked without the database
+            if not self.paths.env.ours(address)[0]:
+                await self.paths.load()
+            paths, token = self.paths.find(address)
+            valid = token is None or await self.paths.verify(paths, token) is not None
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+            log.warning("inbound: recipient %.100r not checked, the relay will retry: %s", address, exc)
+            return "451 4.3.0 cannot check the recipient now, try again later"
+        if not paths:
             log.info("inbound: refused recipient %.100r: not the return path", address)
             self.counted.labels("refused").inc()
             return "550 5.1.1 mailbox unavailable: only the return path takes mail here"
-        if token is not None and self.path.verify(token) is None:
+        if not valid:
             log.info("inbound: refused recipient %.100r: the VERP token does not verify", address)
             self.counted.labels("refused").inc()
             return "550 5.7.1 return path token not valid"
@@ -94,8 +102,7 @@ class Handler:
         return "250 2.1.5 OK"
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
-        _, token = self.path.ours(envelope.rcpt_tos[0])
-        row_ids = self.path.verify(token) if token else None  # a token that does not verify stopped at RCPT
+        paths, token = self.paths.find(envelope.rcpt_tos[0])
         data = envelope.original_content or b""
         try:
             bounces.bounded(data)  # before a worker is taken
@@ -111,7 +118,12 @@ class Handler:
             log.info("inbound: ignored a message from %.100r: not a bounce or complaint report", envelope.mail_from)
             self.counted.labels("ignored").inc()
             return "250 2.0.0 OK, ignored"
-        row_ids = row_ids or self._quoted_token(found)
+        try:  # a token that does not verify stopped at RCPT
+            row_ids = await self.paths.verify(paths, token) if token else None
+            row_ids = row_ids or await self._quoted_token(found)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+            log.warning("inbound: a report not recorded, the relay will retry: %s", exc)
+            return "451 4.3.0 cannot record the report now, try again later"
         if row_ids is None:
             log.info(
                 "inbound: unsigned: a report from %.100r to the return path with no VERP token changes nothing",
@@ -159,12 +171,14 @@ class Handler:
         self.counted.labels(result).inc()
         return "250 2.0.0 OK"
 
-    def _quoted_token(self, found: tuple[bounces.Report, ...]) -> tuple[int, int] | None:
+    async def _quoted_token(self, found: tuple[bounces.Report, ...]) -> tuple[int, int] | None:
         """The row named by a verified token in the envelope sender a report quotes (a feedback loop
         writes to one fixed address, but returns the message with its return path)."""
         for sender in {sender: None for report in found for sender in report.returned_senders}:
-            ours, token = self.path.ours(sender)
-            if ours and token and (row_ids := self.path.verify(token)):
+            if not self.paths.env.ours(sender)[0]:
+                await self.paths.load()
+            paths, token = self.paths.find(sender)
+            if paths and token and (row_ids := await self.paths.verify(paths, token)):
                 return row_ids
         return None
 

@@ -18,6 +18,17 @@ feed, no longer emptied, stops the claimer, so no more than about one batch
 stays claimed meanwhile. A connection refused while others got through waits
 one first pause alone.
 
+A campaign of an account with relays of its own goes only through them
+(service/relays.py Routes), each message to the next of them by weight,
+another of them up when it reaches nothing; never through the environment's
+or another account's. Each connection opens a link to a relay on its first
+message for it, so a node has at most EINMAL_SMTP_CONNECTIONS links to any
+relay and as many messages on the wire, however many accounts share it.
+Once every relay of an account is down, its rows waiting in the feed go back
+to the queue and the claimer skips its campaigns until one may be tried
+again; the other accounts' rows go on (docs/design.md#sending-identity).
+While no account has relays of its own, the connections wait as above.
+
 A drain, or a failed claimer, closes the feed: each connection finishes the
 message it has on the wire, hands in its outcome, and stops; the rows never
 handed out are released.
@@ -38,7 +49,7 @@ from service import db, domains, reasons, relays
 from service.campaigns.transitions import transition
 from service.context import Batch, NodeContext, Outcome, Row, Template
 from service.errors import Conflict, NotFound
-from service.relays import Relays, RelayState
+from service.relays import Relays, RelayState, Routes
 from service.smtp.connection import Outcome as Smtp
 from service.smtp.connection import SmtpConnection, SmtpUnavailable
 
@@ -121,7 +132,9 @@ def render_row(batch: Batch, row: Row) -> bytes | Outcome:
 class Sender:
     def __init__(self, ctx: NodeContext, token: str, feed: Feed) -> None:
         self.ctx, self.token, self.feed = ctx, token, feed
-        self.relays = Relays(relays.from_settings(ctx.settings), ctx.settings.retry_base_seconds)
+        self.routes = Routes(ctx.settings)
+        feed.usable = self.routes.usable
+        self.relays: Relays = self.routes.default
         self.own = relays.share([s.relay for s in self.relays.states], ctx.settings.smtp_connections)
         self.connections: list[SmtpConnection] = []  # every one opened, for close()
         self.writer: Writer  # set by run()
@@ -190,7 +203,8 @@ class Sender:
         connection alone should wait before its next row. A relay that reached nothing sent nothing, so
         the next one may take the row in the same `sending` transition (service/relays.py)."""
         reason, alone = "no SMTP relay is up", False
-        for state in self.relays.order(own):
+        group = self.routes.of(batch.relays)
+        for state in group.order(own if group is self.relays else group.pick()):
             seen = state.reached
             try:
                 outcome = await self.deliver(self.link(links, state), batch.template, row, message)
@@ -209,8 +223,11 @@ class Sender:
                     {"einmal.domain": row.domain, "einmal.relay": state.relay.name, "einmal.reply": outcome.reply},
                 )
             return outcome, 0.0
-        self.ctx.smtp_unavailable = self.relays.unavailable()
-        return Outcome(row.id, "queued", f"not sent: {reason}"), self.relays.first_pause if alone else 0.0
+        if group is self.relays:
+            self.ctx.smtp_unavailable = self.relays.unavailable()
+        if self.routes.sets and group.next_up() > time.monotonic():  # every relay of the account is down
+            self.writer.give_back(self.feed.drop_relays(batch.relays))
+        return Outcome(row.id, "queued", f"not sent: {reason}"), group.first_pause if alone else 0.0
 
     def link(self, links: dict[int, SmtpConnection], state: RelayState) -> SmtpConnection:
         """This connection's link to the relay, opened on its first message."""
@@ -227,7 +244,9 @@ class Sender:
         alone_until = 0.0
         while True:
             # the next row's send slot under EINMAL_RATE_LIMIT, shared by every node (docs/design.md#sending-budget)
-            wait = max(self.relays.next_up(), alone_until, self.feed.next_slot()) - time.monotonic()
+            # while no account has relays of its own, every row waits for the environment's to come up
+            relays_up = 0.0 if self.routes.sets else self.relays.next_up()
+            wait = max(relays_up, alone_until, self.feed.next_slot()) - time.monotonic()
             item = self.feed.take() if wait <= 0 else None
             if item is None:
                 if done is not None:  # nothing to send at once: record the last outcome now

@@ -125,6 +125,7 @@ class Batch:
     outcomes: list[Outcome] = field(default_factory=list)  # recorded SMTP outcomes
     settled: dict[str, int] = field(default_factory=dict)  # rows settled without SMTP, by status
     send_span: Span | None = None  # from the batch's entry into the sender to its last row settled
+    relays: tuple = ()  # the account's own relays (identity.AccountRelay); empty: the environment's
 
     @property
     def left(self) -> int:

@@ -16,11 +16,17 @@ sends through the relays still up. Only when none is up do the connections
 wait. A message that reached no relay was not sent: it goes to the next relay
 up in the same `sending` transition, and carries the same Message-ID
 whichever relay takes it.
+
+An account with relays of its own (einmal.relays, einmal.account_relays) sends only through them,
+by its weights (`Routes.of`); the others send through the environment's. A relay's state is one
+per node, keyed by where it connects (host, port, TLS, user, password, CA), shared by every
+account that uses it: a relay down is down for all of them, another relay is not touched
+(docs/design.md#sending-identity).
 """
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qs, unquote, urlsplit
 
 log = logging.getLogger("einmal.sender")
@@ -39,10 +45,11 @@ class Relay:
     password: str | None = field(default=None, repr=False)
     ca_file: str | None = None
     weight: int = 1
+    label: str = field(default="", compare=False)  # the operator's name for an account's relay
 
     @property
     def name(self) -> str:
-        return f"{self.host}:{self.port}"
+        return self.label or f"{self.host}:{self.port}"
 
 
 def parse_url(url: str) -> Relay:
@@ -105,6 +112,16 @@ def from_settings(settings) -> list[Relay]:
     ]
 
 
+def from_account(relay) -> Relay:
+    """An account's relay (service/accounts/identity.py AccountRelay) with its weight and name; ValueError
+    naming the relay, never its URL."""
+    try:
+        parsed = parse_url(relay.url)
+    except ValueError as exc:
+        raise ValueError(f"relay {relay.name}: {exc}") from None
+    return replace(parsed, weight=relay.weight, label=relay.name)
+
+
 def share(relays: list[Relay], connections: int) -> list[int]:
     """Each connection's own relay (an index), by weight: 4 connections, weights 3 and 1 -> 0, 0, 0, 1."""
     total = sum(r.weight for r in relays)
@@ -151,9 +168,21 @@ class RelayState:
 
 
 class Relays:
-    def __init__(self, relays: list[Relay], retry_base_seconds: float) -> None:
+    """A set of relays by weight: the environment's, or one account's."""
+
+    def __init__(self, relays: list[Relay], retry_base_seconds: float, states: list[RelayState] | None = None) -> None:
         self.first_pause = min(MAX_FIRST_PAUSE, max(retry_base_seconds, MIN_PAUSE))
-        self.states = [RelayState(relay, self.first_pause) for relay in relays]
+        self.states = states if states is not None else [RelayState(relay, self.first_pause) for relay in relays]
+        self.weights = [relay.weight for relay in relays]
+        self.owed = [0] * len(relays)
+
+    def pick(self) -> int:
+        """The next relay by weight (smooth weighted round robin), for a message of an account's own."""
+        total = sum(self.weights)
+        self.owed = [o + w for o, w in zip(self.owed, self.weights, strict=True)]
+        best = max(range(len(self.owed)), key=self.owed.__getitem__)
+        self.owed[best] -= total
+        return best
 
     def order(self, own: int) -> list[RelayState]:
         """The relays up now, a connection's own first, then the others in the order configured."""
@@ -170,3 +199,39 @@ class Relays:
         if all(s.reason is not None for s in self.states):
             return "; ".join(s.reason for s in self.states if s.reason)
         return None
+
+
+class Routes:
+    """Every relay this node sends through, one RelayState each however many accounts use it: the
+    environment's relays (`default`) and each account's set of them (`of`)."""
+
+    def __init__(self, settings) -> None:
+        self.retry_base = settings.retry_base_seconds
+        self.default = Relays(from_settings(settings), self.retry_base)
+        self.states: dict[Relay, RelayState] = {replace(s.relay, weight=1): s for s in self.default.states}
+        self.sets: dict[tuple, Relays] = {}
+
+    def of(self, account_relays: tuple) -> Relays:
+        """The relays of an account (its AccountRelay tuple; empty: the environment's). ValueError for a
+        relay whose URL cannot be used."""
+        if not account_relays:
+            return self.default
+        key = tuple((r.name, r.url, r.weight) for r in account_relays)
+        found = self.sets.get(key)
+        if found is None:
+            parsed = [from_account(r) for r in account_relays]
+            states = []
+            for relay in parsed:
+                shared = replace(relay, weight=1)
+                if shared not in self.states:
+                    self.states[shared] = RelayState(relay, self.default.first_pause)
+                states.append(self.states[shared])
+            found = self.sets[key] = Relays(parsed, self.retry_base, states)
+        return found
+
+    def usable(self, account_relays: tuple) -> bool:
+        """Whether a relay of the account's is up (or due to be tried again)."""
+        try:
+            return self.of(account_relays).next_up() <= time.monotonic()
+        except ValueError:
+            return True  # the claimer pauses the campaign for it

@@ -22,17 +22,24 @@ hard bounce for an address reason is counted toward its campaign's self-pause in
 and the campaign is checked once it committed (service/campaigns/self_pause.py). Provider
 webhooks (service/inbound/webhooks.py), authenticated by the provider's signature, find their rows
 with ``find_row`` or their own query and end in ``apply`` too.
+
+Mail comes back to the environment's return path (EINMAL_RETURN_PATH) and to each account's own
+(``ReturnPaths``): a token at an account's return path verifies only with that account's keys and
+only for a campaign of that account, so no account's secret answers for another's mail.
 """
 
+import time
 from dataclasses import replace
 
 import asyncpg
+from pydantic import SecretStr
 
 from service import db, reasons
 from service.addresses import email_key
 from service.campaigns import self_pause
 from service.inbound import events as inbound
 from service.inbound.reports import MAX_PARTS, MAX_RECIPIENTS, Malformed, Report, TooLarge, bounded, parse
+from service.mail.verp import ReturnPath
 from service.settings import Settings
 
 __all__ = [
@@ -40,6 +47,7 @@ __all__ = [
     "MAX_RECIPIENTS",
     "Malformed",
     "Report",
+    "ReturnPaths",
     "TooLarge",
     "about",
     "apply",
@@ -162,3 +170,61 @@ async def record(
     if report.guessed and _key(report.recipient) != row["email_lower"]:  # only the returned To: the row disagrees
         report = replace(report, recipient=None, guessed=False)
     return report, await apply(conn, settings, report, row)
+
+
+RETURN_PATHS_SECONDS = 10.0  # how long the accounts' return paths are reused by the inbound listener
+
+
+class ReturnPaths:
+    """The return paths mail comes back to: the environment's, and every account's own with the keys that
+    sign its tokens (its return_path_secret, else the environment's), read again every RETURN_PATHS_SECONDS."""
+
+    def __init__(self, settings: Settings, env: ReturnPath, pool: asyncpg.Pool) -> None:
+        self.settings, self.env, self.pool = settings, env, pool
+        self.accounts: dict[str, list[tuple[int, ReturnPath]]] = {}  # by the lower-case return path
+        self.loaded_at = -RETURN_PATHS_SECONDS
+
+    async def load(self) -> None:
+        """Read the accounts' return paths again if they are older than RETURN_PATHS_SECONDS."""
+        if time.monotonic() - self.loaded_at < RETURN_PATHS_SECONDS:
+            return
+        accounts: dict[str, list[tuple[int, ReturnPath]]] = {}
+        async with db.acquire(self.pool) as conn:
+            found = await conn.fetch(*db.sql("account_return_paths"))
+        for row in found:
+            secret = row["return_path_secret"]
+            try:
+                path = ReturnPath.of_account(
+                    row["return_path"], SecretStr(secret) if secret is not None else None, self.settings
+                )
+            except ValueError:
+                continue  # one that cannot sign signed nothing
+            if path is not None:
+                accounts.setdefault(f"{path.local}@{path.domain}".lower(), []).append((row["account_id"], path))
+        self.accounts, self.loaded_at = accounts, time.monotonic()
+
+    def find(self, recipient: str) -> tuple[list[tuple[int | None, ReturnPath]], str | None]:
+        """The return paths (with their account; None: the environment's) a recipient is, and its token;
+        ([], None) when it is none of them."""
+        ours, token = self.env.ours(recipient)
+        if ours:
+            return [(None, self.env)], token
+        local, at, domain = recipient.strip().strip("<>").rpartition("@")
+        base, plus, token = local.partition("+")
+        paths = self.accounts.get(f"{base}@{domain}".lower(), []) if at else []
+        return list(paths), (token if plus and paths else None)
+
+    async def verify(self, paths: list[tuple[int | None, ReturnPath]], token: str) -> tuple[int, int] | None:
+        """(campaign, subscriber) of a token one of `paths` signed, an account's only for its own campaign
+        (the database is asked only then)."""
+        for account_id, path in paths:
+            row_ids = path.verify(token)
+            if row_ids is None:
+                continue
+            if account_id is None:
+                return row_ids
+            async with db.acquire(self.pool) as conn:
+                owner = await conn.fetchrow(*db.sql("campaign_owner", campaign_id=row_ids[0]))
+            if owner is not None and owner["account_id"] == account_id:
+                return row_ids
+        return None

@@ -281,6 +281,12 @@ def load_key(path: str) -> PrivateKey:
         raise ConfigError(f"{where}: no such file") from None
     except OSError as exc:
         raise ConfigError(f"{where}: cannot read it: {(exc.strerror or str(exc)).lower()}") from None
+    return parse_key(data, where)
+
+
+def parse_key(data: bytes, where: str) -> PrivateKey:
+    """A key from its PEM text (or dkimpy's base64 Ed25519 seed); ConfigError starting with `where`, never
+    quoting the key."""
     stripped = data.strip()
     if not stripped.startswith(b"-----"):
         try:
@@ -321,6 +327,28 @@ def signer(settings: Settings) -> Signers | None:
             for selector, path in zip(settings.dkim_selectors, settings.dkim_key_files, strict=True)
         )
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _account_signers(domain: str, selectors: tuple[str, ...], keys: tuple[str, ...]) -> Signers:
+    """An account's keys for one From domain, each parsed once per process (a few hundred kept)."""
+    d = domain.encode("idna").decode() if not domain.isascii() else domain
+    return Signers(
+        tuple(
+            Signer(d, selector, parse_key(key.encode(), f"the DKIM key {i + 1} of {domain}"))
+            for i, (selector, key) in enumerate(zip(selectors, keys, strict=True))
+        )
+    )
+
+
+def account_signer(domains: Sequence, from_domain: str) -> Signers | None:
+    """The keys an account holds for its From domain (service/accounts/identity.py DomainKeys, in domain_key
+    form), or None when it holds none for that domain: then the environment's signer signs, if any, and
+    never another account's key (docs/design.md#message-identity). ConfigError for a key that is unusable."""
+    for found in domains:
+        if found.domain == from_domain and found.keys:
+            return _account_signers(found.domain, tuple(found.selectors), tuple(found.keys))
+    return None
 
 
 def public_record(key: PrivateKey) -> bytes:

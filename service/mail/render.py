@@ -23,6 +23,11 @@ SMTPUTF8 whatever relay it meets; only an address whose local part is not ASCII 
 UTF-8 (RFC 6532). It is not dot-stuffed. With the DKIM variables set, a DKIM-Signature
 (service/mail/dkim.py) per key goes in front: the fields and body pieces the same for every recipient
 are canonicalised once per campaign, a body without merge fields is hashed once.
+
+Compiled with the campaign's account identity (service/accounts/identity.py), a campaign is signed with
+the account's keys for its From domain, its MAIL FROM is the account's return path and its
+List-Unsubscribe mailto the account's; each part the account did not set is the environment's
+(docs/design.md#sending-identity).
 """
 
 import hashlib
@@ -30,17 +35,20 @@ import re
 import secrets
 import time
 from binascii import b2a_base64, b2a_qp
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from email.errors import HeaderParseError
 from email.headerregistry import Address
 from email.policy import default as default_policy
 from email.utils import format_datetime
+from typing import Protocol
 
 from jinja2 import Template
+from pydantic import SecretStr
 
 from service.addresses import header_address
-from service.errors import Invalid
+from service.domains import domain_key
+from service.errors import ConfigError, Invalid
 from service.mail import confirm, dkim, headers, templates, unsubscribe, verp
 from service.settings import Settings
 
@@ -225,6 +233,22 @@ def _domain(domain: str) -> bytes:
     return ascii_domain
 
 
+class Identity(Protocol):
+    """What a campaign is sent as of its account's identity (service/accounts/identity.py Identity)."""
+
+    @property
+    def domains(self) -> Sequence: ...  # DomainKeys: domain, selectors, keys
+
+    @property
+    def return_path(self) -> str | None: ...
+
+    @property
+    def return_path_secret(self) -> SecretStr | None: ...
+
+    @property
+    def unsubscribe_mailto(self) -> str | None: ...
+
+
 class CampaignTemplate:
     """A campaign ready to render: ``CampaignTemplate.compile(campaign, settings).render(…)``."""
 
@@ -283,8 +307,9 @@ class CampaignTemplate:
     _dkim: dkim.CampaignSigner | None
 
     @classmethod
-    def compile(cls, campaign: Mapping, settings: Settings) -> "CampaignTemplate":
-        """Do once what is the same for every recipient. Invalid when the campaign is unusable."""
+    def compile(cls, campaign: Mapping, settings: Settings, identity: Identity | None = None) -> "CampaignTemplate":
+        """Do once what is the same for every recipient, as the campaign's account `identity` (None: as the
+        environment describes). Invalid when the campaign is unusable."""
         self = cls()
         self.campaign_id = int(campaign["id"])
         self.account_id = int(campaign["account_id"])
@@ -303,7 +328,15 @@ class CampaignTemplate:
         )
         sender = _sender(campaign["from_address"])
         self.envelope_from = sender.addr_spec
-        self._verp = verp.ReturnPath.from_settings(settings)
+        try:
+            self._verp = (
+                verp.ReturnPath.of_account(identity.return_path, identity.return_path_secret, settings)
+                if identity
+                else verp.ReturnPath.from_settings(settings)
+            )
+            signer = dkim.account_signer(identity.domains, domain_key(sender.domain)) if identity else None
+        except (ValueError, ConfigError) as exc:
+            raise Invalid(f"the account's sender identity: {exc}") from None
         try:
             self._from = mailbox(b"From", sender.display_name, sender.addr_spec)
         except ValueError as exc:
@@ -311,17 +344,26 @@ class CampaignTemplate:
         domain = _domain(settings.message_id_domain or sender.domain)
         self._id_prefix = b"Message-ID: <campaign.%d." % self.campaign_id
         self._id_suffix = b"@" + domain + b">\r\n"
-        self._compile_unsubscribe(settings, used | self._text.fields | (self._html.fields if self._html else set()))
+        mailto = settings.unsubscribe_mailto
+        if identity and identity.unsubscribe_mailto:
+            try:
+                mailto = unsubscribe.plain_address(identity.unsubscribe_mailto, "the account's unsubscribe mailto")
+            except ValueError as exc:
+                raise Invalid(str(exc)) from None
+        self._compile_unsubscribe(
+            settings, used | self._text.fields | (self._html.fields if self._html else set()), mailto
+        )
         self._confirm = None  # a list's confirmations (docs/design.md#api): (signer, the link without its token)
         if campaign.get("kind") == "confirmation" and settings.confirm_url and settings.unsubscribe_secret:
             self._confirm = (confirm.Signer(settings.unsubscribe_secret), unsubscribe.link(settings.confirm_url, ""))
         # the same campaign always gets the same boundary: a preview is the message that goes out
         content = "\0".join((campaign["subject"], campaign["body_text"], campaign.get("body_html") or ""))
         self._digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        self._extra = self._campaign_headers(campaign, settings, domain)
+        sender_id = signer.signers[0].domain.encode() if signer else None
+        self._extra = self._campaign_headers(campaign, settings, domain, sender_id)
         self._compile_mime()
         self._dkim = None
-        if signer := dkim.signer(settings):  # the fields and pieces every message shares, canonicalised once
+        if signer := signer or dkim.signer(settings):  # the fields and pieces every message shares, canonicalised once
             static = [
                 self._start,
                 self._between,
@@ -355,7 +397,9 @@ class CampaignTemplate:
 
     # -- the headers an operator chooses (service/mail/headers.py checks them) ----------------------
 
-    def _campaign_headers(self, campaign: Mapping, settings: Settings, domain: bytes) -> bytes:
+    def _campaign_headers(
+        self, campaign: Mapping, settings: Settings, domain: bytes, sender_id: bytes | None = None
+    ) -> bytes:
         """Reply-To, List-Id, Feedback-ID and the campaign's own headers: the same for every recipient."""
         lines = []
         if campaign.get("reply_to"):
@@ -368,18 +412,19 @@ class CampaignTemplate:
             line = _fold(b"List-Id", [*words, b"<" + identifier.encode() + b">"])
             assert line is not None  # list_id() keeps the value to 900 characters: no line passes 998
             lines.append(line)
-        sender_id = settings.dkim_domain.encode() if settings.dkim_domain else domain
+        if sender_id is None:  # the account's DKIM domain, else the environment's, else the Message-ID's
+            sender_id = settings.dkim_domain.encode() if settings.dkim_domain else domain
         lines.append(b"Feedback-ID: %d:%d:einmal:%s\r\n" % (self.campaign_id, self.account_id, sender_id))
         for name, value in headers.stored_headers(campaign.get("headers")):
             lines.append(unstructured(name.encode(), value))
         return b"".join(lines)
 
-    def _compile_unsubscribe(self, settings: Settings, used: set[str]) -> None:
+    def _compile_unsubscribe(self, settings: Settings, used: set[str], mailto: str | None) -> None:
         self._signer = None
         self._url_prefix = ""
         self._mailto = b""
-        if settings.unsubscribe_mailto:
-            self._mailto = b"<mailto:" + settings.unsubscribe_mailto.encode() + b"?subject=unsubscribe%20"
+        if mailto:
+            self._mailto = b"<mailto:" + mailto.encode() + b"?subject=unsubscribe%20"
         if not settings.unsubscribe_url:
             if "unsubscribe_url" in used:
                 raise Invalid("{{ unsubscribe_url }} is used but EINMAL_UNSUBSCRIBE_URL is not set")

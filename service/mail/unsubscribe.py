@@ -30,6 +30,8 @@ from collections.abc import Mapping
 
 from pydantic import SecretStr
 
+from service.addresses import address_problem
+
 Secret = SecretStr | str | bytes
 
 # the subscriber a test message's token names (`einmal campaign test`): no subscriber has id 0, so its
@@ -150,3 +152,13 @@ def link(base_url: str, token: str) -> str:
     else:
         separator = "?"
     return f"{base_url}{separator}token={token}"
+
+
+def plain_address(value: str, what: str) -> str:
+    """An account's unsubscribe mailto or return path as it goes into a header or MAIL FROM: a plain ASCII
+    address (what EINMAL_UNSUBSCRIBE_MAILTO must be); ValueError naming `what` otherwise."""
+    value = value.strip()
+    problem = address_problem(value)
+    if problem is not None or not value.isascii() or any(c in value for c in "<>?&%, "):
+        raise ValueError(f"{what} must be a plain ASCII address" + (f" ({problem})" if problem else ""))
+    return value

@@ -10,6 +10,11 @@ with the first key of EINMAL_RETURN_PATH_SECRET (else of EINMAL_UNSUBSCRIBE_SECR
 key of the secret verifies, so keys rotate as unsubscribe keys do. The token is lower-case
 hex and digits only: mail systems that fold the local part's case still hand back a token
 that verifies. The campaign and the subscriber name the send row (sends_one_per_subscriber).
+
+An account with its own return path (einmal.accounts.return_path) signs with its own
+return_path_secret (else the environment's secret): ``ReturnPath.of_account``. The inbound
+listener verifies a token at an account's return path with that account's keys, and only for
+a campaign of that account (service/inbound/bounces.py ``ReturnPaths``).
 """
 
 import hashlib
@@ -50,6 +55,17 @@ class ReturnPath:
         if key_source is None:  # Settings refuses a return path without one
             raise ValueError("EINMAL_RETURN_PATH needs EINMAL_RETURN_PATH_SECRET or EINMAL_UNSUBSCRIBE_SECRET")
         return cls(settings.return_path, key_source)
+
+    @classmethod
+    def of_account(cls, return_path: str | None, key: SecretStr | None, settings: Settings) -> "ReturnPath | None":
+        """An account's own return path (`return_path`, signed with `key`, else the environment's secret);
+        the environment's when the account has none."""
+        if not return_path:
+            return cls.from_settings(settings)
+        key_source = key or secret(settings)
+        if key_source is None:
+            raise ValueError("the account's return path has no secret, nor is EINMAL_RETURN_PATH_SECRET set")
+        return cls(unsubscribe.plain_address(return_path, "the account's return path"), key_source)
 
     def token(self, campaign_id: int, subscriber_id: int) -> str:
         return f"{campaign_id}.{subscriber_id}.{_signature(self._keys[0], campaign_id, subscriber_id)}"

@@ -323,6 +323,7 @@ async def test_an_opt_out_by_the_a_label_form_after_the_build_is_honoured_at_cla
             probes=1,
             pause_seconds=60,
             pause_max_seconds=3600,
+            relays=[],
         )
     )  # no limits
     assert {r["email"]: r["status"] for r in claimed} == {

@@ -46,6 +46,7 @@ async def test_a_claim_skips_a_row_an_erasure_holds_instead_of_waiting_for_it(
                     probes=1,
                     pause_seconds=60.0,
                     pause_max_seconds=3600.0,
+                    relays=[],
                 )
             )
             assert sorted(r["id"] for r in rows) == sorted(
