@@ -14,7 +14,9 @@
 8. the parse cost of a bounce per message, over the real samples, in this process (bench/bounces.py);
 9. subscriber upserts through the HTTP API (`einmal serve`, 50 clients) against a bare asyncpg loop at 50
    connections, and the API's p99 latency; beside them the floor, a bare ASGI app on einmal's server parts
-   running the bare statement per request (bench/api.py, bench/floor.py).
+   running the bare statement per request (bench/api.py, bench/floor.py);
+10. one node sending two accounts' campaigns, each through its own relay, against one account's on one
+    relay, the same messages, best of three runs in turn (bench/accounts.py).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
 bench could not run, 3 when smtp-sink is missing and cannot be installed.
@@ -28,7 +30,7 @@ import time
 import anyio
 import asyncpg
 
-from bench import api, bounces, build, database, latency, render, report, send, signing
+from bench import accounts, api, bounces, build, database, latency, render, report, send, signing
 from bench.sink import Sink, Unavailable, ensure_tools, wire
 from service.errors import EinmalError
 
@@ -106,9 +108,12 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
     built = await build.compare(server, args.subscribers, deadline=began + TIME_BUDGET)
     say(f"  seeded in {built.seed_seconds:.1f} s; {built.rows:,} recipients")
     relayed = await latency.measure(server, relay_messages(args), args.tick, say)
+    rounds = 1 if args.quick else 3
+    one, two = await accounts.compare(server, sink.path, messages=args.messages, tick=args.tick, rounds=rounds, say=say)
     report.default(header, min(s for s, _ in wires), runs, built, say, render.figures())
     report.dkim(signed.pop("unsigned"), signed, say, verified)
     report.latency(relayed, say)
+    report.accounts(one, two, say)
     report.bounce_parse(*bounces.microseconds(rounds=2 if args.quick else 5), say)
     report.api_upserts(await api.measure(server, 1_000 if args.quick else 10_000), say)
 

@@ -355,3 +355,27 @@ def api_upserts(result, say=print) -> None:
         )
     )
     say(row("upserts through the API: p99 latency", f"{result.p99_ms:.0f} ms", "", None))
+
+
+def accounts(one, two, say=print) -> None:
+    """Two accounts on two relays against one on one (bench/accounts.py), and whose mail reached which relay."""
+    messages = one.messages
+    say(
+        row(
+            "einmal 1 account, 1 relay: approval -> sent",
+            f"{one.rate:,.0f} msg/s" + ("" if one.sent else " (not sent in time)"),
+            "(the reference)",
+            None,
+        )
+    )
+    ratio = two.rate / one.rate if one.rate else 0.0
+    say(
+        row(
+            "einmal 2 accounts, 2 relays: approval -> sent",
+            f"{two.rate:,.0f} msg/s = {ratio:.2f} × 1 account",
+            ">= 1 account",
+            two.sent and one.sent and ratio >= 1.0,
+        )
+    )
+    own = one.at_sinks == [messages] and two.at_sinks == [messages // 2] * 2
+    say(row("  each account's mail at its own relay", f"{two.at_sinks[0]:,} + {two.at_sinks[1]:,}", "all", own))

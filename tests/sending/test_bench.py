@@ -47,9 +47,12 @@ FIGURES = [
     r"upserts, floor: a bare ASGI app, 50 clients\s+[\d,]+/s = [\d.]+ × bare\s+\(bench/floor.py\)\s+-$",
     r"upserts, PUT /api/v1/subscribers, 50 clients\s+[\d,]+/s = [\d.]+ × bare\s+>= 0.5 × bare\s+(PASS|MISS)$",
     r"upserts through the API: p99 latency\s+\d+ ms\s+-$",
+    r"einmal 1 account, 1 relay: approval -> sent\s+[\d,]+ msg/s\s+\(the reference\)",
+    r"einmal 2 accounts, 2 relays: approval -> sent\s+[\d,]+ msg/s = [\d.]+ × 1 account\s+>= 1 account\s+(PASS|MISS)$",
+    r"each account's mail at its own relay\s+500 \+ 500\s+all\s+PASS$",
 ]
 VERDICT = re.compile(r"\s(PASS|MISS|-)$")
-RATIO = re.compile(r"([^\s=]+) × (wire|bare|pool|unsigned|today's)")
+RATIO = re.compile(r"([^\s=]+) × (wire|bare|pool|unsigned|today's|1 account)")
 
 
 def bench(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
