@@ -28,13 +28,15 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`make test`: --dist loadgroup) the tests of a module with a module-scoped fixture
-    run on one worker, which makes that fixture once; the others go to whichever worker is free."""
+    run on one worker, which makes that fixture once; the others go to whichever worker is free. The tests
+    marked `slow` (a minute each) go first, so that none of them starts when the others are nearly done."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         if info and any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from tests.support.web import http_server
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.slow
 async def test_every_operation_holds_to_the_document_under_generated_input(
     conn: asyncpg.Connection, dsn: str, tmp_path: Path, smtp_server
 ) -> None:
