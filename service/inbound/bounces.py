@@ -25,10 +25,12 @@ with ``find_row`` or their own query and end in ``apply`` too.
 
 Mail comes back to the environment's return path (EINMAL_RETURN_PATH) and to each account's own
 (``ReturnPaths``): a token at an account's return path verifies only with that account's keys and
-only for a campaign of that account, so no account's secret answers for another's mail.
+only for a campaign of that account, so no account's secret answers for another's mail. Provider webhooks
+verify a token with the same core (``account_paths``, ``find_paths``, ``verify_token``).
 """
 
 import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 
 import asyncpg
@@ -50,11 +52,15 @@ __all__ = [
     "ReturnPaths",
     "TooLarge",
     "about",
+    "account_paths",
     "apply",
     "bounded",
+    "campaign_owner",
+    "find_paths",
     "find_row",
     "parse",
     "record",
+    "verify_token",
 ]
 
 WENT_OUT = ("sent", "sending", "in_doubt")  # a report may be about these rows' messages only
@@ -175,9 +181,55 @@ async def record(
 RETURN_PATHS_SECONDS = 10.0  # how long the accounts' return paths are reused by the inbound listener
 
 
+def account_paths(rows: Iterable[asyncpg.Record], settings: Settings) -> dict[str, list[tuple[int, ReturnPath]]]:
+    """The accounts' own return paths (rows of account_return_paths) by their lower-case address, each with
+    the keys that sign its tokens (its return_path_secret, else the environment's)."""
+    accounts: dict[str, list[tuple[int, ReturnPath]]] = {}
+    for row in rows:
+        secret = row["return_path_secret"]
+        try:
+            path = ReturnPath.of_account(
+                row["return_path"], SecretStr(secret) if secret is not None else None, settings
+            )
+        except ValueError:
+            continue  # one that cannot sign signed nothing
+        if path is not None:
+            accounts.setdefault(f"{path.local}@{path.domain}".lower(), []).append((row["account_id"], path))
+    return accounts
+
+
+def find_paths(
+    env: ReturnPath | None, accounts: Mapping[str, list[tuple[int, ReturnPath]]], address: str
+) -> tuple[list[tuple[int | None, ReturnPath]], str | None]:
+    """The return paths (with their account; None: the environment's) an address is, and its token;
+    ([], None) when it is none of them."""
+    if env is not None and (ours := env.ours(address))[0]:
+        return [(None, env)], ours[1]
+    local, at, domain = address.strip().strip("<>").rpartition("@")
+    base, plus, token = local.partition("+")
+    paths = accounts.get(f"{base}@{domain}".lower(), []) if at else []
+    return list(paths), (token if plus and paths else None)
+
+
+async def verify_token(
+    paths: list[tuple[int | None, ReturnPath]], token: str, owner: Callable[[int], Awaitable[int | None]]
+) -> tuple[int, int] | None:
+    """(campaign, subscriber) of a token one of `paths` signed, an account's only for its own campaign
+    (`owner`: the account of a campaign, asked only then)."""
+    for account_id, path in paths:
+        row_ids = path.verify(token)
+        if row_ids is not None and (account_id is None or await owner(row_ids[0]) == account_id):
+            return row_ids
+    return None
+
+
+async def campaign_owner(conn: asyncpg.Connection, campaign_id: int) -> int | None:
+    return await conn.fetchval(*db.sql("campaign_owner", campaign_id=campaign_id))
+
+
 class ReturnPaths:
     """The return paths mail comes back to: the environment's, and every account's own with the keys that
-    sign its tokens (its return_path_secret, else the environment's), read again every RETURN_PATHS_SECONDS."""
+    sign its tokens (``account_paths``), read again every RETURN_PATHS_SECONDS."""
 
     def __init__(self, settings: Settings, env: ReturnPath, pool: asyncpg.Pool) -> None:
         self.settings, self.env, self.pool = settings, env, pool
@@ -188,43 +240,18 @@ class ReturnPaths:
         """Read the accounts' return paths again if they are older than RETURN_PATHS_SECONDS."""
         if time.monotonic() - self.loaded_at < RETURN_PATHS_SECONDS:
             return
-        accounts: dict[str, list[tuple[int, ReturnPath]]] = {}
         async with db.acquire(self.pool) as conn:
             found = await conn.fetch(*db.sql("account_return_paths"))
-        for row in found:
-            secret = row["return_path_secret"]
-            try:
-                path = ReturnPath.of_account(
-                    row["return_path"], SecretStr(secret) if secret is not None else None, self.settings
-                )
-            except ValueError:
-                continue  # one that cannot sign signed nothing
-            if path is not None:
-                accounts.setdefault(f"{path.local}@{path.domain}".lower(), []).append((row["account_id"], path))
-        self.accounts, self.loaded_at = accounts, time.monotonic()
+        self.accounts, self.loaded_at = account_paths(found, self.settings), time.monotonic()
 
     def find(self, recipient: str) -> tuple[list[tuple[int | None, ReturnPath]], str | None]:
-        """The return paths (with their account; None: the environment's) a recipient is, and its token;
-        ([], None) when it is none of them."""
-        ours, token = self.env.ours(recipient)
-        if ours:
-            return [(None, self.env)], token
-        local, at, domain = recipient.strip().strip("<>").rpartition("@")
-        base, plus, token = local.partition("+")
-        paths = self.accounts.get(f"{base}@{domain}".lower(), []) if at else []
-        return list(paths), (token if plus and paths else None)
+        """``find_paths`` of a recipient, with the return paths last read."""
+        return find_paths(self.env, self.accounts, recipient)
 
     async def verify(self, paths: list[tuple[int | None, ReturnPath]], token: str) -> tuple[int, int] | None:
-        """(campaign, subscriber) of a token one of `paths` signed, an account's only for its own campaign
-        (the database is asked only then)."""
-        for account_id, path in paths:
-            row_ids = path.verify(token)
-            if row_ids is None:
-                continue
-            if account_id is None:
-                return row_ids
-            async with db.acquire(self.pool) as conn:
-                owner = await conn.fetchrow(*db.sql("campaign_owner", campaign_id=row_ids[0]))
-            if owner is not None and owner["account_id"] == account_id:
-                return row_ids
-        return None
+        """``verify_token``, the database asked for an account's token only."""
+        return await verify_token(paths, token, self._owner)
+
+    async def _owner(self, campaign_id: int) -> int | None:
+        async with db.acquire(self.pool) as conn:
+            return await campaign_owner(conn, campaign_id)

@@ -15,7 +15,9 @@ it (else 403). Each event is then tied to one send row of that account and appli
 
 1. The message itself, when the provider vouches for what names it (the message as the provider
    sent it for us: a VERP token in its envelope sender, or einmal's Message-ID `<campaign.C.S@…>`
-   in its headers; never a bounce's content, which a third party wrote): that row, when it is the
+   in its headers; never a bounce's content, which a third party wrote): a token at the
+   environment's return path or at an account's own, verified as the inbound listener does
+   (``identify``: an account's with its keys, for its campaigns only). That row, when it is the
    account's and its address is the event's (else that campaign's row for the event's address).
 2. Else the address: the account's newest send row to it whose message went out.
 
@@ -29,6 +31,7 @@ import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import asyncpg
 
@@ -123,15 +126,21 @@ def event_id(provider: str, value: object, what: str) -> str:
     return f"{provider}:{text(value, what, MAX_ID)}"
 
 
-def identify(path: ReturnPath | None, identities: Iterable[str]) -> tuple[int, int] | None:
-    """(campaign, subscriber) named by a verified VERP token or one of einmal's Message-IDs."""
+async def identify(
+    conn: asyncpg.Connection, settings: Settings, path: ReturnPath | None, identities: Iterable[str]
+) -> tuple[int, int] | None:
+    """(campaign, subscriber) named by one of einmal's Message-IDs or a VERP token verified as the inbound
+    listener verifies it (bounces.find_paths, bounces.verify_token): at the environment's return path `path`
+    with its keys, at an account's own return path with that account's keys and for its own campaign only."""
+    accounts: dict[str, list[tuple[int, ReturnPath]]] | None = None  # read once, for a token at no env path
     for identity in identities:
         if not isinstance(identity, str) or len(identity) > 400:
             continue
-        if path is not None:
-            ours, token = path.ours(identity)
-            if ours and token and (ids := path.verify(token)):
-                return ids
+        if accounts is None and "+" in identity and not (path is not None and path.ours(identity)[0]):
+            accounts = bounces.account_paths(await conn.fetch(*db.sql("account_return_paths")), settings)
+        paths, token = bounces.find_paths(path, accounts or {}, identity)
+        if token and (ids := await bounces.verify_token(paths, token, partial(bounces.campaign_owner, conn))):
+            return ids
         if found := _OUR_ID.fullmatch(identity.strip()):
             return int(found[1]), int(found[2])
     return None
@@ -145,9 +154,10 @@ async def claim_token(conn: asyncpg.Connection, token: str, digest: str, until: 
 
 
 async def _row(
-    conn: asyncpg.Connection, path: ReturnPath | None, event: Event, account_id: int
+    conn: asyncpg.Connection, settings: Settings, path: ReturnPath | None, event: Event, account_id: int
 ) -> asyncpg.Record | str:
-    report = bounces.Report(event.kind, event.status, event.recipient, identify(path, event.identities), event.event_id)
+    original = await identify(conn, settings, path, event.identities)
+    report = bounces.Report(event.kind, event.status, event.recipient, original, event.event_id)
     if report.original is not None:
         row = await bounces.find_row(conn, report, report.original, by_token=False)
         if not isinstance(row, str) and row["account_id"] == account_id:
@@ -162,7 +172,7 @@ async def record(
     conn: asyncpg.Connection, settings: Settings, path: ReturnPath | None, event: Event, account_id: int
 ) -> str:
     """Apply one event: applied, repeated, or `dropped: why`. Conflict: its id came with another payload."""
-    row = await _row(conn, path, event, account_id)
+    row = await _row(conn, settings, path, event, account_id)
     if isinstance(row, str):
         return f"dropped: {row}"
     report = bounces.Report(event.kind, event.status, event.recipient, None, event.event_id)
