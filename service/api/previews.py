@@ -145,9 +145,7 @@ async def send_test(
             503, "too many test messages are going out; try again shortly", headers={"Retry-After": "5"}
         ) from None
     try:
-        result = await previews.send_test(
-            settings=request.app.state.settings, template=made.template, to=sent.to, message=made.message
-        )
+        result = await previews.send_test(settings=request.app.state.settings, made=made, to=sent.to)
     except SmtpUnavailable as exc:
         raise HTTPException(503, f"test message not sent: {exc}", headers={"Retry-After": "30"}) from None
     finally:

@@ -2,9 +2,12 @@
 (`campaign test`, POST …/test) and the trial render of a draft (at create, change and approve).
 
 A preview renders the exact message one subscriber would get (the Date header is the time of the preview).
-A test message goes to another mailbox through the configured relay, outside the campaign's send rows: it
-changes nothing in the database. It is marked (a prefix before its subject), has a Message-ID of its own and
-an unsubscribe link that unsubscribes nobody: pressing it cannot suppress the subscriber it was rendered for.
+Both are made as a node makes the campaign's messages, as its account's identity (service/accounts/identity.py,
+docs/design.md#sending-identity): signed by the account's DKIM keys for the From domain (else the environment's),
+with its unsubscribe mailto; a test message goes with its return path as MAIL FROM, through its relays (else the
+environment's), outside the campaign's send rows: it changes nothing in the database. It is marked (a prefix
+before its subject), has a Message-ID of its own and an unsubscribe link and a return-path token that name
+nobody: pressing the link cannot suppress the subscriber it was rendered for, a bounce of it finds no row.
 Compiling and rendering are CPU work bounded by the sandbox's budget: they run in a worker thread.
 """
 
@@ -18,12 +21,14 @@ import anyio
 import asyncpg
 
 from service import db, from_rule
+from service.accounts import identity
 from service.addresses import email_key
 from service.errors import Invalid, NotFound
 from service.mail import unsubscribe
 from service.mail.render import CampaignTemplate
+from service.relays import Routes
 from service.settings import Settings
-from service.smtp.connection import Result, SmtpConnection
+from service.smtp.connection import Result, SmtpConnection, SmtpUnavailable
 from service.text import shown
 
 TRIAL_SAMPLE = 200  # subscribers rendered at create and approve
@@ -38,6 +43,7 @@ class Rendered:
     template: CampaignTemplate
     message: bytes
     subscriber: str  # the address of the subscriber it was rendered for
+    relays: tuple[identity.AccountRelay, ...] = ()  # the account's, for a test message (empty: the environment's)
 
 
 async def sources(
@@ -60,12 +66,17 @@ async def sources(
 
 
 def rendered(
-    campaign: dict[str, Any], row: asyncpg.Record, settings: Settings, test: tuple[str, str] | None = None
+    campaign: dict[str, Any],
+    row: asyncpg.Record,
+    settings: Settings,
+    test: tuple[str, str] | None = None,
+    sender: identity.Identity | None = None,
 ) -> tuple[CampaignTemplate, bytes]:
-    """The campaign compiled and rendered for the subscriber; with ``test`` (to, subject prefix) as a test
-    message to that address (CampaignTemplate.render_test), whose unsubscribe link names nobody. CPU work,
-    bounded by the sandbox's budget: callers that serve others run it in a worker thread."""
-    template = CampaignTemplate.compile(campaign, settings)
+    """The campaign compiled as its account's identity `sender` (None: the environment's), as a node compiles
+    it, and rendered for the subscriber; with ``test`` (to, subject prefix) as a test message to that address
+    (CampaignTemplate.render_test), whose unsubscribe link names nobody. CPU work, bounded by the sandbox's
+    budget: callers that serve others run it in a worker thread."""
+    template = CampaignTemplate.compile(campaign, settings, sender)
     try:
         if test:
             return template, template.render_test(test[0], row["name"], row["attributes"], test[1])
@@ -100,8 +111,9 @@ async def render(
         await from_rule.check(
             conn, settings=settings, account_id=campaign["account_id"], address=campaign["from_address"], said="From"
         )
-    template, message = await anyio.to_thread.run_sync(rendered, campaign, row, settings, test, limiter=limiter)
-    return Rendered(template, message, row["email"])
+    sender = await identity.of_account(conn, account_id=campaign["account_id"])
+    template, message = await anyio.to_thread.run_sync(rendered, campaign, row, settings, test, sender, limiter=limiter)
+    return Rendered(template, message, row["email"], sender.relays)
 
 
 @dataclass(frozen=True)
@@ -184,11 +196,24 @@ def decoded(message: email.message.EmailMessage) -> list[tuple[str, str | bytes]
     return [(part.get_content_type(), part.get_content()) for part in message.walk() if not part.is_multipart()]
 
 
-async def send_test(*, settings: Settings, template: CampaignTemplate, to: str, message: bytes) -> Result:
-    """A test message through the configured relay, on a connection of its own, outside the campaign's send
-    rows. SmtpUnavailable when no relay answers."""
-    connection = SmtpConnection(settings)
+async def send_test(*, settings: Settings, made: Rendered, to: str) -> Result:
+    """A test message `made` by render(test=…) to `to`, outside the campaign's send rows, as a node sends: MAIL
+    FROM the account's return path (a token naming nobody), through the account's relays, else the
+    environment's (service/relays.py Routes), the first by weight, then each other on a connection of its own
+    while none answers. Invalid for a relay of the account's that cannot be used (named, never its URL);
+    SmtpUnavailable when no relay answers."""
     try:
-        return await connection.send(template.envelope_from, to, message)
-    finally:
-        await connection.close()
+        relays = Routes(settings).of(made.relays)
+    except ValueError as exc:
+        raise Invalid(f"the account's sender identity: {exc}") from None
+    mail_from = made.template.envelope_sender(unsubscribe.TEST_SUBSCRIBER)
+    reasons = []
+    for state in relays.order(relays.pick()):
+        connection = SmtpConnection(settings, state.relay)
+        try:
+            return await connection.send(mail_from, to, made.message)
+        except SmtpUnavailable as exc:
+            reasons.append(str(exc))
+        finally:
+            await connection.close()
+    raise SmtpUnavailable("; ".join(reasons))

@@ -93,7 +93,7 @@ async def test_command(args: argparse.Namespace, settings: Settings) -> int:
             test=(args.to, args.subject_prefix),
         )
     try:
-        result = await preview.send_test(settings=settings, template=made.template, to=args.to, message=made.message)
+        result = await preview.send_test(settings=settings, made=made, to=args.to)
     except SmtpUnavailable as exc:
         raise EinmalError(f"test message not sent: {exc}") from None
     if result.outcome is not Outcome.SENT:
