@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 
 from tests.support.pipeline import (
+    NODE_TIMEOUT,
     TAKEOVER_TIMEOUT,
     Received,
     approve,
@@ -269,7 +270,7 @@ async def test_under_resend_a_node_woken_past_its_timeout_records_no_answer_on_a
             frozen.send_signal(signal.SIGSTOP)
             gates.release[0].set()  # its 250 waits in the stopped node's socket
             other = start_node({**env, "EINMAL_NODE_ID": "other"}, tmp_path / "other.log")
-            with anyio.fail_after(30):
+            with anyio.fail_after(NODE_TIMEOUT + 45):  # the frozen node's timeout, then the other's start and claim
                 await gates.arrived[1].wait()  # declared dead, queued again, and on the wire from the other node
             row = await conn.fetchrow("SELECT status, claimed_by FROM einmal.sends WHERE campaign_id = $1", campaign)
             assert row["status"] == "sending" and row["claimed_by"].startswith("other/"), dict(row)
