@@ -87,24 +87,9 @@ def _pem(key: dkim.PrivateKey) -> str:
 
 def imported_key(data: bytes, said: str = "--key-file") -> str:
     """A PEM private key to sign with, as PEM (PKCS#8); ArgumentError, one line that quotes nothing of it,
-    unless it is an unencrypted RSA key of 2048 bits or more or an Ed25519 key."""
-    try:
-        key = serialization.load_pem_private_key(data, password=None)
-    except TypeError:
-        raise ArgumentError(f"{said}: the key is encrypted; give an unencrypted one") from None
-    except (ValueError, UnsupportedAlgorithm):
-        raise ArgumentError(f"{said}: not a PEM private key") from None
-    if isinstance(key, rsa.RSAPrivateKey):
-        if not MIN_RSA_BITS <= key.key_size <= MAX_RSA_BITS:
-            raise ArgumentError(
-                f"{said}: an RSA key of {key.key_size} bits; DKIM keys here have {MIN_RSA_BITS} to {MAX_RSA_BITS}"
-            )
-        return _pem(key)
-    if isinstance(key, ed25519.Ed25519PrivateKey):
-        return _pem(key)
-    raise ArgumentError(
-        f"{said}: a {type(key).__name__.removesuffix('PrivateKey')} key; DKIM signs with RSA or Ed25519"
-    )
+    unless it is an unencrypted RSA key of 2048 to 4096 bits or an Ed25519 key (dkim.parse_key's rules)."""
+    key = dkim.parse_key(data, said, least_bits=MIN_RSA_BITS, most_bits=MAX_RSA_BITS, error=ArgumentError)
+    return _pem(key)
 
 
 def public_record(pem: str) -> str:

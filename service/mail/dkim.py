@@ -284,9 +284,11 @@ def load_key(path: str) -> PrivateKey:
     return parse_key(data, where)
 
 
-def parse_key(data: bytes, where: str) -> PrivateKey:
-    """A key from its PEM text (or dkimpy's base64 Ed25519 seed); ConfigError starting with `where`, never
-    quoting the key."""
+def parse_key(
+    data: bytes, where: str, *, most_bits: int | None = None, least_bits: int = MIN_RSA_BITS, error: type = ConfigError
+) -> PrivateKey:
+    """A key from its PEM text (or dkimpy's base64 Ed25519 seed): an unencrypted Ed25519 key, or an RSA key of
+    `least_bits` (to `most_bits`); else `error`, one line starting with `where` that never quotes the key."""
     stripped = data.strip()
     if not stripped.startswith(b"-----"):
         try:
@@ -295,20 +297,22 @@ def parse_key(data: bytes, where: str) -> PrivateKey:
             seed = b""
         if len(seed) == 32:
             return ed25519.Ed25519PrivateKey.from_private_bytes(seed)
-        raise ConfigError(f"{where}: not a PEM private key (nor a base64 Ed25519 seed)")
+        raise error(f"{where}: not a PEM private key (nor a base64 Ed25519 seed)")
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except TypeError:
-        raise ConfigError(f"{where}: the key is encrypted; give an unencrypted one") from None
+        raise error(f"{where}: the key is encrypted; give an unencrypted one") from None
     except (ValueError, UnsupportedAlgorithm):
-        raise ConfigError(f"{where}: not a readable PEM private key") from None
+        raise error(f"{where}: not a readable PEM private key") from None
     if isinstance(key, rsa.RSAPrivateKey):
-        if key.key_size < MIN_RSA_BITS:
-            raise ConfigError(f"{where}: an RSA key of {key.key_size} bits; at least {MIN_RSA_BITS} (2048 advised)")
+        if most_bits is not None and not least_bits <= key.key_size <= most_bits:
+            raise error(f"{where}: an RSA key of {key.key_size} bits; DKIM keys here have {least_bits} to {most_bits}")
+        if key.key_size < least_bits:
+            raise error(f"{where}: an RSA key of {key.key_size} bits; at least {least_bits} (2048 advised)")
         return key
     if isinstance(key, ed25519.Ed25519PrivateKey):
         return key
-    raise ConfigError(f"{where}: a {type(key).__name__.removesuffix('PrivateKey')} key; DKIM signs with RSA or Ed25519")
+    raise error(f"{where}: a {type(key).__name__.removesuffix('PrivateKey')} key; DKIM signs with RSA or Ed25519")
 
 
 @functools.cache

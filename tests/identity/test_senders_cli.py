@@ -157,7 +157,7 @@ async def test_an_imported_key_is_checked_and_a_weak_one_refused(
     cases = {
         weak: "an RSA key of 1024 bits",
         pem(ed25519.Ed25519PrivateKey.generate(), "locked.pem", b"pw"): "the key is encrypted",
-        str(tmp_path / "junk.pem"): "not a PEM private key",
+        str(tmp_path / "junk.pem"): "not a readable PEM private key",
         str(tmp_path / "nothere.pem"): "no such file",
     }
     for path, said in cases.items():
