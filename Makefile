@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # extra arguments for pytest, e.g. make test PYTEST_ARGS='-x -k embedded'
 PYTEST_ARGS ?=
 # processes make test runs the tests in (pytest-xdist); 0: all in this one, as a bare `pytest` does
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 5
 # examples per operation for make fuzz (CI runs 25)
 API_FUZZ_EXAMPLES ?= 500
 
@@ -34,7 +34,7 @@ demo: $(STAMP) ## embedded PostgreSQL + capture SMTP + sample campaign, end to e
 migrate: $(STAMP) ## apply migrations to the configured (or embedded) database
 	$(BIN)/einmal migrate
 
-test: $(STAMP) ## set up and run the whole test suite in PYTEST_WORKERS=3 processes (PYTEST_ARGS='…' to pass more)
+test: $(STAMP) ## set up and run the whole test suite in PYTEST_WORKERS=5 processes (PYTEST_ARGS='…' to pass more)
 	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 docs: $(STAMP) ## build the documentation site into site/; a broken link or anchor fails it

@@ -15,6 +15,7 @@ from tests.support.smtp_servers import FaultServer
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.serial  # it counts messages per second at the server: other tests' load bunches them
 async def test_three_nodes_together_stay_within_one_rate_limit(
     conn: asyncpg.Connection, dsn: str, tmp_path: Path
 ) -> None:
@@ -120,6 +121,7 @@ async def test_a_domain_that_answers_421_is_paused_for_every_node_while_the_othe
     assert await conn.fetchval("SELECT failures FROM einmal.domains WHERE domain = 'throttled.example'") == 0
 
 
+@pytest.mark.serial  # it counts messages per second at the server: other tests' load bunches them
 async def test_a_domain_limit_caps_its_rate_and_connections_and_slows_no_other_domain(
     conn: asyncpg.Connection, dsn: str, tmp_path: Path
 ) -> None:

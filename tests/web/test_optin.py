@@ -26,6 +26,7 @@ from tests.support.optin import (
     confirm_link,
     confirmation_rows,
     memberships,
+    one_window,
 )
 from tests.support.pipeline import node_settings, running_node
 from tests.support.smtp_servers import FaultServer, free_port
@@ -229,6 +230,7 @@ async def test_sign_up_floods_are_bounded_per_address_and_per_client(conn: async
         )
         for i in range(3)
     ]
+    await one_window(conn, seconds=20)
     async with (
         http_server(dsn, SECRET, **SETTINGS, optin_address_limit=2, optin_client_limit=4) as base,
         httpx.AsyncClient(base_url=base) as client,
@@ -313,6 +315,11 @@ async def test_a_node_without_retention_prunes_sign_ups_past_the_window_at_start
     await conn.execute(
         "UPDATE einmal.list_members SET created_at = now() - interval '4 days' "
         "WHERE subscriber_id = (SELECT id FROM einmal.subscribers WHERE email = 'old@example.org')"
+    )
+    # its confirmation is not yet due, so the node's claim cannot take it before its pruner deletes it (a row
+    # claimed or on the wire is kept, rightly)
+    await conn.execute(
+        "UPDATE einmal.sends SET next_attempt_at = now() + interval '1 hour' WHERE email_lower = 'old@example.org'"
     )
     with FaultServer() as server:
         async with running_node(

@@ -13,7 +13,7 @@ import pytest
 from service.errors import Invalid
 from service.subscribers import optin
 from tests.conftest import cells, einmal
-from tests.support.optin import FORM, SECRET, SETTINGS, account_with_list, confirmation_rows, memberships
+from tests.support.optin import FORM, SECRET, SETTINGS, account_with_list, confirmation_rows, memberships, one_window
 from tests.support.web import http_server
 
 pytestmark = pytest.mark.anyio
@@ -197,6 +197,7 @@ async def test_sign_ups_are_bounded_per_network_for_all_nodes_together(conn: asy
     database: the client limit holds for them all (before: all 100 taken, each node counting exact addresses)."""
     await account_with_list(conn, dsn)
     settings = {**SETTINGS, "optin_client_limit": 30}
+    await one_window(conn)
     codes, waits = [], set()
     async with http_server(dsn, SECRET, **settings) as one, http_server(dsn, SECRET, **settings) as two:
         for i in range(100):
