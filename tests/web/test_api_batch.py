@@ -12,6 +12,7 @@ import pytest
 
 from service import db
 from service.subscribers import batch, subscriber
+from tests.support import doc_examples
 from tests.support.web import http_server
 from tests.web.test_api import ALICE, auth, snapshot, two_accounts  # noqa: F401  two_accounts: a fixture
 
@@ -269,3 +270,16 @@ async def test_the_keys_locks_are_taken_in_one_order_whatever_the_batchs(conn: a
     finally:
         await other.close()
     assert done == ["a", "b"]
+
+
+async def test_the_guide_example_runs_as_written_and_answers_what_it_shows(conn: asyncpg.Connection, dsn: str) -> None:
+    await conn.execute("INSERT INTO einmal.accounts (name) VALUES ('acme')")
+    async with http_server(dsn) as base:
+        code, out, err = await doc_examples.run(doc_examples.example("guide/http-api.md", "bash"), dsn, base)
+    assert code == 0, err
+    shown = json.loads(doc_examples.example("guide/http-api.md", "json"))
+    answer = json.loads(out)
+    ada = await conn.fetchval("SELECT id FROM einmal.subscribers WHERE email = 'ada@example.org'")
+    for row in shown["subscribers"]:  # the ids of the page are those of a new database
+        row["id"] = ada if row["id"] is not None else None
+    assert answer == shown
