@@ -75,7 +75,7 @@ async def test_each_row_has_its_outcome_and_only_the_valid_rows_are_written(
         "updated",
     ]
     assert told[2]["reason"].startswith("not an email address: ") and told[2]["id"] is None
-    assert told[3]["reason"] == "name: control characters"
+    assert told[3]["reason"] == "name: control characters or text that is not UTF-8"
     assert told[4]["reason"] == "lists: the account has no list 'nwes'"
     assert told[5]["reason"] == "attributes: 'bio' is longer than 10000 characters"
     assert all("\n" not in r["reason"] for r in told if r["reason"])
