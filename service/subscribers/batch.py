@@ -166,9 +166,8 @@ async def upsert(conn: asyncpg.Connection, *, account_id: int, rows: list[Row]) 
             ) from None
         for r in written:
             box = boxes[r["row_number"] - 1]
-            for k, i in enumerate(
-                box.rows
-            ):  # the first row of a mailbox made it or updated it; the later ones updated it
+            # the first row of a mailbox made its subscriber or updated it; the later ones updated it
+            for k, i in enumerate(box.rows):
                 outcomes[i] = Outcome(
                     rows[i].email,
                     "created" if r["created"] and k == 0 else "updated",
