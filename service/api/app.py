@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import db
 from service.api import (
@@ -41,6 +41,7 @@ from service.api.deps import GENERIC, log
 from service.asgi import NUL
 from service.errors import EinmalError
 from service.settings import Settings
+from service.subscribers import batch
 
 ROUTES = (
     subscribers,
@@ -58,11 +59,27 @@ ROUTES = (
 )
 
 
-def served(pool: asyncpg.Pool, settings: Settings, bounded: Callable[[ASGIApp], ASGIApp]) -> ASGIApp:
+# the paths whose bodies are bounded otherwise than the surface's (64 KiB), under the API's prefix
+BODY_LIMITS = {"/subscribers/batch": batch.MAX_BODY}
+
+
+def served(pool: asyncpg.Pool, settings: Settings, bounded: Callable[[ASGIApp, int | None], ASGIApp]) -> ASGIApp:
     """The API as the HTTP surface serves it (service/web/app.py, given it by service/node.py): its key found
     from the headers before anything else (deps.KeyFirst), then its body read within the surface's bounds
-    (`bounded`: service/web/limits.py BoundedBody), then the API."""
-    return deps.KeyFirst(bounded(build(pool, settings)), pool)
+    (`bounded`: service/web/limits.py BoundedBody, at its own limit or one of BODY_LIMITS), then the API."""
+    app = build(pool, settings)
+    return deps.KeyFirst(_ByPath(bounded(app, None), {p: bounded(app, n) for p, n in BODY_LIMITS.items()}), pool)
+
+
+class _ByPath:
+    """A request to one of `paths` (under the API's prefix) to its own app, the others to `app`."""
+
+    def __init__(self, app: ASGIApp, paths: dict[str, ASGIApp]) -> None:
+        self.app, self.paths = app, paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")[len(scope.get("root_path", "")) :]
+        await self.paths.get(path, self.app)(scope, receive, send)
 
 
 def build(pool: asyncpg.Pool, settings: Settings) -> ASGIApp:

@@ -1,5 +1,6 @@
 """/api/v1/subscribers: list with a cursor, get by any spelling of the mailbox, create or update (PUT),
-erase (DELETE, the erasure of `einmal subscribers delete`)."""
+erase (DELETE, the erasure of `einmal subscribers delete`); and many created or updated in one call
+(POST /subscribers/batch, service/subscribers/batch.py), each row with its outcome."""
 
 from datetime import datetime
 from typing import Annotated, Literal
@@ -8,7 +9,7 @@ from fastapi import APIRouter, Body, HTTPException, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.deps import CONFLICT, ERRORS, Conn, Cursor, Key, not_found
-from service.subscribers import erasure, subscriber
+from service.subscribers import batch, erasure, subscriber
 from service.text import MAX_ATTRIBUTE, MAX_EMAIL, MAX_NAME
 
 # what is true of a subscriber now (einmal.subscriber_state, migration 0105): its mailbox's suppression by
@@ -45,6 +46,51 @@ class SubscriberFields(BaseModel):
     )
 
 
+class BatchRow(BaseModel):
+    """One row of a batch. Its values are checked row by row (an invalid row is reported, the others written):
+    the bounds here are only what no row could be."""
+
+    model_config = ConfigDict(extra="forbid")
+    email: str = Field(max_length=1000, description="the address, in any spelling of its mailbox")
+    name: str | None = Field(None, max_length=10_000, description="unchanged when absent")
+    attributes: dict[str, str] | None = Field(
+        None, description="merged into the stored ones: a key given replaces its value"
+    )
+    lists: list[str] = Field(
+        [],
+        max_length=100,
+        description=f"the account's lists to put it on (at most {batch.MAX_ROW_LISTS}), as confirmed members; a "
+        "sign-up awaiting confirmation stays one. A list the account does not have makes the row invalid",
+    )
+
+
+class Batch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    subscribers: list[BatchRow] = Field(
+        min_length=1, max_length=batch.MAX_ROWS, description=f"1 to {batch.MAX_ROWS} rows, written in this order"
+    )
+
+
+class BatchOutcome(BaseModel):
+    email: str = Field(description="as the row gave it")
+    outcome: Literal["created", "updated", "invalid"] = Field(
+        description="invalid: nothing of the row was written (see `reason`)"
+    )
+    id: int | None = Field(description="the subscriber; null for an invalid row")
+    status: Status | None = Field(description="what is true of the subscriber now; null for an invalid row")
+    unconfirmed_lists: list[str] = Field(
+        description="the lists the row named on which the subscriber still awaits its own confirmation"
+    )
+    reason: str | None = Field(description="why the row is invalid, in one line; null otherwise")
+
+
+class BatchAnswer(BaseModel):
+    created: int
+    updated: int
+    invalid: int
+    subscribers: list[BatchOutcome] = Field(description="one per row, in the rows' order")
+
+
 def _subscriber(found: subscriber.Subscriber) -> Subscriber:
     return Subscriber(**vars(found))
 
@@ -67,6 +113,33 @@ async def list_subscribers(
     )
     page = [_subscriber(r) for r in rows[:limit]]
     return SubscriberPage(subscribers=page, next=str(page[-1].id) if len(rows) > limit else None)
+
+
+@router.post(
+    "/batch",
+    operation_id="batch_subscribers",
+    summary=f"create or update up to {batch.MAX_ROWS} subscribers, with lists and attributes: each row's outcome",
+)
+async def batch_subscribers(body: Batch, conn: Conn, key: Key) -> BatchAnswer:
+    rows = [batch.Row(r.email, r.name, r.attributes, tuple(dict.fromkeys(r.lists))) for r in body.subscribers]
+    outcomes = await batch.upsert(conn, account_id=key.account_id, rows=rows)
+    told = [
+        BatchOutcome(
+            email=o.email,
+            outcome=o.outcome,
+            id=o.id,
+            status=o.status,
+            unconfirmed_lists=list(o.unconfirmed_lists),
+            reason=o.reason,
+        )
+        for o in outcomes
+    ]
+    return BatchAnswer(
+        created=sum(o.outcome == "created" for o in outcomes),
+        updated=sum(o.outcome == "updated" for o in outcomes),
+        invalid=sum(o.outcome == "invalid" for o in outcomes),
+        subscribers=told,
+    )
 
 
 @router.get(

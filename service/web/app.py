@@ -116,7 +116,7 @@ class Web:
         checks: Callable[[], list[str]] = list,
         metrics_pool: asyncpg.Pool | None = None,
         notes: Callable[[], list[str]] = list,
-        api: Callable[[asyncpg.Pool, Settings, Callable[[ASGIApp], ASGIApp]], ASGIApp] | None = None,
+        api: Callable[[asyncpg.Pool, Settings, Callable[[ASGIApp, int | None], ASGIApp]], ASGIApp] | None = None,
     ) -> None:
         self.settings, self.pool, self.metrics, self.checks, self.notes = settings, pool, metrics, checks, notes
         self.metrics_pool = metrics_pool or pool
@@ -141,7 +141,7 @@ class Web:
         # the API's key is found from the headers before its body takes room or its Idempotency-Key a row
         # (`api`: service/api/app.py served, given by service/node.py; none: /api/v1 is a JSON 404)
         api_app = (
-            api(pool, settings, lambda app: BoundedBody(app, MAX_BODY))
+            api(pool, settings, lambda app, limit: BoundedBody(app, limit or MAX_BODY))
             if api is not None
             else JSONResponse({"error": "Not Found"}, 404)
         )

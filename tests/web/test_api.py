@@ -142,6 +142,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
     }
     bodies = {
         ("put", "/subscribers/{email}"): {"name": "x"},
+        ("post", "/subscribers/batch"): {"subscribers": [{"email": ALICE, "name": "x", "lists": ["news"]}]},
         ("put", "/suppressions/{email}"): {},
         ("put", "/lists/{name}"): None,
         ("put", "/lists/{name}/members/{email}"): None,
@@ -185,6 +186,10 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
                     (404, {"error": "the account has no domain 'acme.example'"}),
                     (404, {"error": "the account has no domain 'acme.example': add it first"}),
                 ), (method, path, answer.text)
+            elif path == "/subscribers/batch":  # other's own alice; acme's list is none of other's
+                assert answer.status_code == 200, answer.text
+                [row] = answer.json()["subscribers"]
+                assert (row["outcome"], row["reason"]) == ("invalid", "lists: the account has no list 'news'")
             else:
                 assert answer.status_code in (200, 201), (method, path, answer.text)
                 assert "alice" not in answer.text.lower() or method == "put", (method, path, answer.text)
@@ -443,6 +448,7 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
     assert set(document["paths"]) == {
         "/subscribers",
         "/subscribers/{email}",
+        "/subscribers/batch",
         "/suppressions",
         "/suppressions/{email}",
         "/campaigns",

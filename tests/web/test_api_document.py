@@ -15,6 +15,7 @@ OPERATIONS = {
     ("get", "/subscribers"): "list_subscribers",
     ("get", "/subscribers/{email}"): "get_subscriber",
     ("put", "/subscribers/{email}"): "put_subscriber",
+    ("post", "/subscribers/batch"): "batch_subscribers",
     ("delete", "/subscribers/{email}"): "delete_subscriber",
     ("get", "/lists"): "list_lists",
     ("put", "/lists/{name}"): "put_list",
@@ -94,7 +95,7 @@ def test_every_post_declares_the_idempotency_key_and_its_answers() -> None:
             for status, answer in answers.items():
                 kept = status != "401" and not status.startswith("5")
                 assert ("Idempotent-Replayed" in answer.get("headers", {})) == kept, (path, status)
-    assert posts == 11
+    assert posts == 12
     assert document["paths"]["/subscribe"]["post"]["responses"]["429"]["headers"]["Retry-After"]["schema"] == {
         "type": "integer"
     }

@@ -1,0 +1,150 @@
+"""Subscriber upserts in batches through the HTTP API against a bare asyncpg loop, on the same database in the
+same run.
+
+The reference is bench/api.py's: CLIENTS (50) tasks, each on its own connection, upserting one address at a
+time with one `INSERT … ON CONFLICT (account_id, email) DO UPDATE` (the floor's statement, bench/floor.py).
+einmal: `einmal serve` in its own process at its defaults, SENDERS HTTP clients each posting
+`POST /api/v1/subscribers/batch` of ROWS rows (a name and an attribute each, as the bare loop writes), one
+request at a time, every row checked and written under its key's lock as the route does. Each side writes the
+same number of distinct addresses, half of them new and half updates; every row of every answer must be
+`created` or `updated`.
+
+`python -m bench.batch [--upserts N]` prints the lines; `python -m bench` prints them with the rest.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import anyio
+import asyncpg
+import httpx
+
+from bench import api, database
+from bench.report import row
+
+SENDERS = 4  # clients posting batches at once
+ROWS = 1000  # rows of one batch: the route's most (service/subscribers/batch.py MAX_ROWS)
+NAME = "einmal_bench_batch"
+
+
+@dataclass(frozen=True)
+class Batches:
+    upserts: int
+    bare_seconds: float
+    batch_seconds: float
+    p99_ms: float  # of one batch's request
+
+    @property
+    def ratio(self) -> float:
+        return self.bare_seconds / self.batch_seconds
+
+
+async def _batches(base: str, key: str, addresses: list[str]) -> tuple[float, list[float]]:
+    """SENDERS clients, each on one keep-alive connection, posting its share of the addresses ROWS at a time."""
+    batches = [addresses[i : i + ROWS] for i in range(0, len(addresses), ROWS)]
+    shares = [batches[i::SENDERS] for i in range(SENDERS)]
+    latencies: list[float] = []
+
+    async def sender(mine: list[list[str]]) -> None:
+        async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+            for emails in mine:
+                rows = [{"email": e, "name": "Bench", "attributes": {"plan": "pro"}} for e in emails]
+                began = time.perf_counter()
+                answer = await http.post("/api/v1/subscribers/batch", json={"subscribers": rows})
+                latencies.append(time.perf_counter() - began)
+                if answer.status_code != 200:
+                    raise RuntimeError(f"POST /subscribers/batch: {answer.status_code} {answer.text[:200]}")
+                told = answer.json()
+                if told["created"] + told["updated"] != len(rows):
+                    raise RuntimeError(f"POST /subscribers/batch: {told['invalid']} rows invalid")
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for mine in shares:
+            tg.start_soon(sender, mine)
+    return time.perf_counter() - started, latencies
+
+
+async def measure(server: str, upserts: int) -> Batches:
+    dsn = await database.fresh(server, NAME)
+    try:
+        conn = await asyncpg.connect(dsn)
+        try:
+            bare_account, batch_account = [
+                await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ($1) RETURNING id", name)
+                for name in ("bare", "batch")
+            ]
+            # half the addresses exist already: the upserts are half inserts, half updates
+            for account_id, prefix in ((bare_account, "b"), (batch_account, "a")):
+                existing = [(account_id, e) for e in api._addresses(upserts // 2, prefix)]
+                await conn.executemany(
+                    "INSERT INTO einmal.subscribers (account_id, email, email_lower) VALUES ($1, $2, $2)", existing
+                )
+        finally:
+            await conn.close()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
+        env["EINMAL_DATABASE_URL"] = dsn
+        made = await anyio.run_process(
+            [sys.executable, "-m", "service", "accounts", "key", "create", "--account", "batch"], env=env
+        )
+        key = made.stdout.decode().strip()
+        bare_seconds = await api._bare(dsn, bare_account, api._addresses(upserts, "b"))
+        address = f"127.0.0.1:{api._free_port()}"
+        async with await anyio.open_process(
+            [sys.executable, "-m", "service", "serve"],
+            env={**env, "EINMAL_HTTP_ADDRESS": address},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ) as node:
+            try:
+                await api._ready(f"http://{address}")
+                batch_seconds, latencies = await _batches(f"http://{address}", key, api._addresses(upserts, "a"))
+            finally:
+                node.terminate()
+                with anyio.fail_after(30):
+                    await node.wait()
+        latencies.sort()
+        p99 = latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000
+        return Batches(upserts, bare_seconds, batch_seconds, p99)
+    finally:
+        await database.drop(server, NAME)
+
+
+def report(result: Batches, say=print) -> None:
+    """The batches against the bare loop of the same run."""
+    say(
+        row(
+            f"upserts, bare asyncpg, {result.upserts:,} at {api.CLIENTS} conns",
+            f"{result.upserts / result.bare_seconds:,.0f}/s ({result.bare_seconds:.2f} s)",
+            "(the reference)",
+            None,
+        )
+    )
+    say(
+        row(
+            f"upserts, POST /subscribers/batch, {SENDERS} clients",
+            f"{result.upserts / result.batch_seconds:,.0f}/s = {result.ratio:.3f} × bare",
+            ">= 0.5 × bare",
+            result.ratio >= 0.5,
+        )
+    )
+    say(row(f"a batch of {ROWS:,} rows: p99 latency", f"{result.p99_ms:.0f} ms", "", None))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.batch", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--upserts", type=int, default=20_000, help="addresses written each way (default 20000)")
+    args = parser.parse_args(argv)
+    if args.upserts < ROWS * SENDERS:
+        parser.exit(2, f"python -m bench.batch: --upserts must be at least {ROWS * SENDERS}\n")
+    server, _ = database.server_url()
+    report(anyio.run(measure, server, args.upserts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
