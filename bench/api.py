@@ -118,29 +118,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+async def seeded(dsn: str, upserts: int, accounts: dict[str, str], keyed: str) -> tuple[list[int], dict[str, str], str]:
+    """Make `accounts` (name: address prefix), each with half of its `upserts` addresses already there (so the
+    upserts are half inserts, half updates), and a write key of account `keyed`: the accounts' ids, the
+    environment for einmal's processes on `dsn`, and the key."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        ids = []
+        for name, prefix in accounts.items():
+            account_id = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ($1) RETURNING id", name)
+            existing = [(account_id, e) for e in _addresses(upserts // 2, prefix)]
+            await conn.executemany(
+                "INSERT INTO einmal.subscribers (account_id, email, email_lower) VALUES ($1, $2, $2)", existing
+            )
+            ids.append(account_id)
+    finally:
+        await conn.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
+    env["EINMAL_DATABASE_URL"] = dsn
+    made = await anyio.run_process(
+        [sys.executable, "-m", "service", "accounts", "key", "create", "--account", keyed], env=env
+    )
+    return ids, env, made.stdout.decode().strip()
+
+
 async def measure(server: str, upserts: int) -> Upserts:
     dsn = await database.fresh(server, NAME)
     try:
-        conn = await asyncpg.connect(dsn)
-        try:
-            bare_account, floor_account, api_account = [
-                await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ($1) RETURNING id", name)
-                for name in ("bare", "floor", "api")
-            ]
-            # half the addresses exist already: the upserts are half inserts, half updates
-            for account_id, prefix in ((bare_account, "b"), (floor_account, "f"), (api_account, "a")):
-                existing = [(account_id, e) for e in _addresses(upserts // 2, prefix)]
-                await conn.executemany(
-                    "INSERT INTO einmal.subscribers (account_id, email, email_lower) VALUES ($1, $2, $2)", existing
-                )
-        finally:
-            await conn.close()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
-        env["EINMAL_DATABASE_URL"] = dsn
-        made = await anyio.run_process(
-            [sys.executable, "-m", "service", "accounts", "key", "create", "--account", "api"], env=env
+        (bare_account, floor_account, _), env, key = await seeded(
+            dsn, upserts, {"bare": "b", "floor": "f", "api": "a"}, "api"
         )
-        key = made.stdout.decode().strip()
         bare_seconds = await _bare(dsn, bare_account, _addresses(upserts, "b"))
         floor_seconds, _ = await _served(
             "bench.floor", {**env, "BENCH_ACCOUNT": str(floor_account)}, key, _addresses(upserts, "f")

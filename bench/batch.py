@@ -13,14 +13,12 @@ same number of distinct addresses, half of them new and half updates; every row 
 """
 
 import argparse
-import os
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 
 import anyio
-import asyncpg
 import httpx
 
 from bench import api, database
@@ -72,26 +70,7 @@ async def _batches(base: str, key: str, addresses: list[str]) -> tuple[float, li
 async def measure(server: str, upserts: int) -> Batches:
     dsn = await database.fresh(server, NAME)
     try:
-        conn = await asyncpg.connect(dsn)
-        try:
-            bare_account, batch_account = [
-                await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ($1) RETURNING id", name)
-                for name in ("bare", "batch")
-            ]
-            # half the addresses exist already: the upserts are half inserts, half updates
-            for account_id, prefix in ((bare_account, "b"), (batch_account, "a")):
-                existing = [(account_id, e) for e in api._addresses(upserts // 2, prefix)]
-                await conn.executemany(
-                    "INSERT INTO einmal.subscribers (account_id, email, email_lower) VALUES ($1, $2, $2)", existing
-                )
-        finally:
-            await conn.close()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
-        env["EINMAL_DATABASE_URL"] = dsn
-        made = await anyio.run_process(
-            [sys.executable, "-m", "service", "accounts", "key", "create", "--account", "batch"], env=env
-        )
-        key = made.stdout.decode().strip()
+        (bare_account, _), env, key = await api.seeded(dsn, upserts, {"bare": "b", "batch": "a"}, "batch")
         bare_seconds = await api._bare(dsn, bare_account, api._addresses(upserts, "b"))
         address = f"127.0.0.1:{api._free_port()}"
         async with await anyio.open_process(
