@@ -35,26 +35,40 @@ HANG = Answer(status=0)
 class Receiver:
     """`async with Receiver(decide) as receiver:` serving at `receiver.url(path)`."""
 
-    def __init__(self, decide: Callable[[Request], Answer] | None = None) -> None:
+    def __init__(self, decide: Callable[[Request], Answer] | None = None, port: int = 0) -> None:
         self.decide = decide or (lambda _r: Answer())
         self.requests: list[Request] = []
-        self.port = 0
+        self.port = port  # 0: any free one; a receiver started again on its port takes the port it had
 
     def url(self, path: str = "/hook") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
 
     async def __aenter__(self) -> "Receiver":
-        self.listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        self.port = self.listener.extra(anyio.abc.SocketAttribute.local_port)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._tg.start_soon(self.listener.serve, self._serve)
+        await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(None, None, None)
-        await self.listener.aclose()
+
+    async def start(self) -> None:
+        """Listen (again, after `kill`: on the same port)."""
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self.port)
+        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        self._scope = anyio.CancelScope()
+
+        async def serve() -> None:
+            with self._scope:
+                async with listener:
+                    await listener.serve(self._serve)
+
+        self._tg.start_soon(serve)
+
+    def kill(self) -> None:
+        """Stop listening and drop every connection at once: a receiver gone, its requests unanswered."""
+        self._scope.cancel()
 
     async def _serve(self, stream: SocketStream) -> None:
         async with stream:

@@ -1,9 +1,19 @@
 """Helpers for the webhook tests: an account with send rows, an endpoint of it, what the outbox holds."""
 
-import asyncpg
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import cast
 
+import anyio
+import asyncpg
+from standardwebhooks import Webhook
+
+from actors.webhooks import WebhookActor
 from service.addresses import email_key
+from service.context import NodeContext
+from service.settings import Settings
 from service.webhooks import signing
+from tests.support.webhook_receiver import Request
 
 ALL = [
     "message.sent",
@@ -74,3 +84,40 @@ async def events(conn: asyncpg.Connection) -> list[asyncpg.Record]:
 
 async def deliveries(conn: asyncpg.Connection) -> list[asyncpg.Record]:
     return await conn.fetch("SELECT * FROM einmal.webhook_deliveries ORDER BY created_at, event_id")
+
+
+@asynccontextmanager
+async def running_actor(dsn: str, **overrides: object) -> AsyncIterator[WebhookActor]:
+    """`async with running_actor(dsn, webhook_retry_seconds="0.05"):` the delivery actor of a node, alone,
+    in this event loop: loopback over http allowed, short waits; cancelled on exit."""
+    values: dict[str, object] = dict(
+        database_url=dsn,
+        webhook_allow_http_loopback=True,
+        webhook_retry_seconds="0.05,0.05,0.05,0.05,0.05",
+        webhook_tick_seconds=0.2,
+        webhook_timeout_seconds=2.0,
+    )
+    values.update(overrides)
+    ctx = NodeContext(Settings(**values), cast(asyncpg.Pool, None), dsn, node_id="test-node")  # type: ignore[arg-type]
+    actor = WebhookActor(ctx)
+    async with anyio.create_task_group() as tg:
+        await tg.start(actor.run)
+        try:
+            yield actor
+        finally:
+            tg.cancel_scope.cancel()
+
+
+async def wait_until(conn: asyncpg.Connection, query: str, *args: object, timeout: float = 20) -> None:
+    """Until `query` answers true, asked every 50 ms, at most `timeout` seconds."""
+    with anyio.fail_after(timeout):
+        while not await conn.fetchval(query, *args):
+            await anyio.sleep(0.05)
+
+
+def verified(request: Request, *secrets: str) -> dict:
+    """The request's payload, verified with each of `secrets` by the Standard Webhooks library."""
+    payload = {}
+    for secret in secrets:
+        payload = Webhook(secret).verify(request.body, request.headers)
+    return payload
