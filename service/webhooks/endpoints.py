@@ -124,7 +124,7 @@ async def listing(conn: asyncpg.Connection, *, account_id: int) -> list[Endpoint
 
 async def remove(conn: asyncpg.Connection, *, account_id: int, id: int) -> None:
     if await conn.fetchval(*db.sql("webhook_endpoint_delete", account_id=account_id, id=id)) is None:
-        raise NotFound(f"no webhook endpoint {id} in this account")
+        raise NotFound("no such webhook endpoint")
 
 
 async def rotate(conn: asyncpg.Connection, settings: Settings, *, account_id: int, id: int) -> Rotated:
@@ -139,7 +139,7 @@ async def rotate(conn: asyncpg.Connection, settings: Settings, *, account_id: in
         )
     )
     if row is None:
-        raise NotFound(f"no webhook endpoint {id} in this account")
+        raise NotFound("no such webhook endpoint")
     return Rotated(id=row["id"], secret=secret, previous_until=row["previous_until"])
 
 
@@ -149,7 +149,7 @@ async def deliveries(
     if state is not None and state not in STATES:
         raise Invalid(f"state must be one of {', '.join(STATES)}, not {state[:30]!r}")
     if not any(e.id == id for e in await listing(conn, account_id=account_id)):
-        raise NotFound(f"no webhook endpoint {id} in this account")
+        raise NotFound("no such webhook endpoint")
     rows = await conn.fetch(
         *db.sql("webhook_deliveries_list", account_id=account_id, id=id, state=state, limit=max(1, min(limit, 1000)))
     )
@@ -159,5 +159,5 @@ async def deliveries(
 async def replay(conn: asyncpg.Connection, *, account_id: int, id: int) -> Replayed:
     row = await conn.fetchrow(*db.sql("webhook_replay", account_id=account_id, id=id))
     if row is None:
-        raise NotFound(f"no webhook endpoint {id} in this account")
+        raise NotFound("no such webhook endpoint")
     return Replayed(id=row["id"], replayed=row["replayed"])

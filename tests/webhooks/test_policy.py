@@ -71,6 +71,4 @@ async def test_registration_refuses_a_name_that_resolves_to_a_private_address() 
         await policy.check_url("https://localhost/hook", STRICT)
     with pytest.raises(Invalid, match="non-public"):
         await policy.check_url("https://127.0.0.1/hook", STRICT)
-    with pytest.raises(Invalid, match="does not resolve"):
-        await policy.check_url("https://no-such-host.invalid/hook", STRICT)
     assert await policy.check_url("https://127.0.0.1/hook", LOOPBACK)
