@@ -7,8 +7,8 @@ tick (EINMAL_WEBHOOK_TICK_SECONDS), for retries come due and for what a lost not
 claims, with a lease, at most one due delivery per endpoint that has none in flight anywhere in the cluster,
 and no more than the free places of EINMAL_WEBHOOK_IN_FLIGHT: an endpoint that hangs holds one place for at
 most EINMAL_WEBHOOK_TIMEOUT_SECONDS, never another endpoint's delivery. A node that dies with a delivery
-leased leaves it to whoever claims after the lease ends: a delivery may arrive twice (with its id, the same
-each time), never not at all.
+leased leaves it to whoever claims after the lease ends; one that stops gives its leases back: a delivery
+may arrive twice (with its id, the same each time), never not at all.
 
 Its connections are its own: a pool of two for claims and outcomes (never the sending's), and one for
 LISTEN (to EINMAL_LISTEN_DATABASE_URL when set).
@@ -73,6 +73,11 @@ class WebhookActor:
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                 await http.aclose()
+                try:  # what was in flight is due again at once, not when its lease would end
+                    async with db.acquire(pool, timeout=1) as conn:
+                        await conn.execute(*db.sql("webhook_release", token=self.token))
+                except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                    log.info("webhook leases not given back (they end by themselves): %s", exc)
                 await pool.close()
                 try:
                     await listen.close()

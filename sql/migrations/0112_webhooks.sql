@@ -189,3 +189,18 @@ END $$;
 CREATE TRIGGER list_members_webhooks AFTER UPDATE ON einmal.list_members
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION einmal.webhook_members();
+
+-- An erasure (service/subscribers/erasure.py) replaces a subscriber's address with a placeholder: the events
+-- about the address, delivered or still to deliver, take the placeholder too, and its order counter goes (an
+-- MD5 of an address can be guessed back). No event keeps an erased address.
+CREATE FUNCTION einmal.webhook_erase() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE einmal.webhook_events
+    SET payload = payload || jsonb_build_object('email', NEW.email)
+    WHERE account_id = NEW.account_id AND payload->>'email' IN (OLD.email, OLD.email_lower);
+    DELETE FROM einmal.webhook_sequences WHERE account_id = NEW.account_id AND address = md5(OLD.email_lower);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER subscribers_webhook_erase AFTER UPDATE OF email ON einmal.subscribers
+    FOR EACH ROW WHEN (NEW.status = 'erased' AND OLD.email IS DISTINCT FROM NEW.email)
+    EXECUTE FUNCTION einmal.webhook_erase();

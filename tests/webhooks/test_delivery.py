@@ -163,3 +163,15 @@ async def test_after_a_rotation_both_secrets_verify(dsn, conn) -> None:
     [request] = receiver.requests
     assert verified(request, rotated.secret, old)["data"]["email"] == "ann@example.org"
     assert json.loads(request.body)["type"] == "subscriber.unsubscribed"
+
+
+async def test_a_stopping_actor_gives_its_leases_back(dsn, conn) -> None:
+    a = await account(conn)
+    async with Receiver(lambda _r: HANG) as receiver:
+        await endpoint(conn, a, receiver.url())
+        await unsubscribe(conn, a, "ann@example.org")
+        async with running_actor(dsn, webhook_timeout_seconds=30.0):
+            await receiver.wait_for(lambda: len(receiver.requests) == 1, 10)
+            assert await conn.fetchval("SELECT lease_until > now() + interval '30s' FROM einmal.webhook_deliveries")
+    row = await conn.fetchrow("SELECT state, claimed_by, lease_until FROM einmal.webhook_deliveries")
+    assert tuple(row) == ("pending", None, None)

@@ -152,3 +152,20 @@ async def test_the_sendings_own_statement_writes_the_events(conn) -> None:
         )
     )
     assert sorted(e["type"] for e in await events(conn)) == ["message.failed", "message.sent"]
+
+
+async def test_an_erasure_leaves_no_event_with_the_address(conn) -> None:
+    from service.subscribers import erasure
+
+    account, campaign = await account_with_sends(conn, "acme", ADDRESSES)
+    ann = await conn.fetchval("SELECT id FROM einmal.subscribers WHERE email = 'ann@example.org'")
+    await endpoint(conn, account, "https://a.example.org/h")
+    await settle(conn, campaign, {"ann@example.org": "sent", "bob@example.org": "sent"})
+    await suppressions.suppress(conn, account, ["ann@example.org"], "unsubscribe")
+    async with conn.transaction():
+        await erasure.erase(conn, "acme", account, "ann@example.org")
+    payloads = [json.loads(e["payload"]) for e in await events(conn)]
+    assert "ann@example.org" not in json.dumps(payloads)
+    placeholder = f"erased-{ann}@erased.invalid"
+    assert sorted(p["email"] for p in payloads) == ["bob@example.org", placeholder, placeholder]
+    assert await conn.fetchval("SELECT count(*) FROM einmal.webhook_sequences") == 1  # bob's
