@@ -57,8 +57,11 @@ CREATE TABLE einmal.webhook_deliveries (
     PRIMARY KEY (event_id, endpoint_id)
 );
 -- the claim: an endpoint's due deliveries, oldest first
-CREATE INDEX webhook_deliveries_due ON einmal.webhook_deliveries (endpoint_id, next_attempt_at) WHERE state = 'pending';
+CREATE INDEX webhook_deliveries_due ON einmal.webhook_deliveries (endpoint_id, next_attempt_at, event_id)
+    WHERE state = 'pending';
 CREATE INDEX webhook_deliveries_endpoint ON einmal.webhook_deliveries (endpoint_id, state);
+-- the claim's question "has this endpoint one in flight?": the few rows leased, not its whole backlog
+CREATE INDEX webhook_deliveries_leased ON einmal.webhook_deliveries (endpoint_id) WHERE lease_until IS NOT NULL;
 
 CREATE TYPE einmal.webhook_new_event AS (account_id bigint, type text, address text, payload jsonb);
 

@@ -9,7 +9,8 @@ WITH ready AS (
       AND EXISTS (SELECT 1 FROM einmal.webhook_deliveries d
                   WHERE d.endpoint_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= now())
       AND NOT EXISTS (SELECT 1 FROM einmal.webhook_deliveries d
-                      WHERE d.endpoint_id = w.id AND d.state = 'pending' AND d.lease_until > now())
+                      WHERE d.endpoint_id = w.id AND d.lease_until IS NOT NULL AND d.lease_until > now()
+                        AND d.state = 'pending')
     ORDER BY random()
     LIMIT :limit
 ), picked AS MATERIALIZED (
