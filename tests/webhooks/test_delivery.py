@@ -175,3 +175,14 @@ async def test_a_stopping_actor_gives_its_leases_back(dsn, conn) -> None:
             assert await conn.fetchval("SELECT lease_until > now() + interval '30s' FROM einmal.webhook_deliveries")
     row = await conn.fetchrow("SELECT state, claimed_by, lease_until FROM einmal.webhook_deliveries")
     assert tuple(row) == ("pending", None, None)
+
+
+async def test_the_connection_goes_to_a_checked_address_and_host_keeps_the_name(dsn, conn) -> None:
+    a = await account(conn)
+    async with Receiver() as receiver:  # on 127.0.0.1 only: a ::1 that localhost may name first is refused
+        await endpoint(conn, a, f"http://localhost:{receiver.port}/hook")
+        await unsubscribe(conn, a, "ann@example.org")
+        async with running_actor(dsn):
+            await wait_until(conn, "SELECT bool_and(state = 'delivered') FROM einmal.webhook_deliveries")
+    [request] = receiver.requests
+    assert request.headers["host"] == f"localhost:{receiver.port}" and request.path == "/hook"

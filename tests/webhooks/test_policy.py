@@ -72,3 +72,14 @@ async def test_registration_refuses_a_name_that_resolves_to_a_private_address() 
     with pytest.raises(Invalid, match="non-public"):
         await policy.check_url("https://127.0.0.1/hook", STRICT)
     assert await policy.check_url("https://127.0.0.1/hook", LOOPBACK)
+
+
+def test_malformed_settings_are_refused() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="is not a network"):
+        Settings(webhook_allowed_networks="10.0.0.0/8,private")
+    with pytest.raises(ValidationError, match="comma-separated seconds"):
+        Settings(webhook_retry_seconds="5,soon")
+    with pytest.raises(ValidationError, match="from 1 to 30"):
+        Settings(webhook_retry_seconds="-1")
