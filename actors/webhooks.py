@@ -4,9 +4,9 @@ last attempt (docs/design.md#webhooks).
 
 The table is the truth: a NOTIFY on einmal_webhook (a new event, a replay) wakes the actor, and so does its
 tick (EINMAL_WEBHOOK_TICK_SECONDS), for retries come due and for what a lost notification carried. Each pass
-claims, with a lease, at most one due delivery per endpoint that has none in flight anywhere in the cluster,
-and no more than the free places of EINMAL_WEBHOOK_IN_FLIGHT: an endpoint that hangs holds one place for at
-most EINMAL_WEBHOOK_TIMEOUT_SECONDS, never another endpoint's delivery. A node that dies with a delivery
+claims, with a lease, due deliveries up to the free places of EINMAL_WEBHOOK_IN_FLIGHT, and for no endpoint
+more than EINMAL_WEBHOOK_ENDPOINT_IN_FLIGHT in flight anywhere in the cluster: an endpoint that hangs holds
+that many places for at most EINMAL_WEBHOOK_TIMEOUT_SECONDS, never another endpoint's delivery. A node that dies with a delivery
 leased leaves it to whoever claims after the lease ends; one that stops gives its leases back: a delivery
 may arrive twice (with its id, the same each time), never not at all.
 
@@ -90,7 +90,13 @@ class WebhookActor:
             return 0
         async with db.acquire(pool) as conn:
             rows = await conn.fetch(
-                *db.sql("webhook_claim", token=self.token, limit=free, lease_seconds=self.lease_seconds)
+                *db.sql(
+                    "webhook_claim",
+                    token=self.token,
+                    limit=free,
+                    per_endpoint=self.settings.webhook_endpoint_in_flight,
+                    lease_seconds=self.lease_seconds,
+                )
             )
         for row in rows:
             self.in_flight += 1

@@ -658,8 +658,18 @@ class Settings(BaseSettings):
         ge=1,
         le=256,
         description=(
-            "webhook deliveries a node has on the wire at once, over all endpoints; one endpoint has at most one "
-            "in flight in the whole cluster, so a slow endpoint never holds up another's"
+            "webhook deliveries a node has on the wire at once, over all endpoints (see "
+            "`EINMAL_WEBHOOK_ENDPOINT_IN_FLIGHT`)"
+        ),
+    )
+    webhook_endpoint_in_flight: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description=(
+            "webhook deliveries one endpoint has on the wire at once, in the whole cluster: a slow or hanging "
+            "endpoint holds this many places, never another endpoint's delivery; `1` delivers each endpoint's "
+            "events one after the other"
         ),
     )
     webhook_tick_seconds: float = Field(

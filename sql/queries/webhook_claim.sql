@@ -1,34 +1,34 @@
--- Claim for :token up to :limit due deliveries, at most one per endpoint, and none of an endpoint that has
--- one under an unexpired lease (anywhere in the cluster): one slow endpoint holds one delivery, never
--- another endpoint's. Each is leased for :lease_seconds; a node that dies with it leaves it to be taken
--- again when the lease ends. Returns what to send: the URL, the body (the same on every attempt), the
--- secrets to sign with (the previous one while its window lasts) and the attempts made before.
+-- Claim for :token up to :limit due deliveries, oldest first within each endpoint, and no more for an
+-- endpoint than :per_endpoint less those it has under an unexpired lease anywhere in the cluster: one slow
+-- endpoint holds at most :per_endpoint deliveries, never another endpoint's. Endpoints take turns at
+-- random. Each is leased for :lease_seconds; a node that dies with it leaves it to be taken again when the
+-- lease ends. Returns what to send: the URL, the body (the same on every attempt), the secrets to sign with
+-- (the previous one while its window lasts) and the attempts made before.
 WITH ready AS (
-    SELECT w.id FROM einmal.webhook_endpoints w
+    SELECT w.id, :per_endpoint - (SELECT count(*) FROM einmal.webhook_deliveries d
+                                  WHERE d.endpoint_id = w.id AND d.lease_until IS NOT NULL
+                                    AND d.lease_until > now() AND d.state = 'pending') AS room
+    FROM einmal.webhook_endpoints w
     WHERE w.disabled_at IS NULL
       AND EXISTS (SELECT 1 FROM einmal.webhook_deliveries d
                   WHERE d.endpoint_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= now())
-      AND NOT EXISTS (SELECT 1 FROM einmal.webhook_deliveries d
-                      WHERE d.endpoint_id = w.id AND d.lease_until IS NOT NULL AND d.lease_until > now()
-                        AND d.state = 'pending')
-    ORDER BY random()
-    LIMIT :limit
 ), picked AS MATERIALIZED (
     SELECT d.event_id, d.endpoint_id
-    FROM ready r
+    FROM (SELECT * FROM ready WHERE room > 0 ORDER BY random() LIMIT :limit) r
     CROSS JOIN LATERAL (
         SELECT d.event_id, d.endpoint_id FROM einmal.webhook_deliveries d
         WHERE d.endpoint_id = r.id AND d.state = 'pending' AND d.next_attempt_at <= now()
+          AND (d.lease_until IS NULL OR d.lease_until <= now())
         ORDER BY d.next_attempt_at, d.event_id
-        LIMIT 1
+        LIMIT r.room
         FOR UPDATE SKIP LOCKED
     ) d
+    LIMIT :limit
 ), leased AS (
     UPDATE einmal.webhook_deliveries d
     SET claimed_by = :token, lease_until = now() + make_interval(secs => :lease_seconds)
     FROM picked p
     WHERE d.event_id = p.event_id AND d.endpoint_id = p.endpoint_id
-      AND (d.lease_until IS NULL OR d.lease_until <= now())
     RETURNING d.event_id, d.endpoint_id, d.attempts
 )
 SELECT l.event_id, l.endpoint_id, l.attempts, w.url, w.secret,
