@@ -6,9 +6,9 @@ The table is the truth: a NOTIFY on einmal_webhook (a new event, a replay) wakes
 tick (EINMAL_WEBHOOK_TICK_SECONDS), for retries come due and for what a lost notification carried. Each pass
 claims, with a lease, due deliveries up to the free places of EINMAL_WEBHOOK_IN_FLIGHT, and for no endpoint
 more than EINMAL_WEBHOOK_ENDPOINT_IN_FLIGHT in flight anywhere in the cluster: an endpoint that hangs holds
-that many places for at most EINMAL_WEBHOOK_TIMEOUT_SECONDS, never another endpoint's delivery. A node that dies with a delivery
-leased leaves it to whoever claims after the lease ends; one that stops gives its leases back: a delivery
-may arrive twice (with its id, the same each time), never not at all.
+that many places for at most EINMAL_WEBHOOK_TIMEOUT_SECONDS, never another endpoint's delivery. A node that
+dies with a delivery leased leaves it to whoever claims after the lease ends; one that stops gives its leases
+back: a delivery may arrive twice (with its id, the same each time), never not at all.
 
 Its connections are its own: a pool of two for claims and outcomes (never the sending's), and one for
 LISTEN (to EINMAL_LISTEN_DATABASE_URL when set).
