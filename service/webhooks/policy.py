@@ -13,12 +13,17 @@ import socket
 from urllib.parse import urlsplit
 
 import anyio
+import dns.asyncresolver
+import dns.exception
+import dns.nameserver
+import dns.resolver
 
 from service.errors import Invalid
 from service.settings import Settings
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 MAX_URL = 2000
+RESOLVE_SECONDS = 5.0  # a name that takes longer does not resolve
 
 
 class Refused(Exception):
@@ -79,24 +84,48 @@ def parse(url: str, settings: Settings) -> tuple[str, int]:
     return host, port or 443
 
 
-async def resolve(host: str, port: int) -> list[str]:
-    """The addresses `host` resolves to, in the resolver's order; Refused when it resolves to none."""
+async def resolve(host: str, port: int, settings: Settings) -> list[str]:
+    """The addresses `host` resolves to, within RESOLVE_SECONDS; Refused when it resolves to none. An IP
+    address is itself; a name is asked of EINMAL_DNS_SERVERS when they are set, else of the system's
+    resolver (its hosts file included)."""
     try:
-        infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError) as exc:
+        return [str(ipaddress.ip_address(host))]
+    except ValueError:
+        pass
+    try:
+        with anyio.fail_after(RESOLVE_SECONDS):
+            if settings.dns_server_list:
+                found = await _ask(host, settings.dns_server_list)
+            else:
+                infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                found = [str(sockaddr[0]) for *_, sockaddr in infos]
+    except TimeoutError:
+        raise Refused(f"{host} did not resolve within {RESOLVE_SECONDS:g}s") from None
+    except (OSError, UnicodeError, dns.exception.DNSException) as exc:
         raise Refused(f"{host} does not resolve: {exc}") from None
-    found: list[str] = []
-    for *_, sockaddr in infos:
-        if str(sockaddr[0]) not in found:
-            found.append(str(sockaddr[0]))
+    found = list(dict.fromkeys(found))
     if not found:
         raise Refused(f"{host} does not resolve")
     return found
 
 
+async def _ask(host: str, servers: tuple[tuple[str, int], ...]) -> list[str]:
+    resolver = dns.asyncresolver.Resolver(configure=False)
+    resolver.nameservers = [dns.nameserver.Do53Nameserver(address, port) for address, port in servers]
+    resolver.lifetime = RESOLVE_SECONDS
+    found: list[str] = []
+    for kind in ("A", "AAAA"):
+        try:
+            answer = await resolver.resolve(host, kind, search=False)
+        except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
+            continue
+        found += [record.to_text() for record in answer]
+    return found
+
+
 async def checked_addresses(host: str, port: int, settings: Settings) -> list[str]:
     """The addresses of `host` a delivery may connect to; Refused when there is none."""
-    found = await resolve(host, port)
+    found = await resolve(host, port, settings)
     good = [a for a in found if allowed(a, settings)]
     if not good:
         raise Refused(f"{host} resolves only to addresses the webhook policy refuses ({', '.join(found[:3])})")
@@ -108,7 +137,7 @@ async def check_url(url: str, settings: Settings) -> str:
     host resolves to must be allowed, not only one."""
     try:
         host, port = parse(url, settings)
-        found = await resolve(host, port)
+        found = await resolve(host, port, settings)
         refused = [a for a in found if not allowed(a, settings)]
         if refused:
             raise Refused(

@@ -38,6 +38,7 @@ class Receiver:
     def __init__(self, decide: Callable[[Request], Answer] | None = None, port: int = 0) -> None:
         self.decide = decide or (lambda _r: Answer())
         self.requests: list[Request] = []
+        self.connections = 0  # accepted, whatever came over them (a TLS hello to this plain server too)
         self.port = port  # 0: any free one; a receiver started again on its port takes the port it had
 
     def url(self, path: str = "/hook") -> str:
@@ -71,6 +72,7 @@ class Receiver:
         self._scope.cancel()
 
     async def _serve(self, stream: SocketStream) -> None:
+        self.connections += 1
         async with stream:
             try:
                 await self._one(stream)
