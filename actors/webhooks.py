@@ -52,9 +52,13 @@ class WebhookActor:
         )
         lost = anyio.Event()
         listen.add_termination_listener(lambda _c: lost.set())
-        pool = await db.create_pool(
-            self.ctx.dsn, size=2, name="einmal webhooks", command_timeout=self.settings.db_timeout_seconds
-        )
+        try:
+            pool = await db.create_pool(
+                self.ctx.dsn, size=2, name="einmal webhooks", command_timeout=self.settings.db_timeout_seconds
+            )
+        except BaseException:
+            listen.terminate()
+            raise
         http = delivery.client(self.settings)
         try:
             await listen.add_listener("einmal_webhook", lambda *_: self.nudge.set())

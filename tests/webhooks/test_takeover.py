@@ -1,6 +1,7 @@
 """A node killed (SIGKILL) in the middle of a delivery: its lease ends, and another node delivers the event
 again, with the same id. Nothing given back, nothing lost."""
 
+import json
 import time
 
 import pytest
@@ -46,3 +47,24 @@ async def test_a_killed_nodes_delivery_is_made_by_another(dsn, conn, tmp_path) -
     first, second = receiver.requests
     assert first.headers["webhook-id"] == second.headers["webhook-id"] and first.body == second.body
     assert second.at > killed_at  # by the other node, once the lease (2 × 2 s + 5 s) had ended
+
+
+async def test_the_actor_comes_back_when_its_connections_are_cut(dsn, conn) -> None:
+    """The node's supervisor starts the actor again; the table, not the lost notification, says what is due."""
+    from tests.support.pipeline import node_settings, running_node
+
+    account = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('acme') RETURNING id")
+    async with Receiver() as receiver:
+        await endpoint(conn, account, receiver.url())
+        settings = node_settings(dsn, 2525, webhook_allow_http_loopback=True, webhook_tick_seconds=0.5)
+        async with running_node(settings):
+            await suppressions.suppress(conn, account, ["ann@example.org"], "unsubscribe")
+            await receiver.wait_for(lambda: len(receiver.requests) == 1, 20)
+            cut = await conn.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name LIKE 'einmal webhooks%' AND datname = current_database()"
+            )
+            assert cut >= 1
+            await suppressions.suppress(conn, account, ["bob@example.org"], "unsubscribe")
+            await receiver.wait_for(lambda: len(receiver.requests) == 2, 30)
+    assert [json.loads(r.body)["data"]["email"] for r in receiver.requests] == ["ann@example.org", "bob@example.org"]
