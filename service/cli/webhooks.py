@@ -1,4 +1,4 @@
-"""`einmal webhook add|list|remove|rotate|replay --account NAME`: an account's outbound webhook endpoints
+"""`einmal webhook add|list|deliveries|remove|rotate|replay --account NAME`: an account's outbound webhook endpoints
 (service/webhooks/endpoints.py, docs/design.md#webhooks).
 
 A signing secret is printed once, alone on stdout: `SECRET=$(einmal webhook add --account acme URL)`."""
@@ -37,6 +37,28 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
         for e in found
     ]
     for line in aligned(("id", "state", "pending", "parked", "events", "url"), table):
+        print(line)
+    return 0
+
+
+async def deliveries_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        account_id = await find_account(conn, name=args.account)
+        found = await endpoints.deliveries(conn, account_id=account_id, id=args.id, state=args.state, limit=args.limit)
+    table = [
+        (
+            d.event_id,
+            d.type,
+            d.state,
+            d.attempts,
+            d.last_status or "",
+            d.created_at.isoformat(timespec="seconds"),
+            d.next_attempt_at.isoformat(timespec="seconds") if d.state == "pending" else "",
+            d.last_error or "",
+        )
+        for d in found
+    ]
+    for line in aligned(("event", "type", "state", "attempts", "status", "made", "next", "last error"), table):
         print(line)
     return 0
 
@@ -85,6 +107,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("list", help="an account's endpoints, their state and deliveries waiting")
     p.add_argument("--account", required=True, help="whose endpoints")
     p.set_defaults(func=list_command)
+    p = verbs.add_parser("deliveries", help="an endpoint's deliveries, newest first (--state parked: those given up)")
+    p.add_argument("--account", required=True, help="whose endpoint")
+    p.add_argument("--state", choices=endpoints.STATES, help="only those in this state")
+    p.add_argument("--limit", type=int, default=100, help="at most this many (default 100, at most 1000)")
+    p.add_argument("id", type=int, metavar="ID", help="the endpoint's id (`einmal webhook list`)")
+    p.set_defaults(func=deliveries_command)
     for name, func, text in (
         ("remove", remove_command, "remove an endpoint, with its deliveries"),
         ("rotate", rotate_command, "a new signing secret (printed once); the previous one signs too for a while"),

@@ -24,8 +24,25 @@ async def test_an_endpoint_is_added_listed_rotated_replayed_and_removed(conn, ds
     rotated = einmal("webhook", "rotate", "--account", "acme", endpoint_id, dsn=dsn)
     assert rotated.returncode == 0 and rotated.stdout.strip().startswith("whsec_")
     assert rotated.stdout.strip() != secret and "previous one signs too" in rotated.stderr
+    account = await conn.fetchval("SELECT id FROM einmal.accounts WHERE name = 'acme'")
+    await conn.execute(
+        "INSERT INTO einmal.webhook_events (id, account_id, type, sequence, payload) "
+        "VALUES ('evt_1', $1, 'message.sent', 1, '{}')",
+        account,
+    )
+    await conn.execute(
+        "INSERT INTO einmal.webhook_deliveries (event_id, endpoint_id, state, attempts, last_status, last_error) "
+        "VALUES ('evt_1', $1, 'parked', 12, 503, 'HTTP 503: busy')",
+        int(endpoint_id),
+    )
+    parked = einmal("webhook", "deliveries", "--account", "acme", "--state", "parked", endpoint_id, dsn=dsn)
+    header, row = parked.stdout.splitlines()
+    assert cells(header) == ["event", "type", "state", "attempts", "status", "made", "next", "last error"]
+    assert cells(row)[:5] == ["evt_1", "message.sent", "parked", "12", "503"] and cells(row)[-1] == "HTTP 503: busy"
+    pending = einmal("webhook", "deliveries", "--account", "acme", "--state", "pending", endpoint_id, dsn=dsn)
+    assert pending.stdout.splitlines()[1:] == []
     replayed = einmal("webhook", "replay", "--account", "acme", endpoint_id, dsn=dsn)
-    assert replayed.stdout.strip() == f"webhook endpoint {endpoint_id}: 0 parked deliveries pending again"
+    assert replayed.stdout.strip() == f"webhook endpoint {endpoint_id}: 1 parked deliveries pending again"
     assert einmal("webhook", "remove", "--account", "acme", endpoint_id, dsn=dsn).returncode == 0
     again = einmal("webhook", "remove", "--account", "acme", endpoint_id, dsn=dsn)
     assert (again.returncode, again.stderr.strip()) == (1, "einmal: no such webhook endpoint")
