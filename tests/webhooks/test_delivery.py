@@ -186,3 +186,31 @@ async def test_the_connection_goes_to_a_checked_address_and_host_keeps_the_name(
             await wait_until(conn, "SELECT bool_and(state = 'delivered') FROM einmal.webhook_deliveries")
     [request] = receiver.requests
     assert request.headers["host"] == f"localhost:{receiver.port}" and request.path == "/hook"
+
+
+async def test_delivered_events_are_pruned_after_the_retention_others_kept(dsn, conn) -> None:
+    a = await account(conn)
+    endpoint_id, _ = await endpoint(conn, a, "http://127.0.0.1:9/h")
+    await conn.execute("UPDATE einmal.webhook_endpoints SET disabled_at = now(), disabled_reason = 'test'")
+    for event_id, state, days in [
+        ("old_done", "delivered", 8),
+        ("new_done", "delivered", 1),
+        ("old_parked", "parked", 8),
+    ]:
+        await conn.execute(
+            "INSERT INTO einmal.webhook_events (id, account_id, type, sequence, payload, created_at) "
+            "VALUES ($1, $2, 'message.sent', 1, '{}', now() - make_interval(days => $3))",
+            event_id,
+            a,
+            days,
+        )
+        await conn.execute(
+            "INSERT INTO einmal.webhook_deliveries (event_id, endpoint_id, state) VALUES ($1, $2, $3)",
+            event_id,
+            endpoint_id,
+            state,
+        )
+    async with running_actor(dsn, webhook_retention_days=7.0):  # it prunes as it starts
+        await wait_until(conn, "SELECT NOT EXISTS (SELECT 1 FROM einmal.webhook_events WHERE id = 'old_done')")
+    kept = await conn.fetch("SELECT id FROM einmal.webhook_events ORDER BY id")
+    assert [r["id"] for r in kept] == ["new_done", "old_parked"]
