@@ -32,7 +32,7 @@ import anyio
 import asyncpg
 from anyio.abc import TaskStatus
 
-from actors import builder, claimer, http, inbound_smtp, listener, pruner, recorder, scheduler, sender
+from actors import builder, claimer, http, inbound_smtp, listener, pruner, recorder, scheduler, sender, webhooks
 from actors.feed import Feed
 from actors.writer import record
 from service import db, logs, telemetry
@@ -201,6 +201,8 @@ async def serve(
         Child("send pipeline", pipeline.run),
     ]
     children.append(Child("pruner", lambda **kw: pruner.run(ctx, **kw)))  # sign-ups; with retention, campaigns
+    # outbound webhooks, on connections of their own (docs/design.md#webhooks); a new actor at each restart
+    children.append(Child("webhooks", lambda **kw: webhooks.WebhookActor(ctx).run(**kw)))
     supervisor = Supervisor(
         settings.restart_intensity,
         settings.restart_period_seconds,

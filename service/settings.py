@@ -38,6 +38,32 @@ def _items(value: str, what: str, fold=str) -> str:
     return ",".join(items)
 
 
+# after the first attempt (at once): 5 s, 5 min, 30 min, 2 h, 5 h, then 10 h six times; about 2.8 days in all
+WEBHOOK_DELAYS = (5.0, 300.0, 1800.0, 7200.0, 18000.0) + (36000.0,) * 6
+
+
+def webhook_delays(value: str) -> tuple[float, ...]:
+    """`5,300,1800` as seconds; ValueError unless each is a number from 0 to a week, at most 30 of them."""
+    try:
+        delays = tuple(float(part) for part in value.split(","))
+    except ValueError:
+        raise ValueError("comma-separated seconds, e.g. 5,300,1800") from None
+    if not 1 <= len(delays) <= 30 or not all(0 <= d <= 7 * 86400 for d in delays):
+        raise ValueError("from 1 to 30 comma-separated waits, each from 0 to 604800 seconds")
+    return delays
+
+
+def networks(value: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """`10.0.0.0/8,fd00::/8` as networks; ValueError naming the first that is not one."""
+    found = []
+    for item in (part.strip() for part in value.split(",")):
+        try:
+            found.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ValueError(f"{item[:60]!r} is not a network (CIDR), e.g. 10.20.0.0/16") from None
+    return tuple(found)
+
+
 def dns_servers(value: str) -> tuple[tuple[str, int], ...]:
     """`127.0.0.1:5353,[::1]` as (address, port) pairs; ValueError unless each is an IP address and a port."""
     found = []
@@ -608,6 +634,85 @@ class Settings(BaseSettings):
         ),
     )
 
+    # outbound webhooks (service/webhooks/, actors/webhooks.py, docs/design.md#webhooks)
+    webhook_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=60,
+        description=(
+            "the longest one webhook delivery may take, connection and answer together; a delivery that takes "
+            "longer is a failed attempt, tried again on the schedule ([Webhooks](../guide/webhooks.md))"
+        ),
+    )
+    webhook_retry_seconds: str | None = Field(
+        None,
+        description=(
+            "the seconds to wait before each further attempt of a webhook delivery, comma-separated; after the "
+            "last, a delivery is parked (kept, replayable). Unset: 5, 300, 1800, 7200, 18000, then six times "
+            "36000 (the Standard Webhooks schedule, extended to about three days); each wait is jittered by 10%"
+        ),
+        examples=["5,300,1800"],
+    )
+    webhook_in_flight: int = Field(
+        16,
+        ge=1,
+        le=256,
+        description=(
+            "webhook deliveries a node has on the wire at once, over all endpoints (see "
+            "`EINMAL_WEBHOOK_ENDPOINT_IN_FLIGHT`)"
+        ),
+    )
+    webhook_endpoint_in_flight: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description=(
+            "webhook deliveries one endpoint has on the wire at once, in the whole cluster: a slow or hanging "
+            "endpoint holds this many places, never another endpoint's delivery; `1` delivers each endpoint's "
+            "events one after the other"
+        ),
+    )
+    webhook_tick_seconds: float = Field(
+        5.0,
+        gt=0,
+        description=(
+            "how often a node looks for due webhook deliveries when no notification woke it (a new event "
+            "notifies; retries come due on this tick)"
+        ),
+    )
+    webhook_allowed_networks: str | None = Field(
+        None,
+        description=(
+            "networks (CIDRs, comma-separated) a webhook endpoint's address may be in although it is not public "
+            "(private, loopback, link-local or otherwise special addresses are refused, at registration and at "
+            "each delivery); unset: public addresses only"
+        ),
+        examples=["10.20.0.0/16"],
+    )
+    webhook_allow_http_loopback: bool = Field(
+        False,
+        description=(
+            "for tests and local development: an endpoint may be `http://` to a loopback address (127.0.0.0/8, "
+            "::1), and loopback addresses are allowed; otherwise only `https://`"
+        ),
+    )
+    webhook_rotation_hours: float = Field(
+        24.0,
+        ge=0,
+        description=(
+            "after a webhook secret is rotated, how long deliveries are signed with the previous secret too, so "
+            "that a receiver can switch without refusing a delivery"
+        ),
+    )
+    webhook_retention_days: float = Field(
+        7.0,
+        gt=0,
+        description=(
+            "webhook events delivered to every endpoint are deleted this many days after they were made; parked "
+            "and pending ones are kept"
+        ),
+    )
+
     @model_validator(mode="after")
     def _listen_beside_a_transaction_pooler(self) -> "Settings":
         if self.database_pooler == "transaction" and not self.listen_database_url:
@@ -710,12 +815,36 @@ class Settings(BaseSettings):
     def _dkim_key_files(cls, value: str | None) -> str | None:
         return None if value is None else _items(value, "key files")
 
+    @field_validator("webhook_retry_seconds")
+    @classmethod
+    def _webhook_retry_seconds(cls, value: str | None) -> str | None:
+        if value is not None:
+            webhook_delays(value)
+        return value
+
+    @field_validator("webhook_allowed_networks")
+    @classmethod
+    def _webhook_allowed_networks(cls, value: str | None) -> str | None:
+        if value is not None:
+            networks(value)
+        return value
+
     @field_validator("dns_servers")
     @classmethod
     def _dns_servers(cls, value: str | None) -> str | None:
         if value is not None:
             dns_servers(value)
         return value
+
+    @property
+    def webhook_delays(self) -> tuple[float, ...]:
+        """EINMAL_WEBHOOK_RETRY_SECONDS as seconds; the Standard Webhooks schedule, extended, when unset."""
+        return webhook_delays(self.webhook_retry_seconds) if self.webhook_retry_seconds else WEBHOOK_DELAYS
+
+    @property
+    def webhook_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """EINMAL_WEBHOOK_ALLOWED_NETWORKS as networks; () when unset."""
+        return networks(self.webhook_allowed_networks) if self.webhook_allowed_networks else ()
 
     @property
     def dns_server_list(self) -> tuple[tuple[str, int], ...]:

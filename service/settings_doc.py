@@ -150,6 +150,20 @@ SECTIONS = [
         ],
     ),
     (
+        "Outbound webhooks",
+        [
+            "webhook_timeout_seconds",
+            "webhook_retry_seconds",
+            "webhook_in_flight",
+            "webhook_endpoint_in_flight",
+            "webhook_tick_seconds",
+            "webhook_allowed_networks",
+            "webhook_allow_http_loopback",
+            "webhook_rotation_hours",
+            "webhook_retention_days",
+        ],
+    ),
+    (
         "Logs and traces",
         ["log_level", "log_format", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME"],
     ),

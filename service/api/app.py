@@ -36,6 +36,7 @@ from service.api import (
     senders,
     subscribers,
     suppressions,
+    webhooks,
 )
 from service.api.deps import GENERIC, log
 from service.asgi import NUL
@@ -56,6 +57,7 @@ ROUTES = (
     senders,
     optin,
     doctor,
+    webhooks,
 )
 
 

@@ -27,6 +27,7 @@ from service.cli import (
     server,
     subscribers_cmd,
     suppressions_cmd,
+    webhooks,
 )
 from service.errors import EinmalError, leaves
 
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     prune.register(sub)
     reconcile.register(sub)
     doctor.register(sub)
+    webhooks.register(sub)
     return parser
 
 

@@ -74,12 +74,18 @@ async def test_without_a_valid_key_every_route_is_401_and_a_revoked_key_is_refus
         "name": "news",
         "key_id": "1",
         "domain": "a.example",
+        "endpoint_id": "1",
     }
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         document = (await client.get("/openapi.json")).json()
     operations = [(method, path) for path, ops in document["paths"].items() for method in ops]
     assert len(operations) >= 20
     for kind, headers in enumerate(bad):  # a server each: fewer failures than slow a client down
+        fresh = await asyncpg.connect(dsn)  # and a new window of guesses each (deps.Guesses counts in the table)
+        try:
+            await fresh.execute("DELETE FROM einmal.client_counts")
+        finally:
+            await fresh.close()
         async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
             for method, path in operations[kind :: len(bad)]:
                 answer = await client.request(method.upper(), path.format(**values), headers=headers, json={})
@@ -129,6 +135,11 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
         "WHERE l.account_id = $1 AND s.account_id = $1",
         acme,
     )
+    webhook = await conn.fetchval(
+        "INSERT INTO einmal.webhook_endpoints (account_id, url, events, secret) "
+        "VALUES ($1, 'https://hooks.acme.example/h', '{message.sent}', 'whsec_c2VjcmV0') RETURNING id",
+        acme,
+    )
     before = await snapshot(conn)
     other = auth(two_accounts["other"])
     acme_keys = await conn.fetch("SELECT id, prefix FROM einmal.api_keys WHERE account_id = $1", acme)
@@ -139,6 +150,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
         "name": "news",
         "key_id": str(acme_keys[0]["id"]),
         "domain": "acme.example",
+        "endpoint_id": str(webhook),
     }
     bodies = {
         ("put", "/subscribers/{email}"): {"name": "x"},
@@ -150,6 +162,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
         ("put", "/lists/{name}/title"): {"title": "x"},
         ("post", "/campaigns"): None,
         ("post", "/keys"): None,
+        ("post", "/webhooks"): None,
         ("post", "/subscribe"): {"list": "news", "email": ALICE},
         ("patch", "/campaigns/{campaign_id}"): {"name": "x"},
         ("patch", "/account"): None,
@@ -183,6 +196,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
                     (404, {"error": "no such membership"}),
                     (404, {"error": "no such campaign"}),
                     (404, {"error": "no such key"}),
+                    (404, {"error": "no such webhook endpoint"}),
                     (404, {"error": "the account has no domain 'acme.example'"}),
                     (404, {"error": "the account has no domain 'acme.example': add it first"}),
                 ), (method, path, answer.text)
@@ -200,7 +214,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
 
 
 async def snapshot(conn: asyncpg.Connection, account: str = "acme") -> list:
-    """acme's subscribers, suppressions, memberships, campaigns and keys, as rows."""
+    """acme's subscribers, suppressions, memberships, campaigns, keys, domains and webhooks, as rows."""
     return [
         tuple(r)
         for r in await conn.fetch(
@@ -217,6 +231,8 @@ async def snapshot(conn: asyncpg.Connection, account: str = "acme") -> list:
             JOIN einmal.accounts a ON a.id = k.account_id WHERE a.name = $1
         UNION ALL SELECT 'domain', d.domain, array_to_string(d.keys, ',') FROM einmal.account_domains d
             JOIN einmal.accounts a ON a.id = d.account_id WHERE a.name = $1
+        UNION ALL SELECT 'webhook', w.url, w.secret || coalesce(w.disabled_at::text, 'on')
+            FROM einmal.webhook_endpoints w JOIN einmal.accounts a ON a.id = w.account_id WHERE a.name = $1
         ORDER BY 1, 2""",
             account,
         )
@@ -476,6 +492,11 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
         "/campaigns/{campaign_id}/retry",
         "/campaigns/{campaign_id}/in-doubt",
         "/campaigns/{campaign_id}/reconcile",
+        "/webhooks",
+        "/webhooks/{endpoint_id}",
+        "/webhooks/{endpoint_id}/rotate",
+        "/webhooks/{endpoint_id}/deliveries",
+        "/webhooks/{endpoint_id}/replay",
     }
     assert set(document["paths"]["/campaigns/{campaign_id}"]) == {"get", "patch"}
     assert set(document["paths"]["/subscribers/{email}"]) == {"get", "put", "delete"}

@@ -52,6 +52,12 @@ OPERATIONS = {
     ("patch", "/account/identity"): "change_identity",
     ("get", "/doctor"): "doctor",
     ("post", "/subscribe"): "subscribe",
+    ("get", "/webhooks"): "list_webhooks",
+    ("post", "/webhooks"): "create_webhook",
+    ("delete", "/webhooks/{endpoint_id}"): "delete_webhook",
+    ("post", "/webhooks/{endpoint_id}/rotate"): "rotate_webhook_secret",
+    ("get", "/webhooks/{endpoint_id}/deliveries"): "list_webhook_deliveries",
+    ("post", "/webhooks/{endpoint_id}/replay"): "replay_webhook",
 }
 
 
@@ -95,7 +101,7 @@ def test_every_post_declares_the_idempotency_key_and_its_answers() -> None:
             for status, answer in answers.items():
                 kept = status != "401" and not status.startswith("5")
                 assert ("Idempotent-Replayed" in answer.get("headers", {})) == kept, (path, status)
-    assert posts == 12
+    assert posts == 15
     assert document["paths"]["/subscribe"]["post"]["responses"]["429"]["headers"]["Retry-After"]["schema"] == {
         "type": "integer"
     }

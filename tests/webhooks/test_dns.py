@@ -1,0 +1,38 @@
+"""The URL policy against names served by a real DNS server (knotd on loopback, EINMAL_DNS_SERVERS): a name
+with a private address is refused at registration, and a name whose address changed to loopback after it was
+registered (DNS rebinding) is refused at delivery, before any connection."""
+
+import pytest
+
+from service.errors import Invalid
+from service.settings import Settings
+from service.subscribers import suppressions
+from service.webhooks import endpoints
+from tests.support.dns_server import dns_server
+from tests.support.webhook_receiver import Receiver
+from tests.support.webhooks import running_actor, wait_until
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_name_is_checked_at_registration_and_again_at_delivery(dsn, conn, tmp_path) -> None:
+    account = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('acme') RETURNING id")
+    async with Receiver() as receiver:
+        url = f"https://hooks.einmal.test:{receiver.port}/h"
+        before = ["hooks A 93.184.216.34", "inside A 10.0.0.5", "both A 93.184.216.34", "both A 192.168.1.1"]
+        with dns_server(tmp_path / "before", {"einmal.test": before}) as servers:
+            settings = Settings(dns_servers=servers)
+            made = await endpoints.add(conn, settings, account_id=account, url=url)
+            for refused in ("https://inside.einmal.test/h", "https://both.einmal.test/h"):
+                with pytest.raises(Invalid, match="non-public"):
+                    await endpoints.add(conn, settings, account_id=account, url=refused)
+            with pytest.raises(Invalid, match="does not resolve"):
+                await endpoints.add(conn, settings, account_id=account, url="https://nothing.einmal.test/h")
+        await suppressions.suppress(conn, account, ["ann@example.org"], "unsubscribe")
+        with dns_server(tmp_path / "after", {"einmal.test": ["hooks A 127.0.0.1"]}) as servers:
+            async with running_actor(dsn, dns_servers=servers, webhook_allow_http_loopback=False):
+                await wait_until(conn, "SELECT bool_and(attempts >= 2) FROM einmal.webhook_deliveries")
+    assert receiver.connections == 0
+    row = await conn.fetchrow("SELECT endpoint_id, state, last_error FROM einmal.webhook_deliveries")
+    assert row["endpoint_id"] == made.id and row["state"] in ("pending", "parked")
+    assert "hooks.einmal.test resolves only to addresses the webhook policy refuses (127.0.0.1)" in row["last_error"]
