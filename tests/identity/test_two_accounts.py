@@ -24,6 +24,7 @@ from service.addresses import email_key
 from service.inbound.bounces import ReturnPaths
 from service.mail import dkim, verp
 from service.settings import Settings
+from tests.sending.test_budget import worst_window
 from tests.support.dns_server import dns_server, txt
 from tests.support.pipeline import approve, counts, node_env, start_node, stop_node, wait_status
 from tests.support.smtp_servers import FaultServer
@@ -259,15 +260,6 @@ async def test_a_relay_refusing_connections_for_one_account_does_not_stop_the_ot
     assert "relay-1" in log and "smtp://" not in log  # the relay by its name, never its URL
 
 
-def worst_second(times: list[float]) -> int:
-    times, worst, first = sorted(times), 0, 0
-    for last, t in enumerate(times):
-        while t - times[first] >= 1.0:
-            first += 1
-        worst = max(worst, last - first + 1)
-    return worst
-
-
 @pytest.mark.serial
 async def test_a_relay_rate_shared_by_two_accounts_holds_across_two_nodes(
     conn: asyncpg.Connection, dsn: str, make_smtp_server, tmp_path: Path
@@ -291,8 +283,8 @@ async def test_a_relay_rate_shared_by_two_accounts_holds_across_two_nodes(
     # the budget paces starts: counted at the RCPT, which follows the grant at once, not at the end of the data,
     # which a loaded machine delivers in bunches (as tests/sending/test_policy.py counts a domain's rate)
     began = [t for t, _ in shared.rcpts]
-    print(f"\nrelay at {rate:g}/s shared by two accounts on two nodes: worst second {worst_second(began)}")
-    assert worst_second(began) <= rate + 2, worst_second(began)
+    print(f"\nrelay at {rate:g}/s shared by two accounts on two nodes: worst second {worst_window(began)}")
+    assert worst_window(began) <= rate + 2, worst_window(began)
     assert max(began) - min(began) >= (120 - rate - 2) / rate
     dnsfunc = dns_of(one, two)
     for m in shared.messages:
