@@ -31,6 +31,7 @@ from service.api import (
     idempotency,
     key_routes,
     lists,
+    messages,
     optin,
     previews,
     senders,
@@ -55,6 +56,7 @@ ROUTES = (
     senders,
     optin,
     doctor,
+    messages,
 )
 
 
