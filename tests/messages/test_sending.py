@@ -11,9 +11,10 @@ import anyio
 import asyncpg
 import pytest
 
+from actors.feed import Feed
 from actors.listener import Listener
 from actors.sender import Sender
-from actors.feed import Feed
+from service import db
 from service.context import NodeContext, Outcome, Row
 from service.messages import messages
 from service.settings import Settings
@@ -106,7 +107,7 @@ async def test_what_a_message_honours_and_its_verp_bounce(conn: asyncpg.Connecti
     # finished, none listed for the claimer's campaign turns
     assert await conn.fetchval("SELECT coalesce(sum(delivered), 0) FROM einmal.campaign_tallies") == 0
     assert {r["campaign_status"] for r in await message_rows(conn)} == {"sending"}
-    assert await conn.fetch(open("sql/queries/campaign_sending.sql").read()) == []
+    assert await conn.fetch(*db.sql("campaign_sending")) == []
 
 
 def _row(account_id: int = 1, email: str = "a@example.com") -> Row:
