@@ -134,7 +134,7 @@ async def template(conn: asyncpg.Connection, *, account_id: int, name: str) -> T
         *db.sql("message_template_get", account_id=account_id, template_name=name), timeout=DB_SECONDS
     )
     if row is None:
-        raise NotFound(f"no message template named {shown(name)}")
+        raise NotFound("no such message template")
     return Template(**dict(row))
 
 
@@ -147,7 +147,7 @@ async def remove_template(conn: asyncpg.Connection, *, account_id: int, name: st
     if not await conn.fetchval(
         *db.sql("message_template_delete", account_id=account_id, template_name=name), timeout=DB_SECONDS
     ):
-        raise NotFound(f"no message template named {shown(name)}")
+        raise NotFound("no such message template")
 
 
 async def send(
@@ -255,7 +255,7 @@ async def show(conn: asyncpg.Connection, *, account_id: int, message_id: int) ->
     """The account's message `message_id` as its send row has it; NotFound for another account's, or none."""
     row = await conn.fetchrow(*db.sql("message_get", campaign_id=message_id, account_id=account_id), timeout=DB_SECONDS)
     if row is None:
-        raise NotFound(f"no message {message_id}")
+        raise NotFound("no such message")
     return Message(
         id=row["id"],
         state=STATES.get(row["status"], row["status"]),
