@@ -13,8 +13,8 @@ import pytest
 from service.messages import messages
 from service.settings import Settings
 from tests.messages.support import FROM
-from tests.support.pipeline import approve, node_settings, recording_server, running_node, seed, wait_status
 from tests.support.pipeline import Received as Sink
+from tests.support.pipeline import approve, node_settings, recording_server, running_node, seed, wait_status
 
 pytestmark = pytest.mark.anyio
 
