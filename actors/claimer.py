@@ -196,17 +196,24 @@ def _batch(
 
 
 async def claim_messages(
-    ctx: NodeContext, conn: asyncpg.Connection, token: str, feed: Feed, identities: dict[int, tuple]
+    ctx: NodeContext,
+    conn: asyncpg.Connection,
+    token: str,
+    feed: Feed,
+    identities: dict[int, tuple],
+    notified: list[int] | None = None,
 ) -> int:
     """Claim the due messages' rows, account by account, into the feed's first lane while it holds fewer than
-    MESSAGE_BATCHES batches of them; how many were claimed. `identities`: each account's identity and when it
-    was read (reused for IDENTITY_SECONDS)."""
+    MESSAGE_BATCHES batches of them; how many were claimed. The accounts are those `notified` (a new message's
+    NOTIFY names its account: no statement to find them), else those with rows due. `identities`: each account's
+    identity and when it was read (reused for IDENTITY_SECONDS)."""
     settings = ctx.settings
     claimed = 0
-    for account in await conn.fetch(*db.sql("message_accounts_due")):
+    if notified is None:
+        notified = [r["account_id"] for r in await conn.fetch(*db.sql("message_accounts_due"))]
+    for account_id in notified:
         if feed.messages_held >= MESSAGE_BATCHES * settings.batch_size or ctx.stopping.is_set():
             break
-        account_id = account["account_id"]
         known = identities.get(account_id)
         if known is None or time.monotonic() - known[1] > IDENTITY_SECONDS:
             if len(identities) > 256:
@@ -312,7 +319,9 @@ async def run(
             while not feed.room.is_set():  # set by the sender when its rows run low
                 # a new message is claimed even while the feed is full of campaign rows (bounded: MESSAGE_BATCHES)
                 if await room_or_message(ctx, feed) and not ctx.refusing:
-                    await claim_messages(ctx, conn, token, feed, identities)
+                    notified = list(ctx.message_accounts)
+                    ctx.message_accounts.clear()
+                    await claim_messages(ctx, conn, token, feed, identities, notified)
                 if ctx.stopping.is_set():
                     break
             if ctx.stopping.is_set() or feed.closed:
@@ -320,6 +329,7 @@ async def run(
             if ctx.refusing:  # EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION, unmet: nothing is claimed while it holds
                 await ctx.claim_nudge.wait(IDLE_SECONDS)
                 continue
+            ctx.message_accounts.clear()  # this pass looks for every account's
             messages = await claim_messages(ctx, conn, token, feed, identities)  # first, in every pass
             if time.monotonic() - listed_at >= LIST_SECONDS:  # the claim re-checks the status itself
                 campaigns, listed_at = await conn.fetch(*db.sql("campaign_sending")), time.monotonic()

@@ -46,7 +46,9 @@ class Listener:
         else:
             self.ctx.unsubscribed.discard((int(account), email_lower))
 
-    def _on_message(self, _conn: object, _pid: int, _channel: str, _payload: object) -> None:
+    def _on_message(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        if len(self.ctx.message_accounts) < 10_000:  # bounded; past it, the claimer's next pass looks for them
+            self.ctx.message_accounts.add(int(str(payload)))
         self.ctx.message_nudge.set()
         self.ctx.claim_nudge.set()
 

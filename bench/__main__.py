@@ -16,7 +16,9 @@
    connections, and the API's p99 latency; beside them the floor, a bare ASGI app on einmal's server parts
    running the bare statement per request (bench/api.py, bench/floor.py);
 10. one node sending two accounts' campaigns, each through its own relay, against one account's on one
-    relay, the same messages, best of three runs in turn (bench/accounts.py).
+    relay, the same messages, best of three runs in turn (bench/accounts.py);
+11. transactional messages' latency from POST /api/v1/messages to the relay's 250, idle and while one node
+    sends a campaign of --messages recipients (bench/messages.py; alone: `python -m bench.messages`).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
 bench could not run, 3 when smtp-sink is missing and cannot be installed.
@@ -30,7 +32,7 @@ import time
 import anyio
 import asyncpg
 
-from bench import accounts, api, bounces, build, database, latency, render, report, send, signing
+from bench import accounts, api, bounces, build, database, latency, messages, render, report, send, signing
 from bench.sink import Sink, Unavailable, ensure_tools, wire
 from service.errors import EinmalError
 
@@ -116,6 +118,9 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
     report.accounts(one, two, say)
     report.bounce_parse(*bounces.microseconds(rounds=2 if args.quick else 5), say)
     report.api_upserts(await api.measure(server, 1_000 if args.quick else 10_000), say)
+    say(f"messages: POST /api/v1/messages -> 250, idle and during a {args.messages:,}-recipient campaign")
+    for line in (await messages.measure(server, sink, recipients=args.messages, messages=200, tick=args.tick)).lines():
+        say(line)
 
 
 def relay_messages(args: argparse.Namespace) -> int:

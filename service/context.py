@@ -152,6 +152,7 @@ class NodeContext:
     # honours unsubscribes (docs/design.md#messages)
     unsubscribed: set[tuple[int, str]] = field(default_factory=set)
     message_nudge: Nudge = field(default_factory=Nudge)  # a new message is queued (NOTIFY einmal_message)
+    message_accounts: set[int] = field(default_factory=set)  # whose (the notifications' payloads, until claimed)
     campaign_nudge: Nudge = field(default_factory=Nudge)
     claim_nudge: Nudge = field(default_factory=Nudge)
     stopping: anyio.Event = field(default_factory=anyio.Event)
