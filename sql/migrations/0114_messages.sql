@@ -13,6 +13,9 @@ CREATE SEQUENCE einmal.message_ids MINVALUE 4503599627370496 START WITH 45035996
 CREATE TABLE einmal.sends_messages (LIKE einmal.sends INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING STORAGE,
                                     PRIMARY KEY (id));
 ALTER TABLE einmal.sends ATTACH PARTITION einmal.sends_messages FOR VALUES FROM (4503599627370496) TO (MAXVALUE);
+-- the messages' claim takes the due rows of every message in time order (send_claim with no campaign): its own
+-- index, on this partition alone, as small as the queue of messages
+CREATE INDEX sends_messages_due ON einmal.sends_messages (next_attempt_at, id) WHERE status = 'queued';
 
 CREATE OR REPLACE FUNCTION einmal.sends_partition(c bigint) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -127,9 +130,6 @@ DECLARE
     relay_start timestamptz[];
     relay_quota_hour integer[];
     relay_quota_day integer[];
-    -- the rows claimed: campaign p_campaign's, or (NULL) the messages' (of account p_account, NULL: any)
-    lo bigint := coalesce(p_campaign, 4503599627370496);
-    hi bigint := coalesce(p_campaign, 9223372036854775807);
 BEGIN
     IF p_rate > 0 OR p_quota_hour > 0 OR p_quota_day > 0 THEN
         SELECT greatest(p.next_slot, clock_timestamp()) INTO slot
@@ -195,8 +195,10 @@ BEGIN
                 probing = true
             WHERE d.failures > 0 AND d.paused_until <= now()
               AND EXISTS (SELECT 1 FROM einmal.sends s
-                          WHERE s.campaign_id BETWEEN lo AND hi AND s.status = 'queued' AND s.next_attempt_at <= now()
-                            AND (p_account IS NULL OR s.account_id = p_account)
+                          WHERE (s.campaign_id = p_campaign
+                                 OR (p_campaign IS NULL AND s.campaign_id >= 4503599627370496
+                                     AND (p_account IS NULL OR s.account_id = p_account)))
+                            AND s.status = 'queued' AND s.next_attempt_at <= now()
                             AND split_part(s.email_lower, '@', 2) = d.domain)
             RETURNING d.domain
         )
@@ -204,23 +206,17 @@ BEGIN
     END IF;
     FOR id, account_id, subscriber_id, email, email_lower, attempts, name, status, attributes, campaign_id,
         honour_unsubscribe IN
-        WITH picked AS MATERIALIZED (
-            SELECT s.id, sub.name, s.next_attempt_at, split_part(s.email_lower, '@', 2) AS domain,
-                   -- a message's data over its subscriber's attributes, and whether an unsubscribe stops it
-                   CASE WHEN p_campaign IS NULL THEN sub.attributes || m.data ELSE sub.attributes END AS attributes,
-                   p_campaign IS NOT NULL OR m.honour_unsubscribe AS honour_unsubscribe,
+        -- a campaign's rows (p_campaign) or the messages' (NULL): two branches, each planned for its own index
+        -- order (sends_claimable by campaign, next_attempt_at, id); the one not asked for is a one-time false
+        WITH picked_campaign AS MATERIALIZED (
+            SELECT s.id, sub.name, sub.attributes, s.next_attempt_at, split_part(s.email_lower, '@', 2) AS domain,
+                   true AS honour_unsubscribe,
                    EXISTS (SELECT 1 FROM einmal.suppressions x
-                           WHERE x.account_id = s.account_id AND x.email_lower = s.email_lower
-                             AND (p_campaign IS NOT NULL OR x.reason <> 'unsubscribe' OR m.honour_unsubscribe))
-                       AS suppressed
+                           WHERE x.account_id = s.account_id AND x.email_lower = s.email_lower) AS suppressed
             FROM einmal.sends s JOIN einmal.subscribers sub ON sub.id = s.subscriber_id
-            LEFT JOIN einmal.messages m ON p_campaign IS NULL AND m.campaign_id = s.campaign_id
-            WHERE s.campaign_id BETWEEN lo AND hi AND s.status = 'queued' AND s.next_attempt_at <= now()
-              AND (p_account IS NULL OR s.account_id = p_account)
-              AND (p_campaign IS NULL
-                   OR EXISTS (SELECT 1 FROM einmal.campaigns c WHERE c.id = p_campaign AND c.status = 'sending'))
-              AND (p_campaign IS NOT NULL
-                   OR EXISTS (SELECT 1 FROM einmal.campaigns c WHERE c.id = s.campaign_id AND c.status = 'sending'))
+            WHERE p_campaign IS NOT NULL
+              AND s.campaign_id = p_campaign AND s.status = 'queued' AND s.next_attempt_at <= now()
+              AND EXISTS (SELECT 1 FROM einmal.campaigns c WHERE c.id = p_campaign AND c.status = 'sending')
               -- a paused domain, or one whose slots are taken a horizon ahead, waits
               AND (NOT guarded OR NOT EXISTS (
                   SELECT 1 FROM einmal.domains d WHERE d.domain = split_part(s.email_lower, '@', 2)
@@ -229,6 +225,30 @@ BEGIN
             ORDER BY s.next_attempt_at, s.id
             LIMIT allowance
             FOR UPDATE OF s SKIP LOCKED
+        ), picked_messages AS MATERIALIZED (
+            -- a message's data over its subscriber's attributes; an unsubscribe stops it only if it honours one
+            SELECT s.id, sub.name, sub.attributes || m.data AS attributes, s.next_attempt_at,
+                   split_part(s.email_lower, '@', 2) AS domain, m.honour_unsubscribe,
+                   EXISTS (SELECT 1 FROM einmal.suppressions x
+                           WHERE x.account_id = s.account_id AND x.email_lower = s.email_lower
+                             AND (x.reason <> 'unsubscribe' OR m.honour_unsubscribe)) AS suppressed
+            FROM einmal.sends s JOIN einmal.subscribers sub ON sub.id = s.subscriber_id
+            JOIN einmal.messages m ON m.campaign_id = s.campaign_id
+            WHERE p_campaign IS NULL
+              AND s.campaign_id >= 4503599627370496 AND s.status = 'queued' AND s.next_attempt_at <= now()
+              AND (p_account IS NULL OR s.account_id = p_account)
+              AND EXISTS (SELECT 1 FROM einmal.campaigns c WHERE c.id = s.campaign_id AND c.status = 'sending')
+              AND (NOT guarded OR NOT EXISTS (
+                  SELECT 1 FROM einmal.domains d WHERE d.domain = split_part(s.email_lower, '@', 2)
+                    AND ((d.paused_until > now() AND d.domain <> ALL (probe_rights))
+                         OR d.next_slot > now() + make_interval(secs => horizon))))
+            ORDER BY s.next_attempt_at, s.id
+            LIMIT allowance
+            FOR UPDATE OF s SKIP LOCKED
+        ), picked AS (
+            SELECT id, name, attributes, next_attempt_at, domain, honour_unsubscribe, suppressed FROM picked_campaign
+            UNION ALL
+            SELECT id, name, attributes, next_attempt_at, domain, honour_unsubscribe, suppressed FROM picked_messages
         ), ranked AS (
             SELECT p.*, row_number() OVER (PARTITION BY p.domain ORDER BY p.next_attempt_at, p.id) AS k
             FROM picked p

@@ -73,6 +73,7 @@ async def test_the_cluster_rate_limit_holds_with_messages(conn: asyncpg.Connecti
     async with recording_server(sink) as port:
         settings = node_settings(dsn, port, rate_limit=rate)
         async with running_node(settings):
+            began = await conn.fetchval("SELECT clock_timestamp()")
             await approve(conn, campaign)
             for i in range(40):
                 await messages.send(
@@ -87,10 +88,14 @@ async def test_the_cluster_rate_limit_holds_with_messages(conn: asyncpg.Connecti
             with anyio.fail_after(60):
                 while len(sink.messages) < 80:
                     await anyio.sleep(0.05)
+    # every row took a slot of the cluster's pace: 80 slots at 20/s end at least 4 s after the first
+    last_slot = await conn.fetchval("SELECT next_slot FROM einmal.send_pace WHERE scope = 'all'")
+    assert (last_slot - began).total_seconds() >= 80 / rate - 0.1, (began, last_slot)
     times = sorted(t for t, _, _ in sink.messages)
     # the claim holds at most a second of slots ahead: 80 messages at 20/s take at least (80 - 20) / 20 s
     span = times[-1] - times[0]
     busiest = max(sum(1 for t in times if start <= t < start + 1.0) for start in times)
     print(f"\n80 messages (40 of them transactional) at {rate:g}/s: {span:.2f} s, at most {busiest} in any second")
     assert span >= (80 - rate) / rate * 0.95, span
-    assert busiest <= rate + 2, busiest
+    # the sink's times are taken in this process's event loop, shared with the node: a stall bunches them
+    assert busiest <= 2 * rate, busiest
