@@ -318,7 +318,7 @@ async def run(
         while not (ctx.stopping.is_set() or feed.closed):
             while not feed.room.is_set():  # set by the sender when its rows run low
                 # a new message is claimed even while the feed is full of campaign rows (bounded: MESSAGE_BATCHES)
-                if await room_or_message(ctx, feed) and not ctx.refusing:
+                if await room_or_message(ctx, feed) and not (ctx.refusing or feed.closed):
                     notified = list(ctx.message_accounts)
                     ctx.message_accounts.clear()
                     await claim_messages(ctx, conn, token, feed, identities, notified)

@@ -6,6 +6,7 @@ one in doubt."""
 import asyncpg
 import pytest
 
+from service.campaigns import retention
 from service.messages import messages
 from service.settings import Settings
 from tests.conftest import einmal
@@ -89,3 +90,9 @@ async def test_the_pruner_forgets_keys_and_deletes_old_settled_messages(conn: as
     assert [r["campaign_id"] for r in await message_rows(conn)] == [doubtful, recent]
     assert await send("recent") == recent  # kept: the same message
     assert await send("doubtful") not in (doubtful, recent)  # forgotten: a new one
+    # a message's campaign is never one `einmal prune` takes, even cancelled long ago: no partition of its own
+    await conn.execute(
+        "UPDATE einmal.campaigns SET status = 'cancelled', updated_at = now() - interval '400 days' WHERE id = $1",
+        recent,
+    )
+    assert await retention.candidates(conn, older_than_seconds=0) == []
