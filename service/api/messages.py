@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.api.deps import CONFLICT, ERRORS, Conn, IdempotencyKey, Key
+from service.api.deps import ERRORS, Conn, IdempotencyKey, Key
 from service.messages import messages
 from service.text import MAX_EMAIL
 
@@ -140,8 +140,8 @@ async def get_message_template(name: TemplateName, conn: Conn, key: Key) -> Mess
 @router.put(
     "/message-templates/{name}",
     operation_id="put_message_template",
-    responses=CONFLICT,
-    summary="make or replace a template; messages already queued keep what they were made with",
+    responses={**ERRORS, 201: {"model": MessageTemplate, "description": "made now"}},
+    summary="make (201) or replace (200) a template; messages already queued keep what they were made with",
 )
 async def put_message_template(
     name: TemplateName, fields: TemplateFields, request: Request, response: Response, conn: Conn, key: Key
@@ -153,8 +153,8 @@ async def put_message_template(
         name=name,
         subject=fields.subject,
         body_text=fields.text,
-        body_html=fields.html,
-        from_address=fields.from_,
+        body_html=fields.html or None,
+        from_address=fields.from_ or None,
     )
     response.status_code = 201 if created else 200
     return _template(made)
