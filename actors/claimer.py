@@ -14,6 +14,12 @@ picks the campaign up and again every IDENTITY_SECONDS while it sends, so a
 change reaches the running campaigns within that time
 (docs/design.md#sending-identity). The claim carries the account's relays,
 whose rates and quotas bound it like the cluster's.
+
+Transactional messages (docs/design.md#messages) come first: each pass, and whenever a new message is
+notified even while the feed is full, the claimer claims the due messages' rows (einmal.sends_messages, account
+by account, within the same budget: `send_claim` with no campaign) into the feed's first lane, up to
+MESSAGE_BATCHES batches of them held. Each message is its own campaign: compiled when claimed, in a worker
+thread, and not kept (one compile per message, no cache to grow).
 """
 
 import logging
@@ -38,6 +44,7 @@ log = logging.getLogger("einmal.claimer")
 IDLE_SECONDS = 0.5
 LIST_SECONDS = 1.0  # how long the list of sending campaigns is reused while claiming
 IDENTITY_SECONDS = 30.0  # how long a campaign's compiled template, and its account's identity, is reused
+MESSAGE_BATCHES = 3  # batches of messages' rows a node holds claimed at most, beyond its campaigns'
 
 
 class Templates:
@@ -129,6 +136,21 @@ async def claim(
             relays=[relay.name for relay in account_relays],
         )
     )
+    return _batch(ctx, token, campaign_id, account_id, template, account_relays, began, records)
+
+
+def _batch(
+    ctx: NodeContext,
+    token: str,
+    campaign_id: int,
+    account_id: int,
+    template: render.CampaignTemplate,
+    account_relays: tuple[identity.AccountRelay, ...],
+    began: int,
+    records: list,
+    message: bool = False,
+) -> Batch | None:
+    """The claimed records as a batch (the suppressed ones counted); None when none was claimed."""
     now = time.monotonic()
     rows = [
         Row(
@@ -167,7 +189,121 @@ async def claim(
     span.set_attribute("einmal.claimed", len(rows))
     span.set_attribute("einmal.suppressed", len(records) - len(rows))
     span.end()
-    return Batch(campaign_id, account_id, token, rows, root, time.monotonic(), template, relays=account_relays)
+    batch = Batch(campaign_id, account_id, token, rows, root, time.monotonic(), template, relays=account_relays)
+    if message:
+        batch.message, batch.honour_unsubscribe = True, bool(records[0]["honour_unsubscribe"])
+    return batch
+
+
+async def claim_messages(
+    ctx: NodeContext,
+    conn: asyncpg.Connection,
+    token: str,
+    feed: Feed,
+    identities: dict[int, tuple],
+    notified: list[int] | None = None,
+) -> int:
+    """Claim the due messages' rows, account by account, into the feed's first lane while it holds fewer than
+    MESSAGE_BATCHES batches of them; how many were claimed. The accounts are those `notified` (a new message's
+    NOTIFY names its account: no statement to find them), else those with rows due. `identities`: each account's
+    identity and when it was read (reused for IDENTITY_SECONDS)."""
+    settings = ctx.settings
+    claimed = 0
+    if notified is None:
+        notified = [r["account_id"] for r in await conn.fetch(*db.sql("message_accounts_due"))]
+    for account_id in notified:
+        if feed.messages_held >= MESSAGE_BATCHES * settings.batch_size or ctx.stopping.is_set():
+            break
+        known = identities.get(account_id)
+        if known is None or time.monotonic() - known[1] > IDENTITY_SECONDS:
+            if len(identities) > 256:
+                identities.clear()
+            known = identities[account_id] = (await identity.of_account(conn, account_id=account_id), time.monotonic())
+        sender: identity.Identity = known[0]
+        if not feed.usable(sender.relays):
+            continue  # every relay of its account is down: its rows would only come back
+        began = time.time_ns()
+        rated = {domain: limit.rate for domain, limit in ctx.domain_limits.items() if limit.rate}
+        records = await conn.fetch(
+            *db.sql(
+                "message_claim_batch",
+                account_id=account_id,
+                token=token,
+                batch_size=settings.batch_size,
+                rate=settings.rate_limit,
+                quota_hour=settings.quota_hour,
+                quota_day=settings.quota_day,
+                hour_seconds=settings.quota_hour_seconds,
+                day_seconds=settings.quota_day_seconds,
+                domains=list(rated),
+                domain_rates=list(rated.values()),
+                probes=settings.domain_probes,
+                pause_seconds=settings.domain_pause_seconds,
+                pause_max_seconds=settings.domain_pause_max_seconds,
+                relays=[relay.name for relay in sender.relays],
+            )
+        )
+        by_message: dict[int, list] = {}
+        for r in records:
+            by_message.setdefault(r["campaign_id"], []).append(r)
+        for campaign_id, rows in by_message.items():
+            if not any(r["status"] == "claimed" for r in rows):
+                ctx.metrics.count({"suppressed": len(rows)})
+                continue
+            template = await _message_template(ctx, conn, token, campaign_id, sender, rows)
+            if template is not None and (
+                batch := _batch(ctx, token, campaign_id, account_id, template, sender.relays, began, rows, True)
+            ):
+                feed.put(batch)
+                claimed += len(batch.rows)
+    return claimed
+
+
+async def _message_template(
+    ctx: NodeContext,
+    conn: asyncpg.Connection,
+    token: str,
+    campaign_id: int,
+    sender: identity.Identity,
+    rows: list,
+) -> render.CampaignTemplate | None:
+    """A message's template compiled as its account, in a worker thread. None when it cannot be sent from here:
+    its claimed row goes back to the queue and the message is paused for the operator (as a campaign would be)."""
+    found = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
+    assert found is not None  # its row was claimed a moment ago; a message's campaign is deleted only after its row
+    try:
+        for relay in sender.relays:
+            relays.from_account(relay)
+        return await anyio.to_thread.run_sync(render.CampaignTemplate.compile, dict(found), ctx.settings, sender)
+    except (Invalid, ValueError) as exc:
+        reason = f"cannot send: {exc}"
+    claimed = [r for r in rows if r["status"] == "claimed"]
+    await conn.execute(
+        *db.sql("send_release", ids=[r["id"] for r in claimed], campaign_ids=[campaign_id] * len(claimed), token=token)
+    )
+    with suppress(Conflict, NotFound):  # another node paused it first
+        await transition(conn, verb="pause", campaign_id=campaign_id, reason=reason)
+    log.error("message %d paused: %s", campaign_id, reason)
+    return None
+
+
+async def room_or_message(ctx: NodeContext, feed: Feed) -> bool:
+    """Wait until the feed has room or a new message is notified (or IDLE_SECONDS passed); whether one was."""
+    heard = False
+
+    async def message(scope: anyio.CancelScope) -> None:
+        nonlocal heard
+        heard = await ctx.message_nudge.wait(IDLE_SECONDS)
+        scope.cancel()
+
+    async def room(scope: anyio.CancelScope) -> None:
+        await feed.room.wait()
+        scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(message, group.cancel_scope)
+        group.start_soon(room, group.cancel_scope)
+    return heard
 
 
 async def run(
@@ -178,13 +314,23 @@ async def run(
         task_status.started()
         templates = Templates(ctx, conn)
         turn, campaigns, listed_at = 0, [], -LIST_SECONDS
+        identities: dict[int, tuple] = {}  # each messaging account's identity, and when it was read
         while not (ctx.stopping.is_set() or feed.closed):
-            await feed.room.wait()  # set by the sender when its rows run low
+            while not feed.room.is_set():  # set by the sender when its rows run low
+                # a new message is claimed even while the feed is full of campaign rows (bounded: MESSAGE_BATCHES)
+                if await room_or_message(ctx, feed) and not (ctx.refusing or feed.closed):
+                    notified = list(ctx.message_accounts)
+                    ctx.message_accounts.clear()
+                    await claim_messages(ctx, conn, token, feed, identities, notified)
+                if ctx.stopping.is_set():
+                    break
             if ctx.stopping.is_set() or feed.closed:
                 break
             if ctx.refusing:  # EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION, unmet: nothing is claimed while it holds
                 await ctx.claim_nudge.wait(IDLE_SECONDS)
                 continue
+            ctx.message_accounts.clear()  # this pass looks for every account's
+            messages = await claim_messages(ctx, conn, token, feed, identities)  # first, in every pass
             if time.monotonic() - listed_at >= LIST_SECONDS:  # the claim re-checks the status itself
                 campaigns, listed_at = await conn.fetch(*db.sql("campaign_sending")), time.monotonic()
                 templates.keep({c["id"] for c in campaigns})
@@ -202,6 +348,8 @@ async def run(
                     turn = (turn + i + 1) % len(campaigns)
                     break
             if batch is None:
+                if messages:
+                    continue  # messages were claimed: claim again at once
                 if await ctx.claim_nudge.wait(IDLE_SECONDS) or campaigns:
                     listed_at = -LIST_SECONDS  # something changed, or idle: list again
                 continue

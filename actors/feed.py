@@ -6,6 +6,11 @@ claimer, which claims the next batch; so a node holds less than
 `low_water` + one batch claimed and unsent, and a sender that stops taking
 rows (the server is down, a drain) stops the claims too. Once closed, no row
 is handed out any more: what is left is released by the sender.
+
+Transactional messages (docs/design.md#messages) have a lane of their own: a connection that is free takes
+a message's row before any campaign's, so a message waits at most for one message on the wire per
+connection. The claimer puts messages in whether or not the feed is low, up to a few batches of them
+(`messages_held`); they do not count toward `low_water`.
 """
 
 import time
@@ -25,6 +30,7 @@ class Feed:
     def __init__(self, low_water: int, domain_connections: dict[str, int] | None = None) -> None:
         self.low_water = max(1, low_water)
         self.rows: deque[tuple[Batch, Row]] = deque()
+        self.messages: deque[tuple[Batch, Row]] = deque()  # the first lane: transactional messages' rows
         # EINMAL_DOMAIN_LIMITS' Nconn: a row of a domain with that many on the wire waits, the next goes
         self.caps = domain_connections or {}
         self.busy: Counter[str] = Counter()
@@ -54,39 +60,58 @@ class Feed:
         batch.send_span = telemetry.tracer().start_span(
             "send", context=trace.set_span_in_context(batch.span), attributes=telemetry.batch_attributes(batch)
         )
-        self.rows.extend((batch, row) for row in batch.rows)
+        (self.messages if batch.message else self.rows).extend((batch, row) for row in batch.rows)
         self._update()
 
-    def _next(self) -> int | None:
+    @property
+    def messages_held(self) -> int:
+        """Messages' rows waiting in the first lane."""
+        return len(self.messages)
+
+    def _next(self) -> tuple[deque[tuple[Batch, Row]], int] | None:
+        """The lane and place of the next row to send: a message's whose slot has come first, else the row
+        whose slot comes first of the two lanes."""
+        m = self._pick(self.messages)
+        if m is not None and self.messages[m][1].not_before <= time.monotonic():
+            return self.messages, m
+        c = self._pick(self.rows)
+        if c is None:
+            return None if m is None else (self.messages, m)
+        if m is None or self.rows[c][1].not_before <= self.messages[m][1].not_before:
+            return self.rows, c
+        return self.messages, m
+
+    def _pick(self, rows: deque[tuple[Batch, Row]]) -> int | None:
         """Where the next row to send is: of the rows whose domain has a connection free, the first whose send
         slot has come, else the one whose slot comes first (of the first SCAN): a row waiting for its relay's
         or domain's slot does not hold the rows behind it whose slots have come (another account's)."""
-        if not self.caps and (not self.rows or self.rows[0][1].not_before <= time.monotonic()):
-            return 0 if self.rows else None  # the head may go: all there is to it without limits
+        if not self.caps and (not rows or rows[0][1].not_before <= time.monotonic()):
+            return 0 if rows else None  # the head may go: all there is to it without limits
         now, soonest = time.monotonic(), None
-        for i, (_, row) in enumerate(self.rows):
+        for i, (_, row) in enumerate(rows):
             if i >= SCAN:
                 break
-            if self.caps and self.busy[row.domain] >= self.caps.get(row.domain, len(self.rows) + 1):
+            if self.caps and self.busy[row.domain] >= self.caps.get(row.domain, len(rows) + 1):
                 continue
             if row.not_before <= now:
                 return i
-            if soonest is None or row.not_before < self.rows[soonest][1].not_before:
+            if soonest is None or row.not_before < rows[soonest][1].not_before:
                 soonest = i
         return soonest
 
     def next_slot(self) -> float:
         """time.monotonic() of the next row's send slot (0: none, or no rate limit)."""
-        i = self._next()
-        return 0.0 if i is None else self.rows[i][1].not_before
+        found = self._next()
+        return 0.0 if found is None else found[0][found[1]][1].not_before
 
     def take(self) -> tuple[Batch, Row] | None:
         """The next row to send, or None when none may go now or the feed is closed; `done` when sent."""
-        i = None if self.closed else self._next()
-        if i is None:
+        found = None if self.closed else self._next()
+        if found is None:
             return None
-        item = self.rows[i]
-        del self.rows[i]
+        lane, i = found
+        item = lane[i]
+        del lane[i]
         if self.caps:
             self.busy[item[1].domain] += 1
         self._update()
@@ -107,12 +132,14 @@ class Feed:
         return self.drop(lambda batch, row: batch.relays == relays)
 
     def drop(self, which: Callable[[Batch, Row], bool]) -> list[tuple[Batch, Row]]:
-        kept: deque[tuple[Batch, Row]] = deque()
         dropped: list[tuple[Batch, Row]] = []
-        for item in self.rows:
-            (dropped if which(*item) else kept).append(item)
+        for lane in (self.messages, self.rows):
+            kept = [item for item in lane if not which(*item)]
+            if len(kept) < len(lane):
+                dropped.extend(item for item in lane if which(*item))
+                lane.clear()
+                lane.extend(kept)
         if dropped:
-            self.rows = kept
             self._update()
         return dropped
 
@@ -123,6 +150,8 @@ class Feed:
 
     def rest(self) -> list[tuple[Batch, Row]]:
         """The rows never handed out, removed from the feed (to be released)."""
-        rest, self.rows = list(self.rows), deque()
+        rest = [*self.messages, *self.rows]
+        self.messages.clear()
+        self.rows.clear()
         self._update()
         return rest

@@ -3,7 +3,9 @@
 Keeps the node's in-memory set of addresses suppressed since it started,
 fed by notifications. A notification is only a hint: after every (re)connect
 the table is read for what a lost notification could have carried. Campaign
-notifications wake the scheduler at once instead of at its next tick.
+notifications wake the scheduler at once instead of at its next tick; einmal_message wakes the claimer for
+a new transactional message, and einmal_unsubscribe says which suppressions are only an unsubscribe, which
+a message passes unless it honours them (docs/design.md#messages).
 Its connection is to EINMAL_LISTEN_DATABASE_URL when that is set (the
 database without the pooler in front of EINMAL_DATABASE_URL), else to the
 node's database.
@@ -35,6 +37,21 @@ class Listener:
         account, _, email_lower = str(payload).partition(":")  # a NOTIFY's payload is text
         self.ctx.suppressed.add((int(account), email_lower))
 
+    def _on_unsubscribe(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        # '+<account>:<key>': suppressed by an unsubscribe (heard before its einmal_suppression); '-': that
+        # suppression is now for a bounce or complaint, which stops transactional messages too
+        sign, account, _, email_lower = str(payload)[:1], *str(payload)[1:].partition(":")
+        if sign == "+":
+            self.ctx.unsubscribed.add((int(account), email_lower))
+        else:
+            self.ctx.unsubscribed.discard((int(account), email_lower))
+
+    def _on_message(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        if len(self.ctx.message_accounts) < 10_000:  # bounded; past it, the claimer's next pass looks for them
+            self.ctx.message_accounts.add(int(str(payload)))
+        self.ctx.message_nudge.set()
+        self.ctx.claim_nudge.set()
+
     def _on_campaign(self, _conn: object, _pid: int, _channel: str, _payload: object) -> None:
         self.ctx.campaign_nudge.set()
         self.ctx.claim_nudge.set()
@@ -49,15 +66,24 @@ class Listener:
         lost = anyio.Event()
         conn.add_termination_listener(lambda _c: lost.set())
         try:
+            await conn.add_listener("einmal_unsubscribe", self._on_unsubscribe)
             await conn.add_listener("einmal_suppression", self._on_suppression)
+            await conn.add_listener("einmal_message", self._on_message)
             await conn.add_listener("einmal_campaign", self._on_campaign)
             now = await conn.fetchval("SELECT now()")
             if self.since is not None:  # a reconnect: read what the lost connection may have missed
                 rows = await conn.fetch(*db.sql("suppression_since", since=self.since - RELOAD_MARGIN))
-                self.ctx.suppressed.update((r["account_id"], r["email_lower"]) for r in rows)
+                for r in rows:
+                    key = (r["account_id"], r["email_lower"])
+                    if r["reason"] == "unsubscribe":  # before the key joins `suppressed`: a message may pass it
+                        self.ctx.unsubscribed.add(key)
+                    else:
+                        self.ctx.unsubscribed.discard(key)
+                    self.ctx.suppressed.add(key)
                 log.info("listener reconnected; reloaded %d suppressions", len(rows))
             self.since = now
             self.ctx.campaign_nudge.set()
+            self.ctx.message_nudge.set()
             task_status.started()
             while True:
                 with anyio.move_on_after(HEALTH_CHECK_SECONDS):

@@ -1,5 +1,7 @@
 """Pruner: removes the double opt-in sign-ups unconfirmed past EINMAL_OPTIN_WINDOW_HOURS
-(service/subscribers/optin.py), the public clients' counts of windows long past (service/clients.py)
+(service/subscribers/optin.py), the public clients' counts of windows long past (service/clients.py), the
+Idempotency-Keys of transactional messages past EINMAL_MESSAGE_KEY_HOURS and, with EINMAL_MESSAGE_RETENTION_DAYS
+set, the messages older (service/messages/messages.py)
 and, with EINMAL_RETENTION_DAYS set, prunes the campaigns finished longer ago (service/campaigns/retention.py).
 
 At start, then every EVERY seconds, on a connection of its own: the scheduler's tick never waits for a
@@ -18,6 +20,7 @@ from anyio.abc import TaskStatus
 from service import clients, db
 from service.campaigns import retention
 from service.context import NodeContext
+from service.messages import messages
 from service.subscribers import optin
 
 log = logging.getLogger("einmal.pruner")
@@ -42,6 +45,12 @@ async def prune_once(ctx: NodeContext) -> int:
                 rows,
             )
         await clients.prune(conn)
+        if keys := await messages.prune_keys(conn, settings=ctx.settings):
+            log.info(
+                "forgot the Idempotency-Keys of %d message(s) older than %gh", keys, ctx.settings.message_key_hours
+            )
+        if gone := await messages.prune(conn, settings=ctx.settings):
+            log.info("deleted %d message(s) older than %g days", gone, ctx.settings.message_retention_days)
         for candidate in await retention.candidates(conn, older_than_seconds=days * 86400) if days is not None else ():
             try:
                 done = await retention.prune(conn, candidate=candidate)

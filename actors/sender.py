@@ -186,11 +186,19 @@ class Sender:
         return Outcome(row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts))
 
     async def deliver(
-        self, connection: SmtpConnection, template: Template, row: Row, message: bytes | Outcome
+        self,
+        connection: SmtpConnection,
+        template: Template,
+        row: Row,
+        message: bytes | Outcome,
+        honour_unsubscribe: bool = True,
     ) -> Outcome:
-        """The row's outcome; raises SmtpUnavailable when nothing could reach the server."""
-        if (row.account_id, row.email_lower) in self.ctx.suppressed:  # the last look (docs/design.md#opt-outs)
-            return Outcome(row.id, "suppressed", "suppressed before sending")
+        """The row's outcome; raises SmtpUnavailable when nothing could reach the server. A transactional
+        message that does not honour unsubscribes passes an address suppressed only by one
+        (docs/design.md#messages)."""
+        key = (row.account_id, row.email_lower)
+        if key in self.ctx.suppressed and (honour_unsubscribe or key not in self.ctx.unsubscribed):
+            return Outcome(row.id, "suppressed", "suppressed before sending")  # the last look (docs/design.md#opt-outs)
         if isinstance(message, Outcome):  # it could not be rendered
             return message
         result = await connection.send(template.envelope_sender(row.subscriber_id), row.email, message)
@@ -207,7 +215,9 @@ class Sender:
         for state in group.order(own if group is self.relays else group.pick()):
             seen = state.reached
             try:
-                outcome = await self.deliver(self.link(links, state), batch.template, row, message)
+                outcome = await self.deliver(
+                    self.link(links, state), batch.template, row, message, batch.honour_unsubscribe
+                )
             except SmtpUnavailable as exc:
                 reason = str(exc)
                 alone |= not state.down(reason, seen)

@@ -19,6 +19,8 @@
     relay, the same messages, best of three runs in turn (bench/accounts.py);
 11. subscriber upserts in batches of 1,000 through the HTTP API (`POST /api/v1/subscribers/batch`, `einmal
     serve`, 4 clients) against the bare asyncpg loop of 9 run again beside it (bench/batch.py).
+12. transactional messages' latency from POST /api/v1/messages to the relay's 250, idle and while one node
+    sends a campaign of --messages recipients (bench/messages.py; alone: `python -m bench.messages`).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
 bench could not run, 3 when smtp-sink is missing and cannot be installed.
@@ -32,7 +34,7 @@ import time
 import anyio
 import asyncpg
 
-from bench import accounts, api, batch, bounces, build, database, latency, render, report, send, signing
+from bench import accounts, api, batch, bounces, build, database, latency, messages, render, report, send, signing
 from bench.sink import Sink, Unavailable, ensure_tools, wire
 from service.errors import EinmalError
 
@@ -119,6 +121,10 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
     report.bounce_parse(*bounces.microseconds(rounds=2 if args.quick else 5), say)
     report.api_upserts(await api.measure(server, 1_000 if args.quick else 10_000), say)
     batch.report(await batch.measure(server, 4_000 if args.quick else 20_000), say)
+    quiet = lambda _line: None  # noqa: E731  (the table is being printed: only its rows)
+    sent = await messages.measure(server, sink, recipients=args.messages, messages=200, tick=args.tick, say=quiet)
+    for line in sent.rows():
+        say(line)
 
 
 def relay_messages(args: argparse.Namespace) -> int:

@@ -126,6 +126,8 @@ class Batch:
     settled: dict[str, int] = field(default_factory=dict)  # rows settled without SMTP, by status
     send_span: Span | None = None  # from the batch's entry into the sender to its last row settled
     relays: tuple = ()  # the account's own relays (identity.AccountRelay); empty: the environment's
+    message: bool = False  # a transactional message's row (docs/design.md#messages): the feed's first lane
+    honour_unsubscribe: bool = True  # False: an unsubscribe alone does not stop it (a message's choice)
 
     @property
     def left(self) -> int:
@@ -146,6 +148,11 @@ class NodeContext:
     process: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     hostname: str = field(default_factory=socket.gethostname)
     suppressed: set[tuple[int, str]] = field(default_factory=set)
+    # of those, the ones suppressed only by an unsubscribe, which a transactional message passes unless it
+    # honours unsubscribes (docs/design.md#messages)
+    unsubscribed: set[tuple[int, str]] = field(default_factory=set)
+    message_nudge: Nudge = field(default_factory=Nudge)  # a new message is queued (NOTIFY einmal_message)
+    message_accounts: set[int] = field(default_factory=set)  # whose (the notifications' payloads, until claimed)
     campaign_nudge: Nudge = field(default_factory=Nudge)
     claim_nudge: Nudge = field(default_factory=Nudge)
     stopping: anyio.Event = field(default_factory=anyio.Event)

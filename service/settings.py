@@ -342,6 +342,24 @@ class Settings(BaseSettings):
             "it, and the pruner then removes it"
         ),
     )
+    message_key_hours: float = Field(
+        72.0,
+        ge=24,
+        le=24 * 365,
+        description=(
+            "how long a transactional message's Idempotency-Key is kept: a retry with it within this time finds "
+            "the same message, whichever node answers and whatever died between ([Messages](../guide/messages.md)); "
+            "the pruner forgets it after"
+        ),
+    )
+    message_retention_days: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "the pruner deletes transactional messages made more than this many days ago, with their send row and "
+            "campaign, unless in doubt; unset: they stay"
+        ),
+    )
     optin_address_limit: int = Field(
         3, ge=1, description="confirmation messages to one mailbox of an account in any 24 hours, over all its lists"
     )

@@ -31,6 +31,7 @@ from service.api import (
     idempotency,
     key_routes,
     lists,
+    messages,
     optin,
     previews,
     senders,
@@ -58,6 +59,7 @@ ROUTES = (
     optin,
     doctor,
     webhooks,
+    messages,
 )
 
 

@@ -21,6 +21,7 @@ from service.cli import (
     demo,
     doctor,
     lists_cmd,
+    messages,
     prune,
     reconcile,
     senders,
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     lists_cmd.register(sub)
     campaigns.register(sub)
     suppressions_cmd.register(sub)
+    messages.register(sub)
     prune.register(sub)
     reconcile.register(sub)
     doctor.register(sub)

@@ -4,5 +4,5 @@ SELECT k.campaign_id, sum(k.delivered)::bigint AS delivered, sum(k.refused)::big
        sum(k.rejected)::bigint AS rejected, sum(k.bounced)::bigint AS bounced,
        sum(k.complained)::bigint AS complained
 FROM einmal.campaigns c JOIN einmal.campaign_tallies k ON k.campaign_id = c.id
-WHERE c.status = 'sending' AND (:campaign_id::bigint IS NULL OR c.id = :campaign_id)
+WHERE c.status = 'sending' AND c.kind <> 'message' AND (:campaign_id::bigint IS NULL OR c.id = :campaign_id)
 GROUP BY k.campaign_id

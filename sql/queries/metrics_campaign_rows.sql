@@ -2,5 +2,5 @@
 SELECT s.campaign_id, s.status, count(*) AS n
 FROM einmal.campaigns AS c
 JOIN einmal.sends AS s ON s.campaign_id = c.id
-WHERE c.status = 'sending'
+WHERE c.status = 'sending' AND c.kind <> 'message'  -- messages: einmal_messages (metrics_messages.sql)
 GROUP BY s.campaign_id, s.status

@@ -4,6 +4,7 @@
 SELECT c.id, c.status, coalesce(c.sent_at, c.updated_at) AS finished_at, c.pruned_at IS NOT NULL AS marked
 FROM einmal.campaigns AS c
 WHERE c.status IN ('sent', 'cancelled')
+  AND c.kind <> 'message'  -- deleted by their own retention (message_prune.sql), not by a partition
   AND coalesce(c.sent_at, c.updated_at) < now() - make_interval(secs => :older_than_seconds)
   AND (:campaign_id::bigint IS NULL OR c.id = :campaign_id)
   AND (c.pruned_at IS NULL OR to_regclass('einmal.sends_c' || c.id) IS NOT NULL

@@ -14,7 +14,8 @@
 -- other answer from a paused domain closes its breaker (docs/design.md#sending-budget).
 -- A refusal (5xx by policy or authentication) is throttled too, but its own row
 -- is charged an attempt and waits its backoff, so that the next probe is another row.
--- The outcomes delivered, refused (5.7.x) and rejected (an address reason) are added to their campaign's
+-- A message's row (campaign id from 2^52, docs/design.md#messages) passes an unsubscribe unless it honours
+-- one, and counts no tallies. The outcomes delivered, refused (5.7.x) and rejected (an address reason) are added to their campaign's
 -- counts under :token, one row per campaign, for the campaign's self-pause (service/health.py).
 -- An outcome is recorded on a row this token still holds, whether `sending`, `in_doubt` (another node
 -- declared it in doubt while this one stalled) or `claimed` (an asynchronous failover lost its move to
@@ -82,26 +83,35 @@ WITH r AS (
     INSERT INTO einmal.campaign_tallies AS k (campaign_id, source, delivered, refused, rejected)
     SELECT campaign_id, :token, count(*) FILTER (WHERE delivered), count(*) FILTER (WHERE refused),
            count(*) FILTER (WHERE bounce)
-    FROM moved WHERE delivered OR refused OR bounce GROUP BY campaign_id
+    FROM moved WHERE (delivered OR refused OR bounce) AND campaign_id < 4503599627370496  -- a message's: none
+    GROUP BY campaign_id
     ON CONFLICT (campaign_id, source) DO UPDATE SET delivered = k.delivered + EXCLUDED.delivered,
         refused = k.refused + EXCLUDED.refused, rejected = k.rejected + EXCLUDED.rejected
 ), bounced AS (
     INSERT INTO einmal.suppressions (account_id, email_lower, reason)
     SELECT account_id, email_lower, 'bounce' FROM moved WHERE bounce
-    ON CONFLICT DO NOTHING
+    ON CONFLICT (account_id, email_lower) DO UPDATE SET reason = 'bounce'
+        WHERE einmal.suppressions.reason = 'unsubscribe'  -- which messages pass (docs/design.md#messages)
 ), started AS (
     UPDATE einmal.sends s SET status = 'sending', updated_at = now()
     FROM st
     WHERE s.id = st.id AND s.campaign_id = st.campaign_id AND s.status = 'claimed' AND s.claimed_by = :token
       AND NOT EXISTS (SELECT 1 FROM einmal.suppressions x
-                      WHERE x.account_id = s.account_id AND x.email_lower = s.email_lower)
+                      WHERE x.account_id = s.account_id AND x.email_lower = s.email_lower
+                        AND (s.campaign_id < 4503599627370496 OR x.reason <> 'unsubscribe'
+                             OR EXISTS (SELECT 1 FROM einmal.messages m
+                                        WHERE m.campaign_id = s.campaign_id AND m.honour_unsubscribe)))
       AND EXISTS (SELECT 1 FROM einmal.campaigns c WHERE c.id = s.campaign_id AND c.status = 'sending')
     RETURNING s.id
 ), settled AS (
     UPDATE einmal.sends s SET
         status = CASE
             WHEN EXISTS (SELECT 1 FROM einmal.suppressions x
-                         WHERE x.account_id = s.account_id AND x.email_lower = s.email_lower) THEN 'suppressed'
+                         WHERE x.account_id = s.account_id AND x.email_lower = s.email_lower
+                           AND (s.campaign_id < 4503599627370496 OR x.reason <> 'unsubscribe'
+                                OR EXISTS (SELECT 1 FROM einmal.messages m
+                                           WHERE m.campaign_id = s.campaign_id AND m.honour_unsubscribe)))
+                THEN 'suppressed'
             WHEN c.status = 'cancelled' THEN 'failed'
             ELSE 'queued' END,
         last_reply = CASE WHEN c.status = 'cancelled' THEN 'campaign cancelled' ELSE s.last_reply END,

@@ -7,7 +7,9 @@ WITH given AS (
 ), added AS (
     INSERT INTO einmal.suppressions (account_id, email_lower, reason)
     SELECT :account_id::bigint, email_lower, :reason FROM given
-    ON CONFLICT (account_id, email_lower) DO NOTHING
-    RETURNING 1
+    -- a stronger reason replaces an unsubscribe, which transactional messages pass (docs/design.md#messages)
+    ON CONFLICT (account_id, email_lower) DO UPDATE SET reason = EXCLUDED.reason
+        WHERE einmal.suppressions.reason = 'unsubscribe' AND EXCLUDED.reason IN ('bounce', 'complaint')
+    RETURNING xmax = 0 AS inserted
 )
-SELECT (SELECT count(*) FROM given) AS given, (SELECT count(*) FROM added) AS added
+SELECT (SELECT count(*) FROM given) AS given, (SELECT count(*) FROM added WHERE inserted) AS added

@@ -1,2 +1,2 @@
 -- what a lost notification could have carried
-SELECT account_id, email_lower FROM einmal.suppressions WHERE created_at >= :since
+SELECT account_id, email_lower, reason FROM einmal.suppressions WHERE created_at >= :since

@@ -10,6 +10,8 @@ import httpx
 import pytest
 
 from service import db
+from service.messages import messages
+from service.settings import Settings
 from service.subscribers import subscriber
 from tests.conftest import cells, einmal
 from tests.support.web import http_server
@@ -75,6 +77,7 @@ async def test_without_a_valid_key_every_route_is_401_and_a_revoked_key_is_refus
         "key_id": "1",
         "domain": "a.example",
         "endpoint_id": "1",
+        "message_id": str(2**52),
     }
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         document = (await client.get("/openapi.json")).json()
@@ -129,6 +132,21 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
         acme,
     )
     await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", acme)
+    await conn.execute(
+        "INSERT INTO einmal.message_templates (account_id, name, subject, body_text) VALUES ($1, 'news', 's', 't')",
+        acme,
+    )
+    message = (
+        await messages.send(
+            conn,
+            settings=Settings(database_url=dsn),
+            account_id=acme,
+            to=ALICE,
+            subject="s",
+            body_text="t",
+            from_address="n@acme.example",
+        )
+    ).id
     await conn.execute("INSERT INTO einmal.account_domains (account_id, domain) VALUES ($1, 'acme.example')", acme)
     await conn.execute(
         "INSERT INTO einmal.list_members SELECT l.id, s.id FROM einmal.lists l, einmal.subscribers s "
@@ -151,6 +169,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
         "key_id": str(acme_keys[0]["id"]),
         "domain": "acme.example",
         "endpoint_id": str(webhook),
+        "message_id": str(message),
     }
     bodies = {
         ("put", "/subscribers/{email}"): {"name": "x"},
@@ -171,6 +190,8 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
         ("post", "/campaigns/{campaign_id}/test"): {"to": "qa@example.net"},
         ("post", "/account/domains/{domain}/dkim"): {"selector": "s1"},
         ("patch", "/account/identity"): {"unsubscribe_mailto": "unsub@other.example"},
+        ("post", "/messages"): None,
+        ("put", "/message-templates/{name}"): None,
     }
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         document = (await client.get("/openapi.json")).json()
@@ -197,6 +218,8 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
                     (404, {"error": "no such campaign"}),
                     (404, {"error": "no such key"}),
                     (404, {"error": "no such webhook endpoint"}),
+                    (404, {"error": "no such message"}),
+                    (404, {"error": "no such message template"}),
                     (404, {"error": "the account has no domain 'acme.example'"}),
                     (404, {"error": "the account has no domain 'acme.example': add it first"}),
                 ), (method, path, answer.text)
@@ -497,6 +520,10 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
         "/webhooks/{endpoint_id}/rotate",
         "/webhooks/{endpoint_id}/deliveries",
         "/webhooks/{endpoint_id}/replay",
+        "/messages",
+        "/messages/{message_id}",
+        "/message-templates",
+        "/message-templates/{name}",
     }
     assert set(document["paths"]["/campaigns/{campaign_id}"]) == {"get", "patch"}
     assert set(document["paths"]["/subscribers/{email}"]) == {"get", "put", "delete"}

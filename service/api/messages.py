@@ -1,0 +1,166 @@
+"""/api/v1/messages and /api/v1/message-templates: transactional messages (service/messages/messages.py,
+docs/design.md#messages).
+
+`POST /messages` answers 202 with the message's id at once; the message goes out ahead of bulk mail. The route
+itself is idempotent by its Idempotency-Key (kept EINMAL_MESSAGE_KEY_HOURS, beyond the middleware's 24 hours):
+whatever died between a claim and its answer, a retry finds the same message. `GET /messages/{id}` tells its
+state from its send row; another account's is 404."""
+
+from dataclasses import asdict
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.api.deps import ERRORS, Conn, IdempotencyKey, Key
+from service.messages import messages
+from service.text import MAX_EMAIL
+
+router = APIRouter(tags=["messages"])
+MAX_SOURCE = 1_000_000  # characters of a subject or body
+MessageId = Annotated[int, Path(ge=messages.MESSAGE_IDS_FROM, le=2**63 - 1, description="the id POST answered")]
+TemplateName = Annotated[str, Path(min_length=1, max_length=messages.MAX_TEMPLATE_NAME)]
+
+
+class MessageRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    to: str = Field(min_length=1, max_length=MAX_EMAIL, description="the recipient's address")
+    template: str | None = Field(
+        None, min_length=1, max_length=messages.MAX_TEMPLATE_NAME, description="one of the account's templates"
+    )
+    subject: str | None = Field(None, max_length=MAX_SOURCE, description="without a template: the subject")
+    text: str | None = Field(None, max_length=MAX_SOURCE, description="without a template: the text body")
+    html: str | None = Field(None, max_length=MAX_SOURCE, description="without a template: an HTML body")
+    from_: str | None = Field(
+        None, alias="from", max_length=MAX_EMAIL + 200, description="the From (else the template's), of its domains"
+    )
+    data: dict[str, Any] = Field(
+        default_factory=dict, description="merged over the subscriber's attributes: `{{ attributes.order }}`"
+    )
+    honour_unsubscribe: bool = Field(
+        False, description="true: an address unsubscribed from the account's lists gets no message either"
+    )
+
+
+class Queued(BaseModel):
+    id: int
+    status: Literal["queued"]
+    created: bool = Field(description="false: the message its Idempotency-Key made before")
+
+
+class MessageState(BaseModel):
+    id: int
+    state: str = Field(description="queued, sending, sent, failed, suppressed or in_doubt")
+    email: str
+    subject: str
+    from_address: str
+    template: str | None
+    data: dict[str, Any]
+    honour_unsubscribe: bool
+    attempts: int
+    last_reply: str | None
+    sent_at: datetime | None
+    created_at: datetime
+    bounces: list[str] = Field(description="its bounces and complaints: `hard: no_mailbox`, `complaint`, …")
+
+
+class TemplateFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    subject: str = Field(min_length=1, max_length=MAX_SOURCE)
+    text: str = Field(min_length=1, max_length=MAX_SOURCE)
+    html: str | None = Field(None, max_length=MAX_SOURCE)
+    from_: str | None = Field(None, alias="from", max_length=MAX_EMAIL + 200)
+
+
+class MessageTemplate(BaseModel):
+    name: str
+    subject: str
+    text: str
+    html: str | None
+    from_: str | None = Field(serialization_alias="from")
+    created_at: datetime
+    updated_at: datetime
+
+
+def _template(t: messages.Template) -> MessageTemplate:
+    return MessageTemplate(
+        name=t.name,
+        subject=t.subject,
+        text=t.body_text,
+        html=t.body_html,
+        from_=t.from_address,
+        created_at=t.created_at,
+        updated_at=t.updated_at,
+    )
+
+
+@router.post(
+    "/messages",
+    operation_id="send_message",
+    status_code=202,
+    responses=ERRORS,
+    summary="queue one transactional message; it goes out once, ahead of bulk mail (a write key may do this)",
+)
+async def send_message(
+    body: MessageRequest, request: Request, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None
+) -> Queued:
+    made = await messages.send(
+        conn,
+        settings=request.app.state.settings,
+        account_id=key.account_id,
+        to=body.to,
+        template_name=body.template,
+        subject=body.subject,
+        body_text=body.text,
+        body_html=body.html,
+        from_address=body.from_,
+        data=body.data,
+        honour_unsubscribe=body.honour_unsubscribe,
+        idempotency_key=idempotency_key,
+    )
+    return Queued(id=made.id, status="queued", created=made.created)
+
+
+@router.get("/messages/{message_id}", operation_id="get_message", responses=ERRORS, summary="a message's state")
+async def get_message(message_id: MessageId, conn: Conn, key: Key) -> MessageState:
+    return MessageState(**asdict(await messages.show(conn, account_id=key.account_id, message_id=message_id)))
+
+
+@router.get("/message-templates", operation_id="list_message_templates", summary="the account's message templates")
+async def list_message_templates(conn: Conn, key: Key) -> list[MessageTemplate]:
+    return [_template(t) for t in await messages.templates(conn, account_id=key.account_id)]
+
+
+@router.get("/message-templates/{name}", operation_id="get_message_template", responses=ERRORS, summary="one template")
+async def get_message_template(name: TemplateName, conn: Conn, key: Key) -> MessageTemplate:
+    return _template(await messages.template(conn, account_id=key.account_id, name=name))
+
+
+@router.put(
+    "/message-templates/{name}",
+    operation_id="put_message_template",
+    responses={**ERRORS, 201: {"model": MessageTemplate, "description": "made now"}},
+    summary="make (201) or replace (200) a template; messages already queued keep what they were made with",
+)
+async def put_message_template(
+    name: TemplateName, fields: TemplateFields, request: Request, response: Response, conn: Conn, key: Key
+) -> MessageTemplate:
+    made, created = await messages.put_template(
+        conn,
+        settings=request.app.state.settings,
+        account_id=key.account_id,
+        name=name,
+        subject=fields.subject,
+        body_text=fields.text,
+        body_html=fields.html or None,
+        from_address=fields.from_ or None,
+    )
+    response.status_code = 201 if created else 200
+    return _template(made)
+
+
+@router.delete("/message-templates/{name}", operation_id="delete_message_template", status_code=204, responses=ERRORS)
+async def delete_message_template(name: TemplateName, conn: Conn, key: Key) -> Response:
+    await messages.remove_template(conn, account_id=key.account_id, name=name)
+    return Response(status_code=204)

@@ -1,0 +1,305 @@
+"""Transactional messages (docs/design.md#messages): a message is made as a campaign of kind 'message' with
+one send row in einmal.sends_messages, so that the claim, its fence, the writer's CAS, the rescue, in_doubt and
+reconcile, VERP bounces and the Message-ID all work on it as on any campaign's row.
+
+`send` is idempotent by itself, not only behind the API's Idempotency-Key middleware: the message row is
+inserted keyed by (account, Idempotency-Key) ON CONFLICT DO NOTHING, and its campaign and send row in the same
+transaction only when it was new; a retry, on any node and after any crash, finds the same message. A message
+copies its template's sources when made; its data is merged over its subscriber's attributes when rendered
+(`{{ attributes.order }}`)."""
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import anyio
+import asyncpg
+
+from service import db, from_rule
+from service.addresses import address_problem, email_key
+from service.db import DB_SECONDS
+from service.errors import Invalid, NotFound
+from service.mail import render
+from service.settings import Settings
+from service.text import MAX_EMAIL, shown, unsafe_text
+
+MESSAGE_IDS_FROM = 2**52  # einmal.message_ids: every message's campaign id is at least this
+MAX_TEMPLATE_NAME = 200
+MAX_DATA = 64 * 1024  # characters of a message's data as JSON
+LOCK_WAIT = "5000ms"  # the most the subscriber upsert waits for an import into the account
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    subject: str
+    body_text: str
+    body_html: str | None
+    from_address: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Made:
+    id: int
+    created: bool  # False: the Idempotency-Key's message, made before
+
+
+@dataclass(frozen=True)
+class Message:
+    id: int
+    state: str  # queued, sending, sent, failed, suppressed, in_doubt
+    email: str
+    subject: str
+    from_address: str
+    template: str | None
+    data: dict[str, Any]
+    honour_unsubscribe: bool
+    attempts: int
+    last_reply: str | None
+    sent_at: datetime | None
+    created_at: datetime
+    bounces: list[str]
+
+
+STATES = {"claimed": "queued"}  # how a row's status is told: a claimed row has not gone yet
+
+
+def _check_name(name: str) -> str:
+    if not name or len(name) > MAX_TEMPLATE_NAME or unsafe_text(name) or name != name.strip():
+        raise Invalid(f"template name {shown(name)}: 1 to {MAX_TEMPLATE_NAME} characters, no control characters")
+    return name
+
+
+async def check_sources(
+    settings: Settings, *, subject: str, body_text: str, body_html: str | None, from_address: str
+) -> None:
+    """Invalid, one line, when the sources cannot be compiled in the sandbox (in a worker thread)."""
+    campaign = {
+        "id": MESSAGE_IDS_FROM,
+        "account_id": 0,
+        "name": "message",
+        "subject": subject,
+        "body_text": body_text,
+        "body_html": body_html,
+        "from_address": from_address,
+        "kind": "message",
+        "unsubscribe_required": False,
+    }
+    await anyio.to_thread.run_sync(render.CampaignTemplate.compile, campaign, settings)
+
+
+async def put_template(
+    conn: asyncpg.Connection,
+    *,
+    settings: Settings,
+    account_id: int,
+    name: str,
+    subject: str,
+    body_text: str,
+    body_html: str | None,
+    from_address: str | None,
+) -> tuple[Template, bool]:
+    """Make or replace the account's template `name` (checked as a message's sources are); it and whether it is
+    new. Messages already made keep the sources they were made with."""
+    _check_name(name)
+    if from_address:
+        await from_rule.check(conn, settings=settings, account_id=account_id, address=from_address, said="from")
+    await check_sources(
+        settings,
+        subject=subject,
+        body_text=body_text,
+        body_html=body_html,
+        from_address=from_address or "template@example.com",
+    )
+    created = await conn.fetchval(
+        *db.sql(
+            "message_template_put",
+            account_id=account_id,
+            template_name=name,
+            subject=subject,
+            body_text=body_text,
+            body_html=body_html,
+            from_address=from_address,
+        ),
+        timeout=DB_SECONDS,
+    )
+    return await template(conn, account_id=account_id, name=name), bool(created)
+
+
+async def template(conn: asyncpg.Connection, *, account_id: int, name: str) -> Template:
+    row = await conn.fetchrow(
+        *db.sql("message_template_get", account_id=account_id, template_name=name), timeout=DB_SECONDS
+    )
+    if row is None:
+        raise NotFound("no such message template")
+    return Template(**dict(row))
+
+
+async def templates(conn: asyncpg.Connection, *, account_id: int) -> list[Template]:
+    rows = await conn.fetch(*db.sql("message_templates_of_account", account_id=account_id), timeout=DB_SECONDS)
+    return [Template(**dict(r)) for r in rows]
+
+
+async def remove_template(conn: asyncpg.Connection, *, account_id: int, name: str) -> None:
+    if not await conn.fetchval(
+        *db.sql("message_template_delete", account_id=account_id, template_name=name), timeout=DB_SECONDS
+    ):
+        raise NotFound("no such message template")
+
+
+async def send(
+    conn: asyncpg.Connection,
+    *,
+    settings: Settings,
+    account_id: int,
+    to: str,
+    template_name: str | None = None,
+    subject: str | None = None,
+    body_text: str | None = None,
+    body_html: str | None = None,
+    from_address: str | None = None,
+    data: dict[str, Any] | None = None,
+    honour_unsubscribe: bool = False,
+    idempotency_key: str | None = None,
+) -> Made:
+    """Queue one message to `to`, from the account's template `template_name` or the sources given, and return its
+    id at once. With `idempotency_key`, the account's message made with that key (and kept,
+    EINMAL_MESSAGE_KEY_HOURS) is the answer, and nothing new is made. An address with no subscriber of the account
+    gets one, on no list (as `PUT /subscribers/{email}` makes it). Invalid for anything that cannot be sent."""
+    email = to.strip(" ")
+    if problem := (
+        "longer than 254 characters" if len(email) > MAX_EMAIL else unsafe_text(email) or address_problem(email)
+    ):
+        raise Invalid(f"to: not an email address: {problem}")
+    payload = json.dumps(data or {}, ensure_ascii=False)
+    if len(payload) > MAX_DATA:
+        raise Invalid(f"data: longer than {MAX_DATA} characters as JSON")
+    if idempotency_key is not None:  # the usual case of a retry: no template read, no compile
+        found = await conn.fetchval(
+            *db.sql("message_by_key", account_id=account_id, idempotency_key=idempotency_key), timeout=DB_SECONDS
+        )
+        if found is not None:
+            return Made(found, False)
+    if template_name is not None:
+        if subject is not None or body_text is not None or body_html is not None:
+            raise Invalid("give a template or subject and text, not both")
+        source = await template(conn, account_id=account_id, name=template_name)
+        subject, body_text, body_html = source.subject, source.body_text, source.body_html
+        from_address = from_address or source.from_address
+    elif subject is None or body_text is None:
+        raise Invalid("a template, or a subject and a text, is needed")
+    if not from_address:
+        raise Invalid("from: none given, and the template has none")
+    await from_rule.check(conn, settings=settings, account_id=account_id, address=from_address, said="from")
+    await check_sources(settings, subject=subject, body_text=body_text, body_html=body_html, from_address=from_address)
+    key = email_key(email)
+    async with conn.transaction():
+        campaign_id = await conn.fetchval(*db.sql("message_id_next"), timeout=DB_SECONDS)
+        made = await conn.fetchval(
+            *db.sql(
+                "message_insert",
+                campaign_id=campaign_id,
+                account_id=account_id,
+                idempotency_key=idempotency_key,
+                template=template_name,
+                data=payload,
+                honour_unsubscribe=honour_unsubscribe,
+            ),
+            timeout=DB_SECONDS,
+        )
+        if made is None:  # a request with the key committed first (this one waited for it): its message
+            found = await conn.fetchval(
+                *db.sql("message_by_key", account_id=account_id, idempotency_key=idempotency_key), timeout=DB_SECONDS
+            )
+            assert found is not None  # the conflict was with a committed row of the key
+            return Made(found, False)
+        try:
+            subscriber = await conn.fetchrow(
+                *db.sql(
+                    "subscriber_upsert",
+                    account_id=account_id,
+                    email=email,
+                    email_key=key,
+                    name=None,
+                    attributes=None,
+                    lock_wait=LOCK_WAIT,
+                ),
+                timeout=DB_SECONDS,
+            )
+        except asyncpg.LockNotAvailableError:
+            raise Invalid("an import into this account is running; try again shortly") from None
+        assert subscriber is not None  # the query returns one row
+        await conn.execute(
+            *db.sql(
+                "message_campaign_insert",
+                campaign_id=campaign_id,
+                account_id=account_id,
+                campaign_name=template_name or "message",
+                subject=subject,
+                from_address=from_address,
+                body_text=body_text,
+                body_html=body_html,
+                subscriber_id=subscriber["id"],
+                email=email,
+                email_key=key,
+            ),
+            timeout=DB_SECONDS,
+        )
+    return Made(campaign_id, True)
+
+
+async def show(conn: asyncpg.Connection, *, account_id: int, message_id: int) -> Message:
+    """The account's message `message_id` as its send row has it; NotFound for another account's, or none."""
+    row = await conn.fetchrow(*db.sql("message_get", campaign_id=message_id, account_id=account_id), timeout=DB_SECONDS)
+    if row is None:
+        raise NotFound("no such message")
+    return Message(
+        id=row["id"],
+        state=STATES.get(row["status"], row["status"]),
+        email=row["email"],
+        subject=row["subject"],
+        from_address=row["from_address"],
+        template=row["template"],
+        data=json.loads(row["data"]),
+        honour_unsubscribe=row["honour_unsubscribe"],
+        attempts=row["attempts"],
+        last_reply=row["last_reply"],
+        sent_at=row["sent_at"],
+        created_at=row["created_at"],
+        bounces=list(row["bounces"]),
+    )
+
+
+async def prune(conn: asyncpg.Connection, *, settings: Settings) -> int:
+    """Delete the messages older than EINMAL_MESSAGE_RETENTION_DAYS whose row is settled, with their send row and
+    campaign (none with it unset); how many."""
+    if settings.message_retention_days is None:
+        return 0
+    pruned = 0
+    for _ in range(100):  # bounded: 100 batches a pass, the rest at the next
+        gone = await conn.fetch(
+            *db.sql("message_prune", older_than_seconds=settings.message_retention_days * 86400, batch=500),
+            timeout=DB_SECONDS,
+        )
+        pruned += len(gone)
+        if len(gone) < 500:
+            break
+    return pruned
+
+
+async def prune_keys(conn: asyncpg.Connection, *, settings: Settings) -> int:
+    """Forget the Idempotency-Keys of messages older than EINMAL_MESSAGE_KEY_HOURS; how many."""
+    pruned = 0
+    for _ in range(100):  # bounded: 100 batches a pass, the rest at the next
+        result = await conn.execute(
+            *db.sql("message_keys_prune", key_seconds=settings.message_key_hours * 3600, batch=1000),
+            timeout=DB_SECONDS,
+        )
+        n = int(result.rpartition(" ")[2])
+        pruned += n
+        if n < 1000:
+            break
+    return pruned

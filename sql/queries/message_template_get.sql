@@ -1,0 +1,3 @@
+-- account :account_id's message template :template_name
+SELECT name, subject, body_text, body_html, from_address, created_at, updated_at
+FROM einmal.message_templates WHERE account_id = :account_id AND name = :template_name
