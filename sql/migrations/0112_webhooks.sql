@@ -120,12 +120,15 @@ BEGIN
                    jsonb_build_object('campaign_id', n.campaign_id, 'subscriber_id', n.subscriber_id,
                                       'email', n.email, 'status', n.status, 'at', n.updated_at)
                    || CASE WHEN n.status = 'failed' THEN jsonb_build_object('reply', n.last_reply)
+                           ELSE '{}'::jsonb END
+                   -- a transactional message (migration 0114) is a campaign of its own: its id is the message's
+                   || CASE WHEN c.kind = 'message' THEN jsonb_build_object('message_id', n.campaign_id)
                            ELSE '{}'::jsonb END)::einmal.webhook_new_event
         FROM new_rows n
         JOIN old_rows o ON o.id = n.id AND o.campaign_id = n.campaign_id
+        JOIN einmal.campaigns c ON c.id = n.campaign_id AND c.kind IN ('campaign', 'message')
         WHERE n.status IN ('sent', 'failed') AND o.status IS DISTINCT FROM n.status
           AND EXISTS (SELECT 1 FROM einmal.webhook_endpoints w WHERE w.account_id = n.account_id AND w.disabled_at IS NULL)
-          AND EXISTS (SELECT 1 FROM einmal.campaigns c WHERE c.id = n.campaign_id AND c.kind = 'campaign')
         ORDER BY n.id));
     RETURN NULL;
 END $$;

@@ -7,6 +7,8 @@ import asyncpg
 import pytest
 
 from service import db
+from service.messages import messages
+from service.settings import Settings
 from service.subscribers import suppressions
 from tests.support.webhooks import account_with_sends, deliveries, endpoint, events
 
@@ -169,3 +171,27 @@ async def test_an_erasure_leaves_no_event_with_the_address(conn) -> None:
     placeholder = f"erased-{ann}@erased.invalid"
     assert sorted(p["email"] for p in payloads) == ["bob@example.org", placeholder, placeholder]
     assert await conn.fetchval("SELECT count(*) FROM einmal.webhook_sequences") == 1  # bob's
+
+
+async def test_a_transactional_message_writes_its_events_with_its_id(conn, dsn: str) -> None:
+    """A message (migration 0114) is a campaign of its own: its rows write message.sent / message.failed as a
+    campaign's do, naming the message."""
+    account = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('acme') RETURNING id")
+    await endpoint(conn, account, "https://a.example.org/h")
+    settings = Settings(database_url=dsn)
+    made = [
+        await messages.send(
+            conn,
+            settings=settings,
+            account_id=account,
+            to=to,
+            subject="Your receipt",
+            body_text="Thanks\n",
+            from_address="Acme <shop@example.com>",
+        )
+        for to in ("ann@example.org", "bob@example.org")
+    ]
+    await conn.execute("UPDATE einmal.sends SET status = 'sent', sent_at = now() WHERE campaign_id = $1", made[0].id)
+    await conn.execute("UPDATE einmal.sends SET status = 'failed' WHERE campaign_id = $1", made[1].id)
+    found = sorted((e["type"], json.loads(e["payload"])["message_id"]) for e in await events(conn))
+    assert found == [("message.failed", made[1].id), ("message.sent", made[0].id)]
