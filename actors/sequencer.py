@@ -1,0 +1,68 @@
+"""Sequencer: the sweep that moves each member of a sequence on to its next step (docs/design.md#sequences).
+
+The table is the truth: einmal.sequence_members holds every member's next look (due_at). The sweep takes at most
+EINMAL_SEQUENCE_BATCH members of a running sequence that are due, FOR UPDATE SKIP LOCKED, and in the same
+statement queues each one's next step and advances it (sql/queries/sequence_sweep.sql), so that a node killed at
+any moment leaves both or neither, and several nodes sweep side by side without meeting. A full batch is followed
+by another at once; otherwise the sweep waits for EINMAL_SEQUENCE_TICK_SECONDS or a join's `NOTIFY
+einmal_sequence`, whichever comes first (a hint: a lost notification costs a tick, never a member).
+"""
+
+import logging
+from dataclasses import dataclass
+
+import anyio
+import asyncpg
+from anyio.abc import TaskStatus
+
+from service import db
+from service.context import NodeContext, Nudge
+
+log = logging.getLogger("einmal.sequencer")
+
+
+@dataclass(frozen=True)
+class Swept:
+    looked: int  # members looked at
+    queued: int  # send rows queued
+    full: bool  # a sequence filled its batch: more may be due
+
+
+async def sweep(conn: asyncpg.Connection, *, batch: int, wait_seconds: float) -> Swept:
+    """One pass: one batch of each running sequence with a member due."""
+    looked = queued = 0
+    full = False
+    for sequence_id in [r["id"] for r in await conn.fetch(*db.sql("sequence_due"))]:
+        row = await conn.fetchrow(
+            *db.sql("sequence_sweep", sequence_id=sequence_id, limit=batch, wait_seconds=wait_seconds)
+        )
+        looked, queued = looked + row["looked"], queued + row["queued"]
+        full = full or row["looked"] >= batch
+    return Swept(looked, queued, full)
+
+
+async def run(ctx: NodeContext, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    settings = ctx.settings
+    woken = Nudge()
+    async with db.actor_connection(ctx.pool, "sequencer", ctx.token, settings.db_timeout_seconds) as conn:
+
+        def wake(*_: object) -> None:
+            woken.set()
+
+        listening = db.holds_a_session(conn)  # behind a transaction pooler a LISTEN would not last: the tick alone
+        if listening:
+            await conn.add_listener("einmal_sequence", wake)
+        task_status.started()
+        try:
+            while not ctx.stopping.is_set():
+                swept = await sweep(conn, batch=settings.sequence_batch, wait_seconds=settings.sequence_wait_seconds)
+                if swept.queued:
+                    log.debug("queued %d step(s) of %d member(s) looked at", swept.queued, swept.looked)
+                if swept.full:
+                    await anyio.sleep(0)  # more are due: at once, letting the other tasks run
+                    continue
+                await woken.wait(settings.sequence_tick_seconds)
+        finally:
+            if listening and not conn.is_closed():
+                with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                    await conn.remove_listener("einmal_sequence", wake)
