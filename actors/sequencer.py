@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 
 import anyio
+import anyio.lowlevel
 import asyncpg
 from anyio.abc import TaskStatus
 
@@ -59,7 +60,7 @@ async def run(ctx: NodeContext, *, task_status: TaskStatus[None] = anyio.TASK_ST
                 if swept.queued:
                     log.debug("queued %d step(s) of %d member(s) looked at", swept.queued, swept.looked)
                 if swept.full:
-                    await anyio.sleep(0)  # more are due: at once, letting the other tasks run
+                    await anyio.lowlevel.checkpoint()  # more are due: at once, letting the other tasks run
                     continue
                 await woken.wait(settings.sequence_tick_seconds)
         finally:

@@ -17,8 +17,8 @@ Tokens carry no time of their own.
 
 A test message (`einmal campaign test`) carries a token for TEST_SUBSCRIBER, which names nobody.
 
-A bulk campaign (kind 'campaign' or a sequence's 'step', not a list's confirmations) goes out only with a one-click unsubscribe,
-which Gmail and Yahoo require of bulk senders, unless it was created without one on purpose
+A bulk campaign (kind 'campaign' or a sequence's 'step', not a list's confirmations) goes out only with a
+one-click unsubscribe, which Gmail and Yahoo require of bulk senders, unless it was created without one on purpose
 (`--no-unsubscribe`, the API's "unsubscribe": false): ``without_one_click`` says why not, for a node
 (which pauses it) and for `campaign create` and `approve` (which refuse it).
 """

@@ -3,13 +3,11 @@ every member gets each step once, in order, no earlier than its delay after its 
 it; rejoining continues; an unsubscribe wins; pause holds, resume continues within the budget; an edit reaches
 the rows not yet sent; a step added later reaches the members not past it; a deleted step's rows are cancelled."""
 
-import time
 
 import anyio
 import asyncpg
 import pytest
 
-from service.sequences import sequences, steps
 from tests.sequences.helpers import Stamped, join, leave, make_sequence, rows
 from tests.support.pipeline import node_settings, recording_server, running_node
 
