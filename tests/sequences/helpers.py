@@ -4,6 +4,7 @@ sql/migrations/0115_sequences.sql makes and stops their progress), and what a re
 
 import re
 import time
+from email.parser import BytesHeaderParser
 
 import asyncpg
 
@@ -20,11 +21,14 @@ class Stamped(Received):
     def __init__(self, decide=None, delay: float = 0.0) -> None:
         super().__init__(decide, delay)
         self.arrivals: list[tuple[float, str, str]] = []  # (epoch seconds, recipient, Message-ID)
+        self.subjects: dict[str, str] = {}  # Message-ID -> Subject
 
     async def handle_DATA(self, server, session, envelope) -> str:
         reply = await super().handle_DATA(server, session, envelope)
         if reply.startswith("250"):
             self.arrivals.append((time.time(), self.messages[-1][1], self.messages[-1][2]))
+            parsed = BytesHeaderParser().parsebytes(envelope.original_content or b"")
+            self.subjects[self.messages[-1][2]] = str(parsed.get("Subject", ""))
         return reply
 
     def by_step(self) -> dict[int, list[int]]:

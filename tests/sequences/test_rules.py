@@ -3,11 +3,13 @@ every member gets each step once, in order, no earlier than its delay after its 
 it; rejoining continues; an unsubscribe wins; pause holds, resume continues within the budget; an edit reaches
 the rows not yet sent; a step added later reaches the members not past it; a deleted step's rows are cancelled."""
 
+import time
 
 import anyio
 import asyncpg
 import pytest
 
+from service.sequences import sequences, steps
 from tests.sequences.helpers import Stamped, join, leave, make_sequence, rows
 from tests.support.pipeline import node_settings, recording_server, running_node
 
@@ -81,3 +83,112 @@ async def test_a_member_who_leaves_gets_no_later_step_and_its_queued_row_is_stop
         "SELECT left_at, due_at, last_position FROM einmal.sequence_members WHERE subscriber_id = $1", goes
     )
     assert left["left_at"] is not None and left["due_at"] is None and left["last_position"] == 1
+
+
+async def test_a_member_who_leaves_and_rejoins_continues_and_does_not_restart(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    account, list_id, _, (first, second) = await make_sequence(conn, dsn, [0, 2])
+    (member,) = await join(conn, account, list_id, ["back@example.com"])
+    received = Stamped()
+    async with recording_server(received) as port, running_node(node_settings(dsn, port, **FAST)):
+        await settled(conn, [first], 1)
+        await leave(conn, list_id, member)
+        await anyio.sleep(2.5)  # step 2 falls due while it is off the list
+        assert received.by_step().get(second) is None, "no step while off the list"
+        rejoined = time.time()
+        await join(conn, account, list_id, ["back@example.com"])
+        await settled(conn, [first, second], 2)
+    assert received.by_step() == {first: [member], second: [member]}, "step 1 not again, step 2 once"
+    assert next(at for at, _, mid in received.arrivals if f".{second}." in mid) >= rejoined
+    row = await conn.fetchrow("SELECT left_at, last_position FROM einmal.sequence_members")
+    assert row["left_at"] is None and row["last_position"] == 2
+
+
+async def test_an_unsubscribed_or_suppressed_member_gets_no_later_step(conn: asyncpg.Connection, dsn: str) -> None:
+    account, list_id, _, (first, second) = await make_sequence(conn, dsn, [0, 2])
+    keeps, unsubscribes = await join(conn, account, list_id, ["keeps@example.com", "out@example.com"])
+    received = Stamped()
+    async with recording_server(received) as port, running_node(node_settings(dsn, port, **FAST)):
+        await settled(conn, [first], 2)
+        # the one-click unsubscribe's effect: a suppression of the address (docs/design.md#opt-outs)
+        await conn.execute(
+            "INSERT INTO einmal.suppressions (account_id, email_lower, reason) VALUES ($1, 'out@example.com', "
+            "'unsubscribed')",
+            account,
+        )
+        await settled(conn, [first, second], 4)
+    assert sorted(received.by_step()[first]) == sorted([keeps, unsubscribes])
+    assert received.by_step()[second] == [keeps]
+    assert (await rows(conn, second))[unsubscribes] == "suppressed"
+
+
+async def test_pause_holds_every_step_and_resume_sends_within_the_budget(conn: asyncpg.Connection, dsn: str) -> None:
+    account, list_id, sequence, (first,) = await make_sequence(conn, dsn, [0])
+    rate = 4
+    received = Stamped()
+    async with recording_server(received) as port:
+        async with running_node(node_settings(dsn, port, rate_limit=rate, **FAST)):
+            await sequences.pause(conn, account_id=account, sequence_id=sequence)
+            assert await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", first) == "paused"
+            members = await join(conn, account, list_id, [f"m{i}@example.com" for i in range(12)])
+            await anyio.sleep(1.5)
+            assert received.arrivals == [], "nothing while paused"
+            assert await rows(conn, first) == {}, "nothing queued while paused"
+            await sequences.resume(conn, account_id=account, sequence_id=sequence)
+            await settled(conn, [first], 12)
+    assert sorted(received.by_step()[first]) == sorted(members)
+    times = sorted(at for at, _, _ in received.messages)
+    # docs/design.md#sending-budget: the messages of any second are at most rate × 1.05 + 1
+    assert max(sum(1 for t in times if start <= t < start + 1) for start in times) <= rate * 1.05 + 1
+    assert times[-1] - times[0] >= (12 - rate - 1) / rate - 0.1, "spread at the rate, no burst"
+
+
+async def test_an_edited_step_changes_only_the_rows_not_yet_sent(conn: asyncpg.Connection, dsn: str) -> None:
+    account, list_id, sequence, (first,) = await make_sequence(conn, dsn, [0])
+    received = Stamped()
+    async with recording_server(received) as port, running_node(node_settings(dsn, port, **FAST)):
+        (before,) = await join(conn, account, list_id, ["before@example.com"])
+        await settled(conn, [first], 1)
+        await steps.change(
+            conn,
+            settings=node_settings(dsn, port),
+            account_id=account,
+            sequence_id=sequence,
+            at=1,
+            changes={"subject": "Edited for {{ name }}"},
+        )
+        await anyio.sleep(1.5)  # the claimer lists the campaigns again at least once a second when it claims
+        (after,) = await join(conn, account, list_id, ["after@example.com"])
+        await settled(conn, [first], 2)
+    subjects = {mid: subject for mid, subject in received.subjects.items()}
+    assert subjects[f"<campaign.{first}.{before}@example.com>"] == "Step 1 for N"
+    assert subjects[f"<campaign.{first}.{after}@example.com>"] == "Edited for N"
+
+
+async def test_a_step_added_later_reaches_the_members_not_past_its_position(conn: asyncpg.Connection, dsn: str) -> None:
+    account, list_id, sequence, (first, third) = await make_sequence(conn, dsn, [0, 3])
+    await conn.execute("UPDATE einmal.campaigns SET step_position = 3 WHERE id = $1", third)  # leave room for 2
+    received = Stamped()
+    async with recording_server(received) as port, running_node(node_settings(dsn, port, **FAST)):
+        (ahead,) = await join(conn, account, list_id, ["ahead@example.com"])
+        await settled(conn, [first, third], 2)  # past position 3
+        (behind,) = await join(conn, account, list_id, ["behind@example.com"])
+        await settled(conn, [first, third], 3)  # step 1 only: step 3 waits for its delay
+        added = await steps.add(
+            conn,
+            settings=node_settings(dsn, port),
+            account_id=account,
+            sequence_id=sequence,
+            subject="Step 2",
+            from_address="news@example.com",
+            text="added later",
+            delay_seconds=0,
+            at=2,
+        )
+        await settled(conn, [first, added.campaign_id, third], 5)
+    got = received.by_step()
+    assert got[added.campaign_id] == [behind], "the member past it does not get it"
+    assert sorted(got[third]) == sorted([ahead, behind])
+    order = [mid for _, _, mid in received.arrivals if f".{behind}@" in mid]
+    assert order == [f"<campaign.{c}.{behind}@example.com>" for c in (first, added.campaign_id, third)]
