@@ -1,9 +1,10 @@
 """Sequencer: the sweep that moves each member of a sequence on to its next step (docs/design.md#sequences).
 
 The table is the truth: einmal.sequence_members holds every member's next look (due_at). The sweep takes at most
-EINMAL_SEQUENCE_BATCH members of a running sequence that are due, FOR UPDATE SKIP LOCKED, and in the same
-statement queues each one's next step and advances it (sql/queries/sequence_sweep.sql), so that a node killed at
-any moment leaves both or neither, and several nodes sweep side by side without meeting. A full batch is followed
+EINMAL_SEQUENCE_BATCH members of a running sequence that are due, FOR UPDATE SKIP LOCKED
+(sql/queries/sequence_sweep_lock.sql), and in the same transaction queues each one's next step and advances it
+(sql/queries/sequence_sweep.sql, one statement), so that a node killed at any moment leaves both or neither, and
+several nodes sweep side by side without meeting. A full batch is followed
 by another at once; otherwise the sweep waits for EINMAL_SEQUENCE_TICK_SECONDS or a join's `NOTIFY
 einmal_sequence`, whichever comes first (a hint: a lost notification costs a tick, never a member).
 """
@@ -30,15 +31,26 @@ class Swept:
 
 
 async def sweep(conn: asyncpg.Connection, *, batch: int, wait_seconds: float) -> Swept:
-    """One pass: one batch of each running sequence with a member due."""
+    """One pass: one batch of each running sequence with a member due, each batch a transaction of two statements:
+    the members locked, then read and moved with a snapshot taken after the locks (a member another sweep moved
+    meanwhile is read as it now is, with the row that sweep queued)."""
     looked = queued = 0
     full = False
     for sequence_id in [r["id"] for r in await conn.fetch(*db.sql("sequence_due"))]:
-        row = await conn.fetchrow(
-            *db.sql("sequence_sweep", sequence_id=sequence_id, limit=batch, wait_seconds=wait_seconds)
-        )
+        async with conn.transaction():
+            locked = await conn.fetch(*db.sql("sequence_sweep_lock", sequence_id=sequence_id, limit=batch))
+            if not locked:
+                continue
+            row = await conn.fetchrow(
+                *db.sql(
+                    "sequence_sweep",
+                    sequence_id=sequence_id,
+                    subscriber_ids=[r["subscriber_id"] for r in locked],
+                    wait_seconds=wait_seconds,
+                )
+            )
         looked, queued = looked + row["looked"], queued + row["queued"]
-        full = full or row["looked"] >= batch
+        full = full or len(locked) >= batch
     return Swept(looked, queued, full)
 
 

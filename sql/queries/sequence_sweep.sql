@@ -1,5 +1,5 @@
--- One pass of the sweep over running sequence :sequence_id (docs/design.md#sequences): at most :limit of its members
--- due now, locked FOR UPDATE SKIP LOCKED (a member another node is sweeping is left to it). For each, its next step
+-- The sweep's second statement, in the transaction of sequence_sweep_lock.sql, over the members :subscriber_ids of
+-- running sequence :sequence_id it locked (docs/design.md#sequences), each still due. For each, its next step
 -- (the first step not deleted past its last position) is
 --   'done'  no such step, or it is no longer a confirmed member: not looked at again (due_at NULL) until a step is
 --           added or it joins again;
@@ -8,15 +8,12 @@
 --           :wait_seconds, so that it does not hold the head of the queue;
 --   'send'  its send row queued (ON CONFLICT DO NOTHING: P1 keeps one per step and mailbox), not before the step's
 --           send window opens, and the member advanced to it, due when the step after it is.
--- All in one statement: a crash leaves the row queued and the member advanced, or neither. The steps that queued a
--- row wake the nodes. One row: members looked at, rows queued.
+-- One statement: a crash leaves the row queued and the member advanced, or neither. The steps that queued a row wake
+-- the nodes. One row: members looked at, rows queued.
 WITH due AS MATERIALIZED (
     SELECT m.subscriber_id, m.joined_at, m.last_position, m.last_step
     FROM einmal.sequence_members AS m
-    WHERE m.sequence_id = :sequence_id AND m.due_at <= now()
-    ORDER BY m.due_at
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
+    WHERE m.sequence_id = :sequence_id AND m.subscriber_id = ANY (:subscriber_ids::bigint[]) AND m.due_at <= now()
 ), plan AS MATERIALIZED (
     SELECT d.subscriber_id, d.joined_at, nxt.id AS step, nxt.account_id, nxt.step_position,
            nxt.step_delay_seconds, after.step_delay_seconds AS after_delay, sub.email, sub.email_lower,

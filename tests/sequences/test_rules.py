@@ -4,14 +4,17 @@ it; rejoining continues; an unsubscribe wins; pause holds, resume continues with
 the rows not yet sent; a step added later reaches the members not past it; a deleted step's rows are cancelled."""
 
 import time
+from datetime import UTC, datetime, timedelta
 
 import anyio
 import asyncpg
+import httpx
 import pytest
 
 from service.sequences import sequences, steps
 from tests.sequences.helpers import Stamped, join, leave, make_sequence, rows
 from tests.support.pipeline import node_settings, recording_server, running_node
+from tests.support.web import http_server, token
 
 pytestmark = pytest.mark.anyio
 
@@ -192,3 +195,59 @@ async def test_a_step_added_later_reaches_the_members_not_past_its_position(conn
     assert sorted(got[third]) == sorted([ahead, behind])
     order = [mid for _, _, mid in received.arrivals if f".{behind}@" in mid]
     assert order == [f"<campaign.{c}.{behind}@example.com>" for c in (first, added.campaign_id, third)]
+
+
+async def test_a_deleted_step_cancels_its_unsent_rows_and_members_go_on(conn: asyncpg.Connection, dsn: str) -> None:
+    account, list_id, sequence, (first, second, third) = await make_sequence(conn, dsn, [0, 0, 0])
+    hour = datetime.now(UTC).hour
+    closed = steps.window((hour + 2) % 24, (hour + 3) % 24, "UTC")  # not open now: its rows wait for it
+    await conn.execute(
+        "UPDATE einmal.campaigns SET step_window_from = $2, step_window_to = $3, step_window_zone = $4 WHERE id = $1",
+        second,
+        closed.start,
+        closed.end,
+        closed.zone,
+    )
+    received = Stamped()
+    async with recording_server(received) as port, running_node(node_settings(dsn, port, **FAST)):
+        (member,) = await join(conn, account, list_id, ["w@example.com"])
+        await settled(conn, [first], 1)
+        with anyio.fail_after(20):
+            while not await rows(conn, second):
+                await anyio.sleep(0.1)
+        waiting = await conn.fetchrow("SELECT status, next_attempt_at FROM einmal.sends WHERE campaign_id = $1", second)
+        opening = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=2)
+        assert waiting["status"] == "queued" and waiting["next_attempt_at"] == opening, "queued for its window"
+        await anyio.sleep(1)
+        assert await rows(conn, third) == {}, "the next step waits for the one before"
+        await steps.delete(conn, account_id=account, sequence_id=sequence, at=2)
+        await settled(conn, [first, second, third], 3)
+    assert received.by_step() == {first: [member], third: [member]}
+    cancelled = await conn.fetchrow("SELECT status, last_reply FROM einmal.sends WHERE campaign_id = $1", second)
+    assert tuple(cancelled) == ("failed", "campaign cancelled")
+    assert await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", second) == "cancelled"
+
+
+async def test_leaving_from_the_preference_page_stops_the_queued_step(conn: asyncpg.Connection, dsn: str) -> None:
+    account, list_id, _, (first, second) = await make_sequence(conn, dsn, [0, 0])
+    hour = datetime.now(UTC).hour
+    await conn.execute(  # step 2 waits for a window that is not open: its row stays queued
+        "UPDATE einmal.campaigns SET step_window_from = $2, step_window_to = $3, step_window_zone = 'UTC' "
+        "WHERE id = $1",
+        second,
+        (hour + 2) % 24,
+        (hour + 3) % 24,
+    )
+    received = Stamped()
+    async with recording_server(received) as port, running_node(node_settings(dsn, port, **FAST)):
+        (member,) = await join(conn, account, list_id, ["pref@example.com"])
+        with anyio.fail_after(30):
+            while (await rows(conn, second)).get(member) != "queued":
+                await anyio.sleep(0.1)
+        async with http_server(dsn) as base, httpx.AsyncClient() as client:
+            left = await client.post(f"{base}/unsubscribe?token={token((account, first, member))}&leave={list_id}")
+        assert left.status_code == 200 and "You left the mailing list." in left.text
+    assert received.by_step() == {first: [member]}
+    stopped = await conn.fetchrow("SELECT status, last_reply FROM einmal.sends WHERE campaign_id = $1", second)
+    assert tuple(stopped) == ("suppressed", "left the list")
+    assert await conn.fetchval("SELECT left_at IS NOT NULL FROM einmal.sequence_members") is True

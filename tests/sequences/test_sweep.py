@@ -1,0 +1,117 @@
+"""The sweep's statement (sql/queries/sequence_sweep.sql, actors/sequencer.py) against a real PostgreSQL, without a
+node: two sweeps at once queue each (step, member) once; one statement looks at no more than its batch; a step
+waits for the member's row of the step before; a send window; erasure takes the member's progress."""
+
+from datetime import UTC, datetime
+
+import anyio
+import asyncpg
+import pytest
+
+from actors.sequencer import sweep
+from service.subscribers import erasure
+from tests.sequences.helpers import join, make_sequence
+
+pytestmark = pytest.mark.anyio
+
+
+async def sweep_until_idle(dsn: str, batch: int, passes: int = 200) -> int:
+    """Sweep on a connection of its own until a pass finds nobody due; the rows it queued."""
+    queued = 0
+    connection = await asyncpg.connect(dsn)
+    try:
+        for _ in range(passes):
+            swept = await sweep(connection, batch=batch, wait_seconds=60)
+            queued += swept.queued
+            if swept.looked == 0:
+                return queued
+    finally:
+        await connection.close()
+    raise AssertionError("the sweep did not run out of due members")
+
+
+async def test_two_sweeps_at_once_queue_each_step_once_per_member(conn: asyncpg.Connection, dsn: str) -> None:
+    account, list_id, _, (first, second) = await make_sequence(conn, dsn, [0, 0])
+    members = await join(conn, account, list_id, [f"s{i}@example.com" for i in range(400)])
+    results: list[int] = []
+
+    async def one() -> None:
+        results.append(await sweep_until_idle(dsn, batch=25))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(one)
+    assert sum(results) == 400 and min(results) > 0, "the three shared the work, none twice"
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE campaign_id = $1", first) == 400
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE campaign_id = $1", second) == 0, "in order"
+    await conn.execute("UPDATE einmal.sends SET status = 'sent', sent_at = now() WHERE campaign_id = $1", first)
+    await conn.execute("UPDATE einmal.sequence_members SET due_at = now()")
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(one)
+    found = await conn.fetch("SELECT subscriber_id FROM einmal.sends WHERE campaign_id = $1", second)
+    assert sorted(r["subscriber_id"] for r in found) == sorted(members)
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sequence_members WHERE last_position = 2") == 400
+
+
+async def test_one_statement_looks_at_no_more_than_its_batch(conn: asyncpg.Connection, dsn: str) -> None:
+    account, list_id, _, (first,) = await make_sequence(conn, dsn, [0])
+    await join(conn, account, list_id, [f"b{i}@example.com" for i in range(120)])
+    swept = await sweep(conn, batch=50, wait_seconds=60)
+    assert (swept.looked, swept.queued, swept.full) == (50, 50, True)
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE campaign_id = $1", first) == 50
+
+
+async def test_a_step_waits_for_the_row_of_the_step_before(conn: asyncpg.Connection, dsn: str) -> None:
+    account, list_id, _, (first, second) = await make_sequence(conn, dsn, [0, 0])
+    await join(conn, account, list_id, ["o@example.com"])
+    assert (await sweep(conn, batch=10, wait_seconds=60)).queued == 1
+    for status in ("queued", "claimed", "in_doubt"):
+        await conn.execute(
+            "UPDATE einmal.sends SET status = $2, claimed_by = 'x' WHERE campaign_id = $1", first, status
+        )
+        swept = await sweep(conn, batch=10, wait_seconds=60)
+        assert (swept.looked, swept.queued) == (1, 0), status
+        pushed = await conn.fetchval("SELECT due_at - now() FROM einmal.sequence_members")
+        assert 55 < pushed.total_seconds() <= 60, "pushed back by the wait, not holding the head of the queue"
+        await conn.execute("UPDATE einmal.sequence_members SET due_at = now()")
+    await conn.execute("UPDATE einmal.sends SET status = 'failed', claimed_by = NULL WHERE campaign_id = $1", first)
+    assert (await sweep(conn, batch=10, wait_seconds=60)).queued == 1, "a failed row is settled: the next step goes"
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE campaign_id = $1", second) == 1
+
+
+@pytest.mark.parametrize(
+    ("at", "window", "expected"),
+    [
+        ("2026-06-01 10:00+00", (9, 17, "UTC"), "2026-06-01 10:00+00"),  # open
+        ("2026-06-01 18:00+00", (9, 17, "UTC"), "2026-06-02 09:00+00"),  # closed for the day
+        ("2026-06-01 03:00+00", (9, 17, "UTC"), "2026-06-01 09:00+00"),  # not open yet
+        ("2026-06-01 23:30+00", (22, 6, "UTC"), "2026-06-01 23:30+00"),  # wraps past midnight: open
+        ("2026-06-01 12:00+00", (22, 6, "UTC"), "2026-06-01 22:00+00"),
+        ("2026-06-01 05:00+00", (9, 17, "Europe/Berlin"), "2026-06-01 07:00+00"),  # 09:00 CEST
+        ("2026-03-28 20:00+00", (9, 17, "Europe/Berlin"), "2026-03-29 07:00+00"),  # 09:00 on the day DST begins
+    ],
+)
+async def test_a_send_window_gives_the_next_opening(
+    conn: asyncpg.Connection, at: str, window: tuple[int, int, str], expected: str
+) -> None:
+    opening = await conn.fetchval(
+        "SELECT einmal.step_window_open($1::smallint, $2::smallint, $3, $4::timestamptz)",
+        *window,
+        datetime.fromisoformat(at.replace(" ", "T") + ":00"),
+    )
+    assert opening == datetime.fromisoformat(expected.replace(" ", "T") + ":00").astimezone(UTC)
+
+
+async def test_erasure_takes_the_members_progress_and_stops_its_queued_step(conn: asyncpg.Connection, dsn: str) -> None:
+    account, list_id, _, (first, _second) = await make_sequence(conn, dsn, [0, 5])
+    (member, other) = await join(conn, account, list_id, ["gone@example.com", "other@example.com"])
+    await sweep(conn, batch=10, wait_seconds=60)
+    async with conn.transaction():
+        await erasure.erase(conn, "acme", account, "gone@example.com")
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sequence_members WHERE subscriber_id = $1", member) == 0
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sequence_members WHERE subscriber_id = $1", other) == 1
+    row = await conn.fetchrow(
+        "SELECT status, email FROM einmal.sends WHERE campaign_id = $1 AND subscriber_id = $2", first, member
+    )
+    assert row["status"] == "suppressed" and row["email"].endswith("@erased.invalid")
