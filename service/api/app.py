@@ -34,6 +34,7 @@ from service.api import (
     optin,
     previews,
     senders,
+    sequences,
     subscribers,
     suppressions,
 )
@@ -56,6 +57,7 @@ ROUTES = (
     senders,
     optin,
     doctor,
+    sequences,
 )
 
 

@@ -8,7 +8,7 @@ is then claimed within the sending budget, as any campaign's rows.
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import asyncpg
@@ -76,14 +76,14 @@ async def create(
         raise Conflict(f"the account has a sequence named {shown(name)} already")
     if row["members"]:
         await conn.execute(*db.sql("sequence_notify", sequence_id=row["id"]))
-    return await get(conn, account_id=account_id, sequence_id=row["id"])
+    return replace(await get(conn, account_id=account_id, sequence_id=row["id"]), members=row["members"])
 
 
 async def get(conn: asyncpg.Connection, *, account_id: int, sequence_id: int) -> Sequence:
     """The account's sequence; NotFound when it has none of that id (another account's included)."""
     row = await conn.fetchrow(*db.sql("sequence_get", account_id=account_id, sequence_id=sequence_id))
     if row is None:
-        raise NotFound(f"no sequence with id {sequence_id}")
+        raise NotFound("no such sequence")
     return Sequence(row["id"], row["name"], row["list"], row["status"], row["created_at"])
 
 
@@ -120,7 +120,7 @@ async def _move(conn: asyncpg.Connection, *, account_id: int, sequence_id: int, 
     async with conn.transaction():
         found = await conn.fetchrow(*db.sql("sequence_lock", account_id=account_id, sequence_id=sequence_id))
         if found is None:
-            raise NotFound(f"no sequence with id {sequence_id}")
+            raise NotFound("no such sequence")
         moved = await conn.fetchval(
             *db.sql("sequence_status_set", sequence_id=sequence_id, from_status=before, to_status=after)
         )

@@ -96,7 +96,7 @@ async def _checked(
 async def _locked(conn: asyncpg.Connection, *, account_id: int, sequence_id: int) -> asyncpg.Record:
     found = await conn.fetchrow(*db.sql("sequence_lock", account_id=account_id, sequence_id=sequence_id))
     if found is None:
-        raise NotFound(f"no sequence with id {sequence_id}")
+        raise NotFound("no such sequence")
     return found
 
 
@@ -204,7 +204,7 @@ async def change(
             timeout=timeout,
         )
         if row is None:
-            raise NotFound(f"sequence {sequence_id} has no step at position {at}")
+            raise NotFound("no such step")
         if "delay_seconds" in checked:
             await _recheck(conn, sequence_id=sequence_id, at=at, delay_seconds=row["delay_seconds"])
         await conn.execute(*db.sql("campaign_notify", campaign_id=row["id"]))  # the claimers list again
@@ -217,7 +217,7 @@ async def delete(conn: asyncpg.Connection, *, account_id: int, sequence_id: int,
         await _locked(conn, account_id=account_id, sequence_id=sequence_id)
         found = await conn.fetchrow(*db.sql("sequence_step_find", sequence_id=sequence_id, position=at))
         if found is None:
-            raise NotFound(f"sequence {sequence_id} has no step at position {at}")
+            raise NotFound("no such step")
         await transition(conn, verb="cancel", campaign_id=found["id"])
         following = await conn.fetchrow(*db.sql("sequence_step_next", sequence_id=sequence_id, position=at))
         if following is not None:

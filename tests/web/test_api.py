@@ -74,12 +74,19 @@ async def test_without_a_valid_key_every_route_is_401_and_a_revoked_key_is_refus
         "name": "news",
         "key_id": "1",
         "domain": "a.example",
+        "sequence_id": "1",
+        "position": "1",
     }
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         document = (await client.get("/openapi.json")).json()
     operations = [(method, path) for path, ops in document["paths"].items() for method in ops]
     assert len(operations) >= 20
     for kind, headers in enumerate(bad):  # a server each: fewer failures than slow a client down
+        conn = await asyncpg.connect(dsn)
+        try:  # a new window of guesses (deps.Guesses) for each kind: the operations outnumber one network's 20
+            await conn.execute("DELETE FROM einmal.client_counts")
+        finally:
+            await conn.close()
         async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
             for method, path in operations[kind :: len(bad)]:
                 answer = await client.request(method.upper(), path.format(**values), headers=headers, json={})
@@ -122,7 +129,18 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
         "RETURNING id",
         acme,
     )
-    await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", acme)
+    news = await conn.fetchval("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news') RETURNING id", acme)
+    sequence = await conn.fetchval(
+        "INSERT INTO einmal.sequences (account_id, list_id, name) VALUES ($1, $2, 'welcome') RETURNING id", acme, news
+    )
+    await conn.execute(
+        "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids, kind, status, "
+        "sequence_id, step_position, step_delay_seconds) "
+        "VALUES ($1, 's', 's', 'n@example.com', 'b', ARRAY[$2::bigint], 'step', 'sending', $3, 1, 0)",
+        acme,
+        news,
+        sequence,
+    )
     await conn.execute("INSERT INTO einmal.account_domains (account_id, domain) VALUES ($1, 'acme.example')", acme)
     await conn.execute(
         "INSERT INTO einmal.list_members SELECT l.id, s.id FROM einmal.lists l, einmal.subscribers s "
@@ -139,6 +157,8 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
         "name": "news",
         "key_id": str(acme_keys[0]["id"]),
         "domain": "acme.example",
+        "sequence_id": str(sequence),
+        "position": "1",
     }
     bodies = {
         ("put", "/subscribers/{email}"): {"name": "x"},
@@ -158,6 +178,9 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
         ("post", "/campaigns/{campaign_id}/test"): {"to": "qa@example.net"},
         ("post", "/account/domains/{domain}/dkim"): {"selector": "s1"},
         ("patch", "/account/identity"): {"unsubscribe_mailto": "unsub@other.example"},
+        ("post", "/sequences"): None,
+        ("post", "/sequences/{sequence_id}/steps"): {"subject": "s", "from": "n@acme.example", "text": "t"},
+        ("patch", "/sequences/{sequence_id}/steps/{position}"): {"subject": "x"},
     }
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         document = (await client.get("/openapi.json")).json()
@@ -183,6 +206,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
                     (404, {"error": "no such membership"}),
                     (404, {"error": "no such campaign"}),
                     (404, {"error": "no such key"}),
+                    (404, {"error": "no such sequence"}),
                     (404, {"error": "the account has no domain 'acme.example'"}),
                     (404, {"error": "the account has no domain 'acme.example': add it first"}),
                 ), (method, path, answer.text)
@@ -476,6 +500,12 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
         "/campaigns/{campaign_id}/retry",
         "/campaigns/{campaign_id}/in-doubt",
         "/campaigns/{campaign_id}/reconcile",
+        "/sequences",
+        "/sequences/{sequence_id}",
+        "/sequences/{sequence_id}/pause",
+        "/sequences/{sequence_id}/resume",
+        "/sequences/{sequence_id}/steps",
+        "/sequences/{sequence_id}/steps/{position}",
     }
     assert set(document["paths"]["/campaigns/{campaign_id}"]) == {"get", "patch"}
     assert set(document["paths"]["/subscribers/{email}"]) == {"get", "put", "delete"}

@@ -52,6 +52,14 @@ OPERATIONS = {
     ("patch", "/account/identity"): "change_identity",
     ("get", "/doctor"): "doctor",
     ("post", "/subscribe"): "subscribe",
+    ("get", "/sequences"): "list_sequences",
+    ("post", "/sequences"): "create_sequence",
+    ("get", "/sequences/{sequence_id}"): "get_sequence",
+    ("post", "/sequences/{sequence_id}/pause"): "pause_sequence",
+    ("post", "/sequences/{sequence_id}/resume"): "resume_sequence",
+    ("post", "/sequences/{sequence_id}/steps"): "add_sequence_step",
+    ("patch", "/sequences/{sequence_id}/steps/{position}"): "change_sequence_step",
+    ("delete", "/sequences/{sequence_id}/steps/{position}"): "delete_sequence_step",
 }
 
 
@@ -95,7 +103,7 @@ def test_every_post_declares_the_idempotency_key_and_its_answers() -> None:
             for status, answer in answers.items():
                 kept = status != "401" and not status.startswith("5")
                 assert ("Idempotent-Replayed" in answer.get("headers", {})) == kept, (path, status)
-    assert posts == 12
+    assert posts == 16
     assert document["paths"]["/subscribe"]["post"]["responses"]["429"]["headers"]["Retry-After"]["schema"] == {
         "type": "integer"
     }
