@@ -30,27 +30,33 @@ class Swept:
     full: bool  # a sequence filled its batch: more may be due
 
 
+async def sweep_one(conn: asyncpg.Connection, *, sequence_id: int, batch: int, wait_seconds: float) -> tuple[int, int]:
+    """One batch of one sequence, one transaction of two statements: the members locked, then read and moved
+    with a snapshot taken after the locks (a member another sweep moved meanwhile is read as it now is, with
+    the row that sweep queued). (members locked, rows queued)."""
+    async with conn.transaction():
+        locked = await conn.fetch(*db.sql("sequence_sweep_lock", sequence_id=sequence_id, limit=batch))
+        if not locked:
+            return 0, 0
+        row = await conn.fetchrow(
+            *db.sql(
+                "sequence_sweep",
+                sequence_id=sequence_id,
+                subscriber_ids=[r["subscriber_id"] for r in locked],
+                wait_seconds=wait_seconds,
+            )
+        )
+    return len(locked), row["queued"]
+
+
 async def sweep(conn: asyncpg.Connection, *, batch: int, wait_seconds: float) -> Swept:
-    """One pass: one batch of each running sequence with a member due, each batch a transaction of two statements:
-    the members locked, then read and moved with a snapshot taken after the locks (a member another sweep moved
-    meanwhile is read as it now is, with the row that sweep queued)."""
+    """One pass: one batch of each running sequence with a member due."""
     looked = queued = 0
     full = False
     for sequence_id in [r["id"] for r in await conn.fetch(*db.sql("sequence_due"))]:
-        async with conn.transaction():
-            locked = await conn.fetch(*db.sql("sequence_sweep_lock", sequence_id=sequence_id, limit=batch))
-            if not locked:
-                continue
-            row = await conn.fetchrow(
-                *db.sql(
-                    "sequence_sweep",
-                    sequence_id=sequence_id,
-                    subscriber_ids=[r["subscriber_id"] for r in locked],
-                    wait_seconds=wait_seconds,
-                )
-            )
-        looked, queued = looked + row["looked"], queued + row["queued"]
-        full = full or len(locked) >= batch
+        locked, added = await sweep_one(conn, sequence_id=sequence_id, batch=batch, wait_seconds=wait_seconds)
+        looked, queued = looked + locked, queued + added
+        full = full or locked >= batch
     return Swept(looked, queued, full)
 
 
