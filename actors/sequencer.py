@@ -46,6 +46,7 @@ async def sweep_one(conn: asyncpg.Connection, *, sequence_id: int, batch: int, w
                 wait_seconds=wait_seconds,
             )
         )
+    assert row is not None  # an aggregate: always one row
     return len(locked), row["queued"]
 
 

@@ -75,7 +75,7 @@ async def measure(server: str, members: int, due_percent: float, batch: int) -> 
         conn = await asyncpg.connect(dsn)
         try:
             await db.init(conn)
-            due = max(batch, int(members * due_percent / 100))
+            due = max(4 * batch, int(members * due_percent / 100))  # a median of four ticks at least
             began = time.monotonic()
             big = await conn.fetchval(database.sql("seed_sequence"), members, "big")
             await conn.execute(database.sql("seed_sequence_members"), big, due)

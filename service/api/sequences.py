@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.api.campaigns import MAX_BODY_TEXT
 from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key
 from service.campaigns.fields import MAX_FROM, MAX_SUBJECT
+from service.errors import Invalid
 from service.sequences import sequences, steps
 
 router = APIRouter(prefix="/sequences", tags=["sequences"])
@@ -68,11 +69,11 @@ class StepChanges(BaseModel):
     """The fields of a step to change; those left out stay as they are."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    subject: str = Field(None, min_length=1, max_length=MAX_SUBJECT)
-    from_address: str = Field(None, alias="from", min_length=1, max_length=MAX_FROM)
-    text: str = Field(None, min_length=1, max_length=MAX_BODY_TEXT)
+    subject: str | None = Field(None, min_length=1, max_length=MAX_SUBJECT, description="not null")
+    from_address: str | None = Field(None, alias="from", min_length=1, max_length=MAX_FROM, description="not null")
+    text: str | None = Field(None, min_length=1, max_length=MAX_BODY_TEXT, description="not null")
     html: str | None = Field(None, max_length=MAX_BODY_TEXT, description="null: none")
-    delay_seconds: int = Field(None, ge=0, le=steps.MAX_DELAY_SECONDS)
+    delay_seconds: int | None = Field(None, ge=0, le=steps.MAX_DELAY_SECONDS, description="not null")
     window: Window | None = Field(None, description="null: any time")
 
 
@@ -218,6 +219,8 @@ async def change_step(
     sequence_id: SequenceId, position: Position, changes: StepChanges, request: Request, conn: Conn, key: Key
 ) -> Step:
     given = changes.model_dump(include=changes.model_fields_set)
+    if nulls := [name for name in ("subject", "from_address", "text", "delay_seconds") if given.get(name, 0) is None]:
+        raise Invalid(f"{nulls[0].replace('from_address', 'from')}: may not be null")
     if "window" in changes.model_fields_set:
         given["window"] = _window(changes.window)
     made = await steps.change(

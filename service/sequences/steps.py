@@ -74,7 +74,7 @@ async def _checked(
     conn: asyncpg.Connection, *, settings: Settings, account_id: int, given: dict[str, Any], timeout: float | None
 ) -> dict[str, Any]:
     """The template fields given, checked as a draft's; the others as they are."""
-    templates = {k: given[k] for k in ("subject", "from_address", "text", "html") if k in given}
+    templates: dict[str, Any] = {k: given[k] for k in ("subject", "from_address", "text", "html") if k in given}
     checked = {**given, **await fields.checked(templates)}
     if checked.get("from_address"):
         await from_rule.check(

@@ -72,38 +72,79 @@ RETURNS timestamptz LANGUAGE sql STABLE AS $$
 $$;
 
 -- Joining and leaving, whatever path writes the membership (the import, the API, a confirmation, the preference
--- page, erasure). A membership that becomes confirmed makes the member's row, due now, and wakes the sweeps; a
--- member who left and is confirmed again continues where it stopped (its joined_at kept: no restart). A membership
--- deleted stops the member: no later step is queued, and its step rows not yet on the wire are settled as
--- 'suppressed' (reply 'left the list') — in a statement of its own, after the member's row is locked, so that it
--- sees a row a sweep queued for the member and committed while the leave waited for that lock.
-CREATE FUNCTION einmal.sequence_membership() RETURNS trigger LANGUAGE plpgsql AS $$
+-- page, erasure, the pruner). Statement-level triggers with transition tables: an import of a million members
+-- costs one statement here, not a million calls.
+--
+-- A membership that becomes confirmed (inserted confirmed, or confirmed from unconfirmed: a sign-up awaiting its
+-- confirmation is no member) makes the member's row, due now, and wakes the sweeps (one notification per sequence
+-- and transaction: PostgreSQL folds equal ones). A member who left and is confirmed again continues where it
+-- stopped: its row is kept, joined_at too (no restart).
+CREATE FUNCTION einmal.sequence_members_join(lists bigint[], subscribers bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'DELETE' THEN
-        IF NOT EXISTS (SELECT 1 FROM einmal.sequences WHERE list_id = OLD.list_id) THEN
-            RETURN NULL;
-        END IF;
-        UPDATE einmal.sequence_members AS m SET left_at = now(), due_at = NULL
-        FROM einmal.sequences AS q
-        WHERE q.list_id = OLD.list_id AND m.sequence_id = q.id AND m.subscriber_id = OLD.subscriber_id
-          AND m.left_at IS NULL;
-        UPDATE einmal.sends AS d
-        SET status = 'suppressed', claimed_by = NULL, last_reply = 'left the list', updated_at = now()
-        FROM einmal.sequences AS q, einmal.campaigns AS c
-        WHERE q.list_id = OLD.list_id AND c.sequence_id = q.id AND c.kind = 'step'
-          AND d.campaign_id = c.id AND d.subscriber_id = OLD.subscriber_id AND d.status IN ('queued', 'claimed');
-        RETURN NULL;
-    END IF;
-    IF NEW.state <> 'confirmed' OR (TG_OP = 'UPDATE' AND OLD.state = 'confirmed') THEN
-        RETURN NULL;
-    END IF;
     INSERT INTO einmal.sequence_members AS m (sequence_id, subscriber_id, due_at)
-    SELECT q.id, NEW.subscriber_id, now() FROM einmal.sequences AS q WHERE q.list_id = NEW.list_id
+    SELECT q.id, n.subscriber_id, now()
+    FROM unnest(lists, subscribers) AS n (list_id, subscriber_id)
+    JOIN einmal.sequences AS q ON q.list_id = n.list_id
     ON CONFLICT (sequence_id, subscriber_id) DO UPDATE SET left_at = NULL, due_at = now()
         WHERE m.left_at IS NOT NULL;
-    -- one notification per sequence and transaction: PostgreSQL folds equal ones, so an import wakes once
-    PERFORM pg_notify('einmal_sequence', q.id::text) FROM einmal.sequences AS q WHERE q.list_id = NEW.list_id;
+    PERFORM pg_notify('einmal_sequence', w.id::text)
+    FROM (SELECT DISTINCT q.id FROM einmal.sequences AS q WHERE q.list_id = ANY (lists)) AS w;
+END $$;
+
+CREATE FUNCTION einmal.sequence_members_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    lists bigint[];
+    subscribers bigint[];
+BEGIN
+    SELECT array_agg(n.list_id), array_agg(n.subscriber_id) INTO lists, subscribers
+    FROM joined AS n
+    WHERE n.state = 'confirmed' AND EXISTS (SELECT 1 FROM einmal.sequences AS q WHERE q.list_id = n.list_id);
+    IF lists IS NOT NULL THEN
+        PERFORM einmal.sequence_members_join(lists, subscribers);
+    END IF;
     RETURN NULL;
 END $$;
-CREATE TRIGGER list_members_sequences AFTER INSERT OR UPDATE OF state OR DELETE ON einmal.list_members
-    FOR EACH ROW EXECUTE FUNCTION einmal.sequence_membership();
+
+CREATE FUNCTION einmal.sequence_members_confirmed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    lists bigint[];
+    subscribers bigint[];
+BEGIN
+    SELECT array_agg(n.list_id), array_agg(n.subscriber_id) INTO lists, subscribers
+    FROM joined AS n JOIN was AS o ON o.list_id = n.list_id AND o.subscriber_id = n.subscriber_id
+    WHERE n.state = 'confirmed' AND o.state <> 'confirmed'
+      AND EXISTS (SELECT 1 FROM einmal.sequences AS q WHERE q.list_id = n.list_id);
+    IF lists IS NOT NULL THEN
+        PERFORM einmal.sequence_members_join(lists, subscribers);
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- A membership deleted stops the member: marked left (no later step is queued), then, in a statement of its own,
+-- its step rows not yet on the wire (queued, or claimed and not started) settled as 'suppressed' with the reply
+-- 'left the list'. The first statement locks the member's row: a sweep holding it commits first, and the second
+-- statement, with a snapshot taken after, sees the row that sweep queued.
+CREATE FUNCTION einmal.sequence_members_left() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM gone AS g JOIN einmal.sequences AS q ON q.list_id = g.list_id) THEN
+        RETURN NULL;
+    END IF;
+    UPDATE einmal.sequence_members AS m SET left_at = now(), due_at = NULL
+    FROM gone AS g, einmal.sequences AS q
+    WHERE q.list_id = g.list_id AND m.sequence_id = q.id AND m.subscriber_id = g.subscriber_id
+      AND m.left_at IS NULL;
+    UPDATE einmal.sends AS d
+    SET status = 'suppressed', claimed_by = NULL, last_reply = 'left the list', updated_at = now()
+    FROM gone AS g, einmal.sequences AS q, einmal.campaigns AS c
+    WHERE q.list_id = g.list_id AND c.sequence_id = q.id AND c.kind = 'step'
+      AND d.campaign_id = c.id AND d.subscriber_id = g.subscriber_id AND d.status IN ('queued', 'claimed');
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER list_members_sequences_insert AFTER INSERT ON einmal.list_members
+    REFERENCING NEW TABLE AS joined FOR EACH STATEMENT EXECUTE FUNCTION einmal.sequence_members_inserted();
+CREATE TRIGGER list_members_sequences_update AFTER UPDATE ON einmal.list_members
+    REFERENCING OLD TABLE AS was NEW TABLE AS joined FOR EACH STATEMENT EXECUTE FUNCTION einmal.sequence_members_confirmed();
+CREATE TRIGGER list_members_sequences_delete AFTER DELETE ON einmal.list_members
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION einmal.sequence_members_left();

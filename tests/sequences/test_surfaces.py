@@ -58,6 +58,8 @@ async def test_the_api_creates_runs_and_shows_a_sequence(conn: asyncpg.Connectio
         ):
             answer = await client.post(f"/sequences/{sequence}/steps", json=bad)
             assert answer.status_code == 422 and said in answer.json()["error"], answer.text
+        nulled = await client.patch(f"/sequences/{sequence}/steps/2", json={"subject": None})
+        assert nulled.status_code == 422 and nulled.json() == {"error": "subject: may not be null"}
         changed = await client.patch(f"/sequences/{sequence}/steps/2", json={"subject": "Day two", "window": None})
         assert changed.status_code == 200, changed.text
         shown = (await client.get(f"/sequences/{sequence}")).json()

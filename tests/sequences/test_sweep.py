@@ -115,3 +115,35 @@ async def test_erasure_takes_the_members_progress_and_stops_its_queued_step(conn
         "SELECT status, email FROM einmal.sends WHERE campaign_id = $1 AND subscriber_id = $2", first, member
     )
     assert row["status"] == "suppressed" and row["email"].endswith("@erased.invalid")
+
+
+async def test_a_member_is_made_only_once_its_membership_is_confirmed(conn: asyncpg.Connection, dsn: str) -> None:
+    account, list_id, sequence, _ = await make_sequence(conn, dsn, [0])
+    subscriber = await conn.fetchval(
+        "INSERT INTO einmal.subscribers (account_id, email, email_lower) VALUES ($1, 's@example.com', "
+        "'s@example.com') RETURNING id",
+        account,
+    )
+    await conn.execute(
+        "INSERT INTO einmal.list_members (list_id, subscriber_id, state) VALUES ($1, $2, 'unconfirmed')",
+        list_id,
+        subscriber,
+    )
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sequence_members") == 0, "a sign-up is no member yet"
+    await conn.execute("UPDATE einmal.list_members SET source = 'form' WHERE subscriber_id = $1", subscriber)
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sequence_members") == 0
+    await conn.execute(  # what optin_confirm.sql does
+        "UPDATE einmal.list_members SET state = 'confirmed', confirmed_at = now() WHERE subscriber_id = $1", subscriber
+    )
+    member = await conn.fetchrow("SELECT sequence_id, due_at <= now() AS due, left_at FROM einmal.sequence_members")
+    assert tuple(member) == (sequence, True, None)
+    # an import's one statement of many memberships: one member each
+    await conn.execute(
+        """WITH s AS (INSERT INTO einmal.subscribers (account_id, email, email_lower)
+                      SELECT $1, 'i' || i || '@example.com', 'i' || i || '@example.com' FROM generate_series(1, 500) i
+                      RETURNING id)
+           INSERT INTO einmal.list_members (list_id, subscriber_id) SELECT $2, id FROM s""",
+        account,
+        list_id,
+    )
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sequence_members WHERE sequence_id = $1", sequence) == 501
