@@ -12,7 +12,9 @@ WITH q AS (
 ), members AS (
     INSERT INTO einmal.sequence_members (sequence_id, subscriber_id, joined_at, last_position, last_step, due_at)
     SELECT $1, lm.subscriber_id,
-           CASE WHEN n <= $2 THEN now() - interval '4 days' ELSE now() - interval '1 day' END,
+           -- due ones: at step 2 joined 4 days ago, at step 1 joined a minute ago (the step after is days away)
+           CASE WHEN n <= $2 AND n % 2 = 0 THEN now() - interval '4 days' WHEN n <= $2 THEN now() - interval '1 minute'
+                ELSE now() - interval '1 day' END,
            CASE WHEN n <= $2 AND n % 2 = 0 THEN 1 WHEN n > $2 THEN 1 ELSE 0 END,
            CASE WHEN (n <= $2 AND n % 2 = 0) OR n > $2 THEN (SELECT id FROM steps WHERE step_position = 1) END,
            CASE WHEN n <= $2 THEN now() - interval '1 minute' ELSE now() + interval '2 days' END

@@ -114,6 +114,13 @@ async def status_command(args: argparse.Namespace, settings: Settings) -> int:
     for line in aligned(header, table):
         print(line)
     print(f"{found.finished} past the last step, {found.left} left the list")
+    for s in found.steps:
+        if n := s.counts["in_doubt"]:  # their members wait: the next step goes once the row is settled
+            waits = "its member waits" if n == 1 else "their members wait"
+            print(
+                f"step {s.position}: {n} message{'' if n == 1 else 's'} in doubt, {waits}: decide with "
+                f"`einmal reconcile {s.campaign_id}`"
+            )
     return 0
 
 

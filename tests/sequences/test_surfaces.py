@@ -179,6 +179,21 @@ async def test_the_command_line_creates_runs_and_shows_a_sequence(conn: asyncpg.
         done = await anyio.to_thread.run_sync(lambda a=args: run(*a))
         assert done.returncode == code and said in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    step_one = await conn.fetchval("SELECT id FROM einmal.campaigns WHERE step_position = 1")
+    a_member = await conn.fetchval("SELECT min(subscriber_id) FROM einmal.sequence_members")
+    await conn.execute(
+        "INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, status, "
+        "claimed_by) VALUES ($1, $2, $3, 'a@example.com', 'a@example.com', "
+        "'campaign:' || $1::bigint || ':' || $3::bigint, "
+        "'in_doubt', 'gone-node')",
+        step_one,
+        acme,
+        a_member,
+    )
+    doubted = await anyio.to_thread.run_sync(lambda: run("sequence", "status", sequence, "--account", "acme"))
+    assert doubted.stdout.splitlines()[-1] == (
+        f"step 1: 1 message in doubt, its member waits: decide with `einmal reconcile {step_one}`"
+    )
     for verb in ("pause", "resume"):
         done = await anyio.to_thread.run_sync(lambda v=verb: run("sequence", v, sequence, "--account", "acme"))
         assert done.returncode == 0 and done.stdout.strip().endswith(("paused", "resumed")), done.stderr
