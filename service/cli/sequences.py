@@ -223,7 +223,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     create = sequence.add_parser("create", help="a sequence on a list; prints its id")
     create.add_argument("name", help="a name for operators, unique in the account")
-    create.add_argument("--account", required=True)
+    create.add_argument("--account", required=True, help="the account whose list it follows")
     create.add_argument("--list", required=True, help="the list whose members it follows")
     create.add_argument(
         "--existing",
@@ -233,19 +233,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     create.set_defaults(func=create_command)
 
     listing = sequence.add_parser("list", help="the account's sequences")
-    listing.add_argument("--account", required=True)
+    listing.add_argument("--account", required=True, help="the account whose sequences to list")
     listing.set_defaults(func=list_command)
 
     status = sequence.add_parser("status", help="each step's messages by state and the members waiting for it")
     status.add_argument("id", type=int, help="the sequence's id")
-    status.add_argument("--account", required=True)
+    status.add_argument("--account", required=True, help="the account whose sequence it is")
     status.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     status.set_defaults(func=status_command)
 
     for verb, said in (("pause", "hold every step"), ("resume", "send every step again")):
         p = sequence.add_parser(verb, help=said)
         p.add_argument("id", type=int, help="the sequence's id")
-        p.add_argument("--account", required=True)
+        p.add_argument("--account", required=True, help="the account whose sequence it is")
         p.set_defaults(func=move_command, verb=verb)
 
     step = sequence.add_parser("step", help="add, change or delete a step").add_subparsers(
@@ -253,7 +253,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add = step.add_parser("add", help="add a step; prints its position")
     add.add_argument("id", type=int, help="the sequence's id")
-    add.add_argument("--account", required=True)
+    add.add_argument("--account", required=True, help="the account whose sequence it is")
     add.add_argument("--position", type=int, help="where (default: after the last; positions are never reused)")
     _step_options(add, adding=True)
     add.set_defaults(func=step_add_command)
@@ -261,12 +261,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     change = step.add_parser("change", help="change a step: its messages not yet sent take the change")
     change.add_argument("id", type=int, help="the sequence's id")
     change.add_argument("position", type=int, help="the step's position")
-    change.add_argument("--account", required=True)
+    change.add_argument("--account", required=True, help="the account whose sequence it is")
     _step_options(change, adding=False)
     change.set_defaults(func=step_change_command)
 
     delete = step.add_parser("delete", help="delete a step: its messages not yet sent are cancelled")
     delete.add_argument("id", type=int, help="the sequence's id")
     delete.add_argument("position", type=int, help="the step's position")
-    delete.add_argument("--account", required=True)
+    delete.add_argument("--account", required=True, help="the account whose sequence it is")
     delete.set_defaults(func=step_delete_command)
