@@ -31,10 +31,12 @@ class Swept:
 
 
 async def sweep_one(conn: asyncpg.Connection, *, sequence_id: int, batch: int, wait_seconds: float) -> tuple[int, int]:
-    """One batch of one sequence, one transaction of two statements: the members locked, then read and moved
-    with a snapshot taken after the locks (a member another sweep moved meanwhile is read as it now is, with
-    the row that sweep queued). (members locked, rows queued)."""
+    """One batch of one sequence, one transaction: its steps held FOR SHARE (a delete of one waits, and then
+    cancels the rows queued here), the members locked, then read and moved with a snapshot taken after the
+    locks (a member another sweep moved meanwhile is read as it now is, with the row that sweep queued).
+    (members locked, rows queued)."""
     async with conn.transaction():
+        await conn.execute(*db.sql("sequence_steps_share", sequence_id=sequence_id))
         locked = await conn.fetch(*db.sql("sequence_sweep_lock", sequence_id=sequence_id, limit=batch))
         if not locked:
             return 0, 0

@@ -33,6 +33,9 @@ async def erase(conn: asyncpg.Connection, account: str, account_id: int, email: 
     if not rows:
         raise Unknown(f"account {shown(account)} has no subscriber {shown(email)}")
     subscriber = rows[0]  # subscriber_find orders the exact spelling first
+    # its progress in sequences goes first (docs/design.md#sequences): deleting it waits for a sweep that holds it,
+    # so the statements below see, and erase, a step row that sweep queued; no sweep advances it after
+    await conn.execute(*db.sql("sequence_members_erase", subscriber_id=subscriber["id"]))
     states = {r["status"] for r in await conn.fetch(*db.sql("subscriber_sends_lock", subscriber_id=subscriber["id"]))}
     if states & {"claimed", "sending"}:
         raise Busy(f"a message to {shown(subscriber['email'])} is being sent right now; try again when it is done")
@@ -40,6 +43,4 @@ async def erase(conn: asyncpg.Connection, account: str, account_id: int, email: 
     placeholder = f"erased-{subscriber['id']}@erased.invalid"
     await conn.execute(*db.sql("subscriber_sends_erase", subscriber_id=subscriber["id"], placeholder=placeholder))
     await conn.execute(*db.sql("subscriber_erase", subscriber_id=subscriber["id"], placeholder=placeholder))
-    # its progress in sequences goes too (docs/design.md#sequences): the same address imported again is a new member
-    await conn.execute(*db.sql("sequence_members_erase", subscriber_id=subscriber["id"]))
     return subscriber["email"]

@@ -9,6 +9,8 @@ import asyncpg
 import pytest
 
 from actors.sequencer import sweep
+from service import db
+from service.sequences import steps
 from service.subscribers import erasure
 from tests.sequences.helpers import join, make_sequence
 
@@ -147,3 +149,77 @@ async def test_a_member_is_made_only_once_its_membership_is_confirmed(conn: asyn
         list_id,
     )
     assert await conn.fetchval("SELECT count(*) FROM einmal.sequence_members WHERE sequence_id = $1", sequence) == 501
+
+
+async def test_a_step_deleted_while_a_sweep_queues_it_leaves_no_row_queued(conn: asyncpg.Connection, dsn: str) -> None:
+    """The sweep holds its steps FOR SHARE before it locks members: the delete's cancel waits for it and then
+    cancels the row it queued (without, the row would stay queued in a cancelled campaign, and its member would
+    wait for it for ever); the delete's update of the members then finds their locks released."""
+    account, list_id, sequence, (first, second) = await make_sequence(conn, dsn, [0, 0])
+    (member,) = await join(conn, account, list_id, ["r@example.com"])
+    sweeper, deleter = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    try:
+        swept = sweeper.transaction()
+        await swept.start()
+        await sweeper.execute(*db.sql("sequence_steps_share", sequence_id=sequence))
+        locked = await sweeper.fetch(*db.sql("sequence_sweep_lock", sequence_id=sequence, limit=10))
+        moved = await sweeper.fetchrow(
+            *db.sql("sequence_sweep", sequence_id=sequence, subscriber_ids=[member], wait_seconds=60)
+        )
+        assert [r["subscriber_id"] for r in locked] == [member] and moved["queued"] == 1
+        done = anyio.Event()
+
+        async def delete() -> None:
+            await steps.delete(deleter, account_id=account, sequence_id=sequence, at=1)
+            done.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(delete)
+            await anyio.sleep(0.5)
+            assert not done.is_set(), "the delete waits for the sweep"
+            await swept.commit()
+            with anyio.fail_after(10):
+                await done.wait()
+    finally:
+        await sweeper.close()
+        await deleter.close()
+    row = await conn.fetchrow("SELECT status, last_reply FROM einmal.sends WHERE campaign_id = $1", first)
+    assert tuple(row) == ("failed", "campaign cancelled")
+    assert (await sweep(conn, batch=10, wait_seconds=60)).queued == 1, "the member goes on to the next step"
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sends WHERE campaign_id = $1", second) == 1
+
+
+async def test_erasure_while_a_sweep_queues_a_step_erases_that_row_too(conn: asyncpg.Connection, dsn: str) -> None:
+    """Erasure deletes the member's progress first: it waits for a sweep holding the member, and then erases the
+    row that sweep queued with the rest (the address is in no send row after it)."""
+    account, list_id, sequence, (first,) = await make_sequence(conn, dsn, [0])
+    (member,) = await join(conn, account, list_id, ["e@example.com"])
+    sweeper, eraser = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    try:
+        swept = sweeper.transaction()
+        await swept.start()
+        await sweeper.execute(*db.sql("sequence_steps_share", sequence_id=sequence))
+        await sweeper.fetch(*db.sql("sequence_sweep_lock", sequence_id=sequence, limit=10))
+        await sweeper.fetchrow(
+            *db.sql("sequence_sweep", sequence_id=sequence, subscriber_ids=[member], wait_seconds=60)
+        )
+        done = anyio.Event()
+
+        async def erase() -> None:
+            async with eraser.transaction():
+                await erasure.erase(eraser, "acme", account, "e@example.com")
+            done.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(erase)
+            await anyio.sleep(0.5)
+            assert not done.is_set(), "the erasure waits for the sweep"
+            await swept.commit()
+            with anyio.fail_after(10):
+                await done.wait()
+    finally:
+        await sweeper.close()
+        await eraser.close()
+    row = await conn.fetchrow("SELECT status, email, email_lower FROM einmal.sends WHERE campaign_id = $1", first)
+    assert row["status"] == "suppressed" and row["email"] == row["email_lower"] == f"erased-{member}@erased.invalid"
+    assert await conn.fetchval("SELECT count(*) FROM einmal.sequence_members") == 0
