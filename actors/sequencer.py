@@ -1,12 +1,12 @@
 """Sequencer: the sweep that moves each member of a sequence on to its next step (docs/design.md#sequences).
 
-The table is the truth: einmal.sequence_members holds every member's next look (due_at). The sweep takes at most
-EINMAL_SEQUENCE_BATCH members of a running sequence that are due, FOR UPDATE SKIP LOCKED
-(sql/queries/sequence_sweep_lock.sql), and in the same transaction queues each one's next step and advances it
-(sql/queries/sequence_sweep.sql, one statement), so that a node killed at any moment leaves both or neither, and
-several nodes sweep side by side without meeting. A full batch is followed
-by another at once; otherwise the sweep waits for EINMAL_SEQUENCE_TICK_SECONDS or a join's `NOTIFY
-einmal_sequence`, whichever comes first (a hint: a lost notification costs a tick, never a member).
+The table is the truth: einmal.sequence_members holds every member's next look (due_at). The sweep holds a running
+sequence's steps FOR SHARE (sql/queries/sequence_steps_share.sql), takes at most EINMAL_SEQUENCE_BATCH of its
+members that are due, FOR UPDATE SKIP LOCKED (sequence_sweep_lock.sql), and in the same transaction queues each
+one's next step and advances it (sequence_sweep.sql, one statement), so that a node killed at any moment leaves
+both or neither, and several nodes sweep side by side without meeting. A full batch is followed by another at
+once; otherwise the sweep waits for EINMAL_SEQUENCE_TICK_SECONDS or a join's `NOTIFY einmal_sequence`, whichever
+comes first (a hint: a lost notification costs a tick, never a member).
 """
 
 import logging
