@@ -56,11 +56,18 @@ class Templates:
         self.compiled: dict[int, render.CampaignTemplate] = {}
         self.identities: dict[int, identity.Identity] = {}  # by campaign, read when compiled
         self.compiled_at: dict[int, float] = {}
+        self.listed: dict[int, object] = {}  # by campaign, its updated_at when last listed
+        self.versions: dict[int, object] = {}  # by campaign, its updated_at listed before it was compiled
 
-    def keep(self, campaign_ids: set[int]) -> None:
-        """Forget the templates of campaigns no longer sending: one paused, fixed and resumed is compiled anew."""
-        self.compiled = {k: v for k, v in self.compiled.items() if k in campaign_ids}
+    def keep(self, campaigns: dict[int, object]) -> None:
+        """Forget the templates of campaigns no longer sending, or changed since (each given with its updated_at):
+        one paused, fixed and resumed, or a sequence's step edited while it sends, is compiled anew."""
+        self.listed = campaigns
+        self.compiled = {
+            k: v for k, v in self.compiled.items() if k in campaigns and campaigns[k] == self.versions.get(k)
+        }
         self.identities = {k: v for k, v in self.identities.items() if k in self.compiled}
+        self.versions = {k: v for k, v in self.versions.items() if k in self.compiled}
         self.compiled_at = {k: v for k, v in self.compiled_at.items() if k in self.compiled}
 
     def relays(self, campaign_id: int) -> tuple[identity.AccountRelay, ...]:
@@ -84,6 +91,7 @@ class Templates:
             campaign = dict(found)
             sender = await identity.of_account(self.conn, account_id=campaign["account_id"])
             self.identities[campaign_id], self.compiled_at[campaign_id] = sender, time.monotonic()
+            self.versions[campaign_id] = self.listed.get(campaign_id)  # read after it was listed: never newer
             # bulk mail without a one-click unsubscribe only when the operator said so
             # (docs/design.md#listening-surface)
             reason = unsubscribe.without_one_click(campaign, self.ctx.settings)
@@ -333,7 +341,7 @@ async def run(
             messages = await claim_messages(ctx, conn, token, feed, identities)  # first, in every pass
             if time.monotonic() - listed_at >= LIST_SECONDS:  # the claim re-checks the status itself
                 campaigns, listed_at = await conn.fetch(*db.sql("campaign_sending")), time.monotonic()
-                templates.keep({c["id"] for c in campaigns})
+                templates.keep({c["id"]: c["updated_at"] for c in campaigns})
             batch = None
             for i in range(len(campaigns)):
                 campaign = campaigns[(turn + i) % len(campaigns)]

@@ -18,9 +18,11 @@
 10. one node sending two accounts' campaigns, each through its own relay, against one account's on one
     relay, the same messages, best of three runs in turn (bench/accounts.py);
 11. subscriber upserts in batches of 1,000 through the HTTP API (`POST /api/v1/subscribers/batch`, `einmal
-    serve`, 4 clients) against the bare asyncpg loop of 9 run again beside it (bench/batch.py).
+    serve`, 4 clients) against the bare asyncpg loop of 9 run again beside it (bench/batch.py);
 12. transactional messages' latency from POST /api/v1/messages to the relay's 250, idle and while one node
-    sends a campaign of --messages recipients (bench/messages.py; alone: `python -m bench.messages`).
+    sends a campaign of --messages recipients (bench/messages.py; alone: `python -m bench.messages`);
+13. the sequence sweep's cost per tick at 1,000,000 members with 1 % due, against the same number due in a list
+    fifty times smaller (bench/sequences.py; --quick: 20,000 members).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
 bench could not run, 3 when smtp-sink is missing and cannot be installed.
@@ -34,7 +36,21 @@ import time
 import anyio
 import asyncpg
 
-from bench import accounts, api, batch, bounces, build, database, latency, messages, render, report, send, signing
+from bench import (
+    accounts,
+    api,
+    batch,
+    bounces,
+    build,
+    database,
+    latency,
+    messages,
+    render,
+    report,
+    send,
+    sequences,
+    signing,
+)
 from bench.sink import Sink, Unavailable, ensure_tools, wire
 from service.errors import EinmalError
 
@@ -125,6 +141,7 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
     sent = await messages.measure(server, sink, recipients=args.messages, messages=200, tick=args.tick, say=quiet)
     for line in sent.rows():
         say(line)
+    sequences.report(await sequences.measure(server, 20_000 if args.quick else 1_000_000, 1.0, 500), say)
 
 
 def relay_messages(args: argparse.Namespace) -> int:

@@ -32,7 +32,19 @@ import anyio
 import asyncpg
 from anyio.abc import TaskStatus
 
-from actors import builder, claimer, http, inbound_smtp, listener, pruner, recorder, scheduler, sender, webhooks
+from actors import (
+    builder,
+    claimer,
+    http,
+    inbound_smtp,
+    listener,
+    pruner,
+    recorder,
+    scheduler,
+    sender,
+    sequencer,
+    webhooks,
+)
 from actors.feed import Feed
 from actors.writer import record
 from service import db, logs, telemetry
@@ -183,8 +195,8 @@ async def serve(
     inbound_sock = inbound_socket or (
         inbound_smtp.bind(settings.inbound_smtp_address) if settings.inbound_smtp_address else None
     )
-    # scheduler, builder, claimer, two sender lanes, spare; the pruner's
-    size = 9
+    # scheduler, builder, claimer, two sender lanes, spare; the pruner's; the sequencer's
+    size = 10
     pool = await db.wait_for_pool(dsn, settings.db_wait_seconds, size=size, command_timeout=settings.db_timeout_seconds)
     ctx = NodeContext(settings, pool, dsn)
     ctx.new_token()
@@ -203,6 +215,7 @@ async def serve(
     children.append(Child("pruner", lambda **kw: pruner.run(ctx, **kw)))  # sign-ups; with retention, campaigns
     # outbound webhooks, on connections of their own (docs/design.md#webhooks); a new actor at each restart
     children.append(Child("webhooks", lambda **kw: webhooks.WebhookActor(ctx).run(**kw)))
+    children.append(Child("sequencer", lambda **kw: sequencer.run(ctx, **kw)))  # docs/design.md#sequences
     supervisor = Supervisor(
         settings.restart_intensity,
         settings.restart_period_seconds,

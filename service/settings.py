@@ -170,6 +170,33 @@ class Settings(BaseSettings):
     node_timeout_seconds: float = Field(
         30.0, gt=0, description="a node whose heartbeat is older than this is dead: its rows are taken back"
     )
+    sequence_batch: int = Field(
+        500,
+        ge=1,
+        le=10_000,
+        description=(
+            "members of a sequence the sweep advances per statement (1–10000): the work of one tick, whatever the "
+            "list's size ([Sequences](../design.md#sequences))"
+        ),
+    )
+    sequence_tick_seconds: float = Field(
+        1.0,
+        ge=0.05,
+        le=3600,
+        description=(
+            "seconds between sweeps of the sequences (0.05–3600): a step falls due at most this late; a join wakes "
+            "the sweep at once (`NOTIFY`)"
+        ),
+    )
+    sequence_wait_seconds: float = Field(
+        5.0,
+        ge=0.05,
+        le=3600,
+        description=(
+            "seconds a member waits before the sweep looks again when its previous step's message is not settled "
+            "yet (queued, being sent, in doubt): a sequence's steps go in order"
+        ),
+    )
     db_timeout_seconds: float = Field(
         10.0,
         gt=0,

@@ -74,6 +74,7 @@ SECTIONS = [
             "retry_max_seconds",
         ],
     ),
+    ("Sequences", ["sequence_batch", "sequence_tick_seconds", "sequence_wait_seconds"]),
     ("Replication", ["require_synchronous_replication", "journal_seconds", "journal_size"]),
     (
         "Sending policy",

@@ -35,6 +35,7 @@ from service.api import (
     optin,
     previews,
     senders,
+    sequences,
     subscribers,
     suppressions,
     webhooks,
@@ -60,6 +61,7 @@ ROUTES = (
     doctor,
     webhooks,
     messages,
+    sequences,
 )
 
 

@@ -25,6 +25,7 @@ from service.cli import (
     prune,
     reconcile,
     senders,
+    sequences,
     server,
     subscribers_cmd,
     suppressions_cmd,
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     senders.register(sub)
     lists_cmd.register(sub)
     campaigns.register(sub)
+    sequences.register(sub)
     suppressions_cmd.register(sub)
     messages.register(sub)
     prune.register(sub)

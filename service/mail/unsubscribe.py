@@ -17,8 +17,8 @@ Tokens carry no time of their own.
 
 A test message (`einmal campaign test`) carries a token for TEST_SUBSCRIBER, which names nobody.
 
-A bulk campaign (kind 'campaign', not a list's confirmations) goes out only with a one-click unsubscribe,
-which Gmail and Yahoo require of bulk senders, unless it was created without one on purpose
+A bulk campaign (kind 'campaign' or a sequence's 'step', not a list's confirmations) goes out only with a
+one-click unsubscribe, which Gmail and Yahoo require of bulk senders, unless it was created without one on purpose
 (`--no-unsubscribe`, the API's "unsubscribe": false): ``without_one_click`` says why not, for a node
 (which pauses it) and for `campaign create` and `approve` (which refuse it).
 """
@@ -102,7 +102,7 @@ def without_one_click(campaign: Mapping, settings, explicitly: str = "--no-unsub
     """Why ``campaign`` may not go out from a process with ``settings``: it is bulk mail that must carry a
     one-click unsubscribe and the settings give none. None when it may. ``explicitly``: how the operator
     says a campaign may go without (the CLI's option, the API's field)."""
-    if campaign.get("kind", "campaign") != "campaign" or campaign.get("unsubscribe_required") is False:
+    if campaign.get("kind", "campaign") not in ("campaign", "step") or campaign.get("unsubscribe_required") is False:
         return None
     if not (missing := one_click_missing(settings)):
         return None

@@ -2,9 +2,10 @@
 
 The subscriber leaves every list, its address, name and attributes are erased from its row and from its
 send rows (replaced by a placeholder, `erased-<id>@erased.invalid`), replies that may quote it are
-dropped, and a row still queued is settled as suppressed. The address's suppression is kept (one is added
-with reason `erased` when there was none), so a later import of the same address is never mailed. A
-subscriber whose message is being sent right now is refused: try again when it is done."""
+dropped, a row still queued is settled as suppressed, and its progress in sequences is deleted. The
+address's suppression is kept (one is added with reason `erased` when there was none), so a later import of
+the same address is never mailed. A subscriber whose message is being sent right now is refused: try again
+when it is done."""
 
 import asyncpg
 
@@ -32,6 +33,9 @@ async def erase(conn: asyncpg.Connection, account: str, account_id: int, email: 
     if not rows:
         raise Unknown(f"account {shown(account)} has no subscriber {shown(email)}")
     subscriber = rows[0]  # subscriber_find orders the exact spelling first
+    # its progress in sequences goes first (docs/design.md#sequences): deleting it waits for a sweep that holds it,
+    # so the statements below see, and erase, a step row that sweep queued; no sweep advances it after
+    await conn.execute(*db.sql("sequence_members_erase", subscriber_id=subscriber["id"]))
     states = {r["status"] for r in await conn.fetch(*db.sql("subscriber_sends_lock", subscriber_id=subscriber["id"]))}
     if states & {"claimed", "sending"}:
         raise Busy(f"a message to {shown(subscriber['email'])} is being sent right now; try again when it is done")

@@ -1,5 +1,6 @@
--- campaigns being sent, interleaved so that accounts take turns
-SELECT id, account_id, recipients_built_at IS NOT NULL AS built
+-- campaigns being sent, interleaved so that accounts take turns; updated_at: a change of the campaign since a
+-- node compiled it (a sequence's step edited while it sends) makes the node compile it anew
+SELECT id, account_id, recipients_built_at IS NOT NULL AS built, updated_at
 FROM einmal.campaigns
 WHERE status = 'sending' AND kind <> 'message'  -- messages are claimed apart (docs/design.md#messages)
 ORDER BY row_number() OVER (PARTITION BY account_id ORDER BY id), account_id

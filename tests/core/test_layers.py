@@ -24,6 +24,7 @@ SUBJECTS = (
     "service.campaigns",
     "service.accounts",
     "service.messages",
+    "service.sequences",
 )
 ISLANDS = ("service.cli", "service.api", "service.web")  # entry points that import none of the others
 LAYERS = {"entry points": 3, "actors": 2, "subjects": 1, "core": 0}

@@ -53,6 +53,9 @@ FIGURES = [
     r"einmal 1 account, 1 relay: approval -> sent\s+[\d,]+ msg/s\s+\(the reference\)",
     r"einmal 2 accounts, 2 relays: approval -> sent\s+[\d,]+ msg/s = [\d.]+ × 1 account\s+>= 1 account\s+(PASS|MISS)$",
     r"each account's mail at its own relay\s+500 \+ 500\s+all\s+PASS$",
+    r"sequence sweep, 20,000 members, 2,000 due: a tick of 500\s+[\d.]+ ms median, p95 [\d.]+ ms .*-$",
+    r"the same at 4,000 members, 2,000 due\s+[\d.]+ ms = big [\d.]+ × small\s+<= 1.5 × small\s+(PASS|MISS)$",
+    r"an idle tick's probe, 24,000 members, none due\s+[\d.]+ ms\s+-$",
 ]
 VERDICT = re.compile(r"\s(PASS|MISS|-)$")
 RATIO = re.compile(r"([^\s=]+) × (wire|bare|pool|unsigned|today's|1 account)")

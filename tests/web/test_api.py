@@ -78,6 +78,8 @@ async def test_without_a_valid_key_every_route_is_401_and_a_revoked_key_is_refus
         "domain": "a.example",
         "endpoint_id": "1",
         "message_id": str(2**52),
+        "sequence_id": "1",
+        "position": "1",
     }
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         document = (await client.get("/openapi.json")).json()
@@ -131,7 +133,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
         "RETURNING id",
         acme,
     )
-    await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", acme)
+    news = await conn.fetchval("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news') RETURNING id", acme)
     await conn.execute(
         "INSERT INTO einmal.message_templates (account_id, name, subject, body_text) VALUES ($1, 'news', 's', 't')",
         acme,
@@ -147,6 +149,17 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
             from_address="n@acme.example",
         )
     ).id
+    sequence = await conn.fetchval(
+        "INSERT INTO einmal.sequences (account_id, list_id, name) VALUES ($1, $2, 'welcome') RETURNING id", acme, news
+    )
+    await conn.execute(
+        "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids, kind, status, "
+        "sequence_id, step_position, step_delay_seconds) "
+        "VALUES ($1, 's', 's', 'n@example.com', 'b', ARRAY[$2::bigint], 'step', 'sending', $3, 1, 0)",
+        acme,
+        news,
+        sequence,
+    )
     await conn.execute("INSERT INTO einmal.account_domains (account_id, domain) VALUES ($1, 'acme.example')", acme)
     await conn.execute(
         "INSERT INTO einmal.list_members SELECT l.id, s.id FROM einmal.lists l, einmal.subscribers s "
@@ -170,6 +183,8 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
         "domain": "acme.example",
         "endpoint_id": str(webhook),
         "message_id": str(message),
+        "sequence_id": str(sequence),
+        "position": "1",
     }
     bodies = {
         ("put", "/subscribers/{email}"): {"name": "x"},
@@ -192,6 +207,9 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
         ("patch", "/account/identity"): {"unsubscribe_mailto": "unsub@other.example"},
         ("post", "/messages"): None,
         ("put", "/message-templates/{name}"): None,
+        ("post", "/sequences"): None,
+        ("post", "/sequences/{sequence_id}/steps"): {"subject": "s", "from": "n@acme.example", "text": "t"},
+        ("patch", "/sequences/{sequence_id}/steps/{position}"): {"subject": "x"},
     }
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         document = (await client.get("/openapi.json")).json()
@@ -220,6 +238,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
                     (404, {"error": "no such webhook endpoint"}),
                     (404, {"error": "no such message"}),
                     (404, {"error": "no such message template"}),
+                    (404, {"error": "no such sequence"}),
                     (404, {"error": "the account has no domain 'acme.example'"}),
                     (404, {"error": "the account has no domain 'acme.example': add it first"}),
                 ), (method, path, answer.text)
@@ -524,6 +543,12 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
         "/messages/{message_id}",
         "/message-templates",
         "/message-templates/{name}",
+        "/sequences",
+        "/sequences/{sequence_id}",
+        "/sequences/{sequence_id}/pause",
+        "/sequences/{sequence_id}/resume",
+        "/sequences/{sequence_id}/steps",
+        "/sequences/{sequence_id}/steps/{position}",
     }
     assert set(document["paths"]["/campaigns/{campaign_id}"]) == {"get", "patch"}
     assert set(document["paths"]["/subscribers/{email}"]) == {"get", "put", "delete"}

@@ -64,6 +64,14 @@ OPERATIONS = {
     ("get", "/message-templates/{name}"): "get_message_template",
     ("put", "/message-templates/{name}"): "put_message_template",
     ("delete", "/message-templates/{name}"): "delete_message_template",
+    ("get", "/sequences"): "list_sequences",
+    ("post", "/sequences"): "create_sequence",
+    ("get", "/sequences/{sequence_id}"): "get_sequence",
+    ("post", "/sequences/{sequence_id}/pause"): "pause_sequence",
+    ("post", "/sequences/{sequence_id}/resume"): "resume_sequence",
+    ("post", "/sequences/{sequence_id}/steps"): "add_sequence_step",
+    ("patch", "/sequences/{sequence_id}/steps/{position}"): "change_sequence_step",
+    ("delete", "/sequences/{sequence_id}/steps/{position}"): "delete_sequence_step",
 }
 
 

@@ -1,0 +1,90 @@
+"""Sequencer: the sweep that moves each member of a sequence on to its next step (docs/design.md#sequences).
+
+The table is the truth: einmal.sequence_members holds every member's next look (due_at). The sweep holds a running
+sequence's steps FOR SHARE (sql/queries/sequence_steps_share.sql), takes at most EINMAL_SEQUENCE_BATCH of its
+members that are due, FOR UPDATE SKIP LOCKED (sequence_sweep_lock.sql), and in the same transaction queues each
+one's next step and advances it (sequence_sweep.sql, one statement), so that a node killed at any moment leaves
+both or neither, and several nodes sweep side by side without meeting. A full batch is followed by another at
+once; otherwise the sweep waits for EINMAL_SEQUENCE_TICK_SECONDS or a join's `NOTIFY einmal_sequence`, whichever
+comes first (a hint: a lost notification costs a tick, never a member).
+"""
+
+import logging
+from dataclasses import dataclass
+
+import anyio
+import anyio.lowlevel
+import asyncpg
+from anyio.abc import TaskStatus
+
+from service import db
+from service.context import NodeContext, Nudge
+
+log = logging.getLogger("einmal.sequencer")
+
+
+@dataclass(frozen=True)
+class Swept:
+    looked: int  # members looked at
+    queued: int  # send rows queued
+    full: bool  # a sequence filled its batch: more may be due
+
+
+async def sweep_one(conn: asyncpg.Connection, *, sequence_id: int, batch: int, wait_seconds: float) -> tuple[int, int]:
+    """One batch of one sequence, one transaction: its steps held FOR SHARE (a delete of one waits, and then
+    cancels the rows queued here), the members locked, then read and moved with a snapshot taken after the
+    locks (a member another sweep moved meanwhile is read as it now is, with the row that sweep queued).
+    (members locked, rows queued)."""
+    async with conn.transaction():
+        await conn.execute(*db.sql("sequence_steps_share", sequence_id=sequence_id))
+        locked = await conn.fetch(*db.sql("sequence_sweep_lock", sequence_id=sequence_id, limit=batch))
+        if not locked:
+            return 0, 0
+        row = await conn.fetchrow(
+            *db.sql(
+                "sequence_sweep",
+                sequence_id=sequence_id,
+                subscriber_ids=[r["subscriber_id"] for r in locked],
+                wait_seconds=wait_seconds,
+            )
+        )
+    assert row is not None  # an aggregate: always one row
+    return len(locked), row["queued"]
+
+
+async def sweep(conn: asyncpg.Connection, *, batch: int, wait_seconds: float) -> Swept:
+    """One pass: one batch of each running sequence with a member due."""
+    looked = queued = 0
+    full = False
+    for sequence_id in [r["id"] for r in await conn.fetch(*db.sql("sequence_due"))]:
+        locked, added = await sweep_one(conn, sequence_id=sequence_id, batch=batch, wait_seconds=wait_seconds)
+        looked, queued = looked + locked, queued + added
+        full = full or locked >= batch
+    return Swept(looked, queued, full)
+
+
+async def run(ctx: NodeContext, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    settings = ctx.settings
+    woken = Nudge()
+    async with db.actor_connection(ctx.pool, "sequencer", ctx.token, settings.db_timeout_seconds) as conn:
+
+        def wake(*_: object) -> None:
+            woken.set()
+
+        listening = db.holds_a_session(conn)  # behind a transaction pooler a LISTEN would not last: the tick alone
+        if listening:
+            await conn.add_listener("einmal_sequence", wake)
+        task_status.started()
+        try:
+            while not ctx.stopping.is_set():
+                swept = await sweep(conn, batch=settings.sequence_batch, wait_seconds=settings.sequence_wait_seconds)
+                if swept.queued:
+                    log.debug("queued %d step(s) of %d member(s) looked at", swept.queued, swept.looked)
+                if swept.full:
+                    await anyio.lowlevel.checkpoint()  # more are due: at once, letting the other tasks run
+                    continue
+                await woken.wait(settings.sequence_tick_seconds)
+        finally:
+            if listening and not conn.is_closed():
+                with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                    await conn.remove_listener("einmal_sequence", wake)

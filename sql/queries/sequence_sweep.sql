@@ -1,0 +1,74 @@
+-- The sweep's second statement, in the transaction of sequence_sweep_lock.sql, over the members :subscriber_ids of
+-- running sequence :sequence_id it locked (docs/design.md#sequences), each still due. For each, its next step
+-- (the first step not deleted past its last position) is
+--   'done'  no such step, or it is no longer a confirmed member: not looked at again (due_at NULL) until a step is
+--           added or it joins again;
+--   'early' its delay after the join not reached: due then;
+--   'wait'  the member's row of the step before is not settled yet (queued, claimed, sending, in doubt): due again in
+--           :wait_seconds, so that it does not hold the head of the queue;
+--   'send'  its send row queued (ON CONFLICT DO NOTHING: P1 keeps one per step and mailbox), not before the step's
+--           send window opens, and the member advanced to it, due when the step after it is.
+-- One statement: a crash leaves the row queued and the member advanced, or neither. The steps that queued a row wake
+-- the nodes. One row: members looked at, rows queued.
+WITH due AS MATERIALIZED (
+    SELECT m.subscriber_id, m.joined_at, m.last_position, m.last_step
+    FROM einmal.sequence_members AS m
+    WHERE m.sequence_id = :sequence_id AND m.subscriber_id = ANY (:subscriber_ids::bigint[]) AND m.due_at <= now()
+), plan AS MATERIALIZED (
+    SELECT d.subscriber_id, d.joined_at, nxt.id AS step, nxt.account_id, nxt.step_position,
+           nxt.step_delay_seconds, after.step_delay_seconds AS after_delay, sub.email, sub.email_lower,
+           einmal.step_window_open(nxt.step_window_from, nxt.step_window_to, nxt.step_window_zone, now()) AS open_at,
+           (sub.status <> 'erased' AND EXISTS (
+                SELECT 1 FROM einmal.sequences AS q
+                JOIN einmal.list_members AS lm ON lm.list_id = q.list_id
+                WHERE q.id = :sequence_id AND lm.subscriber_id = d.subscriber_id AND lm.state = 'confirmed')) AS member,
+           (SELECT p.status FROM einmal.sends AS p
+            WHERE p.campaign_id = d.last_step AND p.subscriber_id = d.subscriber_id) AS previous
+    FROM due AS d
+    JOIN einmal.subscribers AS sub ON sub.id = d.subscriber_id
+    LEFT JOIN LATERAL (
+        SELECT c.id, c.account_id, c.step_position, c.step_delay_seconds, c.step_window_from, c.step_window_to,
+               c.step_window_zone
+        FROM einmal.campaigns AS c
+        WHERE c.sequence_id = :sequence_id AND c.kind = 'step' AND c.status IN ('sending', 'paused')
+          AND c.step_position > d.last_position
+        ORDER BY c.step_position LIMIT 1
+    ) AS nxt ON true
+    LEFT JOIN LATERAL (
+        SELECT c.step_delay_seconds
+        FROM einmal.campaigns AS c
+        WHERE c.sequence_id = :sequence_id AND c.kind = 'step' AND c.status IN ('sending', 'paused')
+          AND c.step_position > nxt.step_position
+        ORDER BY c.step_position LIMIT 1
+    ) AS after ON true
+), decided AS MATERIALIZED (
+    SELECT p.*,
+           CASE WHEN p.step IS NULL OR NOT p.member THEN 'done'
+                WHEN p.joined_at + make_interval(secs => p.step_delay_seconds) > now() THEN 'early'
+                WHEN p.previous IN ('queued', 'claimed', 'sending', 'in_doubt') THEN 'wait'
+                ELSE 'send' END AS verdict
+    FROM plan AS p
+), queued AS (
+    INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, next_attempt_at)
+    SELECT d.step, d.account_id, d.subscriber_id, d.email, d.email_lower, 'campaign:' || d.step || ':' || d.subscriber_id,
+           d.open_at
+    FROM decided AS d WHERE d.verdict = 'send'
+    ON CONFLICT DO NOTHING
+    RETURNING campaign_id
+), moved AS (
+    UPDATE einmal.sequence_members AS m SET
+        last_position = CASE WHEN d.verdict = 'send' THEN d.step_position ELSE m.last_position END,
+        last_step = CASE WHEN d.verdict = 'send' THEN d.step ELSE m.last_step END,
+        due_at = CASE d.verdict
+                     WHEN 'done' THEN NULL
+                     WHEN 'early' THEN d.joined_at + make_interval(secs => d.step_delay_seconds)
+                     WHEN 'wait' THEN now() + make_interval(secs => :wait_seconds)
+                     ELSE d.joined_at + make_interval(secs => d.after_delay) END
+    FROM decided AS d
+    WHERE m.sequence_id = :sequence_id AND m.subscriber_id = d.subscriber_id
+    RETURNING d.verdict
+)
+SELECT (SELECT count(*) FROM moved) AS looked,
+       (SELECT count(*) FROM moved WHERE verdict = 'send') AS queued,
+       (SELECT count(pg_notify('einmal_campaign', w.campaign_id::text))
+        FROM (SELECT DISTINCT q.campaign_id FROM queued AS q) AS w) AS woke
