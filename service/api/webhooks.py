@@ -25,6 +25,7 @@ EventType = Literal[
     "message.complained",
     "subscriber.unsubscribed",
     "subscriber.confirmed",
+    "sequence.step_sent",
 ]
 State = Literal["pending", "delivered", "parked"]
 

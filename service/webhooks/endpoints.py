@@ -20,6 +20,7 @@ EVENT_TYPES = (
     "message.complained",
     "subscriber.unsubscribed",
     "subscriber.confirmed",
+    "sequence.step_sent",
 )
 STATES = ("pending", "delivered", "parked")
 MAX_ENDPOINTS = 20  # of one account

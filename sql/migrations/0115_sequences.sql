@@ -26,9 +26,10 @@ ALTER TABLE einmal.campaigns
     ADD COLUMN step_window_to smallint,
     ADD COLUMN step_window_zone text;
 ALTER TABLE einmal.campaigns DROP CONSTRAINT campaigns_kind;
--- einmal.campaigns is small (one row per campaign): checked here rather than NOT VALID
+-- checked here rather than NOT VALID: one row per campaign and per transactional message (0114), a scan of a
+-- narrow table; the kinds are 0114's and 'step'
 ALTER TABLE einmal.campaigns
-    ADD CONSTRAINT campaigns_kind CHECK (kind IN ('campaign', 'confirmation', 'step')),
+    ADD CONSTRAINT campaigns_kind CHECK (kind IN ('campaign', 'confirmation', 'message', 'step')),
     ADD CONSTRAINT campaigns_step CHECK (
         (kind = 'step') = (sequence_id IS NOT NULL AND step_position IS NOT NULL AND step_delay_seconds IS NOT NULL)
         AND (step_position IS NULL OR step_position >= 1)
@@ -148,3 +149,38 @@ CREATE TRIGGER list_members_sequences_update AFTER UPDATE ON einmal.list_members
     REFERENCING OLD TABLE AS was NEW TABLE AS joined FOR EACH STATEMENT EXECUTE FUNCTION einmal.sequence_members_confirmed();
 CREATE TRIGGER list_members_sequences_delete AFTER DELETE ON einmal.list_members
     REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION einmal.sequence_members_left();
+
+-- Webhooks (0112): a step's message sent is `sequence.step_sent` (its sequence and position); one that failed
+-- is `message.failed`, with them too. The trigger of 0112 takes step campaigns' rows beside campaigns' and
+-- messages'; otherwise it is unchanged.
+ALTER TABLE einmal.webhook_endpoints DROP CONSTRAINT webhook_endpoints_events_check;
+ALTER TABLE einmal.webhook_endpoints ADD CONSTRAINT webhook_endpoints_events_check
+    CHECK (cardinality(events) > 0 AND events <@ ARRAY[
+        'message.sent', 'message.failed', 'message.bounced', 'message.complained',
+        'subscriber.unsubscribed', 'subscriber.confirmed', 'sequence.step_sent']);
+CREATE OR REPLACE FUNCTION einmal.webhook_sends() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM einmal.webhook_endpoints WHERE disabled_at IS NULL) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM einmal.webhook_emit(ARRAY(
+        SELECT ROW(n.account_id,
+                   CASE WHEN c.kind = 'step' AND n.status = 'sent' THEN 'sequence.step_sent'
+                        ELSE 'message.' || n.status END,
+                   n.email_lower,
+                   jsonb_build_object('campaign_id', n.campaign_id, 'subscriber_id', n.subscriber_id,
+                                      'email', n.email, 'status', n.status, 'at', n.updated_at)
+                   || CASE WHEN n.status = 'failed' THEN jsonb_build_object('reply', n.last_reply)
+                           ELSE '{}'::jsonb END
+                   || CASE WHEN c.kind = 'message' THEN jsonb_build_object('message_id', n.campaign_id)
+                           WHEN c.kind = 'step' THEN jsonb_build_object('sequence_id', c.sequence_id,
+                                                                        'position', c.step_position)
+                           ELSE '{}'::jsonb END)::einmal.webhook_new_event
+        FROM new_rows n
+        JOIN old_rows o ON o.id = n.id AND o.campaign_id = n.campaign_id
+        JOIN einmal.campaigns c ON c.id = n.campaign_id AND c.kind IN ('campaign', 'message', 'step')
+        WHERE n.status IN ('sent', 'failed') AND o.status IS DISTINCT FROM n.status
+          AND EXISTS (SELECT 1 FROM einmal.webhook_endpoints w WHERE w.account_id = n.account_id AND w.disabled_at IS NULL)
+        ORDER BY n.id));
+    RETURN NULL;
+END $$;

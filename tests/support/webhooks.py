@@ -22,6 +22,7 @@ ALL = [
     "message.complained",
     "subscriber.unsubscribed",
     "subscriber.confirmed",
+    "sequence.step_sent",
 ]
 
 

@@ -115,7 +115,7 @@ def test_every_post_declares_the_idempotency_key_and_its_answers() -> None:
             for status, answer in answers.items():
                 kept = status != "401" and not status.startswith("5")
                 assert ("Idempotent-Replayed" in answer.get("headers", {})) == kept, (path, status)
-    assert posts == 16
+    assert posts == 20
     assert document["paths"]["/subscribe"]["post"]["responses"]["429"]["headers"]["Retry-After"]["schema"] == {
         "type": "integer"
     }

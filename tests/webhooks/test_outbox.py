@@ -195,3 +195,30 @@ async def test_a_transactional_message_writes_its_events_with_its_id(conn, dsn: 
     await conn.execute("UPDATE einmal.sends SET status = 'failed' WHERE campaign_id = $1", made[1].id)
     found = sorted((e["type"], json.loads(e["payload"])["message_id"]) for e in await events(conn))
     assert found == [("message.failed", made[1].id), ("message.sent", made[0].id)]
+
+
+async def test_a_sequence_steps_rows_write_step_sent_and_failed_with_the_step(conn) -> None:
+    account, campaign = await account_with_sends(conn, "acme", ADDRESSES)
+    await endpoint(conn, account, "https://a.example.org/h")
+    list_id = await conn.fetchval("SELECT list_ids[1] FROM einmal.campaigns WHERE id = $1", campaign)
+    sequence = await conn.fetchval(
+        "INSERT INTO einmal.sequences (account_id, list_id, name) VALUES ($1, $2, 'welcome') RETURNING id",
+        account,
+        list_id,
+    )
+    await conn.execute(
+        "UPDATE einmal.campaigns SET kind = 'step', sequence_id = $2, step_position = 2, step_delay_seconds = 0 "
+        "WHERE id = $1",
+        campaign,
+        sequence,
+    )
+    await settle(conn, campaign, {"ann@example.org": "sent", "bob@example.org": "failed"})
+    found = sorted(
+        (e["type"], p["email"], p["sequence_id"], p["position"])
+        for e in await events(conn)
+        for p in [json.loads(e["payload"])]
+    )
+    assert found == [
+        ("message.failed", "bob@example.org", sequence, 2),
+        ("sequence.step_sent", "ann@example.org", sequence, 2),
+    ]
