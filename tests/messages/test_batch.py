@@ -2,8 +2,10 @@
 (service/messages/batch.py): each item's outcome in order, the invalid ones with their reason and the valid ones
 made; a template read and compiled once a batch; the bounds (items and bytes); another account's templates not
 usable; a replay under the Idempotency-Key and a retry of the route itself (after its messages committed, after
-only some of them did, and two at once) making nothing twice; and a batch's messages sent by a real node to a
-real SMTP server on loopback, each once."""
+only some of them did, and two at once) making nothing twice; a batch's messages sent by a real node to a
+real SMTP server on loopback, each once; and the guide's example run as written, answering what it shows."""
+
+import json
 
 import anyio
 import asyncpg
@@ -15,6 +17,7 @@ from service.messages import batch, messages
 from service.settings import Settings
 from tests.messages.support import FROM, account_with_key, message_rows
 from tests.messages.test_sending import settled
+from tests.support import doc_examples
 from tests.support.pipeline import node_settings, running_node
 from tests.support.web import http_server
 from tests.web.test_api import auth
@@ -250,3 +253,23 @@ async def test_a_batchs_messages_are_sent_by_a_node_each_once(conn: asyncpg.Conn
     assert got == sorted(f"r{i}@example.org" for i in range(20)), got
     by_to = {m.rcpt_tos[0]: m for m in smtp_server.messages}
     assert b"Subject: Code 13" in by_to["r13@example.org"].data
+
+
+async def test_the_guide_example_runs_as_written(conn: asyncpg.Connection, dsn: str) -> None:
+    heading = "## Many messages in one call {#batch}"
+    _, key = await account_with_key(conn, dsn)
+    async with http_server(dsn) as base:
+        async with httpx.AsyncClient(base_url=f"{base}/api/v1", headers=auth(key)) as client:
+            receipt = {**RECEIPT, "from": "Acme Shop <shop@example.org>"}
+            assert (await client.put("/message-templates/receipt", json=receipt)).status_code == 201
+        block = doc_examples.example("guide/messages.md", "bash", heading)
+        code, out, err = await doc_examples.run(f"KEY={key}\n{block}", dsn, base)
+    assert code == 0, err
+    shown = json.loads(doc_examples.example("guide/messages.md", "json", heading))
+    got = json.loads(out)
+    rows = await message_rows(conn)
+    assert [m["id"] for m in got["messages"]] == [rows[0]["campaign_id"], None, rows[1]["campaign_id"]]
+    for m in shown["messages"] + got["messages"]:
+        m["id"] = m["id"] is not None
+    assert got == shown, out
+    assert [r["email"] for r in rows] == ["ada@example.org", "cy@example.org"]
