@@ -43,6 +43,7 @@ from service.api import (
 from service.api.deps import GENERIC, log
 from service.asgi import NUL
 from service.errors import EinmalError
+from service.messages import batch as message_batch
 from service.settings import Settings
 from service.subscribers import batch
 
@@ -66,7 +67,7 @@ ROUTES = (
 
 
 # the paths whose bodies are bounded otherwise than the surface's (64 KiB), under the API's prefix
-BODY_LIMITS = {"/subscribers/batch": batch.MAX_BODY}
+BODY_LIMITS = {"/subscribers/batch": batch.MAX_BODY, "/messages/batch": message_batch.MAX_BODY}
 
 
 def served(pool: asyncpg.Pool, settings: Settings, bounded: Callable[[ASGIApp, int | None], ASGIApp]) -> ASGIApp:

@@ -4,7 +4,9 @@ docs/design.md#messages).
 `POST /messages` answers 202 with the message's id at once; the message goes out ahead of bulk mail. The route
 itself is idempotent by its Idempotency-Key (kept EINMAL_MESSAGE_KEY_HOURS, beyond the middleware's 24 hours):
 whatever died between a claim and its answer, a retry finds the same message. `GET /messages/{id}` tells its
-state from its send row; another account's is 404."""
+state from its send row; another account's is 404. `POST /messages/batch` queues up to
+batch.MAX_MESSAGES at once, each item's outcome back (service/messages/batch.py): under the request's
+Idempotency-Key `k` item `i` is made under `k:i`, so that a retry of the route itself makes only what is missing."""
 
 from dataclasses import asdict
 from datetime import datetime
@@ -14,7 +16,7 @@ from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.deps import ERRORS, Conn, IdempotencyKey, Key
-from service.messages import messages
+from service.messages import batch, messages
 from service.text import MAX_EMAIL
 
 router = APIRouter(tags=["messages"])
@@ -41,6 +43,28 @@ class MessageRequest(BaseModel):
     honour_unsubscribe: bool = Field(
         False, description="true: an address unsubscribed from the account's lists gets no message either"
     )
+
+
+class MessageBatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    messages: list[MessageRequest] = Field(
+        min_length=1,
+        max_length=batch.MAX_MESSAGES,
+        description=f"1 to {batch.MAX_MESSAGES} messages, each what POST /messages takes; made in this order",
+    )
+
+
+class BatchItem(BaseModel):
+    outcome: Literal["queued", "invalid"] = Field(description="invalid: no message was made (see `reason`)")
+    id: int | None = Field(description="the message; null for an invalid item")
+    created: bool = Field(description="false: made before, under the item's key `<Idempotency-Key>:<index>`")
+    reason: str | None = Field(description="why the item is invalid, in one line")
+
+
+class BatchQueued(BaseModel):
+    queued: int
+    invalid: int
+    messages: list[BatchItem] = Field(description="one per item, in the items' order")
 
 
 class Queued(BaseModel):
@@ -120,6 +144,43 @@ async def send_message(
         idempotency_key=idempotency_key,
     )
     return Queued(id=made.id, status="queued", created=made.created)
+
+
+@router.post(
+    "/messages/batch",
+    operation_id="send_message_batch",
+    status_code=202,
+    responses=ERRORS,
+    summary=f"queue up to {batch.MAX_MESSAGES} transactional messages: each item's id, or why it is invalid",
+)
+async def send_message_batch(
+    body: MessageBatch, request: Request, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None
+) -> BatchQueued:
+    items = [
+        batch.Item(
+            to=m.to,
+            template_name=m.template,
+            subject=m.subject,
+            body_text=m.text,
+            body_html=m.html,
+            from_address=m.from_,
+            data=m.data,
+            honour_unsubscribe=m.honour_unsubscribe,
+        )
+        for m in body.messages
+    ]
+    outcomes = await batch.send(
+        conn,
+        settings=request.app.state.settings,
+        account_id=key.account_id,
+        items=items,
+        idempotency_key=idempotency_key,
+    )
+    return BatchQueued(
+        queued=sum(o.outcome == "queued" for o in outcomes),
+        invalid=sum(o.outcome == "invalid" for o in outcomes),
+        messages=[BatchItem(outcome=o.outcome, id=o.id, created=o.created, reason=o.reason) for o in outcomes],
+    )
 
 
 @router.get("/messages/{message_id}", operation_id="get_message", responses=ERRORS, summary="a message's state")

@@ -73,6 +73,24 @@ def _check_name(name: str) -> str:
     return name
 
 
+def recipient(to: str) -> str:
+    """`to` as a message is sent to it; Invalid, one line, when it is no email address."""
+    email = to.strip(" ")
+    if problem := (
+        "longer than 254 characters" if len(email) > MAX_EMAIL else unsafe_text(email) or address_problem(email)
+    ):
+        raise Invalid(f"to: not an email address: {problem}")
+    return email
+
+
+def payload_of(data: dict[str, Any] | None) -> str:
+    """A message's data as the JSON it is stored as; Invalid when longer than MAX_DATA."""
+    payload = json.dumps(data or {}, ensure_ascii=False)
+    if len(payload) > MAX_DATA:
+        raise Invalid(f"data: longer than {MAX_DATA} characters as JSON")
+    return payload
+
+
 async def check_sources(
     settings: Settings, *, subject: str, body_text: str, body_html: str | None, from_address: str
 ) -> None:
@@ -169,14 +187,8 @@ async def send(
     id at once. With `idempotency_key`, the account's message made with that key (and kept,
     EINMAL_MESSAGE_KEY_HOURS) is the answer, and nothing new is made. An address with no subscriber of the account
     gets one, on no list (as `PUT /subscribers/{email}` makes it). Invalid for anything that cannot be sent."""
-    email = to.strip(" ")
-    if problem := (
-        "longer than 254 characters" if len(email) > MAX_EMAIL else unsafe_text(email) or address_problem(email)
-    ):
-        raise Invalid(f"to: not an email address: {problem}")
-    payload = json.dumps(data or {}, ensure_ascii=False)
-    if len(payload) > MAX_DATA:
-        raise Invalid(f"data: longer than {MAX_DATA} characters as JSON")
+    email = recipient(to)
+    payload = payload_of(data)
     if idempotency_key is not None:  # the usual case of a retry: no template read, no compile
         found = await conn.fetchval(
             *db.sql("message_by_key", account_id=account_id, idempotency_key=idempotency_key), timeout=DB_SECONDS
@@ -195,9 +207,44 @@ async def send(
         raise Invalid("from: none given, and the template has none")
     await from_rule.check(conn, settings=settings, account_id=account_id, address=from_address, said="from")
     await check_sources(settings, subject=subject, body_text=body_text, body_html=body_html, from_address=from_address)
+    return await make(
+        conn,
+        account_id=account_id,
+        email=email,
+        payload=payload,
+        template_name=template_name,
+        subject=subject,
+        body_text=body_text,
+        body_html=body_html,
+        from_address=from_address,
+        honour_unsubscribe=honour_unsubscribe,
+        idempotency_key=idempotency_key,
+    )
+
+
+async def make(
+    conn: asyncpg.Connection,
+    *,
+    account_id: int,
+    email: str,
+    payload: str,
+    template_name: str | None,
+    subject: str,
+    body_text: str,
+    body_html: str | None,
+    from_address: str,
+    honour_unsubscribe: bool,
+    idempotency_key: str | None,
+    campaign_id: int | None = None,
+) -> Made:
+    """Make one message of sources already checked (`recipient`, `payload_of`, the From rule, `check_sources`), in
+    one transaction: its row keyed by (account, `idempotency_key`), and only when that is new its subscriber,
+    campaign and send row; the key's message made before otherwise. `campaign_id`: an id of einmal.message_ids
+    taken before (a batch takes its ids in one statement), else one is taken here."""
     key = email_key(email)
     async with conn.transaction():
-        campaign_id = await conn.fetchval(*db.sql("message_id_next"), timeout=DB_SECONDS)
+        if campaign_id is None:
+            campaign_id = await conn.fetchval(*db.sql("message_id_next"), timeout=DB_SECONDS)
         made = await conn.fetchval(
             *db.sql(
                 "message_insert",

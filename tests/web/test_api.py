@@ -206,6 +206,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
         ("post", "/account/domains/{domain}/dkim"): {"selector": "s1"},
         ("patch", "/account/identity"): {"unsubscribe_mailto": "unsub@other.example"},
         ("post", "/messages"): None,
+        ("post", "/messages/batch"): {"messages": [{"to": ALICE, "template": "news"}]},
         ("put", "/message-templates/{name}"): None,
         ("post", "/sequences"): None,
         ("post", "/sequences/{sequence_id}/steps"): {"subject": "s", "from": "n@acme.example", "text": "t"},
@@ -246,6 +247,10 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
                 assert answer.status_code == 200, answer.text
                 [row] = answer.json()["subscribers"]
                 assert (row["outcome"], row["reason"]) == ("invalid", "lists: the account has no list 'news'")
+            elif path == "/messages/batch":  # acme's template, by its name: none of other's
+                assert answer.status_code == 202, answer.text
+                [item] = answer.json()["messages"]
+                assert (item["outcome"], item["reason"]) == ("invalid", "template: no such message template")
             else:
                 assert answer.status_code in (200, 201), (method, path, answer.text)
                 assert "alice" not in answer.text.lower() or method == "put", (method, path, answer.text)
@@ -540,6 +545,7 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
         "/webhooks/{endpoint_id}/deliveries",
         "/webhooks/{endpoint_id}/replay",
         "/messages",
+        "/messages/batch",
         "/messages/{message_id}",
         "/message-templates",
         "/message-templates/{name}",

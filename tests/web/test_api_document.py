@@ -59,6 +59,7 @@ OPERATIONS = {
     ("get", "/webhooks/{endpoint_id}/deliveries"): "list_webhook_deliveries",
     ("post", "/webhooks/{endpoint_id}/replay"): "replay_webhook",
     ("post", "/messages"): "send_message",
+    ("post", "/messages/batch"): "send_message_batch",
     ("get", "/messages/{message_id}"): "get_message",
     ("get", "/message-templates"): "list_message_templates",
     ("get", "/message-templates/{name}"): "get_message_template",
@@ -115,7 +116,7 @@ def test_every_post_declares_the_idempotency_key_and_its_answers() -> None:
             for status, answer in answers.items():
                 kept = status != "401" and not status.startswith("5")
                 assert ("Idempotent-Replayed" in answer.get("headers", {})) == kept, (path, status)
-    assert posts == 20
+    assert posts == 21
     assert document["paths"]["/subscribe"]["post"]["responses"]["429"]["headers"]["Retry-After"]["schema"] == {
         "type": "integer"
     }
