@@ -13,7 +13,7 @@ API_FUZZ_EXAMPLES ?= 500
 # $(call available,<files>,<target>): succeed if one of the files exists, else say so and fail
 available = for f in $(1); do [ -e "$$f" ] && exit 0; done; echo "make $(2): not yet available"; exit 1
 
-.PHONY: help setup run demo migrate test check docs env-docs lint fuzz chaos sequences-chaos failover retention bench clean
+.PHONY: help setup run demo migrate test check docs env-docs lint fuzz chaos sequences-chaos webhooks-chaos failover retention bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -65,6 +65,9 @@ chaos: $(STAMP) ## 50,000 recipients, 3 nodes, SIGKILLs, stalls, SMTP faults, op
 
 sequences-chaos: $(STAMP) ## a 3-step sequence (0 s, 5 s, 10 s), 10,000 members joining in a stream, 500 leaving, 20 SIGKILLs: one verdict line (SEQUENCES_CHAOS_ARGS='--help')
 	$(BIN)/python -m tests.support.sequence_chaos $(SEQUENCES_CHAOS_ARGS)
+
+webhooks-chaos: $(STAMP) ## 10,000 recipients, 2 nodes, refusals, bounces, unsubscribes, rollbacks; a webhook receiver failing 30%, hanging, killed twice: one verdict line (WEBHOOKS_CHAOS_ARGS='--help')
+	$(BIN)/python -m tests.support.webhook_chaos $(WEBHOOKS_CHAOS_ARGS)
 
 failover: $(STAMP) ## 15,000 recipients, 2 nodes, a primary and its standby: sync, async and lagging failovers, a 60 s outage, a fixed node id; a verdict line each (FAILOVER_ARGS='--help')
 	$(BIN)/python -m tests.support.failover $(FAILOVER_ARGS)

@@ -56,9 +56,11 @@ FIGURES = [
     r"sequence sweep, 20,000 members, 2,000 due: a tick of 500\s+[\d.]+ ms median, p95 [\d.]+ ms .*-$",
     r"the same at 4,000 members, 2,000 due\s+[\d.]+ ms = big [\d.]+ × small\s+<= 1.5 × small\s+(PASS|MISS)$",
     r"an idle tick's probe, 24,000 members, none due\s+[\d.]+ ms\s+-$",
+    r"webhooks, httpx at \d+ in flight, 1,000\s+[\d,]+/s \([\d.]+ s\)\s+\(the reference\)",
+    r"webhook deliveries, 1 node's actor, defaults\s+[\d,]+/s = [\d.]+ × httpx\s+\(no target\)\s+-$",
 ]
 VERDICT = re.compile(r"\s(PASS|MISS|-)$")
-RATIO = re.compile(r"([^\s=]+) × (wire|bare|pool|unsigned|today's|1 account)")
+RATIO = re.compile(r"([^\s=]+) × (wire|bare|pool|unsigned|today's|1 account|httpx)")
 
 
 def bench(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
