@@ -22,7 +22,10 @@ pytestmark = pytest.mark.anyio
 async def test_templates_and_a_message_from_one(conn: asyncpg.Connection, dsn: str) -> None:
     _, other_key = await account_with_key(conn, dsn, "other")
     _, key = await account_with_key(conn, dsn)
-    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1", headers=auth(key)) as client:
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1", headers=auth(key)) as client,
+    ):
         made = await client.put(
             "/message-templates/receipt",
             json={

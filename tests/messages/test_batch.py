@@ -46,7 +46,10 @@ async def test_each_item_has_its_outcome_in_order(conn: asyncpg.Connection, dsn:
         {"to": "hal@example.org", "template": "receipt", "data": {"order": "x" * (messages.MAX_DATA + 1)}},
         {"to": "Ann@Example.org", "template": "receipt", "data": {"order": "A-2"}},  # ann again: a second message
     ]
-    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1", headers=auth(key)) as client:
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1", headers=auth(key)) as client,
+    ):
         assert (await client.put("/message-templates/receipt", json=RECEIPT)).status_code == 201
         answer = await client.post("/messages/batch", json={"messages": items})
         assert answer.status_code == 202, answer.text
@@ -145,7 +148,7 @@ async def test_the_bounds_of_a_batch(conn: asyncpg.Connection, dsn: str) -> None
 async def test_another_accounts_template_is_not_usable(conn: asyncpg.Connection, dsn: str) -> None:
     _, other = await account_with_key(conn, dsn, "other")
     _, key = await account_with_key(conn, dsn)
-    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+    async with http_server(dsn) as base, httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1") as client:
         assert (await client.put("/message-templates/receipt", headers=auth(key), json=RECEIPT)).status_code == 201
         answer = await client.post(
             "/messages/batch",
@@ -169,7 +172,10 @@ async def test_a_replay_under_the_idempotency_key_makes_nothing_new(conn: asyncp
         ]
     }
     headers = {**auth(key), "Idempotency-Key": "orders-17"}
-    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1", headers=headers) as client:
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1", headers=headers) as client,
+    ):
         first = await client.post("/messages/batch", json=body)
         again = await client.post("/messages/batch", json=body)
         other = await client.post("/messages/batch", json={"messages": body["messages"][:1]})
@@ -233,7 +239,9 @@ async def test_a_batchs_messages_are_sent_by_a_node_each_once(conn: asyncpg.Conn
     async with (
         running_node(settings),
         http_server(dsn) as base,
-        httpx.AsyncClient(base_url=f"{base}/api/v1", headers={**auth(key), "Idempotency-Key": "codes"}) as client,
+        httpx.AsyncClient(
+            timeout=30, base_url=f"{base}/api/v1", headers={**auth(key), "Idempotency-Key": "codes"}
+        ) as client,
     ):
         answer = await client.post("/messages/batch", json={"messages": items})
         assert answer.status_code == 202 and answer.json()["queued"] == 20, answer.text
@@ -259,7 +267,7 @@ async def test_the_guide_example_runs_as_written(conn: asyncpg.Connection, dsn: 
     heading = "## Many messages in one call {#batch}"
     _, key = await account_with_key(conn, dsn)
     async with http_server(dsn) as base:
-        async with httpx.AsyncClient(base_url=f"{base}/api/v1", headers=auth(key)) as client:
+        async with httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1", headers=auth(key)) as client:
             receipt = {**RECEIPT, "from": "Acme Shop <shop@example.org>"}
             assert (await client.put("/message-templates/receipt", json=receipt)).status_code == 201
         block = doc_examples.example("guide/messages.md", "bash", heading)

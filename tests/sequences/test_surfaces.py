@@ -32,7 +32,10 @@ async def keyed(conn: asyncpg.Connection, dsn: str) -> tuple[int, int, dict[str,
 async def test_the_api_creates_runs_and_shows_a_sequence(conn: asyncpg.Connection, dsn: str) -> None:
     acme, news, key, other = await keyed(conn, dsn)
     await join(conn, acme, news, ["before@example.com"])
-    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1", headers=key) as client:
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1", headers=key) as client,
+    ):
         made = await client.post("/sequences", json={"name": "welcome", "list": "news", "existing": True})
         assert made.status_code == 201, made.text
         sequence = made.json()["id"]

@@ -24,7 +24,7 @@ async def test_endpoints_are_made_listed_rotated_replayed_and_removed(conn, dsn)
     key = auth(await key_of(conn, "acme"))
     async with (
         http_server(dsn, webhook_allow_http_loopback=True) as base,
-        httpx.AsyncClient(base_url=f"{base}/api/v1", headers=key) as client,
+        httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1", headers=key) as client,
     ):
         made = await client.post(
             "/webhooks",
@@ -87,7 +87,10 @@ async def test_endpoints_are_made_listed_rotated_replayed_and_removed(conn, dsn)
 )
 async def test_the_url_policy_refuses_with_422(conn, dsn, url: str, why: str) -> None:
     key = auth(await key_of(conn, "acme"))
-    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1", headers=key) as client:
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1", headers=key) as client,
+    ):
         answer = await client.post("/webhooks", json={"url": url})
     assert answer.status_code == 422 and why in answer.json()["error"], answer.text
     assert await conn.fetchval("SELECT count(*) FROM einmal.webhook_endpoints") == 0
@@ -95,7 +98,10 @@ async def test_the_url_policy_refuses_with_422(conn, dsn, url: str, why: str) ->
 
 async def test_a_read_key_lists_but_does_not_create(conn, dsn) -> None:
     key = auth(await key_of(conn, "acme", scope="read"))
-    async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1", headers=key) as client:
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1", headers=key) as client,
+    ):
         assert (await client.get("/webhooks")).json() == []
         refused = await client.post("/webhooks", json={"url": "https://example.org/hook"})
     assert refused.status_code == 403
