@@ -74,6 +74,9 @@ class Supervisor:
         return None
 
     async def run(self, children: list[Child]) -> None:
+        # every child is starting from now: the children are started one after another, and one not yet begun
+        # must keep the node unready as much as one starting (/readyz reads `waiting`)
+        self.states.update((child.name, "starting") for child in children)
         async with anyio.create_task_group() as tg:
             for child in children:
                 await tg.start(self._supervise, child)

@@ -183,7 +183,7 @@ async def send_message_batch(
     )
 
 
-@router.get("/messages/{message_id}", operation_id="get_message", responses=ERRORS, summary="a message's state")
+@router.get("/messages/{message_id:int}", operation_id="get_message", responses=ERRORS, summary="a message's state")
 async def get_message(message_id: MessageId, conn: Conn, key: Key) -> MessageState:
     return MessageState(**asdict(await messages.show(conn, account_id=key.account_id, message_id=message_id)))
 

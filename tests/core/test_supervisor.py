@@ -166,3 +166,30 @@ async def test_a_crash_still_counts_between_failures_of_an_unreachable_database(
 )
 def test_only_an_outage_passes(error: BaseException, passes: bool) -> None:
     assert db.unreachable(error) is passes
+
+
+async def test_a_child_not_yet_started_keeps_the_node_not_running() -> None:
+    """Children start one after another: while the first is still starting, the last has not begun, and the
+    node must not look ready for want of its name (before: not_running() named only children begun)."""
+    release = anyio.Event()
+
+    async def slow(*, task_status: TaskStatus[None]) -> None:
+        await release.wait()
+        task_status.started()
+        await anyio.sleep_forever()
+
+    async def quick(*, task_status: TaskStatus[None]) -> None:
+        task_status.started()
+        await anyio.sleep_forever()
+
+    supervisor = Supervisor()
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(supervisor.run, [Child("slow", slow), Child("last", quick)])
+            await anyio.sleep(0.05)
+            assert supervisor.states == {"slow": "starting", "last": "starting"}
+            release.set()
+            while supervisor.not_running() is not None:
+                await anyio.sleep(0.01)
+            assert supervisor.states == {"slow": "running", "last": "running"}
+            tg.cancel_scope.cancel()

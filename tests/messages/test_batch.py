@@ -281,3 +281,12 @@ async def test_the_guide_example_runs_as_written(conn: asyncpg.Connection, dsn: 
         m["id"] = m["id"] is not None
     assert got == shown, out
     assert [r["email"] for r in rows] == ["ada@example.org", "cy@example.org"]
+
+
+async def test_the_batch_path_is_no_message_id(conn: asyncpg.Connection, dsn: str) -> None:
+    """GET /messages/batch is a method the batch does not take (405), not a message whose id is not a number
+    (before: 422 from GET /messages/{message_id}, found by the API fuzz)."""
+    _, key = await account_with_key(conn, dsn)
+    async with http_server(dsn) as base, httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1") as client:
+        answer = await client.get("/messages/batch", headers=auth(key))
+    assert answer.status_code == 405, answer.text
