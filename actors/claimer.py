@@ -112,6 +112,27 @@ class Templates:
         return self.compiled[campaign_id]
 
 
+def budget(ctx: NodeContext, account_relays: tuple[identity.AccountRelay, ...]) -> dict[str, object]:
+    """What a claim, of a campaign's rows or of messages', is bounded by (docs/design.md#sending-budget): the
+    batch size, the cluster's rate and quotas, the domains' rates and pauses, the account's relays."""
+    settings = ctx.settings
+    rated = {domain: limit.rate for domain, limit in ctx.domain_limits.items() if limit.rate}
+    return {
+        "batch_size": settings.batch_size,
+        "rate": settings.rate_limit,
+        "quota_hour": settings.quota_hour,
+        "quota_day": settings.quota_day,
+        "hour_seconds": settings.quota_hour_seconds,
+        "day_seconds": settings.quota_day_seconds,
+        "domains": list(rated),
+        "domain_rates": list(rated.values()),
+        "probes": settings.domain_probes,
+        "pause_seconds": settings.domain_pause_seconds,
+        "pause_max_seconds": settings.domain_pause_max_seconds,
+        "relays": [relay.name for relay in account_relays],
+    }
+
+
 async def claim(
     ctx: NodeContext,
     conn: asyncpg.Connection,
@@ -123,26 +144,8 @@ async def claim(
 ) -> Batch | None:
     """Claim one batch of a campaign; None when nothing of it is due (and no trace for that)."""
     began = time.time_ns()
-    settings = ctx.settings
-    rated = {domain: limit.rate for domain, limit in ctx.domain_limits.items() if limit.rate}
     records = await conn.fetch(
-        *db.sql(
-            "send_claim_batch",
-            campaign_id=campaign_id,
-            token=token,
-            batch_size=settings.batch_size,
-            rate=settings.rate_limit,
-            quota_hour=settings.quota_hour,
-            quota_day=settings.quota_day,
-            hour_seconds=settings.quota_hour_seconds,
-            day_seconds=settings.quota_day_seconds,
-            domains=list(rated),
-            domain_rates=list(rated.values()),
-            probes=settings.domain_probes,
-            pause_seconds=settings.domain_pause_seconds,
-            pause_max_seconds=settings.domain_pause_max_seconds,
-            relays=[relay.name for relay in account_relays],
-        )
+        *db.sql("send_claim_batch", campaign_id=campaign_id, token=token, **budget(ctx, account_relays))
     )
     return _batch(ctx, token, campaign_id, account_id, template, account_relays, began, records)
 
@@ -231,25 +234,8 @@ async def claim_messages(
         if not feed.usable(sender.relays):
             continue  # every relay of its account is down: its rows would only come back
         began = time.time_ns()
-        rated = {domain: limit.rate for domain, limit in ctx.domain_limits.items() if limit.rate}
         records = await conn.fetch(
-            *db.sql(
-                "message_claim_batch",
-                account_id=account_id,
-                token=token,
-                batch_size=settings.batch_size,
-                rate=settings.rate_limit,
-                quota_hour=settings.quota_hour,
-                quota_day=settings.quota_day,
-                hour_seconds=settings.quota_hour_seconds,
-                day_seconds=settings.quota_day_seconds,
-                domains=list(rated),
-                domain_rates=list(rated.values()),
-                probes=settings.domain_probes,
-                pause_seconds=settings.domain_pause_seconds,
-                pause_max_seconds=settings.domain_pause_max_seconds,
-                relays=[relay.name for relay in sender.relays],
-            )
+            *db.sql("message_claim_batch", account_id=account_id, token=token, **budget(ctx, sender.relays))
         )
         by_message: dict[int, list] = {}
         for r in records:
