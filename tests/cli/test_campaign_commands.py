@@ -200,10 +200,10 @@ async def test_create_at_a_future_time_stores_scheduled_for(conn: asyncpg.Connec
     naive = einmal(*common, "--at", "2031-05-01T09:30:00", dsn=dsn)
     now = einmal(*common, dsn=dsn)
     assert [r.returncode for r in (zoned, naive, now)] == [0, 0, 0], (zoned.stderr, naive.stderr, now.stderr)
-    at = dict(await conn.fetch("SELECT id, scheduled_for FROM einmal.campaigns"))
-    assert at[int(zoned.stdout)] == datetime(2031, 5, 1, 7, 30, tzinfo=UTC)
-    assert at[int(naive.stdout)] == datetime(2031, 5, 1, 9, 30, tzinfo=UTC)  # no timezone: UTC
-    assert at[int(now.stdout)] < datetime.now(UTC)
+    scheduled = dict(await conn.fetch("SELECT id, scheduled_for FROM einmal.campaigns"))
+    assert scheduled[int(zoned.stdout)] == datetime(2031, 5, 1, 7, 30, tzinfo=UTC)
+    assert scheduled[int(naive.stdout)] == datetime(2031, 5, 1, 9, 30, tzinfo=UTC)  # no timezone: UTC
+    assert scheduled[int(now.stdout)] < datetime.now(UTC)
     assert zoned.stderr == "" and naive.stderr == (
         "einmal: note: --at '2031-05-01T09:30:00' names no offset or time zone: taken as UTC, "
         "2031-05-01T09:30:00+00:00\n"

@@ -36,6 +36,7 @@ async def delivered_within(server, seconds: float) -> int:
     return sum(start <= message.at < end for message in server.messages)
 
 
+@pytest.mark.serial  # it counts messages per window at the server: other tests' load would measure the machine
 async def test_sending_keeps_its_pace_while_the_inbound_listener_is_flooded(
     conn: asyncpg.Connection, dsn: str, smtp_server, tmp_path
 ) -> None:

@@ -33,6 +33,7 @@ async def latency(conn: asyncpg.Connection, settings: Settings, account_id: int,
     return arrived[0] - began
 
 
+@pytest.mark.serial  # it measures each message's latency: other tests' load would measure the machine
 async def test_a_message_queued_during_a_big_campaign_goes_first(conn: asyncpg.Connection, dsn: str) -> None:
     campaign = await seed(conn, [f"bulk{i}@example.com" for i in range(RECIPIENTS)])
     account_id = await conn.fetchval("SELECT account_id FROM einmal.campaigns WHERE id = $1", campaign)

@@ -126,6 +126,7 @@ async def test_an_unsubscribed_or_suppressed_member_gets_no_later_step(conn: asy
     assert (await rows(conn, second))[unsubscribes] == "suppressed"
 
 
+@pytest.mark.serial  # it counts messages per second at the server: other tests' load would measure the machine
 async def test_pause_holds_every_step_and_resume_sends_within_the_budget(conn: asyncpg.Connection, dsn: str) -> None:
     account, list_id, sequence, (first,) = await make_sequence(conn, dsn, [0])
     rate = 4

@@ -102,6 +102,7 @@ async def test_parked_after_the_last_attempt_then_replayed(dsn, conn) -> None:
     assert len(set(receiver.ids())) == 1 and len(receiver.requests) == 4
 
 
+@pytest.mark.serial  # it bounds the other deliveries' time: other tests' load would measure the machine
 async def test_a_hanging_endpoint_holds_up_no_other_accounts(dsn, conn) -> None:
     a, b = await account(conn, "a"), await account(conn, "b")
     async with Receiver(lambda _r: HANG) as hanging, Receiver() as fine:
