@@ -1,7 +1,8 @@
 """GET /api/v1/docs: the API's reference, one HTML page made on the server from the generated OpenAPI
 document — no script, no style sheet or font from elsewhere, so it reads the same with no outside network.
 
-One block per operation, stacked: its parameters, its body, and the answers it gives of its own; the answers
+A table of contents first: each group of routes, and under it each of its operations, a link to its block.
+Then one block per operation, stacked: its parameters, its body, and the answers it gives of its own; the answers
 every operation may give are said once, at the top. On a narrow screen a table's rows are stacked too, each
 cell labelled by its column, so that no column is squeezed to a character a line. Text from the document is
 escaped; a `span` between backticks in it is shown as code."""
@@ -18,7 +19,7 @@ h2{border-top:1px solid #ccc;padding-top:1rem}code{font-family:ui-monospace,mono
 td,th{padding:.2rem .6rem;text-align:left;vertical-align:top;border-bottom:1px solid #ddd}
 td:first-child,th{white-space:nowrap}td{overflow-wrap:normal}dl{margin:.5rem 0}
 dt{float:left;clear:left;font-weight:700;width:3rem}dd{margin:0 0 .2rem 3.5rem}.a{margin:.5rem 0 0}
-a:focus{outline:3px solid #0b5cad}
+a:focus{outline:3px solid #0b5cad}nav{overflow-wrap:anywhere}nav ul{padding-left:1.2rem}nav li li{font-size:.95em}
 @media (max-width:40rem){body{padding:.75rem}.op{padding:.5rem .75rem}
 table,tbody,tr,td{display:block}tr:first-child{position:absolute;width:1px;height:1px;overflow:hidden;
 clip:rect(0 0 0 0)}tr{border-bottom:1px solid #ddd;padding:.3rem 0}td{border:0;padding:0;overflow-wrap:anywhere}
@@ -107,16 +108,38 @@ def _schema(name: str, schema: dict) -> str:
     return f'<h3 id="{escape(name)}">{escape(name)}</h3>' + _table(("field", "type", "description"), rows)
 
 
+def _tag_id(tag: str) -> str:
+    return "routes-" + "".join(c if c.isalnum() else "-" for c in tag.lower())
+
+
+def _contents(by_tag: dict[str, list[tuple[str, str, dict]]]) -> str:
+    """The table of contents: each group of routes, and each of its operations that has an anchor."""
+    groups = "".join(
+        f'<li><a href="#{_tag_id(tag)}">{escape(tag)}</a><ul>'
+        + "".join(
+            f'<li><a href="#{escape(op["operationId"])}">{method.upper()} <code>{escape(path)}</code></a></li>'
+            for path, method, op in ops
+            if "operationId" in op
+        )
+        + "</ul></li>"
+        for tag, ops in by_tag.items()
+    )
+    return f'<nav aria-label="contents"><h2>Contents</h2><ul>{groups}<li><a href="#shapes">Shapes</a></li></ul></nav>'
+
+
 def page(app: FastAPI) -> HTMLResponse:
     document = app.openapi()
     operations = [(path, method, op) for path, ops in document["paths"].items() for method, op in ops.items()]
     # the answers every operation declares (the API's own, app.py's `responses`) are said once, at the top
     generic = set.intersection(*(set(op.get("responses", {})) for _, _, op in operations)) if operations else set()
     said = operations[0][2]["responses"] if operations else {}
-    by_tag: dict[str, list[str]] = {}
+    by_tag: dict[str, list[tuple[str, str, dict]]] = {}
     for path, method, op in operations:
-        by_tag.setdefault((op.get("tags") or ["other"])[0], []).append(_operation(path, method, op, generic))
-    sections = "".join(f"<h2>{escape(tag)}</h2>{''.join(ops)}" for tag, ops in by_tag.items())
+        by_tag.setdefault((op.get("tags") or ["other"])[0], []).append((path, method, op))
+    sections = "".join(
+        f'<h2 id="{_tag_id(tag)}">{escape(tag)}</h2>' + "".join(_operation(*o, generic) for o in ops)
+        for tag, ops in by_tag.items()
+    )
     schemas = "".join(_schema(n, s) for n, s in document.get("components", {}).get("schemas", {}).items())
     html = (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
@@ -127,6 +150,6 @@ def page(app: FastAPI) -> HTMLResponse:
         f'<code>{{"error": "…"}}</code>. The machine-readable document: '
         f'<a href="openapi.json">openapi.json</a>.</p>'
         f"<p>Every operation may answer:</p>{_answers({c: said[c] for c in generic}, set())}"
-        f'{sections}<h2 id="shapes">Shapes</h2>{schemas}</body></html>'
+        f'{_contents(by_tag)}{sections}<h2 id="shapes">Shapes</h2>{schemas}</body></html>'
     )
     return HTMLResponse(html, headers=HEADERS)

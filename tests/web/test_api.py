@@ -573,3 +573,10 @@ async def test_the_docs_page_is_made_from_the_document_and_needs_no_outside_netw
             assert f"{method.upper()}</span> <code>/api/v1{path}</code>" in page.text, (method, path)
     assert "<script" not in page.text and "http://" not in page.text and "https://" not in page.text
     assert 'id="Subscriber"' in page.text and 'href="openapi.json"' in page.text
+    # a table of contents links every operation's block and every group's heading
+    contents = page.text[page.text.index('<nav aria-label="contents">') : page.text.index("</nav>")]
+    for operations in document["paths"].values():
+        for op in operations.values():
+            assert f'href="#{op["operationId"]}"' in contents and f'id="{op["operationId"]}"' in page.text
+    tags = {op["tags"][0] for operations in document["paths"].values() for op in operations.values()}
+    assert len(tags) > 5 and all(f'href="#routes-{tag.lower().replace(" ", "-")}"' in contents for tag in tags)
