@@ -271,7 +271,8 @@ async def test_the_guide_example_runs_as_written(conn: asyncpg.Connection, dsn: 
             receipt = {**RECEIPT, "from": "Acme Shop <shop@example.org>"}
             assert (await client.put("/message-templates/receipt", json=receipt)).status_code == 201
         block = doc_examples.example("guide/messages.md", "bash", heading)
-        code, out, err = await doc_examples.run(f"KEY={key}\n{block}", dsn, base)
+        # KEY and API as the page's first block set them
+        code, out, err = await doc_examples.run(f"KEY={key}\nAPI=${{API_URL:-}}\n{block}", dsn, base)
     assert code == 0, err
     shown = json.loads(doc_examples.example("guide/messages.md", "json", heading))
     got = json.loads(out)

@@ -26,9 +26,18 @@ def example(page: str, fence: str, heading: str | None = None) -> str:
     return block
 
 
+def pasteable(block: str) -> None:
+    """A block that reads API_URL gives it its default first (`API=${API_URL:-http://127.0.0.1:8080/api/v1}`):
+    pasted into a shell where it is not set, a bare `$API_URL` would be empty and the block would fail."""
+    bare = re.findall(r"\$API_URL\b|\$\{API_URL\}", block)
+    assert not bare, f"the block uses {bare[0]} without a default: set API=${{API_URL:-…}} first"
+
+
 async def run(block: str, dsn: str, base: str) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of `block` in bash -euo pipefail, with einmal on the PATH, the database
-    and the API's URL (API_URL) in the environment and nothing else of einmal's."""
+    and the API's URL (API_URL) in the environment and nothing else of einmal's. The block must run pasted
+    where API_URL is not set too (`pasteable`)."""
+    pasteable(block)
     env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # einmal on the PATH
     env.update(EINMAL_DATABASE_URL=dsn, API_URL=f"{base}/api/v1")
