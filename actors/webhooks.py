@@ -24,12 +24,36 @@ from anyio.abc import TaskStatus
 
 from service import db
 from service.context import NodeContext, Nudge
+from service.settings import Settings
 from service.webhooks import delivery, schedule
 
 log = logging.getLogger("einmal.webhooks")
 
 PRUNE_EVERY = 600.0  # seconds between prunes of delivered events
 PRUNE_BATCH = 5000
+
+
+async def claim(conn: asyncpg.Connection, settings: Settings, *, token: str, limit: int) -> list[asyncpg.Record]:
+    """Lease for `token` up to `limit` due deliveries, within the endpoints' and the accounts' shares of the
+    whole cluster: the claims of all nodes take turns (webhook_claim_lock.sql), each counting the leases of
+    those before it."""
+    async with conn.transaction():
+        await conn.execute(*db.sql("webhook_claim_lock"))
+        return await conn.fetch(
+            *db.sql(
+                "webhook_claim",
+                token=token,
+                limit=limit,
+                per_endpoint=settings.webhook_endpoint_in_flight,
+                per_account=settings.webhook_account_in_flight,
+                slots=settings.webhook_in_flight,
+                lease_seconds=lease_seconds(settings),
+            )
+        )
+
+
+def lease_seconds(settings: Settings) -> float:
+    return settings.webhook_timeout_seconds * 2 + 5
 
 
 class WebhookActor:
@@ -39,10 +63,6 @@ class WebhookActor:
         self.nudge = Nudge()
         self.token = f"{ctx.node_id}:webhooks:{uuid.uuid4().hex[:8]}"
         self.in_flight = 0
-
-    @property
-    def lease_seconds(self) -> float:
-        return self.settings.webhook_timeout_seconds * 2 + 5
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         listen = await db.connect(
@@ -93,15 +113,7 @@ class WebhookActor:
         if free <= 0:
             return 0
         async with db.acquire(pool) as conn:
-            rows = await conn.fetch(
-                *db.sql(
-                    "webhook_claim",
-                    token=self.token,
-                    limit=free,
-                    per_endpoint=self.settings.webhook_endpoint_in_flight,
-                    lease_seconds=self.lease_seconds,
-                )
-            )
+            rows = await claim(conn, self.settings, token=self.token, limit=free)
         for row in rows:
             self.in_flight += 1
             tg.start_soon(self._deliver, pool, http, row)

@@ -717,6 +717,16 @@ class Settings(BaseSettings):
             "events one after the other"
         ),
     )
+    webhook_account_in_flight: int = Field(
+        8,
+        ge=1,
+        le=256,
+        description=(
+            "webhook deliveries one account has on the wire at once, in the whole cluster; when more accounts "
+            "have deliveries due or in flight, each gets at most `EINMAL_WEBHOOK_IN_FLIGHT` divided by their "
+            "number (at least 1): an account whose endpoints hang never holds every place of a node"
+        ),
+    )
     webhook_tick_seconds: float = Field(
         5.0,
         gt=0,

@@ -158,6 +158,7 @@ SECTIONS = [
             "webhook_retry_seconds",
             "webhook_in_flight",
             "webhook_endpoint_in_flight",
+            "webhook_account_in_flight",
             "webhook_tick_seconds",
             "webhook_allowed_networks",
             "webhook_allow_http_loopback",

@@ -1,6 +1,8 @@
 """Where a webhook may be delivered: `https://` to a public address, or `http://` to loopback when
-EINMAL_WEBHOOK_ALLOW_HTTP_LOOPBACK allows it. An address that is private, loopback, link-local, shared,
-reserved, multicast or otherwise not global is refused unless it is in EINMAL_WEBHOOK_ALLOWED_NETWORKS.
+EINMAL_WEBHOOK_ALLOW_HTTP_LOOPBACK allows it. An address that is private, loopback, link-local, site-local,
+shared, reserved, multicast or otherwise not global is refused unless it is in EINMAL_WEBHOOK_ALLOWED_NETWORKS;
+an IPv6 address that carries an IPv4 one (NAT64, 6to4, Teredo, SIIT, IPv4-compatible or -mapped) is judged
+by the IPv4 address it carries.
 The check is made when an endpoint is registered (`check_url`) and again on each connection a delivery opens
 (`allowed`, used by delivery.py's network backend, which connects to the very address it checked): a name
 that resolved to a public address at registration may resolve to another since.
@@ -36,16 +38,52 @@ def _plain(address: Address) -> Address:
     return address
 
 
+_V6 = ipaddress.IPv6Network
+# IPv6 prefixes that carry an IPv4 address in their last 32 bits: NAT64's well-known prefix (RFC 6052),
+# IPv4-translated (SIIT, RFC 2765), IPv4-compatible (RFC 4291, deprecated; :: and ::1 included, which carry
+# 0.0.0.0 and 0.0.0.1 and so are refused).
+_LAST_32 = (_V6("64:ff9b::/96"), _V6("::ffff:0:0:0/96"), _V6("::/96"))
+# refused whatever they carry: NAT64's local-use prefix (RFC 8215; where the IPv4 address sits depends on the
+# length the operator chose) and the site-local addresses (RFC 3879)
+_REFUSED = (_V6("64:ff9b:1::/48"), _V6("fec0::/10"))
+
+
+def _carried(address: Address) -> list[ipaddress.IPv4Address] | None:
+    """The IPv4 addresses an IPv6 address carries (6to4, Teredo's server and client, NAT64, SIIT,
+    IPv4-compatible), judged in its stead; [] for none; None for an address refused whatever it carries."""
+    if isinstance(address, ipaddress.IPv4Address) or address.ipv4_mapped is not None:
+        return []
+    if any(address in network for network in _REFUSED):
+        return None
+    if address.sixtofour is not None:
+        return [address.sixtofour]
+    if address.teredo is not None:
+        return list(address.teredo)
+    if any(address in network for network in _LAST_32):
+        return [ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)]
+    return []
+
+
 def allowed(address: str, settings: Settings) -> bool:
-    """May a delivery connect to `address` (an IP address as text)?"""
+    """May a delivery connect to `address` (an IP address as text)? An IPv6 address that carries an IPv4
+    one passes only when that address would (and not as loopback: it is another host's)."""
     try:
         ip = _plain(ipaddress.ip_address(address.split("%", 1)[0]))
     except ValueError:
         return False
     if any(ip in network for network in settings.webhook_networks):
         return True
+    carried = _carried(ip)
+    if carried is None:
+        return False
+    if carried:
+        return all(_public(inner) or any(inner in n for n in settings.webhook_networks) for inner in carried)
     if ip.is_loopback:
         return settings.webhook_allow_http_loopback
+    return _public(ip)
+
+
+def _public(ip: Address) -> bool:
     return ip.is_global and not ip.is_multicast
 
 

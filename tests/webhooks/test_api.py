@@ -96,6 +96,29 @@ async def test_the_url_policy_refuses_with_422(conn, dsn, url: str, why: str) ->
     assert await conn.fetchval("SELECT count(*) FROM einmal.webhook_endpoints") == 0
 
 
+async def test_ipv6_forms_of_private_addresses_are_refused_with_422(conn, dsn) -> None:
+    key = auth(await key_of(conn, "acme"))
+    refused = [
+        "64:ff9b::a9fe:a9fe",  # NAT64 of 169.254.169.254
+        "64:ff9b:1::a00:1",  # the local-use NAT64 prefix
+        "2002:a9fe:a9fe::",  # 6to4
+        "2001:0:4136:e378:8000:63bf:f5ff:fffe",  # Teredo, client 10.0.0.1
+        "::a00:1",  # IPv4-compatible
+        "::ffff:0:a00:1",  # SIIT
+        "::ffff:a00:1",  # IPv4-mapped
+        "fec0::1",  # site-local
+    ]
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1", headers=key) as client,
+    ):
+        for address in refused:
+            answer = await client.post("/webhooks", json={"url": f"https://[{address}]/h"})
+            assert answer.status_code == 422 and "non-public" in answer.json()["error"], (address, answer.text)
+            assert "\n" not in answer.json()["error"]
+    assert await conn.fetchval("SELECT count(*) FROM einmal.webhook_endpoints") == 0
+
+
 async def test_a_read_key_lists_but_does_not_create(conn, dsn) -> None:
     key = auth(await key_of(conn, "acme", scope="read"))
     async with (

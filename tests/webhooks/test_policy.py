@@ -25,6 +25,21 @@ LOOPBACK = Settings(webhook_allow_http_loopback=True)
         "fe80::1",
         "fc00::1",
         "::ffff:127.0.0.1",
+        # IPv6 forms that carry a private IPv4 address: judged by that address
+        "64:ff9b::a9fe:a9fe",  # NAT64 (well-known prefix) of 169.254.169.254
+        "64:ff9b::a00:1",
+        "64:ff9b:1::a00:1",  # the local-use NAT64 prefix: refused whatever it carries
+        "64:ff9b:1:5db8:d8:2200::",
+        "2002:a9fe:a9fe::",  # 6to4 of 169.254.169.254
+        "2002:c0a8:101::1",  # 6to4 of 192.168.1.1
+        "2001:0:4136:e378:8000:63bf:f5ff:fffe",  # Teredo, client 10.0.0.1
+        "2001:0:a00:1::1",  # Teredo, server 10.0.0.1
+        "::a00:1",  # IPv4-compatible
+        "::7f00:1",
+        "::ffff:0:a00:1",  # SIIT (IPv4-translated)
+        "::ffff:0:7f00:1",
+        "fec0::1",  # site-local
+        "feff::1",
         "224.0.0.1",
         "192.0.2.10",
         "not an address",
@@ -36,6 +51,11 @@ def test_special_addresses_are_refused(address: str) -> None:
 
 def test_public_addresses_and_allowed_networks_pass() -> None:
     assert policy.allowed("93.184.216.34", STRICT) and policy.allowed("2606:2800:220:1::1", STRICT)
+    # an embedded public address passes, as the public address itself would
+    for public in ("64:ff9b::5db8:d822", "2002:5db8:d822::1", "::ffff:0:5db8:d822", "::ffff:5db8:d822"):
+        assert policy.allowed(public, STRICT), public
+    assert policy.allowed("64:ff9b::a14:101", Settings(webhook_allowed_networks="10.20.0.0/16"))
+    assert not policy.allowed("64:ff9b::7f00:1", LOOPBACK)  # NAT64 of loopback is no loopback of this host
     assert policy.allowed("10.20.1.1", Settings(webhook_allowed_networks="10.20.0.0/16"))
     assert not policy.allowed("10.21.1.1", Settings(webhook_allowed_networks="10.20.0.0/16"))
     assert policy.allowed("127.0.0.1", LOOPBACK) and not policy.allowed("10.0.0.1", LOOPBACK)
