@@ -132,7 +132,8 @@ IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key",
     "in": "header",
     "required": False,
-    "description": "the same key with the same request returns the first answer, without a second effect (EINMAL_MESSAGE_KEY_HOURS, 72 h by default); "
+    "description": "the same key with the same request returns the first answer, without a second effect "
+    "(EINMAL_MESSAGE_KEY_HOURS, 72 h by default); "
     "with another request, 422",
     "schema": {"type": "string", "minLength": 1, "maxLength": idempotency.MAX_KEY, "pattern": "^[ -~]+$"},
 }
