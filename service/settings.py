@@ -374,9 +374,10 @@ class Settings(BaseSettings):
         ge=24,
         le=24 * 365,
         description=(
-            "how long a transactional message's Idempotency-Key is kept: a retry with it within this time finds "
-            "the same message, whichever node answers and whatever died between ([Messages](../guide/messages.md)); "
-            "the pruner forgets it after"
+            "how long an Idempotency-Key is kept, by the API for every POST and with a transactional message: a "
+            "retry with it within this time finds the same answer and the same message, whichever node answers and "
+            "whatever died between, and another request with it is 422 ([Messages](../guide/messages.md)); "
+            "forgotten after"
         ),
     )
     message_retention_days: float | None = Field(

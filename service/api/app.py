@@ -92,7 +92,7 @@ class _ByPath:
 def build(pool: asyncpg.Pool, settings: Settings) -> ASGIApp:
     """The API, its POSTs behind the Idempotency-Key claim (service/api/idempotency.py). It is served behind
     deps.KeyFirst, which finds the request's key before the body is read (service/web/app.py)."""
-    return idempotency.Idempotent(api(pool, settings), pool)
+    return idempotency.Idempotent(api(pool, settings), pool, settings.message_key_hours * 3600)
 
 
 def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
@@ -132,7 +132,8 @@ IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key",
     "in": "header",
     "required": False,
-    "description": "the same key with the same request returns the first answer, without a second effect (24 h); "
+    "description": "the same key with the same request returns the first answer, without a second effect "
+    "(EINMAL_MESSAGE_KEY_HOURS, 72 h by default); "
     "with another request, 422",
     "schema": {"type": "string", "minLength": 1, "maxLength": idempotency.MAX_KEY, "pattern": "^[ -~]+$"},
 }

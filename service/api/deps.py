@@ -60,8 +60,8 @@ IdempotencyKey = Annotated[
         max_length=200,
         description=(
             "the same key with the same request (the same path, query and JSON, whatever the order of its fields "
-            "and its whitespace) returns the first answer, without a second effect, for 24 hours from the first "
-            "(WINDOW_SECONDS); another request with the key within them is 422"
+            "and its whitespace) returns the first answer, without a second effect, for EINMAL_MESSAGE_KEY_HOURS "
+            "(72 by default) from the first; another request with the key within them is 422"
         ),
     ),
 ]

@@ -10,7 +10,8 @@ again; an answer marked `Cache-Control: no-store`, a new key, is kept as a 409 t
 that no secret is stored). A claim left without an answer for TAKEOVER_SECONDS (its node died mid-request)
 is taken over by the next retry of the same request, which runs it again: the routes' own writes are compare-and-set or
 upserts, so a second run changes nothing the first one made; only the same request takes a claim over, never
-another with the key. Keys are kept WINDOW_SECONDS (24 h) from their request.
+another with the key. Keys are kept EINMAL_MESSAGE_KEY_HOURS from their request: the window of a transactional
+message's key too (docs/design.md#messages), so that one window and one comparison (this one) hold for both.
 
 The request is its path, its query and its body as JSON, canonical (keys sorted, no insignificant
 whitespace), so that a retry that serialised the same JSON otherwise is the same request; a body that is
@@ -30,7 +31,6 @@ from service.accounts import keys
 from service.asgi import replay
 
 HEADER = "idempotency-key"
-WINDOW_SECONDS = 24 * 3600.0
 WAIT_SECONDS = 10.0
 TAKEOVER_SECONDS = 60.0
 POLL_SECONDS = 0.05
@@ -44,8 +44,8 @@ SECRET_NOT_KEPT = (
 class Idempotent:
     """ASGI middleware over the API; the body was read whole by BoundedBody before it."""
 
-    def __init__(self, app: ASGIApp, pool: asyncpg.Pool) -> None:
-        self.app, self.pool = app, pool
+    def __init__(self, app: ASGIApp, pool: asyncpg.Pool, window_seconds: float) -> None:
+        self.app, self.pool, self.window_seconds = app, pool, window_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -66,7 +66,7 @@ class Idempotent:
             key_hash=key_hash,
             idem_key=idem,
             request_hash=request_hash,
-            window_seconds=WINDOW_SECONDS,
+            window_seconds=self.window_seconds,
             takeover_seconds=TAKEOVER_SECONDS,
         )
         if await pool.fetchval(*claim, timeout=WAIT_SECONDS):
@@ -121,7 +121,7 @@ class Idempotent:
                         status=status if keep else None,
                         content_type=content_type,
                         body=body,
-                        window_seconds=WINDOW_SECONDS,
+                        window_seconds=self.window_seconds,
                     ),
                     timeout=WAIT_SECONDS,
                 )

@@ -2,7 +2,7 @@
 docs/design.md#messages).
 
 `POST /messages` answers 202 with the message's id at once; the message goes out ahead of bulk mail. The route
-itself is idempotent by its Idempotency-Key (kept EINMAL_MESSAGE_KEY_HOURS, beyond the middleware's 24 hours):
+itself is idempotent by its Idempotency-Key (kept EINMAL_MESSAGE_KEY_HOURS, the middleware's window too):
 whatever died between a claim and its answer, a retry finds the same message. `GET /messages/{id}` tells its
 state from its send row; another account's is 404. `POST /messages/batch` queues up to
 batch.MAX_MESSAGES at once, each item's outcome back (service/messages/batch.py): under the request's

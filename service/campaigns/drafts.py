@@ -45,25 +45,27 @@ async def insert(
     timeout: float | None = None,
 ) -> int:
     """The new draft's id; its fields checked before (service/campaigns/fields.py)."""
-    return await conn.fetchval(
-        *db.sql(
-            "campaign_create",
-            account_id=account_id,
-            campaign_name=name,
-            subject=subject,
-            from_address=from_address,
-            text=text,
-            html=html,
-            list_ids=list_ids,
-            at=at,
-            reply_to=reply_to,
-            list_id=list_id,
-            headers=json.dumps(list(headers)),
-            language=language,
-            unsubscribe=unsubscribe_required,
-        ),
-        timeout=timeout,
-    )
+    async with conn.transaction():
+        await conn.execute(*db.sql("campaign_partition_lock"), timeout=timeout)
+        return await conn.fetchval(
+            *db.sql(
+                "campaign_create",
+                account_id=account_id,
+                campaign_name=name,
+                subject=subject,
+                from_address=from_address,
+                text=text,
+                html=html,
+                list_ids=list_ids,
+                at=at,
+                reply_to=reply_to,
+                list_id=list_id,
+                headers=json.dumps(list(headers)),
+                language=language,
+                unsubscribe=unsubscribe_required,
+            ),
+            timeout=timeout,
+        )
 
 
 async def create(

@@ -8,8 +8,8 @@ From) in a worker thread; the message ids are taken in one statement. Each item 
 transaction (`messages.make`): an item that fails there (an import holding the account's subscribers) is invalid
 alone, and the ones made before stay made.
 
-Idempotency, beyond the API's middleware (which replays the call's answer for 24 hours): with the request's
-Idempotency-Key `k`, item `i` is made under the key `k:i` (`item_key`), so that a retry of the route itself,
+Idempotency, beyond the API's middleware (which replays the call's answer for EINMAL_MESSAGE_KEY_HOURS): with the
+request's Idempotency-Key `k`, item `i` is made under the key `k:i` (`item_key`), so that a retry of the route itself,
 after a node died between the items' commits and the answer, finds each item made before (one statement for
 all) and makes only the ones that are missing. The keys are the account's, as a single message's are: a single
 message sent with the key `k:0` is the batch's item 0."""

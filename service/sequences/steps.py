@@ -140,6 +140,7 @@ async def add(
         sequence = await _locked(conn, account_id=account_id, sequence_id=sequence_id)
         if at is None:
             at = await conn.fetchval(*db.sql("sequence_step_last", sequence_id=sequence_id)) + 1
+        await conn.execute(*db.sql("campaign_partition_lock"))
         campaign_id = await conn.fetchval(
             *db.sql(
                 "sequence_step_create",

@@ -297,7 +297,7 @@ async def confirmations(conn: asyncpg.Connection, settings: Settings, request: S
     found = await conn.fetchrow(*db.sql("optin_campaign_find", list_id=request.list_id, account_id=request.account_id))
     if found is None:
         async with conn.transaction():
-            await conn.execute(*db.sql("optin_campaign_lock", list_id=request.list_id))
+            await conn.execute(*db.sql("campaign_partition_lock"))
             wording = request.wording
             found = await conn.fetchrow(
                 *db.sql(

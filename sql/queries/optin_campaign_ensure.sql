@@ -1,7 +1,8 @@
 -- The confirmation campaign of list :list_id (account :account_id) and its wording's version, made at its first
 -- need: kind 'confirmation', 'sending' from the start with nothing to build, named after the list's title (else its
 -- name: {{ campaign.name }} of the message); :subject subject, :from_address From, :body_text body, :language
--- language, :wording wording ('de-2'). Run after optin_campaign_lock, in its transaction; the unique index
+-- language, :wording wording ('de-2'). Run after campaign_partition_lock, in its transaction (a second sign-up
+-- waits there holding nothing, not on the unique index while the partition is attached); the unique index
 -- campaigns_confirmation_list backs it.
 WITH made AS (
     INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids, kind, status,

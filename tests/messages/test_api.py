@@ -174,3 +174,51 @@ async def test_the_route_itself_is_idempotent_under_fifty_at_once(conn: asyncpg.
         idempotency_key="reset-3",
     )
     assert again.created and again.id != made[0].id
+    # the same key of another account is another message of that account (message_by_key is per account)
+    other_id, _ = await account_with_key(conn, dsn, "other")
+    theirs = await messages.send(
+        conn,
+        settings=settings,
+        account_id=other_id,
+        to="ann@example.org",
+        subject="Reset",
+        body_text="Your link.",
+        from_address=FROM,
+        idempotency_key="reset-2",
+    )
+    assert theirs.created and theirs.id not in (made[0].id, again.id)
+    assert await conn.fetchval("SELECT account_id FROM einmal.messages WHERE campaign_id = $1", theirs.id) == other_id
+
+
+@pytest.mark.parametrize("hours", [30, 71])
+async def test_one_window_and_one_comparison_for_a_message_key(conn: asyncpg.Connection, dsn: str, hours: int) -> None:
+    """Aged `hours` (within EINMAL_MESSAGE_KEY_HOURS, 72): another body with the key is 422 and a true retry
+    answers the first message; aged past the window, the key is forgotten everywhere and the request is new."""
+    _, key = await account_with_key(conn, dsn)
+    body = {"to": "ann@example.org", "subject": "Reset", "text": "Your link.", "from": FROM}
+    other = {**body, "to": "bob@example.org"}
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(
+            base_url=f"{base}/api/v1", headers={**auth(key), "Idempotency-Key": "order-7"}, timeout=30
+        ) as client,
+    ):
+        first = await client.post("/messages", json=body)
+        assert first.status_code == 202, first.text
+
+        async def age(by: float) -> None:
+            await conn.execute(
+                "UPDATE einmal.api_requests SET claimed_at = claimed_at - make_interval(hours => $1)", by
+            )
+            await conn.execute("UPDATE einmal.messages SET created_at = created_at - make_interval(hours => $1)", by)
+
+        await age(hours)
+        another = await client.post("/messages", json=other)
+        assert another.status_code == 422, another.text
+        retry = await client.post("/messages", json=body)
+        assert (retry.status_code, retry.json()["id"]) == (202, first.json()["id"]), retry.text
+        assert await conn.fetchval("SELECT count(*) FROM einmal.messages") == 1
+        await age(73 - hours)  # past the window: forgotten by the API and, pruned, by the message
+        await messages.prune_keys(conn, settings=Settings(database_url=dsn))
+        anew = await client.post("/messages", json=other)
+        assert anew.status_code == 202 and anew.json()["id"] != first.json()["id"], anew.text

@@ -166,6 +166,31 @@ async def test_after_a_rotation_both_secrets_verify(dsn, conn) -> None:
     assert json.loads(request.body)["type"] == "subscriber.unsubscribed"
 
 
+async def test_after_the_rotation_window_the_old_secret_signs_no_more(dsn, conn) -> None:
+    from standardwebhooks import Webhook
+    from standardwebhooks.webhooks import WebhookVerificationError
+
+    from service.settings import Settings
+
+    a = await account(conn)
+    async with Receiver() as receiver:
+        endpoint_id, old = await endpoint(conn, a, receiver.url())
+        rotated = await endpoints.rotate(conn, Settings(), account_id=a, id=endpoint_id)
+        # the window ended a second ago (the previous secret is still stored: only the claim's check drops it)
+        await conn.execute(
+            "UPDATE einmal.webhook_endpoints SET previous_until = now() - interval '1 second' WHERE id = $1",
+            endpoint_id,
+        )
+        await unsubscribe(conn, a, "ann@example.org")
+        async with running_actor(dsn):
+            await receiver.wait_for(lambda: len(receiver.requests) == 1, 10)
+    [request] = receiver.requests
+    assert verified(request, rotated.secret)["data"]["email"] == "ann@example.org"
+    assert len(request.headers["webhook-signature"].split()) == 1
+    with pytest.raises(WebhookVerificationError):
+        Webhook(old).verify(request.body, request.headers)
+
+
 async def test_a_stopping_actor_gives_its_leases_back(dsn, conn) -> None:
     a = await account(conn)
     async with Receiver(lambda _r: HANG) as receiver:

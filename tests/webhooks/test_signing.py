@@ -40,6 +40,15 @@ def test_the_schedule_is_the_specifications_extended_to_about_three_days() -> No
     assert schedule.next_delay(len(WEBHOOK_DELAYS) + 1, WEBHOOK_DELAYS) is None  # parked
 
 
+def test_the_waits_of_one_outage_are_spread_by_the_jitter() -> None:
+    # 200 deliveries failed once together: their waits cover the ±10% band rather than one second (uniform
+    # draws: all 200 within ±3% has a chance of 0.3**200), and none leaves it
+    waits = [schedule.next_delay(1, (100.0,)) for _ in range(200)]
+    assert all(w is not None and 90.0 <= w <= 110.0 for w in waits)
+    assert min(w for w in waits if w is not None) < 97.0 and max(w for w in waits if w is not None) > 103.0
+    assert len(set(waits)) > 150
+
+
 def test_retry_after_is_honoured_within_bounds() -> None:
     assert schedule.retry_after("120") == 120
     assert schedule.retry_after("0") == schedule.RETRY_AFTER_MIN
