@@ -34,7 +34,6 @@ from service.errors import ArgumentError
 from service.settings import Settings
 from service.text import shown
 
-
 # an address in a display name, once folded (NFKC makes a fullwidth at sign '@'): its domain is group 1
 _ADDRESS_LIKE = re.compile(r"[^\s@<>()\[\]\\\",;:]+@([^\s@<>()\[\]\\\",;:]+)")
 
