@@ -32,12 +32,13 @@ from anyio.abc import TaskStatus
 from opentelemetry import trace
 
 from actors.feed import Feed
-from service import db, relays, telemetry
+from service import db, from_rule, relays, telemetry
 from service.accounts import identity
 from service.campaigns.transitions import transition
 from service.context import Batch, NodeContext, Row
 from service.errors import Conflict, Invalid, NotFound
 from service.mail import render, unsubscribe
+from service.text import shown
 
 log = logging.getLogger("einmal.claimer")
 
@@ -56,6 +57,7 @@ class Templates:
         self.compiled: dict[int, render.CampaignTemplate] = {}
         self.identities: dict[int, identity.Identity] = {}  # by campaign, read when compiled
         self.compiled_at: dict[int, float] = {}
+        self.froms: dict[int, tuple[int, str]] = {}  # by campaign, its account and From, read when compiled
         self.listed: dict[int, object] = {}  # by campaign, its updated_at when last listed
         self.versions: dict[int, object] = {}  # by campaign, its updated_at listed before it was compiled
 
@@ -69,11 +71,19 @@ class Templates:
         self.identities = {k: v for k, v in self.identities.items() if k in self.compiled}
         self.versions = {k: v for k, v in self.versions.items() if k in self.compiled}
         self.compiled_at = {k: v for k, v in self.compiled_at.items() if k in self.compiled}
+        self.froms = {k: v for k, v in self.froms.items() if k in self.compiled}
 
     def relays(self, campaign_id: int) -> tuple[identity.AccountRelay, ...]:
         """The relays of the campaign's account (empty: the environment's)."""
         found = self.identities.get(campaign_id)
         return found.relays if found else ()
+
+    async def refused(self, campaign_id: int) -> str | None:
+        """What the From rule as it is now finds wrong with the campaign's From (service/from_rule.py): a domain
+        removed from its account, or given to another account, since it was made."""
+        account_id, address = self.froms[campaign_id]
+        found = await from_rule.problem(self.conn, settings=self.ctx.settings, account_id=account_id, address=address)
+        return f"its From {shown(address)}: {found}" if found else None
 
     async def get(self, campaign_id: int) -> render.CampaignTemplate | None:
         """The template; None when it cannot be rendered here (the campaign is paused then)."""
@@ -81,7 +91,9 @@ class Templates:
             # the account's identity may have changed: compiled anew only if it did
             account_id = self.compiled[campaign_id].account_id
             self.compiled_at[campaign_id] = time.monotonic()
-            if await identity.of_account(self.conn, account_id=account_id) != self.identities[campaign_id]:
+            if await identity.of_account(self.conn, account_id=account_id) != self.identities[campaign_id] or (
+                await self.refused(campaign_id)  # another account given its domain since
+            ):
                 del self.compiled[campaign_id]
         if campaign_id not in self.compiled:
             if len(self.compiled) > 64:
@@ -94,7 +106,8 @@ class Templates:
             self.versions[campaign_id] = self.listed.get(campaign_id)  # read after it was listed: never newer
             # bulk mail without a one-click unsubscribe only when the operator said so
             # (docs/design.md#listening-surface)
-            reason = unsubscribe.without_one_click(campaign, self.ctx.settings)
+            self.froms[campaign_id] = (campaign["account_id"], campaign["from_address"])
+            reason = unsubscribe.without_one_click(campaign, self.ctx.settings) or await self.refused(campaign_id)
             if reason is None:
                 try:
                     for relay in sender.relays:
@@ -266,6 +279,11 @@ async def _message_template(
     found = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
     assert found is not None  # its row was claimed a moment ago; a message's campaign is deleted only after its row
     try:
+        address = found["from_address"]  # judged as the From rule is now (service/from_rule.py)
+        if refused := await from_rule.problem(
+            conn, settings=ctx.settings, account_id=sender.account_id, address=address
+        ):
+            raise ValueError(f"its From {shown(address)}: {refused}")
         for relay in sender.relays:
             relays.from_account(relay)
         return await anyio.to_thread.run_sync(render.CampaignTemplate.compile, dict(found), ctx.settings, sender)

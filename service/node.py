@@ -47,7 +47,7 @@ from actors import (
 )
 from actors.feed import Feed
 from actors.writer import record
-from service import db, logs, telemetry
+from service import db, from_rule, logs, telemetry
 from service.api import app as api
 from service.context import Batch, NodeContext
 from service.errors import ConfigError
@@ -204,6 +204,9 @@ async def serve(
     if on_start is not None:
         on_start(ctx)
     log.info("node %s starting", ctx.node_id)
+    async with db.acquire(pool) as conn:  # several accounts, and a From any of them may use (service/from_rule.py)
+        for said in await from_rule.installation_warnings(conn, settings=settings):
+            log.warning("%s", said)
     to_builder, from_scheduler = anyio.create_memory_object_stream[int](16)
     the_listener, pipeline = listener.Listener(ctx), SendPipeline(ctx)
     children = [

@@ -104,8 +104,15 @@ def public_record(pem: str) -> str:
 
 
 async def add_domain(conn: asyncpg.Connection, *, account_id: int, domain: str) -> bool:
-    """Allow the account to send from `domain` (checked before); False when it already could."""
-    return await conn.fetchval(*db.sql("account_domain_add", account_id=account_id, domain=domain)) is not None
+    """Allow the account to send from `domain` (checked before); False when it already could. ArgumentError when
+    the domain, a domain above it or one under it is another account's (a From domain is one account's)."""
+    try:
+        return await conn.fetchval(*db.sql("account_domain_add", account_id=account_id, domain=domain)) is not None
+    except asyncpg.UniqueViolationError:
+        raise ArgumentError(
+            f"the domain {shown(domain)} is another account's, or above or under one of its domains: "
+            "a domain is given to one account only (`einmal account domain remove` it there first)"
+        ) from None
 
 
 async def remove_domain(conn: asyncpg.Connection, *, account_id: int, domain: str) -> None:

@@ -1,20 +1,28 @@
 """`einmal doctor [--account A] [--domain D] [--json]`: what the large mailbox providers require of a bulk
 sender, checked from DNS (service/accounts/doctor.py). Exit 0 when nothing fails, 1 when a check fails, 2 on
-bad input. Without --account it checks the installation's environment settings, without a database."""
+bad input. Without --account it checks the installation's environment settings, without a database; with one at
+hand it also notes what the From rule leaves open: several accounts that may send from any domain, domains given
+to two accounts."""
 
 import argparse
 import json
+from contextlib import suppress
 
-from service import db
+from service import db, from_rule
 from service.accounts import account, doctor
 from service.accounts.identity import Identity
-from service.errors import ArgumentError, NotFound
+from service.errors import ArgumentError, DatabaseUnavailable, NotFound
 from service.settings import Settings
 
 
 async def doctor_command(args: argparse.Namespace, settings: Settings) -> int:
+    notes: list[str] = []  # the installation's From rule (service/from_rule.py), where its database is at hand
     if args.account is None:
         identity = Identity(account_id=0)
+        if settings.database_url is not None:
+            with suppress(DatabaseUnavailable):
+                async with db.connection(settings.database_url) as conn:
+                    notes = await from_rule.installation_warnings(conn, settings=settings)
     else:
         async with db.connection(db.url(settings)) as conn:
             try:
@@ -22,11 +30,12 @@ async def doctor_command(args: argparse.Namespace, settings: Settings) -> int:
             except NotFound as exc:
                 raise ArgumentError(str(exc)) from None
             identity = await doctor.identity_of(conn, account_id=account_id)
+            notes = await from_rule.installation_warnings(conn, settings=settings)
     report = await doctor.examine(identity, settings, domain=args.domain)
     if args.json:
-        print(json.dumps(report.as_json(), indent=2))
+        print(json.dumps({**report.as_json(), "installation": notes}, indent=2))
     else:
-        print(text(report, args.account))
+        print("\n".join([text(report, args.account), *(f"note: {n}" for n in notes)]))
     return 1 if report.failing() else 0
 
 
