@@ -33,7 +33,8 @@ async def doctor_command(args: argparse.Namespace, settings: Settings) -> int:
             notes = await from_rule.installation_warnings(conn, settings=settings)
     report = await doctor.examine(identity, settings, domain=args.domain)
     if args.json:
-        print(json.dumps({**report.as_json(), "installation": notes}, indent=2))
+        # the installation's notes only when there are some: otherwise the same object as GET /api/v1/doctor
+        print(json.dumps({**report.as_json(), **({"installation": notes} if notes else {})}, indent=2))
     else:
         print("\n".join([text(report, args.account), *(f"note: {n}" for n in notes)]))
     return 1 if report.failing() else 0
