@@ -131,6 +131,7 @@ async def add(
             f"require ({' and '.join(missing)} not set)"
         )
     position(at)
+    await _locked(conn, account_id=account_id, sequence_id=sequence_id)  # another account's sequence: 404 first
     given = {"subject": subject, "from_address": from_address, "text": text, "html": html, "window": send_window}
     checked = await _checked(conn, settings=settings, account_id=account_id, given=given, timeout=timeout)
     if not checked["text"].strip():
@@ -181,6 +182,7 @@ async def change(
 ) -> Step:
     """Change step `at`'s fields in `changes` (subject, from_address, text, html, delay_seconds, window: a
     Window or None for none); the others stay. NotFound for no such step."""
+    await _locked(conn, account_id=account_id, sequence_id=sequence_id)  # another account's sequence: 404 first
     checked = await _checked(conn, settings=settings, account_id=account_id, given=changes, timeout=timeout)
     if "text" in checked and not (checked["text"] or "").strip():
         raise Invalid("text: the text body must not be empty")
