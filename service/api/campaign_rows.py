@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.accounts import replies
 from service.addresses import email_key
 from service.api.campaigns import CampaignId, own
 from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key
@@ -77,9 +78,17 @@ async def retry_campaign(
 async def list_in_doubt(campaign_id: CampaignId, conn: Conn, key: Key) -> InDoubtRows:
     await own(conn, key, campaign_id)
     found = await rows.in_doubt(conn, campaign_id=campaign_id, timeout=DB_SECONDS)
+    mine = await replies.own_relays(conn, account_id=key.account_id)
     return InDoubtRows(
         rows=[
-            InDoubt(id=r.id, email=r.email, node=r.node, since=r.since, attempts=r.attempts, last_reply=r.last_reply)
+            InDoubt(
+                id=r.id,
+                email=r.email,
+                node=r.node,
+                since=r.since,
+                attempts=r.attempts,
+                last_reply=replies.shown(r.last_reply, own_relays=mine),
+            )
             for r in found
         ]
     )

@@ -11,6 +11,7 @@ import anyio
 from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.accounts import replies
 from service.addresses import address_problem
 from service.api.campaigns import CampaignId, own
 from service.api.deps import CONFLICT, ERRORS, RENDERS, Conn, IdempotencyKey, Key, not_found
@@ -144,12 +145,15 @@ async def send_test(
         raise HTTPException(
             503, "too many test messages are going out; try again shortly", headers={"Retry-After": "5"}
         ) from None
+    mine = await replies.own_relays(conn, account_id=key.account_id)  # what it is shown of the relay's words
     try:
         result = await previews.send_test(settings=request.app.state.settings, made=made, to=sent.to)
     except SmtpUnavailable as exc:
-        raise HTTPException(503, f"test message not sent: {exc}", headers={"Retry-After": "30"}) from None
+        said = replies.shown(str(exc), own_relays=mine)
+        raise HTTPException(503, f"test message not sent: {said}", headers={"Retry-After": "30"}) from None
     finally:
         tests.release()
+    reply = replies.shown(result.reply, own_relays=mine) or ""
     if result.outcome is not Outcome.SENT:
-        raise HTTPException(422, f"test message not accepted: {result.reply}")
-    return TestSent(to=sent.to, subscriber=made.subscriber, reply=result.reply)
+        raise HTTPException(422, f"test message not accepted: {reply}")
+    return TestSent(to=sent.to, subscriber=made.subscriber, reply=reply)
