@@ -8,8 +8,8 @@ rows (the server is down, a drain) stops the claims too. Once closed, no row
 is handed out any more: what is left is released by the sender.
 
 Transactional messages (docs/design.md#messages) have a lane of their own: a connection that is free takes
-a message's row before any campaign's, so a message waits at most for one message on the wire per
-connection. The claimer puts messages in whether or not the feed is low, up to a few batches of them
+a message's row before any campaign's (under a rate, before any whose send slot is later), so a message waits at
+most for one message on the wire per connection. The claimer puts messages in whether or not the feed is low, up to a few batches of them
 (`messages_held`); they do not count toward `low_water`.
 """
 
@@ -69,12 +69,17 @@ class Feed:
         return len(self.messages)
 
     def _next(self) -> tuple[deque[tuple[Batch, Row]], int] | None:
-        """The lane and place of the next row to send: a message's whose slot has come first, else the row
-        whose slot comes first of the two lanes."""
+        """The lane and place of the next row to send: a message's whose slot has come first, unless a campaign's
+        row's slot came before it (the accounts' turns gave the slots, actors/turns.py: a node that falls behind
+        its rate keeps their order), else the row whose slot comes first of the two lanes. Without a rate no row
+        has a slot, and a message goes first."""
         m = self._pick(self.messages)
-        if m is not None and self.messages[m][1].not_before <= time.monotonic():
-            return self.messages, m
         c = self._pick(self.rows)
+        now = time.monotonic()
+        if m is not None and self.messages[m][1].not_before <= now:
+            if c is not None and self.rows[c][1].not_before < self.messages[m][1].not_before:
+                return self.rows, c
+            return self.messages, m
         if c is None:
             return None if m is None else (self.messages, m)
         if m is None or self.rows[c][1].not_before <= self.messages[m][1].not_before:

@@ -23,9 +23,8 @@ DROP FUNCTION einmal.send_claim(bigint, text, integer, float8, integer, integer,
 -- of each relay named in p_relays that has any (einmal.relays: every row claimed takes a slot of each and
 -- counts against each one's quotas, docs/design.md#sending-budget); and within the rate and quotas of the
 -- rows' account (p_account, else p_campaign's): its own in einmal.accounts, else p_account_rate,
--- p_account_quota_hour and p_account_quota_day (0: none). A claim takes the cluster's and the account's free
--- slots within the horizon, no more (at least one while any is): the slots freed while the claimers waited are
--- shared among the accounts taking turns (actors/turns.py), not all taken by the first. Rows whose address is
+-- p_account_quota_hour and p_account_quota_day (0: none), a pace and quotas of its own as a relay's are. Rows
+-- whose address is
 -- suppressed are settled 'suppressed'. Each claimed row comes with its send slot, `slot_at`, and `delay`,
 -- the seconds from now until then (NULL and 0 when no rate applies to it). Only claimed rows take a slot and
 -- count against a quota.
@@ -76,8 +75,7 @@ BEGIN
             IF slot > clock_timestamp() + make_interval(secs => horizon) THEN
                 RETURN;  -- the cluster's slots are taken that far ahead: nothing now
             END IF;
-            allowance := least(allowance, greatest(1, ceil(
-                p_rate * (horizon - extract(epoch FROM slot - clock_timestamp())))::integer));
+            allowance := least(allowance, greatest(1, ceil(p_rate * horizon)::integer));
         END IF;
         IF p_quota_hour > 0 THEN
             allowance := least(allowance, p_quota_hour - einmal.quota_used('hour', p_hour_seconds));
@@ -104,8 +102,7 @@ BEGIN
             IF account_slot > clock_timestamp() + make_interval(secs => horizon) THEN
                 RETURN;  -- the account's slots are taken that far ahead
             END IF;
-            allowance := least(allowance, greatest(1, ceil(
-                account_rate * (horizon - extract(epoch FROM account_slot - clock_timestamp())))::integer));
+            allowance := least(allowance, greatest(1, ceil(account_rate * horizon)::integer));
         END IF;
         IF account_hour > 0 THEN
             allowance := least(allowance, account_hour - einmal.quota_used_in(account_scope, 'hour', p_hour_seconds));
