@@ -48,6 +48,8 @@ IDLE_SECONDS = 0.5
 LIST_SECONDS = 1.0  # how long the list of sending campaigns is reused while claiming
 IDENTITY_SECONDS = 30.0  # how long a campaign's compiled template, and its account's identity, is reused
 MESSAGE_BATCHES = 3  # batches of messages' rows a node holds claimed at most, beyond its campaigns'
+MESSAGE_TURN = 25  # messages' rows an account claims at most in its turn: each is compiled, some 10 ms, before the
+#                    next account's turn
 
 
 class Templates:
@@ -247,9 +249,12 @@ async def claim_messages(
     most: int,
 ) -> int:
     """Claim at most `most` of the account's due messages' rows into the feed's first lane while it holds fewer
-    than MESSAGE_BATCHES batches of them; how many were claimed. `identities`: each account's identity and when
-    it was read (reused for IDENTITY_SECONDS)."""
+    than MESSAGE_BATCHES batches of them, MESSAGE_TURN at most; how many were claimed.
+    `identities`: each account's identity and when it was read (reused for IDENTITY_SECONDS)."""
     if most <= 0 or feed.messages_held >= MESSAGE_BATCHES * ctx.settings.batch_size or ctx.stopping.is_set():
+        return 0
+    most = min(most, MESSAGE_TURN)
+    if most <= 0:
         return 0
     known = identities.get(account_id)
     if known is None or time.monotonic() - known[1] > IDENTITY_SECONDS:
@@ -340,19 +345,19 @@ async def campaign_turn(
     templates: Templates,
     campaigns: list,
     most: int,
-) -> Batch | bool | None:
+) -> tuple[Batch | None, bool]:
     """Claim at most `most` rows of one of an account's sending `campaigns` (the first with rows due, in the
-    order given); the batch, None when none had any, False when one was paused (the list is stale)."""
+    order given); the batch (None when none had any) and whether one was paused (the list is stale)."""
     for campaign in campaigns:
         template = await templates.get(campaign["id"])
         if template is None:
-            return False
+            return None, True
         if not feed.usable(own_relays := templates.relays(campaign["id"])):
             continue  # every relay of its account is down: its rows would only come back
         batch = await claim(ctx, conn, token, campaign["id"], campaign["account_id"], template, own_relays, most)
         if batch:
-            return batch
-    return None
+            return batch, False
+    return None, False
 
 
 async def run(
@@ -375,9 +380,8 @@ async def run(
                     ctx.message_accounts.clear()
                     for account_id in notified:
                         most = turns.left(account_id)
-                        turns.spend(
-                            account_id, await claim_messages(ctx, conn, token, feed, identities, account_id, most)
-                        )
+                        n = await claim_messages(ctx, conn, token, feed, identities, account_id, most)
+                        turns.spend(account_id, n)
                 if ctx.stopping.is_set():
                     break
             if ctx.stopping.is_set() or feed.closed:
@@ -404,10 +408,10 @@ async def run(
                     turns.spend(account_id, n)
                     claimed += n
                 if account_id in by_account and feed.room.is_set() and (most := turns.left(account_id)) > 0:
-                    batch = await campaign_turn(ctx, conn, token, feed, templates, by_account[account_id], most)
-                    if batch is False:
+                    batch, paused = await campaign_turn(ctx, conn, token, feed, templates, by_account[account_id], most)
+                    if paused:
                         listed_at = -LIST_SECONDS  # paused: list again
-                    elif batch:
+                    if batch:
                         feed.put(batch)
                         turns.spend(account_id, len(batch.rows))
                         claimed += len(batch.rows)

@@ -36,8 +36,8 @@ async def set_command(args: argparse.Namespace, settings: Settings) -> int:
     }
     if all(value is None for value in given.values()):
         async with db.connection(db.url(settings)) as conn:
-            own = await budget.set_budget(conn, account=args.account, given=numbers)
-        print(f"account {shown(args.account)}: {budget.shown_budget(own)}")
+            alone = await budget.set_budget(conn, account=args.account, given=numbers)
+        print(f"account {shown(args.account)}: {budget.shown_budget(alone)}")
         return 0
     named = account.display_name(args.display_name) if args.display_name is not None else None
     language = texts.checked(args.language) if args.language is not None else None

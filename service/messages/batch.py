@@ -6,8 +6,8 @@ while the others are made. The work common to items is done once: a template is 
 the From rule asked once per distinct From, and the sources compiled once per distinct (subject, text, HTML,
 From) in a worker thread; the message ids are taken in one statement. Each item is then made in its own
 transaction (`messages.make`), once the account's bound on its queued messages is found to hold them all (else
-the call is refused 429, nothing made): an item that fails there (an import holding the account's subscribers) is invalid
-alone, and the ones made before stay made.
+the call is refused 429, nothing made): an item that fails there (an import holding the account's subscribers) is
+invalid alone, and the ones made before stay made.
 
 Idempotency, beyond the API's middleware (which replays the call's answer for EINMAL_MESSAGE_KEY_HOURS): with the
 request's Idempotency-Key `k`, item `i` is made under the key `k:i` (`item_key`), so that a retry of the route itself,

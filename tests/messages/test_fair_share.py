@@ -80,3 +80,42 @@ async def test_a_message_flood_leaves_another_account_its_share(conn: asyncpg.Co
     assert b_sent >= 0.35 * RATE * WINDOW, (b_sent, a_sent)
     # behind A's whole queue it would wait some 580 / 20 = 29 s; its turn comes within a horizon or two
     assert latency < 3.0, latency
+
+
+@pytest.mark.serial  # it measures a latency
+async def test_without_a_rate_another_accounts_message_is_not_behind_the_flood(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    """No rate: the relay's speed is the bound (here 4 connections, 100 ms a message: 40 a second, slower than
+    messages are compiled). A's flood may not fill the first lane ahead of B's message."""
+    b_account = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('b') RETURNING id")
+    a_account = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('flooder') RETURNING id")
+    sink = Sink(delay=0.1)
+    async with recording_server(sink) as port:
+        settings = node_settings(dsn, port, smtp_connections=4)
+        await flood(conn, settings, a_account)
+        async with running_node(settings):
+            with anyio.fail_after(30):
+                while not any(rcpt.endswith("@flood.example") for _, rcpt, _ in sink.messages):
+                    await anyio.sleep(0.005)
+            await anyio.sleep(0.1)
+            queued_at = time.monotonic()
+            await messages.send(
+                conn,
+                settings=settings,
+                account_id=b_account,
+                to="reset@b.example",
+                subject="Reset",
+                body_text="Link.",
+                from_address=FROM,
+            )
+            with anyio.fail_after(30):
+                while not any(rcpt == "reset@b.example" for _, rcpt, _ in sink.messages):
+                    await anyio.sleep(0.005)
+            seen = list(sink.messages)
+    at = next(i for i, (_, rcpt, _) in enumerate(seen) if rcpt == "reset@b.example")
+    before = sum(1 for t, _, _ in seen if t < queued_at)
+    print(f"\nB's message was the {at + 1}th of {len(seen)} accepted, {before} before it was queued")
+    # behind the first lane it came after 200 to 600 of A's; now, the accounts taking turns in the lane, after
+    # those on the wire and sent while the claimer compiled a turn of A's (MESSAGE_TURN)
+    assert at < 40, at
