@@ -2,16 +2,17 @@
 over the accounts with due work, messages or a sending campaign's rows.
 
 Each pass of the claimer credits every such account a quantum, the installation's claim for a pass (its rate's
-horizon of slots, else a batch) divided among them, and serves them in turn, the first of the last pass last; an
-account claims at most its credit, messages before its campaigns' rows. Credit left unspent (its claim found no
-slot free) is kept for the next pass up to HEAD_START quanta, so an account that lost its turn to the pace gets
-it back, and none is ever more than that ahead of the others.
+horizon of slots, else a batch) divided among them, and serves them in turn; an account claims at most its
+credit, messages before its campaigns' rows. The first of a pass in which anything was claimed goes last in the
+next: when the pace has room for only the first claim of a pass, the accounts take that place in turn. Credit left
+unspent is kept up to HEAD_START quanta: with 1, none, so no account is ever more than a quantum ahead of another
+(a larger HEAD_START lets an account that lost its turns to the pace catch up, by taking the others' turns).
 """
 
 import math
 from collections.abc import Iterable
 
-HEAD_START = 2  # quanta of credit an account may hold
+HEAD_START = 1  # quanta of credit an account may hold
 
 
 def quantum(capacity: int, accounts: int) -> int:
