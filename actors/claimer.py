@@ -138,11 +138,15 @@ def capacity(ctx: NodeContext) -> int:
 
 
 def budget(
-    ctx: NodeContext, account_relays: tuple[identity.AccountRelay, ...], batch_size: int | None = None
+    ctx: NodeContext,
+    account_relays: tuple[identity.AccountRelay, ...],
+    batch_size: int | None = None,
+    reach: float = 0.0,
 ) -> dict[str, object]:
     """What a claim, of a campaign's rows or of messages', is bounded by (docs/design.md#sending-budget): the
     batch size (`batch_size`: the account's turn), the cluster's rate and quotas, the account's rate and quotas
-    (its own, else the installation's defaults), the domains' rates and pauses, the account's relays."""
+    (its own, else the installation's defaults), the domains' rates and pauses, the account's relays; `reach`:
+    the seconds of the cluster's slots the account's turn took just before (einmal.send_claim's p_reach)."""
     settings = ctx.settings
     rated = {domain: limit.rate for domain, limit in ctx.domain_limits.items() if limit.rate}
     return {
@@ -161,6 +165,7 @@ def budget(
         "account_rate": settings.account_rate_limit,
         "account_quota_hour": settings.account_quota_hour,
         "account_quota_day": settings.account_quota_day,
+        "reach": reach,
     }
 
 
@@ -173,12 +178,18 @@ async def claim(
     template: render.CampaignTemplate,
     account_relays: tuple[identity.AccountRelay, ...] = (),
     batch_size: int | None = None,
+    reach: float = 0.0,
 ) -> Batch | None:
     """Claim one batch of a campaign (at most `batch_size` rows); None when nothing of it is due (and no trace
     for that)."""
     began = time.time_ns()
     records = await conn.fetch(
-        *db.sql("send_claim_batch", campaign_id=campaign_id, token=token, **budget(ctx, account_relays, batch_size))
+        *db.sql(
+            "send_claim_batch",
+            campaign_id=campaign_id,
+            token=token,
+            **budget(ctx, account_relays, batch_size, reach),
+        )
     )
     return _batch(ctx, token, campaign_id, account_id, template, account_relays, began, records)
 
@@ -345,6 +356,7 @@ async def campaign_turn(
     templates: Templates,
     campaigns: list,
     most: int,
+    reach: float = 0.0,
 ) -> tuple[Batch | None, bool]:
     """Claim at most `most` rows of one of an account's sending `campaigns` (the first with rows due, in the
     order given); the batch (None when none had any) and whether one was paused (the list is stale)."""
@@ -354,7 +366,7 @@ async def campaign_turn(
             return None, True
         if not feed.usable(own_relays := templates.relays(campaign["id"])):
             continue  # every relay of its account is down: its rows would only come back
-        batch = await claim(ctx, conn, token, campaign["id"], campaign["account_id"], template, own_relays, most)
+        batch = await claim(ctx, conn, token, campaign["id"], campaign["account_id"], template, own_relays, most, reach)
         if batch:
             return batch, False
     return None, False
@@ -403,12 +415,17 @@ async def run(
             for account_id in turns.round([*messaging, *by_account], capacity(ctx)):
                 if ctx.stopping.is_set() or feed.closed:
                     break
+                n = 0
                 if account_id in messaging:  # its messages first
                     n = await claim_messages(ctx, conn, token, feed, identities, account_id, turns.left(account_id))
                     turns.spend(account_id, n)
                     claimed += n
                 if account_id in by_account and feed.room.is_set() and (most := turns.left(account_id)) > 0:
-                    batch, paused = await campaign_turn(ctx, conn, token, feed, templates, by_account[account_id], most)
+                    # the slots its messages took just now do not keep its campaign out of its turn
+                    reach = n / ctx.settings.rate_limit if ctx.settings.rate_limit else 0.0
+                    batch, paused = await campaign_turn(
+                        ctx, conn, token, feed, templates, by_account[account_id], most, reach
+                    )
                     if paused:
                         listed_at = -LIST_SECONDS  # paused: list again
                     if batch:

@@ -23,8 +23,10 @@ DROP FUNCTION einmal.send_claim(bigint, text, integer, float8, integer, integer,
 -- of each relay named in p_relays that has any (einmal.relays: every row claimed takes a slot of each and
 -- counts against each one's quotas, docs/design.md#sending-budget); and within the rate and quotas of the
 -- rows' account (p_account, else p_campaign's): its own in einmal.accounts, else p_account_rate,
--- p_account_quota_hour and p_account_quota_day (0: none), a pace and quotas of its own as a relay's are. Rows
--- whose address is
+-- p_account_quota_hour and p_account_quota_day (0: none), a pace and quotas of its own as a relay's are.
+-- p_reach: seconds of the cluster's slots the same account's turn took just before (its messages, then its
+-- campaign's rows: actors/turns.py), by which the horizon reaches further for this claim, so that one turn is
+-- let in whole, not its first claim alone. Rows whose address is
 -- suppressed are settled 'suppressed'. Each claimed row comes with its send slot, `slot_at`, and `delay`,
 -- the seconds from now until then (NULL and 0 when no rate applies to it). Only claimed rows take a slot and
 -- count against a quota.
@@ -38,7 +40,8 @@ CREATE FUNCTION einmal.send_claim(p_campaign bigint, p_token text, p_batch integ
                                   p_domains text[], p_domain_rates float8[], p_probes integer,
                                   p_pause float8, p_pause_max float8, p_relays text[] DEFAULT '{}',
                                   p_account bigint DEFAULT NULL, p_account_rate float8 DEFAULT 0,
-                                  p_account_quota_hour integer DEFAULT 0, p_account_quota_day integer DEFAULT 0)
+                                  p_account_quota_hour integer DEFAULT 0, p_account_quota_day integer DEFAULT 0,
+                                  p_reach float8 DEFAULT 0)
 RETURNS TABLE (id bigint, account_id bigint, subscriber_id bigint, email text, email_lower text,
                attempts integer, name text, status text, attributes jsonb, slot_at timestamptz, delay float8,
                campaign_id bigint, honour_unsubscribe boolean)
@@ -72,7 +75,7 @@ BEGIN
         SELECT greatest(p.next_slot, clock_timestamp()) INTO slot
         FROM einmal.send_pace p WHERE p.scope = 'all' FOR UPDATE;
         IF p_rate > 0 THEN
-            IF slot > clock_timestamp() + make_interval(secs => horizon) THEN
+            IF slot > clock_timestamp() + make_interval(secs => horizon + p_reach) THEN
                 RETURN;  -- the cluster's slots are taken that far ahead: nothing now
             END IF;
             allowance := least(allowance, greatest(1, ceil(p_rate * horizon)::integer));

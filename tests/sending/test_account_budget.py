@@ -50,6 +50,7 @@ async def slots(conn: asyncpg.Connection, campaign: int, settings: Settings, tok
             account_rate=settings.account_rate_limit,
             account_quota_hour=settings.account_quota_hour,
             account_quota_day=settings.account_quota_day,
+            reach=0.0,
         )
     )
     return [r["slot_at"].timestamp() if r["slot_at"] else 0.0 for r in rows if r["status"] == "claimed"]
