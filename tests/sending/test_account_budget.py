@@ -23,12 +23,16 @@ async def two_campaigns(conn: asyncpg.Connection, recipients: int) -> tuple[int,
     return a, b
 
 
-async def claim(conn: asyncpg.Connection, campaign: int, settings: Settings, token: str = "node") -> int:
+async def claim(
+    conn: asyncpg.Connection, campaign: int, settings: Settings, token: str = "node", reach: float = 0.0
+) -> int:
     """Rows of `campaign` claimed by one claim of 50 under `settings`' budget."""
-    return len(await slots(conn, campaign, settings, token))
+    return len(await slots(conn, campaign, settings, token, reach))
 
 
-async def slots(conn: asyncpg.Connection, campaign: int, settings: Settings, token: str = "node") -> list[float]:
+async def slots(
+    conn: asyncpg.Connection, campaign: int, settings: Settings, token: str = "node", reach: float = 0.0
+) -> list[float]:
     """The send slots (epoch seconds; 0: none) of the rows of `campaign` one claim of 50 took."""
     rows = await conn.fetch(
         *db.sql(
@@ -50,7 +54,7 @@ async def slots(conn: asyncpg.Connection, campaign: int, settings: Settings, tok
             account_rate=settings.account_rate_limit,
             account_quota_hour=settings.account_quota_hour,
             account_quota_day=settings.account_quota_day,
-            reach=0.0,
+            reach=reach,
         )
     )
     return [r["slot_at"].timestamp() if r["slot_at"] else 0.0 for r in rows if r["status"] == "claimed"]
@@ -101,3 +105,15 @@ async def test_an_accounts_rate_holds_across_claimers_and_leaves_the_others(conn
     assert max(a_slots) <= ended + 2.0 + 0.05, (began, ended, max(a_slots))
     assert len(a_slots) <= 20 * (ended - began + 2.0) + 1
     assert b_rows == 50, "b has no rate of its own"
+
+
+async def test_an_accounts_turn_is_let_in_whole(conn: asyncpg.Connection, dsn: str) -> None:
+    """Under the cluster's rate a claim is let in while its slots reach less than a second ahead; the claim of an
+    account's campaign right after its messages' (one turn, actors/turns.py) reaches further by what they took."""
+    a, b = await two_campaigns(conn, 100)
+    settings = Settings(database_url=dsn, rate_limit=20)
+    # a claim takes a second of slots while they reach less than a second ahead: two let in, the pace 2 s ahead
+    assert [await claim(conn, a, settings) for _ in range(2)] == [20, 20]
+    assert await claim(conn, b, settings) == 0, "another claim is kept out"
+    assert await claim(conn, b, settings, reach=1.5) == 20, "the same turn's next claim is let in"
+    assert await claim(conn, b, settings, reach=1.5) == 0, "once"
