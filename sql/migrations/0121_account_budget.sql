@@ -70,6 +70,8 @@ DECLARE
     account_hour integer := 0;
     account_day integer := 0;
     account_slot timestamptz;
+    -- a step's campaign (migration 0115): its rows of members who left its sequence are settled, not claimed
+    step_sequence bigint := (SELECT c.sequence_id FROM einmal.campaigns c WHERE c.id = p_campaign AND c.kind = 'step');
 BEGIN
     IF p_rate > 0 OR p_quota_hour > 0 OR p_quota_day > 0 THEN
         SELECT greatest(p.next_slot, clock_timestamp()) INTO slot
@@ -179,7 +181,13 @@ BEGIN
             SELECT s.id, sub.name, sub.attributes, s.next_attempt_at, split_part(s.email_lower, '@', 2) AS domain,
                    true AS honour_unsubscribe,
                    EXISTS (SELECT 1 FROM einmal.suppressions x
-                           WHERE x.account_id = s.account_id AND x.email_lower = s.email_lower) AS suppressed
+                           WHERE x.account_id = s.account_id AND x.email_lower = s.email_lower) AS suppressed,
+                   -- a retry of a step whose member left while it was on the wire (the leave settles only
+                   -- the rows not yet there): settled as the leave would have (docs/design.md#sequences)
+                   step_sequence IS NOT NULL AND EXISTS (
+                       SELECT 1 FROM einmal.sequence_members m
+                       WHERE m.sequence_id = step_sequence AND m.subscriber_id = s.subscriber_id
+                         AND m.left_at IS NOT NULL) AS left_it
             FROM einmal.sends s JOIN einmal.subscribers sub ON sub.id = s.subscriber_id
             WHERE p_campaign IS NOT NULL
               AND s.campaign_id = p_campaign AND s.status = 'queued' AND s.next_attempt_at <= now()
@@ -198,7 +206,8 @@ BEGIN
                    split_part(s.email_lower, '@', 2) AS domain, m.honour_unsubscribe,
                    EXISTS (SELECT 1 FROM einmal.suppressions x
                            WHERE x.account_id = s.account_id AND x.email_lower = s.email_lower
-                             AND (x.reason <> 'unsubscribe' OR m.honour_unsubscribe)) AS suppressed
+                             AND (x.reason <> 'unsubscribe' OR m.honour_unsubscribe)) AS suppressed,
+                   false AS left_it
             FROM einmal.sends s JOIN einmal.subscribers sub ON sub.id = s.subscriber_id
             JOIN einmal.messages m ON m.campaign_id = s.campaign_id
             WHERE p_campaign IS NULL
@@ -213,9 +222,9 @@ BEGIN
             LIMIT allowance
             FOR UPDATE OF s SKIP LOCKED
         ), picked AS (
-            SELECT id, name, attributes, next_attempt_at, domain, honour_unsubscribe, suppressed FROM picked_campaign
+            SELECT id, name, attributes, next_attempt_at, domain, honour_unsubscribe, suppressed, left_it FROM picked_campaign
             UNION ALL
-            SELECT id, name, attributes, next_attempt_at, domain, honour_unsubscribe, suppressed FROM picked_messages
+            SELECT id, name, attributes, next_attempt_at, domain, honour_unsubscribe, suppressed, left_it FROM picked_messages
         ), ranked AS (
             SELECT p.*, row_number() OVER (PARTITION BY p.domain ORDER BY p.next_attempt_at, p.id) AS k
             FROM picked p
@@ -229,9 +238,10 @@ BEGIN
                               ELSE allowance END
         )
         UPDATE einmal.sends s SET
-            status = CASE WHEN p.suppressed THEN 'suppressed' ELSE 'claimed' END,
+            status = CASE WHEN p.suppressed OR p.left_it THEN 'suppressed' ELSE 'claimed' END,
             claimed_by = p_token,
-            last_reply = CASE WHEN p.suppressed THEN 'suppressed when claimed' ELSE s.last_reply END,
+            last_reply = CASE WHEN p.suppressed THEN 'suppressed when claimed' WHEN p.left_it THEN 'left the list'
+                              ELSE s.last_reply END,
             updated_at = now()
         FROM kept p
         WHERE s.id = p.id
