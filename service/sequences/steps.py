@@ -8,7 +8,8 @@ sequence's row lock, so two changes of one sequence take turns:
 - added: at the position given (else after the last, a deleted step's included; a position is never used twice),
   it goes to every member on the list who has not passed its position, once its delay after their join is reached;
 - changed: the templates reach the rows claimed from then on (the nodes compile a step anew when its updated_at
-  moves, actors/claimer.py), never a row already sent; a new delay applies to members not past the step;
+  moves, actors/claimer.py), never a row already sent; a new delay applies to members not past the step; a new
+  window places the step's rows still waiting for their first attempt;
 - deleted: the step's campaign is cancelled (its queued rows fail with 'campaign cancelled', a claimed one is
   dropped at its start) and the members go on to the step after it.
 """
@@ -210,6 +211,8 @@ async def change(
             raise NotFound("no such step")
         if "delay_seconds" in checked:
             await _recheck(conn, sequence_id=sequence_id, at=at, delay_seconds=row["delay_seconds"])
+        if "window" in checked:  # the rows waiting for the old window's opening follow the new one
+            await conn.execute(*db.sql("sequence_step_window_moved", campaign_id=row["id"]), timeout=timeout)
         await conn.execute(*db.sql("campaign_notify", campaign_id=row["id"]))  # the claimers list again
     return Step(sequence_id, at, row["id"])
 
