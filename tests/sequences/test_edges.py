@@ -4,10 +4,11 @@ the sweep and the leave trigger, each removed once in a scratch copy to see the 
 
 from datetime import UTC, datetime
 
+import anyio
 import asyncpg
 import pytest
 
-from actors.sequencer import sweep
+from actors.sequencer import sweep, sweep_one
 from service.campaigns import rows as campaign_rows
 from service.sequences import steps
 from tests.conftest import einmal
@@ -21,7 +22,7 @@ async def in_doubt_first_step(conn: asyncpg.Connection, dsn: str) -> tuple[int, 
     """(account, list, first step, second step, the member who left): two members whose first step's row was
     left in doubt (its answer lost after the final dot); the second member has left the list since."""
     account, list_id, _, (first, second) = await make_sequence(conn, dsn, [0, 0])
-    stays, goes = await join(conn, account, list_id, ["stays@example.com", "goes@example.com"])
+    _stays, goes = await join(conn, account, list_id, ["stays@example.com", "goes@example.com"])
     assert (await sweep(conn, batch=10, wait_seconds=60)).queued == 2
     await conn.execute(
         "UPDATE einmal.sends SET status = 'in_doubt', claimed_by = 'node-a', attempts = 1 WHERE campaign_id = $1",
@@ -126,9 +127,119 @@ async def test_a_changed_window_moves_the_rows_queued_for_the_old_one(conn: asyn
     account, list_id, sequence, (first,) = await make_sequence(conn, dsn, [0], window=closed_window())
     await join(conn, account, list_id, ["a@example.com", "b@example.com"])
     await sweep(conn, batch=10, wait_seconds=0)
-    waiting = "SELECT count(*) FROM einmal.sends WHERE campaign_id = $1 AND status = 'queued' AND next_attempt_at > now()"
+    waiting = (
+        "SELECT count(*) FROM einmal.sends WHERE campaign_id = $1 AND status = 'queued' AND next_attempt_at > now()"
+    )
     assert await conn.fetchval(waiting, first) == 2
     await set_window(conn, dsn, account, sequence, 1, open_window())
     assert await conn.fetchval(waiting, first) == 0, "due now: the window is open"
     await set_window(conn, dsn, account, sequence, 1, closed_window())
     assert await conn.fetchval(waiting, first) == 2, "placed at the new window's opening"
+
+
+@pytest.mark.parametrize("status", ["queued", "claimed"])
+async def test_a_leave_settles_the_members_step_row_not_yet_on_the_wire(
+    conn: asyncpg.Connection, dsn: str, status: str
+) -> None:
+    """A plain DELETE of the membership (the API's, an import's): the trigger settles the row, not the page."""
+    account, list_id, _, (first,) = await make_sequence(conn, dsn, [0])
+    goes, stays = await join(conn, account, list_id, ["goes@example.com", "stays@example.com"])
+    await sweep(conn, batch=10, wait_seconds=0)
+    await conn.execute(
+        "UPDATE einmal.sends SET status = $2, claimed_by = CASE WHEN $2 = 'claimed' THEN 'node-a' END "
+        "WHERE campaign_id = $1",
+        first,
+        status,
+    )
+    await leave(conn, list_id, goes)
+    found = await conn.fetch("SELECT subscriber_id, status, last_reply, claimed_by FROM einmal.sends")
+    by = {r["subscriber_id"]: tuple(r)[1:] for r in found}
+    assert by[goes] == ("suppressed", "left the list", None)
+    assert by[stays][0] == status, "the member who stays keeps its row"
+
+
+async def test_the_sweep_queues_nothing_for_a_member_no_longer_confirmed(conn: asyncpg.Connection, dsn: str) -> None:
+    account, list_id, _, (first,) = await make_sequence(conn, dsn, [0])
+    doubtful, member = await join(conn, account, list_id, ["again@example.com", "sure@example.com"])
+    # the membership is no longer confirmed (awaiting a confirmation again) while the member is due
+    await conn.execute("UPDATE einmal.list_members SET state = 'unconfirmed' WHERE subscriber_id = $1", doubtful)
+    assert (await sweep(conn, batch=10, wait_seconds=0)).looked == 2
+    assert await rows(conn, first) == {member: "queued"}
+    assert (
+        await conn.fetchval("SELECT due_at FROM einmal.sequence_members WHERE subscriber_id = $1", doubtful) is None
+    ), "done until it joins again"
+
+
+async def test_a_rejoin_continues_from_the_first_join(conn: asyncpg.Connection, dsn: str) -> None:
+    """Step 2 fell due while the member was off the list: it is queued at once on the rejoin, and the join's
+    time stays (a restart would count step 2's delay from the rejoin)."""
+    account, list_id, _, (first, second) = await make_sequence(conn, dsn, [0, 3600])
+    (member,) = await join(conn, account, list_id, ["back@example.com"])
+    await sweep(conn, batch=10, wait_seconds=0)
+    await conn.execute("UPDATE einmal.sends SET status = 'sent', sent_at = now() WHERE campaign_id = $1", first)
+    await leave(conn, list_id, member)
+    # two hours pass off the list: step 2 fell due meanwhile
+    await conn.execute("UPDATE einmal.sequence_members SET joined_at = joined_at - interval '2 hours'")
+    await conn.execute("UPDATE einmal.sends SET sent_at = sent_at - interval '2 hours' WHERE campaign_id = $1", first)
+    joined = await conn.fetchval("SELECT joined_at FROM einmal.sequence_members")
+    await join(conn, account, list_id, ["back@example.com"])
+    assert (await sweep(conn, batch=10, wait_seconds=0)).queued == 1
+    queued = await conn.fetchrow(
+        "SELECT status, next_attempt_at <= now() AS due FROM einmal.sends WHERE campaign_id = $1", second
+    )
+    assert tuple(queued) == ("queued", True), "step 2 at once, not an hour after the rejoin"
+    assert await conn.fetchval("SELECT joined_at FROM einmal.sequence_members") == joined
+    assert await rows(conn, first) == {member: "sent"}, "step 1 not again"
+
+
+async def waiting_for_a_lock(conn: asyncpg.Connection, pid: int) -> bool:
+    return await conn.fetchval("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", pid) is True
+
+
+async def test_the_sweeper_holds_its_steps_so_a_delete_cancels_the_row_it_queues(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    """The real sweep (actors/sequencer.py sweep_one) is held inside its transaction, after its first statement,
+    by an uncommitted row of the same (step, member) in another transaction (its insert waits for it); a step
+    delete then waits for the sweep, and cancels the row the sweep queued. Without the steps held FOR SHARE the
+    delete commits first and the row the sweep queues after it stays queued in a cancelled step for good."""
+    account, list_id, sequence, (first, second) = await make_sequence(conn, dsn, [0, 0])
+    (member,) = await join(conn, account, list_id, ["r@example.com"])
+    sweeper, blocker, deleter = [await asyncpg.connect(dsn) for _ in range(3)]
+    try:
+        holding = blocker.transaction()
+        await holding.start()
+        await blocker.execute(
+            "INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id) "
+            "VALUES ($1, $2, $3, 'r@example.com', 'r@example.com', 'campaign:' || $1::bigint || ':' || $3::bigint)",
+            first,
+            account,
+            member,
+        )
+        results: dict[str, object] = {}
+
+        async def sweep_it() -> None:
+            results["swept"] = await sweep_one(sweeper, sequence_id=sequence, batch=10, wait_seconds=0)
+
+        async def delete_it() -> None:
+            await steps.delete(deleter, account_id=account, sequence_id=sequence, at=1)
+            results["deleted"] = True
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sweep_it)
+            with anyio.fail_after(10):
+                while not await waiting_for_a_lock(conn, sweeper.get_server_pid()):
+                    await anyio.sleep(0.05)
+            tg.start_soon(delete_it)
+            with anyio.fail_after(10):  # the delete waits for the sweep, or (without its hold) is done
+                while not ("deleted" in results or await waiting_for_a_lock(conn, deleter.get_server_pid())):
+                    await anyio.sleep(0.05)
+            await holding.rollback()
+    finally:
+        for connection in (sweeper, blocker, deleter):
+            await connection.close()
+    assert results["swept"] == (1, 1)
+    row = await conn.fetchrow("SELECT status, last_reply FROM einmal.sends WHERE campaign_id = $1", first)
+    assert tuple(row) == ("failed", "campaign cancelled"), "the delete cancelled the row the sweep queued"
+    assert (await sweep(conn, batch=10, wait_seconds=0)).queued == 1, "the member goes on to the next step"
+    assert await rows(conn, second) == {member: "queued"}

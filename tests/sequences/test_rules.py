@@ -117,7 +117,7 @@ async def test_an_unsubscribed_or_suppressed_member_gets_no_later_step(conn: asy
         # the one-click unsubscribe's effect: a suppression of the address (docs/design.md#opt-outs)
         await conn.execute(
             "INSERT INTO einmal.suppressions (account_id, email_lower, reason) VALUES ($1, 'out@example.com', "
-            "'unsubscribed')",
+            "'unsubscribe')",
             account,
         )
         await settled(conn, [first, second], 4)
