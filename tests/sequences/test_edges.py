@@ -2,7 +2,7 @@
 member left, a rejoin while a step waits for its window, a window changed under queued rows, and the defences of
 the sweep and the leave trigger, each removed once in a scratch copy to see the test here fail."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import anyio
 import asyncpg
@@ -243,3 +243,58 @@ async def test_the_sweeper_holds_its_steps_so_a_delete_cancels_the_row_it_queues
     assert tuple(row) == ("failed", "campaign cancelled"), "the delete cancelled the row the sweep queued"
     assert (await sweep(conn, batch=10, wait_seconds=0)).queued == 1, "the member goes on to the next step"
     assert await rows(conn, second) == {member: "queued"}
+
+
+async def test_a_delay_counts_from_the_previous_steps_send(conn: asyncpg.Connection, dsn: str) -> None:
+    """Step 2 went out late (its delay after the join long past): step 3 comes its own delay after step 2's send,
+    not at once; and the member is looked at again exactly then."""
+    account, list_id, _, (first, second, third) = await make_sequence(conn, dsn, [0, 60, 120])
+    (member,) = await join(conn, account, list_id, ["late@example.com"])
+    await sweep(conn, batch=10, wait_seconds=0)
+    await conn.execute("UPDATE einmal.sequence_members SET joined_at = now() - interval '1 hour', due_at = now()")
+    await conn.execute(  # step 1 went out 61 s ago: step 2 is due
+        "UPDATE einmal.sends SET status = 'sent', sent_at = now() - interval '61 s' WHERE campaign_id = $1", first
+    )
+    assert (await sweep(conn, batch=10, wait_seconds=0)).queued == 1
+    assert await rows(conn, second) == {member: "queued"}
+    sent = await conn.fetchval(
+        "UPDATE einmal.sends SET status = 'sent', sent_at = now() WHERE campaign_id = $1 RETURNING sent_at", second
+    )
+    await conn.execute("UPDATE einmal.sequence_members SET due_at = now()")
+    await sweep(conn, batch=10, wait_seconds=0)
+    assert await rows(conn, third) == {}, "not at once after a late step 2"
+    due = await conn.fetchval("SELECT due_at FROM einmal.sequence_members")
+    assert due == sent + timedelta(seconds=120), "looked at again 120 s after step 2's send"
+    await conn.execute("UPDATE einmal.sends SET sent_at = sent_at - interval '120 s' WHERE campaign_id = $1", second)
+    await conn.execute("UPDATE einmal.sequence_members SET due_at = now()")
+    assert (await sweep(conn, batch=10, wait_seconds=0)).queued == 1, "due 120 s after step 2's send"
+    assert await rows(conn, third) == {member: "queued"}
+
+
+async def test_a_step_added_later_counts_its_delay_from_the_members_last_step(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    account, list_id, sequence, (first,) = await make_sequence(conn, dsn, [0])
+    (member,) = await join(conn, account, list_id, ["done@example.com"])
+    await sweep(conn, batch=10, wait_seconds=0)
+    await conn.execute(
+        "UPDATE einmal.sends SET status = 'sent', sent_at = now() - interval '50 s' WHERE campaign_id = $1", first
+    )
+    await conn.execute("UPDATE einmal.sequence_members SET joined_at = now() - interval '1 day'")
+    assert await conn.fetchval("SELECT due_at FROM einmal.sequence_members") is None, "past the last step: done"
+    added = await steps.add(
+        conn,
+        settings=node_settings(dsn, 25),
+        account_id=account,
+        sequence_id=sequence,
+        subject="Later",
+        from_address="news@example.com",
+        text="added later",
+        delay_seconds=60,
+    )
+    await sweep(conn, batch=10, wait_seconds=0)
+    assert await rows(conn, added.campaign_id) == {}, "60 s after step 1's send, 50 s ago: not yet"
+    await conn.execute("UPDATE einmal.sends SET sent_at = sent_at - interval '10 s' WHERE campaign_id = $1", first)
+    await conn.execute("UPDATE einmal.sequence_members SET due_at = now()")
+    await sweep(conn, batch=10, wait_seconds=0)
+    assert await rows(conn, added.campaign_id) == {member: "queued"}
