@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import anyio
 import asyncpg
+import httpx
 import pytest
 
 from actors.sequencer import sweep, sweep_one
@@ -14,6 +15,8 @@ from service.sequences import steps
 from tests.conftest import einmal
 from tests.sequences.helpers import join, leave, make_sequence, rows
 from tests.support.pipeline import node_settings
+from tests.support.web import http_server
+from tests.web.test_api import auth, make_key
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +36,7 @@ async def in_doubt_first_step(conn: asyncpg.Connection, dsn: str) -> tuple[int, 
     return account, list_id, first, second, goes
 
 
-@pytest.mark.parametrize("via", ["function", "cli"])
+@pytest.mark.parametrize("via", ["function", "cli", "api"])
 async def test_a_resend_of_an_in_doubt_step_skips_a_member_who_left(
     conn: asyncpg.Connection, dsn: str, via: str
 ) -> None:
@@ -42,6 +45,12 @@ async def test_a_resend_of_an_in_doubt_step_skips_a_member_who_left(
         result = einmal("reconcile", str(first), "--resend", dsn=dsn)
         assert result.returncode == 0, result.stderr
         said = result.stdout
+    elif via == "api":
+        async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+            answer = await client.post(
+                f"/campaigns/{first}/reconcile", headers=auth(make_key(dsn, "acme")), json={"decision": "resend"}
+            )
+        assert answer.status_code == 200, answer.text
     else:
         done = await campaign_rows.decide(conn, campaign_id=first, resend=True)
     found = await conn.fetch("SELECT subscriber_id, status, last_reply FROM einmal.sends WHERE campaign_id = $1", first)
@@ -50,6 +59,8 @@ async def test_a_resend_of_an_in_doubt_step_skips_a_member_who_left(
     assert sorted(s for s, _ in by.values()) == ["queued", "suppressed"], "the member who stays is queued again"
     if via == "cli":
         assert "1 in-doubt row of campaign" in said and "1 of a member who left" in said
+    elif via == "api":
+        assert answer.json() == {"moved": 1, "reopened": False, "left": 1}
     else:
         assert (done.moved, done.left) == (1, 1)
 
