@@ -13,12 +13,14 @@ from actors.sequencer import sweep, sweep_one
 from service.campaigns import rows as campaign_rows
 from service.sequences import steps
 from tests.conftest import einmal
-from tests.sequences.helpers import join, leave, make_sequence, rows
-from tests.support.pipeline import node_settings
+from tests.sequences.helpers import Stamped, join, leave, make_sequence, rows
+from tests.support.pipeline import node_settings, recording_server, running_node
 from tests.support.web import http_server
 from tests.web.test_api import auth, make_key
 
 pytestmark = pytest.mark.anyio
+
+FAST = dict(sequence_tick_seconds=0.2, sequence_wait_seconds=0.3)
 
 
 async def in_doubt_first_step(conn: asyncpg.Connection, dsn: str) -> tuple[int, int, int, int, int]:
@@ -309,3 +311,30 @@ async def test_a_step_added_later_counts_its_delay_from_the_members_last_step(
     await conn.execute("UPDATE einmal.sequence_members SET due_at = now()")
     await sweep(conn, batch=10, wait_seconds=0)
     assert await rows(conn, added.campaign_id) == {member: "queued"}
+
+
+async def test_members_leaving_and_rejoining_quickly_get_every_step_once(conn: asyncpg.Connection, dsn: str) -> None:
+    """12 members leave and rejoin ten times, 0.2 s apart, while a node sends their steps at 4 a second (so that
+    the leaves find rows queued, claimed or on the wire): each gets each step exactly once (a leave that stopped a
+    step's row gives it back on the rejoin)."""
+    account, list_id, _, (first, second) = await make_sequence(conn, dsn, [0, 1])
+    emails = [f"q{i}@example.com" for i in range(12)]
+    received = Stamped(delay=0.05)
+    async with recording_server(received) as port, running_node(node_settings(dsn, port, rate_limit=4, **FAST)):
+        members = await join(conn, account, list_id, emails)
+        for _ in range(10):
+            for member in members:
+                await leave(conn, list_id, member)
+            await anyio.sleep(0.1)
+            await join(conn, account, list_id, emails)
+            await anyio.sleep(0.1)
+        with anyio.fail_after(60):  # until every member is past the last step and no row is open
+            while await conn.fetchval(
+                "SELECT (SELECT count(*) FROM einmal.sends WHERE status IN ('queued', 'claimed', 'sending')) "
+                "+ (SELECT count(*) FROM einmal.sequence_members WHERE due_at IS NOT NULL OR last_position < 2)"
+            ):
+                await anyio.sleep(0.2)
+        await anyio.sleep(1)
+    got = received.by_step()
+    assert sorted(got.get(first, [])) == sorted(members), "step 1 once each"
+    assert sorted(got.get(second, [])) == sorted(members), "step 2 once each"
