@@ -6,6 +6,9 @@
 -- send window when the member left, or a step 1 queued in a quick leave and rejoin). The join, restated from 0115,
 -- now also queues that row again, the member's last step's, when a leave settled it: placed in the step's window as
 -- it is now, and the sweep holds the next step until it is settled, as any.
+--
+-- (0115's comment has every delay count from joined_at: a step's delay now counts from the member's previous step's
+-- send, and joined_at starts the first step only; sql/queries/sequence_sweep.sql.)
 CREATE OR REPLACE FUNCTION einmal.sequence_members_join(lists bigint[], subscribers bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
