@@ -1,7 +1,8 @@
 """The rules of sequences (docs/design.md#sequences), each with a real node sending to a recording SMTP server:
-every member gets each step once, in order, no earlier than its delay after its confirmed join; leaving stops
-it; rejoining continues; an unsubscribe wins; pause holds, resume continues within the budget; an edit reaches
-the rows not yet sent; a step added later reaches the members not past it; a deleted step's rows are cancelled."""
+every member gets each step once, in order, no earlier than its delay (after the previous step's send, the first
+after the confirmed join); leaving stops it; rejoining continues; an unsubscribe wins; pause holds, resume
+continues within the budget; an edit reaches the rows not yet sent; a step added later reaches the members not
+past it; a deleted step's rows are cancelled."""
 
 import time
 from datetime import UTC, datetime, timedelta
