@@ -23,6 +23,9 @@ MAX_CHOSEN = 1000
 class Moved(BaseModel):
     moved: int = Field(description="the rows moved")
     reopened: bool = Field(description="whether the campaign, sent, is sending again")
+    left: int = Field(
+        description="a sequence step's rows of members who left its list since: settled as suppressed, not sent"
+    )
 
 
 class RetryFields(BaseModel):
@@ -69,7 +72,7 @@ async def retry_campaign(
 ) -> Moved:
     await own(conn, key, campaign_id)
     done = await rows.retry_failed(conn, campaign_id=campaign_id, reason=fields.reason)
-    return Moved(moved=done.moved, reopened=done.reopened)
+    return Moved(moved=done.moved, reopened=done.reopened, left=done.left)
 
 
 @router.get(
@@ -115,4 +118,4 @@ async def reconcile_campaign(
         keys=keys if chosen else None,
         addresses=decision.emails,
     )
-    return Moved(moved=done.moved, reopened=done.reopened)
+    return Moved(moved=done.moved, reopened=done.reopened, left=done.left)
