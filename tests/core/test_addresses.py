@@ -324,6 +324,10 @@ async def test_an_opt_out_by_the_a_label_form_after_the_build_is_honoured_at_cla
             pause_seconds=60,
             pause_max_seconds=3600,
             relays=[],
+            account_rate=0,
+            account_quota_hour=0,
+            account_quota_day=0,
+            reach=0,
         )
     )  # no limits
     assert {r["email"]: r["status"] for r in claimed} == {

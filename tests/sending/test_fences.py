@@ -47,6 +47,10 @@ async def test_a_claim_skips_a_row_an_erasure_holds_instead_of_waiting_for_it(
                     pause_seconds=60.0,
                     pause_max_seconds=3600.0,
                     relays=[],
+                    account_rate=0,
+                    account_quota_hour=0,
+                    account_quota_day=0,
+                    reach=0,
                 )
             )
             assert sorted(r["id"] for r in rows) == sorted(
