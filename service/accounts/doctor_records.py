@@ -9,6 +9,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Literal
 
+import anyio
+
 from service import relays
 from service.accounts import dns_checks
 from service.accounts.dns_checks import Lookup, Unanswered
@@ -89,7 +91,12 @@ async def spf(notes: Notes, lookup: Lookup, envelope: str, chosen: list[relays.R
     expected = "v=spf1 ip4:<relay address> -all (or include: of the relay's provider)"
     try:
         records = await dns_checks.spf_records(lookup, envelope)
-        spf = await dns_checks.walk(lookup, envelope, records[0]) if len(records) == 1 else None
+        with anyio.fail_after(dns_checks.SPF_SECONDS):
+            spf = await dns_checks.walk(lookup, envelope, records[0]) if len(records) == 1 else None
+    except TimeoutError:
+        title = f"SPF of {envelope}: not walked within {dns_checks.SPF_SECONDS:g} s, receivers may answer temperror"
+        notes.add("dns", "fail", title, " | ".join(records), expected, "fewer includes; retry later")
+        return
     except Unanswered as exc:
         notes.add("dns", "fail", f"SPF of {envelope}: DNS gave no answer", found=str(exc), expected=expected)
         return
@@ -109,7 +116,8 @@ async def spf(notes: Notes, lookup: Lookup, envelope: str, chosen: list[relays.R
             "fail",
             f"SPF of {envelope}: receivers answer permerror: {'; '.join(over + spf.problems)}",
             spf.record,
-            f"at most {dns_checks.SPF_LOOKUPS} lookups (include, a, mx, ptr, exists, redirect), 2 void",
+            f"at most {dns_checks.SPF_LOOKUPS} lookups (include, a, mx, ptr, exists, redirect), "
+            f"{dns_checks.SPF_EXCHANGERS} exchangers an mx, {dns_checks.SPF_VOID} void",
             "replace includes by the ip4:/ip6: networks they name, or drop unused ones",
         )
         return  # every sender's answer is permerror: no relay to judge apart
