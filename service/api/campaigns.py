@@ -15,7 +15,19 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.accounts.account import name_of
-from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, RENDERS, Conn, Cursor, IdempotencyKey, Key, limiter
+from service.api.deps import (
+    CONFLICT,
+    DB_SECONDS,
+    ERRORS,
+    RENDERS,
+    Conn,
+    Cursor,
+    IdempotencyKey,
+    Key,
+    KeyAlone,
+    checkout,
+    limiter,
+)
 from service.campaigns import approval, drafts, fields, listing, preview, status, transitions
 from service.campaigns.fields import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT
 
@@ -207,8 +219,7 @@ async def get_campaign(campaign_id: CampaignId, conn: Conn, key: Key) -> Campaig
 async def approve_campaign(
     campaign_id: CampaignId,
     request: Request,
-    conn: Conn,
-    key: Key,
+    key: KeyAlone,
     force: Annotated[
         bool,
         Query(
@@ -218,17 +229,22 @@ async def approve_campaign(
     ] = False,
     idempotency_key: IdempotencyKey = None,
 ) -> ApprovedCampaign:
-    await own(conn, key, campaign_id)
-    found = await approval.approve(
-        conn,
-        settings=request.app.state.settings,
-        campaign_id=campaign_id,
-        force=force,
-        explicitly=EXPLICITLY,
-        forcing="?force=true",
-        limiter=limiter(request, "renders", RENDERS),
-    )
-    return ApprovedCampaign(**await progress(conn, campaign_id), warnings=list(found.warnings))
+    settings, connect = request.app.state.settings, checkout(request)
+    async with connect() as conn:
+        await own(conn, key, campaign_id)
+    report = await approval.asked(connect, settings, campaign_id=campaign_id, bounded=True)  # no connection held
+    async with connect() as conn:
+        found = await approval.approve(
+            conn,
+            settings=settings,
+            campaign_id=campaign_id,
+            force=force,
+            explicitly=EXPLICITLY,
+            forcing="?force=true",
+            limiter=limiter(request, "renders", RENDERS),
+            report=report,
+        )
+        return ApprovedCampaign(**await progress(conn, campaign_id), warnings=list(found.warnings))
 
 
 def _mover(verb: str):
