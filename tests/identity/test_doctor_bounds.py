@@ -95,6 +95,44 @@ async def test_doctor_calls_waiting_on_silent_dns_leave_other_accounts_answered(
 
 @pytest.mark.serial
 @pytest.mark.anyio
+async def test_approves_waiting_on_silent_dns_leave_other_accounts_answered(
+    conn: asyncpg.Connection, dsn: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _small_pool(monkeypatch, 3)
+    monkeypatch.setattr(dns_checks, "QUERY_SECONDS", 2.0)
+    ids = await subscriber(conn, account="other")
+    _, other = await keys.mint(conn, account_id=ids[0], name="k", scope="write")
+    drafts = []
+    for n in range(3):
+        account_id, key = await _account(conn, f"a{n}", f"a{n}.test")
+        campaign = await conn.fetchval(
+            "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids) "
+            "VALUES ($1, 'n', 's', $2, 'b', '{}') RETURNING id",
+            account_id,
+            f"news@a{n}.test",
+        )
+        drafts.append((campaign, key))
+    signing = {"dkim_domain": "a0.test", "dkim_selector": "s1", "dkim_private_key_file": _key(tmp_path, "k")[0]}
+    statuses: list[int] = []
+    with counting() as silent:
+        async with http_server(dsn, dns_servers=silent.address, **signing) as base:
+            async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+
+                async def approve(campaign: int, key: str) -> None:
+                    answer = await client.post(f"/api/v1/campaigns/{campaign}/approve", headers=auth(key))
+                    statuses.append(answer.status_code)
+
+                async with anyio.create_task_group() as tg:
+                    for campaign, key in drafts * 2:  # six approves in flight, a pool of three
+                        tg.start_soon(approve, campaign, key)
+                    await _asked(silent, 6)
+                    read, unsubscribed, waited = await _others_answer(client, other, ids)
+    assert (read, unsubscribed) == (200, 200) and waited < 3, (read, unsubscribed, waited)
+    assert statuses == [409] * 6, statuses  # the doctor could not check: not approved, none refused for the pool
+
+
+@pytest.mark.serial
+@pytest.mark.anyio
 async def test_webhook_registration_waiting_on_silent_dns_leaves_other_accounts_answered(
     conn: asyncpg.Connection, dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -214,13 +252,15 @@ async def test_doctor_runs_per_account_are_bounded_with_retry_after(
 
 
 def _spf_zones(record: str) -> dict[str, list[str]]:
-    """mxterms.test: fifteen mx: terms, each one exchanger with an address; bigmx.test: an `mx` of fifteen."""
+    """mxterms.test: fifteen mx: terms, each one exchanger with an address; bigmx.test: an `mx` of fifteen;
+    voids.test: five names that do not exist."""
     terms = " ".join(f"mx:h{n}.mxterms.test" for n in range(1, 16))
     return {
         "mxterms.test": [
             *_sender(record, spf=f"v=spf1 {terms} -all"),
             *(line for n in range(1, 16) for line in (f"h{n} MX 10 x{n}", f"x{n} A 192.0.2.{n}")),
         ],
+        "voids.test": _sender(record, spf=f"v=spf1 {' '.join(f'a:nx{n}.voids.test' for n in range(1, 6))} -all"),
         "bigmx.test": [
             *_sender(record, spf="v=spf1 mx:big.bigmx.test -all"),
             *(line for n in range(1, 16) for line in (f"big MX {n} x{n}", f"x{n} A 198.51.100.{n}")),
@@ -249,3 +289,10 @@ def test_the_spf_walk_stops_at_the_rfc_limits_and_says_permerror(tmp_path: Path)
         assert "receivers answer permerror: big.bigmx.test has 15 MX records, over 10" in said, done.stdout
         asked = relay.asked()[before:]
         assert not [n for n in asked if n.startswith("x")], asked  # no exchanger's address asked past the limit
+
+        before = len(relay.asked())
+        done = einmal("doctor", "--domain", "voids.test", env=env(zones, "voids.test"))
+        said = " | ".join(failing(done.stdout).values())
+        assert "receivers answer permerror: 3 void lookups, over 2" in said, done.stdout
+        asked = {n for n in relay.asked()[before:] if n.startswith("nx")}
+        assert asked == {"nx1.voids.test", "nx2.voids.test", "nx3.voids.test"}, asked  # the fourth not asked
