@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import asyncpg
 import httpx
 import pytest
@@ -296,3 +297,48 @@ def test_the_spf_walk_stops_at_the_rfc_limits_and_says_permerror(tmp_path: Path)
         assert "receivers answer permerror: 3 void lookups, over 2" in said, done.stdout
         asked = {n for n in relay.asked()[before:] if n.startswith("nx")}
         assert asked == {"nx1.voids.test", "nx2.voids.test", "nx3.voids.test"}, asked  # the fourth not asked
+
+
+@pytest.mark.serial
+@pytest.mark.anyio
+async def test_test_messages_waiting_on_a_silent_relay_leave_other_accounts_answered(
+    conn: asyncpg.Connection, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test message waits on its relay with no connection held: the relay here accepts and never greets."""
+    _small_pool(monkeypatch, 3)
+    ids = await subscriber(conn, account="other")
+    _, other = await keys.mint(conn, account_id=ids[0], name="k", scope="write")
+    senders = []
+    for n in range(3):
+        account_id, campaign, _ = await subscriber(conn, account=f"t{n}")
+        _, key = await keys.mint(conn, account_id=account_id, name="k", scope="write")
+        senders.append((campaign, key))
+    accepted: list[anyio.abc.SocketStream] = []
+    statuses: list[int] = []
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1") as silent, anyio.create_task_group() as relay:
+
+        async def keep(stream: anyio.abc.SocketStream) -> None:  # open, and never a greeting
+            accepted.append(stream)
+            await anyio.sleep_forever()
+
+        relay.start_soon(silent.serve, keep)
+        port = silent.extra(anyio.abc.SocketAttribute.local_port)
+        settings = {"smtp_urls": f"smtp://127.0.0.1:{port}", "smtp_timeout_seconds": 6}
+        async with http_server(dsn, **settings) as base, httpx.AsyncClient(base_url=base, timeout=60) as client:
+
+            async def send(campaign: int, key: str) -> None:
+                body = {"to": "me@example.org", "subscriber": "ann.example@example.org"}
+                answer = await client.post(f"/api/v1/campaigns/{campaign}/test", headers=auth(key), json=body)
+                statuses.append(answer.status_code)
+
+            async with anyio.create_task_group() as tg:
+                for campaign, key in senders:
+                    tg.start_soon(send, campaign, key)
+                with anyio.move_on_after(8):
+                    while len(accepted) < 3:
+                        await anyio.sleep(0.05)
+                await anyio.sleep(0.3)
+                read, unsubscribed, waited = await _others_answer(client, other, ids)
+        relay.cancel_scope.cancel()
+    assert (read, unsubscribed) == (200, 200) and waited < 2, (read, unsubscribed, waited)
+    assert statuses == [503] * 3, statuses  # no relay answered: 503 each, none refused for the pool
