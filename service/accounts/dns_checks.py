@@ -37,7 +37,20 @@ def public(address: str) -> bool:
 
 
 class Unanswered(Exception):
-    """DNS gave no answer (timeout, SERVFAIL, refused): nothing can be said of the name."""
+    """DNS gave no answer (timeout, SERVFAIL, refused): nothing can be said of the name. Its message says
+    which server and how, to follow "could not check: "."""
+
+
+def servers(resolver: dns.asyncresolver.Resolver) -> str:
+    """The resolver's name servers as a person names them: 127.0.0.1:5353, [::1]:53, 192.0.2.1."""
+    named = []
+    for server in resolver.nameservers:
+        if isinstance(server, dns.nameserver.Do53Nameserver):
+            host = f"[{server.address}]" if ":" in server.address else server.address
+            named.append(f"{host}:{server.port}" if server.port != 53 or ":" in server.address else host)
+        else:
+            named.append(str(server))
+    return ", ".join(named) or "none"
 
 
 def resolver(servers: tuple[tuple[str, int], ...]) -> dns.asyncresolver.Resolver:
@@ -52,23 +65,32 @@ def resolver(servers: tuple[tuple[str, int], ...]) -> dns.asyncresolver.Resolver
 
 
 class Lookup:
-    """The queries of one doctor run, each answered once (a name asked twice is asked once)."""
+    """The queries of one doctor run, each answered once (a name asked twice is asked once). Once a question
+    went unanswered for QUERY_SECONDS the server is taken as silent for the rest of the run: the questions
+    after it are not asked, and say so."""
 
     def __init__(self, resolver: dns.asyncresolver.Resolver) -> None:
         self.resolver = resolver
         self.answers: dict[tuple[str, str], list | Unanswered] = {}
+        self.silent: Unanswered | None = None
 
     async def records(self, name: str, kind: str) -> list:
         """The records of `name`; [] for none (NXDOMAIN or no data); Unanswered when DNS does not say."""
         key = (name.lower().rstrip("."), kind)
+        if key not in self.answers and self.silent is not None:
+            raise self.silent
         if key not in self.answers:
             try:
                 answer = await self.resolver.resolve(name, kind, search=False)
                 self.answers[key] = list(answer)
             except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
                 self.answers[key] = []
+            except dns.exception.Timeout:
+                said = f"no answer from DNS server {servers(self.resolver)} within {QUERY_SECONDS:g} s"
+                self.answers[key] = self.silent = Unanswered(said)
             except (dns.exception.DNSException, OSError) as exc:
-                self.answers[key] = Unanswered(f"{name} {kind}: {type(exc).__name__}")
+                said = f"DNS server {servers(self.resolver)} gave no answer for {name} {kind} ({type(exc).__name__})"
+                self.answers[key] = Unanswered(said)
         found = self.answers[key]
         if isinstance(found, Unanswered):
             raise found

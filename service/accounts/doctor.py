@@ -52,8 +52,13 @@ class Report:
     def failing(self, *, skip: tuple[str, ...] = ()) -> list[int]:
         return [f.number for f in self.findings if f.severity == "fail" and f.check not in skip]
 
+    def unchecked(self) -> list[int]:
+        """The findings DNS did not answer for: nothing judged, neither failing nor passing."""
+        return [f.number for f in self.findings if f.severity == "unchecked"]
+
     def as_json(self) -> dict:
-        return {"domain": self.domain, "ok": not self.failing(), "findings": [asdict(f) for f in self.findings]}
+        ok = not self.failing() and not self.unchecked()
+        return {"domain": self.domain, "ok": ok, "findings": [asdict(f) for f in self.findings]}
 
 
 async def identity_of(conn: asyncpg.Connection, *, account_id: int) -> Identity:
@@ -155,7 +160,8 @@ async def _asked(planned: Plan, settings: Settings) -> list[Finding]:
             await records.dmarc(notes, lookup, planned.domain, planned.d, planned.envelope)
             await records.bounces(notes, lookup, planned.envelope)
     except TimeoutError:
-        notes.add("dns", "fail", f"DNS did not answer every question within {RUN_SECONDS:g} s", fix="retry later")
+        title = f"could not check every record: DNS did not answer them all within {RUN_SECONDS:g} s"
+        notes.add("dns", "unchecked", title, fix="retry later")
     return notes.findings
 
 
@@ -280,7 +286,7 @@ async def checked(
                 )
     with RUNS.held(account_id) if bounded else nullcontext():
         asked = await _asked(planned, settings)
-    if settings.doctor_cache_seconds > 0 and not any(f.check == "dns" and f.severity == "fail" for f in asked):
+    if settings.doctor_cache_seconds > 0 and not any(f.severity == "unchecked" for f in asked):
         findings = json.dumps([asdict(f) for f in asked])
         async with connect() as conn:
             await conn.execute(

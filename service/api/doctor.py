@@ -16,7 +16,9 @@ router = APIRouter(prefix="/doctor", tags=["account"])
 class Finding(BaseModel):
     number: int
     check: str = Field(description="dkim, spf, dmarc, alignment, bounces, unsubscribe, tls or dns")
-    severity: Literal["fail", "warn", "ok"]
+    severity: Literal["fail", "warn", "ok", "unchecked"] = Field(
+        description="fail: providers reject or junk the mail; warn: worth a look; unchecked: DNS did not answer"
+    )
     title: str
     found: str | None = Field(description="the record found")
     expected: str | None = Field(description="the record expected")
@@ -25,7 +27,7 @@ class Finding(BaseModel):
 
 class Report(BaseModel):
     domain: str = Field(description="the From domain checked")
-    ok: bool = Field(description="true when no finding fails")
+    ok: bool = Field(description="true when no finding fails and none is unchecked")
     findings: list[Finding]
 
 

@@ -91,14 +91,21 @@ async def _doctor(
         return ""
     if report is None or report.domain != doctor.a_label(domain):  # its From changed since: ask again
         raise Conflict(f"campaign {campaign['id']} not approved: its From changed while the doctor checked; try again")
-    failing = report.failing(skip=("unsubscribe",))
-    if not failing:
+    failing, unchecked = report.failing(skip=("unsubscribe",)), report.unchecked()
+    if not failing and not unchecked:
         return ""
     name = await account.name_of(conn, account_id=campaign["account_id"])
-    said = (
-        f"`einmal doctor --account {name} --domain {report.domain}` finds check{'s' * (len(failing) > 1)} "
-        f"{', '.join(str(n) for n in failing)} failing: mail from {report.domain} may be rejected"
-    )
+    said = f"`einmal doctor --account {name} --domain {report.domain}` "
+    if failing:
+        said += (
+            f"finds check{'s' * (len(failing) > 1)} {', '.join(str(n) for n in failing)} failing: "
+            f"mail from {report.domain} may be rejected"
+        )
+    else:
+        said += (
+            f"could not check {', '.join(str(n) for n in unchecked)}: DNS did not answer, "
+            f"so mail from {report.domain} is not known to pass"
+        )
     if not force:
         raise Conflict(f"campaign {campaign['id']} not approved: {said} ({forcing} approves it anyway)")
     return f"warning: approved with {forcing} although {said}"
