@@ -12,11 +12,12 @@ read by every node and process (not a run where DNS did not answer); and the run
 account: IN_FLIGHT at a time in a process, RUNS_PER_WINDOW per WINDOW_SECONDS on all nodes (TooMany, 429).
 Each run takes at most RUN_SECONDS, however many names time out."""
 
+import contextlib
 import hashlib
 import ipaddress
 import json
-from collections.abc import Callable, Iterator
-from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass
 from email.utils import parseaddr
 
@@ -236,13 +237,6 @@ class Runs:
         if not self.running[account_id]:
             del self.running[account_id]
 
-    @contextmanager
-    def held(self, account_id: int) -> Iterator[None]:
-        try:
-            yield
-        finally:
-            self.give(account_id)
-
 
 RUNS = Runs()
 
@@ -260,32 +254,32 @@ async def checked(
     held, then kept. ArgumentError (422) for a domain not the account's; TooMany (429) past the account's
     runs, in flight or in the window, where `bounded` (the API's calls; an operator's command is not). `own`:
     the domain is judged the account's (approve's is its campaign's From, which the From rule judged)."""
-    async with connect() as conn:
-        identity = await of_account(conn, account_id=account_id)
-        planned = plan(identity, settings, domain)
-        if own and domain is not None and planned.domain not in (theirs := await domains_of(conn, identity, settings)):
-            listed = ", ".join(theirs[:10]) or "none"
-            raise ArgumentError(f"domain: {planned.domain} is not one of the account's domains ({listed})")
-        keyed = {"account_id": account_id, "domain": planned.domain, "inputs": planned.inputs}
-        kept = await conn.fetchval(*db.sql("doctor_report_get", **keyed))
-        if kept is not None:
-            return _report(planned, settings, [Finding(**f) for f in json.loads(kept)])
-        if bounded:
-            RUNS.take(account_id)
-            try:
+    with contextlib.ExitStack() as slot:  # the account's run in flight, from its count to its last question
+        async with connect() as conn:
+            identity = await of_account(conn, account_id=account_id)
+            planned = plan(identity, settings, domain)
+            if (
+                own
+                and domain is not None
+                and planned.domain not in (theirs := await domains_of(conn, identity, settings))
+            ):
+                listed = ", ".join(theirs[:10]) or "none"
+                raise ArgumentError(f"domain: {planned.domain} is not one of the account's domains ({listed})")
+            keyed = {"account_id": account_id, "domain": planned.domain, "inputs": planned.inputs}
+            kept = await conn.fetchval(*db.sql("doctor_report_get", **keyed))
+            if kept is not None:
+                return _report(planned, settings, [Finding(**f) for f in json.loads(kept)])
+            if bounded:
+                RUNS.take(account_id)
+                slot.callback(RUNS.give, account_id)
                 count = await clients.hit(conn, RUNS_KIND, f"account {account_id}", WINDOW_SECONDS)
-            except BaseException:
-                RUNS.give(account_id)
-                raise
-            if count.hits > RUNS_PER_WINDOW:
-                RUNS.give(account_id)
-                raise TooMany(
-                    f"the doctor asked DNS {RUNS_PER_WINDOW} times for the account within {WINDOW_SECONDS / 60:g} "
-                    "minutes; try again later",
-                    int(count.retry_after()),
-                )
-    with RUNS.held(account_id) if bounded else nullcontext():
-        asked = await _asked(planned, settings)
+                if count.hits > RUNS_PER_WINDOW:
+                    raise TooMany(
+                        f"the doctor asked DNS {RUNS_PER_WINDOW} times for the account within "
+                        f"{WINDOW_SECONDS / 60:g} minutes; try again later",
+                        int(count.retry_after()),
+                    )
+        asked = await _asked(planned, settings)  # no connection held
     if settings.doctor_cache_seconds > 0 and not any(f.severity == "unchecked" for f in asked):
         findings = json.dumps([asdict(f) for f in asked])
         async with connect() as conn:
