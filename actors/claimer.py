@@ -23,6 +23,7 @@ thread, and not kept (one compile per message, no cache to grow).
 """
 
 import logging
+import math
 import time
 from contextlib import suppress
 
@@ -32,6 +33,7 @@ from anyio.abc import TaskStatus
 from opentelemetry import trace
 
 from actors.feed import Feed
+from actors.turns import Turns
 from service import db, from_rule, relays, telemetry
 from service.accounts import identity
 from service.campaigns.transitions import transition
@@ -46,6 +48,8 @@ IDLE_SECONDS = 0.5
 LIST_SECONDS = 1.0  # how long the list of sending campaigns is reused while claiming
 IDENTITY_SECONDS = 30.0  # how long a campaign's compiled template, and its account's identity, is reused
 MESSAGE_BATCHES = 3  # batches of messages' rows a node holds claimed at most, beyond its campaigns'
+MESSAGE_TURN = 25  # messages' rows an account claims at most in its turn: each is compiled, some 10 ms, before the
+#                    next account's turn
 
 
 class Templates:
@@ -125,13 +129,28 @@ class Templates:
         return self.compiled[campaign_id]
 
 
-def budget(ctx: NodeContext, account_relays: tuple[identity.AccountRelay, ...]) -> dict[str, object]:
+def capacity(ctx: NodeContext) -> int:
+    """The rows one pass of the claimer may take, shared among the accounts (actors/turns.py): a batch, and with
+    a rate limit no more than the claim's horizon of slots (einmal.send_claim: one second)."""
+    settings = ctx.settings
+    rated = math.ceil(settings.rate_limit) if settings.rate_limit else settings.batch_size
+    return max(1, min(settings.batch_size, rated))
+
+
+def budget(
+    ctx: NodeContext,
+    account_relays: tuple[identity.AccountRelay, ...],
+    batch_size: int | None = None,
+    reach: float = 0.0,
+) -> dict[str, object]:
     """What a claim, of a campaign's rows or of messages', is bounded by (docs/design.md#sending-budget): the
-    batch size, the cluster's rate and quotas, the domains' rates and pauses, the account's relays."""
+    batch size (`batch_size`: the account's turn), the cluster's rate and quotas, the account's rate and quotas
+    (its own, else the installation's defaults), the domains' rates and pauses, the account's relays; `reach`:
+    the seconds of the cluster's slots the account's turn took just before (einmal.send_claim's p_reach)."""
     settings = ctx.settings
     rated = {domain: limit.rate for domain, limit in ctx.domain_limits.items() if limit.rate}
     return {
-        "batch_size": settings.batch_size,
+        "batch_size": settings.batch_size if batch_size is None else min(batch_size, settings.batch_size),
         "rate": settings.rate_limit,
         "quota_hour": settings.quota_hour,
         "quota_day": settings.quota_day,
@@ -143,6 +162,10 @@ def budget(ctx: NodeContext, account_relays: tuple[identity.AccountRelay, ...]) 
         "pause_seconds": settings.domain_pause_seconds,
         "pause_max_seconds": settings.domain_pause_max_seconds,
         "relays": [relay.name for relay in account_relays],
+        "account_rate": settings.account_rate_limit,
+        "account_quota_hour": settings.account_quota_hour,
+        "account_quota_day": settings.account_quota_day,
+        "reach": reach,
     }
 
 
@@ -154,11 +177,19 @@ async def claim(
     account_id: int,
     template: render.CampaignTemplate,
     account_relays: tuple[identity.AccountRelay, ...] = (),
+    batch_size: int | None = None,
+    reach: float = 0.0,
 ) -> Batch | None:
-    """Claim one batch of a campaign; None when nothing of it is due (and no trace for that)."""
+    """Claim one batch of a campaign (at most `batch_size` rows); None when nothing of it is due (and no trace
+    for that)."""
     began = time.time_ns()
     records = await conn.fetch(
-        *db.sql("send_claim_batch", campaign_id=campaign_id, token=token, **budget(ctx, account_relays))
+        *db.sql(
+            "send_claim_batch",
+            campaign_id=campaign_id,
+            token=token,
+            **budget(ctx, account_relays, batch_size, reach),
+        )
     )
     return _batch(ctx, token, campaign_id, account_id, template, account_relays, began, records)
 
@@ -225,44 +256,43 @@ async def claim_messages(
     token: str,
     feed: Feed,
     identities: dict[int, tuple],
-    notified: list[int] | None = None,
+    account_id: int,
+    most: int,
 ) -> int:
-    """Claim the due messages' rows, account by account, into the feed's first lane while it holds fewer than
-    MESSAGE_BATCHES batches of them; how many were claimed. The accounts are those `notified` (a new message's
-    NOTIFY names its account: no statement to find them), else those with rows due. `identities`: each account's
-    identity and when it was read (reused for IDENTITY_SECONDS)."""
-    settings = ctx.settings
+    """Claim at most `most` of the account's due messages' rows into the feed's first lane while it holds fewer
+    than MESSAGE_BATCHES batches of them, MESSAGE_TURN at most; how many were claimed.
+    `identities`: each account's identity and when it was read (reused for IDENTITY_SECONDS)."""
+    if most <= 0 or feed.messages_held >= MESSAGE_BATCHES * ctx.settings.batch_size or ctx.stopping.is_set():
+        return 0
+    most = min(most, MESSAGE_TURN)
+    if most <= 0:
+        return 0
+    known = identities.get(account_id)
+    if known is None or time.monotonic() - known[1] > IDENTITY_SECONDS:
+        if len(identities) > 256:
+            identities.clear()
+        known = identities[account_id] = (await identity.of_account(conn, account_id=account_id), time.monotonic())
+    sender: identity.Identity = known[0]
+    if not feed.usable(sender.relays):
+        return 0  # every relay of its account is down: its rows would only come back
+    began = time.time_ns()
+    records = await conn.fetch(
+        *db.sql("message_claim_batch", account_id=account_id, token=token, **budget(ctx, sender.relays, most))
+    )
     claimed = 0
-    if notified is None:
-        notified = [r["account_id"] for r in await conn.fetch(*db.sql("message_accounts_due"))]
-    for account_id in notified:
-        if feed.messages_held >= MESSAGE_BATCHES * settings.batch_size or ctx.stopping.is_set():
-            break
-        known = identities.get(account_id)
-        if known is None or time.monotonic() - known[1] > IDENTITY_SECONDS:
-            if len(identities) > 256:
-                identities.clear()
-            known = identities[account_id] = (await identity.of_account(conn, account_id=account_id), time.monotonic())
-        sender: identity.Identity = known[0]
-        if not feed.usable(sender.relays):
-            continue  # every relay of its account is down: its rows would only come back
-        began = time.time_ns()
-        records = await conn.fetch(
-            *db.sql("message_claim_batch", account_id=account_id, token=token, **budget(ctx, sender.relays))
-        )
-        by_message: dict[int, list] = {}
-        for r in records:
-            by_message.setdefault(r["campaign_id"], []).append(r)
-        for campaign_id, rows in by_message.items():
-            if not any(r["status"] == "claimed" for r in rows):
-                ctx.metrics.count({"suppressed": len(rows)})
-                continue
-            template = await _message_template(ctx, conn, token, campaign_id, sender, rows)
-            if template is not None and (
-                batch := _batch(ctx, token, campaign_id, account_id, template, sender.relays, began, rows, True)
-            ):
-                feed.put(batch)
-                claimed += len(batch.rows)
+    by_message: dict[int, list] = {}
+    for r in records:
+        by_message.setdefault(r["campaign_id"], []).append(r)
+    for campaign_id, rows in by_message.items():
+        if not any(r["status"] == "claimed" for r in rows):
+            ctx.metrics.count({"suppressed": len(rows)})
+            continue
+        template = await _message_template(ctx, conn, token, campaign_id, sender, rows)
+        if template is not None and (
+            batch := _batch(ctx, token, campaign_id, account_id, template, sender.relays, began, rows, True)
+        ):
+            feed.put(batch)
+            claimed += len(batch.rows)
     return claimed
 
 
@@ -318,6 +348,30 @@ async def room_or_message(ctx: NodeContext, feed: Feed) -> bool:
     return heard
 
 
+async def campaign_turn(
+    ctx: NodeContext,
+    conn: asyncpg.Connection,
+    token: str,
+    feed: Feed,
+    templates: Templates,
+    campaigns: list,
+    most: int,
+    reach: float = 0.0,
+) -> tuple[Batch | None, bool]:
+    """Claim at most `most` rows of one of an account's sending `campaigns` (the first with rows due, in the
+    order given); the batch (None when none had any) and whether one was paused (the list is stale)."""
+    for campaign in campaigns:
+        template = await templates.get(campaign["id"])
+        if template is None:
+            return None, True
+        if not feed.usable(own_relays := templates.relays(campaign["id"])):
+            continue  # every relay of its account is down: its rows would only come back
+        batch = await claim(ctx, conn, token, campaign["id"], campaign["account_id"], template, own_relays, most, reach)
+        if batch:
+            return batch, False
+    return None, False
+
+
 async def run(
     ctx: NodeContext, token: str, feed: Feed, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
 ) -> None:
@@ -325,15 +379,21 @@ async def run(
     async with db.actor_connection(ctx.pool, "claimer", token, ctx.settings.db_timeout_seconds) as conn:
         task_status.started()
         templates = Templates(ctx, conn)
-        turn, campaigns, listed_at = 0, [], -LIST_SECONDS
+        turns = Turns()  # the accounts with due work take turns (actors/turns.py)
+        campaigns: list = []
+        listed_at, turn = -LIST_SECONDS, 0
         identities: dict[int, tuple] = {}  # each messaging account's identity, and when it was read
         while not (ctx.stopping.is_set() or feed.closed):
             while not feed.room.is_set():  # set by the sender when its rows run low
-                # a new message is claimed even while the feed is full of campaign rows (bounded: MESSAGE_BATCHES)
+                # a new message is claimed even while the feed is full of campaign rows (bounded: MESSAGE_BATCHES),
+                # within what its account's turn has left
                 if await room_or_message(ctx, feed) and not (ctx.refusing or feed.closed):
                     notified = list(ctx.message_accounts)
                     ctx.message_accounts.clear()
-                    await claim_messages(ctx, conn, token, feed, identities, notified)
+                    for account_id in notified:
+                        most = turns.left(account_id)
+                        n = await claim_messages(ctx, conn, token, feed, identities, account_id, most)
+                        turns.spend(account_id, n)
                 if ctx.stopping.is_set():
                     break
             if ctx.stopping.is_set() or feed.closed:
@@ -342,27 +402,35 @@ async def run(
                 await ctx.claim_nudge.wait(IDLE_SECONDS)
                 continue
             ctx.message_accounts.clear()  # this pass looks for every account's
-            messages = await claim_messages(ctx, conn, token, feed, identities)  # first, in every pass
+            messaging = [r["account_id"] for r in await conn.fetch(*db.sql("message_accounts_due"))]
             if time.monotonic() - listed_at >= LIST_SECONDS:  # the claim re-checks the status itself
                 campaigns, listed_at = await conn.fetch(*db.sql("campaign_sending")), time.monotonic()
                 templates.keep({c["id"]: c["updated_at"] for c in campaigns})
-            batch = None
-            for i in range(len(campaigns)):
-                campaign = campaigns[(turn + i) % len(campaigns)]
-                template = await templates.get(campaign["id"])
-                if template is None:
-                    listed_at = -LIST_SECONDS  # paused: list again
+            # an account's campaigns in turn too, the first of the last pass last
+            turn = (turn + 1) % max(1, len(campaigns))
+            by_account: dict[int, list] = {}
+            for c in campaigns[turn:] + campaigns[:turn]:
+                by_account.setdefault(c["account_id"], []).append(c)
+            claimed = 0
+            for account_id in turns.round([*messaging, *by_account], capacity(ctx)):
+                if ctx.stopping.is_set() or feed.closed:
                     break
-                if not feed.usable(own_relays := templates.relays(campaign["id"])):
-                    continue  # every relay of its account is down: its rows would only come back
-                batch = await claim(ctx, conn, token, campaign["id"], campaign["account_id"], template, own_relays)
-                if batch:
-                    turn = (turn + i + 1) % len(campaigns)
-                    break
-            if batch is None:
-                if messages:
-                    continue  # messages were claimed: claim again at once
-                if await ctx.claim_nudge.wait(IDLE_SECONDS) or campaigns:
-                    listed_at = -LIST_SECONDS  # something changed, or idle: list again
-                continue
-            feed.put(batch)
+                n = 0
+                if account_id in messaging:  # its messages first
+                    n = await claim_messages(ctx, conn, token, feed, identities, account_id, turns.left(account_id))
+                    turns.spend(account_id, n)
+                    claimed += n
+                if account_id in by_account and feed.room.is_set() and (most := turns.left(account_id)) > 0:
+                    # the slots its messages took just now do not keep its campaign out of its turn
+                    reach = n / ctx.settings.rate_limit if ctx.settings.rate_limit else 0.0
+                    batch, paused = await campaign_turn(
+                        ctx, conn, token, feed, templates, by_account[account_id], most, reach
+                    )
+                    if paused:
+                        listed_at = -LIST_SECONDS  # paused: list again
+                    if batch:
+                        feed.put(batch)
+                        turns.spend(account_id, len(batch.rows))
+                        claimed += len(batch.rows)
+            if not claimed and (await ctx.claim_nudge.wait(IDLE_SECONDS) or campaigns):
+                listed_at = -LIST_SECONDS  # something changed, or idle: list again

@@ -8,9 +8,12 @@ rows (the server is down, a drain) stops the claims too. Once closed, no row
 is handed out any more: what is left is released by the sender.
 
 Transactional messages (docs/design.md#messages) have a lane of their own: a connection that is free takes
-a message's row before any campaign's, so a message waits at most for one message on the wire per
-connection. The claimer puts messages in whether or not the feed is low, up to a few batches of them
-(`messages_held`); they do not count toward `low_water`.
+a message's row before any campaign's (under a rate, before any whose send slot is later), so a message waits at
+most for one message on the wire per connection. The claimer puts messages in whether or not the feed is low, up
+to a few batches of them (`messages_held`), each account's turn (actors/turns.py) no more than MESSAGE_TURN of them.
+The accounts take turns in the lane too: a message of another account than the last one handed out goes first
+(of the first SCAN), so one account's flood holds another's message back by a turn. They do not count toward
+`low_water`.
 """
 
 import time
@@ -31,6 +34,8 @@ class Feed:
         self.low_water = max(1, low_water)
         self.rows: deque[tuple[Batch, Row]] = deque()
         self.messages: deque[tuple[Batch, Row]] = deque()  # the first lane: transactional messages' rows
+        self.held: Counter[int] = Counter()  # the first lane's rows by account
+        self.served: int | None = None  # the account whose message was handed out last
         # EINMAL_DOMAIN_LIMITS' Nconn: a row of a domain with that many on the wire waits, the next goes
         self.caps = domain_connections or {}
         self.busy: Counter[str] = Counter()
@@ -61,6 +66,8 @@ class Feed:
             "send", context=trace.set_span_in_context(batch.span), attributes=telemetry.batch_attributes(batch)
         )
         (self.messages if batch.message else self.rows).extend((batch, row) for row in batch.rows)
+        if batch.message:
+            self.held[batch.account_id] += len(batch.rows)
         self._update()
 
     @property
@@ -68,18 +75,43 @@ class Feed:
         """Messages' rows waiting in the first lane."""
         return len(self.messages)
 
+    def _forget(self, lane: deque[tuple[Batch, Row]], items: list[tuple[Batch, Row]]) -> None:
+        if lane is self.messages:
+            self.held.subtract(batch.account_id for batch, _ in items)
+            self.held = +self.held  # no account kept at 0
+
     def _next(self) -> tuple[deque[tuple[Batch, Row]], int] | None:
-        """The lane and place of the next row to send: a message's whose slot has come first, else the row
-        whose slot comes first of the two lanes."""
-        m = self._pick(self.messages)
-        if m is not None and self.messages[m][1].not_before <= time.monotonic():
-            return self.messages, m
+        """The lane and place of the next row to send: a message's whose slot has come first, unless a campaign's
+        row's slot came before it (the accounts' turns gave the slots, actors/turns.py: a node that falls behind
+        its rate keeps their order), else the row whose slot comes first of the two lanes. Without a rate no row
+        has a slot, and a message goes first."""
+        m = self._pick_message()
         c = self._pick(self.rows)
+        now = time.monotonic()
+        if m is not None and self.messages[m][1].not_before <= now:
+            if c is not None and self.rows[c][1].not_before < self.messages[m][1].not_before:
+                return self.rows, c
+            return self.messages, m
         if c is None:
             return None if m is None else (self.messages, m)
         if m is None or self.rows[c][1].not_before <= self.messages[m][1].not_before:
             return self.rows, c
         return self.messages, m
+
+    def _pick_message(self) -> int | None:
+        """Where the next message's row is: as `_pick` finds it, unless it is the account's served last while
+        another account's may go now (of the first SCAN): the accounts take turns in the lane."""
+        m = self._pick(self.messages)
+        if m is None or len(self.held) < 2 or self.messages[m][0].account_id != self.served:
+            return m
+        now = time.monotonic()
+        for i, (batch, row) in enumerate(self.messages):
+            if i >= SCAN:
+                break
+            free = not self.caps or self.busy[row.domain] < self.caps.get(row.domain, len(self.messages) + 1)
+            if batch.account_id != self.served and row.not_before <= now and free:
+                return i
+        return m
 
     def _pick(self, rows: deque[tuple[Batch, Row]]) -> int | None:
         """Where the next row to send is: of the rows whose domain has a connection free, the first whose send
@@ -112,6 +144,9 @@ class Feed:
         lane, i = found
         item = lane[i]
         del lane[i]
+        self._forget(lane, [item])
+        if lane is self.messages:
+            self.served = item[0].account_id
         if self.caps:
             self.busy[item[1].domain] += 1
         self._update()
@@ -136,7 +171,9 @@ class Feed:
         for lane in (self.messages, self.rows):
             kept = [item for item in lane if not which(*item)]
             if len(kept) < len(lane):
-                dropped.extend(item for item in lane if which(*item))
+                gone = [item for item in lane if which(*item)]
+                self._forget(lane, gone)
+                dropped.extend(gone)
                 lane.clear()
                 lane.extend(kept)
         if dropped:
@@ -152,6 +189,7 @@ class Feed:
         """The rows never handed out, removed from the feed (to be released)."""
         rest = [*self.messages, *self.rows]
         self.messages.clear()
+        self.held.clear()
         self.rows.clear()
         self._update()
         return rest

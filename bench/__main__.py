@@ -20,12 +20,15 @@
 11. subscriber upserts in batches of 1,000 through the HTTP API (`POST /api/v1/subscribers/batch`, `einmal
     serve`, 4 clients) against the bare asyncpg loop of 9 run again beside it (bench/batch.py);
 12. transactional messages' latency from POST /api/v1/messages to the relay's 250, idle and while one node
-    sends a campaign of --messages recipients (bench/messages.py; alone: `python -m bench.messages`);
+    sends a campaign of 100,000 recipients, cancelled once measured (bench/messages.py; alone:
+    `python -m bench.messages`);
 13. the sequence sweep's cost per tick at 1,000,000 members with 1 % due, against the same number due in a list
     fifty times smaller (bench/sequences.py; --quick: 20,000 members);
 14. webhook deliveries per second of one node's actor at the shipped defaults, 5,000 events for one endpoint of
     an always-200 receiver on loopback, against the same signed POSTs from an httpx client at the actor's
-    concurrency for one endpoint (bench/webhooks.py; --quick: 1,000 events).
+    concurrency for one endpoint (bench/webhooks.py; --quick: 1,000 events);
+15. two accounts on one node at EINMAL_RATE_LIMIT=20: B's message p99 and B's campaign rate while A floods 600
+    messages, each against B alone (bench/fairness.py; alone: `python -m bench.fairness`).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
 bench could not run, 3 when smtp-sink is missing and cannot be installed.
@@ -46,6 +49,7 @@ from bench import (
     bounces,
     build,
     database,
+    fairness,
     latency,
     messages,
     render,
@@ -142,11 +146,14 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
     report.api_upserts(await api.measure(server, 1_000 if args.quick else 10_000), say)
     batch.report(await batch.measure(server, 4_000 if args.quick else 20_000), say)
     quiet = lambda _line: None  # noqa: E731  (the table is being printed: only its rows)
-    sent = await messages.measure(server, sink, recipients=args.messages, messages=200, tick=args.tick, say=quiet)
+    bulk = 20_000 if args.quick else messages.RECIPIENTS  # --quick: it may end first, and says so
+    sent = await messages.measure(server, sink, recipients=bulk, messages=200, tick=args.tick, say=quiet)
     for line in sent.rows():
         say(line)
     sequences.report(await sequences.measure(server, 20_000 if args.quick else 1_000_000, 1.0, 500), say)
     webhooks.report(await webhooks.measure(server, 1_000 if args.quick else 5_000), say)
+    for line in (await fairness.measure(server, sink, flood=600, rate=20.0, tick=args.tick)).rows():
+        say(line)
 
 
 def relay_messages(args: argparse.Namespace) -> int:

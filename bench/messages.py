@@ -5,8 +5,13 @@ message's latency is from just before its POST to its row's `sent_at` (the state
 250: an upper bound of the time to the 250). Prints p50 and p99 of each phase and their ratio, against the
 target: p99 while the campaign sends at most 2 x idle and at most 1 s.
 
-`python -m bench.messages [--recipients N] [--messages K]` (default 20,000 recipients; the issue asks 100,000:
-`--recipients 100000`); `make bench` runs it last with its --messages recipients (20,000 by default)."""
+The campaign must go on for the whole busy phase, or the last messages of the phase would be measured idle: it
+is large (100,000 recipients, about 20 s at full speed here, against the phase's 200 x SPACING = 10 s and more),
+and cancelled once the phase is over rather than waited for. A campaign that ended before the phase did makes
+the figure a MISS, whatever its ratio.
+
+`python -m bench.messages [--recipients N] [--messages K]` (default 100,000 recipients, 200 messages); `make
+bench` runs it at these defaults."""
 
 import argparse
 import os
@@ -28,6 +33,7 @@ from service.campaigns import transitions
 
 SPACING = 0.05  # seconds between two messages' POSTs
 TARGET_RATIO, TARGET_P99 = 2.0, 1.0
+RECIPIENTS = 100_000  # the campaign: it must outlast the busy phase at any speed this machine reaches
 
 
 @dataclass
@@ -36,6 +42,10 @@ class Figures:
     busy: list[float]  # the same while the campaign sends
     recipients: int
     campaign_rate: float  # the campaign's messages a second while the busy messages went out
+    throughout: bool = True  # the campaign was still sending when the last busy message was recorded
+
+    def verdict(self, ratio: float, p99: float) -> bool:
+        return self.throughout and ratio <= TARGET_RATIO and p99 <= TARGET_P99
 
     @staticmethod
     def p(values: list[float], q: float) -> float:
@@ -56,9 +66,10 @@ class Figures:
             ),
             report.row(
                 f"message POST -> 250, {self.recipients:,} bulk ({len(self.busy)})",
-                f"p50 {busy50 * 1000:.0f} ms, p99 {busy99 * 1000:.0f} ms = {ratio:.2f} × idle",
+                f"p50 {busy50 * 1000:.0f} ms, p99 {busy99 * 1000:.0f} ms = {ratio:.2f} × idle"
+                + ("" if self.throughout else " (the campaign ended first)"),
                 "p99 <= 2 × idle",
-                ratio <= TARGET_RATIO,
+                self.throughout and ratio <= TARGET_RATIO,
             ),
             report.row(
                 "message POST -> 250 p99 during bulk",
@@ -72,23 +83,23 @@ class Figures:
         idle50, idle99 = self.p(self.idle, 0.5), self.p(self.idle, 0.99)
         busy50, busy99 = self.p(self.busy, 0.5), self.p(self.busy, 0.99)
         ratio = busy99 / idle99 if idle99 else float("inf")
-        verdict = "PASS" if ratio <= TARGET_RATIO and busy99 <= TARGET_P99 else "MISS"
+        verdict = "PASS" if self.verdict(ratio, busy99) else "MISS"
+        ended = "" if self.throughout else " (the campaign ended before the last busy message: not a busy figure)"
         return [
             f"messages, POST -> 250 recorded, {len(self.idle)} idle and {len(self.busy)} during a "
             f"{self.recipients:,}-recipient campaign at {self.campaign_rate:,.0f} msg/s:",
             f"  idle:   p50 {idle50 * 1000:6.0f} ms, p99 {idle99 * 1000:6.0f} ms",
             f"  busy:   p50 {busy50 * 1000:6.0f} ms, p99 {busy99 * 1000:6.0f} ms",
-            f"  p99 ratio {ratio:.2f} (target <= {TARGET_RATIO:g} and p99 <= {TARGET_P99 * 1000:.0f} ms): {verdict}",
+            f"  p99 ratio {ratio:.2f} (target <= {TARGET_RATIO:g} and p99 <= {TARGET_P99 * 1000:.0f} ms): {verdict}"
+            + ended,
             f"  p50 ratio {busy50 / idle50 if idle50 else float('inf'):.2f}",
         ]
 
 
-async def _post_all(client: httpx.AsyncClient, conn: asyncpg.Connection, count: int, tag: str, until=None) -> list:
-    """POST `count` messages SPACING apart (stopping early once `until()` says so); their latencies in seconds."""
+async def _post_all(client: httpx.AsyncClient, conn: asyncpg.Connection, count: int, tag: str) -> list:
+    """POST `count` messages SPACING apart; their latencies in seconds, once every one is recorded sent."""
     began: dict[int, float] = {}
     for i in range(count):
-        if i and until is not None and until():  # one at least
-            break
         at = time.time()
         answer = await client.post(
             "/messages",
@@ -144,23 +155,18 @@ async def measure(server: str, sink: Sink, *, recipients: int, messages: int, ti
                     while sink.messages < start + max(100, recipients // 50):  # at full speed first
                         await anyio.sleep(0.01)
                 at, count = time.monotonic(), sink.messages
-                finished = []
-
-                def done() -> bool:  # the campaign ended: what follows would be idle again
-                    if sink.messages >= start + recipients:
-                        finished.append(True)
-                    return bool(finished)
-
-                busy = await _post_all(client, conn, messages, "busy", until=done)
+                busy = await _post_all(client, conn, messages, "busy")
                 rate = (sink.messages - count) / (time.monotonic() - at)
-                if finished:
-                    say(f"  the campaign ended first: {len(busy)} messages measured during it (use more recipients)")
-            with anyio.fail_after(max(120.0, recipients / 100)):
-                while await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", campaign_id) != "sent":
-                    await anyio.sleep(0.5)
+                # every busy message recorded: was the campaign still going? (its rows all sent: it was not)
+                throughout = sink.messages < start + recipients
+                if not throughout:
+                    say(
+                        f"  the campaign ended before the last busy message (use more --recipients than {recipients:,})"
+                    )
+            await transitions.transition(conn, verb="cancel", campaign_id=campaign_id, reason="the bench is done")
         finally:
             await conn.close()
-        return Figures(idle, busy, recipients, rate)
+        return Figures(idle, busy, recipients, rate, throughout)
     finally:
         if proc is not None:
             await _stop(proc)
@@ -169,7 +175,7 @@ async def measure(server: str, sink: Sink, *, recipients: int, messages: int, ti
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.messages", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--recipients", type=int, default=20_000, help="the campaign's size (default 20000)")
+    parser.add_argument("--recipients", type=int, default=RECIPIENTS, help="the campaign's size (default 100000)")
     parser.add_argument("--messages", type=int, default=200, help="messages in each phase (default 200)")
     args = parser.parse_args(argv)
     if args.recipients < 1_000 or not 10 <= args.messages <= 10_000:

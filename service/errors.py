@@ -9,7 +9,8 @@ and the HTTP API (its status) say it.
     │                           (exit 2, 422)
     ├── Conflict                what is asked, the state forbids: approve a sent campaign, retry a cancelled
     │                           one, an event id again with another payload (exit 1, 409)
-    ├── TooMany                 past a bound per account: doctor runs (exit 1, 429 with Retry-After)
+    ├── Busy                    what is asked would pass a bound that time lowers: an account's queued
+    │                           messages, its doctor runs (exit 1, 429 with Retry-After)
     └── DatabaseUnavailable     PostgreSQL cannot be reached (exit 1, 503)
 
 Each entry point translates these at its boundary, in one place: the command line (service/cli/einmal.py),
@@ -49,12 +50,12 @@ class Conflict(EinmalError):
     http_status = 409
 
 
-class TooMany(EinmalError):
+class Busy(EinmalError):
     http_status = 429
 
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)
-        self.retry_after = max(1, retry_after)
+        self.retry_after = max(1, retry_after)  # whole seconds
 
 
 class DatabaseUnavailable(EinmalError):

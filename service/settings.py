@@ -269,6 +269,32 @@ class Settings(BaseSettings):
         ),
     )
     quota_day: int = Field(0, ge=0, description="messages in any 24 hours, for all nodes together; `0`: none")
+    account_rate_limit: float = Field(
+        0.0,
+        ge=0,
+        description=(
+            "messages per second of any one account, for all nodes together, unless the account has its own "
+            "(`einmal accounts set --rate`); `0`: none. Within `EINMAL_RATE_LIMIT`, which all accounts share in turn"
+        ),
+    )
+    account_quota_hour: int = Field(
+        0,
+        ge=0,
+        description="messages of any one account in any hour, unless it has its own (`--quota-hour`); `0`: none",
+    )
+    account_quota_day: int = Field(
+        0,
+        ge=0,
+        description="messages of any one account in any 24 hours, unless it has its own (`--quota-day`); `0`: none",
+    )
+    account_messages_queued: int = Field(
+        10_000,
+        ge=0,
+        description=(
+            "transactional messages an account may have queued and not yet sent, unless it has its own "
+            "(`--messages-queued`); past it a new message is refused, 429 with Retry-After; `0`: no bound"
+        ),
+    )
     quota_hour_seconds: float = Field(
         3600.0,
         gt=0,

@@ -9,7 +9,7 @@ For an account (the API and approve: `checked`) the doctor cannot hurt another o
 no connection is held while DNS is asked (`connect` gives one for each step); the domain is one of the
 account's own (`domains_of`); what DNS said is kept in einmal.doctor_reports for EINMAL_DOCTOR_CACHE_SECONDS,
 read by every node and process (not a run where DNS did not answer); and the runs that ask DNS are bounded per
-account: IN_FLIGHT at a time in a process, RUNS_PER_WINDOW per WINDOW_SECONDS on all nodes (TooMany, 429).
+account: IN_FLIGHT at a time in a process, RUNS_PER_WINDOW per WINDOW_SECONDS on all nodes (Busy, 429).
 Each run takes at most RUN_SECONDS, however many names time out."""
 
 import contextlib
@@ -32,7 +32,7 @@ from service.accounts import doctor_records as records
 from service.accounts.dns_checks import Lookup
 from service.accounts.doctor_records import Finding
 from service.accounts.identity import Identity, of_account
-from service.errors import ArgumentError, EinmalError, TooMany
+from service.errors import ArgumentError, Busy, EinmalError
 from service.mail import dkim
 from service.settings import Settings
 
@@ -229,7 +229,7 @@ class Runs:
 
     def take(self, account_id: int) -> None:
         if self.running.get(account_id, 0) >= IN_FLIGHT:
-            raise TooMany(f"the doctor checks {IN_FLIGHT} domains of the account already; try again shortly", 5)
+            raise Busy(f"the doctor checks {IN_FLIGHT} domains of the account already; try again shortly", 5)
         self.running[account_id] = self.running.get(account_id, 0) + 1
 
     def give(self, account_id: int) -> None:
@@ -251,7 +251,7 @@ async def checked(
     own: bool = True,
 ) -> Report:
     """The report of the account's `domain` (its default when None): kept, else asked of DNS with no connection
-    held, then kept. ArgumentError (422) for a domain not the account's; TooMany (429) past the account's
+    held, then kept. ArgumentError (422) for a domain not the account's; Busy (429) past the account's
     runs, in flight or in the window, where `bounded` (the API's calls; an operator's command is not). `own`:
     the domain is judged the account's (approve's is its campaign's From, which the From rule judged)."""
     with contextlib.ExitStack() as slot:  # the account's run in flight, from its count to its last question
@@ -274,7 +274,7 @@ async def checked(
                 slot.callback(RUNS.give, account_id)
                 count = await clients.hit(conn, RUNS_KIND, f"account {account_id}", WINDOW_SECONDS)
                 if count.hits > RUNS_PER_WINDOW:
-                    raise TooMany(
+                    raise Busy(
                         f"the doctor asked DNS {RUNS_PER_WINDOW} times for the account within "
                         f"{WINDOW_SECONDS / 60:g} minutes; try again later",
                         int(count.retry_after()),

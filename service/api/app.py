@@ -42,7 +42,7 @@ from service.api import (
 )
 from service.api.deps import GENERIC, log
 from service.asgi import NUL
-from service.errors import EinmalError, TooMany
+from service.errors import Busy, EinmalError
 from service.messages import batch as message_batch
 from service.settings import Settings
 from service.subscribers import batch
@@ -209,7 +209,7 @@ async def _problem(request: Request, exc: StarletteHTTPException) -> Response:
 async def _refused(request: Request, exc: EinmalError) -> Response:
     """einmal's errors, each answered with its status (service/errors.py): 404, 422, 409, 429."""
     headers = {"Retry-After": "5"} if exc.http_status == 503 else None
-    if isinstance(exc, TooMany):
+    if isinstance(exc, Busy):
         headers = {"Retry-After": str(exc.retry_after)}
     return JSONResponse({"error": str(exc)}, exc.http_status, headers=headers)
 

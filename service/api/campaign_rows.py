@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.accounts import replies
 from service.addresses import email_key
 from service.api.campaigns import CampaignId, own
 from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key
@@ -22,6 +23,9 @@ MAX_CHOSEN = 1000
 class Moved(BaseModel):
     moved: int = Field(description="the rows moved")
     reopened: bool = Field(description="whether the campaign, sent, is sending again")
+    left: int = Field(
+        description="a sequence step's rows of members who left its list since: settled as suppressed, not sent"
+    )
 
 
 class RetryFields(BaseModel):
@@ -68,7 +72,7 @@ async def retry_campaign(
 ) -> Moved:
     await own(conn, key, campaign_id)
     done = await rows.retry_failed(conn, campaign_id=campaign_id, reason=fields.reason)
-    return Moved(moved=done.moved, reopened=done.reopened)
+    return Moved(moved=done.moved, reopened=done.reopened, left=done.left)
 
 
 @router.get(
@@ -77,9 +81,17 @@ async def retry_campaign(
 async def list_in_doubt(campaign_id: CampaignId, conn: Conn, key: Key) -> InDoubtRows:
     await own(conn, key, campaign_id)
     found = await rows.in_doubt(conn, campaign_id=campaign_id, timeout=DB_SECONDS)
+    mine = await replies.own_relays(conn, account_id=key.account_id)
     return InDoubtRows(
         rows=[
-            InDoubt(id=r.id, email=r.email, node=r.node, since=r.since, attempts=r.attempts, last_reply=r.last_reply)
+            InDoubt(
+                id=r.id,
+                email=r.email,
+                node=r.node,
+                since=r.since,
+                attempts=r.attempts,
+                last_reply=replies.shown(r.last_reply, own_relays=mine),
+            )
             for r in found
         ]
     )
@@ -106,4 +118,4 @@ async def reconcile_campaign(
         keys=keys if chosen else None,
         addresses=decision.emails,
     )
-    return Moved(moved=done.moved, reopened=done.reopened)
+    return Moved(moved=done.moved, reopened=done.reopened, left=done.left)

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.accounts import replies
 from service.accounts.account import name_of
 from service.api.deps import (
     CONFLICT,
@@ -151,9 +152,17 @@ async def own(conn, key, campaign_id: int) -> None:
     await listing.owned(conn, account_id=key.account_id, campaign_id=campaign_id, timeout=DB_SECONDS)
 
 
-async def progress(conn, campaign_id: int) -> dict[str, Any]:
-    """The campaign's status as `einmal campaign status --json` prints it."""
-    return (await status.snapshot(conn, campaign_id=campaign_id)).as_json()
+async def progress(conn, key: Key, campaign_id: int) -> dict[str, Any]:
+    """The campaign's status as `einmal campaign status --json` prints it, its replies as the key's account is
+    shown them (service/accounts/replies.py)."""
+    found = (await status.snapshot(conn, campaign_id=campaign_id)).as_json()
+    mine = await replies.own_relays(conn, account_id=key.account_id)
+    failures: dict[str, int] = {}
+    for f in found["failures"]:
+        said = replies.shown(f["reply"], own_relays=mine) or ""
+        failures[said] = failures.get(said, 0) + f["count"]
+    paused = [{**d, "reply": replies.codes(d["reply"]) if d["reply"] else ""} for d in found["paused_domains"]]
+    return {**found, "failures": [{"reply": r, "count": n} for r, n in failures.items()], "paused_domains": paused}
 
 
 @router.get("", operation_id="list_campaigns", summary="the account's campaigns, newest first")
@@ -205,7 +214,7 @@ async def with_trial(conn, key, campaign_id: int, trial: preview.Trial) -> Check
 )
 async def get_campaign(campaign_id: CampaignId, conn: Conn, key: Key) -> CampaignProgress:
     await own(conn, key, campaign_id)
-    return CampaignProgress(**await progress(conn, campaign_id))
+    return CampaignProgress(**await progress(conn, key, campaign_id))
 
 
 @router.post(
@@ -244,7 +253,7 @@ async def approve_campaign(
             limiter=limiter(request, "renders", RENDERS),
             report=report,
         )
-        return ApprovedCampaign(**await progress(conn, campaign_id), warnings=list(found.warnings))
+        return ApprovedCampaign(**await progress(conn, key, campaign_id), warnings=list(found.warnings))
 
 
 def _mover(verb: str):
@@ -253,7 +262,7 @@ def _mover(verb: str):
     ) -> CampaignProgress:
         await own(conn, key, campaign_id)
         await transitions.transition(conn, verb=verb, campaign_id=campaign_id, reason="by the API")
-        return CampaignProgress(**await progress(conn, campaign_id))
+        return CampaignProgress(**await progress(conn, key, campaign_id))
 
     move.__name__ = f"{verb}_campaign"
     return move

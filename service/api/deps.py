@@ -84,10 +84,13 @@ UNAUTHENTICATED = "a valid key is needed: Authorization: Bearer <key>"
 class Guesses:
     """Failed key authentications per client network (service/clients.py: an IPv4 /24, an IPv6 /64), counted
     in PostgreSQL in fixed windows of WINDOW_SECONDS, so that every node sees the same count and a restart
-    forgets nothing. Past FREE failures in a window the network is refused 429 with Retry-After (the window's
-    end) before any key of its is looked up, a valid one too: a guess would otherwise be told apart by its
-    answer. So a network tries at most FREE keys per window (2 * FREE across a window's end). A request with
-    no key at all guesses nothing: 401 at no cost, not counted. `refused` spares the database the requests
+    forgets nothing. Past FREE failures in a window the network's keys that are not valid are refused 429 with
+    Retry-After (the window's end) and counted no more. A valid key is never refused for its network's
+    failures: an office behind one NAT, or a cloud neighbour, would otherwise lock out every key of the
+    network. That its answer (200, not 429) tells a valid key from a guess gives a guesser nothing: a key
+    carries 256 random bits (service/accounts/keys.py), so no number of guesses finds one; the bound is on
+    what the failures cost, a count written at most FREE + 1 times a window per network and node. A request
+    with no key at all guesses nothing: 401 at no cost, not counted. `refused` spares the database the count
     of a network already known to be over: until when, per network, for at most CLIENTS networks."""
 
     KIND, WINDOW_SECONDS, FREE, CLIENTS = "key-failure", 900.0, 20, 10_000
@@ -115,26 +118,23 @@ class Guesses:
 
 
 async def authenticate(pool: asyncpg.Pool, guesses: Guesses, scope: Scope) -> keys.Key:
-    """The request's key from its headers alone (its body not read yet): one SHA-256 and one lookup, and
-    the network's count of failures read (or, for a key that is not valid, counted) in the same checkout.
-    Refusal: 401 without a valid key, 429 for a network over its failures, 503 without the database."""
+    """The request's key from its headers alone (its body not read yet): one SHA-256 and one lookup; for a key
+    that is not valid, the network's failure counted in the same checkout (unless this node knows the network
+    is over already). Refusal: 401 without a valid key, 429 for a key that is not valid from a network over
+    its failures, 503 without the database."""
     client = (scope.get("client") or ("?",))[0]
     scheme, value = get_authorization_scheme_param(Headers(scope=scope).get("authorization"))
     if scheme.lower() != "bearer" or not value:
         raise _unauthenticated(scope, client, "no key")  # no key guesses nothing: no cost, not counted
     network = clients.network(client)
-    if rest := guesses.over(network):
-        raise guesses.refuse(network, clients.Count(0, rest))
     try:
         with anyio.fail_after(DB_SECONDS):
             async with pool.acquire() as conn:
-                found = await keys.find(conn, value)
-                if found is None:  # a key that is not one may be a guess
-                    count = await clients.hit(conn, guesses.KIND, network, guesses.WINDOW_SECONDS)
-                elif (
-                    count := await clients.count(conn, guesses.KIND, network, guesses.WINDOW_SECONDS)
-                ).hits <= guesses.FREE:
-                    return found
+                if (found := await keys.find(conn, value)) is not None:
+                    return found  # whatever its neighbours guessed
+                if rest := guesses.over(network):
+                    raise guesses.refuse(network, clients.Count(0, rest))
+                count = await clients.hit(conn, guesses.KIND, network, guesses.WINDOW_SECONDS)
     except db.UNAVAILABLE as exc:
         log.warning(
             "%s %s: the database cannot be reached: %s",
@@ -149,7 +149,7 @@ async def authenticate(pool: asyncpg.Pool, guesses: Guesses, scope: Scope) -> ke
             scope.get("method"),
             scope.get("path"),
             client,
-            count.hits - (found is not None),
+            count.hits,
             network,
         )
         raise guesses.refuse(network, count)

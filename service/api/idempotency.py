@@ -5,7 +5,7 @@ another request is 422. Built like the inbound events (docs/design.md#inbound-ev
 The claim is a row of einmal.api_requests, keyed by the API key's hash and the Idempotency-Key, inserted
 before the request runs. The request that inserted it runs and stores its answer; a request that finds
 the row waits for the answer (up to WAIT_SECONDS, then 409 with Retry-After) and returns it, marked
-`Idempotent-Replayed: true`. An answer of 5xx or 401 is not kept (the claim is removed, a retry runs
+`Idempotent-Replayed: true`. An answer of 5xx, 401 or 429 is not kept (the claim is removed, a retry runs
 again; an answer marked `Cache-Control: no-store`, a new key, is kept as a 409 that says it was done, so
 that no secret is stored). A claim left without an answer for TAKEOVER_SECONDS (its node died mid-request)
 is taken over by the next retry of the same request, which runs it again: the routes' own writes are compare-and-set or
@@ -106,7 +106,7 @@ class Idempotent:
             await self.app(scope, receive, capture)
             status = start.get("status")
         finally:
-            keep = status is not None and status < 500 and status != 401
+            keep = status is not None and status < 500 and status not in (401, 429)
             headers = dict(start.get("headers", []))
             content_type = headers.get(b"content-type", b"application/json").decode("latin-1")
             body = b"".join(chunks)

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.accounts import replies
 from service.api.deps import ERRORS, Conn, IdempotencyKey, Key
 from service.messages import batch, messages
 from service.text import MAX_EMAIL
@@ -185,7 +186,9 @@ async def send_message_batch(
 
 @router.get("/messages/{message_id:int}", operation_id="get_message", responses=ERRORS, summary="a message's state")
 async def get_message(message_id: MessageId, conn: Conn, key: Key) -> MessageState:
-    return MessageState(**asdict(await messages.show(conn, account_id=key.account_id, message_id=message_id)))
+    found = asdict(await messages.show(conn, account_id=key.account_id, message_id=message_id))
+    own = await replies.own_relays(conn, account_id=key.account_id)
+    return MessageState(**{**found, "last_reply": replies.shown(found["last_reply"], own_relays=own)})
 
 
 @router.get("/message-templates", operation_id="list_message_templates", summary="the account's message templates")

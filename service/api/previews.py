@@ -12,6 +12,7 @@ import anyio
 from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.accounts import replies
 from service.addresses import address_problem
 from service.api.campaigns import CampaignId, own
 from service.api.deps import CONFLICT, ERRORS, RENDERS, Conn, IdempotencyKey, Key, KeyAlone, checkout, not_found
@@ -138,6 +139,7 @@ async def send_test(
         raise HTTPException(422, "subject_prefix: printable characters only")
     async with checkout(request)() as conn:  # given back before the relay is asked
         made = await _render(request, conn, key, campaign_id, sent.subscriber, test=(sent.to, sent.subject_prefix))
+        mine = await replies.own_relays(conn, account_id=key.account_id)  # what it is shown of the relay's words
     tests = _limiter(request, "tests", TESTS)
     try:
         tests.acquire_nowait()
@@ -148,9 +150,11 @@ async def send_test(
     try:
         result = await previews.send_test(settings=request.app.state.settings, made=made, to=sent.to)
     except SmtpUnavailable as exc:
-        raise HTTPException(503, f"test message not sent: {exc}", headers={"Retry-After": "30"}) from None
+        said = replies.shown(str(exc), own_relays=mine)
+        raise HTTPException(503, f"test message not sent: {said}", headers={"Retry-After": "30"}) from None
     finally:
         tests.release()
+    reply = replies.shown(result.reply, own_relays=mine) or ""
     if result.outcome is not Outcome.SENT:
-        raise HTTPException(422, f"test message not accepted: {result.reply}")
-    return TestSent(to=sent.to, subscriber=made.subscriber, reply=result.reply)
+        raise HTTPException(422, f"test message not accepted: {reply}")
+    return TestSent(to=sent.to, subscriber=made.subscriber, reply=reply)

@@ -57,7 +57,10 @@ class NewStep(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_BODY_TEXT, description="the text body's template")
     html: str | None = Field(None, max_length=MAX_BODY_TEXT, description="the HTML body's template")
     delay_seconds: int = Field(
-        0, ge=0, le=steps.MAX_DELAY_SECONDS, description="after the member's confirmed join; 0: at once"
+        0,
+        ge=0,
+        le=steps.MAX_DELAY_SECONDS,
+        description="after the member's previous step was sent (the first step: after the confirmed join); 0: at once",
     )
     window: Window | None = Field(None, description="hours its messages may go out in; absent: any time")
     position: int | None = Field(

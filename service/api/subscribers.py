@@ -3,7 +3,7 @@ erase (DELETE, the erasure of `einmal subscribers delete`); and many created or 
 (POST /subscribers/batch, service/subscribers/batch.py), each row with its outcome."""
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, HTTPException, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -53,8 +53,10 @@ class BatchRow(BaseModel):
     model_config = ConfigDict(extra="forbid")
     email: str = Field(max_length=1000, description="the address, in any spelling of its mailbox")
     name: str | None = Field(None, max_length=10_000, description="unchanged when absent")
-    attributes: dict[str, str] | None = Field(
-        None, description="merged into the stored ones: a key given replaces its value"
+    attributes: dict[str, Any] | None = Field(
+        None,
+        description="merged into the stored ones: a key given replaces its value. Values are text: a row with "
+        'another JSON value (`{"age": 42}`) is invalid, the others are written',
     )
     lists: list[str] = Field(
         [],

@@ -36,7 +36,10 @@ class WebhookEndpoint(BaseModel):
     url: str
     events: list[str]
     created_at: datetime
-    disabled_at: datetime | None = Field(description="when a 410 Gone answer disabled it; a replay enables it")
+    disabled_at: datetime | None = Field(
+        description="when a 410 Gone answer disabled it; a replay enables it. No event is kept for it while it is "
+        "disabled: those events are not delivered after the replay"
+    )
     disabled_reason: str | None
     rotating_until: datetime | None = Field(description="the previous secret signs too until then")
     pending: int = Field(description="deliveries waiting for their next attempt")
@@ -73,6 +76,10 @@ class WebhookDelivery(BaseModel):
 class Replayed(BaseModel):
     id: int
     replayed: int = Field(description="parked deliveries made pending again, due now")
+    not_kept_since: datetime | None = Field(
+        description="the endpoint was disabled (a 410) from then until this replay enabled it: no event of that "
+        "time was kept for it, so none of them is delivered; null: it was not disabled"
+    )
 
 
 class WebhookFields(BaseModel):

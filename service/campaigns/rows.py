@@ -18,8 +18,9 @@ from service.text import shown
 
 @dataclass(frozen=True)
 class Moved:
-    moved: int  # the rows moved
+    moved: int  # the rows moved (queued again, or marked sent)
     reopened: bool  # whether the campaign, sent, is sending again
+    left: int = 0  # of the rows moved, a sequence step's settled instead: their members left the list
 
 
 @dataclass(frozen=True)
@@ -67,13 +68,19 @@ async def retry_failed(
 
 
 async def requeued(conn: asyncpg.Connection, *, campaign_id: int, moved: int) -> Moved:
-    """After `moved` rows of the campaign went back to the queue, in the transaction that moved them: a sent
-    campaign is reopened (compare-and-set) and the nodes are told."""
+    """After `moved` rows of the campaign went back to the queue, in the transaction that moved them: a
+    sequence step's rows of members who left its list since are settled as a leave settles them (no step goes
+    to a member who left, docs/design.md#sequences), a sent campaign is reopened (compare-and-set) and the nodes
+    are told."""
     if not moved:
         return Moved(0, False)
+    left = await conn.fetchval(*db.sql("sequence_step_rows_left", campaign_id=campaign_id))
+    moved -= left
+    if not moved:
+        return Moved(0, False, left)
     reopened = await conn.fetchval(*db.sql("campaign_reopen", campaign_id=campaign_id)) is not None
     await conn.execute(*db.sql("campaign_notify", campaign_id=campaign_id))
-    return Moved(moved, reopened)
+    return Moved(moved, reopened, left)
 
 
 async def in_doubt(

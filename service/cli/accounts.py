@@ -3,12 +3,15 @@
 --display-name names the sender on the page (unset: the message's From name), --language is the
 page's language unless a campaign has its own, --contact an address the page offers when a genuine
 link no longer works. An empty value clears a setting. The setting itself is service/accounts/account.py's.
+
+--rate, --quota-hour, --quota-day and --messages-queued are the account's own sending budget
+(service/accounts/budget.py): `default` gives one back to the installation's EINMAL_ACCOUNT_ setting, 0 is none.
 """
 
 import argparse
 
 from service import db
-from service.accounts import account
+from service.accounts import account, budget
 from service.cli import keys, subscribers_cmd
 from service.errors import Invalid
 from service.settings import Settings
@@ -19,8 +22,23 @@ from service.text import check_account, shown
 async def set_command(args: argparse.Namespace, settings: Settings) -> int:
     check_account(args.account)
     given = {"display_name": args.display_name, "language": args.language, "contact": args.contact}
+    limits = {"rate": args.rate, "quota_hour": args.quota_hour, "quota_day": args.quota_day}
+    limits["messages_queued"] = args.messages_queued
+    if all(value is None for value in [*given.values(), *limits.values()]):
+        raise Invalid(
+            "nothing to set: give --display-name, --language, --contact, --rate, --quota-hour, --quota-day"
+            " or --messages-queued"
+        )
+    numbers = {
+        name: budget.number(value, "--" + name.replace("_", "-"), whole=name != "rate")
+        for name, value in limits.items()
+        if value is not None
+    }
     if all(value is None for value in given.values()):
-        raise Invalid("nothing to set: give --display-name, --language or --contact")
+        async with db.connection(db.url(settings)) as conn:
+            alone = await budget.set_budget(conn, account=args.account, given=numbers)
+        print(f"account {shown(args.account)}: {budget.shown_budget(alone)}")
+        return 0
     named = account.display_name(args.display_name) if args.display_name is not None else None
     language = texts.checked(args.language) if args.language is not None else None
     address = account.contact(args.contact) if args.contact is not None else None
@@ -33,9 +51,11 @@ async def set_command(args: argparse.Namespace, settings: Settings) -> int:
             contact=address,
             given={name for name, value in given.items() if value is not None},
         )
+        own = await budget.set_budget(conn, account=args.account, given=numbers) if numbers else None
     name = repr(page.display_name) if page.display_name else "-"
     print(
         f"account {shown(args.account)}: display name {name}, language {page.language}, contact {page.contact or '-'}"
+        + (f"; {budget.shown_budget(own)}" if own else "")
     )
     return 0
 
@@ -43,11 +63,19 @@ async def set_command(args: argparse.Namespace, settings: Settings) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     accounts = subparsers.add_parser("accounts", aliases=["account"], help="an account's settings and API keys")
     accounts = accounts.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
-    p = accounts.add_parser("set", help="what its unsubscribe page shows: display name, language, contact")
+    p = accounts.add_parser(
+        "set", help="what its unsubscribe page shows: display name, language, contact; its own sending budget"
+    )
     p.add_argument("account", help="the account's name")
     p.add_argument("--display-name", help="the sender's name on the page ('' clears it: the message's From name)")
     p.add_argument("--language", help="the page's language, e.g. en or de (a campaign's own comes first)")
     p.add_argument("--contact", help="an address shown when a link does not work ('' clears it)")
+    p.add_argument("--rate", help="its messages a second, all nodes together (default: EINMAL_ACCOUNT_RATE_LIMIT)")
+    p.add_argument("--quota-hour", help="its messages in any hour (default: EINMAL_ACCOUNT_QUOTA_HOUR)")
+    p.add_argument("--quota-day", help="its messages in any 24 hours (default: EINMAL_ACCOUNT_QUOTA_DAY)")
+    p.add_argument(
+        "--messages-queued", help="its messages queued, not yet sent (default: EINMAL_ACCOUNT_MESSAGES_QUEUED)"
+    )
     p.set_defaults(func=set_command)
     accounts.add_parser("list", help="every account: name, when created, how many subscribers").set_defaults(
         func=subscribers_cmd.accounts_list_command

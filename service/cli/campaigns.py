@@ -195,6 +195,8 @@ async def retry_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         done = await rows.retry_failed(conn, campaign_id=args.id, reason=args.reason, pattern=args.reply)
     print(f"{done.moved} failed row{'' if done.moved == 1 else 's'} of campaign {args.id} queued again")
+    if done.left:
+        print(f"{done.left} of a member who left the sequence's list: settled as suppressed, not sent")
     if done.reopened:
         print(f"campaign {args.id} is sending again")
     return 0
@@ -233,6 +235,8 @@ async def reconcile_command(args: argparse.Namespace, settings: Settings) -> int
         )
     counted = f"{done.moved} in-doubt row{'' if done.moved == 1 else 's'}"
     print(f"{counted} of campaign {args.id} {'queued again' if args.resend else 'marked sent'}")
+    if done.left:
+        print(f"{done.left} of a member who left the sequence's list: settled as suppressed, not sent")
     if done.reopened:
         print(f"campaign {args.id} is sending again")
     return 0

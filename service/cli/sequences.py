@@ -206,7 +206,8 @@ def _step_options(p: argparse.ArgumentParser, *, adding: bool) -> None:
     p.add_argument(
         "--delay",
         default="0" if adding else None,
-        help="after the member's confirmed join: seconds, or 15m, 2h, 3d (default: 0, at once)",
+        help="after the member's previous step was sent (the first: after the confirmed join): seconds, or 15m, "
+        "2h, 3d (default: 0, at once)",
     )
     p.add_argument(
         "--window",

@@ -87,6 +87,9 @@ async def replay_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         replayed = await endpoints.replay(conn, account_id=await find_account(conn, name=args.account), id=args.id)
     print(f"webhook endpoint {replayed.id}: {replayed.replayed} parked deliveries pending again")
+    if replayed.not_kept_since is not None:
+        since = replayed.not_kept_since.isoformat(timespec="seconds")
+        print(f"it was disabled since {since}: the events of that time were not kept for it and are not delivered")
     return 0
 
 

@@ -5,8 +5,9 @@ Each item is checked as `send` checks one, and an item that cannot be sent is `i
 while the others are made. The work common to items is done once: a template is read once per distinct name,
 the From rule asked once per distinct From, and the sources compiled once per distinct (subject, text, HTML,
 From) in a worker thread; the message ids are taken in one statement. Each item is then made in its own
-transaction (`messages.make`): an item that fails there (an import holding the account's subscribers) is invalid
-alone, and the ones made before stay made.
+transaction (`messages.make`), once the account's bound on its queued messages is found to hold them all (else
+the call is refused 429, nothing made): an item that fails there (an import holding the account's subscribers) is
+invalid alone, and the ones made before stay made.
 
 Idempotency, beyond the API's middleware (which replays the call's answer for EINMAL_MESSAGE_KEY_HOURS): with the
 request's Idempotency-Key `k`, item `i` is made under the key `k:i` (`item_key`), so that a retry of the route itself,
@@ -117,6 +118,8 @@ async def send(
             outcomes[i] = Outcome("invalid", reason=problem)
             continue
         ready[i] = _Ready(check[0], check[1], sources)
+    if ready:  # past the account's bound on its queued messages: none of them is made (429)
+        await messages.room_for(conn, settings=settings, account_id=account_id, n=len(ready))
     ids = (
         [r["id"] for r in await conn.fetch(*db.sql("message_ids_next", n=len(ready)), timeout=DB_SECONDS)]
         if ready

@@ -9,6 +9,7 @@ copies its template's sources when made; its data is merged over its subscriber'
 (`{{ attributes.order }}`)."""
 
 import json
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,7 +20,7 @@ import asyncpg
 from service import db, from_rule
 from service.addresses import address_problem, email_key
 from service.db import DB_SECONDS
-from service.errors import Invalid, NotFound
+from service.errors import Busy, Invalid, NotFound
 from service.mail import render
 from service.settings import Settings
 from service.text import MAX_EMAIL, shown, unsafe_text
@@ -168,6 +169,30 @@ async def remove_template(conn: asyncpg.Connection, *, account_id: int, name: st
         raise NotFound("no such message template")
 
 
+async def room_for(conn: asyncpg.Connection, *, settings: Settings, account_id: int, n: int) -> None:
+    """Busy (429 with Retry-After) when `n` more messages would pass the account's bound on its messages queued
+    and not yet sent (its own, else EINMAL_ACCOUNT_MESSAGES_QUEUED): nothing is made then. Retry-After is the time
+    its rate (its own, else the installation's) takes to send the excess. Counted before the messages are made:
+    calls of the account at the same moment may each pass it by their own messages."""
+    row = await conn.fetchrow(
+        *db.sql(
+            "message_queued_count",
+            account_id=account_id,
+            default_max=settings.account_messages_queued,
+            default_rate=settings.account_rate_limit or settings.rate_limit,
+        ),
+        timeout=DB_SECONDS,
+    )
+    if row is None or not row["bound"] or row["queued"] + n <= row["bound"]:
+        return
+    excess = row["queued"] + n - row["bound"]
+    rate = row["rate"] or settings.rate_limit
+    raise Busy(
+        f"this account has {row['bound']} messages or more queued and not yet sent, its bound: try again later",
+        math.ceil(excess / rate) if rate else 5,
+    )
+
+
 async def send(
     conn: asyncpg.Connection,
     *,
@@ -207,6 +232,7 @@ async def send(
         raise Invalid("from: none given, and the template has none")
     await from_rule.check(conn, settings=settings, account_id=account_id, address=from_address, said="from")
     await check_sources(settings, subject=subject, body_text=body_text, body_html=body_html, from_address=from_address)
+    await room_for(conn, settings=settings, account_id=account_id, n=1)
     return await make(
         conn,
         account_id=account_id,

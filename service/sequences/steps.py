@@ -6,9 +6,11 @@ rule (service/from_rule.py), and it is bulk mail: it needs a one-click unsubscri
 sequence's row lock, so two changes of one sequence take turns:
 
 - added: at the position given (else after the last, a deleted step's included; a position is never used twice),
-  it goes to every member on the list who has not passed its position, once its delay after their join is reached;
+  it goes to every member on the list who has not passed its position, once its delay after their previous step's
+  send (the first step: their join) is reached;
 - changed: the templates reach the rows claimed from then on (the nodes compile a step anew when its updated_at
-  moves, actors/claimer.py), never a row already sent; a new delay applies to members not past the step;
+  moves, actors/claimer.py), never a row already sent; a new delay applies to members not past the step; a new
+  window places the step's rows still waiting for their first attempt;
 - deleted: the step's campaign is cancelled (its queued rows fail with 'campaign cancelled', a claimed one is
   dropped at its start) and the members go on to the step after it.
 """
@@ -60,7 +62,7 @@ def window(start: int, end: int, zone: str) -> Window:
 
 def delay(seconds: int) -> int:
     if not 0 <= seconds <= MAX_DELAY_SECONDS:
-        raise Invalid(f"delay: 0 to {MAX_DELAY_SECONDS} seconds after the join")
+        raise Invalid(f"delay: 0 to {MAX_DELAY_SECONDS} seconds after the previous step (the first: the join)")
     return seconds
 
 
@@ -100,11 +102,10 @@ async def _locked(conn: asyncpg.Connection, *, account_id: int, sequence_id: int
     return found
 
 
-async def _recheck(conn: asyncpg.Connection, *, sequence_id: int, at: int, delay_seconds: int) -> None:
-    """Members not past position `at` are looked at no later than `delay_seconds` after their join."""
-    await conn.execute(
-        *db.sql("sequence_members_recheck", sequence_id=sequence_id, position=at, delay_seconds=delay_seconds)
-    )
+async def _recheck(conn: asyncpg.Connection, *, sequence_id: int, at: int) -> None:
+    """Members not past position `at` that are done or due later are looked at now: the sweep sets each to its
+    time (a delay counts from the member's previous step's send) or queues the step."""
+    await conn.execute(*db.sql("sequence_members_recheck", sequence_id=sequence_id, position=at))
     await conn.execute(*db.sql("sequence_notify", sequence_id=sequence_id))
 
 
@@ -166,7 +167,7 @@ async def add(
         )
         if campaign_id is None:
             raise Conflict(f"sequence {sequence_id} has had a step at position {at}: positions are never reused")
-        await _recheck(conn, sequence_id=sequence_id, at=at, delay_seconds=delay_seconds)
+        await _recheck(conn, sequence_id=sequence_id, at=at)
     return Step(sequence_id, at, campaign_id)
 
 
@@ -209,7 +210,9 @@ async def change(
         if row is None:
             raise NotFound("no such step")
         if "delay_seconds" in checked:
-            await _recheck(conn, sequence_id=sequence_id, at=at, delay_seconds=row["delay_seconds"])
+            await _recheck(conn, sequence_id=sequence_id, at=at)
+        if "window" in checked:  # the rows waiting for the old window's opening follow the new one
+            await conn.execute(*db.sql("sequence_step_window_moved", campaign_id=row["id"]), timeout=timeout)
         await conn.execute(*db.sql("campaign_notify", campaign_id=row["id"]))  # the claimers list again
     return Step(sequence_id, at, row["id"])
 
@@ -224,7 +227,5 @@ async def delete(conn: asyncpg.Connection, *, account_id: int, sequence_id: int,
         await transition(conn, verb="cancel", campaign_id=found["id"])
         following = await conn.fetchrow(*db.sql("sequence_step_next", sequence_id=sequence_id, position=at))
         if following is not None:
-            await _recheck(
-                conn, sequence_id=sequence_id, at=following["position"], delay_seconds=following["delay_seconds"]
-            )
+            await _recheck(conn, sequence_id=sequence_id, at=following["position"])
     return Step(sequence_id, at, found["id"])

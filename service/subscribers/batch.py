@@ -16,6 +16,7 @@ suppressed address is written like any other and stays suppressed: its row's sta
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import anyio.to_thread
 import asyncpg
@@ -38,7 +39,7 @@ MAX_BODY = 1024 * 1024
 class Row:
     email: str
     name: str | None = None
-    attributes: dict[str, str] | None = None
+    attributes: dict[str, Any] | None = None  # text, once problem() passed the row
     lists: tuple[str, ...] = ()
 
 
@@ -76,6 +77,11 @@ def problem(row: Row) -> str | None:
         for name, value in row.attributes.items():
             if not name or len(name) > MAX_ATTRIBUTE_NAME or not _storable(name):
                 return f"attributes: the name {shown(name)} is not 1 to {MAX_ATTRIBUTE_NAME} characters of text"
+            if not isinstance(value, str):  # the API's rows are JSON: a number, a list, null are no text
+                kind = {type(None): "null", bool: "true or false", int: "a number", float: "a number"}.get(
+                    type(value), "not text"
+                )
+                return f'attributes: {shown(name)} is {kind}; attribute values are text, e.g. "42"'
             if len(value) > MAX_ATTRIBUTE:
                 return f"attributes: {shown(name)} is longer than {MAX_ATTRIBUTE} characters"
             if not _storable(value):

@@ -75,6 +75,7 @@ class Delivery:
 class Replayed:
     id: int
     replayed: int
+    not_kept_since: dt.datetime | None  # it was disabled since then: no event of that time was written for it
 
 
 def event_types(given: list[str] | None) -> list[str]:
@@ -171,4 +172,4 @@ async def replay(conn: asyncpg.Connection, *, account_id: int, id: int) -> Repla
     row = await conn.fetchrow(*db.sql("webhook_replay", account_id=account_id, id=id))
     if row is None:
         raise NotFound("no such webhook endpoint")
-    return Replayed(id=row["id"], replayed=row["replayed"])
+    return Replayed(id=row["id"], replayed=row["replayed"], not_kept_since=row["disabled_at"])

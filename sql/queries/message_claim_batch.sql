@@ -8,4 +8,5 @@ SELECT * FROM einmal.send_claim(
     p_quota_hour => :quota_hour, p_quota_day => :quota_day, p_hour_seconds => :hour_seconds,
     p_day_seconds => :day_seconds, p_domains => :domains, p_domain_rates => :domain_rates, p_probes => :probes,
     p_pause => :pause_seconds, p_pause_max => :pause_max_seconds, p_relays => :relays,
-    p_account => :account_id::bigint)
+    p_account => :account_id::bigint, p_account_rate => :account_rate, p_account_quota_hour => :account_quota_hour,
+    p_account_quota_day => :account_quota_day, p_reach => :reach)

@@ -1,9 +1,9 @@
--- After step :position of sequence :sequence_id was added, or its delay changed to :delay_seconds: its members on the
--- list not past it are due no later than that delay after their join, so that the sweep looks at them then (a
--- member due earlier keeps its time; one found early is set to the right time by the sweep). One statement, once
--- per change, never per tick; it writes only the rows it moves: members past the step, due earlier, or left are
--- not touched, so its cost is that of the members who finished the sequence (due NULL) or are due later.
+-- After step :position of sequence :sequence_id was added, or its delay changed, or a step before it deleted: its
+-- members on the list not past it that are done (due_at NULL) or due later than now are made due now, and the sweep
+-- sets each to its time (its delay after its previous step's send: 'early', due then) or queues the step. A member
+-- due now or earlier keeps its time. One statement, once per change, never per tick; it writes only the rows it
+-- moves: members past the step, due now, or left are not touched.
 UPDATE einmal.sequence_members
-SET due_at = joined_at + make_interval(secs => :delay_seconds)
+SET due_at = now()
 WHERE sequence_id = :sequence_id AND left_at IS NULL AND last_position < :position
-  AND (due_at IS NULL OR due_at > joined_at + make_interval(secs => :delay_seconds))
+  AND (due_at IS NULL OR due_at > now())

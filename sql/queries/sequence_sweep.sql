@@ -1,13 +1,15 @@
 -- The sweep's second statement, in the transaction of sequence_sweep_lock.sql, over the members :subscriber_ids of
--- running sequence :sequence_id it locked (docs/design.md#sequences), each still due. For each, its next step
--- (the first step not deleted past its last position) is
+-- running sequence :sequence_id it locked (docs/design.md#sequences), each still due. A step's delay counts from the
+-- member's previous step: its row's send (sent_at; a row settled otherwise, failed or suppressed: when it settled),
+-- the first step's from the join. For each, its next step (the first step not deleted past its last position) is
 --   'done'  no such step, or it is no longer a confirmed member: not looked at again (due_at NULL) until a step is
 --           added or it joins again;
---   'early' its delay after the join not reached: due then;
 --   'wait'  the member's row of the step before is not settled yet (queued, claimed, sending, in doubt): due again in
 --           :wait_seconds, so that it does not hold the head of the queue;
+--   'early' its delay after the previous step's send (the first step: after the join) not reached: due then;
 --   'send'  its send row queued (ON CONFLICT DO NOTHING: P1 keeps one per step and mailbox), not before the step's
---           send window opens, and the member advanced to it, due when the step after it is.
+--           send window opens, and the member advanced to it, due no earlier than the step after it can be (the
+--           row's first attempt and that step's delay).
 -- One statement: a crash leaves the row queued and the member advanced, or neither. The steps that queued a row wake
 -- the nodes. One row: members looked at, rows queued.
 WITH due AS MATERIALIZED (
@@ -15,17 +17,21 @@ WITH due AS MATERIALIZED (
     FROM einmal.sequence_members AS m
     WHERE m.sequence_id = :sequence_id AND m.subscriber_id = ANY (:subscriber_ids::bigint[]) AND m.due_at <= now()
 ), plan AS MATERIALIZED (
-    SELECT d.subscriber_id, d.joined_at, nxt.id AS step, nxt.account_id, nxt.step_position,
+    SELECT d.subscriber_id, nxt.id AS step, nxt.account_id, nxt.step_position,
            nxt.step_delay_seconds, after.step_delay_seconds AS after_delay, sub.email, sub.email_lower,
            einmal.step_window_open(nxt.step_window_from, nxt.step_window_to, nxt.step_window_zone, now()) AS open_at,
            (sub.status <> 'erased' AND EXISTS (
                 SELECT 1 FROM einmal.sequences AS q
                 JOIN einmal.list_members AS lm ON lm.list_id = q.list_id
                 WHERE q.id = :sequence_id AND lm.subscriber_id = d.subscriber_id AND lm.state = 'confirmed')) AS member,
-           (SELECT p.status FROM einmal.sends AS p
-            WHERE p.campaign_id = d.last_step AND p.subscriber_id = d.subscriber_id) AS previous
+           prev.status AS previous,
+           CASE WHEN d.last_step IS NULL THEN d.joined_at ELSE coalesce(prev.at, d.joined_at) END AS since
     FROM due AS d
     JOIN einmal.subscribers AS sub ON sub.id = d.subscriber_id
+    LEFT JOIN LATERAL (
+        SELECT p.status, coalesce(p.sent_at, p.updated_at) AS at FROM einmal.sends AS p
+        WHERE p.campaign_id = d.last_step AND p.subscriber_id = d.subscriber_id
+    ) AS prev ON true
     LEFT JOIN LATERAL (
         SELECT c.id, c.account_id, c.step_position, c.step_delay_seconds, c.step_window_from, c.step_window_to,
                c.step_window_zone
@@ -44,8 +50,8 @@ WITH due AS MATERIALIZED (
 ), decided AS MATERIALIZED (
     SELECT p.*,
            CASE WHEN p.step IS NULL OR NOT p.member THEN 'done'
-                WHEN p.joined_at + make_interval(secs => p.step_delay_seconds) > now() THEN 'early'
                 WHEN p.previous IN ('queued', 'claimed', 'sending', 'in_doubt') THEN 'wait'
+                WHEN p.since + make_interval(secs => p.step_delay_seconds) > now() THEN 'early'
                 ELSE 'send' END AS verdict
     FROM plan AS p
 ), queued AS (
@@ -61,9 +67,9 @@ WITH due AS MATERIALIZED (
         last_step = CASE WHEN d.verdict = 'send' THEN d.step ELSE m.last_step END,
         due_at = CASE d.verdict
                      WHEN 'done' THEN NULL
-                     WHEN 'early' THEN d.joined_at + make_interval(secs => d.step_delay_seconds)
+                     WHEN 'early' THEN d.since + make_interval(secs => d.step_delay_seconds)
                      WHEN 'wait' THEN now() + make_interval(secs => :wait_seconds)
-                     ELSE d.joined_at + make_interval(secs => d.after_delay) END
+                     ELSE d.open_at + make_interval(secs => d.after_delay) END
     FROM decided AS d
     WHERE m.sequence_id = :sequence_id AND m.subscriber_id = d.subscriber_id
     RETURNING d.verdict

@@ -388,6 +388,10 @@ async def test_a_relay_quota_is_spent_once_by_the_accounts_sharing_it(
                     pause_seconds=60.0,
                     pause_max_seconds=3600.0,
                     relays=["quota"],
+                    account_rate=0.0,
+                    account_quota_hour=0,
+                    account_quota_day=0,
+                    reach=0.0,
                 )
             )
             claimed += len(rows)

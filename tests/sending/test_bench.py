@@ -58,6 +58,8 @@ FIGURES = [
     r"an idle tick's probe, 24,000 members, none due\s+[\d.]+ ms\s+-$",
     r"webhooks, httpx at \d+ in flight, 1,000\s+[\d,]+/s \([\d.]+ s\)\s+\(the reference\)",
     r"webhook deliveries, 1 node's actor, defaults\s+[\d,]+/s = [\d.]+ × httpx\s+\(no target\)\s+-$",
+    r"B's message p99 while A floods 600\s+\d+ ms = [\d.]+ × alone\s+<= 2 × alone\s+(PASS|MISS)$",
+    r"B's campaign \+ messages while A floods\s+[\d.]+/s = [\d.]+ × fair share\s+>= fair share\s+(PASS|MISS)$",
 ]
 VERDICT = re.compile(r"\s(PASS|MISS|-)$")
 RATIO = re.compile(r"([^\s=]+) × (wire|bare|pool|unsigned|today's|1 account|httpx)")

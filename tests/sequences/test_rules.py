@@ -1,7 +1,8 @@
 """The rules of sequences (docs/design.md#sequences), each with a real node sending to a recording SMTP server:
-every member gets each step once, in order, no earlier than its delay after its confirmed join; leaving stops
-it; rejoining continues; an unsubscribe wins; pause holds, resume continues within the budget; an edit reaches
-the rows not yet sent; a step added later reaches the members not past it; a deleted step's rows are cancelled."""
+every member gets each step once, in order, no earlier than its delay (after the previous step's send, the first
+after the confirmed join); leaving stops it; rejoining continues; an unsubscribe wins; pause holds, resume
+continues within the budget; an edit reaches the rows not yet sent; a step added later reaches the members not
+past it; a deleted step's rows are cancelled."""
 
 import time
 from datetime import UTC, datetime, timedelta
@@ -117,7 +118,7 @@ async def test_an_unsubscribed_or_suppressed_member_gets_no_later_step(conn: asy
         # the one-click unsubscribe's effect: a suppression of the address (docs/design.md#opt-outs)
         await conn.execute(
             "INSERT INTO einmal.suppressions (account_id, email_lower, reason) VALUES ($1, 'out@example.com', "
-            "'unsubscribed')",
+            "'unsubscribe')",
             account,
         )
         await settled(conn, [first, second], 4)

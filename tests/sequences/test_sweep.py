@@ -68,7 +68,7 @@ async def test_a_step_waits_for_the_row_of_the_step_before(conn: asyncpg.Connect
     account, list_id, _, (first, second) = await make_sequence(conn, dsn, [0, 0])
     await join(conn, account, list_id, ["o@example.com"])
     assert (await sweep(conn, batch=10, wait_seconds=60)).queued == 1
-    for status in ("queued", "claimed", "in_doubt"):
+    for status in ("queued", "claimed", "sending", "in_doubt"):
         await conn.execute(
             "UPDATE einmal.sends SET status = $2, claimed_by = 'x' WHERE campaign_id = $1", first, status
         )

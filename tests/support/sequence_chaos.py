@@ -8,7 +8,8 @@ final dot — and a verdict on what every member received, step by step.
 For every step: 0 duplicates (a Message-ID received twice), 0 lost (a row marked sent that the server does not
 have, a row left open, or a member on the list, past the step's delay, without the step while every step before
 it was settled — a member behind a message in doubt waits for the operator, and is counted as held), no step
-received before its delay after the member's join, none out of order, none after a leave that committed before
+received before its delay after the previous step's arrival (the first step: after the member's join; a delay counts
+from the previous step's send, which is after its arrival), none out of order, none after a leave that committed before
 its row was on the wire; rows in doubt within the bound (a kill leaves at most one per connection, a dropped
 connection one). Bounded in count and time; one verdict line (exit 0 when it passes).
 """
@@ -56,7 +57,7 @@ class Verdict:
     delivered: int
     duplicates: int
     lost: int
-    early: int  # received before the step's delay after the join
+    early: int  # received before the step's delay after the previous step's arrival (the first: the join)
     out_of_order: int
     after_leave: int  # received for a member after a leave that committed before its row was on the wire
     held: int  # (step, member) pairs waiting behind a message in doubt
@@ -276,12 +277,16 @@ async def judge(
     lost += sum(1 for status in rows.values() if status in ("queued", "claimed", "sending"))
     for member in joined:
         previous_at, behind, doubted = None, False, False
+        # a delay counts from the previous step's send, which its arrival precedes (a step not received: the one
+        # before it, or the join)
+        since = joins[member]
         for step, delay in zip(steps, DELAYS, strict=True):
             mid = message_id(step, member)
             status = rows.get((step, member))
             if mid in first_at:
-                if first_at[mid] < joins[member] + delay:
+                if first_at[mid] < since + delay:
                     early += 1
+                since = first_at[mid]
                 if (previous_at is not None and first_at[mid] < previous_at) or doubted:
                     out_of_order += 1  # before the step before it, or past one in doubt (it waits for the operator)
                 if member in left and step not in left[member]:

@@ -56,13 +56,15 @@ async def test_each_row_has_its_outcome_and_only_the_valid_rows_are_written(
         {"email": "Erin@Example.org", "name": "Erin"},
         {"email": "CAROL@xn--bcher-kva.example", "attributes": {"city": "Bonn"}},  # carol again, another spelling
         {"email": "Bob@Example.net", "name": "Robert"},  # other's bob: acme's own, new
+        {"email": "age@example.org", "attributes": {"age": 42}},  # a row's own error, not the batch's (was: 422)
+        {"email": "flag@example.org", "attributes": {"vip": True, "plan": "pro"}},
     ]
     others = await snapshot(conn, "other")
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         answer = await client.post("/subscribers/batch", headers=auth(two_accounts["acme"]), json={"subscribers": rows})
     assert answer.status_code == 200, answer.text
     body = answer.json()
-    assert (body["created"], body["updated"], body["invalid"]) == (3, 3, 4)
+    assert (body["created"], body["updated"], body["invalid"]) == (3, 3, 6)
     told = body["subscribers"]
     assert [r["email"] for r in told] == [r["email"] for r in rows]
     assert [r["outcome"] for r in told] == [
@@ -76,7 +78,11 @@ async def test_each_row_has_its_outcome_and_only_the_valid_rows_are_written(
         "created",
         "updated",
         "created",
+        "invalid",
+        "invalid",
     ]
+    assert told[10]["reason"] == "attributes: 'age' is a number; attribute values are text, e.g. \"42\""
+    assert told[11]["reason"] == "attributes: 'vip' is true or false; attribute values are text, e.g. \"42\""
     assert told[2]["reason"].startswith("not an email address: ") and told[2]["id"] is None
     assert told[3]["reason"] == "name: control characters or text that is not UTF-8"
     assert told[4]["reason"] == "lists: the account has no list 'nwes'"

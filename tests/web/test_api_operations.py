@@ -72,7 +72,7 @@ async def test_failed_rows_are_queued_again_by_reason_and_a_sent_campaign_reopen
     key = auth(make_key(dsn, "acme"))
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         full = await client.post(f"/campaigns/{campaign}/retry", headers=key, json={"reason": "mailbox_full"})
-        assert full.json() == {"moved": 1, "reopened": True}, full.text
+        assert full.json() == {"moved": 1, "reopened": True, "left": 0}, full.text
         assert await statuses(conn, campaign) == {
             "r0@example.org": "sent",
             "r1@example.org": "failed",
@@ -81,7 +81,7 @@ async def test_failed_rows_are_queued_again_by_reason_and_a_sent_campaign_reopen
         bad = await client.post(f"/campaigns/{campaign}/retry", headers=key, json={"reason": "bored"})
         assert bad.status_code == 422
         rest = await client.post(f"/campaigns/{campaign}/retry", headers=key, json={})
-        assert rest.json() == {"moved": 1, "reopened": False}, rest.text
+        assert rest.json() == {"moved": 1, "reopened": False, "left": 0}, rest.text
         await conn.execute("UPDATE einmal.campaigns SET status = 'cancelled' WHERE id = $1", campaign)
         cancelled = await client.post(f"/campaigns/{campaign}/retry", headers=key, json={})
         assert (cancelled.status_code, cancelled.json()) == (
@@ -106,7 +106,7 @@ async def test_in_doubt_rows_are_listed_and_decided_all_or_by_id_and_address(
             headers=key,
             json={"decision": "mark_sent", "ids": [ids["r1@example.org"]], "emails": ["R2@Example.org"]},
         )
-        assert marked.json() == {"moved": 2, "reopened": False}, marked.text
+        assert marked.json() == {"moved": 2, "reopened": False, "left": 0}, marked.text
         refused = await client.post(
             f"/campaigns/{campaign}/reconcile", headers=key, json={"decision": "resend", "ids": [ids["r0@example.org"]]}
         )
@@ -119,7 +119,7 @@ async def test_in_doubt_rows_are_listed_and_decided_all_or_by_id_and_address(
             await client.post(f"/campaigns/{campaign}/reconcile", headers=key, json={"decision": "later"})
         ).status_code == 422
         rest = await client.post(f"/campaigns/{campaign}/reconcile", headers=key, json={"decision": "resend"})
-        assert rest.json() == {"moved": 1, "reopened": False}, rest.text
+        assert rest.json() == {"moved": 1, "reopened": False, "left": 0}, rest.text
         assert (await client.get(f"/campaigns/{campaign}/in-doubt", headers=key)).json() == {"rows": []}
     assert await statuses(conn, campaign) == {
         "r0@example.org": "sent",

@@ -67,7 +67,7 @@ async def test_endpoints_are_made_listed_rotated_replayed_and_removed(conn, dsn)
         bad_state = await client.get(f"/webhooks/{endpoint_id}/deliveries", params={"state": "lost"})
         assert bad_state.status_code == 422
         replayed = await client.post(f"/webhooks/{endpoint_id}/replay")
-        assert replayed.json() == {"id": endpoint_id, "replayed": 1}
+        assert replayed.json() == {"id": endpoint_id, "replayed": 1, "not_kept_since": None}
         assert (await client.get(f"/webhooks/{endpoint_id}/deliveries", params={"state": "pending"})).json()
         assert (await client.delete(f"/webhooks/{endpoint_id}")).status_code == 204
         assert (await client.get("/webhooks")).json() == []
@@ -128,3 +128,37 @@ async def test_a_read_key_lists_but_does_not_create(conn, dsn) -> None:
         assert (await client.get("/webhooks")).json() == []
         refused = await client.post("/webhooks", json={"url": "https://example.org/hook"})
     assert refused.status_code == 403
+
+
+async def test_no_event_is_kept_for_a_disabled_endpoint_and_its_replay_says_since_when(conn, dsn) -> None:
+    key = auth(await key_of(conn, "acme"))
+    account = await conn.fetchval("SELECT id FROM einmal.accounts WHERE name = 'acme'")
+
+    async def unsubscribe(email: str) -> None:  # what the unsubscribe page's insert does: subscriber.unsubscribed
+        await conn.execute(
+            "INSERT INTO einmal.suppressions (account_id, email_lower, reason) VALUES ($1, $2, 'unsubscribe')",
+            account,
+            email,
+        )
+
+    async with (
+        http_server(dsn, webhook_allow_http_loopback=True) as base,
+        httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1", headers=key) as client,
+    ):
+        made = await client.post("/webhooks", json={"url": "http://127.0.0.1:9/hook"})
+        endpoint_id = made.json()["id"]
+        disabled_at = await conn.fetchval(
+            "UPDATE einmal.webhook_endpoints SET disabled_at = now() - interval '1 hour', disabled_reason = '410' "
+            "WHERE id = $1 RETURNING disabled_at",
+            endpoint_id,
+        )
+        await unsubscribe("while@example.org")
+        replayed = (await client.post(f"/webhooks/{endpoint_id}/replay")).json()
+        await unsubscribe("after@example.org")
+        deliveries = await client.get(f"/webhooks/{endpoint_id}/deliveries")
+    assert replayed["replayed"] == 0
+    assert replayed["not_kept_since"] == disabled_at.isoformat().replace("+00:00", "Z")
+    # the event while it was disabled was kept for no endpoint; the one after the replay is delivered to it
+    events = await conn.fetch("SELECT payload->>'email' AS email FROM einmal.webhook_events ORDER BY created_at")
+    assert [e["email"] for e in events] == ["after@example.org"]
+    assert len(deliveries.json()) == 1

@@ -28,7 +28,7 @@ async def test_the_guide_examples_run_as_written(conn: asyncpg.Connection, dsn: 
         secret = json.loads(created)["secret"]
         assert secret.startswith("whsec_") and json.loads(created)["url"] == receiver.url()
         assert [e["url"] for e in json.loads(listed)] == [receiver.url()] and secret not in listed
-        assert json.loads(parked) == [] and json.loads(replayed) == {"id": 1, "replayed": 0}
+        assert json.loads(parked) == [] and json.loads(replayed) == {"id": 1, "replayed": 0, "not_kept_since": None}
         # the receiver of the guide, on what the endpoint now gets
         await suppressions.suppress(conn, account, ["ann@example.org"], "unsubscribe")
         async with running_actor(dsn):
