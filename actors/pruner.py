@@ -18,6 +18,7 @@ import asyncpg
 from anyio.abc import TaskStatus
 
 from service import clients, db
+from service.accounts import doctor
 from service.campaigns import retention
 from service.context import NodeContext
 from service.messages import messages
@@ -45,6 +46,7 @@ async def prune_once(ctx: NodeContext) -> int:
                 rows,
             )
         await clients.prune(conn)
+        await doctor.prune(conn)
         if keys := await messages.prune_keys(conn, settings=ctx.settings):
             log.info(
                 "forgot the Idempotency-Keys of %d message(s) older than %gh", keys, ctx.settings.message_key_hours

@@ -10,7 +10,7 @@ and the HTTP API (its status) say it.
     ├── Conflict                what is asked, the state forbids: approve a sent campaign, retry a cancelled
     │                           one, an event id again with another payload (exit 1, 409)
     ├── Busy                    what is asked would pass a bound that time lowers: an account's queued
-    │                           messages (exit 1, 429 with Retry-After)
+    │                           messages, its doctor runs (exit 1, 429 with Retry-After)
     └── DatabaseUnavailable     PostgreSQL cannot be reached (exit 1, 503)
 
 Each entry point translates these at its boundary, in one place: the command line (service/cli/einmal.py),

@@ -701,8 +701,8 @@ class Settings(BaseSettings):
         300.0,
         ge=0,
         description=(
-            "how long a process keeps the doctor's findings for an account's From domain before `campaign approve` "
-            "asks DNS again; `0`: every time"
+            "how long the doctor's findings from DNS for an account's From domain are kept in PostgreSQL, for "
+            "every node and process, before `GET /api/v1/doctor` or `campaign approve` asks DNS again; `0`: every time"
         ),
     )
 

@@ -3,9 +3,12 @@ asyncio resolver, each query bounded by QUERY_SECONDS (EINMAL_DNS_SERVERS points
 the system's), and SPF (RFC 7208) walked once per domain: its terms, the DNS lookups it costs receivers
 (at most 10, 4.6.4) and its void lookups (at most 2), then judged for each relay address without DNS.
 
-A walk resolves every `a`, `mx` and `include` it meets, up to WALK_LOOKUPS, so a record past the limits
-is still counted past them, but a looping or endless one costs a bounded number of queries. `exists`,
-`ptr` and macros (%{…}) depend on the sender: an address they would decide is "unknown", not guessed."""
+A walk stops where receivers stop (RFC 7208 4.6.4) and asks DNS nothing more: at the eleventh DNS-querying term
+(include, a, mx, ptr, exists, redirect), at an `mx` of more than 10 exchangers (before any of their
+addresses), at the third void lookup; its answer is then permerror. So a walk asks at most 1 + 10 * 21
+questions however the record is made (an `mx`: its MX, then A and AAAA of up to 10 exchangers), and records.spf
+bounds its time by SPF_SECONDS (temperror past it). `exists`, `ptr` and macros (%{…}) depend on the sender: an
+address they would decide is "unknown", not guessed."""
 
 import ipaddress
 from dataclasses import dataclass, field
@@ -16,8 +19,8 @@ import dns.nameserver
 import dns.resolver
 
 QUERY_SECONDS = 5.0
-SPF_LOOKUPS, SPF_VOID = 10, 2  # RFC 7208 4.6.4
-WALK_LOOKUPS = 30
+SPF_LOOKUPS, SPF_VOID, SPF_EXCHANGERS = 10, 2, 10  # RFC 7208 4.6.4
+SPF_SECONDS = 20.0  # the walk's whole time (4.6.4: at least 20 s)
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -34,7 +37,20 @@ def public(address: str) -> bool:
 
 
 class Unanswered(Exception):
-    """DNS gave no answer (timeout, SERVFAIL, refused): nothing can be said of the name."""
+    """DNS gave no answer (timeout, SERVFAIL, refused): nothing can be said of the name. Its message says
+    which server and how, to follow "could not check: "."""
+
+
+def servers(resolver: dns.asyncresolver.Resolver) -> str:
+    """The resolver's name servers as a person names them: 127.0.0.1:5353, [::1]:53, 192.0.2.1."""
+    named = []
+    for server in resolver.nameservers:
+        if isinstance(server, dns.nameserver.Do53Nameserver):
+            host = f"[{server.address}]" if ":" in server.address else server.address
+            named.append(f"{host}:{server.port}" if server.port != 53 or ":" in server.address else host)
+        else:
+            named.append(str(server))
+    return ", ".join(named) or "none"
 
 
 def resolver(servers: tuple[tuple[str, int], ...]) -> dns.asyncresolver.Resolver:
@@ -49,23 +65,32 @@ def resolver(servers: tuple[tuple[str, int], ...]) -> dns.asyncresolver.Resolver
 
 
 class Lookup:
-    """The queries of one doctor run, each answered once (a name asked twice is asked once)."""
+    """The queries of one doctor run, each answered once (a name asked twice is asked once). Once a question
+    went unanswered for QUERY_SECONDS the server is taken as silent for the rest of the run: the questions
+    after it are not asked, and say so."""
 
     def __init__(self, resolver: dns.asyncresolver.Resolver) -> None:
         self.resolver = resolver
         self.answers: dict[tuple[str, str], list | Unanswered] = {}
+        self.silent: Unanswered | None = None
 
     async def records(self, name: str, kind: str) -> list:
         """The records of `name`; [] for none (NXDOMAIN or no data); Unanswered when DNS does not say."""
         key = (name.lower().rstrip("."), kind)
+        if key not in self.answers and self.silent is not None:
+            raise self.silent
         if key not in self.answers:
             try:
                 answer = await self.resolver.resolve(name, kind, search=False)
                 self.answers[key] = list(answer)
             except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
                 self.answers[key] = []
+            except dns.exception.Timeout:
+                said = f"no answer from DNS server {servers(self.resolver)} within {QUERY_SECONDS:g} s"
+                self.answers[key] = self.silent = Unanswered(said)
             except (dns.exception.DNSException, OSError) as exc:
-                self.answers[key] = Unanswered(f"{name} {kind}: {type(exc).__name__}")
+                said = f"DNS server {servers(self.resolver)} gave no answer for {name} {kind} ({type(exc).__name__})"
+                self.answers[key] = Unanswered(said)
         found = self.answers[key]
         if isinstance(found, Unanswered):
             raise found
@@ -103,11 +128,35 @@ async def spf_records(lookup: Lookup, domain: str) -> list[str]:
     return [t for t in await lookup.txt(domain) if t.lower() == "v=spf1" or t.lower().startswith("v=spf1 ")]
 
 
+class _Past(Exception):
+    """The walk is past one of RFC 7208's limits: receivers stop with permerror, and so does it."""
+
+
+def _count(top: Spf, *, lookups: int = 0, void: int = 0) -> None:
+    top.lookups += lookups
+    top.void += void
+    if top.lookups > SPF_LOOKUPS or top.void > SPF_VOID:
+        raise _Past
+
+
 async def walk(lookup: Lookup, domain: str, record: str, root: Spf | None = None, depth: int = 0) -> Spf:
     """The SPF record of `domain` with every include and redirect resolved; the root counts the lookups and
-    void lookups of the whole tree (RFC 7208 4.6.4) and collects its problems."""
+    void lookups of the whole tree (RFC 7208 4.6.4) and collects its problems. Past a limit the walk stops:
+    the root is returned as far as it got, its count or problem saying which limit."""
+    if root is None:
+        spf = Spf(domain, record)
+        try:
+            await _walk(lookup, spf, spf, depth)
+        except _Past:
+            pass
+        return spf
     spf = Spf(domain, record)
-    top = root or spf
+    await _walk(lookup, spf, root, depth)
+    return spf
+
+
+async def _walk(lookup: Lookup, spf: Spf, top: Spf, depth: int) -> None:
+    domain, record = spf.domain, spf.record
     for term in record.split()[1:]:
         name, sep, value = term.partition(":") if ":" in term or "=" not in term else term.partition("=")
         if not sep and "/" in name:  # a/24, mx/24//64: the domain's own, with prefix lengths
@@ -117,14 +166,14 @@ async def walk(lookup: Lookup, domain: str, record: str, root: Spf | None = None
         mechanism = name.lstrip("+-~?").lower()
         if sep == "=":  # a modifier: redirect= and exp= (unknown ones are ignored, 6.)
             if mechanism == "redirect":
-                top.lookups += 1
+                _count(top, lookups=1)
                 spf.redirect = await _child(lookup, value, top, depth)
             continue
         if mechanism == "all":
             spf.terms.append((qualifier, "all", "", None))
             continue
         if mechanism in LOOKUP_TERMS:
-            top.lookups += 1
+            _count(top, lookups=1)
         if mechanism in ("ip4", "ip6"):
             try:
                 resolved: object = [ipaddress.ip_network(value.split("//")[0], strict=False)]
@@ -141,16 +190,15 @@ async def walk(lookup: Lookup, domain: str, record: str, root: Spf | None = None
             top.problems.append(f"{domain}: {term!r} is no SPF mechanism")
             continue
         spf.terms.append((qualifier, mechanism, value, resolved))
-    return spf
 
 
 async def _child(lookup: Lookup, name: str, top: Spf, depth: int) -> Spf | None:
-    if "%" in name or top.lookups > WALK_LOOKUPS or depth >= 10:
+    if "%" in name or depth >= 10:
         return None
     found = await spf_records(lookup, name)
     if not found:
-        top.void += 1
         top.problems.append(f"{name} (an include or redirect) has no SPF record")
+        _count(top, void=1)
         return None
     if len(found) > 1:
         top.problems.append(f"{name} has {len(found)} SPF records; receivers take none of them")
@@ -162,10 +210,13 @@ async def _networks(lookup: Lookup, mechanism: str, value: str, domain: str, top
     name, _, lengths = (value or domain).partition("/")
     name = name or domain
     v4, _, v6 = lengths.partition("/")
-    hosts = [name] if mechanism == "a" else [host for _, host in (await lookup.mx(name))[:10]]
+    hosts = [name] if mechanism == "a" else [host for _, host in await lookup.mx(name)]
+    if len(hosts) > SPF_EXCHANGERS:  # before any of their addresses is asked
+        top.problems.append(f"{name} has {len(hosts)} MX records, over {SPF_EXCHANGERS}")
+        raise _Past
     addresses = [a for host in hosts for a in await lookup.addresses(host)]
     if not addresses:
-        top.void += 1
+        _count(top, void=1)
     return [
         ipaddress.ip_network(f"{a}/{(v6.lstrip('/') if ':' in a else v4) or (128 if ':' in a else 32)}", strict=False)
         for a in addresses

@@ -5,29 +5,44 @@ numbered in the order checked, with its severity (fail: providers reject or junk
 look; ok), the record found, the record expected and the fix (the records' checks:
 service/accounts/doctor_records.py).
 
-Approve (service/campaigns/approval.py) asks `cached`: one report per account and From domain, kept
-EINMAL_DOCTOR_CACHE_SECONDS in the process."""
+For an account (the API and approve: `checked`) the doctor cannot hurt another one (docs/design.md#doctor):
+no connection is held while DNS is asked (`connect` gives one for each step); the domain is one of the
+account's own (`domains_of`); what DNS said is kept in einmal.doctor_reports for EINMAL_DOCTOR_CACHE_SECONDS,
+read by every node and process (not a run where DNS did not answer); and the runs that ask DNS are bounded per
+account: IN_FLIGHT at a time in a process, RUNS_PER_WINDOW per WINDOW_SECONDS on all nodes (Busy, 429).
+Each run takes at most RUN_SECONDS, however many names time out."""
 
+import contextlib
+import hashlib
 import ipaddress
-import time
+import json
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass
+from email.utils import parseaddr
 
 import anyio
 import asyncpg
 import idna
 from cryptography.hazmat.primitives import serialization
 
-from service import relays
+from service import clients, db, relays
 from service.accounts import dns_checks
 from service.accounts import doctor_records as records
 from service.accounts.dns_checks import Lookup
 from service.accounts.doctor_records import Finding
 from service.accounts.identity import Identity, of_account
-from service.errors import ArgumentError, EinmalError
+from service.errors import ArgumentError, Busy, EinmalError
 from service.mail import dkim
 from service.settings import Settings
 
 RUN_SECONDS = 30.0  # the whole run, however many names time out
+IN_FLIGHT = 2  # runs of one account at a time, in a process
+RUNS_PER_WINDOW, WINDOW_SECONDS = 20, 900.0  # runs that ask DNS, of one account, on all nodes together
+RUNS_KIND = "doctor-run"  # their count in einmal.client_counts, as `account <id>`
+SENDER_ADDRESSES = 1000  # the From addresses of its campaigns an account's domains are taken from
+
+Connect = Callable[[], AbstractAsyncContextManager[asyncpg.Connection]]
 
 
 @dataclass(frozen=True)
@@ -38,8 +53,13 @@ class Report:
     def failing(self, *, skip: tuple[str, ...] = ()) -> list[int]:
         return [f.number for f in self.findings if f.severity == "fail" and f.check not in skip]
 
+    def unchecked(self) -> list[int]:
+        """The findings DNS did not answer for: nothing judged, neither failing nor passing."""
+        return [f.number for f in self.findings if f.severity == "unchecked"]
+
     def as_json(self) -> dict:
-        return {"domain": self.domain, "ok": not self.failing(), "findings": [asdict(f) for f in self.findings]}
+        ok = not self.failing() and not self.unchecked()
+        return {"domain": self.domain, "ok": ok, "findings": [asdict(f) for f in self.findings]}
 
 
 async def identity_of(conn: asyncpg.Connection, *, account_id: int) -> Identity:
@@ -98,28 +118,57 @@ def _pem(pem: str) -> object:
         return EinmalError(f"the account's key is not a readable PEM private key: {type(exc).__name__}")
 
 
-async def examine(identity: Identity, settings: Settings, *, domain: str | None = None) -> Report:
-    """The findings for mail from `domain` (default_domain when None) sent as `identity`."""
+@dataclass(frozen=True)
+class Plan:
+    """What a run asks of DNS for mail from `domain` sent as `identity`, and the digest of it (`inputs`): a
+    kept report made of other inputs (another key, relay, return path or DNS server) is not this one's."""
+
+    identity: Identity
+    domain: str
+    d: str | None
+    keys: list[tuple[str, object]]
+    envelope: str
+    chosen: list[relays.Relay]
+    inputs: str
+
+
+def plan(identity: Identity, settings: Settings, domain: str | None) -> Plan:
     domain = a_label(domain or default_domain(identity, settings))
+    d, keys = _keys(identity, settings, domain)
+    path = return_path(identity, settings)
+    envelope = a_label(path.rpartition("@")[2]) if path else domain
+    chosen = [relays.parse_url(r.url) for r in identity.relays] or relays.from_settings(settings)
+    published = [(s, str(k) if isinstance(k, EinmalError) else dkim.public_record(k).decode()) for s, k in keys]  # type: ignore[arg-type]
+    asked = [domain, d, published, envelope, [(r.name, r.host) for r in chosen], settings.dns_servers or ""]
+    inputs = hashlib.sha256(json.dumps(asked).encode()).hexdigest()
+    return Plan(identity, domain, d, keys, envelope, chosen, inputs)
+
+
+async def examine(identity: Identity, settings: Settings, *, domain: str | None = None) -> Report:
+    """The findings for mail from `domain` (default_domain when None) sent as `identity`, all asked now."""
+    planned = plan(identity, settings, domain)
+    return _report(planned, settings, await _asked(planned, settings))
+
+
+async def _asked(planned: Plan, settings: Settings) -> list[Finding]:
+    """What DNS says, within RUN_SECONDS: the findings of the DKIM keys, SPF, DMARC and the bounces' MX."""
     notes = records.Notes()
     lookup = Lookup(dns_checks.resolver(settings.dns_server_list))
     try:
         with anyio.fail_after(RUN_SECONDS):
-            await _checks(notes, lookup, identity, settings, domain)
+            await records.dkim_keys(notes, lookup, planned.domain, planned.d, planned.keys)
+            await records.spf(notes, lookup, planned.envelope, planned.chosen)
+            await records.dmarc(notes, lookup, planned.domain, planned.d, planned.envelope)
+            await records.bounces(notes, lookup, planned.envelope)
     except TimeoutError:
-        notes.add("dns", "fail", f"DNS did not answer every question within {RUN_SECONDS:g} s", fix="retry later")
-    return Report(domain, tuple(notes.findings))
+        title = f"could not check every record: DNS did not answer them all within {RUN_SECONDS:g} s"
+        notes.add("dns", "unchecked", title, fix="retry later")
+    return notes.findings
 
 
-async def _checks(notes: records.Notes, lookup: Lookup, identity: Identity, settings: Settings, domain: str) -> None:
-    d, keys = _keys(identity, settings, domain)
-    await records.dkim_keys(notes, lookup, domain, d, keys)
-    path = return_path(identity, settings)
-    envelope = a_label(path.rpartition("@")[2]) if path else domain
-    chosen = [relays.parse_url(r.url) for r in identity.relays] or relays.from_settings(settings)
-    await records.spf(notes, lookup, envelope, chosen)
-    await records.dmarc(notes, lookup, domain, d, envelope)
-    await records.bounces(notes, lookup, envelope)
+def _report(planned: Plan, settings: Settings, asked: list[Finding]) -> Report:
+    """The DNS findings, then those of einmal's own settings: the one-click unsubscribe, the relays' TLS."""
+    notes = records.Notes(list(asked))
     if settings.unsubscribe_url and settings.unsubscribe_secret:
         notes.add("unsubscribe", "ok", f"one-click unsubscribe (RFC 8058) at {settings.unsubscribe_url}")
     else:
@@ -131,7 +180,7 @@ async def _checks(notes: records.Notes, lookup: Lookup, identity: Identity, sett
             expected="both set",
             fix="set EINMAL_UNSUBSCRIBE_URL (einmal's own: <public URL>/unsubscribe) and EINMAL_UNSUBSCRIBE_SECRET",
         )
-    for relay in chosen:
+    for relay in planned.chosen:
         if relay.tls != "none" or _local(relay.host):
             notes.add("tls", "ok", f"relay {relay.name}: {relay.tls if relay.tls != 'none' else 'on loopback'}")
             continue
@@ -143,6 +192,7 @@ async def _checks(notes: records.Notes, lookup: Lookup, identity: Identity, sett
             expected="starttls or tls",
             fix="smtp://…?tls=starttls or smtps:// (EINMAL_SMTP_TLS)",
         )
+    return Report(planned.domain, tuple(notes.findings))
 
 
 def _local(host: str) -> bool:
@@ -152,19 +202,93 @@ def _local(host: str) -> bool:
         return host.lower() == "localhost"
 
 
-_cache: dict[tuple[int, str, str | None], tuple[float, Identity, Report]] = {}
+async def domains_of(conn: asyncpg.Connection, identity: Identity, settings: Settings) -> list[str]:
+    """The domains the doctor checks for the account: its own (else EINMAL_FROM_DOMAINS), those of its
+    campaigns' From addresses and of its return path, and the one it checks when none is named."""
+    found = [d.domain for d in identity.domains] or list(settings.default_from_domains)
+    rows = await conn.fetch(*db.sql("doctor_sender_domains", account_id=identity.account_id, limit=SENDER_ADDRESSES))
+    found += [parseaddr(row["address"])[1].rpartition("@")[2] for row in rows]
+    if path := return_path(identity, settings):
+        found.append(path.rpartition("@")[2])
+    if identity.domains or settings.dkim_domain or path:
+        found.append(default_domain(identity, settings))
+    named = []
+    for domain in found:
+        try:
+            named.append(a_label(domain))
+        except ArgumentError:
+            continue
+    return list(dict.fromkeys(named))
 
 
-async def cached(identity: Identity, settings: Settings, *, domain: str) -> Report:
-    """examine(), its answer kept EINMAL_DOCTOR_CACHE_SECONDS per account and domain in this process (not
-    one where DNS did not answer: the next approve asks again)."""
-    key, now = (identity.account_id, a_label(domain), settings.dns_servers), time.monotonic()
-    kept = _cache.get(key)
-    if kept and kept[1] == identity and now - kept[0] < settings.doctor_cache_seconds:
-        return kept[2]
-    report = await examine(identity, settings, domain=domain)
-    if not any(f.check == "dns" and f.severity == "fail" for f in report.findings):  # DNS did not answer: ask again
-        _cache[key] = (now, identity, report)
-    while len(_cache) > 1000:
-        del _cache[next(iter(_cache))]
-    return report
+class Runs:
+    """The runs of each account in flight in this process: at most IN_FLIGHT each."""
+
+    def __init__(self) -> None:
+        self.running: dict[int, int] = {}
+
+    def take(self, account_id: int) -> None:
+        if self.running.get(account_id, 0) >= IN_FLIGHT:
+            raise Busy(f"the doctor checks {IN_FLIGHT} domains of the account already; try again shortly", 5)
+        self.running[account_id] = self.running.get(account_id, 0) + 1
+
+    def give(self, account_id: int) -> None:
+        self.running[account_id] -= 1
+        if not self.running[account_id]:
+            del self.running[account_id]
+
+
+RUNS = Runs()
+
+
+async def checked(
+    connect: Connect,
+    settings: Settings,
+    *,
+    account_id: int,
+    domain: str | None = None,
+    bounded: bool = True,
+    own: bool = True,
+) -> Report:
+    """The report of the account's `domain` (its default when None): kept, else asked of DNS with no connection
+    held, then kept. ArgumentError (422) for a domain not the account's; Busy (429) past the account's
+    runs, in flight or in the window, where `bounded` (the API's calls; an operator's command is not). `own`:
+    the domain is judged the account's (approve's is its campaign's From, which the From rule judged)."""
+    with contextlib.ExitStack() as slot:  # the account's run in flight, from its count to its last question
+        async with connect() as conn:
+            identity = await of_account(conn, account_id=account_id)
+            planned = plan(identity, settings, domain)
+            if (
+                own
+                and domain is not None
+                and planned.domain not in (theirs := await domains_of(conn, identity, settings))
+            ):
+                listed = ", ".join(theirs[:10]) or "none"
+                raise ArgumentError(f"domain: {planned.domain} is not one of the account's domains ({listed})")
+            keyed = {"account_id": account_id, "domain": planned.domain, "inputs": planned.inputs}
+            kept = await conn.fetchval(*db.sql("doctor_report_get", **keyed))
+            if kept is not None:
+                return _report(planned, settings, [Finding(**f) for f in json.loads(kept)])
+            if bounded:
+                RUNS.take(account_id)
+                slot.callback(RUNS.give, account_id)
+                count = await clients.hit(conn, RUNS_KIND, f"account {account_id}", WINDOW_SECONDS)
+                if count.hits > RUNS_PER_WINDOW:
+                    raise Busy(
+                        f"the doctor asked DNS {RUNS_PER_WINDOW} times for the account within "
+                        f"{WINDOW_SECONDS / 60:g} minutes; try again later",
+                        int(count.retry_after()),
+                    )
+        asked = await _asked(planned, settings)  # no connection held
+    if settings.doctor_cache_seconds > 0 and not any(f.severity == "unchecked" for f in asked):
+        findings = json.dumps([asdict(f) for f in asked])
+        async with connect() as conn:
+            await conn.execute(
+                *db.sql("doctor_report_put", **keyed, findings=findings, seconds=settings.doctor_cache_seconds)
+            )
+    return _report(planned, settings, asked)
+
+
+async def prune(conn: asyncpg.Connection) -> int:
+    """Remove the kept reports past their expiry: how many."""
+    return await conn.fetchval(*db.sql("doctor_report_prune"))

@@ -2,12 +2,20 @@
 and each relay's address in it, DMARC and alignment, the return path's MX. Each `Notes.add` is one finding,
 numbered in the order made.
 
-The organisational domain (DMARC's fallback, relaxed alignment) is the last two labels of a name: no Public
-Suffix List, so `mail.example.co.uk` counts as `co.uk` and relaxed alignment there is judged too kindly."""
+The organisational domain (DMARC's fallback, relaxed alignment) is the public suffix of a name and one label
+more (RFC 7489 3.2), from the Public Suffix List the `publicsuffixlist` package ships (none fetched at run
+time): `mail.example.co.uk` is `example.co.uk`. A name under no known suffix (`good.test`) takes its last label
+as the suffix. A subdomain sender whose DMARC record is its organisational domain's gets that record's `sp=`
+(its `p=` when there is none, 6.6.3). A question DNS did not answer is `unchecked`, "could not check: …",
+apart from a record that is missing (`fail`)."""
 
+import functools
 import ipaddress
 from dataclasses import dataclass, field
 from typing import Literal
+
+import anyio
+from publicsuffixlist import PublicSuffixList
 
 from service import relays
 from service.accounts import dns_checks
@@ -15,13 +23,13 @@ from service.accounts.dns_checks import Lookup, Unanswered
 from service.errors import EinmalError
 from service.mail import dkim
 
-Severity = Literal["fail", "warn", "ok"]
+Severity = Literal["fail", "warn", "ok", "unchecked"]  # unchecked: DNS did not answer, nothing to judge
 
 
 @dataclass(frozen=True)
 class Finding:
     number: int
-    check: str  # dkim, spf, dmarc, alignment, bounces, unsubscribe, tls; dns: DNS did not answer
+    check: str  # dkim, spf, dmarc, alignment, bounces, unsubscribe, tls; dns: the run's time was over
     severity: Severity
     title: str
     found: str | None = None
@@ -37,8 +45,14 @@ class Notes:
         self.findings.append(Finding(len(self.findings) + 1, check, severity, title, found, expected, fix))
 
 
+@functools.cache
+def _suffixes() -> PublicSuffixList:
+    return PublicSuffixList()  # the list the package ships: read once, never fetched
+
+
 def organisational(domain: str) -> str:
-    return ".".join(domain.split(".")[-2:])
+    """The registrable domain: the public suffix and one label more; a public suffix itself stays itself."""
+    return _suffixes().privatesuffix(domain) or domain
 
 
 def aligned(one: str, other: str, mode: str) -> bool:
@@ -70,7 +84,7 @@ async def dkim_keys(notes: Notes, lookup: Lookup, domain: str, d: str | None, ke
         try:
             records = [r for r in await lookup.txt(name) if "p=" in r]
         except Unanswered as exc:
-            notes.add("dns", "fail", f"DKIM {name}: DNS gave no answer", found=str(exc), expected=expected)
+            notes.add("dkim", "unchecked", f"DKIM {name}: could not check: {exc}", expected=expected)
             continue
         fix = f'publish TXT {name} "{expected}"'
         if len(records) != 1:
@@ -89,9 +103,14 @@ async def spf(notes: Notes, lookup: Lookup, envelope: str, chosen: list[relays.R
     expected = "v=spf1 ip4:<relay address> -all (or include: of the relay's provider)"
     try:
         records = await dns_checks.spf_records(lookup, envelope)
-        spf = await dns_checks.walk(lookup, envelope, records[0]) if len(records) == 1 else None
+        with anyio.fail_after(dns_checks.SPF_SECONDS):
+            spf = await dns_checks.walk(lookup, envelope, records[0]) if len(records) == 1 else None
+    except TimeoutError:
+        title = f"SPF of {envelope}: could not check: not walked within {dns_checks.SPF_SECONDS:g} s (temperror)"
+        notes.add("spf", "unchecked", title, " | ".join(records), expected, "fewer includes; retry later")
+        return
     except Unanswered as exc:
-        notes.add("dns", "fail", f"SPF of {envelope}: DNS gave no answer", found=str(exc), expected=expected)
+        notes.add("spf", "unchecked", f"SPF of {envelope}: could not check: {exc}", expected=expected)
         return
     if spf is None:
         title = f"SPF of {envelope}: " + (f"{len(records)} records, receivers take none" if records else "no record")
@@ -109,7 +128,8 @@ async def spf(notes: Notes, lookup: Lookup, envelope: str, chosen: list[relays.R
             "fail",
             f"SPF of {envelope}: receivers answer permerror: {'; '.join(over + spf.problems)}",
             spf.record,
-            f"at most {dns_checks.SPF_LOOKUPS} lookups (include, a, mx, ptr, exists, redirect), 2 void",
+            f"at most {dns_checks.SPF_LOOKUPS} lookups (include, a, mx, ptr, exists, redirect), "
+            f"{dns_checks.SPF_EXCHANGERS} exchangers an mx, {dns_checks.SPF_VOID} void",
             "replace includes by the ip4:/ip6: networks they name, or drop unused ones",
         )
         return  # every sender's answer is permerror: no relay to judge apart
@@ -153,7 +173,7 @@ async def dmarc(notes: Notes, lookup: Lookup, domain: str, d: str | None, envelo
         try:
             records = [r for r in await lookup.txt(name) if r.replace(" ", "").upper().startswith("V=DMARC1")]
         except Unanswered as exc:
-            notes.add("dns", "fail", f"DMARC of {domain}: DNS gave no answer", found=str(exc))
+            notes.add("dmarc", "unchecked", f"DMARC of {domain}: could not check: {exc}")
             return
         if records:
             break
@@ -163,11 +183,17 @@ async def dmarc(notes: Notes, lookup: Lookup, domain: str, d: str | None, envelo
         found = " | ".join(records) if records else "no record"
         fix = f'publish TXT _dmarc.{domain} "{expected}"'
         notes.add("dmarc", "fail", f"DMARC of {domain}: no valid record at {names[0]}", found, expected, fix)
-    elif tags["p"] == "none":
-        fix = "p=quarantine once the aggregate reports (rua=) show only your own mail failing"
-        notes.add("dmarc", "warn", f"DMARC of {domain}: p=none, monitoring only", records[0], expected, fix)
     else:
-        notes.add("dmarc", "ok", f"DMARC of {domain}: p={tags['p']} at {name}", records[0])
+        # a subdomain sender under its organisational domain's record: its sp= (else p=), RFC 7489 6.6.3
+        tag = "sp" if name != names[0] and tags.get("sp") in ("none", "quarantine", "reject") else "p"
+        if tags[tag] == "none":
+            fix = f"{tag}=quarantine once the aggregate reports (rua=) show only your own mail failing"
+            where = f" at {name}" if tag == "sp" else ""
+            notes.add(
+                "dmarc", "warn", f"DMARC of {domain}: {tag}=none{where}, monitoring only", records[0], expected, fix
+            )
+        else:
+            notes.add("dmarc", "ok", f"DMARC of {domain}: {tag}={tags[tag]} at {name}", records[0])
     strict = {"s": "strict", "r": "relaxed"}
     for what, other, tag in (("DKIM d=", d, "adkim"), ("return path", envelope, "aspf")):
         mode = tags.get(tag, "r")[:1] or "r"
@@ -188,7 +214,7 @@ async def bounces(notes: Notes, lookup: Lookup, envelope: str) -> None:
         exchanges = await lookup.mx(envelope)
         addresses = [] if exchanges else await lookup.addresses(envelope)
     except Unanswered as exc:
-        notes.add("dns", "fail", f"bounces to {envelope}: DNS gave no answer", found=str(exc))
+        notes.add("bounces", "unchecked", f"bounces to {envelope}: could not check: {exc}")
         return
     expected, fix = "an MX record", f"publish MX {envelope} of the host that receives its bounces"
     if exchanges and any(host in ("", ".") for _, host in exchanges):

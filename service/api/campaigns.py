@@ -16,7 +16,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.accounts import replies
 from service.accounts.account import name_of
-from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, RENDERS, Conn, Cursor, IdempotencyKey, Key, limiter
+from service.api.deps import (
+    CONFLICT,
+    DB_SECONDS,
+    ERRORS,
+    RENDERS,
+    Conn,
+    Cursor,
+    IdempotencyKey,
+    Key,
+    KeyAlone,
+    checkout,
+    limiter,
+)
 from service.campaigns import approval, drafts, fields, listing, preview, status, transitions
 from service.campaigns.fields import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT
 
@@ -216,8 +228,7 @@ async def get_campaign(campaign_id: CampaignId, conn: Conn, key: Key) -> Campaig
 async def approve_campaign(
     campaign_id: CampaignId,
     request: Request,
-    conn: Conn,
-    key: Key,
+    key: KeyAlone,
     force: Annotated[
         bool,
         Query(
@@ -227,17 +238,22 @@ async def approve_campaign(
     ] = False,
     idempotency_key: IdempotencyKey = None,
 ) -> ApprovedCampaign:
-    await own(conn, key, campaign_id)
-    found = await approval.approve(
-        conn,
-        settings=request.app.state.settings,
-        campaign_id=campaign_id,
-        force=force,
-        explicitly=EXPLICITLY,
-        forcing="?force=true",
-        limiter=limiter(request, "renders", RENDERS),
-    )
-    return ApprovedCampaign(**await progress(conn, key, campaign_id), warnings=list(found.warnings))
+    settings, connect = request.app.state.settings, checkout(request)
+    async with connect() as conn:
+        await own(conn, key, campaign_id)
+    report = await approval.asked(connect, settings, campaign_id=campaign_id, bounded=True)  # no connection held
+    async with connect() as conn:
+        found = await approval.approve(
+            conn,
+            settings=settings,
+            campaign_id=campaign_id,
+            force=force,
+            explicitly=EXPLICITLY,
+            forcing="?force=true",
+            limiter=limiter(request, "renders", RENDERS),
+            report=report,
+        )
+        return ApprovedCampaign(**await progress(conn, key, campaign_id), warnings=list(found.warnings))
 
 
 def _mover(verb: str):

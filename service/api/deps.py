@@ -5,6 +5,8 @@ import json
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any
 
 import anyio
@@ -203,6 +205,26 @@ async def key(request: Request, credentials: Annotated[HTTPAuthorizationCredenti
 
 
 Key = Annotated[keys.Key, Depends(key)]
+
+
+async def key_alone(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]):
+    """The request's key, as `key`, but with no connection checked out: for the routes that wait on the network
+    (DNS: the doctor, approve, a webhook's URL), which take one with `checkout` only around their reads and
+    writes. A connection held across a name server that never answers is one the other accounts wait for."""
+    found: keys.Key | None = request.scope.get(KeyFirst.SCOPE_KEY)
+    if found is None:
+        raise HTTPException(401, UNAUTHENTICATED, headers={"WWW-Authenticate": "Bearer"})
+    if request.method not in ("GET", "HEAD") and not found.writes:
+        raise HTTPException(403, "this key may only read")
+    return found
+
+
+KeyAlone = Annotated[keys.Key, Depends(key_alone)]
+
+
+def checkout(request: Request) -> Callable[[], AbstractAsyncContextManager[asyncpg.Connection]]:
+    """A pooled connection for one step of a KeyAlone route, given back at the step's end."""
+    return lambda: request.app.state.pool.acquire(timeout=DB_SECONDS)
 
 
 async def connection(request: Request, _: Key) -> asyncpg.Connection:

@@ -1,4 +1,6 @@
-"""GET /api/v1/doctor: `einmal doctor --json` for the key's account (service/accounts/doctor.py)."""
+"""GET /api/v1/doctor: `einmal doctor --json` for the key's account (service/accounts/doctor.py), of one of its
+own domains, kept EINMAL_DOCTOR_CACHE_SECONDS for every node, its runs bounded per account (429). No
+connection is held while DNS is asked: the route takes one for each step (deps.KeyAlone)."""
 
 from typing import Annotated, Literal
 
@@ -6,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from service.accounts import doctor
-from service.api.deps import Conn, Key
+from service.api.deps import KeyAlone, checkout, problem
 
 router = APIRouter(prefix="/doctor", tags=["account"])
 
@@ -14,7 +16,9 @@ router = APIRouter(prefix="/doctor", tags=["account"])
 class Finding(BaseModel):
     number: int
     check: str = Field(description="dkim, spf, dmarc, alignment, bounces, unsubscribe, tls or dns")
-    severity: Literal["fail", "warn", "ok"]
+    severity: Literal["fail", "warn", "ok", "unchecked"] = Field(
+        description="fail: providers reject or junk the mail; warn: worth a look; unchecked: DNS did not answer"
+    )
     title: str
     found: str | None = Field(description="the record found")
     expected: str | None = Field(description="the record expected")
@@ -23,7 +27,7 @@ class Finding(BaseModel):
 
 class Report(BaseModel):
     domain: str = Field(description="the From domain checked")
-    ok: bool = Field(description="true when no finding fails")
+    ok: bool = Field(description="true when no finding fails and none is unchecked")
     findings: list[Finding]
 
 
@@ -31,15 +35,25 @@ class Report(BaseModel):
     "",
     operation_id="doctor",
     summary="what mailbox providers require of a bulk sender, checked from DNS for the account's From domain",
+    responses={
+        422: problem("the domain is not one of the account's, or not a domain name"),
+        429: problem("the account's doctor runs are past their bound: try again after `Retry-After`"),
+    },
 )
 async def run_doctor(
     request: Request,
-    conn: Conn,
-    key: Key,
+    key: KeyAlone,
     domain: Annotated[
         str | None,
-        Query(max_length=253, description="the From domain to check; absent: the account's first, else the DKIM one"),
+        Query(
+            max_length=253,
+            description=(
+                "the From domain to check, one of the account's own (its domains, its campaigns' From and its "
+                "return path's); absent: the account's first, else the DKIM one"
+            ),
+        ),
     ] = None,
 ) -> Report:
-    identity = await doctor.identity_of(conn, account_id=key.account_id)
-    return Report(**(await doctor.examine(identity, request.app.state.settings, domain=domain)).as_json())
+    settings = request.app.state.settings
+    report = await doctor.checked(checkout(request), settings, account_id=key.account_id, domain=domain)
+    return Report(**report.as_json())

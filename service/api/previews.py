@@ -5,7 +5,8 @@ Compiling and rendering run in a worker thread, RENDERS at a time per process, w
 budget; a preview over MAX_PREVIEW bytes is refused. A test message goes to the address given through the
 configured relay, outside the campaign's send rows, TESTS at a time per process; like the command's, it
 carries a Message-ID of its own and an unsubscribe link that names nobody (render_test), so pressing it
-cannot suppress the subscriber it was rendered for."""
+cannot suppress the subscriber it was rendered for. It holds no database connection while it talks to the
+relay (deps.KeyAlone): a relay that never answers keeps the pool's connections from no other request."""
 
 import anyio
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.accounts import replies
 from service.addresses import address_problem
 from service.api.campaigns import CampaignId, own
-from service.api.deps import CONFLICT, ERRORS, RENDERS, Conn, IdempotencyKey, Key, not_found
+from service.api.deps import CONFLICT, ERRORS, RENDERS, Conn, IdempotencyKey, Key, KeyAlone, checkout, not_found
 from service.api.deps import limiter as _limiter
 from service.campaigns import preview as previews
 from service.smtp.connection import Outcome, SmtpUnavailable
@@ -129,15 +130,16 @@ async def send_test(
     campaign_id: CampaignId,
     sent: TestMessage,
     request: Request,
-    conn: Conn,
-    key: Key,
+    key: KeyAlone,
     idempotency_key: IdempotencyKey = None,
 ) -> TestSent:
     if problem := address_problem(sent.to):
         raise HTTPException(422, f"to: {shown(sent.to)} is not a valid address: {problem}")
     if not sent.subject_prefix.isprintable():
         raise HTTPException(422, "subject_prefix: printable characters only")
-    made = await _render(request, conn, key, campaign_id, sent.subscriber, test=(sent.to, sent.subject_prefix))
+    async with checkout(request)() as conn:  # given back before the relay is asked
+        made = await _render(request, conn, key, campaign_id, sent.subscriber, test=(sent.to, sent.subject_prefix))
+        mine = await replies.own_relays(conn, account_id=key.account_id)  # what it is shown of the relay's words
     tests = _limiter(request, "tests", TESTS)
     try:
         tests.acquire_nowait()
@@ -145,7 +147,6 @@ async def send_test(
         raise HTTPException(
             503, "too many test messages are going out; try again shortly", headers={"Retry-After": "5"}
         ) from None
-    mine = await replies.own_relays(conn, account_id=key.account_id)  # what it is shown of the relay's words
     try:
         result = await previews.send_test(settings=request.app.state.settings, made=made, to=sent.to)
     except SmtpUnavailable as exc:

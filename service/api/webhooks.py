@@ -4,7 +4,8 @@ deliveries of one (by state), replay its parked deliveries.
 
 A read key may list; only a write key changes anything (deps.key refuses a read key on anything but GET).
 Another account's endpoints are neither listed nor changed (404). The URL policy (service/webhooks/policy.py)
-refuses a URL that is not https or whose host resolves to a non-public address (422)."""
+refuses a URL that is not https or whose host resolves to a non-public address (422); the create route holds
+no connection while it asks DNS (deps.KeyAlone)."""
 
 from dataclasses import asdict
 from datetime import datetime
@@ -13,7 +14,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.api.deps import ERRORS, Conn, IdempotencyKey, Key, problem
+from service.api.deps import ERRORS, Conn, IdempotencyKey, Key, KeyAlone, checkout, problem
 from service.webhooks import endpoints
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])
@@ -104,13 +105,12 @@ async def list_webhooks(conn: Conn, key: Key) -> list[WebhookEndpoint]:
 async def create_webhook(
     fields: WebhookFields,
     request: Request,
-    conn: Conn,
-    key: Key,
+    key: KeyAlone,
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> NewWebhookEndpoint:
     made = await endpoints.add(
-        conn,
+        checkout(request),
         request.app.state.settings,
         account_id=key.account_id,
         url=fields.url,

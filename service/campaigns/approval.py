@@ -1,6 +1,7 @@
 """Approve a draft after its checks, for `einmal campaign approve` and POST …/approve: the one-click
 unsubscribe it requires, its trial render (service/campaigns/preview.py), and the doctor's checks of its From
-domain (service/accounts/doctor.py) where the account or the installation signs with DKIM."""
+domain (service/accounts/doctor.py) where the account or the installation signs with DKIM. The doctor is asked
+first (`asked`), with no connection held while it waits on DNS; approve then judges its report."""
 
 import dataclasses
 from email.utils import parseaddr
@@ -26,11 +27,13 @@ async def approve(
     explicitly: str = "--no-unsubscribe",
     forcing: str = "--force",
     limiter: anyio.CapacityLimiter | None = None,
+    report: doctor.Report | None = None,
 ) -> preview.Trial:
     """Approve the campaign; returns its trial (the warnings to say). Conflict when this process would send it
     without the one-click unsubscribe it requires (`explicitly`: how the caller says it may go without), or
     when the trial render fails for every subscriber tried and not `force` (`forcing`: how the caller says
-    that). A campaign that is no draft is left to the transition to refuse."""
+    that). A campaign that is no draft is left to the transition to refuse. `report`: what `asked` found of
+    its From domain."""
     found = preview.Trial()
     if await current_status(conn, campaign_id=campaign_id) == "draft":
         campaign = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
@@ -45,30 +48,64 @@ async def approve(
         found = await preview.trial(conn, settings=settings, campaign_id=campaign_id, limiter=limiter)
         if found.hopeless and not force:
             raise Conflict(found.refusal(campaign_id, forcing))
-        if said := await _doctor(conn, settings, dict(campaign), force, forcing):
+        if said := await _doctor(conn, settings, dict(campaign), report, force, forcing):
             found = dataclasses.replace(found, warnings=(*found.warnings, said))
     await transition(conn, verb="approve", campaign_id=campaign_id)
     return found
 
 
-async def _doctor(conn: asyncpg.Connection, settings: Settings, campaign: dict, force: bool, forcing: str) -> str:
-    """Conflict naming the doctor's failing checks of the campaign's From domain, unless `force`: then the
-    warning that says so. Asked only where the account or the installation signs with DKIM (an installation
-    that signs nothing has set up no domain to check: it approves as before); the one-click unsubscribe is
-    judged above, by the campaign's own choice. The findings are kept EINMAL_DOCTOR_CACHE_SECONDS."""
+async def asked(
+    connect: doctor.Connect, settings: Settings, *, campaign_id: int, bounded: bool = False
+) -> doctor.Report | None:
+    """What the doctor finds of the draft's From domain (kept EINMAL_DOCTOR_CACHE_SECONDS), asked before
+    approve where the account or the installation signs with DKIM (an installation that signs nothing has set
+    up no domain to check: it approves as before); None where it is not asked. A connection for each step:
+    none is held while DNS is asked."""
+    async with connect() as conn:
+        campaign = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
+        if campaign is None or await current_status(conn, campaign_id=campaign_id) != "draft":
+            return None
+        identity = await doctor.identity_of(conn, account_id=campaign["account_id"])
+    domain = parseaddr(campaign["from_address"])[1].rpartition("@")[2]
+    if not domain or not doctor.signs(identity, settings):
+        return None
+    return await doctor.checked(
+        connect, settings, account_id=campaign["account_id"], domain=domain, bounded=bounded, own=False
+    )
+
+
+async def _doctor(
+    conn: asyncpg.Connection,
+    settings: Settings,
+    campaign: dict,
+    report: doctor.Report | None,
+    force: bool,
+    forcing: str,
+) -> str:
+    """Conflict naming the doctor's failing checks of the campaign's From domain (`report`, from `asked`),
+    unless `force`: then the warning that says so. The one-click unsubscribe is judged above, by the
+    campaign's own choice."""
     identity = await doctor.identity_of(conn, account_id=campaign["account_id"])
     domain = parseaddr(campaign["from_address"])[1].rpartition("@")[2]
     if not domain or not doctor.signs(identity, settings):
         return ""
-    report = await doctor.cached(identity, settings, domain=domain)
-    failing = report.failing(skip=("unsubscribe",))
-    if not failing:
+    if report is None or report.domain != doctor.a_label(domain):  # its From changed since: ask again
+        raise Conflict(f"campaign {campaign['id']} not approved: its From changed while the doctor checked; try again")
+    failing, unchecked = report.failing(skip=("unsubscribe",)), report.unchecked()
+    if not failing and not unchecked:
         return ""
     name = await account.name_of(conn, account_id=campaign["account_id"])
-    said = (
-        f"`einmal doctor --account {name} --domain {report.domain}` finds check{'s' * (len(failing) > 1)} "
-        f"{', '.join(str(n) for n in failing)} failing: mail from {report.domain} may be rejected"
-    )
+    said = f"`einmal doctor --account {name} --domain {report.domain}` "
+    if failing:
+        said += (
+            f"finds check{'s' * (len(failing) > 1)} {', '.join(str(n) for n in failing)} failing: "
+            f"mail from {report.domain} may be rejected"
+        )
+    else:
+        said += (
+            f"could not check {', '.join(str(n) for n in unchecked)}: DNS did not answer, "
+            f"so mail from {report.domain} is not known to pass"
+        )
     if not force:
         raise Conflict(f"campaign {campaign['id']} not approved: {said} ({forcing} approves it anyway)")
     return f"warning: approved with {forcing} although {said}"

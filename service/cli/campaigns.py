@@ -157,10 +157,15 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
 
 async def transition_command(args: argparse.Namespace, settings: Settings) -> int:
     warnings: tuple[str, ...] = ()
-    schedule = None
+    schedule, report = None, None
+    if args.verb == "approve":  # the doctor first, with no connection held while it waits on DNS
+        report = await approval.asked(lambda: db.connection(db.url(settings)), settings, campaign_id=args.id)
     async with db.connection(db.url(settings)) as conn:
         if args.verb == "approve":
-            warnings = (await approval.approve(conn, settings=settings, campaign_id=args.id, force=args.force)).warnings
+            approved = await approval.approve(
+                conn, settings=settings, campaign_id=args.id, force=args.force, report=report
+            )
+            warnings = approved.warnings
             snap = await status.snapshot(conn, campaign_id=args.id, node_timeout=settings.node_timeout_seconds)
             schedule = _starts(snap)
         else:

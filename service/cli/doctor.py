@@ -1,8 +1,8 @@
 """`einmal doctor [--account A] [--domain D] [--json]`: what the large mailbox providers require of a bulk
-sender, checked from DNS (service/accounts/doctor.py). Exit 0 when nothing fails, 1 when a check fails, 2 on
-bad input. Without --account it checks the installation's environment settings, without a database; with one at
-hand it also notes what the From rule leaves open: several accounts that may send from any domain, domains given
-to two accounts."""
+sender, checked from DNS (service/accounts/doctor.py). Exit 0 when nothing fails, 1 when a check fails or could
+not be checked (DNS did not answer), 2 on bad input. Without --account it checks the installation's environment
+settings, without a database; with one at hand it also notes what the From rule leaves open: several accounts
+that may send from any domain, domains given to two accounts."""
 
 import argparse
 import json
@@ -37,24 +37,28 @@ async def doctor_command(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps({**report.as_json(), **({"installation": notes} if notes else {})}, indent=2))
     else:
         print("\n".join([text(report, args.account), *(f"note: {n}" for n in notes)]))
-    return 1 if report.failing() else 0
+    return 1 if report.failing() or report.unchecked() else 0
 
 
 def text(report: doctor.Report, account_name: str | None = None) -> str:
     """The findings, numbered, each failing or warning one with what was found, expected, and the fix."""
     whose = f"account {account_name}, " if account_name else ""
     lines = [f"einmal doctor: {whose}mail from {report.domain}"]
+    width = max((len(f.severity) for f in report.findings), default=4)  # 9 where a check is unchecked
     for f in report.findings:
-        lines.append(f"{f.number:>3}  {f.severity:<4}  {f.title}")
+        lines.append(f"{f.number:>3}  {f.severity:<{width}}  {f.title}")
         if f.severity != "ok":
             for label, value in (("found", f.found), ("expected", f.expected), ("fix", f.fix)):
                 if value:
                     lines.append(f"{'':>9}{label + ':':<10}{value}")
-    failing = report.failing()
+    failing, unchecked = report.failing(), report.unchecked()
+    if unchecked:
+        checks = ", ".join(str(n) for n in unchecked)
+        lines.append(f"{len(unchecked)} check{'s' * (len(unchecked) != 1)} could not be checked: {checks}")
     if failing:
         checks = ", ".join(str(n) for n in failing)
         lines.append(f"{len(failing)} check{'s' * (len(failing) != 1)} fail{'s' * (len(failing) == 1)}: {checks}")
-    else:
+    elif not unchecked:
         lines.append("no check fails")
     return "\n".join(lines)
 

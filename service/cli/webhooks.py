@@ -16,7 +16,8 @@ from service.webhooks import endpoints
 async def add_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         account_id = await find_account(conn, name=args.account)
-        made = await endpoints.add(conn, settings, account_id=account_id, url=args.url, events=args.events)
+    connect = lambda: db.connection(db.url(settings))  # noqa: E731
+    made = await endpoints.add(connect, settings, account_id=account_id, url=args.url, events=args.events)
     print(f"webhook endpoint {made.id} added for {', '.join(made.events)}; its signing secret:", file=sys.stderr)
     print(made.secret)  # alone on stdout
     return 0

@@ -3,6 +3,8 @@ previous one still signs for EINMAL_WEBHOOK_ROTATION_HOURS), the deliveries of o
 deliveries. The command line (service/cli/webhooks.py) and the API (service/api/webhooks.py) call these."""
 
 import datetime as dt
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 import asyncpg
@@ -87,17 +89,25 @@ def event_types(given: list[str] | None) -> list[str]:
 
 
 async def add(
-    conn: asyncpg.Connection, settings: Settings, *, account_id: int, url: str, events: list[str] | None = None
+    connect: Callable[[], AbstractAsyncContextManager[asyncpg.Connection]],
+    settings: Settings,
+    *,
+    account_id: int,
+    url: str,
+    events: list[str] | None = None,
 ) -> Created:
+    """A new endpoint: its URL judged by the policy (which may ask DNS) with no connection held, then a
+    connection from `connect` to write it."""
     types = event_types(events)
     await policy.check_url(url, settings)
-    # a soft bound (two adds at once may pass it by one): it keeps a mistake from fanning out without end
-    if len(await conn.fetch(*db.sql("webhook_endpoints_list", account_id=account_id))) >= MAX_ENDPOINTS:
-        raise Invalid(f"an account has at most {MAX_ENDPOINTS} webhook endpoints; remove one first")
-    secret = signing.new_secret()
-    row = await conn.fetchrow(
-        *db.sql("webhook_endpoint_insert", account_id=account_id, url=url, events=types, secret=secret)
-    )
+    async with connect() as conn:
+        # a soft bound (two adds at once may pass it by one): it keeps a mistake from fanning out without end
+        if len(await conn.fetch(*db.sql("webhook_endpoints_list", account_id=account_id))) >= MAX_ENDPOINTS:
+            raise Invalid(f"an account has at most {MAX_ENDPOINTS} webhook endpoints; remove one first")
+        secret = signing.new_secret()
+        row = await conn.fetchrow(
+            *db.sql("webhook_endpoint_insert", account_id=account_id, url=url, events=types, secret=secret)
+        )
     assert row is not None  # an INSERT … RETURNING
     return Created(
         id=row["id"], url=row["url"], events=list(row["events"]), secret=secret, created_at=row["created_at"]

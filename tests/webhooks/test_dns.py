@@ -2,6 +2,8 @@
 with a private address is refused at registration, and a name whose address changed to loopback after it was
 registered (DNS rebinding) is refused at delivery, before any connection."""
 
+from contextlib import nullcontext
+
 import pytest
 
 from service.errors import Invalid
@@ -22,12 +24,14 @@ async def test_a_name_is_checked_at_registration_and_again_at_delivery(dsn, conn
         before = ["hooks A 93.184.216.34", "inside A 10.0.0.5", "both A 93.184.216.34", "both A 192.168.1.1"]
         with dns_server(tmp_path / "before", {"einmal.test": before}) as servers:
             settings = Settings(dns_servers=servers)
-            made = await endpoints.add(conn, settings, account_id=account, url=url)
+            made = await endpoints.add(lambda: nullcontext(conn), settings, account_id=account, url=url)
             for refused in ("https://inside.einmal.test/h", "https://both.einmal.test/h"):
                 with pytest.raises(Invalid, match="non-public"):
-                    await endpoints.add(conn, settings, account_id=account, url=refused)
+                    await endpoints.add(lambda: nullcontext(conn), settings, account_id=account, url=refused)
             with pytest.raises(Invalid, match="does not resolve"):
-                await endpoints.add(conn, settings, account_id=account, url="https://nothing.einmal.test/h")
+                await endpoints.add(
+                    lambda: nullcontext(conn), settings, account_id=account, url="https://nothing.einmal.test/h"
+                )
         await suppressions.suppress(conn, account, ["ann@example.org"], "unsubscribe")
         with dns_server(tmp_path / "after", {"einmal.test": ["hooks A 127.0.0.1"]}) as servers:
             async with running_actor(dsn, dns_servers=servers, webhook_allow_http_loopback=False):
@@ -49,8 +53,10 @@ async def test_a_name_whose_aaaa_carries_a_private_address_is_refused_at_registr
             settings = Settings(dns_servers=servers)
             for name in ("nat64", "sixtofour", "site"):
                 with pytest.raises(Invalid, match="non-public"):
-                    await endpoints.add(conn, settings, account_id=account, url=f"https://{name}.einmal.test/h")
-            await endpoints.add(conn, settings, account_id=account, url=url)
+                    await endpoints.add(
+                        lambda: nullcontext(conn), settings, account_id=account, url=f"https://{name}.einmal.test/h"
+                    )
+            await endpoints.add(lambda: nullcontext(conn), settings, account_id=account, url=url)
         await suppressions.suppress(conn, account, ["ann@example.org"], "unsubscribe")
         with dns_server(tmp_path / "after", {"einmal.test": ["hooks AAAA 64:ff9b::7f00:1"]}) as servers:
             async with running_actor(dsn, dns_servers=servers, webhook_allow_http_loopback=False):
