@@ -8,7 +8,7 @@ import time
 import pytest
 
 from service.errors import Invalid
-from service.mail import templates
+from service.mail import sandbox, templates
 from service.mail.render import CampaignTemplate, check_template
 from tests.mail.test_render import campaign, make_settings
 
@@ -85,3 +85,14 @@ def test_renders_in_threads_at_once_each_have_their_own_budget() -> None:
     for thread in threads:
         thread.join()
     assert results == [True] * 32
+
+
+def test_a_render_past_its_cpu_time_fails_with_its_own_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last guard, for what the steps would count wrong: here a budget's worth of loop items."""
+    template = CampaignTemplate.compile(
+        campaign(body_text="{% for i in range(99000) %}{% endfor %}done"), make_settings()
+    )
+    assert b"done" in template.render(1, "jane@example.org", "Jane")
+    monkeypatch.setattr(sandbox, "MAX_SECONDS", 0.001)
+    with pytest.raises(templates.RenderError, match=r"^took more than 0.001 s of CPU time to render$"):
+        template.render(1, "jane@example.org", "Jane")
