@@ -287,7 +287,7 @@ class Sender:
             # the message is made while the statement that starts its row runs, off this connection's
             # path from the answer to DATA; it goes out only if the row started (docs/design.md#process)
             # a template running Jinja renders in a worker thread, in its account's share (service/mail/slots.py)
-            message = b""
+            message: bytes | Outcome = b""
             if step is not None:
                 batch = item[0]
                 costly = batch.template.costly
