@@ -29,6 +29,10 @@ to the queue and the claimer skips its campaigns until one may be tried
 again; the other accounts' rows go on (docs/design.md#sending-identity).
 While no account has relays of its own, the connections wait as above.
 
+A message whose template runs Jinja is rendered in a worker thread, in its account's share of the render
+threads (service/mail/slots.py), while the statement that starts its row runs; one of plain fields alone
+(microseconds) on the event loop. No render holds the loop longer than that (docs/design.md#templates).
+
 A drain, or a failed claimer, closes the feed: each connection finishes the
 message it has on the wire, hands in its outcome, and stops; the rows never
 handed out are released.
@@ -49,6 +53,7 @@ from service import db, domains, reasons, relays
 from service.campaigns.transitions import transition
 from service.context import Batch, NodeContext, Outcome, Row, Template
 from service.errors import Conflict, NotFound
+from service.mail.slots import RenderSlots
 from service.relays import Relays, RelayState, Routes
 from service.smtp.connection import Outcome as Smtp
 from service.smtp.connection import SmtpConnection, SmtpUnavailable
@@ -139,6 +144,7 @@ class Sender:
         self.connections: list[SmtpConnection] = []  # every one opened, for close()
         self.writer: Writer  # set by run()
         self.renders = RenderWatch()
+        self.slots = RenderSlots()
         self.background: anyio.abc.TaskGroup  # set by send_all()
 
     def outcome(self, row: Row, status: Smtp, reply: str) -> Outcome:
@@ -280,7 +286,12 @@ class Sender:
             done = None
             # the message is made while the statement that starts its row runs, off this connection's
             # path from the answer to DATA; it goes out only if the row started (docs/design.md#process)
-            message = render_row(*item) if step is not None else b""
+            # a template running Jinja renders in a worker thread, in its account's share (service/mail/slots.py)
+            message: bytes | Outcome = b""
+            if step is not None:
+                batch = item[0]
+                costly = batch.template.costly
+                message = await self.slots.run(batch.account_id, render_row, *item) if costly else render_row(*item)
             started = await self.writer.answer(step)
             if started and late(item[1]):
                 # the slot passed while its start was written: nothing sent, a new slot at the next claim

@@ -29,6 +29,9 @@ class Template(Protocol):
 
     def envelope_sender(self, subscriber_id: int) -> str: ...
 
+    @property
+    def costly(self) -> bool: ...
+
 
 class Nudge:
     """A wake-up hint: `wait()` returns when nudged or after a timeout."""

@@ -27,6 +27,7 @@ from service.api.deps import (
     Key,
     KeyAlone,
     checkout,
+    connected,
     limiter,
 )
 from service.campaigns import approval, drafts, fields, listing, preview, status, transitions
@@ -183,21 +184,22 @@ async def list_campaigns(
 
 @router.post("", operation_id="create_campaign", status_code=201, summary="create a draft; approve it to send")
 async def create_campaign(
-    draft: Draft, request: Request, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None
+    draft: Draft, request: Request, key: KeyAlone, idempotency_key: IdempotencyKey = None
 ) -> CheckedCampaign:
-    given = await fields.checked(draft.model_dump())
-    created = await drafts.create(
-        conn,
-        settings=request.app.state.settings,
-        account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
-        lists=given.pop("lists"),
-        explicitly=EXPLICITLY,
-        limiter=limiter(request, "renders", RENDERS),
-        unsubscribe_required=given.pop("unsubscribe"),
-        timeout=DB_SECONDS,
-        **given,
-    )
-    return await with_trial(conn, key, created.id, created.trial)
+    given = await fields.checked(draft.model_dump())  # the templates' check renders: no connection taken yet
+    async with connected(request) as conn:
+        created = await drafts.create(
+            conn,
+            settings=request.app.state.settings,
+            account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
+            lists=given.pop("lists"),
+            explicitly=EXPLICITLY,
+            limiter=limiter(request, "renders", RENDERS),
+            unsubscribe_required=given.pop("unsubscribe"),
+            timeout=DB_SECONDS,
+            **given,
+        )
+        return await with_trial(conn, key, created.id, created.trial)
 
 
 async def with_trial(conn, key, campaign_id: int, trial: preview.Trial) -> CheckedCampaign:

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from service import clients, db
 from service.accounts import keys
 from service.db import DB_SECONDS
+from service.mail.slots import RenderSlots
 
 log = logging.getLogger("einmal.api")
 
@@ -191,40 +192,43 @@ class KeyFirst:
         await self.app({**scope, self.SCOPE_KEY: found}, receive, send)
 
 
-async def key(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]):
-    """The request's key, found by KeyFirst before the body was read, and the request's one connection
-    (`connection`), taken here and given back when the request ends."""
+async def key_alone(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+) -> keys.Key:
+    """The request's key, found by KeyFirst before the body was read; no connection taken."""
     found: keys.Key | None = request.scope.get(KeyFirst.SCOPE_KEY)
     if found is None:  # the API served without KeyFirst before it: nothing vouches for the request
-        raise HTTPException(401, UNAUTHENTICATED, headers={"WWW-Authenticate": "Bearer"})
-    if request.method not in ("GET", "HEAD") and not found.writes:
-        raise HTTPException(403, "this key may only read")
-    async with request.app.state.pool.acquire(timeout=DB_SECONDS) as conn:
-        request.state.conn = conn
-        yield found
-
-
-Key = Annotated[keys.Key, Depends(key)]
-
-
-async def key_alone(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]):
-    """The request's key, as `key`, but with no connection checked out: for the routes that wait on the network
-    (DNS: the doctor, approve, a webhook's URL), which take one with `checkout` only around their reads and
-    writes. A connection held across a name server that never answers is one the other accounts wait for."""
-    found: keys.Key | None = request.scope.get(KeyFirst.SCOPE_KEY)
-    if found is None:
         raise HTTPException(401, UNAUTHENTICATED, headers={"WWW-Authenticate": "Bearer"})
     if request.method not in ("GET", "HEAD") and not found.writes:
         raise HTTPException(403, "this key may only read")
     return found
 
 
+async def key(request: Request, found: Annotated[keys.Key, Depends(key_alone)]):
+    """The request's key (`key_alone`) and the request's one connection (`connection`), taken here and given
+    back when the request ends."""
+    async with request.app.state.pool.acquire(timeout=DB_SECONDS) as conn:
+        request.state.conn = conn
+        yield found
+
+
+Key = Annotated[keys.Key, Depends(key)]
+# A route that waits on something slow takes its key alone and a connection only around its reads and writes,
+# with `connected(request)` (or `checkout(request)`, a function that opens one): a trial render
+# (docs/design.md#templates), DNS (the doctor, approve, a webhook's URL), a relay (a test message). A
+# connection held across a name server that never answers, or a costly render, is one the other accounts
+# wait for.
 KeyAlone = Annotated[keys.Key, Depends(key_alone)]
 
 
+def connected(request: Request) -> AbstractAsyncContextManager[asyncpg.Connection]:
+    """`async with connected(request) as conn:` a connection of the API's pool, for a route with KeyAlone."""
+    return request.app.state.pool.acquire(timeout=DB_SECONDS)
+
+
 def checkout(request: Request) -> Callable[[], AbstractAsyncContextManager[asyncpg.Connection]]:
-    """A pooled connection for one step of a KeyAlone route, given back at the step's end."""
-    return lambda: request.app.state.pool.acquire(timeout=DB_SECONDS)
+    """A function that opens `connected(request)`: one pooled connection a step of a KeyAlone route."""
+    return lambda: connected(request)
 
 
 async def connection(request: Request, _: Key) -> asyncpg.Connection:
@@ -241,6 +245,14 @@ def limiter(request: Request, name: str, tokens: int) -> anyio.CapacityLimiter:
     if getattr(state, name, None) is None:
         setattr(state, name, anyio.CapacityLimiter(tokens))
     return getattr(state, name)
+
+
+def render_slots(request: Request) -> RenderSlots:
+    """The process's render threads for trial renders, a share for each account (service/mail/slots.py)."""
+    state = request.app.state
+    if getattr(state, "render_slots", None) is None:
+        state.render_slots = RenderSlots()
+    return state.render_slots
 
 
 def not_found(what: str) -> HTTPException:

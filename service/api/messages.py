@@ -16,7 +16,7 @@ from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.accounts import replies
-from service.api.deps import ERRORS, Conn, IdempotencyKey, Key
+from service.api.deps import ERRORS, Conn, IdempotencyKey, Key, KeyAlone, connected, render_slots
 from service.messages import batch, messages
 from service.text import MAX_EMAIL
 
@@ -128,22 +128,44 @@ def _template(t: messages.Template) -> MessageTemplate:
     summary="queue one transactional message; it goes out once, ahead of bulk mail (a write key may do this)",
 )
 async def send_message(
-    body: MessageRequest, request: Request, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None
+    body: MessageRequest, request: Request, key: KeyAlone, idempotency_key: IdempotencyKey = None
 ) -> Queued:
-    made = await messages.send(
-        conn,
-        settings=request.app.state.settings,
-        account_id=key.account_id,
-        to=body.to,
-        template_name=body.template,
-        subject=body.subject,
-        body_text=body.text,
-        body_html=body.html,
-        from_address=body.from_,
-        data=body.data,
-        honour_unsubscribe=body.honour_unsubscribe,
-        idempotency_key=idempotency_key,
-    )
+    settings = request.app.state.settings
+    messages.recipient(body.to)  # what `send` refuses first, refused before any render
+    messages.payload_of(body.data)
+    subject, text, html, from_ = body.subject, body.text, body.html, body.from_
+    if body.template is not None and subject is None and text is None and html is None:
+        async with connected(request) as conn:
+            source = await messages.template(conn, account_id=key.account_id, name=body.template)
+        subject, text, html, from_ = source.subject, source.body_text, source.body_html, from_ or source.from_address
+    elif body.template is not None:
+        subject = None  # a template and sources both: `send` refuses it
+    if subject is not None and text is not None and from_:
+        # the trial render, no connection held; `send` then finds these sources tried (unless a PUT changed them)
+        await messages.check_sources(
+            settings,
+            subject=subject,
+            body_text=text,
+            body_html=html,
+            from_address=from_,
+            account_id=key.account_id,
+            slots=render_slots(request),
+        )
+    async with connected(request) as conn:
+        made = await messages.send(
+            conn,
+            settings=settings,
+            account_id=key.account_id,
+            to=body.to,
+            template_name=body.template,
+            subject=body.subject,
+            body_text=body.text,
+            body_html=body.html,
+            from_address=body.from_,
+            data=body.data,
+            honour_unsubscribe=body.honour_unsubscribe,
+            idempotency_key=idempotency_key,
+        )
     return Queued(id=made.id, status="queued", created=made.created)
 
 
@@ -208,18 +230,30 @@ async def get_message_template(name: TemplateName, conn: Conn, key: Key) -> Mess
     summary="make (201) or replace (200) a template; messages already queued keep what they were made with",
 )
 async def put_message_template(
-    name: TemplateName, fields: TemplateFields, request: Request, response: Response, conn: Conn, key: Key
+    name: TemplateName, fields: TemplateFields, request: Request, response: Response, key: KeyAlone
 ) -> MessageTemplate:
-    made, created = await messages.put_template(
-        conn,
-        settings=request.app.state.settings,
-        account_id=key.account_id,
-        name=name,
+    settings = request.app.state.settings
+    messages.checked_name(name)
+    await messages.check_sources(  # the trial render, no connection held (put_template finds them tried)
+        settings,
         subject=fields.subject,
         body_text=fields.text,
         body_html=fields.html or None,
-        from_address=fields.from_ or None,
+        from_address=fields.from_ or messages.TEMPLATE_FROM,
+        account_id=key.account_id,
+        slots=render_slots(request),
     )
+    async with connected(request) as conn:
+        made, created = await messages.put_template(
+            conn,
+            settings=settings,
+            account_id=key.account_id,
+            name=name,
+            subject=fields.subject,
+            body_text=fields.text,
+            body_html=fields.html or None,
+            from_address=fields.from_ or None,
+        )
     response.status_code = 201 if created else 200
     return _template(made)
 

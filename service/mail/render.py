@@ -381,6 +381,12 @@ class CampaignTemplate:
         return self
 
     @property
+    def costly(self) -> bool:
+        """Whether a render runs Jinja (up to the sandbox's budget, docs/design.md#templates): the sender renders
+        it in a worker thread; one of format strings alone takes microseconds, on the event loop."""
+        return self._jinja
+
+    @property
     def has_one_click(self) -> bool:
         """Whether its messages carry a one-click unsubscribe (List-Unsubscribe with a link, and -Post)."""
         return bool(self._url_prefix)

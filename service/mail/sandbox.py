@@ -19,13 +19,23 @@ What can make far more than it is given is checked before it runs, against MAX_O
 (``center``, ``ljust``, ``rjust``, ``zfill``, ``expandtabs``, ``translate``, ``format``…) and
 ``tojson``'s ``indent`` are refused. Going past any of it raises BudgetError, a SecurityError.
 
+What costs far more than a copy per character is counted for it: the filters and str methods in
+_CHARS_PER_STEP spend a step for so many characters they are given (``title`` one a character), those in
+_STEPS_PER_ITEM steps for each item (a string's characters: ``sort``, ``unique``…). So MAX_STEPS of any form
+take about 0.1 s, and a hostile template is refused in milliseconds, the same way on every node and every time.
+The budget is kept per thread (_Meter): renders in worker threads at once never spend each other's. The last
+guard is MAX_SECONDS of the thread's CPU time (TooSlow), for what the steps would count wrong.
+
 Jinja's sandbox has no hook for loops, comparisons, slices, ``~`` and outputs: the code generator
 (``Environment.code_generator_class``) writes a call to the budget around each. Plain fields
 (``{{ name }}``) never get here: templates.py fills them with str.format.
 """
 
 import functools
+import math
 import re
+import threading
+import time
 from collections.abc import Collection, Mapping
 from typing import AnyStr
 
@@ -40,6 +50,7 @@ CHARS_PER_STEP = 100  # characters of a string handled in one step
 MAX_OUTPUT = 1_000_000  # characters (or items) of one value, and of one template's output
 MAX_INT_BITS = 4096  # bits of a number an operator may make
 MACRO_STEPS = 10  # a macro call costs about as much as ten loop items
+MAX_SECONDS = 3.0  # the last guard: one template of one message using more CPU time (its thread's) fails
 
 FILTERS = frozenset(
     (
@@ -122,11 +133,51 @@ _CONSTANT_TESTS = frozenset(
 _EXPANDING = frozenset(
     ("center", "ljust", "rjust", "zfill", "expandtabs", "translate", "maketrans", "format", "format_map", "to_bytes")
 )
+# what costs far more per character than a copy does: characters of the string given for each step (the
+# filter, or the str method of that name); measured on a million characters, so that MAX_STEPS of any of
+# them take about as long as MAX_STEPS loop items (docs/design.md#templates)
+_CHARS_PER_STEP = {
+    "title": 1,  # Jinja's filter splits on word beginnings in Python: 0.5 us a character
+    "wordcount": 3,
+    "urlize": 3,
+    "urlencode": 8,
+    "striptags": 10,
+    "capitalize": 20,
+    "swapcase": 10,
+    "split": 20,
+    "rsplit": 20,
+}
+# the filters that go through the items of what they are given (a string's characters): steps for each item
+_STEPS_PER_ITEM = {
+    "sort": 4,
+    "dictsort": 4,
+    "groupby": 4,
+    "unique": 2,
+    "list": 1,
+    "join": 1,
+    "reverse": 1,
+    "min": 1,
+    "max": 1,
+    "sum": 1,
+}
 _PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d*)(?:\.(\*|\d*))?")
 
 
 class BudgetError(SecurityError):
     """One template would take more than its budget for this message."""
+
+
+class TooSlow(BudgetError):
+    """One template used more than MAX_SECONDS of its thread's CPU time: the last guard, for what the steps
+    would count wrong; on time, so not quite the same on every node (a slow CPU, a profiler)."""
+
+
+class _Meter(threading.local):
+    """The budget of the message being rendered in this thread: each thread renders one at a time, and
+    a render in another thread (a worker's, the claimer's check) never spends from it."""
+
+    budget = MAX_STEPS
+    deadline = math.inf
 
 
 def _exhausted() -> BudgetError:
@@ -165,6 +216,15 @@ def weight(value, limit: int) -> int:
                 if isinstance(item, Mapping):
                     stack.extend(item.keys())
     return total
+
+
+def _costly(value, per_char: int | None, per_item: int | None) -> int:
+    """The steps, beyond its weight, of a filter that costs more than a copy of what it is given."""
+    if isinstance(value, str | bytes):
+        return len(value) * per_item if per_item else len(value) // (per_char or CHARS_PER_STEP)
+    if per_item and isinstance(value, Collection):
+        return len(value) * per_item
+    return 0
 
 
 def _replaced(text: AnyStr, old: AnyStr, new: AnyStr, count=None) -> None:
@@ -283,34 +343,61 @@ class Sandbox(ImmutableSandboxedEnvironment):
             "cycler": self.globals["cycler"],
             "joiner": self.globals["joiner"],
         }
-        self.budget = MAX_STEPS
+        self.meter = _Meter()
+
+    @property
+    def budget(self) -> int:
+        return self.meter.budget
+
+    @budget.setter
+    def budget(self, steps: int) -> None:
+        self.meter.budget = steps
+
+    def start(self) -> None:
+        """A fresh budget, and MAX_SECONDS of CPU time, for one template of one message in this thread."""
+        meter = self.meter
+        meter.budget = MAX_STEPS
+        meter.deadline = time.thread_time() + MAX_SECONDS
 
     # -- the count ------------------------------------------------------------------------
 
     def spend(self, steps: int) -> None:
-        self.budget -= steps
-        if self.budget < 0:
+        """Spend ``steps``; the CPU time is looked at each time the budget passes a multiple of 512 steps."""
+        meter = self.meter
+        before = meter.budget
+        meter.budget = after = before - steps
+        if after < 0 or before >> 9 != after >> 9:
+            self._look(meter)
+
+    @staticmethod
+    def _look(meter: _Meter) -> None:
+        if meter.budget < 0:
             raise _exhausted()
+        if time.thread_time() > meter.deadline:
+            raise TooSlow(f"took more than {MAX_SECONDS:g} s of CPU time to render")
 
     def spent(self, value):
         """``value``, its weight spent."""
-        self.budget -= 1 + len(value) // CHARS_PER_STEP if value.__class__ is str else weight(value, self.budget)
-        if self.budget < 0:
+        meter = self.meter
+        meter.budget -= 1 + len(value) // CHARS_PER_STEP if value.__class__ is str else weight(value, meter.budget)
+        if meter.budget < 0:
             raise _exhausted()
         return value
 
     def steps(self, iterable):
         """The items of a loop, one step each."""
+        meter = self.meter
         for item in iterable:
-            self.budget -= 1
-            if self.budget < 0:
-                raise _exhausted()
+            meter.budget -= 1
+            if meter.budget & 511 == 0 or meter.budget < 0:
+                self._look(meter)
             yield item
 
     def text(self, convert, value) -> str:
         """An output: its weight spent before it is made a string."""
-        self.budget -= 1 + len(value) // CHARS_PER_STEP if value.__class__ is str else weight(value, self.budget)
-        if self.budget < 0:
+        meter = self.meter
+        meter.budget -= 1 + len(value) // CHARS_PER_STEP if value.__class__ is str else weight(value, meter.budget)
+        if meter.budget < 0:
             raise _exhausted()
         return convert(value)
 
@@ -321,15 +408,13 @@ class Sandbox(ImmutableSandboxedEnvironment):
 
     def _weigh(self, args, kwargs) -> None:
         """A step, and the weight of a call's arguments (not Jinja's own ``_loop_vars``…)."""
-        budget = self.budget
+        budget = self.meter.budget
         cost = 1
         for value in args:
             cost += 1 + len(value) // CHARS_PER_STEP if value.__class__ is str else weight(value, budget)
         if kwargs:
             cost += sum(weight(value, budget) for key, value in kwargs.items() if key[0] != "_")
-        self.budget = budget - cost
-        if self.budget < 0:
-            raise _exhausted()
+        self.spend(cost)
 
     # -- what the sandbox intercepts --------------------------------------------------------
 
@@ -359,12 +444,15 @@ class Sandbox(ImmutableSandboxedEnvironment):
 
             return lazy
         check = getattr(self, f"_check_{name}", None)
+        per_char, per_item = _CHARS_PER_STEP.get(name), _STEPS_PER_ITEM.get(name)
 
         @functools.wraps(function)
         def guarded(*args, **kwargs):
             self._weigh(args[skip:], kwargs)
             if check is not None and len(args) > skip:
                 args = (*args[:skip], check(*args[skip:], **kwargs), *args[skip + 1 :])
+            if (per_char or per_item) and len(args) > skip:
+                self.spend(_costly(args[skip], per_char, per_item))
             return self.spent(function(*args, **kwargs))
 
         return guarded
@@ -408,7 +496,8 @@ class Sandbox(ImmutableSandboxedEnvironment):
         target = getattr(__obj, "__self__", None)  # the str of a bound method
         __self._weigh(args, kwargs)
         if isinstance(target, str | bytes | list | tuple):  # its methods go through it, not into its items
-            __self.spend(len(target) // CHARS_PER_STEP if isinstance(target, str | bytes) else len(target))
+            per_char = _CHARS_PER_STEP.get(getattr(__obj, "__name__", ""), CHARS_PER_STEP)
+            __self.spend(len(target) // per_char if isinstance(target, str | bytes) else len(target))
         if isinstance(target, str | bytes) and args:
             name = getattr(__obj, "__name__", "")
             if name == "replace":

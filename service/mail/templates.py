@@ -33,7 +33,7 @@ from jinja2.sandbox import SecurityError
 from markupsafe import escape
 
 from service.errors import Invalid
-from service.mail.sandbox import MAX_OUTPUT, MAX_STEPS, Sandbox
+from service.mail.sandbox import MAX_OUTPUT, Sandbox
 
 VARIABLES = ("name", "email", "unsubscribe_url", "confirm_url", "attributes", "campaign")
 SIMPLE = frozenset(("name", "email", "unsubscribe_url", "confirm_url"))  # the fields a str.format string can fill
@@ -160,7 +160,7 @@ def context(env: Sandbox, variables: Mapping) -> Context:
     """One recipient's variables for every template of ``env`` in one message (a Jinja context
     costs more to make than a short template costs to run); starts the template's budget for this
     message (service/mail/sandbox.py)."""
-    env.budget = MAX_STEPS
+    env.start()
     return Context(env, {**env.globals, **variables}, None, {})
 
 

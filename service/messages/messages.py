@@ -8,8 +8,10 @@ transaction only when it was new; a retry, on any node and after any crash, find
 copies its template's sources when made; its data is merged over its subscriber's attributes when rendered
 (`{{ attributes.order }}`)."""
 
+import hashlib
 import json
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -22,12 +24,14 @@ from service.addresses import address_problem, email_key
 from service.db import DB_SECONDS
 from service.errors import Busy, Invalid, NotFound
 from service.mail import render
+from service.mail.slots import RenderSlots
 from service.settings import Settings
 from service.text import MAX_EMAIL, shown, unsafe_text
 
 MESSAGE_IDS_FROM = 2**52  # einmal.message_ids: every message's campaign id is at least this
 MAX_TEMPLATE_NAME = 200
 MAX_DATA = 64 * 1024  # characters of a message's data as JSON
+TRIED = 1024  # sources whose trial render passed, kept per process: a second check of them renders nothing
 LOCK_WAIT = "5000ms"  # the most the subscriber upsert waits for an import into the account
 
 
@@ -68,7 +72,10 @@ class Message:
 STATES = {"claimed": "queued"}  # how a row's status is told: a claimed row has not gone yet
 
 
-def _check_name(name: str) -> str:
+TEMPLATE_FROM = "template@example.com"  # the From a template without one is tried with
+
+
+def checked_name(name: str) -> str:
     if not name or len(name) > MAX_TEMPLATE_NAME or unsafe_text(name) or name != name.strip():
         raise Invalid(f"template name {shown(name)}: 1 to {MAX_TEMPLATE_NAME} characters, no control characters")
     return name
@@ -93,9 +100,23 @@ def payload_of(data: dict[str, Any] | None) -> str:
 
 
 async def check_sources(
-    settings: Settings, *, subject: str, body_text: str, body_html: str | None, from_address: str
+    settings: Settings,
+    *,
+    subject: str,
+    body_text: str,
+    body_html: str | None,
+    from_address: str,
+    account_id: int = 0,
+    slots: RenderSlots | None = None,
 ) -> None:
-    """Invalid, one line, when the sources cannot be compiled in the sandbox (in a worker thread)."""
+    """Invalid, one line, when the sources cannot be compiled in the sandbox (in a worker thread). Sources that
+    passed in this process with these settings pass again without a render: the API tries them before it takes
+    a connection, `send` and `put_template` then find them tried (docs/design.md#templates)."""
+    content = "\0".join((subject, body_text, body_html or "\1", from_address))
+    tried = (id(settings), hashlib.sha256(content.encode("utf-8", "surrogatepass")).digest())
+    if tried in _tried:
+        _tried.move_to_end(tried)
+        return
     campaign = {
         "id": MESSAGE_IDS_FROM,
         "account_id": 0,
@@ -107,7 +128,16 @@ async def check_sources(
         "kind": "message",
         "unsubscribe_required": False,
     }
-    await anyio.to_thread.run_sync(render.CampaignTemplate.compile, campaign, settings)
+    if slots is None:
+        await anyio.to_thread.run_sync(render.CampaignTemplate.compile, campaign, settings)
+    else:  # in the account's share of the render threads
+        await slots.run(account_id, render.CampaignTemplate.compile, campaign, settings)
+    _tried[tried] = settings  # held, so that its id names no other settings meanwhile
+    if len(_tried) > TRIED:
+        _tried.popitem(last=False)
+
+
+_tried: OrderedDict[tuple[int, bytes], Settings] = OrderedDict()
 
 
 async def put_template(
@@ -123,7 +153,7 @@ async def put_template(
 ) -> tuple[Template, bool]:
     """Make or replace the account's template `name` (checked as a message's sources are); it and whether it is
     new. Messages already made keep the sources they were made with."""
-    _check_name(name)
+    checked_name(name)
     if from_address:
         await from_rule.check(conn, settings=settings, account_id=account_id, address=from_address, said="from")
     await check_sources(
@@ -131,7 +161,7 @@ async def put_template(
         subject=subject,
         body_text=body_text,
         body_html=body_html,
-        from_address=from_address or "template@example.com",
+        from_address=from_address or TEMPLATE_FROM,
     )
     created = await conn.fetchval(
         *db.sql(
