@@ -6,7 +6,8 @@ are the operator's to read, in the CLI. Over the API an account sees all the wor
 mail goes through relays of its own (`einmal account relay attach`); otherwise a reply keeps its codes
 (`550 5.1.1`), which say what became of the message, and einmal's own words keep their sense with the relay's
 name and words left out. A domain's pause is the installation's, whichever account's message met it: its
-reply is shown by its codes alone to every account."""
+reply is shown by its codes alone to every account. Webhook events apply the same rule in the database
+(`einmal.reply_shown`, migration 0125), held to this one by tests/web/test_api_replies.py."""
 
 import re
 
@@ -17,7 +18,7 @@ from service import db, reasons
 RELAY = re.compile(r"SMTP [^:\n]{1,200}: .*", re.S)  # service/smtp/connection.py SmtpUnavailable: the relay's name
 REPLY = re.compile(r"\s*[2-5][0-9][0-9](?:[ -]|$)")
 GAVE_UP = re.compile(r" \(gave up after [0-9]+ attempts\)$")  # actors/sender.py: einmal's, kept
-UNEXPECTED = re.compile(r"(reply to end of DATA: )(.*)", re.S)  # service/smtp/connection.py: the relay's words
+UNEXPECTED = re.compile(r"(reply to end of DATA: )\s*([2-5][0-9][0-9]).*", re.S)  # connection.py: the relay's words
 
 
 def codes(reply: str) -> str:
@@ -34,7 +35,7 @@ def shown(reply: str | None, *, own_relays: bool) -> str | None:
     if REPLY.match(reply):
         gave_up = GAVE_UP.search(reply)
         return codes(reply) + (gave_up[0] if gave_up else "")
-    return UNEXPECTED.sub(lambda m: m[1] + codes(m[2]), RELAY.sub("the relay could not be reached", reply))
+    return UNEXPECTED.sub(r"\1\2", RELAY.sub("the relay could not be reached", reply))
 
 
 async def own_relays(conn: asyncpg.Connection, *, account_id: int) -> bool:
