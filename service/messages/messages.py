@@ -18,6 +18,7 @@ import asyncpg
 
 from service import db, from_rule
 from service.addresses import address_problem, email_key
+from service.campaigns import fields
 from service.db import DB_SECONDS
 from service.errors import Invalid, NotFound
 from service.mail import render
@@ -94,7 +95,9 @@ def payload_of(data: dict[str, Any] | None) -> str:
 async def check_sources(
     settings: Settings, *, subject: str, body_text: str, body_html: str | None, from_address: str
 ) -> None:
-    """Invalid, one line, when the sources cannot be compiled in the sandbox (in a worker thread)."""
+    """Invalid, one line, when the From is not one a campaign may have (a quoted local part, say: the same rule
+    as campaign create's) or the sources cannot be compiled in the sandbox (in a worker thread)."""
+    fields.from_address(from_address, "from")
     campaign = {
         "id": MESSAGE_IDS_FROM,
         "account_id": 0,
