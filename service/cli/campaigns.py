@@ -151,6 +151,8 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
         )
     for warning in created.trial.warnings:
         print(f"einmal: {warning}", file=sys.stderr)
+    if not args.lists:  # the default list is no one's choice: say it, so that it is not a surprise
+        print(f"einmal: no --list given: the campaign goes to the list {shown(lists[0])}", file=sys.stderr)
     print(created.id)
     return 0
 

@@ -50,3 +50,18 @@ async def test_accounts_set_takes_the_account_as_every_other_command_does(conn: 
     assert old.returncode == 0, "the name as before, positionally, still works"
     neither = einmal("accounts", "set", "--display-name", "X", dsn=dsn)
     assert neither.returncode == 2 and "--account" in neither.stderr
+
+
+async def test_campaign_create_without_a_list_says_it_goes_to_default(conn: asyncpg.Connection, dsn: str) -> None:
+    await seed_account(conn, lists=("default", "news"))
+    made = einmal(
+        "campaign", "create", "--account", "acme", "--name", "N", "--subject", "S", "--from", "a@example.org",
+        "--text", "Hi {{ unsubscribe_url }}", dsn=dsn,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert made.stderr == "einmal: no --list given: the campaign goes to the list 'default'\n"
+    named = einmal(
+        "campaign", "create", "--account", "acme", "--name", "N", "--subject", "S", "--from", "a@example.org",
+        "--text", "Hi {{ unsubscribe_url }}", "--list", "news", dsn=dsn,
+    )  # fmt: skip
+    assert named.returncode == 0 and named.stderr == ""
