@@ -376,14 +376,16 @@ class Settings(BaseSettings):
         None,
         description=(
             "double opt-in: the URL of this surface's `/confirm` as subscribers reach it (https, or http for a "
-            "loopback host); with `EINMAL_OPTIN_FROM` and `EINMAL_UNSUBSCRIBE_SECRET` (it signs the links) it turns "
+            "loopback host); with `EINMAL_UNSUBSCRIBE_SECRET` (it signs the links) and a confirmations' From "
+            "(`EINMAL_OPTIN_FROM`, or a list's own) it turns "
             "on `POST /api/v1/subscribe` and the sign-up forms ([Double opt-in](../guide/double-opt-in.md))"
         ),
         examples=["https://example.org/confirm"],
     )
     optin_from: str | None = Field(
         None,
-        description="the From of the confirmation messages",
+        description="the default From of the confirmation messages of double opt-in, for the lists given none "
+        "of their own (`einmal lists form open LIST --from`)",
         examples=["Example News <news@example.org>"],
     )
     optin_window_hours: float = Field(

@@ -9,7 +9,7 @@ import asyncpg
 
 from service import db
 from service.addresses import normalized_address
-from service.errors import Invalid, NotFound
+from service.errors import Conflict, Invalid, NotFound
 from service.text import check_account, one_line, shown
 
 MAX_DISPLAY_NAME = 200
@@ -38,6 +38,15 @@ async def find_account(conn: asyncpg.Connection, *, name: str) -> int:
     if account_id is None:
         raise NotFound(f"no account named {shown(name)}")
     return account_id
+
+
+async def create(conn: asyncpg.Connection, *, name: str) -> int:
+    """The id of a new account named `name`; Conflict when there is one."""
+    row = await conn.fetchrow(*db.sql("account_ensure", name=check_account(name)))
+    assert row is not None  # the query returns one row
+    if not row["created"]:
+        raise Conflict(f"account {shown(name)} exists already")
+    return row["id"]
 
 
 async def resolve(conn: asyncpg.Connection, *, account: str, lists: list[str]) -> tuple[int, list[int]]:

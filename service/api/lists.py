@@ -11,6 +11,7 @@ from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from service.api.deps import ERRORS, Conn, Key, not_found
+from service.campaigns.fields import MAX_FROM
 from service.settings import Settings
 from service.subscribers import lists, optin
 from service.subscribers.lists import MAX_TITLE, set_title, title
@@ -57,11 +58,23 @@ class FormSetting(BaseModel):
         "besides this site's own whose pages may post the form; replaces the "
         "list's (default: none)",
     )
+    from_address: str | None = Field(
+        None,
+        alias="from",
+        max_length=MAX_FROM,
+        description="the From of the list's confirmation messages, one of the account's From domains, e.g. "
+        '"Weekly <news@mail.example.org>"; "" clears it (the installation\'s EINMAL_OPTIN_FROM again); '
+        "absent or null: it stays",
+    )
 
 
 class ListForm(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
     list: str
     open: bool
+    from_address: str | None = Field(
+        alias="from", description="the list's own confirmations' From; null: the installation's EINMAL_OPTIN_FROM"
+    )
     url: str | None = Field(
         description="the form's address, a random token's: the same when it is closed and "
         "opened again; null until it is first opened"
@@ -92,7 +105,11 @@ def _listed(settings: Settings, found: lists.MailingList) -> MailingList:
 
 def _form(settings: Settings, form: lists.Form) -> ListForm:
     return ListForm(
-        list=form.name, open=form.form_open, origins=form.form_origins, url=optin.form_url(settings, form.form_token)
+        list=form.name,
+        open=form.form_open,
+        from_address=form.optin_from,
+        origins=form.form_origins,
+        url=optin.form_url(settings, form.form_token),
     )
 
 
@@ -120,8 +137,11 @@ async def get_list_form(name: ListName, conn: Conn, key: Key, request: Request) 
 )
 async def put_list_form(name: ListName, body: FormSetting, conn: Conn, key: Key, request: Request) -> ListForm:
     try:
+        settings = request.app.state.settings
         allowed = optin.origins(body.origins)
-        row = await optin.set_form(conn, key.account_id, name, body.open, allowed, request.app.state.settings)
+        given = body.from_address
+        own = None if given is None else optin.checked_from(settings, given) if given.strip() else ""
+        row = await optin.set_form(conn, key.account_id, name, body.open, allowed, settings, own)
     except optin.NoList:
         raise not_found("list") from None
     return _form(request.app.state.settings, lists.Form.of(row))

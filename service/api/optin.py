@@ -56,7 +56,15 @@ async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: K
     queued = await optin.sign_up(
         conn,
         settings,
-        optin.SignUp(found.id, key.account_id, email, name, f"api:{key.id}", texts.confirmation(found.language)),
+        optin.SignUp(
+            found.id,
+            key.account_id,
+            email,
+            name,
+            f"api:{key.id}",
+            texts.confirmation(found.language),
+            found.from_address,
+        ),
     )
     log.info("sign-up to list %d by key %d: %s", found.id, key.id, "confirmation queued" if queued else "nothing sent")
     await optin.pad(started)  # holds the request's connection meanwhile: at most the key's limit an hour

@@ -1,4 +1,6 @@
-"""`einmal accounts set ACCOUNT`: what the account's unsubscribe page shows (service/web/pages.py).
+"""`einmal accounts create --account A`: an account, made before its first import, so that its From domains,
+senders and keys can be set up first. `einmal accounts set --account A`: what the account's unsubscribe page
+shows (service/web/pages.py); the name may also come first, without --account, as before.
 
 --display-name names the sender on the page (unset: the message's From name), --language is the
 page's language unless a campaign has its own, --contact an address the page offers when a genuine
@@ -13,13 +15,26 @@ import argparse
 from service import db
 from service.accounts import account, budget
 from service.cli import keys, subscribers_cmd
-from service.errors import Invalid
+from service.errors import ArgumentError, Invalid
 from service.settings import Settings
 from service.subscribers import texts
 from service.text import check_account, shown
 
 
+async def create_command(args: argparse.Namespace, settings: Settings) -> int:
+    name = check_account(args.account)
+    async with db.connection(db.url(settings)) as conn:
+        await account.create(conn, name=name)
+    print(f"account {shown(name)} created")
+    return 0
+
+
 async def set_command(args: argparse.Namespace, settings: Settings) -> int:
+    if args.named and args.account and args.named != args.account:
+        raise ArgumentError(f"two accounts named: {shown(args.named)} and --account {shown(args.account)}")
+    args.account = args.account or args.named
+    if not args.account:
+        raise ArgumentError("give the account: --account NAME")
     check_account(args.account)
     given = {"display_name": args.display_name, "language": args.language, "contact": args.contact}
     limits = {"rate": args.rate, "quota_hour": args.quota_hour, "quota_day": args.quota_day}
@@ -63,10 +78,14 @@ async def set_command(args: argparse.Namespace, settings: Settings) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     accounts = subparsers.add_parser("accounts", aliases=["account"], help="an account's settings and API keys")
     accounts = accounts.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
+    p = accounts.add_parser("create", help="a new account, before its first import (then its From domains, keys)")
+    p.add_argument("--account", required=True, help="the new account's name")
+    p.set_defaults(func=create_command)
     p = accounts.add_parser(
         "set", help="what its unsubscribe page shows: display name, language, contact; its own sending budget"
     )
-    p.add_argument("account", help="the account's name")
+    p.add_argument("--account", help="the account's name")
+    p.add_argument("named", nargs="?", metavar="ACCOUNT", help="the account's name, as before --account")
     p.add_argument("--display-name", help="the sender's name on the page ('' clears it: the message's From name)")
     p.add_argument("--language", help="the page's language, e.g. en or de (a campaign's own comes first)")
     p.add_argument("--contact", help="an address shown when a link does not work ('' clears it)")

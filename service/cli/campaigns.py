@@ -116,9 +116,12 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
         text = body_text(read_body(args.text_file, "--text-file"), f"--text-file {args.text_file}")
     if not text.strip():
         raise Invalid("the text body must not be empty")
-    html = read_body(args.html_file, "--html-file") if args.html_file else None
-    if html is not None:
-        html = body_text(html, f"--html-file {args.html_file}")
+    if args.html is not None:
+        html: str | None = body_text(args.html, "--html")
+    else:
+        html = read_body(args.html_file, "--html-file") if args.html_file else None
+        if html is not None:
+            html = body_text(html, f"--html-file {args.html_file}")
     check_templates(subject, text, html)
     reply_to = from_address(args.reply_to, "--reply-to") if args.reply_to is not None else None
     list_id = None
@@ -148,6 +151,8 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
         )
     for warning in created.trial.warnings:
         print(f"einmal: {warning}", file=sys.stderr)
+    if not args.lists:  # the default list is no one's choice: say it, so that it is not a surprise
+        print(f"einmal: no --list given: the campaign goes to the list {shown(lists[0])}", file=sys.stderr)
     print(created.id)
     return 0
 
@@ -265,7 +270,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     body = create.add_mutually_exclusive_group(required=True)
     body.add_argument("--text-file", help="the text body from a UTF-8 file: a Jinja2 template")
     body.add_argument("--text", help="the text body itself: a Jinja2 template")
-    create.add_argument("--html-file", help="an HTML body from a UTF-8 file (autoescaped Jinja2 template)")
+    html = create.add_mutually_exclusive_group()
+    html.add_argument("--html-file", help="an HTML body from a UTF-8 file (autoescaped Jinja2 template)")
+    html.add_argument("--html", help="the HTML body itself, e.g. '<p>Hello {{ name }}</p>' (autoescaped Jinja2)")
     create.add_argument(
         "--list",
         dest="lists",

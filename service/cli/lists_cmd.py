@@ -1,5 +1,5 @@
 """`einmal lists [--account A]`, `einmal lists set LIST --account A --title TEXT` and
-`einmal lists form open|close LIST --account A [--origin URL]…`.
+`einmal lists form open|close LIST --account A [--origin URL]… [--from ADDRESS]`.
 
 `lists` prints each list a line, tab-separated: id, account, name, confirmed members, unconfirmed sign-ups,
 and its sign-up form's address while it is open, else `closed`. `set --title` gives a list the title its
@@ -9,8 +9,10 @@ list", never the name, which is the operator's key; an empty title clears it.
 A list takes sign-ups (its public form and `POST /api/v1/subscribe`) only once its account opens them: `form
 open` prints the form's address, a random token's that stays the same when it is closed and opened again;
 `--origin` (repeatable) replaces the origins besides the serving site's own whose pages may post it, and
-without it they stay. `form close` refuses sign-ups from then on; the sign-ups made stay, and their links
-still confirm.
+without it they stay. `--from` gives the list its own confirmations' From, of one of its account's From
+domains (an installation of several clients: EINMAL_OPTIN_FROM is only the default of the lists given none; ''
+clears it); without it the list's stays. `form close` refuses sign-ups from then on; the sign-ups made stay, and
+their links still confirm.
 """
 
 import argparse
@@ -61,16 +63,23 @@ async def set_command(args: argparse.Namespace, settings: Settings) -> int:
 async def form_command(args: argparse.Namespace, settings: Settings) -> int:
     opening = args.verb == "open"
     allowed = optin.origins(args.origins) if args.origins else None
+    given = getattr(args, "from_address", None)
+    own = None if given is None else optin.checked_from(settings, given) if given.strip() else ""
     async with db.connection(db.url(settings)) as conn:
         account_id = await find_account(conn, name=check_account(args.account))
         try:
-            row = await optin.set_form(conn, account_id, args.list, opening, allowed, settings)
+            row = await optin.set_form(conn, account_id, args.list, opening, allowed, settings, own)
         except optin.NoList:
             raise optin.NoList(f"account {shown(args.account)} has no list named {shown(args.list)}") from None
     origins = ", ".join(row["form_origins"]) or "this site only"
     if opening:
         print(optin.form_url(settings, row["form_token"]))
-        print(f"list {shown(args.list)}: sign-ups open; the form may be posted from {origins}", file=sys.stderr)
+        sender = row["optin_from"] or settings.optin_from
+        print(
+            f"list {shown(args.list)}: sign-ups open; the form may be posted from {origins}; confirmations from "
+            f"{shown(sender) if sender else '-'}",
+            file=sys.stderr,
+        )
         if not settings.confirm_url:
             print(
                 "einmal: warning: double opt-in is not set up here (EINMAL_CONFIRM_URL, EINMAL_OPTIN_FROM): the "
@@ -112,5 +121,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                 metavar="URL",
                 help="a site besides this one whose pages may post the form, e.g. https://shop.example.org "
                 "(repeatable; replaces the list's; none given: they stay)",
+            )
+            p.add_argument(
+                "--from",
+                dest="from_address",
+                metavar="ADDRESS",
+                help="the From of the list's confirmation messages, of one of the account's From domains, e.g. "
+                "'Weekly <news@mail.example.org>' (kept; '': none, EINMAL_OPTIN_FROM again)",
             )
         p.set_defaults(func=form_command, origins=[])

@@ -136,6 +136,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp = subscribers.add_parser("import", help="import a CSV file (header row; email, name, list, attributes)")
     imp.add_argument("--account", required=True, help="the account the subscribers belong to; it must exist")
     imp.add_argument("--create-account", action="store_true", help="create the account when it does not exist")
+    imp.add_argument(
+        "--list",
+        dest="lists",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="the list of the rows that name none (repeatable); without it a new subscriber naming no list goes "
+        "on 'default' and one already present joins nothing",
+    )
     imp.add_argument("file", help="UTF-8 CSV: a header row, then one subscriber a line (, ; or tab separated)")
     imp.set_defaults(func=importer.command)
     for verb, text, command in (

@@ -350,9 +350,11 @@ class CampaignTemplate:
                 mailto = unsubscribe.plain_address(identity.unsubscribe_mailto, "the account's unsubscribe mailto")
             except ValueError as exc:
                 raise Invalid(str(exc)) from None
-        self._compile_unsubscribe(
-            settings, used | self._text.fields | (self._html.fields if self._html else set()), mailto
-        )
+        fields = used | self._text.fields | (self._html.fields if self._html else set())
+        self._compile_unsubscribe(settings, fields, mailto)
+        if campaign.get("kind") == "message" and "unsubscribe_url" not in fields:
+            # transactional (a password reset): no bulk List-Unsubscribe headers unless its bodies offer the link
+            self._url_prefix, self._mailto = "", b""
         self._confirm = None  # a list's confirmations (docs/design.md#api): (signer, the link without its token)
         if campaign.get("kind") == "confirmation" and settings.confirm_url and settings.unsubscribe_secret:
             self._confirm = (confirm.Signer(settings.unsubscribe_secret), unsubscribe.link(settings.confirm_url, ""))

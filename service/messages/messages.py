@@ -21,6 +21,7 @@ import asyncpg
 
 from service import db, from_rule
 from service.addresses import address_problem, email_key
+from service.campaigns import fields
 from service.db import DB_SECONDS
 from service.errors import Busy, Invalid, NotFound
 from service.mail import render
@@ -109,9 +110,11 @@ async def check_sources(
     account_id: int = 0,
     slots: RenderSlots | None = None,
 ) -> None:
-    """Invalid, one line, when the sources cannot be compiled in the sandbox (in a worker thread). Sources that
+    """Invalid, one line, when the From is not one a campaign may have (a quoted local part, say: the same rule
+    as campaign create's) or the sources cannot be compiled in the sandbox (in a worker thread). Sources that
     passed in this process with these settings pass again without a render: the API tries them before it takes
     a connection, `send` and `put_template` then find them tried (docs/design.md#templates)."""
+    fields.from_address(from_address, "from")
     content = "\0".join((subject, body_text, body_html or "\1", from_address))
     tried = (id(settings), hashlib.sha256(content.encode("utf-8", "surrogatepass")).digest())
     if tried in _tried:

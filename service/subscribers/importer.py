@@ -11,8 +11,11 @@ half-written, and a re-import of the same file adds nothing.
 
 The file: a header row (names case-insensitive, surrounding spaces ignored);
 `email` required (also spelt `E-Mail`, `Email Address`, `mail`), `name` and
-`list` optional (an empty list means `default`; `news|vip` puts the address on
-both). An `unconfirmed` column (as `subscribers export` writes it: sign-ups awaiting confirmation) never
+`list` optional (`news|vip` puts the address on both). A row naming no list (no `list` column, or an empty
+cell) goes on the lists of `--list` when given; without it, a new subscriber goes on `default` and one already
+present joins nothing (a file of `email,plan` changes the plan, not the lists). Besides the summary line, stderr
+says what the import did per list (`list news: 3 added, 2 already on it`). An `unconfirmed` column (as
+`subscribers export` writes it: sign-ups awaiting confirmation) never
 makes a membership: a row whose `list` is empty and whose `unconfirmed` is not goes on no list, since only
 the person's own confirmation makes a sign-up a member. A `suppressed` column (as `subscribers export`
 writes it) suppresses each row's address whose cell is not empty, with the cell as the reason, so that an
@@ -63,6 +66,7 @@ address within the file merge in file order, the later winning.
 
 import argparse
 import csv
+import dataclasses
 import json
 import re
 import sys
@@ -84,7 +88,7 @@ from service.text import MAX_ATTRIBUTE, MAX_EMAIL, MAX_LIST, MAX_NAME, MAX_REASO
 DEFAULT_LIST = "default"
 CHUNK_ROWS = 10_000
 MAX_RECORD = 1 << 20  # characters in one record (its lines together): far beyond any real row
-COLUMNS = ["line", "email", "email_key", "name", "list_name", "attributes"]
+COLUMNS = ["line", "email", "email_key", "name", "list_name", "attributes", "unnamed"]
 MAX_COLUMNS = 200
 DELIMITERS = (",", ";", "\t")
 # header spellings, compared without case, spaces, "-" and "_"
@@ -155,6 +159,7 @@ class Header(NamedTuple):
     attributes: tuple[tuple[int, str], ...] = ()
     suppressed: int | None = None  # (column, attribute name) of the other columns
     unconfirmed: int | None = None
+    fallback: tuple[str, ...] = ()  # --list: the lists of a row naming none (none: `default`, for new ones only)
 
 
 @dataclass
@@ -166,6 +171,8 @@ class Counts:
     respelled: int = 0  # subscribers already present that the file names in another spelling
     suppressed: int = 0  # mailboxes the file's suppressed column suppressed that were not before
     unlisted: int = 0  # rows with only sign-ups awaiting confirmation, put on no list
+    kept: int = 0  # subscribers already present of rows naming no list: put on no list
+    lists: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # per list named: [added, named]
 
 
 def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
@@ -213,9 +220,9 @@ def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
     )
 
 
-def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str], str, str] | str:
-    """(email, its key, name, lists, attributes as JSON, the reason to suppress it or "") of a good row, or
-    why it is rejected."""
+def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str], str, str, bool] | str:
+    """(email, its key, name, lists, attributes as JSON, the reason to suppress it or "", whether its lists are
+    `default` for want of any named: for a new subscriber only) of a good row, or why it is rejected."""
     if len(row) != header.width:
         return f"expected {header.width} fields, found {len(row)}"
     for field in row:
@@ -227,7 +234,9 @@ def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str],
     cell = row[header.list] if header.list is not None else ""
     lists = list(dict.fromkeys(name.strip(" ") for name in cell.split("|") if name.strip(" ")))
     pending = row[header.unconfirmed].strip(" ") if header.unconfirmed is not None else ""
-    lists = lists or ([] if pending else [DEFAULT_LIST])  # a sign-up awaiting confirmation joins nothing
+    unnamed = not lists and not pending and not header.fallback
+    lists = lists or ([] if pending else list(header.fallback) or [DEFAULT_LIST])  # a sign-up awaiting
+    # confirmation joins nothing
     if not email:
         return "empty email"
     if len(email) > MAX_EMAIL:
@@ -245,7 +254,7 @@ def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str],
     problem = address_problem(email)
     if problem:
         return f"invalid address {shown(email)}: {problem}"
-    return email, email_key(email), name, lists, json.dumps(attributes, ensure_ascii=False), reason
+    return email, email_key(email), name, lists, json.dumps(attributes, ensure_ascii=False), reason, unnamed
 
 
 def _malformed(exc: csv.Error) -> str:
@@ -306,9 +315,9 @@ def produce(
                 if len(rejected) >= CHUNK_ROWS:
                     reported()
                 continue
-            email, key, name, lists, attributes, reason = result
+            email, key, name, lists, attributes, reason, unnamed = result
             counts.good += 1
-            chunk.extend((line, email, key, name, list_name, attributes) for list_name in lists or [None])
+            chunk.extend((line, email, key, name, list_name, attributes, unnamed) for list_name in lists or [None])
             counts.unlisted += not lists
             if reason:
                 suppress.append((key, reason))
@@ -325,22 +334,32 @@ def produce(
         reported()  # the rows refused before a record that ends the import
 
 
-async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tuple]) -> tuple[int, int, int]:
-    """Stage one chunk and move it; return how many subscribers were new, how many had their
-    attributes changed, and how many the chunk names in another spelling."""
+async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tuple], counts: Counts) -> None:
+    """Stage one chunk and move it, counting in `counts` the subscribers new, those whose attributes changed,
+    those named in another spelling, those kept off `default`, and per list the members added and named."""
     await conn.execute(*db.sql("subscribers_stage_clear"))
     await conn.copy_records_to_table("einmal_import", schema_name="pg_temp", columns=COLUMNS, records=chunk)
+    counts.kept += await conn.fetchval(*db.sql("subscribers_unname_staged", account_id=account_id))
     await conn.execute(*db.sql("list_insert_staged", account_id=account_id))
     added, changed, respelled = await conn.fetchrow(*db.sql("subscribers_insert_staged", account_id=account_id))
-    await conn.execute(*db.sql("list_members_insert_staged", account_id=account_id))
-    return added, changed, respelled
+    for row in await conn.fetch(*db.sql("list_members_insert_staged", account_id=account_id)):
+        done = counts.lists.setdefault(row["name"], [0, 0])
+        done[0], done[1] = done[0] + row["added"], done[1] + row["named"]
+    counts.imported += added
+    counts.changed += changed
+    counts.respelled += respelled
 
 
 async def import_file(
-    conn: asyncpg.Connection, account_id: int, file: IO[str], path: str, report: Callable[[Rejected], None]
+    conn: asyncpg.Connection,
+    account_id: int,
+    file: IO[str],
+    path: str,
+    report: Callable[[Rejected], None],
+    fallback: tuple[str, ...] = (),
 ) -> Counts:
     """Stream an open CSV file into the account, inside the caller's transaction; ``report`` is given the
-    rows refused, in file order, as they are found."""
+    rows refused, in file order, as they are found; `fallback` are the lists of a row naming none (--list)."""
     lines = Lines(file, path)
     try:
         first = await anyio.to_thread.run_sync(lines.peek)
@@ -348,7 +367,7 @@ async def import_file(
         raise Invalid(f"cannot read {path}: {exc.strerror or exc}") from None
     # strict: a stray quote is an error, not the start of a field that takes in the rest of the file
     reader = csv.reader(lines, delimiter=max(DELIMITERS, key=first.count), strict=True)  # a comma on a tie
-    header = await anyio.to_thread.run_sync(read_header, reader, lines, path)
+    header = (await anyio.to_thread.run_sync(read_header, reader, lines, path))._replace(fallback=fallback)
     await conn.execute(*db.sql("subscribers_import_lock", account_id=account_id))
     await conn.execute(*db.sql("subscribers_stage_create"))
     counts = Counts()
@@ -366,7 +385,7 @@ async def import_file(
             tg.start_soon(read)
             async with receive:
                 async for chunk, suppress in receive:
-                    added, changed, respelled = await load_chunk(conn, account_id, chunk)
+                    await load_chunk(conn, account_id, chunk, counts)
                     for reason in dict.fromkeys(r for _, r in suppress):
                         keys = [key for key, r in suppress if r == reason]
                         counts.suppressed += (
@@ -374,9 +393,6 @@ async def import_file(
                                 *db.sql("suppression_insert", account_id=account_id, email_keys=keys, reason=reason)
                             )
                         )["added"]
-                    counts.imported += added
-                    counts.changed += changed
-                    counts.respelled += respelled
     except BaseExceptionGroup as group:
         # the error that failed the import; a broken channel is only its echo in the other task
         errors = leaves(group)
@@ -397,8 +413,30 @@ def print_rejected(rejected: Rejected) -> None:
         print(f"line {line}: {reason}", file=sys.stderr)
 
 
+def fallback_lists(given: list[str]) -> tuple[str, ...]:
+    """The lists of --list, each once; ArgumentError for a name no list can have."""
+    for name in given:
+        if not name.strip() or unsafe_text(name) or len(name) > MAX_LIST or name != name.strip():
+            raise ArgumentError(f"--list {shown(name)}: 1 to {MAX_LIST} printable characters, no spaces around")
+    return tuple(dict.fromkeys(given))
+
+
+def per_list(counts: Counts, fallback: tuple[str, ...]) -> list[str]:
+    """What the import did per list, a line each, by name."""
+    said = []
+    for name, (added, named) in sorted(counts.lists.items()):
+        line = f"list {name}: {added} added" + (f", {named - added} already on it" if named > added else "")
+        if name == DEFAULT_LIST and not fallback:
+            line += " (new subscribers of rows naming no list; --list chooses)"
+        said.append(line)
+    if counts.kept:
+        said.append(f"{counts.kept} already present, naming no list: their lists unchanged")
+    return said
+
+
 async def command(args: argparse.Namespace, settings: Settings) -> int:
     account = check_account(args.account)
+    fallback = fallback_lists(getattr(args, "lists", []))
     file = await anyio.to_thread.run_sync(open_csv, args.file)
     with file:
         async with db.connection(db.url(settings)) as conn, conn.transaction():
@@ -409,9 +447,11 @@ async def command(args: argparse.Namespace, settings: Settings) -> int:
                 account_id = await conn.fetchval(*db.sql("account_find", account=account))
                 if account_id is None:
                     raise NotFound(f"no account named {shown(account)}; --create-account creates it")
-            counts = await import_file(conn, account_id, file, args.file, print_rejected)
+            counts = await import_file(conn, account_id, file, args.file, print_rejected, fallback)
     if created:
         print(f"einmal: created account {shown(account)}", file=sys.stderr)
+    for line in per_list(counts, fallback):
+        print(line, file=sys.stderr)
     notes = [f"attributes changed for {counts.changed}"] * bool(counts.changed) + [
         f"{counts.respelled} under another spelling"
     ] * bool(counts.respelled)

@@ -48,10 +48,11 @@ class Form:
     form_open: bool
     form_origins: list[str]
     form_token: str | None
+    optin_from: str | None  # its own confirmations' From; None: EINMAL_OPTIN_FROM
 
     @classmethod
     def of(cls, row: asyncpg.Record) -> "Form":
-        return cls(row["name"], row["form_open"], list(row["form_origins"]), row["form_token"])
+        return cls(row["name"], row["form_open"], list(row["form_origins"]), row["form_token"], row["optin_from"])
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ import asyncpg
 
 from service import clients, db, from_rule
 from service.addresses import address_problem, email_key
-from service.errors import ConfigError, Conflict, Invalid, NotFound
+from service.errors import ArgumentError, ConfigError, Conflict, Invalid, NotFound
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
-from service.text import MAX_EMAIL, MAX_NAME, unsafe_text
+from service.text import MAX_EMAIL, MAX_NAME, shown, unsafe_text
 
 VERSION = 2  # of the confirmation message's wording, in every language: a confirmation campaign keeps
 # "<language>-<VERSION>" of the text it was made with (campaigns.wording), and each sign-up it sends to records it
@@ -39,11 +39,14 @@ HOUR = 3600.0  # the window of the sign-up bounds
 CLIENT_KIND, KEY_KIND, LIST_KIND = "sign-up", "sign-up-key", "confirmation-list"  # their einmal.client_counts
 TOKEN = re.compile(r"[A-Za-z0-9_-]{22}")  # a form's token: 16 random bytes, URL-safe base64 without padding
 MAX_ORIGINS = 20
+MAX_FROM = 500  # a list's confirmations' From, as long as a campaign's (service/campaigns/fields.py)
 OPTIN_FROM = "the confirmations' From (EINMAL_OPTIN_FROM)"  # how the From rule names it (service/from_rule.py)
+LIST_FROM = "the list's confirmations' From"  # a list's own (lists.optin_from), set with its sign-ups
 
 
 class NotConfigured(Conflict):
-    """Double opt-in is off: EINMAL_CONFIRM_URL or EINMAL_OPTIN_FROM is not set."""
+    """Double opt-in is off: EINMAL_CONFIRM_URL is not set, or the list has no confirmations' From (neither its
+    own nor EINMAL_OPTIN_FROM)."""
 
 
 class NoList(NotFound):
@@ -72,14 +75,41 @@ class SignUp:
     name: str
     source: str  # "form", or "api:<key prefix>": the consent record's "which form"
     wording: Wording  # in the account's language: the list's confirmations are made in it at its first sign-up
+    from_address: str | None = None  # the list's own confirmations' From; None: EINMAL_OPTIN_FROM
 
 
-def check_configured(settings: Settings) -> None:
-    if not (settings.confirm_url and settings.optin_from and settings.unsubscribe_secret):
+def check_configured(settings: Settings, from_address: str | None = "") -> None:
+    """NotConfigured unless EINMAL_CONFIRM_URL and EINMAL_UNSUBSCRIBE_SECRET are set and the confirmations have a
+    From: `from_address`, the list's own, else EINMAL_OPTIN_FROM ('': whatever list, one of them may have one)."""
+    has_from = from_address == "" or bool(from_address or settings.optin_from)
+    if not (settings.confirm_url and has_from and settings.unsubscribe_secret):
         raise NotConfigured(
-            "double opt-in is not set up here: EINMAL_CONFIRM_URL, EINMAL_OPTIN_FROM and "
-            "EINMAL_UNSUBSCRIBE_SECRET are needed"
+            "double opt-in is not set up here: EINMAL_CONFIRM_URL, EINMAL_UNSUBSCRIBE_SECRET and a confirmations' "
+            "From (EINMAL_OPTIN_FROM, or the list's own: einmal lists form open --from) are needed"
         )
+
+
+def checked_from(settings: Settings, address: str) -> str:
+    """A list's confirmations' From stripped, or ArgumentError (one line) when no message can be made from it."""
+    address = address.strip()
+    if not address or len(address) > MAX_FROM or unsafe_text(address):
+        raise ArgumentError(f"{LIST_FROM} {shown(address[:100])}: not an address")
+    try:
+        CampaignTemplate.compile(
+            {
+                "id": 0,
+                "account_id": 0,
+                "name": "list",
+                "subject": "x",
+                "body_text": "x",
+                "from_address": address,
+                "kind": "confirmation",
+            },
+            settings,
+        )
+    except Invalid as exc:
+        raise ArgumentError(f"{LIST_FROM}: not an address: {exc}") from None
+    return address
 
 
 def check_message(settings: Settings, wordings: list[Wording]) -> None:
@@ -128,6 +158,7 @@ def checked_address(email: str, name: str = "") -> tuple[str, str]:
 class OpenList:
     id: int
     language: str  # its account's: the language of its confirmations
+    from_address: str | None  # its own confirmations' From; None: EINMAL_OPTIN_FROM
 
 
 async def open_list(conn: asyncpg.Connection, settings: Settings, *, account_id: int, list_name: str) -> OpenList:
@@ -138,24 +169,29 @@ async def open_list(conn: asyncpg.Connection, settings: Settings, *, account_id:
     )
     if found is None:
         raise NoList("no such list")
-    check_configured(settings)
+    check_configured(settings, found["optin_from"])
     if not found["form_open"]:
         raise Conflict(
             f"the list {list_name!r} takes no sign-ups: open them first "
             f"(PUT /api/v1/lists/{{name}}/form, or einmal lists form open)"
         )
-    return OpenList(found["id"], found["language"])
+    return OpenList(found["id"], found["language"], found["optin_from"])
 
 
 async def sign_up(conn: asyncpg.Connection, settings: Settings, request: SignUp) -> bool:
     """Record the sign-up; True when its confirmation was queued now (for the log only: the answer to the
     caller never depends on it). The address must have passed checked_address."""
-    check_configured(settings)
+    check_configured(settings, request.from_address)
+    address = request.from_address or settings.optin_from or ""
     await from_rule.check(
-        conn, settings=settings, account_id=request.account_id, address=settings.optin_from or "", said=OPTIN_FROM
+        conn,
+        settings=settings,
+        account_id=request.account_id,
+        address=address,
+        said=LIST_FROM if request.from_address else OPTIN_FROM,
     )
     key = email_key(request.email)
-    campaign_id, wording = await confirmations(conn, settings, request)
+    campaign_id, wording = await confirmations(conn, settings, request, address)
     messages = await clients.count(conn, LIST_KIND, f"list:{request.list_id}", HOUR)
     async with conn.transaction():
         await conn.execute(
@@ -266,14 +302,21 @@ async def set_form(
     open_: bool,
     allowed: list[str] | None,
     settings: Settings | None = None,
+    from_address: str | None = None,
 ) -> asyncpg.Record:
     """Open or close the sign-ups of the account's list (the form and POST /api/v1/subscribe); `allowed`
-    replaces its origins (None: they stay). Invalid for an unknown list; ArgumentError when opening them for an
-    account whose From domains do not allow EINMAL_OPTIN_FROM (its confirmations' From)."""
-    if open_ and settings is not None and settings.optin_from:
-        await from_rule.check(
-            conn, settings=settings, account_id=account_id, address=settings.optin_from, said=OPTIN_FROM
-        )
+    replaces its origins (None: they stay); `from_address` becomes the list's own confirmations' From (checked
+    with checked_from; None: it stays; '': none, EINMAL_OPTIN_FROM again), and its confirmations made already go
+    out from it from then on. NoList for an unknown list; ArgumentError when the account's From domains do not
+    allow the From given, or, when opening, the From its confirmations would go out from."""
+    found = await conn.fetchrow(*db.sql("list_form", account_id=account_id, list_name=list_name))
+    if found is None:
+        raise NoList(f"no list named {list_name!r}")
+    own = found["optin_from"] if from_address is None else from_address or None
+    if settings is not None and own and (from_address or open_):
+        await from_rule.check(conn, settings=settings, account_id=account_id, address=own, said=LIST_FROM)
+    elif settings is not None and open_ and settings.optin_from:
+        await _check_default(conn, settings, account_id, list_name)
     row = await conn.fetchrow(
         *db.sql(
             "list_form_set",
@@ -283,6 +326,9 @@ async def set_form(
             set_origins=allowed is not None,
             origins=allowed or [],
             token=new_token(),
+            set_from=from_address is not None,
+            optin_from=own,
+            campaign_from=own or (settings.optin_from if settings else None),
         )
     )
     if row is None:
@@ -290,7 +336,22 @@ async def set_form(
     return row
 
 
-async def confirmations(conn: asyncpg.Connection, settings: Settings, request: SignUp) -> tuple[int, str]:
+async def _check_default(conn: asyncpg.Connection, settings: Settings, account_id: int, list_name: str) -> None:
+    """ArgumentError when the account may not send as EINMAL_OPTIN_FROM: the list needs its own From then (the
+    rule's own hint, to add the domain, would give the account the domain of the installation's From, which is
+    most often another client's)."""
+    address = settings.optin_from or ""
+    if found := await from_rule.problem(conn, settings=settings, account_id=account_id, address=address):
+        why = found.split(": add the domain first")[0]  # the rule's words, without its hint
+        raise ArgumentError(
+            f"{OPTIN_FROM} {shown(address)}: {why}: give the list a From of its own (einmal lists form open "
+            f'{shown(list_name)} --from ADDRESS, or "from" in PUT /api/v1/lists/{{name}}/form)'
+        )
+
+
+async def confirmations(
+    conn: asyncpg.Connection, settings: Settings, request: SignUp, from_address: str
+) -> tuple[int, str]:
     """The list's confirmation campaign and the version of its wording (de-2), made (and committed) at its first
     need, in the sign-up's wording: the account's language and einmal's text then. It is never rewritten (a node
     renders a campaign from what it read of it), so the version is what its messages say."""
@@ -305,7 +366,7 @@ async def confirmations(conn: asyncpg.Connection, settings: Settings, request: S
                     list_id=request.list_id,
                     account_id=request.account_id,
                     subject=wording.subject,
-                    from_address=settings.optin_from,
+                    from_address=from_address,
                     body_text=wording.body,
                     language=wording.language,
                     wording=wording.version,

@@ -98,7 +98,7 @@ class SignUpPages:
     async def _form(self, request: Request) -> Response:
         started = time.monotonic()
         try:
-            optin.check_configured(self.settings)
+            optin.check_configured(self.settings)  # a list's own From is judged once its row is read
         except optin.NotConfigured:
             return self.page(pages.plain("Not found", "Sign-up forms are not served here."), 404)
         token = request.path_params["token"]
@@ -110,7 +110,8 @@ class SignUpPages:
                         if optin.TOKEN.fullmatch(token)
                         else None
                     )
-                    if found is None:  # no such token, a wrong one, a closed form: the same page, naming nobody
+                    if found is None or not (found["optin_from"] or self.settings.optin_from):
+                        # no such token, a wrong one, a closed form, no From: the same page, naming nobody
                         return self.problem(request, 404, "no_form", "form_next_generic")
                     code = found["language"]
                     sender = pages.sender(
@@ -160,7 +161,15 @@ class SignUpPages:
         queued = await optin.sign_up(
             conn,
             self.settings,
-            optin.SignUp(found["id"], found["account_id"], email, name, "form", texts.confirmation(found["language"])),
+            optin.SignUp(
+                found["id"],
+                found["account_id"],
+                email,
+                name,
+                "form",
+                texts.confirmation(found["language"]),
+                found["optin_from"],
+            ),
         )
         log.info(
             "sign-up to list %d from %s: %s", found["id"], client, "confirmation queued" if queued else "nothing sent"

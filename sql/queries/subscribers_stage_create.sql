@@ -6,5 +6,6 @@ CREATE TEMP TABLE pg_temp.einmal_import (
     email_key text NOT NULL,
     name      text NOT NULL,
     list_name text,  -- NULL: a row on no list (only sign-ups awaiting confirmation)
-    attributes jsonb NOT NULL
+    attributes jsonb NOT NULL,
+    unnamed   boolean NOT NULL  -- the row names no list: list_name is `default`, for a new subscriber only
 ) ON COMMIT DROP

@@ -196,9 +196,9 @@ async def test_create_at_a_future_time_stores_scheduled_for(conn: asyncpg.Connec
         "--text",
         "Hi {{ unsubscribe_url }}",
     )
-    zoned = einmal(*common, "--at", "2031-05-01T09:30:00+02:00", dsn=dsn)
-    naive = einmal(*common, "--at", "2031-05-01T09:30:00", dsn=dsn)
-    now = einmal(*common, dsn=dsn)
+    zoned = einmal(*common, "--list", "default", "--at", "2031-05-01T09:30:00+02:00", dsn=dsn)
+    naive = einmal(*common, "--list", "default", "--at", "2031-05-01T09:30:00", dsn=dsn)
+    now = einmal(*common, "--list", "default", dsn=dsn)
     assert [r.returncode for r in (zoned, naive, now)] == [0, 0, 0], (zoned.stderr, naive.stderr, now.stderr)
     scheduled = dict(await conn.fetch("SELECT id, scheduled_for FROM einmal.campaigns"))
     assert scheduled[int(zoned.stdout)] == datetime(2031, 5, 1, 7, 30, tzinfo=UTC)
@@ -225,6 +225,8 @@ async def test_create_at_a_date_and_a_time_apart_is_understood(conn: asyncpg.Con
         "a@example.org",
         "--text",
         "Hi {{ unsubscribe_url }}",
+        "--list",
+        "default",
         "--at",
     )
     spaced = einmal(*common, "2031-01-01 09:00", dsn=dsn)

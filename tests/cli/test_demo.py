@@ -63,6 +63,8 @@ async def test_demo_with_database_url_says_which_database_and_sends_there(
         "1 again in upper case), messages captured in "
     )
     assert lines[2] == "imported 20, already present 3, rejected 0"
+    # its own node is starting: it never says that none runs
+    assert "no node is running" not in result.stdout + result.stderr
 
 
 def _postgres_of(pgdata: Path) -> list[psutil.Process]:

@@ -54,7 +54,11 @@ async def test_import_creates_account_lists_and_one_subscriber_per_mailbox_whate
     result = run_import(dsn, path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "imported 2, already present 2, rejected 0\n"
-    assert result.stderr == "einmal: created account 'acme'\n"  # --create-account made it: a typo would show
+    assert result.stderr == (  # --create-account made it: a typo would show
+        "einmal: created account 'acme'\n"
+        "list default: 1 added (new subscribers of rows naming no list; --list chooses)\n"
+        "list news: 1 added\nlist other: 1 added\nlist vip: 1 added\n"
+    )
     assert await members(conn) == {
         ("acme", "Alice@Example.com", "news"),
         ("acme", "Alice@Example.com", "vip"),
@@ -125,6 +129,7 @@ async def test_bad_rows_are_reported_with_their_starting_line_and_the_rest_impor
         "line 13",
         "line 14",
         "einmal",
+        "list default",
     ], result.stderr
     assert "line 4: line break inside a field" in result.stderr
     assert "line 11: control character U+0009" in result.stderr
@@ -136,7 +141,7 @@ async def test_bad_rows_are_reported_with_their_starting_line_and_the_rest_impor
 async def test_bom_and_header_case_and_spaces_are_accepted(dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
     path = write(tmp_path, b"\xef\xbb\xbf LIST , Email ,Name\r\nnews,a@example.com,A\r\n")
     result = run_import(dsn, path)
-    assert result.returncode == 0 and result.stderr == "einmal: created account 'acme'\n"
+    assert result.returncode == 0 and result.stderr == "einmal: created account 'acme'\nlist news: 1 added\n"
     assert result.stdout == "imported 1, already present 0, rejected 0\n"
     assert await members(conn) == {("acme", "a@example.com", "news")}
 
@@ -156,7 +161,10 @@ async def test_bytes_that_are_not_utf8_reject_only_their_record(
     )
     result = run_import(dsn, path)
     assert result.returncode == 0
-    assert result.stderr == "line 3: not valid UTF-8\nline 4: not valid UTF-8\neinmal: created account 'acme'\n"
+    assert result.stderr == (
+        "line 3: not valid UTF-8\nline 4: not valid UTF-8\neinmal: created account 'acme'\n"
+        "list default: 2 added (new subscribers of rows naming no list; --list chooses)\n"
+    )
     assert result.stdout == "imported 2, already present 0, rejected 2\n"
     assert {r["email"] for r in await conn.fetch("SELECT email FROM einmal.subscribers")} == {
         "ok@example.com",
@@ -373,3 +381,41 @@ async def test_an_unknown_account_is_refused_unless_create_account_is_given(
     assert run_import(dsn, path).returncode == 0  # with --create-account
     again = einmal("subscribers", "import", "--account", "acme", path, dsn=dsn)  # now it exists
     assert again.returncode == 0 and again.stdout == "imported 0, already present 1, rejected 0\n"
+
+
+async def test_a_file_naming_no_list_joins_none_for_those_present_and_says_what_it_did_per_list(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
+    first = run_import(dsn, write(tmp_path, "email,list\nann@example.org,news\nbob@example.org,news\n"))
+    assert first.returncode == 0, first.stderr
+    assert "list news: 2 added\n" in first.stderr
+    # the guide's file that "changes only the attribute": no list column
+    again = run_import(dsn, write(tmp_path, "email,plan\nann@example.org,pro\ncid@example.org,free\n", "plan.csv"))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == "imported 1, already present 1 (attributes changed for 1), rejected 0\n"
+    assert await members(conn) == {
+        ("acme", "ann@example.org", "news"),
+        ("acme", "bob@example.org", "news"),
+        ("acme", "cid@example.org", "default"),
+    }, "ann, already present, is not put on default"
+    assert "list default: 1 added (new subscribers of rows naming no list; --list chooses)\n" in again.stderr
+    assert "1 already present, naming no list: their lists unchanged\n" in again.stderr
+    assert await conn.fetchval("SELECT attributes->>'plan' FROM einmal.subscribers WHERE email = 'ann@example.org'")
+
+
+async def test_import_list_option_puts_the_rows_naming_no_list_on_it(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
+    assert run_import(dsn, write(tmp_path, "email,list\nann@example.org,news\n")).returncode == 0
+    path = write(tmp_path, "email,list\nann@example.org,\nbob@example.org,\ncid@example.org,vip\n", "more.csv")
+    result = einmal("subscribers", "import", "--account", "acme", "--list", "weekly", path, dsn=dsn)
+    assert result.returncode == 0, result.stderr
+    assert await members(conn) == {
+        ("acme", "ann@example.org", "news"),
+        ("acme", "ann@example.org", "weekly"),
+        ("acme", "bob@example.org", "weekly"),
+        ("acme", "cid@example.org", "vip"),
+    }
+    assert "list vip: 1 added\n" in result.stderr and "list weekly: 2 added\n" in result.stderr
+    bad = einmal("subscribers", "import", "--account", "acme", "--list", " ", path, dsn=dsn)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--list" in bad.stderr, bad.stderr

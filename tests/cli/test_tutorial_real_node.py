@@ -28,7 +28,7 @@ async def test_the_tutorial_way_from_the_demo_to_a_real_node_runs_as_written(dsn
     block = doc_examples.example("guide/tutorial.md", "bash", "## From the demo to a real node")
     smtp, http = free_port(), free_port()
     block = re.sub(r"(?m)^export EINMAL_DATABASE_URL=\S+", f"export EINMAL_DATABASE_URL={dsn}", block)
-    assert block.count("2525") == 2 and block.count("8080") == 2, block
+    assert block.count("2525") == 2 and block.count("8080") == 3, block
     block = block.replace("2525", str(smtp)).replace("8080", str(http))
     env = {k: v for k, v in os.environ.items() if not k.startswith("EINMAL_") and k != "DATABASE_URL"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # as `. .venv/bin/activate`
@@ -37,6 +37,7 @@ async def test_the_tutorial_way_from_the_demo_to_a_real_node_runs_as_written(dsn
     out, err = done.stdout.decode(), done.stderr.decode()
     assert done.returncode == 0, (out, err)
     assert "Traceback" not in err, err
+    assert "no node is running" not in out + err, "the tutorial starts its node: never told none runs"
     assert re.search(r"(?m)^\s*\d+\s+acme\s+news\s+2\b", out), out  # einmal lists: the list, its 2 members
     assert "done 2/2 (sent 2" in out, out
     messages = [

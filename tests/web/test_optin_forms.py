@@ -113,6 +113,7 @@ async def test_the_api_opens_and_closes_a_lists_form_with_its_origins(conn: asyn
         assert (await client.get("/lists/news/form")).json() == {
             "list": "news",
             "open": False,
+            "from": None,
             "url": None,
             "origins": [],
         }
