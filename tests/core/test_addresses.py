@@ -18,6 +18,7 @@ from service.inbound import events as inbound
 from service.migrate import BOOTSTRAP, migrate
 from service.smtp.capture import capture_server
 from tests.conftest import _admin, einmal, with_database
+from tests.support.claims import claim_args
 from tests.support.pipeline import (
     Received,
     approve,
@@ -307,29 +308,7 @@ async def test_an_opt_out_by_the_a_label_form_after_the_build_is_honoured_at_cla
         lambda: einmal("suppress", "--account", "acme", "bob@xn--bcher-kva.example", dsn=dsn)
     )
     assert result.returncode == 0, result.stderr
-    claimed = await conn.fetch(
-        *db.sql(
-            "send_claim_batch",
-            campaign_id=campaign,
-            token="node-a/1",
-            batch_size=10,
-            rate=0,
-            quota_hour=0,
-            quota_day=0,
-            hour_seconds=3600,
-            day_seconds=86400,
-            domains=[],
-            domain_rates=[],
-            probes=1,
-            pause_seconds=60,
-            pause_max_seconds=3600,
-            relays=[],
-            account_rate=0,
-            account_quota_hour=0,
-            account_quota_day=0,
-            reach=0,
-        )
-    )  # no limits
+    claimed = await conn.fetch(*db.sql("send_claim_batch", **claim_args(campaign, "node-a/1")))  # no limits
     assert {r["email"]: r["status"] for r in claimed} == {
         "Bob@Bücher.example": "suppressed",
         "carl@example.com": "claimed",

@@ -25,6 +25,7 @@ from service.inbound.bounces import ReturnPaths
 from service.mail import dkim, verp
 from service.settings import Settings
 from tests.sending.test_budget import worst_window
+from tests.support.claims import claim_args
 from tests.support.dns_server import dns_server, txt
 from tests.support.pipeline import approve, counts, node_env, start_node, stop_node, wait_status
 from tests.support.smtp_servers import FaultServer
@@ -372,27 +373,7 @@ async def test_a_relay_quota_is_spent_once_by_the_accounts_sharing_it(
     for _ in range(3):
         for a in accounts:
             rows = await conn.fetch(
-                *db.sql(
-                    "send_claim_batch",
-                    campaign_id=a.campaign,
-                    token="node",
-                    batch_size=4,
-                    rate=0.0,
-                    quota_hour=0,
-                    quota_day=0,
-                    hour_seconds=3600.0,
-                    day_seconds=86400.0,
-                    domains=[],
-                    domain_rates=[],
-                    probes=1,
-                    pause_seconds=60.0,
-                    pause_max_seconds=3600.0,
-                    relays=["quota"],
-                    account_rate=0.0,
-                    account_quota_hour=0,
-                    account_quota_day=0,
-                    reach=0.0,
-                )
+                *db.sql("send_claim_batch", **claim_args(a.campaign, "node", batch_size=4, relays=["quota"]))
             )
             claimed += len(rows)
     assert claimed == 7  # both accounts' claims counted against the relay's hour

@@ -10,6 +10,7 @@ from service import db
 from service.settings import Settings
 from tests.conftest import einmal
 from tests.sending.test_budget import sending_campaign, worst_window
+from tests.support.claims import claim_args
 
 pytestmark = pytest.mark.anyio
 
@@ -37,24 +38,16 @@ async def slots(
     rows = await conn.fetch(
         *db.sql(
             "send_claim_batch",
-            campaign_id=campaign,
-            token=token,
-            batch_size=50,
-            rate=settings.rate_limit,
-            quota_hour=0,
-            quota_day=0,
-            hour_seconds=3600.0,
-            day_seconds=86400.0,
-            domains=[],
-            domain_rates=[],
-            probes=1,
-            pause_seconds=60.0,
-            pause_max_seconds=3600.0,
-            relays=[],
-            account_rate=settings.account_rate_limit,
-            account_quota_hour=settings.account_quota_hour,
-            account_quota_day=settings.account_quota_day,
-            reach=reach,
+            **claim_args(
+                campaign,
+                token,
+                batch_size=50,
+                rate=settings.rate_limit,
+                account_rate=settings.account_rate_limit,
+                account_quota_hour=settings.account_quota_hour,
+                account_quota_day=settings.account_quota_day,
+                reach=reach,
+            ),
         )
     )
     return [r["slot_at"].timestamp() if r["slot_at"] else 0.0 for r in rows if r["status"] == "claimed"]

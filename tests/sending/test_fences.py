@@ -10,6 +10,7 @@ from service import db
 from service.campaigns import transitions
 from tests.sending.test_budget import CLAIM, sending_campaign
 from tests.sending.test_pipeline_behaviour import Gated
+from tests.support.claims import claim_args
 from tests.support.pipeline import approve, counts, node_settings, recording_server, running_node, seed
 
 pytestmark = pytest.mark.anyio
@@ -30,29 +31,7 @@ async def test_a_claim_skips_a_row_an_erasure_holds_instead_of_waiting_for_it(
         await claiming.execute("SET lock_timeout = '3s'")
         async with erasing.transaction():  # `subscribers delete` locks the subscriber's rows first
             assert await erasing.fetch(*db.sql("subscriber_sends_lock", subscriber_id=held["subscriber_id"])) != []
-            rows = await claiming.fetch(
-                *db.sql(
-                    "send_claim_batch",
-                    campaign_id=campaign,
-                    token="node-a/1",
-                    batch_size=10,
-                    rate=0.0,
-                    quota_hour=0,
-                    quota_day=0,
-                    hour_seconds=3600.0,
-                    day_seconds=86400.0,
-                    domains=[],
-                    domain_rates=[],
-                    probes=1,
-                    pause_seconds=60.0,
-                    pause_max_seconds=3600.0,
-                    relays=[],
-                    account_rate=0,
-                    account_quota_hour=0,
-                    account_quota_day=0,
-                    reach=0,
-                )
-            )
+            rows = await claiming.fetch(*db.sql("send_claim_batch", **claim_args(campaign, "node-a/1")))
             assert sorted(r["id"] for r in rows) == sorted(
                 await conn.fetchval(
                     "SELECT array_agg(id) FROM einmal.sends WHERE campaign_id = $1 AND id <> $2", campaign, held["id"]
