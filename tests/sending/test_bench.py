@@ -48,7 +48,12 @@ FIGURES = [
     r"upserts, PUT /api/v1/subscribers, 50 clients\s+[\d,]+/s = [\d.]+ × bare\s+>= 0.5 × bare\s+(PASS|MISS)$",
     r"upserts through the API: p99 latency\s+\d+ ms\s+-$",
     r"upserts, bare asyncpg, 4,000 at 50 conns\s+[\d,]+/s \([\d.]+ s\)\s+\(the reference\)",
-    r"upserts, POST /subscribers/batch, 4 clients\s+[\d,]+/s = [\d.]+ × bare\s+>= 0.5 × bare\s+(PASS|MISS)$",
+    r"upserts, one statement a batch of 1,000, 4 conns\s+[\d,]+/s \([\d.]+ s\)\s+\(the reference\)",
+    r"upserts, POST /subscribers/batch, 4 clients\s+[\d,]+/s = [\d.]+ × bare, [\d.]+ × one statement"
+    r"\s+>= 0.8 × one statement\s+(PASS|MISS)$",
+    r"message POST -> 250, idle \(200\)\s+p50 \d+ ms, p99 \d+ ms\s+\(the reference\)",
+    r"message POST -> 250, 20,000 bulk \(\d+\)\s+p50 \d+ ms, p99 \d+ ms = [\d.]+ × idle( \(the campaign ended first\))?"
+    r"\s+p99 <= 2 × idle\s+(PASS|MISS)$",
     r"a batch of 1,000 rows: p99 latency\s+\d+ ms\s+-$",
     r"einmal 1 account, 1 relay: approval -> sent\s+[\d,]+ msg/s\s+\(the reference\)",
     r"einmal 2 accounts, 2 relays: approval -> sent\s+[\d,]+ msg/s = [\d.]+ × 1 account\s+>= 1 account\s+(PASS|MISS)$",
