@@ -25,6 +25,7 @@ thread, and not kept (one compile per message, no cache to grow).
 import logging
 import math
 import time
+from collections import Counter
 from contextlib import suppress
 
 import anyio
@@ -380,6 +381,7 @@ async def run(
         task_status.started()
         templates = Templates(ctx, conn)
         turns = Turns()  # the accounts with due work take turns (actors/turns.py)
+        ahead: Counter[int] = Counter()  # messages each account claimed this pass while the feed was full
         campaigns: list = []
         listed_at, turn = -LIST_SECONDS, 0
         identities: dict[int, tuple] = {}  # each messaging account's identity, and when it was read
@@ -391,9 +393,12 @@ async def run(
                     notified = list(ctx.message_accounts)
                     ctx.message_accounts.clear()
                     for account_id in notified:
-                        most = turns.left(account_id)
+                        # what its turn has left, and MESSAGE_TURN a pass however much its own campaign took:
+                        # a message goes ahead of its account's bulk, and no account past MESSAGE_TURN a pass
+                        most = max(turns.left(account_id), MESSAGE_TURN - ahead[account_id])
                         n = await claim_messages(ctx, conn, token, feed, identities, account_id, most)
                         turns.spend(account_id, n)
+                        ahead[account_id] += n
                 if ctx.stopping.is_set():
                     break
             if ctx.stopping.is_set() or feed.closed:
@@ -412,6 +417,7 @@ async def run(
             for c in campaigns[turn:] + campaigns[:turn]:
                 by_account.setdefault(c["account_id"], []).append(c)
             claimed = 0
+            ahead.clear()  # a new pass: each account's messages may go ahead of the feed's rows again
             for account_id in turns.round([*messaging, *by_account], capacity(ctx)):
                 if ctx.stopping.is_set() or feed.closed:
                     break
