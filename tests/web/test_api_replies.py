@@ -36,15 +36,21 @@ async def message_with_reply(client: httpx.AsyncClient, conn: asyncpg.Connection
     return message_id
 
 
-async def test_an_account_on_the_installations_relays_sees_codes_not_the_relays_words(
-    conn: asyncpg.Connection, dsn: str
-) -> None:
-    shared_id, shared_key = await account_with_key(conn, dsn, "shared")
-    own_id, own_key = await account_with_key(conn, dsn, "own")
+async def shared_and_own(conn: asyncpg.Connection, dsn: str) -> tuple[tuple[int, str], tuple[int, str]]:
+    """(id, key) of an account on the installation's relays and of one with a relay of its own."""
+    shared = await account_with_key(conn, dsn, "shared")
+    own = await account_with_key(conn, dsn, "own")
     relay = await conn.fetchval(
         "INSERT INTO einmal.relays (name, url) VALUES ('own-relay', 'smtp://127.0.0.1:9') RETURNING id"
     )
-    await conn.execute("INSERT INTO einmal.account_relays (account_id, relay_id) VALUES ($1, $2)", own_id, relay)
+    await conn.execute("INSERT INTO einmal.account_relays (account_id, relay_id) VALUES ($1, $2)", own[0], relay)
+    return shared, own
+
+
+async def test_an_account_on_the_installations_relays_sees_codes_not_the_relays_words(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    (shared_id, shared_key), (own_id, own_key) = await shared_and_own(conn, dsn)
     async with http_server(dsn) as base:
         for key, whole in ((shared_key, False), (own_key, True)):
             async with httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1", headers=auth(key)) as client:
@@ -84,12 +90,7 @@ async def test_webhook_events_and_the_api_show_a_reply_alike(conn: asyncpg.Conne
 async def test_a_failed_rows_webhook_event_carries_the_reply_as_its_account_is_shown_it(
     conn: asyncpg.Connection, dsn: str
 ) -> None:
-    shared_id, shared_key = await account_with_key(conn, dsn, "shared")
-    own_id, own_key = await account_with_key(conn, dsn, "own")
-    relay = await conn.fetchval(
-        "INSERT INTO einmal.relays (name, url) VALUES ('own-relay', 'smtp://127.0.0.1:9') RETURNING id"
-    )
-    await conn.execute("INSERT INTO einmal.account_relays (account_id, relay_id) VALUES ($1, $2)", own_id, relay)
+    (shared_id, shared_key), (own_id, own_key) = await shared_and_own(conn, dsn)
     made = {}
     async with http_server(dsn, webhook_allow_http_loopback=True) as base:
         for name, key in (("shared", shared_key), ("own", own_key)):
