@@ -20,7 +20,6 @@ from service.api.deps import (
     CONFLICT,
     DB_SECONDS,
     ERRORS,
-    RENDERS,
     Conn,
     Cursor,
     IdempotencyKey,
@@ -28,7 +27,7 @@ from service.api.deps import (
     KeyAlone,
     checkout,
     connected,
-    limiter,
+    renders,
 )
 from service.campaigns import approval, drafts, fields, listing, preview, status, transitions
 from service.campaigns.fields import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT
@@ -186,20 +185,21 @@ async def list_campaigns(
 async def create_campaign(
     draft: Draft, request: Request, key: KeyAlone, idempotency_key: IdempotencyKey = None
 ) -> CheckedCampaign:
-    given = await fields.checked(draft.model_dump())  # the templates' check renders: no connection taken yet
-    async with connected(request) as conn:
-        created = await drafts.create(
-            conn,
-            settings=request.app.state.settings,
-            account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
-            lists=given.pop("lists"),
-            explicitly=EXPLICITLY,
-            limiter=limiter(request, "renders", RENDERS),
-            unsubscribe_required=given.pop("unsubscribe"),
-            timeout=DB_SECONDS,
-            **given,
-        )
-        return await with_trial(conn, key, created.id, created.trial)
+    async with renders(request, key.account_id) as threads:
+        given = await fields.checked(draft.model_dump(), limiter=threads)  # no connection taken yet
+        async with connected(request) as conn:
+            created = await drafts.create(
+                conn,
+                settings=request.app.state.settings,
+                account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
+                lists=given.pop("lists"),
+                explicitly=EXPLICITLY,
+                limiter=threads,
+                unsubscribe_required=given.pop("unsubscribe"),
+                timeout=DB_SECONDS,
+                **given,
+            )
+            return await with_trial(conn, key, created.id, created.trial)
 
 
 async def with_trial(conn, key, campaign_id: int, trial: preview.Trial) -> CheckedCampaign:
@@ -244,7 +244,7 @@ async def approve_campaign(
     async with connect() as conn:
         await own(conn, key, campaign_id)
     report = await approval.asked(connect, settings, campaign_id=campaign_id, bounded=True)  # no connection held
-    async with connect() as conn:
+    async with renders(request, key.account_id) as threads, connect() as conn:
         found = await approval.approve(
             conn,
             settings=settings,
@@ -252,7 +252,7 @@ async def approve_campaign(
             force=force,
             explicitly=EXPLICITLY,
             forcing="?force=true",
-            limiter=limiter(request, "renders", RENDERS),
+            limiter=threads,
             report=report,
         )
         return ApprovedCampaign(**await progress(conn, key, campaign_id), warnings=list(found.warnings))

@@ -25,7 +25,8 @@ from service.mail.slots import RenderSlots
 
 log = logging.getLogger("einmal.api")
 
-RENDERS = 4  # renders of campaigns in worker threads at a time per process (previews, trial renders)
+RENDERS = 4  # renders of campaigns in worker threads at a time per process (previews, trial renders, checks)
+RENDER_SHARE = 2  # of them at most for one account
 
 
 # a page's cursor: a row id, below 2**63 (a bigint)
@@ -245,6 +246,16 @@ def limiter(request: Request, name: str, tokens: int) -> anyio.CapacityLimiter:
     if getattr(state, name, None) is None:
         setattr(state, name, anyio.CapacityLimiter(tokens))
     return getattr(state, name)
+
+
+def renders(request: Request, account_id: int) -> AbstractAsyncContextManager[anyio.CapacityLimiter]:
+    """``async with renders(request, account_id) as threads``: the account's turn among the process's RENDERS
+    threads for previews, trial renders and the templates' checks, RENDER_SHARE of them at most for one account
+    (service/mail/slots.py); ``threads`` is the limiter to run them with."""
+    state = request.app.state
+    if getattr(state, "trial_slots", None) is None:
+        state.trial_slots = RenderSlots(RENDERS, RENDER_SHARE)
+    return state.trial_slots.turn(account_id)
 
 
 def render_slots(request: Request) -> RenderSlots:

@@ -21,7 +21,7 @@ from service.api.campaigns import (
     own,
     with_trial,
 )
-from service.api.deps import CONFLICT, DB_SECONDS, RENDERS, Conn, Key, limiter
+from service.api.deps import CONFLICT, DB_SECONDS, Conn, Key, renders
 from service.campaigns import drafts, fields
 from service.campaigns.fields import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT
 
@@ -56,15 +56,16 @@ async def edit_draft(
     campaign_id: CampaignId, changes: DraftChanges, request: Request, conn: Conn, key: Key
 ) -> CheckedCampaign:
     await own(conn, key, campaign_id)
-    found = await drafts.change(
-        conn,
-        settings=request.app.state.settings,
-        campaign_id=campaign_id,
-        account_id=key.account_id,
-        account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
-        fields=await fields.checked(changes.model_dump(include=changes.model_fields_set)),
-        explicitly=EXPLICITLY,
-        limiter=limiter(request, "renders", RENDERS),
-        timeout=DB_SECONDS,
-    )
+    async with renders(request, key.account_id) as threads:
+        found = await drafts.change(
+            conn,
+            settings=request.app.state.settings,
+            campaign_id=campaign_id,
+            account_id=key.account_id,
+            account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
+            fields=await fields.checked(changes.model_dump(include=changes.model_fields_set), limiter=threads),
+            explicitly=EXPLICITLY,
+            limiter=threads,
+            timeout=DB_SECONDS,
+        )
     return await with_trial(conn, key, campaign_id, found)

@@ -1,9 +1,10 @@
 """GET /api/v1/campaigns/{id}/preview and POST /api/v1/campaigns/{id}/test: the message one subscriber
 would get, as `einmal campaign preview` and `einmal campaign test` make it (service/campaigns/preview.py).
 
-Compiling and rendering run in a worker thread, RENDERS at a time per process, within the sandbox's
-budget; a preview over MAX_PREVIEW bytes is refused. A test message goes to the address given through the
-configured relay, outside the campaign's send rows, TESTS at a time per process; like the command's, it
+Compiling and rendering run in a worker thread, in the account's share of them (RENDERS a process,
+RENDER_SHARE an account: service/api/deps.py), within the sandbox's budget; a preview over MAX_PREVIEW bytes
+is refused. A test message goes to the address given through the configured relay, outside the campaign's
+send rows, TESTS at a time per process; like the command's, it
 carries a Message-ID of its own and an unsubscribe link that names nobody (render_test), so pressing it
 cannot suppress the subscriber it was rendered for. It holds no database connection while it talks to the
 relay (deps.KeyAlone): a relay that never answers keeps the pool's connections from no other request."""
@@ -15,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.accounts import replies
 from service.addresses import address_problem
 from service.api.campaigns import CampaignId, own
-from service.api.deps import CONFLICT, ERRORS, RENDERS, Conn, IdempotencyKey, Key, KeyAlone, checkout, not_found
+from service.api.deps import CONFLICT, ERRORS, Conn, IdempotencyKey, Key, KeyAlone, checkout, not_found, renders
 from service.api.deps import limiter as _limiter
 from service.campaigns import preview as previews
 from service.smtp.connection import Outcome, SmtpUnavailable
@@ -65,20 +66,21 @@ class TestSent(BaseModel):
 async def _render(
     request: Request, conn, key, campaign_id: int, subscriber: str | None, test: tuple[str, str] | None = None
 ) -> previews.Rendered:
-    """The message rendered off the event loop, RENDERS at a time."""
+    """The message rendered off the event loop, in the account's share of the render threads."""
     await own(conn, key, campaign_id)
     if subscriber is not None and (problem := address_problem(subscriber)):
         raise HTTPException(422, f"subscriber: {shown(subscriber)} is not a valid address: {problem}")
     try:
-        return await previews.render(
-            conn,
-            settings=request.app.state.settings,
-            campaign_id=campaign_id,
-            subscriber=subscriber,
-            test=test,
-            limiter=_limiter(request, "renders", RENDERS),
-            naming="subscriber",
-        )
+        async with renders(request, key.account_id) as threads:
+            return await previews.render(
+                conn,
+                settings=request.app.state.settings,
+                campaign_id=campaign_id,
+                subscriber=subscriber,
+                test=test,
+                limiter=threads,
+                naming="subscriber",
+            )
     except previews.NoSubscriber:
         raise not_found("subscriber") from None  # the API's word for what is not there
 
@@ -117,7 +119,8 @@ async def preview(
             f"the message is {len(message):,} bytes, more than a preview's {MAX_PREVIEW:,}; "
             "`einmal campaign preview --out` writes it",
         )
-    return await anyio.to_thread.run_sync(_preview, message, email, limiter=_limiter(request, "renders", RENDERS))
+    async with renders(request, key.account_id) as threads:
+        return await anyio.to_thread.run_sync(_preview, message, email, limiter=threads)
 
 
 @router.post(

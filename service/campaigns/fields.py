@@ -88,10 +88,12 @@ RULES: dict[str, Callable[[Any], Any]] = {
 }
 
 
-async def checked(fields: dict[str, Any]) -> dict[str, Any]:
+async def checked(fields: dict[str, Any], limiter: anyio.CapacityLimiter | None = None) -> dict[str, Any]:
     """The fields of a draft that are given (as RULES names them), checked as `einmal campaign create` checks
     its options, the templates compiled in the sandbox in a worker thread; None stays None. Invalid for the
-    first that is not right."""
+    first that is not right. `limiter`: the worker threads', of a process that serves others."""
     fields = {name: RULES[name](value) if value is not None else None for name, value in fields.items()}
-    await anyio.to_thread.run_sync(check_templates, fields.get("subject"), fields.get("text"), fields.get("html"))
+    await anyio.to_thread.run_sync(
+        check_templates, fields.get("subject"), fields.get("text"), fields.get("html"), limiter=limiter
+    )
     return fields

@@ -6,7 +6,8 @@ and at most ``share`` of them for one account, so one account's costly templates
 their room. What waits for a slot waits in its account's line, not in a queue of its own.
 """
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import TypeVar
 
 import anyio
@@ -28,6 +29,13 @@ class RenderSlots:
         self.accounts: dict[int, anyio.CapacityLimiter] = {}  # only the accounts rendering or waiting now
 
     async def run(self, account_id: int, function: Callable[..., T], *args: object) -> T:
+        async with self.turn(account_id) as threads:
+            return await anyio.to_thread.run_sync(function, *args, limiter=threads)
+
+    @asynccontextmanager
+    async def turn(self, account_id: int) -> AsyncIterator[anyio.CapacityLimiter]:
+        """The account's place among the threads, held for the block: it yields the threads' limiter, for the
+        worker threads the block runs (a trial render that reads and renders in one call)."""
         if self.threads is None:
             self.threads = anyio.CapacityLimiter(self.size)
         line = self.accounts.get(account_id)
@@ -35,7 +43,7 @@ class RenderSlots:
             line = self.accounts[account_id] = anyio.CapacityLimiter(self.share)
         try:
             async with line:
-                return await anyio.to_thread.run_sync(function, *args, limiter=self.threads)
+                yield self.threads
         finally:
             if line.borrowed_tokens == 0 and line.statistics().tasks_waiting == 0:
                 self.accounts.pop(account_id, None)
