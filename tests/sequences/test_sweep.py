@@ -8,13 +8,20 @@ import anyio
 import asyncpg
 import pytest
 
-from actors.sequencer import sweep
-from service import db
+from actors.sequencer import sweep, sweep_one
 from service.sequences import steps
 from service.subscribers import erasure
 from tests.sequences.helpers import join, make_sequence
 
 pytestmark = pytest.mark.anyio
+
+
+async def waits_on_a_lock(conn: asyncpg.Connection, other: asyncpg.Connection, seconds: float = 10) -> None:
+    """Until `other`'s statement waits on a lock held by another transaction (pg_stat_activity)."""
+    pid = other.get_server_pid()
+    with anyio.fail_after(seconds):
+        while await conn.fetchval("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", pid) != "Lock":
+            await anyio.sleep(0.02)
 
 
 async def sweep_until_idle(dsn: str, batch: int, passes: int = 200) -> int:
@@ -156,17 +163,12 @@ async def test_a_step_deleted_while_a_sweep_queues_it_leaves_no_row_queued(conn:
     cancels the row it queued (without, the row would stay queued in a cancelled campaign, and its member would
     wait for it for ever); the delete's update of the members then finds their locks released."""
     account, list_id, sequence, (first, second) = await make_sequence(conn, dsn, [0, 0])
-    (member,) = await join(conn, account, list_id, ["r@example.com"])
+    await join(conn, account, list_id, ["r@example.com"])
     sweeper, deleter = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
     try:
-        swept = sweeper.transaction()
+        swept = sweeper.transaction()  # the sweeper's own transaction a savepoint in it: its locks held until commit
         await swept.start()
-        await sweeper.execute(*db.sql("sequence_steps_share", sequence_id=sequence))
-        locked = await sweeper.fetch(*db.sql("sequence_sweep_lock", sequence_id=sequence, limit=10))
-        moved = await sweeper.fetchrow(
-            *db.sql("sequence_sweep", sequence_id=sequence, subscriber_ids=[member], wait_seconds=60)
-        )
-        assert [r["subscriber_id"] for r in locked] == [member] and moved["queued"] == 1
+        assert await sweep_one(sweeper, sequence_id=sequence, batch=10, wait_seconds=60) == (1, 1)
         done = anyio.Event()
 
         async def delete() -> None:
@@ -175,7 +177,7 @@ async def test_a_step_deleted_while_a_sweep_queues_it_leaves_no_row_queued(conn:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(delete)
-            await anyio.sleep(0.5)
+            await waits_on_a_lock(conn, deleter)
             assert not done.is_set(), "the delete waits for the sweep"
             await swept.commit()
             with anyio.fail_after(10):
@@ -198,11 +200,7 @@ async def test_erasure_while_a_sweep_queues_a_step_erases_that_row_too(conn: asy
     try:
         swept = sweeper.transaction()
         await swept.start()
-        await sweeper.execute(*db.sql("sequence_steps_share", sequence_id=sequence))
-        await sweeper.fetch(*db.sql("sequence_sweep_lock", sequence_id=sequence, limit=10))
-        await sweeper.fetchrow(
-            *db.sql("sequence_sweep", sequence_id=sequence, subscriber_ids=[member], wait_seconds=60)
-        )
+        assert await sweep_one(sweeper, sequence_id=sequence, batch=10, wait_seconds=60) == (1, 1)
         done = anyio.Event()
 
         async def erase() -> None:
@@ -212,7 +210,7 @@ async def test_erasure_while_a_sweep_queues_a_step_erases_that_row_too(conn: asy
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(erase)
-            await anyio.sleep(0.5)
+            await waits_on_a_lock(conn, eraser)
             assert not done.is_set(), "the erasure waits for the sweep"
             await swept.commit()
             with anyio.fail_after(10):
