@@ -44,10 +44,12 @@ EINMAL_SOFT_BOUNCE_LIMIT within EINMAL_SOFT_BOUNCE_DAYS; none: kept for the oper
 """
 
 import re
+from typing import Literal, get_args
 
-ADDRESS = ("no_mailbox", "no_domain", "disabled")
-REASONS = (
-    *ADDRESS,
+Reason = Literal[
+    "no_mailbox",
+    "no_domain",
+    "disabled",
     "mailbox_full",
     "sender",
     "policy",
@@ -56,7 +58,9 @@ REASONS = (
     "routing",
     "expired",
     "unclassified",
-)
+]
+REASONS: tuple[str, ...] = get_args(Reason)
+ADDRESS = REASONS[:3]  # the address's own: no_mailbox, no_domain, disabled
 COUNTED = ("mailbox_full", "routing", "expired")  # and an address reason of a temporary failure
 SUPPRESS, COUNT, NONE = "suppress", "count", "none"
 

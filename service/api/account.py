@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.accounts import account
 from service.accounts.account import MAX_DISPLAY_NAME
-from service.api.deps import DB_SECONDS, Conn, Key
+from service.api.deps import DB_SECONDS, LEFT_OUT, Conn, Key
 from service.subscribers import texts
 
 router = APIRouter(prefix="/account", tags=["account"])
@@ -24,7 +24,7 @@ class Account(BaseModel):
 class AccountFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
     display_name: str | None = Field(None, max_length=MAX_DISPLAY_NAME, description='null or "" clears it')
-    language: str = Field(None, max_length=20, description=f"one of {', '.join(texts.LANGUAGES)}")
+    language: str = Field(LEFT_OUT, max_length=20, description=f"one of {', '.join(texts.LANGUAGES)}")
     contact: str | None = Field(None, max_length=320, description='an address; null or "" clears it')
 
 

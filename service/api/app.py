@@ -113,12 +113,14 @@ def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
         app.add_exception_handler(exc, _unavailable)
     # text PostgreSQL cannot hold (a NUL character) wherever a route passes it on: in a text parameter
     # (CharacterNotInRepertoireError) or as \u0000 in JSON cast to jsonb (UntranslatableCharacterError)
-    for exc in (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError):
-        app.add_exception_handler(exc, _unstorable)
+    for unstorable in (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError):
+        app.add_exception_handler(unstorable, _unstorable)
     for module in ROUTES:
         app.include_router(module.router)
-    app.openapi = _documented(app, app.openapi)
-    reference = []  # made at the first request, once: the document does not change while the process runs
+    app.openapi = _documented(app, app.openapi)  # type: ignore[method-assign]  # FastAPI's way to amend it
+    reference: list[
+        Response
+    ] = []  # made at the first request, once: the document does not change while the process runs
 
     @app.get("/docs", include_in_schema=False)
     async def read_the_docs() -> Response:
@@ -193,7 +195,8 @@ def _answers_of(method: str, operation: dict) -> None:
             answers[status].setdefault("headers", {})["Retry-After"] = RETRY_AFTER
 
 
-async def _problem(request: Request, exc: StarletteHTTPException) -> Response:
+async def _problem(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
     headers = dict(exc.headers or {})
     if exc.status_code == 405:  # Allow: every method of the path, not only its first route's
         methods = {
@@ -206,20 +209,22 @@ async def _problem(request: Request, exc: StarletteHTTPException) -> Response:
     return JSONResponse({"error": exc.detail}, exc.status_code, headers=headers)
 
 
-async def _refused(request: Request, exc: EinmalError) -> Response:
+async def _refused(request: Request, exc: Exception) -> Response:
     """einmal's errors, each answered with its status (service/errors.py): 404, 422, 409, 429."""
+    assert isinstance(exc, EinmalError)
     headers = {"Retry-After": "5"} if exc.http_status == 503 else None
     if isinstance(exc, Busy):
         headers = {"Retry-After": str(exc.retry_after)}
     return JSONResponse({"error": str(exc)}, exc.http_status, headers=headers)
 
 
-async def _unstorable(request: Request, exc: asyncpg.DataError) -> Response:
+async def _unstorable(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": NUL}, 422)
 
 
-async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+async def _invalid(request: Request, exc: Exception) -> Response:
     """FastAPI's validation errors in the API's one shape: {"error": "where: what; …"}."""
+    assert isinstance(exc, RequestValidationError)
     said = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
     return JSONResponse({"error": said[:1000]}, 422)
 

@@ -13,7 +13,7 @@ from service.addresses import email_key
 from service.api.campaigns import CampaignId, own
 from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key
 from service.campaigns import rows
-from service.reasons import REASONS
+from service.reasons import Reason
 from service.text import MAX_EMAIL
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
@@ -30,7 +30,7 @@ class Moved(BaseModel):
 
 class RetryFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    reason: Literal[REASONS] | None = Field(
+    reason: Reason | None = Field(
         None, description="only the rows whose last reply has this reason (docs/guide/bounces.md); absent: all"
     )
 

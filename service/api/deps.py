@@ -7,7 +7,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import anyio
 import asyncpg
@@ -44,7 +44,10 @@ def problem(description: str) -> dict:
 
 # what every operation may answer, declared once for the whole API (service/api/app.py); app.py adds 403 to
 # the operations that write and 400 to the POSTs (their Idempotency-Key)
-GENERIC = {
+# the default of a field a change may leave out but may not give as null: its type (and the document) says a
+# value, not a value or null
+LEFT_OUT: Any = None
+GENERIC: dict[int | str, dict[str, Any]] = {
     401: problem("no valid key: `Authorization: Bearer <key>`"),
     413: problem("the body is over its bound, refused before it is read"),
     422: problem('the request is not valid: `{"error": "where: what"}`'),
@@ -131,7 +134,8 @@ async def authenticate(pool: asyncpg.Pool, guesses: Guesses, scope: Scope) -> ke
     network = clients.network(client)
     try:
         with anyio.fail_after(DB_SECONDS):
-            async with pool.acquire() as conn:
+            async with pool.acquire() as proxy:
+                conn = cast(asyncpg.Connection, proxy)  # a pooled connection answers as one
                 if (found := await keys.find(conn, value)) is not None:
                     return found  # whatever its neighbours guessed
                 if rest := guesses.over(network):

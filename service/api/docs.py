@@ -7,6 +7,7 @@ every operation may give are said once, at the top. On a narrow screen a table's
 cell labelled by its column, so that no column is squeezed to a character a line. Text from the document is
 escaped; a `span` between backticks in it is shown as code."""
 
+from collections.abc import Sequence
 from html import escape
 
 from fastapi import FastAPI
@@ -53,7 +54,7 @@ def _type(schema: dict) -> str:
     return escape(str(schema.get("type", "any")))
 
 
-def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     """A table whose cells are HTML already; past the first, each cell names its column on a narrow screen
     (the description, the last, goes unnamed: it reads as what it is)."""
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)

@@ -21,7 +21,7 @@ from service.api.campaigns import (
     own,
     with_trial,
 )
-from service.api.deps import CONFLICT, DB_SECONDS, Conn, Key, renders
+from service.api.deps import CONFLICT, DB_SECONDS, LEFT_OUT, Conn, Key, renders
 from service.campaigns import drafts, fields
 from service.campaigns.fields import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT
 
@@ -32,18 +32,18 @@ class DraftChanges(BaseModel):
     """The fields of a draft to change; those left out stay as they are."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    name: str = Field(None, min_length=1, max_length=MAX_CAMPAIGN_NAME)
-    subject: str = Field(None, min_length=1, max_length=MAX_SUBJECT, description="a template, like the bodies")
-    from_address: str = Field(None, alias="from", min_length=1, max_length=MAX_FROM)
-    text: str = Field(None, min_length=1, max_length=MAX_BODY_TEXT, description="the text body's template")
+    name: str = Field(LEFT_OUT, min_length=1, max_length=MAX_CAMPAIGN_NAME)
+    subject: str = Field(LEFT_OUT, min_length=1, max_length=MAX_SUBJECT, description="a template, like the bodies")
+    from_address: str = Field(LEFT_OUT, alias="from", min_length=1, max_length=MAX_FROM)
+    text: str = Field(LEFT_OUT, min_length=1, max_length=MAX_BODY_TEXT, description="the text body's template")
     html: str | None = Field(None, max_length=MAX_BODY_TEXT, description="the HTML body's template; null: none")
     lists: list[Annotated[str, Field(max_length=200)]] = Field(
-        None, max_length=50, description="[]: the list `default`"
+        LEFT_OUT, max_length=50, description="[]: the list `default`"
     )
     at: datetime | None = Field(None, description="when to start once approved; null: at approval")
     reply_to: str | None = Field(None, max_length=MAX_FROM, description="null: none")
     language: str | None = Field(None, max_length=20, description="null: the account's now")
-    unsubscribe: bool = Field(None, description=UNSUBSCRIBE)
+    unsubscribe: bool = Field(LEFT_OUT, description=UNSUBSCRIBE)
 
 
 @router.patch(

@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
+from typing import NoReturn
 
 import anyio
 import asyncpg
@@ -35,7 +36,7 @@ from service.errors import EinmalError, leaves
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, not the usage block
+    def error(self, message: str) -> NoReturn:  # one line, not the usage block
         self.exit(2, f"{self.prog}: {message}\n")
 
 

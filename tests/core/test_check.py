@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 # the length of the list today: lower it as modules come off, never raise it
-MOST_SKIPPED = 11
+MOST_SKIPPED = 1
 ALWAYS_CHECKED = ("service.campaigns", "service.accounts", "actors")
 
 
