@@ -7,13 +7,14 @@ import builtins
 from datetime import datetime
 from typing import Annotated, Literal
 
+import anyio.to_thread
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from service.api.deps import ERRORS, Conn, Key, not_found
+from service.api.deps import ERRORS, Conn, Key, KeyAlone, connected, not_found
 from service.campaigns.fields import MAX_FROM
 from service.settings import Settings
-from service.subscribers import lists, optin
+from service.subscribers import lists, optin, optin_wording, texts
 from service.subscribers.lists import MAX_TITLE, set_title, title
 from service.text import MAX_EMAIL, MAX_LIST
 
@@ -66,6 +67,18 @@ class FormSetting(BaseModel):
         '"Weekly <news@mail.example.org>"; "" clears it (the installation\'s EINMAL_OPTIN_FROM again); '
         "absent or null: it stays",
     )
+    subject: str | None = Field(
+        None,
+        description="the subject of the list's confirmation messages, one line of at most "
+        f"{optin_wording.MAX_SUBJECT} characters, a template as a campaign's, e.g. "
+        '"Confirm your subscription to {{ campaign.name }}"; "" clears it (einmal\'s again); absent or null: it stays',
+    )
+    text: str | None = Field(
+        None,
+        description=f"the text of the list's confirmation messages, at most {optin_wording.MAX_TEXT:,} characters, "
+        "a template as a campaign's that must show the confirmation link, {{ confirm_url }} (einmal adds none); "
+        '"" clears it (einmal\'s again); absent or null: it stays',
+    )
 
 
 class ListForm(BaseModel):
@@ -80,6 +93,13 @@ class ListForm(BaseModel):
         "opened again; null until it is first opened"
     )
     origins: builtins.list[str]  # `list` is the field above
+    subject: str | None = Field(description="the list's own confirmations' subject; null: default_subject")
+    text: str | None = Field(description="the list's own confirmations' text; null: default_text")
+    default_subject: str = Field(
+        description="einmal's subject of confirmation messages in the account's language: the list's when it has "
+        "none of its own"
+    )
+    default_text: str = Field(description="einmal's text of confirmation messages, likewise")
 
 
 class Membership(BaseModel):
@@ -104,12 +124,17 @@ def _listed(settings: Settings, found: lists.MailingList) -> MailingList:
 
 
 def _form(settings: Settings, form: lists.Form) -> ListForm:
+    default = texts.confirmation(form.language)
     return ListForm(
         list=form.name,
         open=form.form_open,
         from_address=form.optin_from,
         origins=form.form_origins,
         url=optin.form_url(settings, form.form_token),
+        subject=form.optin_subject,
+        text=form.optin_text,
+        default_subject=default.subject,
+        default_text=default.body,
     )
 
 
@@ -122,7 +147,8 @@ async def list_lists(conn: Conn, key: Key, request: Request) -> list[MailingList
     "/{name}/form",
     operation_id="get_list_form",
     responses=ERRORS,
-    summary="whether the list takes sign-ups, its form's address and the origins allowed to post it",
+    summary="whether the list takes sign-ups, its form's address, the origins allowed to post it, and its "
+    "confirmations' From, subject and text",
 )
 async def get_list_form(name: ListName, conn: Conn, key: Key, request: Request) -> ListForm:
     return _form(request.app.state.settings, await lists.form(conn, account_id=key.account_id, list_name=name))
@@ -132,16 +158,19 @@ async def get_list_form(name: ListName, conn: Conn, key: Key, request: Request) 
     "/{name}/form",
     operation_id="put_list_form",
     responses=ERRORS,
-    summary="open or close the list's sign-ups (its public form and POST /subscribe) and set the origins "
-    "allowed to post its form",
+    summary="open or close the list's sign-ups (its public form and POST /subscribe); set the origins "
+    "allowed to post its form, and its confirmations' From, subject and text",
 )
-async def put_list_form(name: ListName, body: FormSetting, conn: Conn, key: Key, request: Request) -> ListForm:
+async def put_list_form(name: ListName, body: FormSetting, key: KeyAlone, request: Request) -> ListForm:
+    settings = request.app.state.settings
+    allowed = optin.origins(body.origins)
+    own = None if body.from_address is None else ""  # None: it stays; '': cleared
+    if body.from_address and body.from_address.strip():  # compiled, as the templates are, in a worker thread
+        own = await anyio.to_thread.run_sync(optin.checked_from, settings, body.from_address)
+    subject, text = await optin_wording.checked(body.subject, body.text)  # no connection taken yet
     try:
-        settings = request.app.state.settings
-        allowed = optin.origins(body.origins)
-        given = body.from_address
-        own = None if given is None else optin.checked_from(settings, given) if given.strip() else ""
-        row = await optin.set_form(conn, key.account_id, name, body.open, allowed, settings, own)
+        async with connected(request) as conn:
+            row = await optin.set_form(conn, key.account_id, name, body.open, allowed, settings, own, subject, text)
     except optin.NoList:
         raise not_found("list") from None
     return _form(request.app.state.settings, lists.Form.of(row))

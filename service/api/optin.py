@@ -62,7 +62,7 @@ async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: K
             email,
             name,
             f"api:{key.id}",
-            texts.confirmation(found.language),
+            optin.own_wording(texts.confirmation(found.language), found.subject, found.text),
             found.from_address,
         ),
     )

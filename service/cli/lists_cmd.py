@@ -1,5 +1,6 @@
 """`einmal lists [--account A]`, `einmal lists set LIST --account A --title TEXT` and
-`einmal lists form open|close LIST --account A [--origin URL]… [--from ADDRESS]`.
+`einmal lists form open|close LIST --account A [--origin URL]… [--from ADDRESS] [--subject S]
+[--text-file F | --text T]`.
 
 `lists` prints each list a line, tab-separated: id, account, name, confirmed members, unconfirmed sign-ups,
 and its sign-up form's address while it is open, else `closed`. `set --title` gives a list the title its
@@ -11,8 +12,11 @@ open` prints the form's address, a random token's that stays the same when it is
 `--origin` (repeatable) replaces the origins besides the serving site's own whose pages may post it, and
 without it they stay. `--from` gives the list its own confirmations' From, of one of its account's From
 domains (an installation of several clients: EINMAL_OPTIN_FROM is only the default of the lists given none; ''
-clears it); without it the list's stays. `form close` refuses sign-ups from then on; the sign-ups made stay, and
-their links still confirm.
+clears it); without it the list's stays. `--subject` and `--text-file` (or `--text`) give it its own
+confirmation subject and text, templates as a campaign's, the text showing {{ confirm_url }}
+(service/subscribers/optin_wording.py; '' clears them: einmal's own in the account's language); without them the
+list's stay; `form open` says which it has. `form close` refuses sign-ups from then on; the sign-ups made stay,
+and their links still confirm.
 """
 
 import argparse
@@ -21,9 +25,10 @@ import sys
 from service import db
 from service.accounts.account import find_account
 from service.accounts.members import all_lists
+from service.cli.campaigns import read_body
 from service.cli.tables import aligned
 from service.settings import Settings
-from service.subscribers import optin
+from service.subscribers import optin, optin_wording, texts
 from service.subscribers.lists import set_title, title
 from service.text import check_account, shown
 
@@ -65,19 +70,29 @@ async def form_command(args: argparse.Namespace, settings: Settings) -> int:
     allowed = optin.origins(args.origins) if args.origins else None
     given = getattr(args, "from_address", None)
     own = None if given is None else optin.checked_from(settings, given) if given.strip() else ""
+    subject, text = await _wording(args)
     async with db.connection(db.url(settings)) as conn:
         account_id = await find_account(conn, name=check_account(args.account))
         try:
-            row = await optin.set_form(conn, account_id, args.list, opening, allowed, settings, own)
+            row = await optin.set_form(conn, account_id, args.list, opening, allowed, settings, own, subject, text)
         except optin.NoList:
             raise optin.NoList(f"account {shown(args.account)} has no list named {shown(args.list)}") from None
     origins = ", ".join(row["form_origins"]) or "this site only"
     if opening:
         print(optin.form_url(settings, row["form_token"]))
         sender = row["optin_from"] or settings.optin_from
+        default = texts.confirmation(row["language"])
+        subject_said = (
+            shown(row["optin_subject"], 100) if row["optin_subject"] else f"{shown(default.subject, 100)} (einmal's)"
+        )
+        text_said = (
+            f"its own text ({len(row['optin_text']):,} characters)"
+            if row["optin_text"]
+            else f"einmal's text ({default.language})"
+        )
         print(
             f"list {shown(args.list)}: sign-ups open; the form may be posted from {origins}; confirmations from "
-            f"{shown(sender) if sender else '-'}",
+            f"{shown(sender) if sender else '-'}, subject {subject_said}, {text_said}",
             file=sys.stderr,
         )
         if not settings.confirm_url:
@@ -89,6 +104,15 @@ async def form_command(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print(f"list {shown(args.list)}: sign-ups closed", file=sys.stderr)
     return 0
+
+
+async def _wording(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """The list's own confirmation subject and text given (None: not given), checked (optin_wording.py)."""
+    subject, text, text_file = (getattr(args, name, None) for name in ("subject", "text", "text_file"))
+    option = "--text"
+    if text_file is not None:
+        text, option = read_body(text_file, "--text-file"), f"--text-file {text_file}"
+    return await optin_wording.checked(subject, text, ("--subject", option))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -129,4 +153,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                 help="the From of the list's confirmation messages, of one of the account's From domains, e.g. "
                 "'Weekly <news@mail.example.org>' (kept; '': none, EINMAL_OPTIN_FROM again)",
             )
+            p.add_argument(
+                "--subject",
+                metavar="S",
+                help="the subject of the list's confirmation messages, a template, e.g. 'Confirm your "
+                f"subscription to {{{{ campaign.name }}}}' (one line, at most {optin_wording.MAX_SUBJECT} "
+                "characters; kept; '': einmal's again)",
+            )
+            words = p.add_mutually_exclusive_group()
+            words.add_argument(
+                "--text-file",
+                metavar="F",
+                help=f"the text of the list's confirmation messages from a UTF-8 file, a template of at most "
+                f"{optin_wording.MAX_TEXT:,} characters that shows the link, {{{{ confirm_url }}}} (kept)",
+            )
+            words.add_argument("--text", metavar="T", help="the text itself ('': einmal's again)")
         p.set_defaults(func=form_command, origins=[])

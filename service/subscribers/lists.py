@@ -49,10 +49,22 @@ class Form:
     form_origins: list[str]
     form_token: str | None
     optin_from: str | None  # its own confirmations' From; None: EINMAL_OPTIN_FROM
+    optin_subject: str | None  # its own confirmations' subject; None: einmal's, in the account's language
+    optin_text: str | None  # its own confirmations' text; None: einmal's
+    language: str | None  # its account's: of einmal's text for its confirmations
 
     @classmethod
     def of(cls, row: asyncpg.Record) -> "Form":
-        return cls(row["name"], row["form_open"], list(row["form_origins"]), row["form_token"], row["optin_from"])
+        return cls(
+            row["name"],
+            row["form_open"],
+            list(row["form_origins"]),
+            row["form_token"],
+            row["optin_from"],
+            row["optin_subject"],
+            row["optin_text"],
+            row["language"],
+        )
 
 
 @dataclass(frozen=True)

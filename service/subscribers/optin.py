@@ -14,6 +14,7 @@ A list takes sign-ups only while its account has opened them (`set_form`): its f
 /forms/<token>, a random token, and may be posted from the serving site and the origins the account allows.
 """
 
+import hashlib
 import re
 import secrets
 import time
@@ -56,15 +57,28 @@ class NoList(NotFound):
 @dataclass(frozen=True)
 class Wording:
     """The confirmation message in one language: templates of a campaign's subject and text body, with
-    campaign.name (the list's), email and confirm_url (service/subscribers/languages/<language>.toml)."""
+    campaign.name (the list's), email and confirm_url (service/subscribers/languages/<language>.toml), or a list's
+    own (own_wording: `digest` set)."""
 
     language: str
     subject: str
     body: str
+    digest: str | None = None  # of a list's own subject and text: its version is "list-<digest>"
 
     @property
     def version(self) -> str:
-        return f"{self.language}-{VERSION}"
+        return f"list-{self.digest}" if self.digest else f"{self.language}-{VERSION}"
+
+
+def own_wording(default: Wording, subject: str | None, text: str | None) -> Wording:
+    """A list's confirmation wording: its own subject and text where it has them (optin_wording.py), else
+    `default`'s (einmal's, in the language of its confirmations). With either of its own, the version each sign-up
+    records is "list-" and 12 hex digits of the SHA-256 of the subject and text sent: which words were agreed to."""
+    if not (subject or text):
+        return default
+    subject, text = subject or default.subject, text or default.body
+    digest = hashlib.sha256(f"{subject}\0{text}".encode()).hexdigest()[:12]
+    return Wording(default.language, subject, text, digest)
 
 
 @dataclass(frozen=True)
@@ -159,6 +173,8 @@ class OpenList:
     id: int
     language: str  # its account's: the language of its confirmations
     from_address: str | None  # its own confirmations' From; None: EINMAL_OPTIN_FROM
+    subject: str | None = None  # its own confirmations' subject; None: einmal's
+    text: str | None = None  # its own confirmations' text; None: einmal's
 
 
 async def open_list(conn: asyncpg.Connection, settings: Settings, *, account_id: int, list_name: str) -> OpenList:
@@ -175,7 +191,7 @@ async def open_list(conn: asyncpg.Connection, settings: Settings, *, account_id:
             f"the list {list_name!r} takes no sign-ups: open them first "
             f"(PUT /api/v1/lists/{{name}}/form, or einmal lists form open)"
         )
-    return OpenList(found["id"], found["language"], found["optin_from"])
+    return OpenList(found["id"], found["language"], found["optin_from"], found["optin_subject"], found["optin_text"])
 
 
 async def sign_up(conn: asyncpg.Connection, settings: Settings, request: SignUp) -> bool:
@@ -303,12 +319,16 @@ async def set_form(
     allowed: list[str] | None,
     settings: Settings | None = None,
     from_address: str | None = None,
+    subject: str | None = None,
+    text: str | None = None,
 ) -> asyncpg.Record:
     """Open or close the sign-ups of the account's list (the form and POST /api/v1/subscribe); `allowed`
     replaces its origins (None: they stay); `from_address` becomes the list's own confirmations' From (checked
     with checked_from; None: it stays; '': none, EINMAL_OPTIN_FROM again), and its confirmations made already go
-    out from it from then on. NoList for an unknown list; ArgumentError when the account's From domains do not
-    allow the From given, or, when opening, the From its confirmations would go out from."""
+    out from it from then on; so do `subject` and `text` (checked with optin_wording.checked; None: it stays; '':
+    none, einmal's text in the language of its confirmations again). NoList for an unknown list; ArgumentError
+    when the account's From domains do not allow the From given, or, when opening, the From its confirmations
+    would go out from."""
     found = await conn.fetchrow(*db.sql("list_form", account_id=account_id, list_name=list_name))
     if found is None:
         raise NoList(f"no list named {list_name!r}")
@@ -317,6 +337,15 @@ async def set_form(
         await from_rule.check(conn, settings=settings, account_id=account_id, address=own, said=LIST_FROM)
     elif settings is not None and open_ and settings.optin_from:
         await _check_default(conn, settings, account_id, list_name)
+    own_subject = found["optin_subject"] if subject is None else subject or None
+    own_text = found["optin_text"] if text is None else text or None
+    wording = None  # the new wording of its confirmation campaign, when it has one and it changes
+    if subject is not None or text is not None:
+        made = await conn.fetchrow(*db.sql("optin_campaign_find", list_id=found["id"], account_id=account_id))
+        if made is not None:
+            from service.subscribers import texts  # which imports this module (Wording)
+
+            wording = own_wording(texts.confirmation(made["language"]), own_subject, own_text)
     row = await conn.fetchrow(
         *db.sql(
             "list_form_set",
@@ -329,6 +358,14 @@ async def set_form(
             set_from=from_address is not None,
             optin_from=own,
             campaign_from=own or (settings.optin_from if settings else None),
+            set_subject=subject is not None,
+            optin_subject=own_subject,
+            set_text=text is not None,
+            optin_text=own_text,
+            set_wording=wording is not None,
+            campaign_subject=wording.subject if wording else None,
+            campaign_text=wording.body if wording else None,
+            campaign_wording=wording.version if wording else None,
         )
     )
     if row is None:

@@ -167,7 +167,7 @@ class SignUpPages:
                 email,
                 name,
                 "form",
-                texts.confirmation(found["language"]),
+                optin.own_wording(texts.confirmation(found["language"]), found["optin_subject"], found["optin_text"]),
                 found["optin_from"],
             ),
         )

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from service.errors import Invalid
-from service.subscribers import optin
+from service.subscribers import optin, texts
 from tests.conftest import cells, einmal
 from tests.support.optin import FORM, SECRET, SETTINGS, account_with_list, confirmation_rows, memberships, one_window
 from tests.support.web import http_server
@@ -116,6 +116,10 @@ async def test_the_api_opens_and_closes_a_lists_form_with_its_origins(conn: asyn
             "from": None,
             "url": None,
             "origins": [],
+            "subject": None,
+            "text": None,
+            "default_subject": texts.confirmation("en").subject,
+            "default_text": texts.confirmation("en").body,
         }
         put = await client.put(
             "/lists/news/form",
