@@ -1,7 +1,10 @@
-"""Helpers for the tests of transactional messages: an account with a key, a message's send row."""
+"""Helpers for the tests of transactional messages: an account with a key, a message's send row, the opt-outs
+each layer of a message's sending applies alone."""
 
 import asyncpg
 
+from service.messages import messages
+from service.settings import Settings
 from tests.web.test_api import make_key
 
 FROM = "Acme <shop@example.com>"
@@ -29,3 +32,41 @@ async def suppress(conn: asyncpg.Connection, account_id: int, email: str, reason
         email,
         reason,
     )
+
+
+# (address, its suppression's reason, honour_unsubscribe) -> whether that stops the message: a hard bounce, a
+# complaint or the operator's suppression stops any message, an unsubscribe only one that honours it
+OPT_OUTS = {
+    ("unsub@example.com", "unsubscribe", False): False,
+    ("unsub-h@example.com", "unsubscribe", True): True,
+    ("hard@example.com", "bounce", False): True,
+    ("complained@example.com", "complaint", False): True,
+    ("blocked@example.com", "manual", False): True,
+    ("fresh@example.com", None, True): False,
+}
+
+
+async def opt_out_messages(conn: asyncpg.Connection, settings: Settings, account_id: int) -> dict[str, int]:
+    """A message to each address of OPT_OUTS, honouring unsubscribes as it says: {address: message id}."""
+    return {
+        email: (
+            await messages.send(
+                conn,
+                settings=settings,
+                account_id=account_id,
+                to=email,
+                subject="Receipt",
+                body_text="Thanks.",
+                from_address=FROM,
+                honour_unsubscribe=honour,
+            )
+        ).id
+        for email, _, honour in OPT_OUTS
+    }
+
+
+async def opt_outs(conn: asyncpg.Connection, account_id: int) -> None:
+    """The suppressions OPT_OUTS names."""
+    for email, reason, _ in OPT_OUTS:
+        if reason:
+            await suppress(conn, account_id, email, reason)

@@ -7,9 +7,8 @@ import asyncpg
 import pytest
 
 from service import db
-from service.messages import messages
 from service.settings import Settings
-from tests.messages.support import FROM, account_with_key, suppress
+from tests.messages.support import OPT_OUTS, account_with_key, opt_out_messages, opt_outs
 from tests.support.claims import NO_LIMITS
 
 pytestmark = pytest.mark.anyio
@@ -20,27 +19,8 @@ TOKEN = "node-1:pipeline-1"
 async def test_the_claim_alone_applies_what_a_message_honours(conn: asyncpg.Connection, dsn: str) -> None:
     account_id, _ = await account_with_key(conn, dsn)
     settings = Settings(database_url=dsn)
-    cases = {  # (address, its suppression made before the claim, honour_unsubscribe) -> status after the claim
-        ("unsub@example.com", "unsubscribe", False): "claimed",
-        ("unsub-h@example.com", "unsubscribe", True): "suppressed",
-        ("hard@example.com", "bounce", False): "suppressed",
-        ("complained@example.com", "complaint", False): "suppressed",
-        ("blocked@example.com", "manual", True): "suppressed",
-        ("fresh@example.com", None, True): "claimed",
-    }
-    for email, reason, honour in cases:
-        if reason:
-            await suppress(conn, account_id, email, reason)
-        await messages.send(
-            conn,
-            settings=settings,
-            account_id=account_id,
-            to=email,
-            subject="Receipt",
-            body_text="Thanks.",
-            from_address=FROM,
-            honour_unsubscribe=honour,
-        )
+    await opt_outs(conn, account_id)  # before the messages are made: the claim is the first to look
+    await opt_out_messages(conn, settings, account_id)
     claimed = await conn.fetch(
         *db.sql("message_claim_batch", **{**NO_LIMITS, "batch_size": 50, "account_id": account_id, "token": TOKEN})
     )
@@ -53,6 +33,6 @@ async def test_the_claim_alone_applies_what_a_message_honours(conn: asyncpg.Conn
             account_id,
         )
     }
-    expected = {email: status for (email, _, _), status in cases.items()}
+    expected = {email: "suppressed" if stops else "claimed" for (email, _, _), stops in OPT_OUTS.items()}
     assert answered == expected, answered
     assert stored == expected, stored  # settled in the claim's own statement, nothing left for a later layer
