@@ -36,6 +36,15 @@ def shown(value: str, limit: int = 60) -> str:
     return repr(value if len(value) <= limit else value[: limit - 3] + "...")
 
 
+def body_text(value: str, option: str) -> str:
+    """A body: any text PostgreSQL can store (UTF-8, no NUL)."""
+    if "\0" in value:
+        raise Invalid(f"{option}: contains a NUL character")
+    if any("\ud800" <= c <= "\udfff" for c in value):
+        raise Invalid(f"{option}: not valid UTF-8")
+    return value
+
+
 def one_line(value: str, option: str, limit: int = 998) -> str:
     """``value`` stripped; Invalid unless it is 1 to ``limit`` printable characters of UTF-8."""
     problem = unsafe_text(value)

@@ -13,19 +13,10 @@ from email_validator import EmailNotValidError
 from service.addresses import normalized_address
 from service.errors import Invalid
 from service.subscribers import texts
-from service.text import MAX_LIST, one_line, shown, unsafe_text
+from service.text import MAX_LIST, body_text, one_line, shown, unsafe_text
 
 DEFAULT_LIST = "default"
 MAX_CAMPAIGN_NAME, MAX_SUBJECT, MAX_FROM = 200, 998, 500
-
-
-def body_text(value: str, option: str) -> str:
-    """A body: any text PostgreSQL can store (UTF-8, no NUL)."""
-    if "\0" in value:
-        raise Invalid(f"{option}: contains a NUL character")
-    if any("\ud800" <= c <= "\udfff" for c in value):
-        raise Invalid(f"{option}: not valid UTF-8")
-    return value
 
 
 _NAMED = re.compile(r"^(?P<name>[^<>]*)<(?P<addr>[^<>]*)>$")

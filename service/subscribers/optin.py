@@ -29,10 +29,10 @@ from service.addresses import address_problem, email_key
 from service.errors import ArgumentError, ConfigError, Conflict, Invalid, NotFound
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
+from service.subscribers import texts
+from service.subscribers.texts import Wording
 from service.text import MAX_EMAIL, MAX_NAME, shown, unsafe_text
 
-VERSION = 2  # of the confirmation message's wording, in every language: a confirmation campaign keeps
-# "<language>-<VERSION>" of the text it was made with (campaigns.wording), and each sign-up it sends to records it
 LOCK_WAIT = "5s"  # the longest a sign-up waits for the key's lock (subscriber_lock)
 PRUNE_BATCH = 1000
 FLOOR_SECONDS = 0.25  # a sign-up's answer goes no sooner than this after its handler began (form and API)
@@ -52,22 +52,6 @@ class NotConfigured(Conflict):
 
 class NoList(NotFound):
     """The account has no list of that name."""
-
-
-@dataclass(frozen=True)
-class Wording:
-    """The confirmation message in one language: templates of a campaign's subject and text body, with
-    campaign.name (the list's), email and confirm_url (service/subscribers/languages/<language>.toml), or a list's
-    own (own_wording: `digest` set)."""
-
-    language: str
-    subject: str
-    body: str
-    digest: str | None = None  # of a list's own subject and text: its version is "list-<digest>"
-
-    @property
-    def version(self) -> str:
-        return f"list-{self.digest}" if self.digest else f"{self.language}-{VERSION}"
 
 
 def own_wording(default: Wording, subject: str | None, text: str | None) -> Wording:
@@ -343,8 +327,6 @@ async def set_form(
     if subject is not None or text is not None:
         made = await conn.fetchrow(*db.sql("optin_campaign_find", list_id=found["id"], account_id=account_id))
         if made is not None:
-            from service.subscribers import texts  # which imports this module (Wording)
-
             wording = own_wording(texts.confirmation(made["language"]), own_subject, own_text)
     row = await conn.fetchrow(
         *db.sql(

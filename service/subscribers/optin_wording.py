@@ -13,10 +13,9 @@ ArgumentError of one line (exit 2, 422). Neither given: the list's stays; '': no
 
 import anyio.to_thread
 
-from service.campaigns.fields import body_text
 from service.errors import ArgumentError, Invalid
 from service.mail import templates
-from service.text import one_line
+from service.text import body_text, one_line
 
 MAX_SUBJECT, MAX_TEXT = 200, 10_000
 LINK = "{{ confirm_url }}"

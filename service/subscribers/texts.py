@@ -8,15 +8,33 @@ its primary language (pt-BR to pt), then to English, and a key a language lacks 
 
 import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 from service.errors import Invalid
-from service.subscribers.optin import Wording
 
+VERSION = 2  # of the confirmation message's wording, in every language: a confirmation campaign keeps
+# "<language>-<VERSION>" of the text it was made with (campaigns.wording), and each sign-up it sends to records it
 DEFAULT = "en"
 FOLDER = Path(__file__).with_name("languages")
 _CODE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{1,8})*")  # as the database's CHECK
 _MAX_ACCEPT = 40  # the Accept-Language entries looked at
+
+
+@dataclass(frozen=True)
+class Wording:
+    """The confirmation message in one language: templates of a campaign's subject and text body, with
+    campaign.name (the list's), email and confirm_url (service/subscribers/languages/<language>.toml), or a list's
+    own (own_wording: `digest` set)."""
+
+    language: str
+    subject: str
+    body: str
+    digest: str | None = None  # of a list's own subject and text: its version is "list-<digest>"
+
+    @property
+    def version(self) -> str:
+        return f"list-{self.digest}" if self.digest else f"{self.language}-{VERSION}"
 
 
 def _load() -> dict[str, dict[str, str]]:
