@@ -168,6 +168,36 @@ class Trial:
         )
 
 
+NO_LINK = (
+    "warning: neither body shows {{ unsubscribe_url }}: the List-Unsubscribe header works, but a "
+    "visible link is what people look for before they press 'spam'"
+)
+
+
+def link_missing(template: CampaignTemplate) -> bool:
+    """Whether its messages carry a one-click unsubscribe that neither body offers as a link (NO_LINK)."""
+    return template.has_one_click and not template.bodies_use("unsubscribe_url")
+
+
+def _link_warnings(campaign: dict[str, Any], settings: Settings) -> tuple[str, ...]:
+    try:
+        template = CampaignTemplate.compile(campaign, settings)
+    except Invalid:  # what a node would refuse: the node pauses it and says why
+        return ()
+    return (NO_LINK,) if link_missing(template) else ()
+
+
+async def link_warnings(
+    conn: asyncpg.Connection, *, settings: Settings, campaign_id: int, limiter: anyio.CapacityLimiter | None = None
+) -> tuple[str, ...]:
+    """NO_LINK for a campaign (a sequence's step) whose bodies show no unsubscribe link, as the trial says it;
+    compiled in a worker thread (``limiter``: of a process that serves others); () for one not there."""
+    campaign = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
+    if campaign is None:
+        return ()
+    return await anyio.to_thread.run_sync(_link_warnings, dict(campaign), settings, limiter=limiter)
+
+
 def _tried(campaign: dict[str, Any], settings: Settings, sample: list[asyncpg.Record]) -> Trial:
     """The trial: CPU work, bounded by the sandbox's budget per message; callers run it in a worker thread."""
     warnings: list[str] = []
@@ -185,11 +215,8 @@ def _tried(campaign: dict[str, Any], settings: Settings, sample: list[asyncpg.Re
         template = CampaignTemplate.compile(campaign, settings)
     except Invalid:  # what a node would refuse (no unsubscribe URL here, say): the node pauses it and says why
         return Trial(warnings=tuple(warnings))
-    if template.has_one_click and not template.bodies_use("unsubscribe_url"):
-        warnings.append(
-            "warning: neither body shows {{ unsubscribe_url }}: the List-Unsubscribe header works, but a "
-            "visible link is what people look for before they press 'spam'"
-        )
+    if link_missing(template):
+        warnings.append(NO_LINK)
     failures: list[str] = []
     for row in sample:
         try:
