@@ -20,7 +20,7 @@ from service.api.deps import CONFLICT, ERRORS, Conn, IdempotencyKey, Key, KeyAlo
 from service.api.deps import limiter as _limiter
 from service.campaigns import preview as previews
 from service.smtp.connection import Outcome, SmtpUnavailable
-from service.text import MAX_EMAIL, shown
+from service.text import MAX_EMAIL, MAX_NAME, shown
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 TESTS = 4
@@ -55,6 +55,12 @@ class TestMessage(BaseModel):
         description=("whose message it is, in any spelling; absent: the first member of the campaign's lists"),
     )
     subject_prefix: str = Field("[TEST] ", max_length=100, description="put before its subject")
+    name: str | None = Field(
+        None,
+        max_length=MAX_NAME,
+        description="the recipient's name in its To, made as a campaign message's To is (\"\": none); absent: "
+        "the name of the account's subscriber of `to`, else that of the subscriber whose message it is",
+    )
 
 
 class TestSent(BaseModel):
@@ -64,7 +70,7 @@ class TestSent(BaseModel):
 
 
 async def _render(
-    request: Request, conn, key, campaign_id: int, subscriber: str | None, test: tuple[str, str] | None = None
+    request: Request, conn, key, campaign_id: int, subscriber: str | None, test: previews.Test | None = None
 ) -> previews.Rendered:
     """The message rendered off the event loop, in the account's share of the render threads."""
     await own(conn, key, campaign_id)
@@ -140,8 +146,17 @@ async def send_test(
         raise HTTPException(422, f"to: {shown(sent.to)} is not a valid address: {problem}")
     if not sent.subject_prefix.isprintable():
         raise HTTPException(422, "subject_prefix: printable characters only")
+    if sent.name is not None and (problem := previews.name_problem(sent.name)):
+        raise HTTPException(422, f"name: {problem}")
     async with checkout(request)() as conn:  # given back before the relay is asked
-        made = await _render(request, conn, key, campaign_id, sent.subscriber, test=(sent.to, sent.subject_prefix))
+        made = await _render(
+            request,
+            conn,
+            key,
+            campaign_id,
+            sent.subscriber,
+            test=previews.Test(sent.to, sent.subject_prefix, sent.name),
+        )
         mine = await replies.own_relays(conn, account_id=key.account_id)  # what it is shown of the relay's words
     tests = _limiter(request, "tests", TESTS)
     try:

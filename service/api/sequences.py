@@ -11,7 +11,7 @@ from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.campaigns import MAX_BODY_TEXT
-from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key
+from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, RENDERS, Conn, IdempotencyKey, Key, limiter
 from service.campaigns.fields import MAX_FROM, MAX_SUBJECT
 from service.errors import Invalid
 from service.sequences import sequences, steps
@@ -84,6 +84,13 @@ class Step(BaseModel):
     sequence_id: int
     position: int
     campaign_id: int = Field(description="the step's campaign (kind 'step'): its send rows, its Message-IDs")
+
+
+class CheckedStep(Step):
+    warnings: list[str] = Field(
+        description="what the step's messages lack, as a campaign's create says it: neither body showing "
+        "{{ unsubscribe_url }}; empty when nothing"
+    )
 
 
 class StepProgress(BaseModel):
@@ -194,7 +201,7 @@ async def add_step(
     conn: Conn,
     key: Key,
     idempotency_key: IdempotencyKey = None,
-) -> Step:
+) -> CheckedStep:
     made = await steps.add(
         conn,
         settings=request.app.state.settings,
@@ -208,8 +215,9 @@ async def add_step(
         send_window=_window(given.window),
         at=given.position,
         timeout=DB_SECONDS,
+        limiter=limiter(request, "renders", RENDERS),
     )
-    return Step(**asdict(made))
+    return CheckedStep(**asdict(made))
 
 
 @router.patch(
@@ -220,7 +228,7 @@ async def add_step(
 )
 async def change_step(
     sequence_id: SequenceId, position: Position, changes: StepChanges, request: Request, conn: Conn, key: Key
-) -> Step:
+) -> CheckedStep:
     given = changes.model_dump(include=changes.model_fields_set)
     if nulls := [name for name in ("subject", "from_address", "text", "delay_seconds") if given.get(name, 0) is None]:
         raise Invalid(f"{nulls[0].replace('from_address', 'from')}: may not be null")
@@ -234,8 +242,9 @@ async def change_step(
         at=position,
         changes=given,
         timeout=DB_SECONDS,
+        limiter=limiter(request, "renders", RENDERS),
     )
-    return Step(**asdict(made))
+    return CheckedStep(**asdict(made))
 
 
 @router.delete(
@@ -246,4 +255,4 @@ async def change_step(
 )
 async def delete_step(sequence_id: SequenceId, position: Position, conn: Conn, key: Key) -> Step:
     made = await steps.delete(conn, account_id=key.account_id, sequence_id=sequence_id, at=position)
-    return Step(**asdict(made))
+    return Step(sequence_id=made.sequence_id, position=made.position, campaign_id=made.campaign_id)

@@ -7,14 +7,17 @@ docs/design.md#sending-identity): signed by the account's DKIM keys for the From
 with its unsubscribe mailto; a test message goes with its return path as MAIL FROM, through its relays (else the
 environment's), outside the campaign's send rows: it changes nothing in the database. It is marked (a prefix
 before its subject), has a Message-ID of its own and an unsubscribe link and a return-path token that name
-nobody: pressing the link cannot suppress the subscriber it was rendered for, a bounce of it finds no row.
+nobody: pressing the link cannot suppress the subscriber it was rendered for, a bounce of it finds no row. Its
+To names its recipient as a campaign's messages name theirs (render.mailbox: quoted, RFC 2047 words for what is
+not ASCII): the name given with it, else that of the account's subscriber the address is, else that of the
+subscriber whose message it is (the To that message would carry).
 Compiling and rendering are CPU work bounded by the sandbox's budget: they run in a worker thread.
 """
 
 import email
 import email.message
 import email.policy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -29,13 +32,31 @@ from service.mail.render import CampaignTemplate
 from service.relays import Routes
 from service.settings import Settings
 from service.smtp.connection import Result, SmtpConnection, SmtpUnavailable
-from service.text import shown
+from service.text import MAX_NAME, shown, unsafe_text
 
 TRIAL_SAMPLE = 200  # subscribers rendered at create and approve
 
 
 class NoSubscriber(NotFound):
     """The campaign's account has no subscriber of the address asked for."""
+
+
+@dataclass(frozen=True)
+class Test:
+    """A test message: where it goes, what goes before its subject, and the name its To gives the recipient
+    (None: the name the account knows for the address, else the subscriber's whose message it is)."""
+
+    to: str
+    subject_prefix: str
+    name: str | None = None
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name a test message's recipient (a line break would start a header of its own), or
+    None."""
+    if len(name) > MAX_NAME:
+        return f"longer than {MAX_NAME} characters"
+    return unsafe_text(name)
 
 
 @dataclass(frozen=True)
@@ -69,17 +90,19 @@ def rendered(
     campaign: dict[str, Any],
     row: asyncpg.Record,
     settings: Settings,
-    test: tuple[str, str] | None = None,
+    test: Test | None = None,
     sender: identity.Identity | None = None,
 ) -> tuple[CampaignTemplate, bytes]:
     """The campaign compiled as its account's identity `sender` (None: the environment's), as a node compiles
-    it, and rendered for the subscriber; with ``test`` (to, subject prefix) as a test message to that address
-    (CampaignTemplate.render_test), whose unsubscribe link names nobody. CPU work, bounded by the sandbox's
+    it, and rendered for the subscriber; with ``test`` as a test message to its address (CampaignTemplate.
+    render_test), whose unsubscribe link names nobody. CPU work, bounded by the sandbox's
     budget: callers that serve others run it in a worker thread."""
     template = CampaignTemplate.compile(campaign, settings, sender)
     try:
         if test:
-            return template, template.render_test(test[0], row["name"], row["attributes"], test[1])
+            return template, template.render_test(
+                test.to, row["name"], row["attributes"], test.subject_prefix, to_name=test.name
+            )
         return template, template.render(row["id"], row["email"], row["name"], row["attributes"])
     except ValueError as exc:
         raise Invalid(f"campaign {campaign['id']} cannot be rendered for {shown(row['email'])}: {exc}") from None
@@ -91,12 +114,13 @@ async def render(
     settings: Settings,
     campaign_id: int,
     subscriber: str | None,
-    test: tuple[str, str] | None = None,
+    test: Test | None = None,
     limiter: anyio.CapacityLimiter | None = None,
     naming: str = "--subscriber",
 ) -> Rendered:
     """The campaign's message for `subscriber` (None: the first member of its lists), rendered in a worker
-    thread (`limiter`: of a process that serves others); with `test` (to, subject prefix) as a test message.
+    thread (`limiter`: of a process that serves others); with `test` as a test message, its To naming the
+    recipient (see the module).
     NotFound without the campaign, NoSubscriber without the subscriber, Invalid when its lists have nobody
     (`naming`: how the caller names the subscriber's option) or it cannot be rendered; ArgumentError for a test
     message whose From is outside the account's domains (service/from_rule.py)."""
@@ -111,6 +135,11 @@ async def render(
         await from_rule.check(
             conn, settings=settings, account_id=campaign["account_id"], address=campaign["from_address"], said="From"
         )
+        if test.name is None:  # the name the account knows for the address, else the one this message's To has
+            known = await conn.fetchrow(
+                *db.sql("subscriber_for_preview", campaign_id=campaign_id, key=email_key(test.to), spelling=test.to)
+            )
+            test = replace(test, name=(known["name"] or "") if known is not None else row["name"])
     sender = await identity.of_account(conn, account_id=campaign["account_id"])
     template, message = await anyio.to_thread.run_sync(rendered, campaign, row, settings, test, sender, limiter=limiter)
     return Rendered(template, message, row["email"], sender.relays)
@@ -139,6 +168,36 @@ class Trial:
         )
 
 
+NO_LINK = (
+    "warning: neither body shows {{ unsubscribe_url }}: the List-Unsubscribe header works, but a "
+    "visible link is what people look for before they press 'spam'"
+)
+
+
+def link_missing(template: CampaignTemplate) -> bool:
+    """Whether its messages carry a one-click unsubscribe that neither body offers as a link (NO_LINK)."""
+    return template.has_one_click and not template.bodies_use("unsubscribe_url")
+
+
+def _link_warnings(campaign: dict[str, Any], settings: Settings) -> tuple[str, ...]:
+    try:
+        template = CampaignTemplate.compile(campaign, settings)
+    except Invalid:  # what a node would refuse: the node pauses it and says why
+        return ()
+    return (NO_LINK,) if link_missing(template) else ()
+
+
+async def link_warnings(
+    conn: asyncpg.Connection, *, settings: Settings, campaign_id: int, limiter: anyio.CapacityLimiter | None = None
+) -> tuple[str, ...]:
+    """NO_LINK for a campaign (a sequence's step) whose bodies show no unsubscribe link, as the trial says it;
+    compiled in a worker thread (``limiter``: of a process that serves others); () for one not there."""
+    campaign = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
+    if campaign is None:
+        return ()
+    return await anyio.to_thread.run_sync(_link_warnings, dict(campaign), settings, limiter=limiter)
+
+
 def _tried(campaign: dict[str, Any], settings: Settings, sample: list[asyncpg.Record]) -> Trial:
     """The trial: CPU work, bounded by the sandbox's budget per message; callers run it in a worker thread."""
     warnings: list[str] = []
@@ -156,11 +215,8 @@ def _tried(campaign: dict[str, Any], settings: Settings, sample: list[asyncpg.Re
         template = CampaignTemplate.compile(campaign, settings)
     except Invalid:  # what a node would refuse (no unsubscribe URL here, say): the node pauses it and says why
         return Trial(warnings=tuple(warnings))
-    if template.has_one_click and not template.bodies_use("unsubscribe_url"):
-        warnings.append(
-            "warning: neither body shows {{ unsubscribe_url }}: the List-Unsubscribe header works, but a "
-            "visible link is what people look for before they press 'spam'"
-        )
+    if link_missing(template):
+        warnings.append(NO_LINK)
     failures: list[str] = []
     for row in sample:
         try:

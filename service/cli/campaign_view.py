@@ -3,7 +3,9 @@
 `preview` renders the exact message one subscriber would get (the Date header is the time of
 the preview), its body decoded for reading (`--raw`: the bytes as they go on the wire, as `--out` writes them).
 `test` sends that message, addressed to another mailbox, through the configured
-relay, outside the campaign's send rows: it changes nothing in the database. A test message is marked
+relay, outside the campaign's send rows: it changes nothing in the database. Its To names the recipient as
+the campaign's messages name theirs: `--name` (`''`: none), else the name of the account's subscriber of that
+address, else that of the subscriber whose message it is. A test message is marked
 (`[TEST] ` before its subject, `--subject-prefix` to change it), has a Message-ID of its own and an
 unsubscribe link that unsubscribes nobody: pressing it cannot suppress the subscriber it was rendered for.
 Both are made by service/campaigns/preview.py.
@@ -84,13 +86,15 @@ def readable(message: bytes) -> str:
 async def test_command(args: argparse.Namespace, settings: Settings) -> int:
     if problem := address_problem(args.to):
         raise Invalid(f"--to {shown(args.to)} is not a valid address: {problem}")
+    if args.name is not None and (problem := preview.name_problem(args.name)):
+        raise Invalid(f"--name {shown(args.name)}: {problem}")
     async with db.connection(db.url(settings)) as conn:
         made = await preview.render(
             conn,
             settings=settings,
             campaign_id=args.id,
             subscriber=args.subscriber,
-            test=(args.to, args.subject_prefix),
+            test=preview.Test(args.to, args.subject_prefix, args.name),
         )
     try:
         result = await preview.send_test(settings=settings, made=made, to=args.to)

@@ -352,6 +352,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     test.add_argument("--to", required=True, metavar="ADDR", help="the mailbox that gets the test message")
     test.add_argument("--subscriber", metavar="EMAIL", help="whose message (default: the first on its lists)")
     test.add_argument(
+        "--name",
+        metavar="TEXT",
+        help="the recipient's name in its To ('': none; default: the account's subscriber of --to, else the name "
+        "of the subscriber whose message it is)",
+    )
+    test.add_argument(
         "--subject-prefix", default="[TEST] ", metavar="TEXT", help="put before the subject (default: '[TEST] ')"
     )
     test.set_defaults(func=campaign_view.test_command)

@@ -5,6 +5,7 @@ parsed, then the sequence's own functions (service/sequences/) called and their 
 import argparse
 import json
 import re
+import sys
 from dataclasses import asdict
 
 from service import db
@@ -156,6 +157,8 @@ async def step_add_command(args: argparse.Namespace, settings: Settings) -> int:
             at=args.position,
         )
     print(f"step {made.position} of sequence {made.sequence_id} (campaign {made.campaign_id})")
+    for warning in made.warnings:
+        print(f"einmal: {warning}", file=sys.stderr)
     return 0
 
 
@@ -184,6 +187,8 @@ async def step_change_command(args: argparse.Namespace, settings: Settings) -> i
             conn, settings=settings, account_id=account_id, sequence_id=args.id, at=args.position, changes=changes
         )
     print(f"step {made.position} of sequence {made.sequence_id} changed")
+    for warning in made.warnings:
+        print(f"einmal: {warning}", file=sys.stderr)
     return 0
 
 

@@ -467,13 +467,27 @@ class CampaignTemplate:
         self._between = b"\r\n--" + boundary + CRLF + _HTML_PART
         self._end = b"\r\n--" + boundary + b"--\r\n"
 
-    def render_test(self, email: str, name: str | None, attributes: str | Mapping | None, subject_prefix: str) -> bytes:
-        """A test message (`einmal campaign test`): one subscriber's message, but with ``subject_prefix``
-        before its subject, a Message-ID of its own (`<test.<campaign>.<random>@…>`, never the one
-        the subscriber's real message carries) and an unsubscribe token that names nobody."""
+    def render_test(
+        self,
+        email: str,
+        name: str | None,
+        attributes: str | Mapping | None,
+        subject_prefix: str,
+        to_name: str | None = None,
+    ) -> bytes:
+        """A test message (`einmal campaign test`): one subscriber's message to ``email``, but with
+        ``subject_prefix`` before its subject, a Message-ID of its own (`<test.<campaign>.<random>@…>`, never the
+        one the subscriber's real message carries) and an unsubscribe token that names nobody; its To names
+        ``to_name`` (None: the subscriber's ``name``), made as every message's To is."""
         message_id = b"Message-ID: <test.%d.%s" % (self.campaign_id, secrets.token_hex(8).encode()) + self._id_suffix
         return self.render(
-            unsubscribe.TEST_SUBSCRIBER, email, name, attributes, subject_prefix=subject_prefix, message_id=message_id
+            unsubscribe.TEST_SUBSCRIBER,
+            email,
+            name,
+            attributes,
+            subject_prefix=subject_prefix,
+            message_id=message_id,
+            to_name=to_name,
         )
 
     def render(
@@ -485,19 +499,22 @@ class CampaignTemplate:
         *,
         subject_prefix: str = "",
         message_id: bytes | None = None,
+        to_name: str | None = None,
     ) -> bytes:
         """The complete message for one recipient, CRLF line endings, not dot-stuffed.
 
         ``attributes`` are the subscriber's, a mapping or its JSON text. ValueError when ``email``
         holds a control character, a space or angle brackets, lacks an "@", or is longer than 320
         characters, or when the templates fail for this recipient (templates.RenderError): the
-        caller marks that recipient failed.
+        caller marks that recipient failed. ``to_name`` (a test message's) names the recipient in To instead
+        of ``name``.
         """
         if name is None:  # a NULL name reads as no name
             name = ""
         elif "\r" in name:
             name = templates.line_breaks(name)
-        out = [b"", self._from, mailbox(b"To", name, email)]  # out[0]: the DKIM-Signature fields, if any
+        # out[0]: the DKIM-Signature fields, if any
+        out = [b"", self._from, mailbox(b"To", name if to_name is None else to_name, email)]
         url = token = ""
         if self._signer is not None:
             token = self._signer.token(self.account_id, self.campaign_id, subscriber_id)

@@ -2,8 +2,10 @@
 
 A step is a campaign of kind 'step' (sql/queries/sequence_step_create.sql). Its templates are checked as a
 draft's are (service/campaigns/fields.py: compiled in the sandbox in a worker thread), its From by the account's
-rule (service/from_rule.py), and it is bulk mail: it needs a one-click unsubscribe. Each change runs under the
-sequence's row lock, so two changes of one sequence take turns:
+rule (service/from_rule.py), and it is bulk mail: it needs a one-click unsubscribe. A step whose bodies show no
+unsubscribe link (`{{ unsubscribe_url }}`) is added or changed all the same, with the warning a campaign gets
+at create (service/campaigns/preview.py NO_LINK): the List-Unsubscribe header works, but people look for a
+visible link. Each change runs under the sequence's row lock, so two changes of one sequence take turns:
 
 - added: at the position given (else after the last, a deleted step's included; a position is never used twice),
   it goes to every member on the list who has not passed its position, once its delay after their previous step's
@@ -19,10 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import anyio
 import asyncpg
 
 from service import db, from_rule
-from service.campaigns import fields
+from service.campaigns import fields, preview
 from service.campaigns.transitions import transition
 from service.errors import Conflict, Invalid, NotFound
 from service.mail import unsubscribe
@@ -47,6 +50,7 @@ class Step:
     sequence_id: int
     position: int
     campaign_id: int
+    warnings: tuple[str, ...] = ()  # of an add or a change: what the step's messages lack (preview.NO_LINK)
 
 
 def window(start: int, end: int, zone: str) -> Window:
@@ -123,9 +127,11 @@ async def add(
     send_window: Window | None = None,
     at: int | None = None,
     timeout: float | None = None,
+    limiter: anyio.CapacityLimiter | None = None,
 ) -> Step:
-    """Step `at` (None: after the last) of the sequence. Invalid for a field that is not right, Conflict for a
-    position taken, NotFound for a sequence not the account's."""
+    """Step `at` (None: after the last) of the sequence, with its warnings (`limiter`: the render threads of a
+    process that serves others). Invalid for a field that is not right, Conflict for a position taken, NotFound
+    for a sequence not the account's."""
     if missing := unsubscribe.one_click_missing(settings):
         raise Invalid(
             f"not added: a sequence's steps are bulk mail and need a one-click unsubscribe, which Gmail and Yahoo "
@@ -168,7 +174,8 @@ async def add(
         if campaign_id is None:
             raise Conflict(f"sequence {sequence_id} has had a step at position {at}: positions are never reused")
         await _recheck(conn, sequence_id=sequence_id, at=at)
-    return Step(sequence_id, at, campaign_id)
+    warnings = await preview.link_warnings(conn, settings=settings, campaign_id=campaign_id, limiter=limiter)
+    return Step(sequence_id, at, campaign_id, warnings)
 
 
 async def change(
@@ -180,9 +187,11 @@ async def change(
     at: int,
     changes: dict[str, Any],
     timeout: float | None = None,
+    limiter: anyio.CapacityLimiter | None = None,
 ) -> Step:
     """Change step `at`'s fields in `changes` (subject, from_address, text, html, delay_seconds, window: a
-    Window or None for none); the others stay. NotFound for no such step."""
+    Window or None for none); the others stay. The step with the warnings of what it is now, as add's.
+    NotFound for no such step."""
     await _locked(conn, account_id=account_id, sequence_id=sequence_id)  # another account's sequence: 404 first
     checked = await _checked(conn, settings=settings, account_id=account_id, given=changes, timeout=timeout)
     if "text" in checked and not (checked["text"] or "").strip():
@@ -214,7 +223,8 @@ async def change(
         if "window" in checked:  # the rows waiting for the old window's opening follow the new one
             await conn.execute(*db.sql("sequence_step_window_moved", campaign_id=row["id"]), timeout=timeout)
         await conn.execute(*db.sql("campaign_notify", campaign_id=row["id"]))  # the claimers list again
-    return Step(sequence_id, at, row["id"])
+    warnings = await preview.link_warnings(conn, settings=settings, campaign_id=row["id"], limiter=limiter)
+    return Step(sequence_id, at, row["id"], warnings)
 
 
 async def delete(conn: asyncpg.Connection, *, account_id: int, sequence_id: int, at: int) -> Step:

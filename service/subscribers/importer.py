@@ -61,7 +61,11 @@ existing subscriber keeps its name and status; a new list adds a membership. Its
 attributes are merged with the file's: a column of the file sets that key (an
 empty cell sets nothing: an export writes one where the subscriber has no value), a key the file has no
 column for is kept. Rows of one
-address within the file merge in file order, the later winning.
+address within the file merge in file order, the later winning, as a batch of the API merges its rows
+(service/subscribers/batch.py): the first row makes the subscriber (spelling, name), a later one adds its lists
+(naming none, it adds no `default`) and sets its attributes; its name is not taken (an import renames nobody).
+Once the whole file is in, stderr names each later row: `line 9: 'ann@x.org' repeats line 2 ('Ann@x.org'):
+merged into its subscriber, …`; the summary counts it as already present.
 """
 
 import argparse
@@ -339,6 +343,7 @@ async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tupl
     those named in another spelling, those kept off `default`, and per list the members added and named."""
     await conn.execute(*db.sql("subscribers_stage_clear"))
     await conn.copy_records_to_table("einmal_import", schema_name="pg_temp", columns=COLUMNS, records=chunk)
+    await conn.execute(*db.sql("subscribers_seen_staged"))
     counts.kept += await conn.fetchval(*db.sql("subscribers_unname_staged", account_id=account_id))
     await conn.execute(*db.sql("list_insert_staged", account_id=account_id))
     added, changed, respelled = await conn.fetchrow(*db.sql("subscribers_insert_staged", account_id=account_id))
@@ -359,7 +364,8 @@ async def import_file(
     fallback: tuple[str, ...] = (),
 ) -> Counts:
     """Stream an open CSV file into the account, inside the caller's transaction; ``report`` is given the
-    rows refused, in file order, as they are found; `fallback` are the lists of a row naming none (--list)."""
+    rows refused, in file order, as they are found, then, once the file is in, the rows that repeat an earlier
+    row's mailbox and were merged into it; `fallback` are the lists of a row naming none (--list)."""
     lines = Lines(file, path)
     try:
         first = await anyio.to_thread.run_sync(lines.peek)
@@ -370,6 +376,7 @@ async def import_file(
     header = (await anyio.to_thread.run_sync(read_header, reader, lines, path))._replace(fallback=fallback)
     await conn.execute(*db.sql("subscribers_import_lock", account_id=account_id))
     await conn.execute(*db.sql("subscribers_stage_create"))
+    await conn.execute(*db.sql("subscribers_seen_create"))
     counts = Counts()
     send, receive = anyio.create_memory_object_stream[tuple[list[tuple], list[tuple[str, str]]]](2)
 
@@ -397,7 +404,33 @@ async def import_file(
         # the error that failed the import; a broken channel is only its echo in the other task
         errors = leaves(group)
         raise next((e for e in errors if not isinstance(e, anyio.BrokenResourceError)), errors[0]) from None
+    await report_repeats(conn, report)
     return counts
+
+
+def repeat(row: asyncpg.Record) -> str:
+    """What the import did with a row whose mailbox an earlier row named: it merged them."""
+    earlier = f" ({shown(row['first_email'])})" if row["email"] != row["first_email"] else ""
+    said = (
+        f"{shown(row['email'])} repeats line {row['first_line']}{earlier}: merged into its subscriber, its lists "
+        "added, its attributes over the earlier rows'"
+    )
+    if row["name"] and row["name"] != row["first_name"]:
+        said += f"; its name {shown(row['name'])} not taken (a subscriber keeps its name)"
+    return said
+
+
+async def report_repeats(conn: asyncpg.Connection, report: Callable[[Rejected], None]) -> None:
+    """Hand ``report`` each row that repeats an earlier row's mailbox, in file order, CHUNK_ROWS at a time: once
+    the whole file is in, so that an import that fails says of no row that it was merged."""
+    said: Rejected = []
+    async for row in conn.cursor(*db.sql("subscribers_repeats_staged"), prefetch=1000):
+        said.append((row["line"], repeat(row)))
+        if len(said) >= CHUNK_ROWS:
+            report(said)
+            said = []
+    if said:
+        report(said)
 
 
 def open_csv(path: str) -> IO[str]:

@@ -447,3 +447,43 @@ async def test_a_test_message_is_marked_has_its_own_message_id_and_a_link_that_u
     assert "test message" in page.text and pressed.status_code == 200
     assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions") == 0
     assert await conn.fetchval("SELECT count(*) FROM einmal.inbound_events") == 0
+
+
+async def test_a_test_messages_to_carries_the_recipients_name_as_a_real_message_does(
+    conn: asyncpg.Connection, dsn: str, smtp_server
+) -> None:
+    """The To of a test message names its recipient as the campaign's own messages name theirs
+    (service/mail/render.py mailbox): --name when given, else the name of the subscriber the address is, else
+    the name of the subscriber whose message it is; quoted, or RFC 2047 words for what is not ASCII. A name with
+    a line break is refused and nothing is sent."""
+    await seed_subscribers(conn)
+    env = UNSUBSCRIBE | {"EINMAL_SMTP_HOST": smtp_server.host, "EINMAL_SMTP_PORT": str(smtp_server.port)}
+    campaign = await create(dsn)
+    sent = {
+        "bob, a subscriber": ("--to", "Bob@Example.org"),
+        "a name given": ("--to", "qa@example.net", "--name", 'Doe, "QA" Team'),
+        "a name not ASCII": ("--to", "bob@example.org", "--name", "Jörg Ünter"),
+        "nobody known": ("--to", "qa@example.net"),
+        "no name": ("--to", "qa@example.net", "--name", ""),
+    }
+    for what, options in sent.items():
+        result = einmal(
+            "campaign", "test", str(campaign), *options, "--subscriber", "ann@example.org", dsn=dsn, env=env
+        )
+        assert result.returncode == 0, (what, result.stderr)
+    received = smtp_server.wait_for(len(sent))
+    heads = [m.data.split(b"\r\n\r\n", 1)[0] + b"\r\n" for m in received]
+    to_lines = [re.search(rb"(?m)^To: .*\r\n(?: .*\r\n)*", head)[0] for head in heads]
+    assert to_lines[:2] == [b'To: "Bob" <Bob@Example.org>\r\n', b'To: "Doe, \\"QA\\" Team" <qa@example.net>\r\n']
+    assert to_lines[2] == b"To: =?utf-8?b?SsO2cmcgw5xudGVy?= <bob@example.org>\r\n", to_lines[2]
+    assert to_lines[3:] == [b'To: "Ann" <qa@example.net>\r\n', b"To: qa@example.net\r\n"]
+    parsed = [message_from_bytes(m.data, policy=default_policy)["To"].addresses[0] for m in received]
+    assert [a.display_name for a in parsed] == ["Bob", 'Doe, "QA" Team', "Jörg Ünter", "Ann", ""]
+    subjects = [str(message_from_bytes(m.data, policy=default_policy)["Subject"]) for m in received]
+    assert subjects == ["[TEST] Hi Ann in Köln"] * len(sent), "the message is still ann's"
+    for bad in ("Eve\r\nBcc: evil@example.net", "Eve\nBcc: evil@example.net", "x" * 1001):
+        refused = einmal("campaign", "test", str(campaign), "--to", "qa@example.net", "--name", bad, dsn=dsn, env=env)
+        assert refused.returncode == 1 and refused.stderr.startswith("einmal: --name"), refused.stderr
+        assert len(refused.stderr.splitlines()) == 1 and "Traceback" not in refused.stderr
+    with pytest.raises(AssertionError):
+        smtp_server.wait_for(len(sent) + 1, timeout=1)

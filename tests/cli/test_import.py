@@ -54,7 +54,12 @@ async def test_import_creates_account_lists_and_one_subscriber_per_mailbox_whate
     result = run_import(dsn, path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "imported 2, already present 2, rejected 0\n"
-    assert result.stderr == (  # --create-account made it: a typo would show
+    merged = "merged into its subscriber, its lists added, its attributes over the earlier rows'"
+    assert result.stderr == (  # each repeat of a mailbox said; --create-account made it: a typo would show
+        f"line 3: 'alice@example.com' repeats line 2 ('Alice@Example.com'): {merged}; its name 'Al' not taken "
+        "(a subscriber keeps its name)\n"
+        f"line 5: 'bob@example.com' repeats line 4: {merged}; its name 'Bobby' not taken (a subscriber keeps its "
+        "name)\n"
         "einmal: created account 'acme'\n"
         "list default: 1 added (new subscribers of rows naming no list; --list chooses)\n"
         "list news: 1 added\nlist other: 1 added\nlist vip: 1 added\n"
@@ -67,6 +72,73 @@ async def test_import_creates_account_lists_and_one_subscriber_per_mailbox_whate
     }
     names = await conn.fetch("SELECT email, name FROM einmal.subscribers ORDER BY id")
     assert [(r["email"], r["name"]) for r in names] == [("Alice@Example.com", "Alice"), ("bob@example.com", "Bob")]
+
+
+# -- one mailbox twice in one file: merged, each later row said -----------------------------
+
+
+async def test_each_row_repeating_an_earlier_rows_mailbox_is_named_with_what_was_done(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
+    """A row of a mailbox an earlier row of the file named is merged into that subscriber, as the API's batch
+    merges rows of one mailbox, and stderr says so for each such row: its line, its address, the line it
+    repeats (and that row's spelling when it differs)."""
+    path = write(
+        tmp_path,
+        "email,name,list,city\n"
+        "Ann@Example.org,Ann,news,Berlin\n"
+        "bob@example.org,Bob,news,\n"
+        "ann@example.org,Annie,vip,Paris\n"
+        "not an address,,,\n"
+        "ANN@EXAMPLE.ORG,,,\n"
+        "bob@example.org,Bob,news,\n",
+    )
+    result = run_import(dsn, path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "imported 2, already present 3, rejected 1\n"
+    said = [line for line in result.stderr.splitlines() if line.startswith("line ")]
+    assert said[0].startswith("line 5: invalid address 'not an address'"), result.stderr
+    assert said[1:] == [  # once the whole file is in, in file order
+        "line 4: 'ann@example.org' repeats line 2 ('Ann@Example.org'): merged into its subscriber, its lists "
+        "added, its attributes over the earlier rows'; its name 'Annie' not taken (a subscriber keeps its name)",
+        "line 6: 'ANN@EXAMPLE.ORG' repeats line 2 ('Ann@Example.org'): merged into its subscriber, its lists "
+        "added, its attributes over the earlier rows'",
+        "line 7: 'bob@example.org' repeats line 3: merged into its subscriber, its lists added, its attributes "
+        "over the earlier rows'",
+    ], result.stderr
+    rows = await conn.fetch("SELECT email, name, attributes FROM einmal.subscribers ORDER BY id")
+    assert [(r["email"], r["name"], json.loads(r["attributes"])) for r in rows] == [
+        ("Ann@Example.org", "Ann", {"city": "Paris"}),
+        ("bob@example.org", "Bob", {}),
+    ]
+    assert await members(conn) == {
+        ("acme", "Ann@Example.org", "news"),
+        ("acme", "Ann@Example.org", "vip"),
+        ("acme", "bob@example.org", "news"),
+    }
+
+
+async def test_repeats_are_found_across_chunks_and_said_only_once_the_file_is_in(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch
+) -> None:
+    """Chunks of two rows: a repeat three chunks after its first row is found all the same; an import that fails
+    on a later record says no row was merged, since nothing was written."""
+    monkeypatch.setattr(importer, "CHUNK_ROWS", 2)
+    rows = "".join(f"user{i}@example.org\n" for i in range(6))
+    args = argparse.Namespace(account="acme", file=write(tmp_path, f"email\n{rows}user1@example.org\n"), lists=[])
+    args.create_account = True
+    assert await importer.command(args, Settings(database_url=dsn)) == 0
+    out, err = capsys.readouterr()
+    assert out == "imported 6, already present 1, rejected 0\n"
+    assert "line 8: 'user1@example.org' repeats line 3: merged into its subscriber" in err
+    assert err.count("repeats line") == 1, err
+    broken = write(tmp_path, f'email\n{rows}user1@example.org\n"never closed\n', "broken.csv")
+    args = argparse.Namespace(account="other", file=broken, lists=[], create_account=True)
+    with pytest.raises(Invalid, match="never closed"):
+        await importer.command(args, Settings(database_url=dsn))
+    out, err = capsys.readouterr()
+    assert "repeats" not in err and out == "", err
+    assert await conn.fetchval("SELECT count(*) FROM einmal.accounts WHERE name = 'other'") == 0
 
 
 async def test_another_spelling_of_a_mailbox_updates_its_subscriber_and_the_summary_says_so(

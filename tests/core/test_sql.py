@@ -28,8 +28,9 @@ async def test_every_query_prepares_against_the_schema(conn: asyncpg.Connection)
     for name in sorted(db.QUERIES):
         try:
             async with conn.transaction():
-                if name.endswith("_staged"):  # they read the import's staging table, dropped at commit
+                if name.endswith("_staged"):  # they read the import's staging tables, dropped at commit
                     await conn.execute(*db.sql("subscribers_stage_create"))
+                    await conn.execute(*db.sql("subscribers_seen_create"))
                 await conn.prepare(db.QUERIES[name].text)
         except asyncpg.PostgresError as exc:
             failures[name] = str(exc)

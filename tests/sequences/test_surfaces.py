@@ -214,3 +214,57 @@ async def test_the_command_line_creates_runs_and_shows_a_sequence(conn: asyncpg.
     assert gone.returncode == 0, gone.stderr
     listed = await anyio.to_thread.run_sync(lambda: run("sequence", "list", "--account", "acme"))
     assert [cells(line)[1:] for line in listed.stdout.splitlines()[1:]] == [["welcome", "news", "running", "1", "2"]]
+
+
+NO_LINK = (
+    "warning: neither body shows {{ unsubscribe_url }}: the List-Unsubscribe header works, but a visible link is "
+    "what people look for before they press 'spam'"
+)
+
+
+async def test_a_step_whose_bodies_show_no_unsubscribe_link_is_made_with_the_campaigns_warning(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    """As a campaign is (service/campaigns/preview.py, the trial): added or changed all the same, the answer's
+    `warnings` (the command's stderr) say that neither body shows {{ unsubscribe_url }}, after any change that
+    leaves it so; a link in either body, none."""
+    _, _, key, _ = await keyed(conn, dsn)
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1", headers=key) as client,
+    ):
+        sequence = (await client.post("/sequences", json={"name": "welcome", "list": "news"})).json()["id"]
+        url = f"/sequences/{sequence}/steps"
+        step = {"subject": "Hi {{ name }}", "from": "news@example.com", "text": "Welcome!"}
+        bare = await client.post(url, json=step)
+        assert bare.status_code == 201, bare.text
+        assert bare.json() == {"sequence_id": sequence, "position": 1, "campaign_id": bare.json()["campaign_id"]} | {
+            "warnings": [NO_LINK]
+        }
+        linked = await client.post(url, json={**step, "text": "Welcome!\n{{ unsubscribe_url }}\n"})
+        in_html = await client.post(url, json={**step, "html": '<a href="{{ unsubscribe_url }}">leave</a>'})
+        assert (linked.status_code, linked.json()["warnings"]) == (201, [])
+        assert (in_html.status_code, in_html.json()["warnings"]) == (201, [])
+        changes = {
+            (1, "subject"): ({"subject": "Hello"}, [NO_LINK]),
+            (1, "text"): ({"text": "Hi\n{{ unsubscribe_url }}"}, []),
+            (2, "text"): ({"text": "no link now"}, [NO_LINK]),
+            (3, "html"): ({"html": None}, [NO_LINK]),
+        }
+        for (position, what), (body, warnings) in changes.items():
+            changed = await client.patch(f"{url}/{position}", json=body)
+            assert changed.status_code == 200 and changed.json()["warnings"] == warnings, (position, what, changed.text)
+    assert await conn.fetchval("SELECT count(*) FROM einmal.campaigns WHERE kind = 'step'") == 3
+
+    def run(*args: str):
+        return einmal("sequence", "step", *args, "--account", "acme", dsn=dsn)
+
+    added = await anyio.to_thread.run_sync(
+        lambda: run("add", str(sequence), "--subject", "S", "--from", "news@example.com", "--text", "Bye")
+    )
+    assert added.returncode == 0 and added.stdout.startswith("step 4 of sequence"), added.stderr
+    assert added.stderr == f"einmal: {NO_LINK}\n"
+    fixed = await anyio.to_thread.run_sync(lambda: run("change", str(sequence), "4", "--text", "{{ unsubscribe_url }}"))
+    assert fixed.returncode == 0 and fixed.stderr == "", fixed.stderr
+    bare = await anyio.to_thread.run_sync(lambda: run("change", str(sequence), "4", "--text", "Bye again"))
+    assert bare.returncode == 0 and bare.stderr == f"einmal: {NO_LINK}\n", bare.stderr

@@ -216,3 +216,29 @@ async def test_a_test_message_goes_out_once_marked_and_unsubscribes_nobody(
     assert await written(conn) == (0, 0)  # the link of a test message names nobody: no opt-out recorded
     assert await conn.fetchval("SELECT count(*) FROM einmal.sends") == 0
     assert await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", made["id"]) == "draft"
+
+
+async def test_a_test_messages_to_names_its_recipient_as_the_campaigns_messages_do(
+    conn: asyncpg.Connection, dsn: str, acme: dict[str, str], smtp_server
+) -> None:
+    """`name` in the body names the test message's recipient in its To, else the subscriber the address is;
+    made as a real message's To (quoted, RFC 2047 words for what is not ASCII); a line break in it is a 422."""
+    key = auth(acme["write"])
+    relay = {"smtp_host": smtp_server.host, "smtp_port": smtp_server.port, "unsubscribe_url": UNSUBSCRIBE_URL}
+    async with http_server(dsn, **relay) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
+        made = (await client.post("/campaigns", headers=key, json=DRAFT)).json()
+        url = f"/campaigns/{made['id']}/test"
+        for body in (
+            {"to": "bob@example.org", "subscriber": "ann@example.org"},
+            {"to": "qa@example.net", "subscriber": "ann@example.org", "name": "Zoë, QA"},
+        ):
+            sent = await client.post(url, headers=key, json=body)
+            assert sent.status_code == 200, sent.text
+        bob, zoe = smtp_server.wait_for(2)
+        assert b'\r\nTo: "Bob" <bob@example.org>\r\n' in bob.data and b"Subject: [TEST] Hello Ann" in bob.data
+        assert b"\r\nTo: =?utf-8?b?Wm/DqywgUUE=?= <qa@example.net>\r\n" in zoe.data, zoe.data
+        for bad in ("Eve\r\nBcc: evil@example.net", "Eve\nBcc: evil@example.net", "Eve\u2028x"):
+            refused = await client.post(url, headers=key, json={"to": "qa@example.net", "name": bad})
+            assert refused.status_code == 422 and refused.json()["error"].startswith("name: "), refused.text
+        with pytest.raises(AssertionError):
+            smtp_server.wait_for(3, timeout=1)
