@@ -179,7 +179,7 @@ class Counts:
     lists: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # per list named: [added, named]
 
 
-def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
+def read_header(reader: Iterator[list[str]], lines: Lines, path: str) -> Header:
     lines.start_record()
     try:
         row = next(reader)
@@ -201,7 +201,7 @@ def read_header(reader: "csv._reader", lines: Lines, path: str) -> Header:
             raise Invalid(f"{path}: the header row names the {name} column twice")
     if "email" not in names:
         raise Invalid(f"{path}: the header row has no email column")
-    attributes = []
+    attributes: list[tuple[int, str]] = []
     for column, name in enumerate(names):
         if name in SPECIAL:
             continue
@@ -273,7 +273,7 @@ def _malformed(exc: csv.Error) -> str:
     return f"is malformed CSV ({exc})"
 
 
-def records(reader: "csv._reader", lines: Lines) -> Iterator[tuple[int, list[str]]]:
+def records(reader: Iterator[list[str]], lines: Lines) -> Iterator[tuple[int, list[str]]]:
     """(line the record starts on, its fields); blank lines skipped.
 
     Invalid for a record the reader cannot delimit: after one, the reader would start
@@ -296,12 +296,12 @@ Rejected = list[tuple[int, str]]  # (line, reason) of the rows refused
 
 
 def produce(
-    reader: "csv._reader", lines: Lines, header: Header, send, counts: Counts, report: Callable[[Rejected], None]
+    reader: Iterator[list[str]], lines: Lines, header: Header, send, counts: Counts, report: Callable[[Rejected], None]
 ) -> None:
     """Worker thread: validate rows, send chunks of good ones, each with the (key, reason) of its rows to
     suppress, and hand the bad ones to ``report``, run in the event loop, before the chunk they precede and
     before an error that ends the file."""
-    chunk: list[tuple[int, str, str, str]] = []
+    chunk: list[tuple[int, str, str, str, str | None, str, bool]] = []
     suppress: list[tuple[str, str]] = []
     rejected: Rejected = []
 
@@ -321,7 +321,8 @@ def produce(
                 continue
             email, key, name, lists, attributes, reason, unnamed = result
             counts.good += 1
-            chunk.extend((line, email, key, name, list_name, attributes, unnamed) for list_name in lists or [None])
+            named: list[str | None] = [*lists] or [None]  # None: the row names no list
+            chunk.extend((line, email, key, name, list_name, attributes, unnamed) for list_name in named)
             counts.unlisted += not lists
             if reason:
                 suppress.append((key, reason))
@@ -346,7 +347,9 @@ async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tupl
     await conn.execute(*db.sql("subscribers_seen_staged"))
     counts.kept += await conn.fetchval(*db.sql("subscribers_unname_staged", account_id=account_id))
     await conn.execute(*db.sql("list_insert_staged", account_id=account_id))
-    added, changed, respelled = await conn.fetchrow(*db.sql("subscribers_insert_staged", account_id=account_id))
+    moved = await conn.fetchrow(*db.sql("subscribers_insert_staged", account_id=account_id))
+    assert moved is not None  # one row of counts
+    added, changed, respelled = moved
     for row in await conn.fetch(*db.sql("list_members_insert_staged", account_id=account_id)):
         done = counts.lists.setdefault(row["name"], [0, 0])
         done[0], done[1] = done[0] + row["added"], done[1] + row["named"]
@@ -395,11 +398,10 @@ async def import_file(
                     await load_chunk(conn, account_id, chunk, counts)
                     for reason in dict.fromkeys(r for _, r in suppress):
                         keys = [key for key, r in suppress if r == reason]
-                        counts.suppressed += (
-                            await conn.fetchrow(
-                                *db.sql("suppression_insert", account_id=account_id, email_keys=keys, reason=reason)
-                            )
-                        )["added"]
+                        counts.suppressed += await conn.fetchval(
+                            *db.sql("suppression_insert", account_id=account_id, email_keys=keys, reason=reason),
+                            column=1,
+                        )
     except BaseExceptionGroup as group:
         # the error that failed the import; a broken channel is only its echo in the other task
         errors = leaves(group)
@@ -475,7 +477,9 @@ async def command(args: argparse.Namespace, settings: Settings) -> int:
         async with db.connection(db.url(settings)) as conn, conn.transaction():
             created = False
             if getattr(args, "create_account", False):  # a typo would make an account silently: say so
-                account_id, created = await conn.fetchrow(*db.sql("account_ensure", name=account))
+                ensured = await conn.fetchrow(*db.sql("account_ensure", name=account))
+                assert ensured is not None  # the account's row, made or found
+                account_id, created = ensured
             else:
                 account_id = await conn.fetchval(*db.sql("account_find", account=account))
                 if account_id is None:

@@ -1,6 +1,5 @@
-"""make check's type check: the modules mypy skips (pyproject.toml) may only grow fewer.
-
-A module comes off the list once its errors are fixed; none goes on. The campaign and account
+"""make check's type check: mypy skips no module of service/ or actors/ (pyproject.toml), and none goes on
+such a list. The campaign and account
 services and the actors are checked from the start, and a module that was moved or deleted leaves
 the list with it.
 """
@@ -10,8 +9,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# the length of the list today: lower it as modules come off, never raise it
-MOST_SKIPPED = 1
+# the length of the list: none is skipped, and none may be
+MOST_SKIPPED = 0
 ALWAYS_CHECKED = ("service.campaigns", "service.accounts", "actors")
 
 
