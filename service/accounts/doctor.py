@@ -74,16 +74,27 @@ def a_label(domain: str) -> str:
         raise ArgumentError(f"{domain[:60]!r} is not a domain name") from None
 
 
-def default_domain(identity: Identity, settings: Settings) -> str:
-    """The From domain checked when none is named: the account's first, else the installation's DKIM domain,
-    else its return path's domain."""
+def default_domain(identity: Identity, settings: Settings, sender: str | None = None) -> str:
+    """The From domain checked when none is named: the account's first (its own, else EINMAL_FROM_DOMAINS'),
+    else the installation's DKIM domain, else `sender` (the From domain of its newest campaign), and only
+    when it has no From domain at all its return path's domain."""
     if identity.domains:
         return identity.domains[0].domain
+    if settings.default_from_domains:
+        return settings.default_from_domains[0]
     if settings.dkim_domain:
         return settings.dkim_domain
+    if sender:
+        return sender
     if return_path(identity, settings):
         return return_path(identity, settings).rpartition("@")[2]  # type: ignore[union-attr]
     raise ArgumentError("no From domain to check: name one (--domain), or set EINMAL_DKIM_DOMAIN")
+
+
+async def newest_sender(conn: asyncpg.Connection, identity: Identity) -> str | None:
+    """The From domain of the account's newest campaign: default_domain's `sender`."""
+    rows = await conn.fetch(*db.sql("doctor_sender_domains", account_id=identity.account_id, limit=1))
+    return next((parseaddr(row["address"])[1].rpartition("@")[2] or None for row in rows), None)
 
 
 def return_path(identity: Identity, settings: Settings) -> str | None:
@@ -132,8 +143,8 @@ class Plan:
     inputs: str
 
 
-def plan(identity: Identity, settings: Settings, domain: str | None) -> Plan:
-    domain = a_label(domain or default_domain(identity, settings))
+def plan(identity: Identity, settings: Settings, domain: str | None, sender: str | None = None) -> Plan:
+    domain = a_label(domain or default_domain(identity, settings, sender))
     d, keys = _keys(identity, settings, domain)
     path = return_path(identity, settings)
     envelope = a_label(path.rpartition("@")[2]) if path else domain
@@ -144,9 +155,11 @@ def plan(identity: Identity, settings: Settings, domain: str | None) -> Plan:
     return Plan(identity, domain, d, keys, envelope, chosen, inputs)
 
 
-async def examine(identity: Identity, settings: Settings, *, domain: str | None = None) -> Report:
+async def examine(
+    identity: Identity, settings: Settings, *, domain: str | None = None, sender: str | None = None
+) -> Report:
     """The findings for mail from `domain` (default_domain when None) sent as `identity`, all asked now."""
-    planned = plan(identity, settings, domain)
+    planned = plan(identity, settings, domain, sender)
     return _report(planned, settings, await _asked(planned, settings))
 
 
@@ -210,8 +223,9 @@ async def domains_of(conn: asyncpg.Connection, identity: Identity, settings: Set
     found += [parseaddr(row["address"])[1].rpartition("@")[2] for row in rows]
     if path := return_path(identity, settings):
         found.append(path.rpartition("@")[2])
-    if identity.domains or settings.dkim_domain or path:
-        found.append(default_domain(identity, settings))
+    if identity.domains or settings.default_from_domains or settings.dkim_domain or rows or path:
+        sender = parseaddr(rows[0]["address"])[1].rpartition("@")[2] if rows else None
+        found.append(default_domain(identity, settings, sender))
     named = []
     for domain in found:
         try:
@@ -257,7 +271,8 @@ async def checked(
     with contextlib.ExitStack() as slot:  # the account's run in flight, from its count to its last question
         async with connect() as conn:
             identity = await of_account(conn, account_id=account_id)
-            planned = plan(identity, settings, domain)
+            sender = await newest_sender(conn, identity) if domain is None else None
+            planned = plan(identity, settings, domain, sender)
             if (
                 own
                 and domain is not None

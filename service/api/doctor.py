@@ -49,7 +49,8 @@ async def run_doctor(
             max_length=253,
             description=(
                 "the From domain to check, one of the account's own (its domains, its campaigns' From and its "
-                "return path's); absent: the account's first, else the DKIM one"
+                "return path's); absent: the account's first (its own, else EINMAL_FROM_DOMAINS'), else the DKIM "
+                "one, else its newest campaign's From"
             ),
         ),
     ] = None,

@@ -17,6 +17,7 @@ from service.settings import Settings
 
 async def doctor_command(args: argparse.Namespace, settings: Settings) -> int:
     notes: list[str] = []  # the installation's From rule (service/from_rule.py), where its database is at hand
+    sender = None  # the From domain of the account's newest campaign
     if args.account is None:
         identity = Identity(account_id=0)
         if settings.database_url is not None:
@@ -30,8 +31,9 @@ async def doctor_command(args: argparse.Namespace, settings: Settings) -> int:
             except NotFound as exc:
                 raise ArgumentError(str(exc)) from None
             identity = await doctor.identity_of(conn, account_id=account_id)
+            sender = await doctor.newest_sender(conn, identity)
             notes = await from_rule.installation_warnings(conn, settings=settings)
-    report = await doctor.examine(identity, settings, domain=args.domain)
+    report = await doctor.examine(identity, settings, domain=args.domain, sender=sender)
     if args.json:
         # the installation's notes only when there are some: otherwise the same object as GET /api/v1/doctor
         print(json.dumps({**report.as_json(), **({"installation": notes} if notes else {})}, indent=2))
@@ -68,6 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "doctor", help="check from DNS what mailbox providers require of a bulk sender: DKIM, SPF, DMARC, bounces"
     )
     p.add_argument("--account", help="the account whose sender identity to check (default: the environment's)")
-    p.add_argument("--domain", help="the From domain to check (default: the account's first, else EINMAL_DKIM_DOMAIN)")
+    p.add_argument(
+        "--domain",
+        help="the From domain to check (default: the account's first, else EINMAL_DKIM_DOMAIN, else its newest "
+        "campaign's From)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object instead of numbered lines")
     p.set_defaults(func=doctor_command)
