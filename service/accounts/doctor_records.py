@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import anyio
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from publicsuffixlist import PublicSuffixList
 
 from service import relays
@@ -96,6 +97,17 @@ async def dkim_keys(notes: Notes, lookup: Lookup, domain: str, d: str | None, ke
             weak = getattr(key, "key_size", 2048) < 2048
             title = f"DKIM {name}: the published key is einmal's" + (", but under 2048 bits" if weak else "")
             notes.add("dkim", "warn" if weak else "ok", title, records[0])
+    if keys and all(isinstance(key, ed25519.Ed25519PrivateKey) for _, key in keys):
+        notes.add(
+            "dkim",
+            "warn",
+            f"DKIM of {d}: signed only with Ed25519, which Gmail, Yahoo and Outlook.com do not verify yet: "
+            "their DMARC rests on SPF alone",
+            "Ed25519 keys only: selector " + ", ".join(s for s, _ in keys),
+            "an RSA key of 2048 bits beside it, under a selector of its own: each message signed with both",
+            "add an RSA-2048 key: a second selector in EINMAL_DKIM_SELECTOR and its file in "
+            "EINMAL_DKIM_PRIVATE_KEY_FILE (an account's: `einmal account dkim generate --algorithm rsa`)",
+        )
 
 
 async def spf(notes: Notes, lookup: Lookup, envelope: str, chosen: list[relays.Relay]) -> None:

@@ -1,23 +1,71 @@
-"""The API checks the account's From domain, not its return path's, when none is named."""
+"""The doctor's warnings that fail nothing (exit 0): a domain signed only with Ed25519, which the large receivers
+do not verify yet. And the API checks the account's From domain, not its return path's, when none is named."""
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import asyncpg
 import httpx
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from service.accounts import keys
-from tests.identity.test_doctor import _key, _sender
-from tests.support.dns_server import dns_server
+from service.mail import dkim
+from tests.conftest import einmal
+from tests.identity.test_doctor import _key, _sender, env, findings
+from tests.support.dns_server import dns_server, txt
 from tests.support.web import http_server
+
+
+def _ed25519(folder: Path) -> tuple[str, str]:
+    key = ed25519.Ed25519PrivateKey.generate()
+    path = folder / "ed.pem"
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    path.write_bytes(pem)
+    return str(path), dkim.public_record(key).decode()
 
 
 @pytest.fixture(scope="module")
 def zones(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """ed.test publishes an Ed25519 key only (selector s1), both.test an RSA key (s1) and an Ed25519 one (s2);
+    good.test is the one of test_doctor.py."""
     folder = tmp_path_factory.mktemp("dns")
     rsa_key, rsa_record = _key(folder, "einmal")
-    with dns_server(folder, {"good.test": _sender(rsa_record)}) as servers:
-        yield {"servers": servers, "key": rsa_key}
+    ed_key, ed_record = _ed25519(folder)
+    served = {
+        "ed.test": _sender(ed_record),
+        "both.test": [*_sender(rsa_record), txt("s2._domainkey", ed_record)],
+        "good.test": _sender(rsa_record),
+    }
+    with dns_server(folder, served) as servers:
+        yield {"servers": servers, "key": rsa_key, "ed": ed_key, "rsa": rsa_key}
+
+
+def _said(out: str) -> dict[str, str]:
+    return {title: severity for severity, title in findings(out).values()}
+
+
+ONLY_ED25519 = "signed only with Ed25519"
+
+
+def test_a_domain_signed_only_with_ed25519_is_a_warning_not_a_failure(zones: dict[str, str]) -> None:
+    done = einmal("doctor", env=env(zones, "ed.test", EINMAL_DKIM_PRIVATE_KEY_FILE=zones["ed"]))
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = _said(done.stdout)
+    assert said.get("DKIM s1._domainkey.ed.test: the published key is einmal's") == "ok", done.stdout
+    (warned,) = [title for title, severity in said.items() if ONLY_ED25519 in title]
+    assert said[warned] == "warn" and "ed.test" in warned, done.stdout
+    assert "RSA" in done.stdout.split(warned)[1] and "2048" in done.stdout.split(warned)[1], done.stdout
+
+
+def test_an_ed25519_key_beside_an_rsa_one_is_no_warning(zones: dict[str, str]) -> None:
+    both = {"EINMAL_DKIM_SELECTOR": "s1,s2", "EINMAL_DKIM_PRIVATE_KEY_FILE": f"{zones['rsa']},{zones['ed']}"}
+    done = einmal("doctor", env=env(zones, "both.test", **both))
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = _said(done.stdout)
+    assert said.get("DKIM s2._domainkey.both.test: the published key is einmal's") == "ok", done.stdout
+    assert set(said.values()) == {"ok"} and ONLY_ED25519 not in done.stdout, done.stdout
 
 
 async def _acme(conn: asyncpg.Connection) -> tuple[int, str]:
