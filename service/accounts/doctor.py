@@ -132,7 +132,8 @@ def _pem(pem: str) -> object:
 @dataclass(frozen=True)
 class Plan:
     """What a run asks of DNS for mail from `domain` sent as `identity`, and the digest of it (`inputs`): a
-    kept report made of other inputs (another key, relay, return path or DNS server) is not this one's."""
+    kept report made of other inputs (another key, relay, return path, unsubscribe URL or DNS server) is not
+    this one's."""
 
     identity: Identity
     domain: str
@@ -151,6 +152,7 @@ def plan(identity: Identity, settings: Settings, domain: str | None, sender: str
     chosen = [relays.parse_url(r.url) for r in identity.relays] or relays.from_settings(settings)
     published = [(s, str(k) if isinstance(k, EinmalError) else dkim.public_record(k).decode()) for s, k in keys]  # type: ignore[arg-type]
     asked = [domain, d, published, envelope, [(r.name, r.host) for r in chosen], settings.dns_servers or ""]
+    asked.append(settings.unsubscribe_url or "")
     inputs = hashlib.sha256(json.dumps(asked).encode()).hexdigest()
     return Plan(identity, domain, d, keys, envelope, chosen, inputs)
 
@@ -164,7 +166,8 @@ async def examine(
 
 
 async def _asked(planned: Plan, settings: Settings) -> list[Finding]:
-    """What DNS says, within RUN_SECONDS: the findings of the DKIM keys, SPF, DMARC and the bounces' MX."""
+    """What DNS says, within RUN_SECONDS: the findings of the DKIM keys, SPF, DMARC, the bounces' MX, then
+    the unsubscribe URL's host where subscribers cannot reach it (the last finding, if any)."""
     notes = records.Notes()
     lookup = Lookup(dns_checks.resolver(settings.dns_server_list))
     try:
@@ -173,6 +176,8 @@ async def _asked(planned: Plan, settings: Settings) -> list[Finding]:
             await records.spf(notes, lookup, planned.envelope, planned.chosen)
             await records.dmarc(notes, lookup, planned.domain, planned.d, planned.envelope)
             await records.bounces(notes, lookup, planned.envelope)
+            if settings.unsubscribe_url:
+                await records.unsubscribe_host(notes, lookup, settings.unsubscribe_url)
     except TimeoutError:
         title = f"could not check every record: DNS did not answer them all within {RUN_SECONDS:g} s"
         notes.add("dns", "unchecked", title, fix="retry later")
@@ -180,8 +185,12 @@ async def _asked(planned: Plan, settings: Settings) -> list[Finding]:
 
 
 def _report(planned: Plan, settings: Settings, asked: list[Finding]) -> Report:
-    """The DNS findings, then those of einmal's own settings: the one-click unsubscribe, the relays' TLS."""
-    notes = records.Notes(list(asked))
+    """The DNS findings, then those of einmal's own settings: the one-click unsubscribe (and whether
+    subscribers reach its host, asked with DNS), the relays' TLS."""
+    notes = records.Notes()
+    for f in asked:  # numbered again: the unsubscribe URL's finding follows the one-click one
+        if f.check != "unsubscribe":
+            notes.add(f.check, f.severity, f.title, f.found, f.expected, f.fix)
     if settings.unsubscribe_url and settings.unsubscribe_secret:
         notes.add("unsubscribe", "ok", f"one-click unsubscribe (RFC 8058) at {settings.unsubscribe_url}")
     else:
@@ -193,6 +202,9 @@ def _report(planned: Plan, settings: Settings, asked: list[Finding]) -> Report:
             expected="both set",
             fix="set EINMAL_UNSUBSCRIBE_URL (einmal's own: <public URL>/unsubscribe) and EINMAL_UNSUBSCRIBE_SECRET",
         )
+    for f in asked:
+        if f.check == "unsubscribe":
+            notes.add(f.check, f.severity, f.title, f.found, f.expected, f.fix)
     for relay in planned.chosen:
         if relay.tls != "none" or _local(relay.host):
             notes.add("tls", "ok", f"relay {relay.name}: {relay.tls if relay.tls != 'none' else 'on loopback'}")

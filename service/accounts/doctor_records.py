@@ -13,6 +13,7 @@ import functools
 import ipaddress
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import urlsplit
 
 import anyio
 from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -23,6 +24,7 @@ from service.accounts import dns_checks
 from service.accounts.dns_checks import Lookup, Unanswered
 from service.errors import EinmalError
 from service.mail import dkim
+from service.webhooks import policy
 
 Severity = Literal["fail", "warn", "ok", "unchecked"]  # unchecked: DNS did not answer, nothing to judge
 
@@ -238,3 +240,48 @@ async def bounces(notes: Notes, lookup: Lookup, envelope: str) -> None:
         notes.add("bounces", "warn", f"bounces to {envelope}: no MX, only its address", addresses[0], expected, fix)
     else:
         notes.add("bounces", "fail", f"bounces to {envelope}: no MX and no address", "nothing", expected, fix)
+
+
+def _host(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or "").rstrip(".")
+    except ValueError:
+        return ""
+
+
+async def unsubscribe_host(notes: Notes, lookup: Lookup, url: str) -> None:
+    """The unsubscribe URL's host is one subscribers reach (the webhook policy's judgement of an address): an
+    IP address or `localhost` is judged as it is, a name by the addresses DNS gives it. A name DNS does not
+    answer for is not judged (the checks before say that DNS did not answer)."""
+    host = _host(url)
+    if not host:
+        return
+    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+        found, why = host, f"{host} is loopback"
+    else:
+        try:
+            ipaddress.ip_address(host.split("%", 1)[0])
+            addresses = [host]
+        except ValueError:
+            try:
+                addresses = await lookup.addresses(host)
+            except Unanswered:
+                return
+        private = [a for a in addresses if not policy.public(a)]
+        if addresses and not private:
+            return
+        found = ", ".join(private) or "no address"
+        if addresses == [host]:
+            why = f"{host} is not a public address"
+        elif private:
+            why = f"{host} resolves to {found}, not a public address"
+        else:
+            why = f"{host} does not resolve"
+    notes.add(
+        "unsubscribe",
+        "warn",
+        f"one-click unsubscribe at {url}: {why}, subscribers cannot reach it",
+        found,
+        "an https:// URL at a name or address subscribers reach",
+        "set EINMAL_UNSUBSCRIBE_URL to einmal's public URL (<public URL>/unsubscribe); fine for a test on loopback",
+    )

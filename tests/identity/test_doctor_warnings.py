@@ -1,6 +1,9 @@
 """The doctor's warnings that fail nothing (exit 0): a domain signed only with Ed25519, which the large receivers
-do not verify yet. And the API checks the account's From domain, not its return path's, when none is named."""
+do not verify yet; an unsubscribe URL subscribers cannot reach (loopback, private, link-local, unique-local, by
+its literal address, `localhost`, or a name that resolves there). And the API checks the account's From
+domain, not its return path's, when none is named."""
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,9 +16,12 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from service.accounts import keys
 from service.mail import dkim
 from tests.conftest import einmal
-from tests.identity.test_doctor import _key, _sender, env, findings
+from tests.identity.test_doctor import PUBLIC_UNSUBSCRIBE, _key, _sender, env, findings
 from tests.support.dns_server import dns_server, txt
 from tests.support.web import http_server
+
+PUBLIC = "1.2.3.4"  # a global address, only judged, never connected to
+PRIVATE = "192.168.7.8"
 
 
 def _ed25519(folder: Path) -> tuple[str, str]:
@@ -29,14 +35,14 @@ def _ed25519(folder: Path) -> tuple[str, str]:
 @pytest.fixture(scope="module")
 def zones(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """ed.test publishes an Ed25519 key only (selector s1), both.test an RSA key (s1) and an Ed25519 one (s2);
-    good.test is the one of test_doctor.py."""
+    good.test's www is public, its intranet private."""
     folder = tmp_path_factory.mktemp("dns")
     rsa_key, rsa_record = _key(folder, "einmal")
     ed_key, ed_record = _ed25519(folder)
     served = {
         "ed.test": _sender(ed_record),
         "both.test": [*_sender(rsa_record), txt("s2._domainkey", ed_record)],
-        "good.test": _sender(rsa_record),
+        "good.test": [*_sender(rsa_record), f"www A {PUBLIC}", f"intranet A {PRIVATE}", "intranet AAAA fd00::8"],
     }
     with dns_server(folder, served) as servers:
         yield {"servers": servers, "key": rsa_key, "ed": ed_key, "rsa": rsa_key}
@@ -66,6 +72,46 @@ def test_an_ed25519_key_beside_an_rsa_one_is_no_warning(zones: dict[str, str]) -
     said = _said(done.stdout)
     assert said.get("DKIM s2._domainkey.both.test: the published key is einmal's") == "ok", done.stdout
     assert set(said.values()) == {"ok"} and ONLY_ED25519 not in done.stdout, done.stdout
+
+
+UNREACHABLE = "subscribers cannot reach it"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8080/unsubscribe",  # what the demo and a first try set
+        "https://localhost/unsubscribe",
+        "https://news.localhost/unsubscribe",
+        "https://[::1]/unsubscribe",
+        "https://10.1.2.3/unsubscribe",
+        "https://100.64.0.9/unsubscribe",  # shared address space (carrier-grade NAT)
+        "https://169.254.1.1/unsubscribe",
+        "https://[fe80::1]/unsubscribe",
+        "https://[fd12:3456::1]/unsubscribe",
+        "https://[::ffff:192.168.1.1]/unsubscribe",  # IPv4-mapped: judged by the address it carries
+        "https://intranet.good.test/unsubscribe",  # a name, asked of the doctor's DNS server
+        "https://nowhere.good.test/unsubscribe",  # a name that does not resolve
+    ],
+)
+def test_an_unsubscribe_url_subscribers_cannot_reach_is_a_warning(zones: dict[str, str], url: str) -> None:
+    done = einmal("doctor", env=env(zones, "good.test", EINMAL_UNSUBSCRIBE_URL=url))
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = _said(done.stdout)
+    (warned,) = [title for title, severity in said.items() if severity != "ok"]
+    assert said[warned] == "warn" and UNREACHABLE in warned and url in warned, done.stdout
+    assert "fix:" in done.stdout.split(warned)[1] and "EINMAL_UNSUBSCRIBE_URL" in done.stdout.split(warned)[1]
+    if "intranet" in url:
+        assert PRIVATE in warned and "fd00::8" in warned, warned
+    numbers = {title: n for n, (_, title) in findings(done.stdout).items()}
+    assert numbers[warned] == numbers[f"one-click unsubscribe (RFC 8058) at {url}"] + 1, done.stdout
+
+
+@pytest.mark.parametrize("url", [PUBLIC_UNSUBSCRIBE, "https://www.good.test/unsubscribe"])
+def test_a_public_unsubscribe_url_is_no_warning(zones: dict[str, str], url: str) -> None:
+    done = einmal("doctor", "--json", env=env(zones, "good.test", EINMAL_UNSUBSCRIBE_URL=url))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {f["severity"] for f in json.loads(done.stdout)["findings"]} == {"ok"}, done.stdout
 
 
 async def _acme(conn: asyncpg.Connection) -> tuple[int, str]:
