@@ -23,6 +23,7 @@ from email.utils import parseaddr
 
 import anyio
 import asyncpg
+import dns.asyncresolver
 import idna
 from cryptography.hazmat.primitives import serialization
 
@@ -49,6 +50,7 @@ Connect = Callable[[], AbstractAsyncContextManager[asyncpg.Connection]]
 class Report:
     domain: str
     findings: tuple[Finding, ...]
+    dns_servers: tuple[str, ...] = ()  # those asked: EINMAL_DNS_SERVERS, else the system's resolvers
 
     def failing(self, *, skip: tuple[str, ...] = ()) -> list[int]:
         return [f.number for f in self.findings if f.severity == "fail" and f.check not in skip]
@@ -59,7 +61,8 @@ class Report:
 
     def as_json(self) -> dict:
         ok = not self.failing() and not self.unchecked()
-        return {"domain": self.domain, "ok": ok, "findings": [asdict(f) for f in self.findings]}
+        findings = [asdict(f) for f in self.findings]
+        return {"domain": self.domain, "ok": ok, "dns_servers": list(self.dns_servers), "findings": findings}
 
 
 async def identity_of(conn: asyncpg.Connection, *, account_id: int) -> Identity:
@@ -133,7 +136,7 @@ def _pem(pem: str) -> object:
 class Plan:
     """What a run asks of DNS for mail from `domain` sent as `identity`, and the digest of it (`inputs`): a
     kept report made of other inputs (another key, relay, return path, unsubscribe URL or DNS server) is not
-    this one's."""
+    this one's. `servers`: those `resolver` asks, as a person names them."""
 
     identity: Identity
     domain: str
@@ -142,6 +145,8 @@ class Plan:
     envelope: str
     chosen: list[relays.Relay]
     inputs: str
+    resolver: dns.asyncresolver.Resolver
+    servers: tuple[str, ...]
 
 
 def plan(identity: Identity, settings: Settings, domain: str | None, sender: str | None = None) -> Plan:
@@ -154,7 +159,9 @@ def plan(identity: Identity, settings: Settings, domain: str | None, sender: str
     asked = [domain, d, published, envelope, [(r.name, r.host) for r in chosen], settings.dns_servers or ""]
     asked.append(settings.unsubscribe_url or "")
     inputs = hashlib.sha256(json.dumps(asked).encode()).hexdigest()
-    return Plan(identity, domain, d, keys, envelope, chosen, inputs)
+    resolver = dns_checks.resolver(settings.dns_server_list)
+    servers = tuple(dns_checks.server_names(resolver))
+    return Plan(identity, domain, d, keys, envelope, chosen, inputs, resolver, servers)
 
 
 async def examine(
@@ -169,7 +176,7 @@ async def _asked(planned: Plan, settings: Settings) -> list[Finding]:
     """What DNS says, within RUN_SECONDS: the findings of the DKIM keys, SPF, DMARC, the bounces' MX, then
     the unsubscribe URL's host where subscribers cannot reach it (the last finding, if any)."""
     notes = records.Notes()
-    lookup = Lookup(dns_checks.resolver(settings.dns_server_list))
+    lookup = Lookup(planned.resolver)
     try:
         with anyio.fail_after(RUN_SECONDS):
             await records.dkim_keys(notes, lookup, planned.domain, planned.d, planned.keys)
@@ -217,7 +224,7 @@ def _report(planned: Plan, settings: Settings, asked: list[Finding]) -> Report:
             expected="starttls or tls",
             fix="smtp://…?tls=starttls or smtps:// (EINMAL_SMTP_TLS)",
         )
-    return Report(planned.domain, tuple(notes.findings))
+    return Report(planned.domain, tuple(notes.findings), planned.servers)
 
 
 def _local(host: str) -> bool:

@@ -28,6 +28,10 @@ class Finding(BaseModel):
 class Report(BaseModel):
     domain: str = Field(description="the From domain checked")
     ok: bool = Field(description="true when no finding fails and none is unchecked")
+    dns_servers: list[str] = Field(
+        description="the DNS servers asked, `host:port` (port 53 left out): EINMAL_DNS_SERVERS, else the system's "
+        "resolvers"
+    )
     findings: list[Finding]
 
 

@@ -1,20 +1,24 @@
 """The doctor's warnings that fail nothing (exit 0): a domain signed only with Ed25519, which the large receivers
 do not verify yet; an unsubscribe URL subscribers cannot reach (loopback, private, link-local, unique-local, by
-its literal address, `localhost`, or a name that resolves there). And the API checks the account's From
-domain, not its return path's, when none is named."""
+its literal address, `localhost`, or a name that resolves there). It names the DNS servers it asked, in its
+output, its JSON, its --help and the API's answer; and the API checks the account's From domain, not its return
+path's, when none is named."""
 
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
+import dns.resolver
 import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from service.accounts import keys
+from service.accounts import dns_checks, doctor, keys
+from service.accounts.identity import Identity
 from service.mail import dkim
+from service.settings import Settings
 from tests.conftest import einmal
 from tests.identity.test_doctor import PUBLIC_UNSUBSCRIBE, _key, _sender, env, findings
 from tests.support.dns_server import dns_server, txt
@@ -114,6 +118,22 @@ def test_a_public_unsubscribe_url_is_no_warning(zones: dict[str, str], url: str)
     assert {f["severity"] for f in json.loads(done.stdout)["findings"]} == {"ok"}, done.stdout
 
 
+def test_the_output_names_the_dns_servers_asked(zones: dict[str, str]) -> None:
+    text = einmal("doctor", env=env(zones, "good.test"))
+    assert f"DNS servers asked: {zones['servers']} (EINMAL_DNS_SERVERS)" in text.stdout.splitlines(), text.stdout
+    printed = json.loads(einmal("doctor", "--json", env=env(zones, "good.test")).stdout)
+    assert printed["dns_servers"] == [zones["servers"]], printed
+    helped = einmal("doctor", "--help")
+    assert helped.returncode == 0 and "EINMAL_DNS_SERVERS" in helped.stdout, helped.stdout
+
+
+def test_without_dns_servers_the_systems_resolvers_are_named() -> None:
+    """Planned, not asked: the names of the resolvers /etc/resolv.conf gives dnspython."""
+    system = dns_checks.servers(dns.resolver.Resolver()).split(", ")
+    planned = doctor.plan(Identity(account_id=0), Settings(), "good.test")
+    assert list(planned.servers) == system and system != ["none"], planned.servers
+
+
 async def _acme(conn: asyncpg.Connection) -> tuple[int, str]:
     """Account acme, its return path at nomx.test, and a key of it."""
     account_id = await conn.fetchval(
@@ -147,4 +167,5 @@ async def test_the_api_checks_the_accounts_from_domain_not_its_return_paths(
     assert answer.status_code == 200, answer.text
     report = answer.json()
     assert report["domain"] == "good.test", report
+    assert report["dns_servers"] == [zones["servers"]], report
     assert any("nomx.test" in f["title"] for f in report["findings"]), report  # the return path, as the envelope
