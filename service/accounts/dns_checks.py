@@ -43,6 +43,11 @@ class Unanswered(Exception):
 
 def servers(resolver: dns.asyncresolver.Resolver) -> str:
     """The resolver's name servers as a person names them: 127.0.0.1:5353, [::1]:53, 192.0.2.1."""
+    return ", ".join(server_names(resolver)) or "none"
+
+
+def server_names(resolver: dns.asyncresolver.Resolver) -> list[str]:
+    """Each of the resolver's name servers as `servers` names it."""
     named = []
     for server in resolver.nameservers:
         if isinstance(server, dns.nameserver.Do53Nameserver):
@@ -50,7 +55,7 @@ def servers(resolver: dns.asyncresolver.Resolver) -> str:
             named.append(f"{host}:{server.port}" if server.port != 53 or ":" in server.address else host)
         else:
             named.append(str(server))
-    return ", ".join(named) or "none"
+    return named
 
 
 def resolver(servers: tuple[tuple[str, int], ...]) -> dns.asyncresolver.Resolver:

@@ -23,6 +23,7 @@ from email.utils import parseaddr
 
 import anyio
 import asyncpg
+import dns.asyncresolver
 import idna
 from cryptography.hazmat.primitives import serialization
 
@@ -49,6 +50,7 @@ Connect = Callable[[], AbstractAsyncContextManager[asyncpg.Connection]]
 class Report:
     domain: str
     findings: tuple[Finding, ...]
+    dns_servers: tuple[str, ...] = ()  # those asked: EINMAL_DNS_SERVERS, else the system's resolvers
 
     def failing(self, *, skip: tuple[str, ...] = ()) -> list[int]:
         return [f.number for f in self.findings if f.severity == "fail" and f.check not in skip]
@@ -59,7 +61,8 @@ class Report:
 
     def as_json(self) -> dict:
         ok = not self.failing() and not self.unchecked()
-        return {"domain": self.domain, "ok": ok, "findings": [asdict(f) for f in self.findings]}
+        findings = [asdict(f) for f in self.findings]
+        return {"domain": self.domain, "ok": ok, "dns_servers": list(self.dns_servers), "findings": findings}
 
 
 async def identity_of(conn: asyncpg.Connection, *, account_id: int) -> Identity:
@@ -74,16 +77,27 @@ def a_label(domain: str) -> str:
         raise ArgumentError(f"{domain[:60]!r} is not a domain name") from None
 
 
-def default_domain(identity: Identity, settings: Settings) -> str:
-    """The From domain checked when none is named: the account's first, else the installation's DKIM domain,
-    else its return path's domain."""
+def default_domain(identity: Identity, settings: Settings, sender: str | None = None) -> str:
+    """The From domain checked when none is named: the account's first (its own, else EINMAL_FROM_DOMAINS'),
+    else the installation's DKIM domain, else `sender` (the From domain of its newest campaign), and only
+    when it has no From domain at all its return path's domain."""
     if identity.domains:
         return identity.domains[0].domain
+    if settings.default_from_domains:
+        return settings.default_from_domains[0]
     if settings.dkim_domain:
         return settings.dkim_domain
+    if sender:
+        return sender
     if return_path(identity, settings):
         return return_path(identity, settings).rpartition("@")[2]  # type: ignore[union-attr]
     raise ArgumentError("no From domain to check: name one (--domain), or set EINMAL_DKIM_DOMAIN")
+
+
+async def newest_sender(conn: asyncpg.Connection, identity: Identity) -> str | None:
+    """The From domain of the account's newest campaign: default_domain's `sender`."""
+    rows = await conn.fetch(*db.sql("doctor_sender_domains", account_id=identity.account_id, limit=1))
+    return next((parseaddr(row["address"])[1].rpartition("@")[2] or None for row in rows), None)
 
 
 def return_path(identity: Identity, settings: Settings) -> str | None:
@@ -121,7 +135,8 @@ def _pem(pem: str) -> object:
 @dataclass(frozen=True)
 class Plan:
     """What a run asks of DNS for mail from `domain` sent as `identity`, and the digest of it (`inputs`): a
-    kept report made of other inputs (another key, relay, return path or DNS server) is not this one's."""
+    kept report made of other inputs (another key, relay, return path, unsubscribe URL or DNS server) is not
+    this one's. `servers`: those `resolver` asks, as a person names them."""
 
     identity: Identity
     domain: str
@@ -130,36 +145,46 @@ class Plan:
     envelope: str
     chosen: list[relays.Relay]
     inputs: str
+    resolver: dns.asyncresolver.Resolver
+    servers: tuple[str, ...]
 
 
-def plan(identity: Identity, settings: Settings, domain: str | None) -> Plan:
-    domain = a_label(domain or default_domain(identity, settings))
+def plan(identity: Identity, settings: Settings, domain: str | None, sender: str | None = None) -> Plan:
+    domain = a_label(domain or default_domain(identity, settings, sender))
     d, keys = _keys(identity, settings, domain)
     path = return_path(identity, settings)
     envelope = a_label(path.rpartition("@")[2]) if path else domain
     chosen = [relays.parse_url(r.url) for r in identity.relays] or relays.from_settings(settings)
     published = [(s, str(k) if isinstance(k, EinmalError) else dkim.public_record(k).decode()) for s, k in keys]  # type: ignore[arg-type]
     asked = [domain, d, published, envelope, [(r.name, r.host) for r in chosen], settings.dns_servers or ""]
+    asked.append(settings.unsubscribe_url or "")
     inputs = hashlib.sha256(json.dumps(asked).encode()).hexdigest()
-    return Plan(identity, domain, d, keys, envelope, chosen, inputs)
+    resolver = dns_checks.resolver(settings.dns_server_list)
+    servers = tuple(dns_checks.server_names(resolver))
+    return Plan(identity, domain, d, keys, envelope, chosen, inputs, resolver, servers)
 
 
-async def examine(identity: Identity, settings: Settings, *, domain: str | None = None) -> Report:
+async def examine(
+    identity: Identity, settings: Settings, *, domain: str | None = None, sender: str | None = None
+) -> Report:
     """The findings for mail from `domain` (default_domain when None) sent as `identity`, all asked now."""
-    planned = plan(identity, settings, domain)
+    planned = plan(identity, settings, domain, sender)
     return _report(planned, settings, await _asked(planned, settings))
 
 
 async def _asked(planned: Plan, settings: Settings) -> list[Finding]:
-    """What DNS says, within RUN_SECONDS: the findings of the DKIM keys, SPF, DMARC and the bounces' MX."""
+    """What DNS says, within RUN_SECONDS: the findings of the DKIM keys, SPF, DMARC, the bounces' MX, then
+    the unsubscribe URL's host where subscribers cannot reach it (the last finding, if any)."""
     notes = records.Notes()
-    lookup = Lookup(dns_checks.resolver(settings.dns_server_list))
+    lookup = Lookup(planned.resolver)
     try:
         with anyio.fail_after(RUN_SECONDS):
             await records.dkim_keys(notes, lookup, planned.domain, planned.d, planned.keys)
             await records.spf(notes, lookup, planned.envelope, planned.chosen)
             await records.dmarc(notes, lookup, planned.domain, planned.d, planned.envelope)
             await records.bounces(notes, lookup, planned.envelope)
+            if settings.unsubscribe_url:
+                await records.unsubscribe_host(notes, lookup, settings.unsubscribe_url)
     except TimeoutError:
         title = f"could not check every record: DNS did not answer them all within {RUN_SECONDS:g} s"
         notes.add("dns", "unchecked", title, fix="retry later")
@@ -167,8 +192,12 @@ async def _asked(planned: Plan, settings: Settings) -> list[Finding]:
 
 
 def _report(planned: Plan, settings: Settings, asked: list[Finding]) -> Report:
-    """The DNS findings, then those of einmal's own settings: the one-click unsubscribe, the relays' TLS."""
-    notes = records.Notes(list(asked))
+    """The DNS findings, then those of einmal's own settings: the one-click unsubscribe (and whether
+    subscribers reach its host, asked with DNS), the relays' TLS."""
+    notes = records.Notes()
+    for f in asked:  # numbered again: the unsubscribe URL's finding follows the one-click one
+        if f.check != "unsubscribe":
+            notes.add(f.check, f.severity, f.title, f.found, f.expected, f.fix)
     if settings.unsubscribe_url and settings.unsubscribe_secret:
         notes.add("unsubscribe", "ok", f"one-click unsubscribe (RFC 8058) at {settings.unsubscribe_url}")
     else:
@@ -180,6 +209,9 @@ def _report(planned: Plan, settings: Settings, asked: list[Finding]) -> Report:
             expected="both set",
             fix="set EINMAL_UNSUBSCRIBE_URL (einmal's own: <public URL>/unsubscribe) and EINMAL_UNSUBSCRIBE_SECRET",
         )
+    for f in asked:
+        if f.check == "unsubscribe":
+            notes.add(f.check, f.severity, f.title, f.found, f.expected, f.fix)
     for relay in planned.chosen:
         if relay.tls != "none" or _local(relay.host):
             notes.add("tls", "ok", f"relay {relay.name}: {relay.tls if relay.tls != 'none' else 'on loopback'}")
@@ -192,7 +224,7 @@ def _report(planned: Plan, settings: Settings, asked: list[Finding]) -> Report:
             expected="starttls or tls",
             fix="smtp://…?tls=starttls or smtps:// (EINMAL_SMTP_TLS)",
         )
-    return Report(planned.domain, tuple(notes.findings))
+    return Report(planned.domain, tuple(notes.findings), planned.servers)
 
 
 def _local(host: str) -> bool:
@@ -210,8 +242,9 @@ async def domains_of(conn: asyncpg.Connection, identity: Identity, settings: Set
     found += [parseaddr(row["address"])[1].rpartition("@")[2] for row in rows]
     if path := return_path(identity, settings):
         found.append(path.rpartition("@")[2])
-    if identity.domains or settings.dkim_domain or path:
-        found.append(default_domain(identity, settings))
+    if identity.domains or settings.default_from_domains or settings.dkim_domain or rows or path:
+        sender = parseaddr(rows[0]["address"])[1].rpartition("@")[2] if rows else None
+        found.append(default_domain(identity, settings, sender))
     named = []
     for domain in found:
         try:
@@ -257,7 +290,8 @@ async def checked(
     with contextlib.ExitStack() as slot:  # the account's run in flight, from its count to its last question
         async with connect() as conn:
             identity = await of_account(conn, account_id=account_id)
-            planned = plan(identity, settings, domain)
+            sender = await newest_sender(conn, identity) if domain is None else None
+            planned = plan(identity, settings, domain, sender)
             if (
                 own
                 and domain is not None

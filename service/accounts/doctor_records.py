@@ -13,8 +13,10 @@ import functools
 import ipaddress
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import urlsplit
 
 import anyio
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from publicsuffixlist import PublicSuffixList
 
 from service import relays
@@ -22,6 +24,7 @@ from service.accounts import dns_checks
 from service.accounts.dns_checks import Lookup, Unanswered
 from service.errors import EinmalError
 from service.mail import dkim
+from service.webhooks import policy
 
 Severity = Literal["fail", "warn", "ok", "unchecked"]  # unchecked: DNS did not answer, nothing to judge
 
@@ -96,6 +99,17 @@ async def dkim_keys(notes: Notes, lookup: Lookup, domain: str, d: str | None, ke
             weak = getattr(key, "key_size", 2048) < 2048
             title = f"DKIM {name}: the published key is einmal's" + (", but under 2048 bits" if weak else "")
             notes.add("dkim", "warn" if weak else "ok", title, records[0])
+    if keys and all(isinstance(key, ed25519.Ed25519PrivateKey) for _, key in keys):
+        notes.add(
+            "dkim",
+            "warn",
+            f"DKIM of {d}: signed only with Ed25519, which Gmail, Yahoo and Outlook.com do not verify yet: "
+            "their DMARC rests on SPF alone",
+            "Ed25519 keys only: selector " + ", ".join(s for s, _ in keys),
+            "an RSA key of 2048 bits beside it, under a selector of its own: each message signed with both",
+            "add an RSA-2048 key: a second selector in EINMAL_DKIM_SELECTOR and its file in "
+            "EINMAL_DKIM_PRIVATE_KEY_FILE (an account's: `einmal account dkim generate --algorithm rsa`)",
+        )
 
 
 async def spf(notes: Notes, lookup: Lookup, envelope: str, chosen: list[relays.Relay]) -> None:
@@ -226,3 +240,48 @@ async def bounces(notes: Notes, lookup: Lookup, envelope: str) -> None:
         notes.add("bounces", "warn", f"bounces to {envelope}: no MX, only its address", addresses[0], expected, fix)
     else:
         notes.add("bounces", "fail", f"bounces to {envelope}: no MX and no address", "nothing", expected, fix)
+
+
+def _host(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or "").rstrip(".")
+    except ValueError:
+        return ""
+
+
+async def unsubscribe_host(notes: Notes, lookup: Lookup, url: str) -> None:
+    """The unsubscribe URL's host is one subscribers reach (the webhook policy's judgement of an address): an
+    IP address or `localhost` is judged as it is, a name by the addresses DNS gives it. A name DNS does not
+    answer for is not judged (the checks before say that DNS did not answer)."""
+    host = _host(url)
+    if not host:
+        return
+    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+        found, why = host, f"{host} is loopback"
+    else:
+        try:
+            ipaddress.ip_address(host.split("%", 1)[0])
+            addresses = [host]
+        except ValueError:
+            try:
+                addresses = await lookup.addresses(host)
+            except Unanswered:
+                return
+        private = [a for a in addresses if not policy.public(a)]
+        if addresses and not private:
+            return
+        found = ", ".join(private) or "no address"
+        if addresses == [host]:
+            why = f"{host} is not a public address"
+        elif private:
+            why = f"{host} resolves to {found}, not a public address"
+        else:
+            why = f"{host} does not resolve"
+    notes.add(
+        "unsubscribe",
+        "warn",
+        f"one-click unsubscribe at {url}: {why}, subscribers cannot reach it",
+        found,
+        "an https:// URL at a name or address subscribers reach",
+        "set EINMAL_UNSUBSCRIBE_URL to einmal's public URL (<public URL>/unsubscribe); fine for a test on loopback",
+    )

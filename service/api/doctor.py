@@ -28,6 +28,10 @@ class Finding(BaseModel):
 class Report(BaseModel):
     domain: str = Field(description="the From domain checked")
     ok: bool = Field(description="true when no finding fails and none is unchecked")
+    dns_servers: list[str] = Field(
+        description="the DNS servers asked, `host:port` (port 53 left out): EINMAL_DNS_SERVERS, else the system's "
+        "resolvers"
+    )
     findings: list[Finding]
 
 
@@ -49,7 +53,8 @@ async def run_doctor(
             max_length=253,
             description=(
                 "the From domain to check, one of the account's own (its domains, its campaigns' From and its "
-                "return path's); absent: the account's first, else the DKIM one"
+                "return path's); absent: the account's first (its own, else EINMAL_FROM_DOMAINS'), else the DKIM "
+                "one, else its newest campaign's From"
             ),
         ),
     ] = None,

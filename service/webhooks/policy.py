@@ -83,6 +83,20 @@ def allowed(address: str, settings: Settings) -> bool:
     return _public(ip)
 
 
+def public(address: str) -> bool:
+    """Whether anyone on the internet reaches `address` (an IP address as text), whatever the settings allow:
+    not loopback, private, link-local, unique-local, shared or reserved; an IPv6 address that carries an IPv4
+    one judged by it. What the doctor says of the unsubscribe URL's host (service/accounts/doctor_records.py)."""
+    try:
+        ip = _plain(ipaddress.ip_address(address.split("%", 1)[0]))
+    except ValueError:
+        return False
+    carried = _carried(ip)
+    if carried is None:
+        return False
+    return all(_public(inner) for inner in carried) if carried else _public(ip)
+
+
 def _public(ip: Address) -> bool:
     return ip.is_global and not ip.is_multicast
 

@@ -22,6 +22,7 @@ from tests.support.dns_server import dns_server, txt
 from tests.support.web import http_server
 
 RELAY = "192.0.2.10"  # TEST-NET-1: named in DNS and SPF, never connected to (the doctor only reads DNS)
+PUBLIC_UNSUBSCRIBE = "https://1.2.3.4/unsubscribe"  # a public address: the doctor judges it, no one connects
 
 
 def _key(folder: Path, name: str) -> tuple[str, str]:
@@ -89,6 +90,7 @@ def env(zones: dict[str, str], domain: str, **more: str) -> dict[str, str]:
         "EINMAL_DKIM_SELECTOR": "s1",
         "EINMAL_DKIM_PRIVATE_KEY_FILE": zones["key"],
         "EINMAL_SMTP_URLS": f"smtp://relay.{domain}:587?tls=starttls",
+        "EINMAL_UNSUBSCRIBE_URL": PUBLIC_UNSUBSCRIBE,
         **more,
     }
 
