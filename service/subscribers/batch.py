@@ -6,7 +6,7 @@ Each row is checked as the single upsert (`subscriber.upsert`) and the import ch
 email_validator takes and no control character in it or the name, the text limits of service/text.py, lists
 the account has (a batch makes no list: a misspelt name would make one silently). A row that fails is
 `invalid` with its one-line reason and nothing of it is written; the valid rows are written, all of them in
-one transaction of one statement (einmal.subscribers_upsert, migration 0113): a database error or a lock not
+one transaction of one statement (einmal.subscribers_upsert_rows, migration 0128): a database error or a lock not
 had in time writes none of them, and the retry (under its Idempotency-Key or not) writes what is missing, as
 every write is keyed by the mailbox. Rows of one mailbox key, in whatever spelling, are one subscriber, merged
 in the batch's order as PUTs one after the other would be: the first spelling makes it, a later name replaces
@@ -55,7 +55,7 @@ class Outcome:
 
 def _storable(text: str) -> bool:
     """Whether PostgreSQL can hold `text` in a jsonb value: UTF-8, without NUL."""
-    return "\0" not in text and not any("\ud800" <= c <= "\udfff" for c in text)
+    return "\0" not in text and (text.isascii() or not any("\ud800" <= c <= "\udfff" for c in text))
 
 
 def problem(row: Row) -> str | None:
@@ -156,10 +156,7 @@ async def upsert(conn: asyncpg.Connection, *, account_id: int, rows: list[Row]) 
                     emails=[b.email for b in boxes],
                     email_keys=[b.key for b in boxes],
                     names=[b.name for b in boxes],
-                    attributes=[
-                        json.dumps(b.attributes, ensure_ascii=False) if b.attributes is not None else None
-                        for b in boxes
-                    ],
+                    attributes=json.dumps([b.attributes for b in boxes], ensure_ascii=False),
                     member_rows=[n for n, _ in members],
                     member_lists=[list_id for _, list_id in members],
                     lock_wait=f"{int(subscriber.LOCK_SECONDS * 1000)}ms",
