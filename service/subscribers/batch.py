@@ -138,13 +138,16 @@ async def upsert(conn: asyncpg.Connection, *, account_id: int, rows: list[Row]) 
         if unknown:
             outcomes[i] = Outcome(row.email, "invalid", reason=f"lists: the account has no list {shown(unknown[0])}")
             continue
-        box = mailboxes.setdefault(key, _Mailbox(row.email, key, None, None, {}, []))
+        box = mailboxes.get(key)
+        if box is None:
+            box = mailboxes[key] = _Mailbox(row.email, key, None, None, {}, [])
         box.rows.append(i)
         if row.name is not None:
             box.name = row.name
         if row.attributes is not None:
-            box.attributes = {**(box.attributes or {}), **row.attributes}
-        box.lists.update(dict.fromkeys(found[n] for n in row.lists))
+            box.attributes = row.attributes if box.attributes is None else {**box.attributes, **row.attributes}
+        if row.lists:
+            box.lists.update(dict.fromkeys(found[n] for n in row.lists))
     if mailboxes:
         boxes = list(mailboxes.values())
         members = [(n, list_id) for n, box in enumerate(boxes, 1) for list_id in box.lists]
@@ -167,16 +170,16 @@ async def upsert(conn: asyncpg.Connection, *, account_id: int, rows: list[Row]) 
             raise subscriber.Busy(
                 "an import into this account, or a write of one of its addresses, is running; try again shortly"
             ) from None
-        for r in written:
-            box = boxes[r["row_number"] - 1]
+        for number, subscriber_id, created, status, unconfirmed in written:
+            box = boxes[number - 1]
             # the first row of a mailbox made its subscriber or updated it; the later ones updated it
             for k, i in enumerate(box.rows):
                 outcomes[i] = Outcome(
                     rows[i].email,
-                    "created" if r["created"] and k == 0 else "updated",
-                    r["id"],
-                    r["status"],
-                    tuple(n for n in r["unconfirmed_lists"] if n in rows[i].lists),
+                    "created" if created and k == 0 else "updated",
+                    subscriber_id,
+                    status,
+                    tuple(n for n in unconfirmed if n in rows[i].lists) if unconfirmed else (),
                 )
     assert all(o is not None for o in outcomes)  # every row is invalid or written
     return [o for o in outcomes if o is not None]

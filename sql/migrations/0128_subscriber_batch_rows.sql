@@ -1,9 +1,9 @@
 -- A batch of subscribers upserted (POST /api/v1/subscribers/batch) with set-based work only: the rules of
 -- einmal.subscribers_upsert (migration 0113), which an older node still calls and which stays, at a lower cost
--- per row. Each row's subscriber is found by one index probe (the oldest not erased of its key), not by a join
--- of the batch with the table, so that neither the update nor the answer reads the account's other
--- subscribers; the attributes come as one JSON array (one value to encode, not a thousand); the answer reads
--- each row's named lists still awaiting confirmation in one pass, not a scan of every membership per row.
+-- per row. The rows' subscribers are found first, by one scan of the mailbox keys' index, and updated by their
+-- primary key: no join of the batch with the whole table (a hash of every subscriber, the plan 0113's got);
+-- the attributes come as one JSON array (one value to encode, not a thousand); the answer reads each row's
+-- named lists still awaiting confirmation in one pass, not a scan of every membership per row.
 --
 -- einmal.subscribers_lock keeps its promise (the import lock shared, then each key's own alone, in the order
 -- of the locks' ids, each waiting at most `wait`) with one statement rather than a loop: the keys' ids are
@@ -29,24 +29,29 @@ RETURNS TABLE (row_number integer, subscriber_id bigint, created boolean, status
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
+    found bigint[];
     done_rows integer[];
     done_ids bigint[];
     done_new boolean[];
 BEGIN
     PERFORM einmal.subscribers_lock(account, mailboxes, wait);
+    -- found[i]: row i's subscriber (its key's oldest not erased), or NULL; read with one scan of the index
+    SELECT array_agg(e.id ORDER BY g.n) INTO found
+    FROM unnest(mailboxes) WITH ORDINALITY AS g(mailbox, n)
+    LEFT JOIN (SELECT DISTINCT ON (s.email_lower) s.email_lower, s.id FROM einmal.subscribers AS s
+               WHERE s.account_id = account AND s.email_lower = ANY(mailboxes) AND s.status <> 'erased'
+               ORDER BY s.email_lower, s.created_at, s.id) AS e ON e.email_lower = g.mailbox;
     WITH given AS MATERIALIZED (
         SELECT g.n::integer AS n, g.email, g.mailbox, g.name,
-               CASE WHEN jsonb_typeof(g.attributes) = 'object' THEN g.attributes END AS attributes,
-               (SELECT s.id FROM einmal.subscribers AS s
-                WHERE s.account_id = account AND s.email_lower = g.mailbox AND s.status <> 'erased'
-                ORDER BY s.created_at, s.id LIMIT 1) AS id
-        FROM ROWS FROM (unnest(spelt), unnest(mailboxes), unnest(new_names), jsonb_array_elements(new_attributes))
-             WITH ORDINALITY AS g(email, mailbox, name, attributes, n)
+               CASE WHEN jsonb_typeof(g.attributes) = 'object' THEN g.attributes END AS attributes, g.id
+        FROM ROWS FROM (unnest(spelt), unnest(mailboxes), unnest(new_names), jsonb_array_elements(new_attributes),
+                        unnest(found))
+             WITH ORDINALITY AS g(email, mailbox, name, attributes, id, n)
     ), updated AS (
         UPDATE einmal.subscribers AS s
         SET name = coalesce(g.name, s.name), attributes = s.attributes || coalesce(g.attributes, '{}')
         FROM given AS g
-        WHERE s.id = g.id
+        WHERE s.id = ANY(found) AND s.id = g.id  -- the rows by their primary key, never a scan of the table
         RETURNING g.n, s.id, false AS is_new
     ), inserted AS (
         INSERT INTO einmal.subscribers AS s (account_id, email, email_lower, name, attributes)
