@@ -48,6 +48,7 @@ suppress`, the campaign commands and the settings all ask these two.
 """
 
 import functools
+import re
 import unicodedata
 
 import idna
@@ -58,6 +59,12 @@ _ACE_PREFIX = "xn--"
 
 def email_key(address: str) -> str:
     """The key of the mailbox `address` names (see the module's rules)."""
+    if address.isascii() and _ACE_PREFIX not in address.lower():
+        return address.lower()  # what the rules make of ASCII without an A-label: case folded, nothing else
+    return _key(address)
+
+
+def _key(address: str) -> str:
     local, at, domain = address.rpartition("@")
     if not at:
         return _fold(address)
@@ -136,8 +143,38 @@ def normalized_address(address: str) -> str:
 
 def address_problem(address: str) -> str | None:
     """Why `address` is not a syntactically valid email address (normalized_address), or None."""
+    if _plain(address):
+        return None
+    return _problem(address)
+
+
+def _problem(address: str) -> str | None:
     try:
         normalized_address(address)
     except EmailNotValidError as exc:
         return str(exc)
     return None
+
+
+# Most addresses are plain: a local part of ASCII letters, digits and `_+-` in dot-separated runs, a domain
+# of ASCII letters, digits and hyphens in dot-separated labels, none of them an A-label. email_validator's
+# verdict on such an address is its domain's (the local part is a dot-atom, of any length when not strict;
+# the address's length is checked here as it checks it: no normalisation changes it), so the domain is asked
+# once, with a local part of one letter, and the answer kept (tests/core/test_address_fast_path.py holds the
+# two to one answer for every input). Anything else is asked whole.
+_PLAIN = re.compile(r"[A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_+-]+)*@((?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+)")
+_MAX_ADDRESS = 254  # email_validator's EMAIL_MAX_LENGTH
+
+
+def _plain(address: str) -> bool:
+    """Whether `address` is plain (see above) and email_validator takes it."""
+    plain = _PLAIN.fullmatch(address)
+    if plain is None or len(address) > _MAX_ADDRESS:
+        return False
+    domain = plain.group(1)
+    return _ACE_PREFIX not in domain.lower() and _domain_taken(domain)
+
+
+@functools.lru_cache(maxsize=4096)
+def _domain_taken(domain: str) -> bool:
+    return _problem(f"a@{domain}") is None

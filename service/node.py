@@ -22,6 +22,7 @@ EINMAL_INBOUND_SMTP_ADDRESS set, the inbound actor (actors/inbound_smtp.py)
 takes bounces and complaints there, with a small pool of its own too.
 """
 
+import gc
 import logging
 import os
 import signal
@@ -85,6 +86,10 @@ async def web_app(
     """The HTTP surface and its pools: one for requests, one connection for the figures of /metrics."""
     pools = [await http_pool(dsn), await http_pool(dsn, size=1)]
     surface = web.Web(settings, pools[0], metrics, checks, metrics_pool=pools[1], notes=notes, api=api.served)
+    # what start-up made (the modules, the API and its models: some 10^5 objects) lives as long as the process:
+    # frozen out of the collector's generations, it is not walked again by every full collection, which a
+    # request of many rows (a batch) brings on: about 50 -> 40 ms of CPU a batch of 1,000 rows with its client
+    gc.freeze()
     return surface, pools
 
 

@@ -6,7 +6,7 @@ Each row is checked as the single upsert (`subscriber.upsert`) and the import ch
 email_validator takes and no control character in it or the name, the text limits of service/text.py, lists
 the account has (a batch makes no list: a misspelt name would make one silently). A row that fails is
 `invalid` with its one-line reason and nothing of it is written; the valid rows are written, all of them in
-one transaction of one statement (einmal.subscribers_upsert, migration 0113): a database error or a lock not
+one transaction of one statement (einmal.subscribers_upsert_rows, migration 0128): a database error or a lock not
 had in time writes none of them, and the retry (under its Idempotency-Key or not) writes what is missing, as
 every write is keyed by the mailbox. Rows of one mailbox key, in whatever spelling, are one subscriber, merged
 in the batch's order as PUTs one after the other would be: the first spelling makes it, a later name replaces
@@ -55,7 +55,7 @@ class Outcome:
 
 def _storable(text: str) -> bool:
     """Whether PostgreSQL can hold `text` in a jsonb value: UTF-8, without NUL."""
-    return "\0" not in text and not any("\ud800" <= c <= "\udfff" for c in text)
+    return "\0" not in text and (text.isascii() or not any("\ud800" <= c <= "\udfff" for c in text))
 
 
 def problem(row: Row) -> str | None:
@@ -138,13 +138,16 @@ async def upsert(conn: asyncpg.Connection, *, account_id: int, rows: list[Row]) 
         if unknown:
             outcomes[i] = Outcome(row.email, "invalid", reason=f"lists: the account has no list {shown(unknown[0])}")
             continue
-        box = mailboxes.setdefault(key, _Mailbox(row.email, key, None, None, {}, []))
+        box = mailboxes.get(key)
+        if box is None:
+            box = mailboxes[key] = _Mailbox(row.email, key, None, None, {}, [])
         box.rows.append(i)
         if row.name is not None:
             box.name = row.name
         if row.attributes is not None:
-            box.attributes = {**(box.attributes or {}), **row.attributes}
-        box.lists.update(dict.fromkeys(found[n] for n in row.lists))
+            box.attributes = row.attributes if box.attributes is None else {**box.attributes, **row.attributes}
+        if row.lists:
+            box.lists.update(dict.fromkeys(found[n] for n in row.lists))
     if mailboxes:
         boxes = list(mailboxes.values())
         members = [(n, list_id) for n, box in enumerate(boxes, 1) for list_id in box.lists]
@@ -156,10 +159,7 @@ async def upsert(conn: asyncpg.Connection, *, account_id: int, rows: list[Row]) 
                     emails=[b.email for b in boxes],
                     email_keys=[b.key for b in boxes],
                     names=[b.name for b in boxes],
-                    attributes=[
-                        json.dumps(b.attributes, ensure_ascii=False) if b.attributes is not None else None
-                        for b in boxes
-                    ],
+                    attributes=json.dumps([b.attributes for b in boxes], ensure_ascii=False),
                     member_rows=[n for n, _ in members],
                     member_lists=[list_id for _, list_id in members],
                     lock_wait=f"{int(subscriber.LOCK_SECONDS * 1000)}ms",
@@ -170,16 +170,16 @@ async def upsert(conn: asyncpg.Connection, *, account_id: int, rows: list[Row]) 
             raise subscriber.Busy(
                 "an import into this account, or a write of one of its addresses, is running; try again shortly"
             ) from None
-        for r in written:
-            box = boxes[r["row_number"] - 1]
+        for number, subscriber_id, created, status, unconfirmed in written:
+            box = boxes[number - 1]
             # the first row of a mailbox made its subscriber or updated it; the later ones updated it
             for k, i in enumerate(box.rows):
                 outcomes[i] = Outcome(
                     rows[i].email,
-                    "created" if r["created"] and k == 0 else "updated",
-                    r["id"],
-                    r["status"],
-                    tuple(n for n in r["unconfirmed_lists"] if n in rows[i].lists),
+                    "created" if created and k == 0 else "updated",
+                    subscriber_id,
+                    status,
+                    tuple(n for n in unconfirmed if n in rows[i].lists) if unconfirmed else (),
                 )
     assert all(o is not None for o in outcomes)  # every row is invalid or written
     return [o for o in outcomes if o is not None]
