@@ -16,10 +16,11 @@ change reaches the running campaigns within that time
 whose rates and quotas bound it like the cluster's.
 
 Transactional messages (docs/design.md#messages) come first: each pass, and whenever a new message is
-notified even while the feed is full, the claimer claims the due messages' rows (einmal.sends_messages, account
-by account, within the same budget: `send_claim` with no campaign) into the feed's first lane, up to
-MESSAGE_BATCHES batches of them held. Each message is its own campaign: compiled when claimed, in a worker
-thread, and not kept (one compile per message, no cache to grow).
+notified, the claimer claims the due messages' rows (einmal.sends_messages, account by account, within the same
+budget: `send_claim` with no campaign) into the feed's first lane, up to MESSAGE_BATCHES batches of them held.
+The notified ones are claimed by a task of its own on a database connection of its own (`notified_messages`), so
+neither a full feed nor a campaign's claim under way holds them back. Each message is its own campaign: compiled
+when claimed, in a worker thread, and not kept (one compile per message, no cache to grow).
 """
 
 import logging
@@ -330,23 +331,35 @@ async def _message_template(
     return None
 
 
-async def room_or_message(ctx: NodeContext, feed: Feed) -> bool:
-    """Wait until the feed has room or a new message is notified (or IDLE_SECONDS passed); whether one was."""
-    heard = False
+async def notified_messages(
+    ctx: NodeContext,
+    conn: asyncpg.Connection,
+    token: str,
+    feed: Feed,
+    turns: Turns,
+    ahead: Counter[int],
+    identities: dict[int, tuple],
+) -> None:
+    """Claim each notified account's new messages at once, on a connection of its own: neither a campaign's claim
+    under way nor a full feed holds them back (bounded: MESSAGE_BATCHES held), each within what its account's turn
+    has left, and MESSAGE_TURN a pass however much its own campaign took."""
+    while not (ctx.stopping.is_set() or feed.closed):
+        if not await ctx.message_nudge.wait(IDLE_SECONDS) or ctx.refusing or feed.closed:
+            continue
+        notified = list(ctx.message_accounts)
+        ctx.message_accounts.clear()
+        for account_id in notified:
+            # a message goes ahead of its account's bulk, and no account past MESSAGE_TURN a pass
+            most = max(turns.left(account_id), MESSAGE_TURN - ahead[account_id])
+            n = await claim_messages(ctx, conn, token, feed, identities, account_id, most)
+            turns.spend(account_id, n)
+            ahead[account_id] += n
 
-    async def message(scope: anyio.CancelScope) -> None:
-        nonlocal heard
-        heard = await ctx.message_nudge.wait(IDLE_SECONDS)
-        scope.cancel()
 
-    async def room(scope: anyio.CancelScope) -> None:
+async def room(ctx: NodeContext, feed: Feed) -> None:
+    """Wait until the feed has room, or IDLE_SECONDS passed (to look at `stopping`)."""
+    with anyio.move_on_after(IDLE_SECONDS):
         await feed.room.wait()
-        scope.cancel()
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(message, group.cancel_scope)
-        group.start_soon(room, group.cancel_scope)
-    return heard
 
 
 async def campaign_turn(
@@ -377,36 +390,27 @@ async def run(
     ctx: NodeContext, token: str, feed: Feed, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
 ) -> None:
     # one connection for the claimer's life
-    async with db.actor_connection(ctx.pool, "claimer", token, ctx.settings.db_timeout_seconds) as conn:
+    async with (
+        db.actor_connection(ctx.pool, "claimer", token, ctx.settings.db_timeout_seconds) as conn,
+        db.actor_connection(ctx.pool, "messages", token, ctx.settings.db_timeout_seconds) as messages_conn,
+        anyio.create_task_group() as tg,
+    ):
         task_status.started()
         templates = Templates(ctx, conn)
         turns = Turns()  # the accounts with due work take turns (actors/turns.py)
-        ahead: Counter[int] = Counter()  # messages each account claimed this pass while the feed was full
+        ahead: Counter[int] = Counter()  # messages each account claimed this pass while notified
         campaigns: list = []
         listed_at, turn = -LIST_SECONDS, 0
         identities: dict[int, tuple] = {}  # each messaging account's identity, and when it was read
+        tg.start_soon(notified_messages, ctx, messages_conn, token, feed, turns, ahead, identities)
         while not (ctx.stopping.is_set() or feed.closed):
-            while not feed.room.is_set():  # set by the sender when its rows run low
-                # a new message is claimed even while the feed is full of campaign rows (bounded: MESSAGE_BATCHES),
-                # within what its account's turn has left
-                if await room_or_message(ctx, feed) and not (ctx.refusing or feed.closed):
-                    notified = list(ctx.message_accounts)
-                    ctx.message_accounts.clear()
-                    for account_id in notified:
-                        # what its turn has left, and MESSAGE_TURN a pass however much its own campaign took:
-                        # a message goes ahead of its account's bulk, and no account past MESSAGE_TURN a pass
-                        most = max(turns.left(account_id), MESSAGE_TURN - ahead[account_id])
-                        n = await claim_messages(ctx, conn, token, feed, identities, account_id, most)
-                        turns.spend(account_id, n)
-                        ahead[account_id] += n
-                if ctx.stopping.is_set():
-                    break
+            while not (feed.room.is_set() or ctx.stopping.is_set()):  # set by the sender when its rows run low
+                await room(ctx, feed)
             if ctx.stopping.is_set() or feed.closed:
                 break
             if ctx.refusing:  # EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION, unmet: nothing is claimed while it holds
                 await ctx.claim_nudge.wait(IDLE_SECONDS)
                 continue
-            ctx.message_accounts.clear()  # this pass looks for every account's
             messaging = [r["account_id"] for r in await conn.fetch(*db.sql("message_accounts_due"))]
             if time.monotonic() - listed_at >= LIST_SECONDS:  # the claim re-checks the status itself
                 campaigns, listed_at = await conn.fetch(*db.sql("campaign_sending")), time.monotonic()
@@ -440,3 +444,4 @@ async def run(
                         claimed += len(batch.rows)
             if not claimed and (await ctx.claim_nudge.wait(IDLE_SECONDS) or campaigns):
                 listed_at = -LIST_SECONDS  # something changed, or idle: list again
+        ctx.message_nudge.set()  # the notified messages' task ends too

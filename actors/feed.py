@@ -13,7 +13,8 @@ most for one message on the wire per connection. The claimer puts messages in wh
 to a few batches of them (`messages_held`), each account's turn (actors/turns.py) no more than MESSAGE_TURN of them.
 The accounts take turns in the lane too: a message of another account than the last one handed out goes first
 (of the first SCAN), so one account's flood holds another's message back by a turn. They do not count toward
-`low_water`.
+`low_water`. The sender's express connection (actors/sender.py) takes from this lane alone (`take_message`,
+woken by `message_ready`).
 """
 
 import time
@@ -42,6 +43,7 @@ class Feed:
         self.stopped = anyio.Event()  # closed: set once, never cleared
         self.room = anyio.Event()  # set while the claimer should claim
         self.ready = anyio.Event()  # set while a row waits, or once closed
+        self.message_ready = anyio.Event()  # set while a message's row waits, or once closed
         self.claimer_done = anyio.Event()  # the claimer will put nothing more
         # whether any relay of an account (its AccountRelay tuple) is up: the sender's (service/relays.py)
         self.usable: Callable[[tuple], bool] = lambda relays: True
@@ -60,6 +62,10 @@ class Feed:
             self.ready.set()
         elif self.ready.is_set():
             self.ready = anyio.Event()
+        if self.closed or self._pick_message() is not None:
+            self.message_ready.set()
+        elif self.message_ready.is_set():
+            self.message_ready = anyio.Event()
 
     def put(self, batch: Batch) -> None:
         batch.send_span = telemetry.tracer().start_span(
@@ -136,12 +142,26 @@ class Feed:
         found = self._next()
         return 0.0 if found is None else found[0][found[1]][1].not_before
 
+    def next_message_slot(self) -> float:
+        """time.monotonic() of the next message's send slot (0: none, or no rate limit)."""
+        m = self._pick_message()
+        return 0.0 if m is None else self.messages[m][1].not_before
+
     def take(self) -> tuple[Batch, Row] | None:
         """The next row to send, or None when none may go now or the feed is closed; `done` when sent."""
         found = None if self.closed else self._next()
         if found is None:
             return None
-        lane, i = found
+        return self._take(*found)
+
+    def take_message(self) -> tuple[Batch, Row] | None:
+        """The next message's row whose send slot has come (of the first lane alone), or None; `done` when sent."""
+        m = None if self.closed else self._pick_message()
+        if m is None or self.messages[m][1].not_before > time.monotonic():
+            return None
+        return self._take(self.messages, m)
+
+    def _take(self, lane: deque[tuple[Batch, Row]], i: int) -> tuple[Batch, Row]:
         item = lane[i]
         del lane[i]
         self._forget(lane, [item])

@@ -33,11 +33,20 @@ A message whose template runs Jinja is rendered in a worker thread, in its accou
 threads (service/mail/slots.py), while the statement that starts its row runs; one of plain fields alone
 (microseconds) on the event loop. No render holds the loop longer than that (docs/design.md#templates).
 
+Transactional messages (docs/design.md#messages) have a connection of their own, the express connection: with
+EXPRESS_FROM (8) EINMAL_SMTP_CONNECTIONS or more, the last of them takes messages' rows alone (the feed's first
+lane; the others take them too when free) and hands its steps to a writer of its own, on a database connection of
+its own. So a message waits neither for a connection to come free of the campaign rows pipelined on all of them,
+nor for the group statement of their rows under way, nor for its own mark among them: its start is a statement of
+its own, and so is its 250's record. The in-doubt bound holds as before: it is one of the connections, with at most one
+message on the wire unrecorded, and its writer's statements record and start only its rows.
+
 A drain, or a failed claimer, closes the feed: each connection finishes the
 message it has on the wire, hands in its outcome, and stops; the rows never
 handed out are released.
 """
 
+import contextlib
 import logging
 import time
 
@@ -61,6 +70,9 @@ from service.smtp.connection import SmtpConnection, SmtpUnavailable
 log = logging.getLogger("einmal.sender")
 
 LATE = 0.05  # seconds a row may go after its send slot (docs/design.md#sending-budget)
+# with this many connections or more, the last is the express connection (transactional messages alone): with
+# fewer, the one kept from bulk mail would be too large a share of its connections
+EXPRESS_FROM = 8
 
 
 def event(batch: Batch, name: str, attributes: dict[str, str]) -> None:
@@ -143,6 +155,7 @@ class Sender:
         self.own = relays.share([s.relay for s in self.relays.states], ctx.settings.smtp_connections)
         self.connections: list[SmtpConnection] = []  # every one opened, for close()
         self.writer: Writer  # set by run()
+        self.express: Writer | None = None  # the express connection's writer (set by run(): EXPRESS_FROM)
         self.renders = RenderWatch()
         self.slots = RenderSlots()
         self.background: anyio.abc.TaskGroup  # set by send_all()
@@ -253,20 +266,23 @@ class Sender:
             self.connections.append(links[key])
         return links[key]
 
-    async def work(self, own: int) -> None:
-        """One connection: record the last outcome and start the next row in one step, send, repeat."""
+    async def work(self, own: int, express: bool = False) -> None:
+        """One connection: record the last outcome and start the next row in one step, send, repeat. The
+        `express` one takes messages' rows alone, and has a writer of its own (module docstring)."""
         links: dict[int, SmtpConnection] = {}
         done: tuple[Batch, Outcome] | None = None
         alone_until = 0.0
+        writer = self.express if express and self.express is not None else self.writer
         while True:
             # the next row's send slot under EINMAL_RATE_LIMIT, shared by every node (docs/design.md#sending-budget)
             # while no account has relays of its own, every row waits for the environment's to come up
             relays_up = 0.0 if self.routes.sets else self.relays.next_up()
-            wait = max(relays_up, alone_until, self.feed.next_slot()) - time.monotonic()
-            item = self.feed.take() if wait <= 0 else None
+            slot = self.feed.next_message_slot() if express else self.feed.next_slot()
+            wait = max(relays_up, alone_until, slot) - time.monotonic()
+            item = None if wait > 0 else self.feed.take_message() if express else self.feed.take()
             if item is None:
                 if done is not None:  # nothing to send at once: record the last outcome now
-                    await self.writer.step(done, None)
+                    await writer.step(done, None)
                     done = None
                 elif self.feed.closed:
                     return
@@ -274,7 +290,7 @@ class Sender:
                     with anyio.move_on_after(wait):  # cut short by a drain
                         await self.feed.stopped.wait()
                 else:
-                    await self.feed.ready.wait()
+                    await (self.feed.message_ready if express else self.feed.ready).wait()
                 continue
             if late(item[1]):
                 # its slot has passed (the node was busy or slow to start): sent now it would crowd the
@@ -282,7 +298,7 @@ class Sender:
                 self.feed.done(item[1])
                 self.writer.give_back([item])
                 continue
-            step = self.writer.hand_in(done, item)
+            step = writer.hand_in(done, item)
             done = None
             # the message is made while the statement that starts its row runs, off this connection's
             # path from the answer to DATA; it goes out only if the row started (docs/design.md#process)
@@ -292,7 +308,7 @@ class Sender:
                 batch = item[0]
                 costly = batch.template.costly
                 message = await self.slots.run(batch.account_id, render_row, *item) if costly else render_row(*item)
-            started = await self.writer.answer(step)
+            started = await writer.answer(step)
             if started and late(item[1]):
                 # the slot passed while its start was written: nothing sent, a new slot at the next claim
                 done = (item[0], Outcome(item[1].id, "queued", "not sent: its send slot had passed"))
@@ -333,11 +349,16 @@ class Sender:
             self.background = watch
             watch.start_soon(close_on_stop)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self.writer.run)
+                writers = [self.writer] if self.express is None else [self.writer, self.express]
+                for writer in writers:
+                    tg.start_soon(writer.run)
                 async with anyio.create_task_group() as workers:
-                    for own in self.own:
+                    for own in self.own if self.express is None else self.own[:-1]:
                         workers.start_soon(self.work, own)
-                self.writer.stop()
+                    if self.express is not None:  # one of the EINMAL_SMTP_CONNECTIONS, the last
+                        workers.start_soon(self.work, self.own[-1], True)
+                for writer in writers:
+                    writer.stop()
             watch.cancel_scope.cancel()
 
     async def close(self) -> None:
@@ -355,25 +376,33 @@ async def run(
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     sender = Sender(ctx, token, feed)
-    writer = None
+    writers: list[Writer] = []
     try:
-        # one connection for the sender's life: the writer's
-        async with to_recorder, db.actor_connection(ctx.pool, "sender", token, ctx.settings.db_timeout_seconds) as conn:
-            # the writer's statement, prepared once, runs thousands of times with arrays of a few ids:
-            # planning it anew each time was a quarter of its cost (docs/design.md#state-machines). Behind a
-            # transaction pooler nothing is prepared for long, and a SET would outlive the session's turn.
-            if db.holds_a_session(conn):
-                await conn.execute("SET plan_cache_mode = force_generic_plan")
-            sender.writer = writer = Writer(ctx, token, conn, feed, to_recorder)
+        # the writer's connection for the sender's life, and the express connection's writer's
+        async with to_recorder, contextlib.AsyncExitStack() as stack:
+            for name in ("sender", "express")[: 2 if ctx.settings.smtp_connections >= EXPRESS_FROM else 1]:
+                conn = await stack.enter_async_context(
+                    db.actor_connection(ctx.pool, name, token, ctx.settings.db_timeout_seconds)
+                )
+                # the writer's statement, prepared once, runs thousands of times with arrays of a few ids:
+                # planning it anew each time was a quarter of its cost (docs/design.md#state-machines). Behind a
+                # transaction pooler nothing is prepared for long, and a SET would outlive the session's turn.
+                if db.holds_a_session(conn):
+                    await conn.execute("SET plan_cache_mode = force_generic_plan")
+                writers.append(Writer(ctx, token, conn, feed, to_recorder))
+            sender.writer = writers[0]
+            sender.express = writers[1] if len(writers) > 1 else None
             task_status.started()
             await sender.send_all()
-            if writer.error is not None:
-                raise writer.error
+            for writer in writers:
+                if writer.error is not None:
+                    raise writer.error
             await feed.claimer_done.wait()
-            await writer.release(feed.rest())
+            await sender.writer.release(feed.rest())
     finally:
         # answers got but not written, and rows being started that never reached the wire (back to the
         # queue, no attempt): the next incarnation records them before any rescue
-        if writer is not None and writer.unrecorded:
-            ctx.unrecorded.append((token, writer.unrecorded))
+        for writer in writers:
+            if writer.unrecorded:
+                ctx.unrecorded.append((token, writer.unrecorded))
         await sender.close()

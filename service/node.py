@@ -200,7 +200,8 @@ async def serve(
     inbound_sock = inbound_socket or (
         inbound_smtp.bind(settings.inbound_smtp_address) if settings.inbound_smtp_address else None
     )
-    # scheduler, builder, claimer, two sender lanes, spare; the pruner's; the sequencer's
+    # scheduler, builder, claimer, two sender lanes (the writer's, the express connection's), spare; the
+    # pruner's; the sequencer's
     size = 10
     pool = await db.wait_for_pool(dsn, settings.db_wait_seconds, size=size, command_timeout=settings.db_timeout_seconds)
     ctx = NodeContext(settings, pool, dsn)

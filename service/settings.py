@@ -151,7 +151,7 @@ class Settings(BaseSettings):
         description=(
             "persistent SMTP connections per node (1–256), each reused for many messages; a relay caps a client's "
             "connections (Postfix: `smtpd_client_connection_count_limit`, 50 per client address), so keep nodes × "
-            "connections per host below it"
+            "connections per host below it; with 8 or more, one of them is kept for transactional messages"
         ),
     )
     smtp_timeout_seconds: float = Field(

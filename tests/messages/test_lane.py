@@ -1,0 +1,123 @@
+"""A message's way past bulk mail, told without timing (docs/design.md#messages): the claimer claims a new
+message while the feed is full of campaign rows, and the express connection sends it and records its 250 while
+every campaign row's start is held up in the group commit (a real PostgreSQL, an aiosmtpd sink on loopback)."""
+
+import anyio
+import asyncpg
+import pytest
+
+from actors import builder, claimer, sender
+from actors.feed import Feed
+from actors.listener import Listener
+from service import db
+from service.context import Batch, NodeContext
+from service.messages import messages
+from tests.messages.support import FROM, message_rows
+from tests.support.pipeline import Received, node_settings, recording_server, seed
+
+pytestmark = pytest.mark.anyio
+
+
+async def sending_campaign(conn: asyncpg.Connection, ctx: NodeContext, recipients: int) -> tuple[int, int]:
+    """(campaign, account) of a campaign sending to `recipients` built rows."""
+    campaign = await seed(conn, [f"bulk{i}@example.com" for i in range(recipients)])
+    await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
+    assert await builder.build(ctx, campaign, chunk=1000) == recipients
+    return campaign, await conn.fetchval("SELECT account_id FROM einmal.campaigns WHERE id = $1", campaign)
+
+
+async def queue_message(conn: asyncpg.Connection, ctx: NodeContext, account_id: int, to: str) -> int:
+    made = await messages.send(
+        conn,
+        settings=ctx.settings,
+        account_id=account_id,
+        to=to,
+        subject="Reset",
+        body_text="Your link.",
+        from_address=FROM,
+    )
+    return made.id
+
+
+async def test_a_new_message_is_claimed_while_the_feed_is_full_of_campaign_rows(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    pool = await db.create_pool(dsn, size=3)
+    ctx = NodeContext(node_settings(dsn, 25, batch_size=20), pool, dsn)
+    token = ctx.new_token()
+    try:
+        _, account_id = await sending_campaign(conn, ctx, 100)
+        feed = Feed(low_water=1)  # nothing takes its rows: once a batch is in, it stays full
+        async with anyio.create_task_group() as tg:
+            await tg.start(Listener(ctx).run)
+            tg.start_soon(claimer.run, ctx, token, feed)
+            with anyio.fail_after(20):
+                while not feed.rows:
+                    await anyio.sleep(0.01)
+            assert not feed.room.is_set() and len(feed.rows) == 20, "the feed is full of one campaign batch"
+            message = await queue_message(conn, ctx, account_id, "reset@example.org")
+            with anyio.fail_after(10):  # notified (NOTIFY einmal_message), claimed at once, not at the next room
+                while not feed.messages_held:
+                    await anyio.sleep(0.01)
+            assert [batch.campaign_id for batch, _ in feed.messages] == [message]
+            assert not feed.room.is_set() and len(feed.rows) == 20, "no campaign row was taken or claimed meanwhile"
+            ctx.stopping.set()
+            ctx.claim_nudge.set()
+            tg.cancel_scope.cancel()
+    finally:
+        await pool.close()
+
+
+async def test_the_express_connection_sends_a_message_while_the_group_commit_is_held_up(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    pool = await db.create_pool(dsn, size=4)
+    sink = Received()
+    async with recording_server(sink) as port:
+        ctx = NodeContext(node_settings(dsn, port, batch_size=50, smtp_connections=sender.EXPRESS_FROM), pool, dsn)
+        token = ctx.new_token()
+        feed = Feed(low_water=1)
+        to_recorder, recorded = anyio.create_memory_object_stream[Batch](100)
+        try:
+            campaign, account_id = await sending_campaign(conn, ctx, 10)
+            async with db.actor_connection(pool, "claimer", token, 10) as claiming:
+                template = await claimer.Templates(ctx, claiming).get(campaign)
+                assert template is not None
+                batch = await claimer.claim(ctx, claiming, token, campaign, account_id, template)
+                assert batch is not None and len(batch.rows) == 10
+                # every campaign row locked by another transaction: the group commit that would start one waits
+                blocker = await asyncpg.connect(dsn)
+                lock = blocker.transaction()
+                await lock.start()
+                await blocker.execute("SELECT 1 FROM einmal.sends WHERE campaign_id = $1 FOR UPDATE", campaign)
+                feed.put(batch)
+                message = await queue_message(conn, ctx, account_id, "reset@example.org")
+                async with anyio.create_task_group() as tg:
+                    await tg.start(sender.run, ctx, token, feed, to_recorder)
+                    with anyio.fail_after(5):  # the regular connection's step is in, and held
+                        while not await conn.fetchval(
+                            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                        ):
+                            await anyio.sleep(0.01)
+                    assert await claimer.claim_messages(ctx, claiming, token, feed, {}, account_id, 10) == 1
+                    with anyio.fail_after(10):
+                        while not [r for r in await message_rows(conn) if r["status"] == "sent"]:
+                            await anyio.sleep(0.01)
+                    assert [rcpt for _, rcpt, _ in sink.messages] == ["reset@example.org"], "the message alone"
+                    statuses = await conn.fetch(
+                        "SELECT DISTINCT status FROM einmal.sends WHERE campaign_id = $1", campaign
+                    )
+                    assert [r["status"] for r in statuses] == ["claimed"], "no campaign row started meanwhile"
+                    await lock.rollback()
+                    await blocker.close()
+                    with anyio.fail_after(20):
+                        while len(sink.messages) < 11:
+                            await anyio.sleep(0.01)
+                    feed.close()
+                    feed.claimer_done.set()
+            rows = await conn.fetch("SELECT status, count(*) FROM einmal.sends GROUP BY status")
+            assert {r["status"]: r["count"] for r in rows} == {"sent": 11}
+            assert [r["campaign_id"] for r in await message_rows(conn)] == [message]
+            recorded.close()
+        finally:
+            await pool.close()
