@@ -200,9 +200,10 @@ async def serve(
     inbound_sock = inbound_socket or (
         inbound_smtp.bind(settings.inbound_smtp_address) if settings.inbound_smtp_address else None
     )
-    # scheduler, builder, claimer, two sender lanes (the writer's, the express connection's), spare; the
-    # pruner's; the sequencer's
-    size = 10
+    # held for an actor's life: the pipeline's, the scheduler's, the builder's, the claimer's two (campaigns',
+    # notified messages'), the sender's two writers' (the express connection's), the pruner's, the sequencer's;
+    # and room for a restarted pipeline's while the old one's are given back, and the leave's
+    size = 12
     pool = await db.wait_for_pool(dsn, settings.db_wait_seconds, size=size, command_timeout=settings.db_timeout_seconds)
     ctx = NodeContext(settings, pool, dsn)
     ctx.new_token()
