@@ -24,7 +24,7 @@ import httpx
 
 from bench import database, report
 from bench.messages import Figures
-from bench.send import _stop, body, node_env, start_node
+from bench.send import _stop, body, latencies, node_env, node_ready, post_messages, sent_rows, start_node
 from bench.sink import Sink, Unavailable, ensure_tools, free_port
 from service.accounts import keys
 from service.campaigns import transitions
@@ -92,32 +92,14 @@ async def _phase(client: httpx.AsyncClient, conn: asyncpg.Connection, campaign_i
         while await _sent(conn, campaign_id) < 5:
             await anyio.sleep(0.05)
     at, count = time.monotonic(), await _sent(conn, campaign_id)
-    began: dict[int, float] = {}
-    for i in range(MESSAGES):
-        posted = time.time()
-        answer = await client.post(
-            "/messages",
-            json={"to": f"{tag}{i}@example.org", "subject": "Reset", "text": "Link.", "from": "shop@example.com"},
-        )
-        answer.raise_for_status()
-        began[answer.json()["id"]] = posted
-        await anyio.sleep(SPACING)
+    began = await post_messages(client, MESSAGES, tag, SPACING)
     seconds = time.monotonic() - at
-    rows = await conn.fetch(
-        "SELECT campaign_id, sent_at FROM einmal.sends WHERE campaign_id = ANY ($1::bigint[])", list(began)
-    )
+    rows = await sent_rows(conn, began)
     mine = sum(1 for r in rows if r["sent_at"] is not None and r["sent_at"].timestamp() <= time.time())
     rate = (await _sent(conn, campaign_id) - count + mine) / seconds  # B's campaign and messages
-    with anyio.fail_after(120):
-        while True:
-            rows = await conn.fetch(
-                "SELECT campaign_id, sent_at FROM einmal.sends WHERE campaign_id = ANY ($1::bigint[])", list(began)
-            )
-            if all(r["sent_at"] is not None for r in rows):
-                break
-            await anyio.sleep(0.1)
+    waited = await latencies(conn, began)
     await transitions.transition(conn, verb="pause", campaign_id=campaign_id)
-    return [r["sent_at"].timestamp() - began[r["campaign_id"]] for r in rows], rate
+    return waited, rate
 
 
 async def measure(server: str, sink: Sink, *, flood: int = 600, rate: float = 20.0, tick: float = 60) -> Fairness:
@@ -151,16 +133,7 @@ async def measure(server: str, sink: Sink, *, flood: int = 600, rate: float = 20
                 httpx.AsyncClient(base_url=f"{base}/api/v1", headers={"Authorization": f"Bearer {b_key}"}) as b,
                 httpx.AsyncClient(base_url=f"{base}/api/v1", headers={"Authorization": f"Bearer {a_key}"}) as a,
             ):
-                with anyio.fail_after(60):
-                    while True:
-                        if proc.poll() is not None:
-                            raise RuntimeError(f"the node exited at start; see {logs}")
-                        try:
-                            if (await b.get(f"{base}/readyz")).status_code == 200:
-                                break
-                        except httpx.TransportError:
-                            pass
-                        await anyio.sleep(0.1)
+                await node_ready(proc, b, base, logs)
                 alone, alone_rate = await _phase(b, conn, first, "alone")
                 for call in range(0, flood, 100):
                     items = [

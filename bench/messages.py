@@ -27,7 +27,7 @@ import asyncpg
 import httpx
 
 from bench import database, report
-from bench.send import _stop, body, node_env, start_node
+from bench.send import _stop, body, latencies, node_env, node_ready, post_messages, start_node
 from bench.sink import Sink, Unavailable, ensure_tools, free_port
 from service.accounts import keys
 from service.campaigns import transitions
@@ -98,28 +98,6 @@ class Figures:
         ]
 
 
-async def _post_all(client: httpx.AsyncClient, conn: asyncpg.Connection, count: int, tag: str) -> list:
-    """POST `count` messages SPACING apart; their latencies in seconds, once every one is recorded sent."""
-    began: dict[int, float] = {}
-    for i in range(count):
-        at = time.time()
-        answer = await client.post(
-            "/messages",
-            json={"to": f"{tag}{i}@example.org", "subject": "Reset", "text": "Your link.", "from": "shop@example.com"},
-        )
-        answer.raise_for_status()
-        began[answer.json()["id"]] = at
-        await anyio.sleep(SPACING)
-    with anyio.fail_after(120):
-        while True:
-            rows = await conn.fetch(
-                "SELECT campaign_id, sent_at FROM einmal.sends WHERE campaign_id = ANY ($1::bigint[])", list(began)
-            )
-            if all(r["sent_at"] is not None for r in rows):
-                return [r["sent_at"].timestamp() - began[r["campaign_id"]] for r in rows]
-            await anyio.sleep(0.1)
-
-
 async def measure(server: str, sink: Sink, *, recipients: int, messages: int, tick: float = 60, say=print) -> Figures:
     name = f"einmal_bench_{os.getpid()}_messages"
     dsn = await database.fresh(server, name)
@@ -138,18 +116,9 @@ async def measure(server: str, sink: Sink, *, recipients: int, messages: int, ti
             async with httpx.AsyncClient(
                 base_url=f"{base}/api/v1", headers={"Authorization": f"Bearer {key}"}, timeout=30
             ) as client:
-                with anyio.fail_after(60):
-                    while True:
-                        if proc.poll() is not None:
-                            raise RuntimeError(f"the node exited at start; see {logs}")
-                        try:
-                            if (await client.get(f"{base}/readyz")).status_code == 200:
-                                break
-                        except httpx.TransportError:
-                            pass
-                        await anyio.sleep(0.1)
+                await node_ready(proc, client, base, logs)
                 say(f"  {messages} messages with nothing else to send")
-                idle = await _post_all(client, conn, messages, "idle")
+                idle = await latencies(conn, await post_messages(client, messages, "idle", SPACING))
                 say(f"  a {recipients:,}-recipient campaign approved; {messages} messages while it sends")
                 start = sink.arm()
                 await transitions.transition(conn, verb="approve", campaign_id=campaign_id)
@@ -157,7 +126,7 @@ async def measure(server: str, sink: Sink, *, recipients: int, messages: int, ti
                     while sink.messages < start + max(100, recipients // 50):  # at full speed first
                         await anyio.sleep(0.01)
                 at, count = time.monotonic(), sink.messages
-                busy = await _post_all(client, conn, messages, "busy")
+                busy = await latencies(conn, await post_messages(client, messages, "busy", SPACING))
                 rate = (sink.messages - count) / (time.monotonic() - at)
                 # every busy message recorded: was the campaign still going? (its rows all sent: it was not)
                 throughout = sink.messages < start + recipients

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import asyncpg
+import httpx
 
 from bench import database
 from bench.cpu import Backends, cpu_seconds
@@ -235,3 +236,49 @@ async def campaign(
                 proc.wait()
         await database.drop(server, name)
     return run
+
+
+async def node_ready(proc: subprocess.Popen, client: httpx.AsyncClient, base: str, logs: Path) -> None:
+    """Until the node's /readyz answers 200 (60 s at most); RuntimeError if the node exited first."""
+    with anyio.fail_after(60):
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the node exited at start; see {logs}")
+            try:
+                if (await client.get(f"{base}/readyz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await anyio.sleep(0.1)
+
+
+async def post_messages(client: httpx.AsyncClient, count: int, tag: str, spacing: float) -> dict[int, float]:
+    """POST /messages `count` times, `spacing` seconds apart: {message id: time.time() just before its POST}."""
+    began: dict[int, float] = {}
+    for i in range(count):
+        at = time.time()
+        answer = await client.post(
+            "/messages",
+            json={"to": f"{tag}{i}@example.org", "subject": "Reset", "text": "Your link.", "from": "shop@example.com"},
+        )
+        answer.raise_for_status()
+        began[answer.json()["id"]] = at
+        await anyio.sleep(spacing)
+    return began
+
+
+async def sent_rows(conn: asyncpg.Connection, began: dict[int, float]) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        "SELECT campaign_id, sent_at FROM einmal.sends WHERE campaign_id = ANY ($1::bigint[])", list(began)
+    )
+
+
+async def latencies(conn: asyncpg.Connection, began: dict[int, float], seconds: float = 120) -> list[float]:
+    """Once every message of `began` (post_messages) is recorded sent: each one's seconds from its POST to its
+    row's sent_at."""
+    with anyio.fail_after(seconds):
+        while True:
+            rows = await sent_rows(conn, began)
+            if all(r["sent_at"] is not None for r in rows):
+                return [r["sent_at"].timestamp() - began[r["campaign_id"]] for r in rows]
+            await anyio.sleep(0.1)
