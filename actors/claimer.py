@@ -34,12 +34,12 @@ import asyncpg
 from anyio.abc import TaskStatus
 from opentelemetry import trace
 
+from actors.context import Batch, NodeContext, Row
 from actors.feed import Feed
 from actors.turns import Turns
 from service import db, from_rule, relays, telemetry
 from service.accounts import identity
 from service.campaigns.transitions import transition
-from service.context import Batch, NodeContext, Row
 from service.errors import Conflict, Invalid, NotFound
 from service.mail import render, unsubscribe
 from service.text import shown

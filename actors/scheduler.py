@@ -31,9 +31,9 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors import writer
+from actors.context import NodeContext, Outcome
 from service import db, telemetry
 from service.campaigns import self_pause
-from service.context import NodeContext, Outcome
 
 log = logging.getLogger("einmal.scheduler")
 

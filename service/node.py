@@ -46,17 +46,17 @@ from actors import (
     sequencer,
     webhooks,
 )
+from actors.context import Batch, NodeContext
 from actors.feed import Feed
+from actors.supervisor import Child, Supervisor
 from actors.writer import record
 from service import db, from_rule, logs, telemetry
 from service.api import app as api
-from service.context import Batch, NodeContext
 from service.errors import ConfigError
 from service.mail import dkim
 from service.metrics import Metrics
 from service.settings import Settings, weak_unsubscribe_secret
 from service.subscribers import optin, texts
-from service.supervisor import Child, Supervisor
 from service.web import app as web
 
 log = logging.getLogger("einmal.node")

@@ -7,8 +7,8 @@ import asyncpg
 import pytest
 
 from actors import scheduler
+from actors.context import Journal, NodeContext, Outcome
 from service import db
-from service.context import Journal, NodeContext, Outcome
 from tests.support.pipeline import approve, counts, node_settings, running_node, seed, wait_status
 from tests.support.smtp_servers import FaultServer
 

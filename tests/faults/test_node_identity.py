@@ -11,8 +11,8 @@ import asyncpg
 import pytest
 
 from actors import scheduler
+from actors.context import NodeContext, Outcome
 from service import db, node
-from service.context import NodeContext, Outcome
 from tests.support.pipeline import (
     TAKEOVER_TIMEOUT,
     Received,
