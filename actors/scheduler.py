@@ -238,7 +238,7 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
         ctx.heartbeat_at = time.monotonic()
         await check_replication(ctx, conn)
         # this node's own retired tokens are the send pipeline's to return, after it recorded
-        # what they got answered (service/node.py)
+        # what they got answered (actors/node.py)
         rescued = await conn.fetchrow(
             *db.sql(
                 "node_rescue",

@@ -110,8 +110,8 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
 async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Event, asked: anyio.Event) -> int:
     # the whole node, its HTTP surface and the capture server: imported when the demo runs, not by every
     # command's parser (einmal --help)
-    from actors import http
-    from service import node, telemetry
+    from actors import http, node
+    from service import telemetry
     from service.smtp import capture
 
     settings = database(args, settings)

@@ -105,8 +105,8 @@ def _handle(conn: socket.socket) -> None:
 
 
 def serve(path: str) -> None:
-    import service.cli.einmal  # everything a command imports before it starts
-    import service.node  # noqa: F401  and what `einmal run` starts
+    import actors.node  # noqa: F401  what `einmal run` starts
+    import service.cli.einmal  # noqa: F401  and everything a command imports before it starts
 
     assert threading.active_count() == 1, "a fork server must have no other thread"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
