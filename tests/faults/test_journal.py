@@ -197,7 +197,7 @@ async def test_the_barrier_waits_for_a_node_that_never_writes_at_most_the_node_t
 async def test_a_starting_node_claims_nothing_until_a_live_node_has_written_its_journal_on_this_primary(
     conn: asyncpg.Connection, dsn: str, smtp_server: FaultServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """actors/node.py's send pipeline passes the barrier before its claimer starts: a peer alive whose row
+    """actors/pipeline.py's send pipeline passes the barrier before its claimer starts: a peer alive whose row
     names another primary (a failover it has not written its journal after) holds every claim here."""
     addresses = [f"j{i}@example.com" for i in range(20)]
     campaign = await seed(conn, addresses)
