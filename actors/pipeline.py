@@ -12,7 +12,7 @@ import anyio
 import asyncpg
 from anyio.abc import TaskStatus
 
-from actors import claimer, recorder, scheduler, sender
+from actors import claimer, failover, recorder, sender
 from actors.context import Batch, NodeContext
 from actors.feed import Feed
 from actors.writer import record
@@ -45,9 +45,9 @@ class SendPipeline:
             # the token's node row exists before it claims anything
             await conn.execute(*db.sql("node_heartbeat", token=token, hostname=ctx.hostname, pid=os.getpid()))
             self.used = True
-            await scheduler.check_replication(ctx, conn)
+            await failover.check_replication(ctx, conn)
             if ctx.failover_due:  # before anything is recorded or claimed on the new primary (docs/design.md#liveness)
-                await scheduler.write_again(ctx, conn)
+                await failover.write_again(ctx, conn)
             await record_unrecorded(ctx, conn)
             if ctx.retired_tokens:
                 await conn.fetchrow(
@@ -62,7 +62,7 @@ class SendPipeline:
                 ctx.retired_tokens.clear()
             # after a failover, no claim before every live node's journal is written on the new primary
             # (docs/design.md#liveness)
-            await scheduler.await_journals(ctx, conn, [token])
+            await failover.await_journals(ctx, conn, [token])
         settings = ctx.settings
         # the claimer is woken when fewer rows than this wait to be sent (docs/design.md#process)
         caps = {domain: limit.connections for domain, limit in ctx.domain_limits.items() if limit.connections}
