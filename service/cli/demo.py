@@ -11,7 +11,7 @@ recipient's link, one not followed, and keeps the node and its HTTP surface up
 to open it in a browser, until Ctrl-C or SIGTERM.
 
 SIGTERM and SIGINT end the demo at any point without a traceback; its embedded
-PostgreSQL is stopped on the way out (service/embedded.py). While it keeps
+PostgreSQL is stopped on the way out (service/db/embedded.py). While it keeps
 serving, a signal is the end asked for (exit 0, the summary printed); before,
 it interrupts (exit 128 + the signal's number).
 """
@@ -34,8 +34,8 @@ from service.accounts.account import find_account
 from service.campaigns import drafts, transitions
 from service.campaigns.fields import check_templates
 from service.cli import campaign_status
+from service.db.migrate import migrate
 from service.errors import Invalid
-from service.migrate import migrate
 from service.settings import Settings
 from service.subscribers import importer, suppressions
 

@@ -3,7 +3,7 @@
 import argparse
 
 from service import db
-from service.migrate import migrate as apply_migrations
+from service.db.migrate import migrate as apply_migrations
 from service.settings import Settings
 
 

@@ -17,11 +17,12 @@ from tests.conftest import ROOT
 
 # actors.node is the process's entry point: it puts the actors, the HTTP surface and the API together
 ENTRY = ("service.cli", "service.web", "service.api", "actors.node", "service.__main__")
-# the subject packages: every package of service/ but the entry points
+CORE = ("service.db",)  # the core's package: the database, its migrations, the embedded server
+# the subject packages: every package of service/ but the entry points and the core's
 SUBJECTS = tuple(
     f"service.{p.name}"
     for p in sorted((ROOT / "service").iterdir())
-    if (p / "__init__.py").exists() and f"service.{p.name}" not in ENTRY
+    if (p / "__init__.py").exists() and f"service.{p.name}" not in (*ENTRY, *CORE)
 )
 ISLANDS = ("service.cli", "service.api", "service.web")  # entry points that import none of the others
 LAYERS = {"entry points": 3, "actors": 2, "subjects": 1, "core": 0}

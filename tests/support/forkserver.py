@@ -69,7 +69,7 @@ def _run_command(request: dict, fds: list[int]) -> None:
         traceback.print_exc()
     finally:
         # what Python does at exit before it flushes: join the threads left, then run the atexit functions (the
-        # embedded PostgreSQL's client hands the server back there, service/embedded.py)
+        # embedded PostgreSQL's client hands the server back there, service/db/embedded.py)
         try:
             threading._shutdown()  # type: ignore[attr-defined]
             atexit._run_exitfuncs()
