@@ -31,10 +31,10 @@ from actors import builder, http, inbound_smtp, listener, pruner, scheduler, seq
 from actors.context import NodeContext
 from actors.pipeline import SendPipeline, record_unrecorded
 from actors.supervisor import Child, Supervisor
-from service import db, from_rule, logs, telemetry
+from service import db, logs, telemetry
 from service.api import app as api
 from service.errors import ConfigError
-from service.mail import dkim
+from service.mail import dkim, from_rule
 from service.metrics import Metrics
 from service.settings import Settings, weak_unsubscribe_secret
 from service.subscribers import optin, texts
@@ -121,7 +121,7 @@ async def serve(
     if on_start is not None:
         on_start(ctx)
     log.info("node %s starting", ctx.node_id)
-    async with db.acquire(pool) as conn:  # several accounts, and a From any of them may use (service/from_rule.py)
+    async with db.acquire(pool) as conn:  # several accounts, and a From any of them may use (service/mail/from_rule.py)
         for said in await from_rule.installation_warnings(conn, settings=settings):
             log.warning("%s", said)
     to_builder, from_scheduler = anyio.create_memory_object_stream[int](16)
