@@ -14,8 +14,8 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from actors.context import NodeContext
 from service import db, telemetry
-from service.context import NodeContext
 
 log = logging.getLogger("einmal.builder")
 

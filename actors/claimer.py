@@ -34,14 +34,14 @@ import asyncpg
 from anyio.abc import TaskStatus
 from opentelemetry import trace
 
+from actors.context import Batch, NodeContext, Row
 from actors.feed import Feed
 from actors.turns import Turns
-from service import db, from_rule, relays, telemetry
+from service import db, relays, telemetry
 from service.accounts import identity
 from service.campaigns.transitions import transition
-from service.context import Batch, NodeContext, Row
 from service.errors import Conflict, Invalid, NotFound
-from service.mail import render, unsubscribe
+from service.mail import from_rule, render, unsubscribe
 from service.text import shown
 
 log = logging.getLogger("einmal.claimer")
@@ -85,7 +85,7 @@ class Templates:
         return found.relays if found else ()
 
     async def refused(self, campaign_id: int) -> str | None:
-        """What the From rule as it is now finds wrong with the campaign's From (service/from_rule.py): a domain
+        """What the From rule as it is now finds wrong with the campaign's From (service/mail/from_rule.py): a domain
         removed from its account, or given to another account, since it was made."""
         account_id, address = self.froms[campaign_id]
         found = await from_rule.problem(self.conn, settings=self.ctx.settings, account_id=account_id, address=address)
@@ -311,7 +311,7 @@ async def _message_template(
     found = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
     assert found is not None  # its row was claimed a moment ago; a message's campaign is deleted only after its row
     try:
-        address = found["from_address"]  # judged as the From rule is now (service/from_rule.py)
+        address = found["from_address"]  # judged as the From rule is now (service/mail/from_rule.py)
         if refused := await from_rule.problem(
             conn, settings=ctx.settings, account_id=sender.account_id, address=address
         ):

@@ -24,8 +24,8 @@ from collections.abc import Callable
 import anyio
 from opentelemetry import trace
 
+from actors.context import Batch, Row
 from service import telemetry
-from service.context import Batch, Row
 
 SCAN = 256  # rows looked at for one whose send slot has come
 

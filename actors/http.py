@@ -41,7 +41,8 @@ from anyio.abc import TaskStatus
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from service import clients, sockets
+from actors import sockets
+from service import clients
 from service.settings import Settings
 
 log = logging.getLogger("einmal.http")

@@ -41,7 +41,8 @@ from aiosmtpd.smtp import MISSING, SMTP, Envelope, Session
 from anyio import BrokenWorkerProcess
 from anyio.abc import TaskStatus
 
-from service import db, sockets
+from actors import sockets
+from service import db
 from service.errors import Conflict
 from service.inbound import bounces
 from service.mail.verp import ReturnPath

@@ -18,8 +18,8 @@ import anyio
 import asyncpg
 from anyio.abc import TaskStatus
 
+from actors.context import NodeContext
 from service import db
-from service.context import NodeContext
 
 log = logging.getLogger("einmal.listener")
 

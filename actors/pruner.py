@@ -17,10 +17,10 @@ import anyio
 import asyncpg
 from anyio.abc import TaskStatus
 
+from actors.context import NodeContext
 from service import clients, db
 from service.accounts import doctor
 from service.campaigns import retention
-from service.context import NodeContext
 from service.messages import messages
 from service.subscribers import optin
 

@@ -17,8 +17,8 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 from opentelemetry import trace
 
+from actors.context import Batch, NodeContext
 from service import telemetry
-from service.context import Batch, NodeContext
 from service.metrics import Metrics
 
 log = logging.getLogger("einmal.recorder")

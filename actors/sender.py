@@ -56,14 +56,15 @@ import asyncpg
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
+from actors.context import Batch, NodeContext, Outcome, Row, Template
 from actors.feed import Feed
 from actors.writer import Writer
-from service import db, domains, reasons, relays
+from service import db, domains, relays
 from service.campaigns.transitions import transition
-from service.context import Batch, NodeContext, Outcome, Row, Template
 from service.errors import Conflict, NotFound
 from service.mail.slots import RenderSlots
 from service.relays import Relays, RelayState, Routes
+from service.smtp import reasons
 from service.smtp.connection import Outcome as Smtp
 from service.smtp.connection import SmtpConnection, SmtpUnavailable
 

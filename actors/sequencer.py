@@ -17,8 +17,8 @@ import anyio.lowlevel
 import asyncpg
 from anyio.abc import TaskStatus
 
+from actors.context import NodeContext, Nudge
 from service import db
-from service.context import NodeContext, Nudge
 
 log = logging.getLogger("einmal.sequencer")
 

@@ -22,8 +22,8 @@ import asyncpg
 import httpcore
 from anyio.abc import TaskStatus
 
+from actors.context import NodeContext, Nudge
 from service import db
-from service.context import NodeContext, Nudge
 from service.settings import Settings
 from service.webhooks import delivery, schedule
 

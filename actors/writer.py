@@ -37,9 +37,9 @@ import anyio
 import asyncpg
 from anyio.streams.memory import MemoryObjectSendStream
 
+from actors.context import Batch, NodeContext, Outcome, Row
 from actors.feed import Feed
 from service import db, telemetry
-from service.context import Batch, NodeContext, Outcome, Row
 from service.settings import Settings
 
 log = logging.getLogger("einmal.sender")

@@ -9,9 +9,9 @@ import anyio
 import asyncpg
 
 from actors import builder
+from actors.context import NodeContext
 from bench import database
 from service import db
-from service.context import NodeContext
 from service.settings import Settings
 
 

@@ -20,8 +20,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from service import embedded
-from service.migrate import migrate
+from service.db import embedded
+from service.db.migrate import migrate
 
 SQL = Path(__file__).resolve().parent / "sql"
 

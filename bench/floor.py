@@ -12,8 +12,8 @@ import os
 import asyncpg
 import uvicorn
 
+from actors.node import HTTP_POOL_SIZE
 from service.addresses import email_key
-from service.node import HTTP_POOL_SIZE
 
 # the statement of the bare loop too (bench/api.py)
 UPSERT = (

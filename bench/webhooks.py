@@ -20,11 +20,11 @@ import anyio
 import asyncpg
 import httpx
 
+from actors.context import NodeContext
 from actors.webhooks import WebhookActor
 from bench import database
 from bench.report import row
 from service import db
-from service.context import NodeContext
 from service.settings import Settings
 from service.webhooks import signing
 from tests.support.webhook_receiver import Receiver

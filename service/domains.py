@@ -57,7 +57,7 @@ def parse_limits(value: str) -> dict[str, DomainLimit]:
     return limits
 
 
-# the reasons of a 5xx reply (service/reasons.py) by which a domain refuses a sender rather than an
+# the reasons of a 5xx reply (service/smtp/reasons.py) by which a domain refuses a sender rather than an
 # address: the domain is paused as for a throttle, its rows keep their place
 REFUSALS = ("policy", "authentication")
 

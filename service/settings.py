@@ -1153,7 +1153,7 @@ def _database_url() -> tuple[str, str] | None:
     return None
 
 
-# the EINMAL_ variable read outside Settings: the embedded server's folder (service/embedded.py)
+# the EINMAL_ variable read outside Settings: the embedded server's folder (service/db/embedded.py)
 MIN_SECRET = 32  # characters of each unsubscribe key: 128 bits and more for a random hex or base64 key
 TRACES_EXPORTERS = ("none", "console", "otlp")
 

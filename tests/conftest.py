@@ -17,8 +17,9 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from service import db, embedded
-from service.migrate import migrate
+from service import db
+from service.db import embedded
+from service.db.migrate import migrate
 from tests.support import forkserver
 from tests.support.smtp_servers import make_smtp_server, smtp_certificate, smtp_server  # noqa: F401  (fixtures)
 

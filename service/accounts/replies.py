@@ -13,7 +13,8 @@ import re
 
 import asyncpg
 
-from service import db, reasons
+from service import db
+from service.smtp import reasons
 
 RELAY = re.compile(r"SMTP [^:\n]{1,200}: .*", re.S)  # service/smtp/connection.py SmtpUnavailable: the relay's name
 REPLY = re.compile(r"\s*[2-5][0-9][0-9](?:[ -]|$)")

@@ -2,7 +2,7 @@
 `einmal account domain|dkim|identity …` and /api/v1/account/…: its From domains, each domain's DKIM keys
 (generated here or imported, and the DNS record to publish for each), its return path with that path's
 secret, and its unsubscribe mailto. The relays are service/accounts/shared_relays.py's; what a node reads
-is service/accounts/identity.py's; the From rule is service/from_rule.py's.
+is service/accounts/identity.py's; the From rule is service/mail/from_rule.py's.
 
 Secrets never leave this module but into the database: a private key is validated and stored, and only its
 public record is ever answered; the return-path secret is answered as set or not."""
@@ -15,12 +15,12 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
-from service import db, from_rule
+from service import db
 from service.accounts import identity
 from service.addresses import address_problem
 from service.domains import domain_key
 from service.errors import ArgumentError, NotFound
-from service.mail import dkim
+from service.mail import dkim, from_rule
 from service.text import shown, unsafe_text
 
 MIN_RSA_BITS, MAX_RSA_BITS = 2048, 4096

@@ -71,7 +71,7 @@ BODY_LIMITS = {"/subscribers/batch": batch.MAX_BODY, "/messages/batch": message_
 
 
 def served(pool: asyncpg.Pool, settings: Settings, bounded: Callable[[ASGIApp, int | None], ASGIApp]) -> ASGIApp:
-    """The API as the HTTP surface serves it (service/web/app.py, given it by service/node.py): its key found
+    """The API as the HTTP surface serves it (service/web/app.py, given it by actors/node.py): its key found
     from the headers before anything else (deps.KeyFirst), then its body read within the surface's bounds
     (`bounded`: service/web/limits.py BoundedBody, at its own limit or one of BODY_LIMITS), then the API."""
     app = build(pool, settings)

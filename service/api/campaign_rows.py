@@ -13,7 +13,7 @@ from service.addresses import email_key
 from service.api.campaigns import CampaignId, own
 from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key
 from service.campaigns import rows
-from service.reasons import Reason
+from service.smtp.reasons import Reason
 from service.text import MAX_EMAIL
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])

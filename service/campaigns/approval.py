@@ -9,12 +9,12 @@ from email.utils import parseaddr
 import anyio
 import asyncpg
 
-from service import db, from_rule
+from service import db
 from service.accounts import account, doctor
 from service.campaigns import preview
 from service.campaigns.transitions import current_status, transition
 from service.errors import Conflict, NotFound
-from service.mail import unsubscribe
+from service.mail import from_rule, unsubscribe
 from service.settings import Settings
 
 

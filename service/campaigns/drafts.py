@@ -11,12 +11,12 @@ from typing import Any
 import anyio
 import asyncpg
 
-from service import db, from_rule
+from service import db
 from service.accounts.account import resolve
 from service.campaigns import preview
 from service.campaigns.transitions import current_status
 from service.errors import Conflict, Invalid
-from service.mail import unsubscribe
+from service.mail import from_rule, unsubscribe
 from service.settings import Settings
 
 
@@ -80,7 +80,7 @@ async def create(
 ) -> Created:
     """A new draft of `account` on `lists` made of `fields` (insert's, checked before), and its trial render.
     Invalid when this process would send it without the one-click unsubscribe it requires; ArgumentError for a
-    From outside the account's domains (service/from_rule.py)."""
+    From outside the account's domains (service/mail/from_rule.py)."""
     required = fields.get("unsubscribe_required", True)
     if reason := unsubscribe.without_one_click({"unsubscribe_required": required}, settings, explicitly):
         raise Invalid(f"not created: {reason}")

@@ -23,11 +23,11 @@ from typing import Any
 import anyio
 import asyncpg
 
-from service import db, from_rule
+from service import db
 from service.accounts import identity
 from service.addresses import email_key
 from service.errors import Invalid, NotFound
-from service.mail import unsubscribe
+from service.mail import from_rule, unsubscribe
 from service.mail.render import CampaignTemplate
 from service.relays import Routes
 from service.settings import Settings
@@ -123,7 +123,7 @@ async def render(
     recipient (see the module).
     NotFound without the campaign, NoSubscriber without the subscriber, Invalid when its lists have nobody
     (`naming`: how the caller names the subscriber's option) or it cannot be rendered; ArgumentError for a test
-    message whose From is outside the account's domains (service/from_rule.py)."""
+    message whose From is outside the account's domains (service/mail/from_rule.py)."""
     campaign, row = await sources(conn, campaign_id=campaign_id, subscriber=subscriber)
     if campaign is None:
         raise NotFound(f"no campaign with id {campaign_id}")

@@ -36,7 +36,7 @@ class InDoubt:
 
 def chosen(replies: list[str], reason: str | None, pattern: re.Pattern[str] | None) -> list[str] | None:
     """The last replies whose rows go back (None: every failed row)."""
-    from service import reasons
+    from service.smtp import reasons
 
     if reason is not None:
         return [r for r in replies if reasons.of_reply(r)[1] == reason]

@@ -4,7 +4,7 @@ operator must do for it to go on (`einmal campaign status`, GET /api/v1/campaign
 The counts come from one GROUP BY over einmal.sends, read in the same statement as the campaign's own status
 and the messages that came back (einmal.bounces, docs/design.md#inbound-events): send rows with a hard bounce (bounced:
 a permanent failure, whatever its reason), with a soft one (soft bounced), with a bounce that said neither
-(unclassified) and with a complaint (complained), then per reason (service/reasons.py)."""
+(unclassified) and with a complaint (complained), then per reason (service/smtp/reasons.py)."""
 
 import json
 from dataclasses import dataclass

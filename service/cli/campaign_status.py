@@ -26,7 +26,7 @@ from service.campaigns.status import CAME_BACK, DONE, FINAL, NOT_STARTED, STATES
 from service.cli import progress
 from service.settings import Settings
 
-# reason sender (service/reasons.py): servers refused our return path, not these addresses
+# reason sender (service/smtp/reasons.py): servers refused our return path, not these addresses
 SENDER_NOTE = (
     "  sender: a configuration problem: servers refused our return path, not the recipients (check its "
     "domain's DNS and SPF)"

@@ -25,8 +25,8 @@ from service.cli import campaign_status, campaign_view
 from service.cli.tables import aligned
 from service.errors import ArgumentError, Invalid
 from service.mail import headers
-from service.reasons import REASONS
 from service.settings import Settings
+from service.smtp.reasons import REASONS
 from service.subscribers import texts
 from service.text import check_account, shown
 

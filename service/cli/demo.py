@@ -11,7 +11,7 @@ recipient's link, one not followed, and keeps the node and its HTTP surface up
 to open it in a browser, until Ctrl-C or SIGTERM.
 
 SIGTERM and SIGINT end the demo at any point without a traceback; its embedded
-PostgreSQL is stopped on the way out (service/embedded.py). While it keeps
+PostgreSQL is stopped on the way out (service/db/embedded.py). While it keeps
 serving, a signal is the end asked for (exit 0, the summary printed); before,
 it interrupts (exit 128 + the signal's number).
 """
@@ -34,8 +34,8 @@ from service.accounts.account import find_account
 from service.campaigns import drafts, transitions
 from service.campaigns.fields import check_templates
 from service.cli import campaign_status
+from service.db.migrate import migrate
 from service.errors import Invalid
-from service.migrate import migrate
 from service.settings import Settings
 from service.subscribers import importer, suppressions
 
@@ -110,8 +110,8 @@ async def run(args: argparse.Namespace, settings: Settings) -> int:
 async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Event, asked: anyio.Event) -> int:
     # the whole node, its HTTP surface and the capture server: imported when the demo runs, not by every
     # command's parser (einmal --help)
-    from actors import http
-    from service import node, telemetry
+    from actors import http, node
+    from service import telemetry
     from service.smtp import capture
 
     settings = database(args, settings)

@@ -9,15 +9,16 @@ import argparse
 import json
 from contextlib import suppress
 
-from service import db, from_rule
+from service import db
 from service.accounts import account, doctor
 from service.accounts.identity import Identity
 from service.errors import ArgumentError, DatabaseUnavailable, NotFound
+from service.mail import from_rule
 from service.settings import Settings
 
 
 async def doctor_command(args: argparse.Namespace, settings: Settings) -> int:
-    notes: list[str] = []  # the installation's From rule (service/from_rule.py), where its database is at hand
+    notes: list[str] = []  # the installation's From rule (service/mail/from_rule.py), where its database is at hand
     sender = None  # the From domain of the account's newest campaign
     if args.account is None:
         identity = Identity(account_id=0)

@@ -3,7 +3,7 @@
 import argparse
 
 from service import db
-from service.migrate import migrate as apply_migrations
+from service.db.migrate import migrate as apply_migrations
 from service.settings import Settings
 
 
@@ -15,13 +15,13 @@ async def migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> int:
-    from service import node  # the whole node: imported by the commands that run one, not by every command
+    from actors import node  # the whole node: imported by the commands that run one, not by every command
 
     return await node.run(settings)
 
 
 async def serve(args: argparse.Namespace, settings: Settings) -> int:
-    from service import node
+    from actors import node
 
     return await node.run(settings, node.serve_http)
 

@@ -1,7 +1,7 @@
 """Bounces and complaints: tied to a send row and applied once (reading them: service/inbound/reports.py).
 
 ``parse(data)`` (service/inbound/reports.py) reads one inbound message into Reports: a bounce of
-any format is hard, soft or unclassified with a reason (service/reasons.py), a complaint
+any format is hard, soft or unclassified with a reason (service/smtp/reasons.py), a complaint
 is a complaint, anything else is ``()``. ``record`` puts the token's row in a report's event id
 (``dsn:C.S:<Message-ID>``): a report sent first to one's own return path cannot take the id of
 another row's report.
@@ -36,13 +36,14 @@ from dataclasses import replace
 import asyncpg
 from pydantic import SecretStr
 
-from service import db, reasons
+from service import db
 from service.addresses import email_key
 from service.campaigns import self_pause
 from service.inbound import events as inbound
 from service.inbound.reports import MAX_PARTS, MAX_RECIPIENTS, Malformed, Report, TooLarge, bounded, parse
 from service.mail.verp import ReturnPath
 from service.settings import Settings
+from service.smtp import reasons
 
 __all__ = [
     "MAX_PARTS",

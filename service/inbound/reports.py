@@ -4,7 +4,7 @@
 
 - a bounce (service/inbound/formats: DSN fields, else the notice of a server that writes none):
   ``kind`` hard (a permanent failure), soft (delayed, or a 4.x.x), or unclassified (a bounce that
-  says neither what failed nor why); ``reason`` from service/reasons.py, which also says
+  says neither what failed nor why); ``reason`` from service/smtp/reasons.py, which also says
   what the report does to the address (suppress, count toward the soft limit, nothing);
 - a complaint: an ARF report with ``Feedback-Type: abuse``, or a provider's complaint form;
 - ``()``: anything else (auto-replies, other feedback types, DSNs of success): ignored.
@@ -27,9 +27,9 @@ from email import errors, policy
 from email.message import Message
 from typing import TypeGuard
 
-from service import reasons
 from service.addresses import email_key
 from service.inbound.formats import ADDRESS, Finding, arf, dsn, text
+from service.smtp import reasons
 
 MAX_ID = 250
 # A DSN or an ARF report has three or four MIME parts, a returned message a few more; a DSN about one

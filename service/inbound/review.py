@@ -1,7 +1,7 @@
 """`einmal suppressions review --account A [--lift]`: the 'bounce' suppressions that today's rule would not
 have made (docs/guide/bounces.md).
 
-Before the reasons table (service/reasons.py) every permanent bounce suppressed its address, and
+Before the reasons table (service/smtp/reasons.py) every permanent bounce suppressed its address, and
 soft bounces of any kind counted toward EINMAL_SOFT_BOUNCE_LIMIT; at send time every 5.1.x reply did. So a
 provider's block (5.7.1), a DMARC failure (5.7.26) or a full mailbox suppressed subscribers who can be
 mailed. A suppression is listed when every bounce of its mailbox (einmal.bounces) and every 5xx reply to it
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from service import db, reasons
+from service import db
+from service.smtp import reasons
 
 
 @dataclass(frozen=True)

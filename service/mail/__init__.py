@@ -1,1 +1,1 @@
-"""Making a message: templates, rendering, headers, DKIM, unsubscribe tokens and VERP."""
+"""Making a message: templates, rendering, headers, DKIM, unsubscribe tokens and VERP; the From rule."""

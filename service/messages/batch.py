@@ -21,9 +21,10 @@ from typing import Any
 import anyio.to_thread
 import asyncpg
 
-from service import db, from_rule
+from service import db
 from service.db import DB_SECONDS
 from service.errors import Invalid, NotFound
+from service.mail import from_rule
 from service.messages import messages
 from service.settings import Settings
 

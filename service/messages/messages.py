@@ -19,12 +19,12 @@ from typing import Any
 import anyio
 import asyncpg
 
-from service import db, from_rule
+from service import db
 from service.addresses import address_problem, email_key
 from service.campaigns import fields
 from service.db import DB_SECONDS
 from service.errors import Busy, Invalid, NotFound
-from service.mail import render
+from service.mail import from_rule, render
 from service.mail.slots import RenderSlots
 from service.settings import Settings
 from service.text import MAX_EMAIL, shown, unsafe_text

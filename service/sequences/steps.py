@@ -2,7 +2,7 @@
 
 A step is a campaign of kind 'step' (sql/queries/sequence_step_create.sql). Its templates are checked as a
 draft's are (service/campaigns/fields.py: compiled in the sandbox in a worker thread), its From by the account's
-rule (service/from_rule.py), and it is bulk mail: it needs a one-click unsubscribe. A step whose bodies show no
+rule (service/mail/from_rule.py), and it is bulk mail: it needs a one-click unsubscribe. A step whose bodies show no
 unsubscribe link (`{{ unsubscribe_url }}`) is added or changed all the same, with the warning a campaign gets
 at create (service/campaigns/preview.py NO_LINK): the List-Unsubscribe header works, but people look for a
 visible link. Each change runs under the sequence's row lock, so two changes of one sequence take turns:
@@ -24,11 +24,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import anyio
 import asyncpg
 
-from service import db, from_rule
+from service import db
 from service.campaigns import fields, preview
 from service.campaigns.transitions import transition
 from service.errors import Conflict, Invalid, NotFound
-from service.mail import unsubscribe
+from service.mail import from_rule, unsubscribe
 from service.settings import Settings
 from service.text import shown
 

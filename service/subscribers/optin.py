@@ -24,9 +24,10 @@ from urllib.parse import urljoin, urlsplit
 import anyio
 import asyncpg
 
-from service import clients, db, from_rule
+from service import clients, db
 from service.addresses import address_problem, email_key
 from service.errors import ArgumentError, ConfigError, Conflict, Invalid, NotFound
+from service.mail import from_rule
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
 from service.subscribers import texts
@@ -41,7 +42,7 @@ CLIENT_KIND, KEY_KIND, LIST_KIND = "sign-up", "sign-up-key", "confirmation-list"
 TOKEN = re.compile(r"[A-Za-z0-9_-]{22}")  # a form's token: 16 random bytes, URL-safe base64 without padding
 MAX_ORIGINS = 20
 MAX_FROM = 500  # a list's confirmations' From, as long as a campaign's (service/campaigns/fields.py)
-OPTIN_FROM = "the confirmations' From (EINMAL_OPTIN_FROM)"  # how the From rule names it (service/from_rule.py)
+OPTIN_FROM = "the confirmations' From (EINMAL_OPTIN_FROM)"  # how the From rule names it (service/mail/from_rule.py)
 LIST_FROM = "the list's confirmations' From"  # a list's own (lists.optin_from), set with its sign-ups
 
 

@@ -21,7 +21,7 @@
                                 METRICS_FRESH_SECONDS, one read at a time, on a connection of their own
     /forms/{token}, /confirm   double opt-in: an open list's sign-up form and the confirmation link's page
                                 (service/web/signup.py)
-    /api/v1/…                   the JSON API for applications (service/api/app.py, given by service/node.py), with
+    /api/v1/…                   the JSON API for applications (service/api/app.py, given by actors/node.py), with
                                 per-account keys; its OpenAPI document at /api/v1/openapi.json
     POST /inbound/PROVIDER[/ACCOUNT]   bounces and complaints from Amazon SES (through SNS), Postmark and
                                 Mailgun (service/inbound/webhooks.py): 200 once the events are applied (or were
@@ -139,7 +139,7 @@ class Web:
         routed = Starlette(routes=routes, exception_handlers={EinmalError: refused})
         routed.router.redirect_slashes = False  # a redirect would name the Host header's site (and repeat a POST)
         # the API's key is found from the headers before its body takes room or its Idempotency-Key a row
-        # (`api`: service/api/app.py served, given by service/node.py; none: /api/v1 is a JSON 404)
+        # (`api`: service/api/app.py served, given by actors/node.py; none: /api/v1 is a JSON 404)
         api_app = (
             api(pool, settings, lambda app, limit: BoundedBody(app, limit or MAX_BODY))
             if api is not None

@@ -3,7 +3,7 @@
 -- advisory lock, so two accounts given overlapping domains at once are judged one after the other (each of its
 -- statements reads what the other committed). Rows already there are kept: an installation that gave two
 -- accounts overlapping domains before this keeps them, `einmal doctor` names them, and each such account sends
--- from its own domains as before (service/from_rule.py).
+-- from its own domains as before (service/mail/from_rule.py).
 CREATE INDEX account_domains_domain ON einmal.account_domains (domain);
 
 CREATE FUNCTION einmal.account_domain_reserved() RETURNS trigger LANGUAGE plpgsql AS $$

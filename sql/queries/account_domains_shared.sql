@@ -1,5 +1,5 @@
 -- Domains given to two accounts, or one under another's, as an installation may hold from before a domain was
--- reserved to one account (migration 0120): each pair once, by name (service/from_rule.py).
+-- reserved to one account (migration 0120): each pair once, by name (service/mail/from_rule.py).
 SELECT a.name AS account, d.domain, b.name AS other, e.domain AS other_domain
   FROM einmal.account_domains d
   JOIN einmal.account_domains e ON e.account_id > d.account_id

@@ -33,7 +33,7 @@ CROSS JOIN LATERAL (
     FROM einmal.bounces AS bo
     WHERE bo.campaign_id = c.id  -- kept when the campaign's send rows are pruned
 ) AS b
-CROSS JOIN LATERAL (  -- send rows per reason (service/reasons.py); rows written before 0030 have none
+CROSS JOIN LATERAL (  -- send rows per reason (service/smtp/reasons.py); rows written before 0030 have none
     SELECT coalesce(jsonb_object_agg(per.reason, per.n), '{}')::text AS reasons
     FROM (SELECT bo.reason, count(DISTINCT bo.send_id) AS n
           FROM einmal.bounces AS bo

@@ -14,8 +14,8 @@ import pytest
 
 from service import db
 from service.addresses import email_key
+from service.db.migrate import BOOTSTRAP, migrate
 from service.inbound import events as inbound
-from service.migrate import BOOTSTRAP, migrate
 from service.smtp.capture import capture_server
 from tests.conftest import _admin, einmal, with_database
 from tests.support.claims import claim_args

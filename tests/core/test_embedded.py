@@ -17,11 +17,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from service import embedded
+from service.db import embedded
 from tests.conftest import ROOT, applied_by, applied_everything, einmal, every_migration
 
 ATTACH_AND_WAIT = (
-    "from service import embedded; embedded.url(); print('attached', flush=True); import time; time.sleep(60)"
+    "from service.db import embedded; embedded.url(); print('attached', flush=True); import time; time.sleep(60)"
 )
 
 

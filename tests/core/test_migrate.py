@@ -4,7 +4,7 @@ import asyncpg
 import pytest
 
 from service import db
-from service.migrate import migrate
+from service.db.migrate import migrate
 from tests.conftest import applied_by, einmal, every_migration
 
 pytestmark = pytest.mark.anyio

@@ -10,7 +10,7 @@ import pytest
 
 from service import db
 from service.campaigns import retention
-from service.migrate import migrate
+from service.db.migrate import migrate
 from tests.conftest import _admin, with_database
 from tests.support.retention import FIRST, seed_old_shape, timed_prune
 

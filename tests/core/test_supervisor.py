@@ -7,9 +7,9 @@ import anyio
 import pytest
 from anyio.abc import TaskStatus
 
+from actors.supervisor import Child, GaveUp, Supervisor
 from service import db
 from service.errors import DatabaseUnavailable
-from service.supervisor import Child, GaveUp, Supervisor
 
 pytestmark = pytest.mark.anyio
 

@@ -16,8 +16,8 @@ import asyncpg
 import httpx
 import pytest
 
-from service import node
-from service.context import NodeContext
+from actors import node
+from actors.context import NodeContext
 from tests.conftest import with_database
 from tests.support.pgcluster import PgCluster, cluster_dsn, pg_cluster  # noqa: F401  (fixtures)
 from tests.support.pipeline import (

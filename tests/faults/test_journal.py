@@ -6,9 +6,9 @@ import anyio
 import asyncpg
 import pytest
 
-from actors import scheduler
+from actors import failover
+from actors.context import Journal, NodeContext, Outcome
 from service import db
-from service.context import Journal, NodeContext, Outcome
 from tests.support.pipeline import approve, counts, node_settings, running_node, seed, wait_status
 from tests.support.smtp_servers import FaultServer
 
@@ -96,7 +96,7 @@ async def test_after_a_failover_only_rows_behind_the_journal_move_and_another_to
         ctx.unrecorded.append(("T2", [Outcome(ids[-1], "sent", "250 ok"), Outcome(retry, "queued", "451 later")]))
         ctx.failover_due = True
         async with pool.acquire() as c:
-            await scheduler.write_again(ctx, c)
+            await failover.write_again(ctx, c)
     finally:
         await pool.close()
     found = [
@@ -150,7 +150,7 @@ async def test_after_a_failover_no_node_claims_until_every_live_node_has_written
 
         async def start() -> None:
             async with pool.acquire() as c:
-                await scheduler.await_journals(ctx, c, [ctx.token])
+                await failover.await_journals(ctx, c, [ctx.token])
             passed.set()
 
         async with anyio.create_task_group() as tg:
@@ -187,7 +187,7 @@ async def test_the_barrier_waits_for_a_node_that_never_writes_at_most_the_node_t
             tg.start_soon(heartbeat)
             with anyio.fail_after(10):
                 async with pool.acquire() as c:
-                    await scheduler.await_journals(ctx, c, [])
+                    await failover.await_journals(ctx, c, [])
             tg.cancel_scope.cancel()
         assert 1.4 <= anyio.current_time() - began < 5
     finally:
@@ -197,7 +197,7 @@ async def test_the_barrier_waits_for_a_node_that_never_writes_at_most_the_node_t
 async def test_a_starting_node_claims_nothing_until_a_live_node_has_written_its_journal_on_this_primary(
     conn: asyncpg.Connection, dsn: str, smtp_server: FaultServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """service/node.py's send pipeline passes the barrier before its claimer starts: a peer alive whose row
+    """actors/pipeline.py's send pipeline passes the barrier before its claimer starts: a peer alive whose row
     names another primary (a failover it has not written its journal after) holds every claim here."""
     addresses = [f"j{i}@example.com" for i in range(20)]
     campaign = await seed(conn, addresses)

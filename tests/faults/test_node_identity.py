@@ -11,8 +11,9 @@ import asyncpg
 import pytest
 
 from actors import scheduler
-from service import db, node
-from service.context import NodeContext, Outcome
+from actors.context import NodeContext, Outcome
+from actors.pipeline import record_unrecorded
+from service import db
 from tests.support.pipeline import (
     TAKEOVER_TIMEOUT,
     Received,
@@ -136,8 +137,8 @@ async def test_the_scheduler_keeps_a_token_alive_until_the_answers_it_holds_are_
         async with to_builder, from_scheduler:
             await scheduler.tick(ctx, to_builder)
         assert await counts(conn, campaign) == {"sending": 3}, "nothing returned before the answer is written"
-        async with pool.acquire() as pipeline:  # what the next incarnation does first (service/node.py)
-            await node.record_unrecorded(ctx, pipeline)
+        async with pool.acquire() as pipeline:  # what the next incarnation does first (actors/pipeline.py)
+            await record_unrecorded(ctx, pipeline)
             await pipeline.fetchrow(
                 *db.sql(
                     "node_rescue",

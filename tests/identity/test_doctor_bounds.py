@@ -15,7 +15,7 @@ import asyncpg
 import httpx
 import pytest
 
-from service import node
+from actors import node
 from service.accounts import dns_checks, doctor, keys
 from service.webhooks import policy
 from tests.conftest import einmal

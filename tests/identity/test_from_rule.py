@@ -1,4 +1,4 @@
-"""The From rule (service/from_rule.py) at every place a From enters, through the real command line and the
+"""The From rule (service/mail/from_rule.py) at every place a From enters, through the real command line and the
 real API: an account with From domains is refused (exit 2 / 422, one line naming its domains) a campaign, a
 draft's change, a test message, an approval and double opt-in's confirmations from another domain; an
 account with none takes any From, as before."""

@@ -1,4 +1,4 @@
-"""A From domain is one account's (service/from_rule.py, migration 0120), through the real command line: a
+"""A From domain is one account's (service/mail/from_rule.py, migration 0120), through the real command line: a
 domain given to one account, one under it or above it, is refused to another (also when both are given at
 once); an account with no domains may not send from another's, whatever EINMAL_FROM_DOMAINS says; a display
 name may carry no other sender's address; the rule folds case and the A-label spelling of a name for messages

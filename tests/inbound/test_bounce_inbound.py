@@ -15,8 +15,7 @@ import asyncpg
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from actors import inbound_smtp
-from service import node
+from actors import inbound_smtp, node
 from service.mail.verp import ReturnPath
 from service.metrics import Metrics
 from tests.conftest import einmal

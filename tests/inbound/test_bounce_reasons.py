@@ -1,5 +1,5 @@
 """Who a bounce is about, and which words win: a refusal of our sender, a block, a quota, a rate or a
-temporary failure never suppresses the recipient's address (service/reasons.py, its precedence).
+temporary failure never suppresses the recipient's address (service/smtp/reasons.py, its precedence).
 
 The status and text pairs are what real servers answered (issue #32's held-out bounces); the messages
 are the Exim set's (tests/inbound/samples/exim, written by a real Exim on loopback)."""
@@ -9,11 +9,11 @@ import email
 import asyncpg
 import pytest
 
-from service import reasons
 from service.cli import campaign_status
 from service.inbound import bounces
 from service.inbound.formats import text
 from service.settings import Settings
+from service.smtp import reasons
 from tests.conftest import einmal
 from tests.inbound import test_bounce_inbound as inbound
 from tests.inbound.test_bounce_trust import send_rows, suppressed, verp

@@ -5,8 +5,8 @@ to an address."""
 import asyncpg
 import pytest
 
-from service import reasons
 from service.inbound import bounces
+from service.smtp import reasons
 from tests.inbound import test_bounce_inbound as inbound
 from tests.inbound.test_bounce_trust import send_rows, suppressed, verp
 from tests.support import bounce_samples

@@ -7,10 +7,10 @@ import asyncpg
 import pytest
 
 from actors import builder, claimer, sender
+from actors.context import Batch, NodeContext
 from actors.feed import Feed
 from actors.listener import Listener
 from service import db
-from service.context import Batch, NodeContext
 from service.messages import messages
 from tests.messages.support import FROM, message_rows
 from tests.support.pipeline import Received, node_settings, recording_server, seed

@@ -11,11 +11,11 @@ import anyio
 import asyncpg
 import pytest
 
+from actors.context import NodeContext, Outcome, Row
 from actors.feed import Feed
 from actors.listener import Listener
 from actors.sender import Sender
 from service import db
-from service.context import NodeContext, Outcome, Row
 from service.messages import messages
 from service.settings import Settings
 from service.subscribers import suppressions

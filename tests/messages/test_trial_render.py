@@ -8,7 +8,7 @@ import asyncpg
 import httpx
 import pytest
 
-from service import node
+from actors import node
 from service.campaigns import fields
 from service.mail import render
 from service.messages import messages

@@ -6,8 +6,8 @@ import asyncpg
 import pytest
 
 from actors import builder
+from actors.context import NodeContext
 from service import db
-from service.context import NodeContext
 from service.settings import Settings
 from tests.support.pipeline import seed
 

@@ -7,8 +7,8 @@ with the row's ids, counted in /metrics and kept in `einmal.lost_outcomes` for t
 import asyncpg
 import pytest
 
+from actors.context import NodeContext, Outcome
 from actors.writer import advance, record
-from service.context import NodeContext, Outcome
 from service.settings import Settings
 from tests.sending.test_budget import CLAIM, sending_campaign
 

@@ -108,7 +108,7 @@ async def test_one_recipient_refused_by_policy_holds_its_domain_for_a_few_pauses
 async def test_at_send_time_only_an_address_reason_suppresses(
     conn: asyncpg.Connection, dsn: str, tmp_path: Path
 ) -> None:
-    """The send path takes a 5xx reply's reason from the same table as a bounce (service/reasons.py)."""
+    """The send path takes a 5xx reply's reason from the same table as a bounce (service/smtp/reasons.py)."""
     replies = {
         "gone.example": "550 5.1.1 <x@gone.example>: Recipient address rejected: User unknown",
         "closed.example": "550 5.2.1 This mailbox has been disabled",

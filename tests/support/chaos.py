@@ -29,7 +29,7 @@ from pathlib import Path
 
 import asyncpg
 
-from service import embedded
+from service.db import embedded
 from tests.conftest import UNSUBSCRIBE, with_database
 from tests.support import forkserver
 from tests.support.pipeline import message_id, start_node
@@ -105,7 +105,7 @@ WHERE l.name = 'one' OR (l.name = 'two' AND s.email LIKE '%0@example.com')  -- e
 
 
 async def prepare(server: str, name: str, recipients: int) -> tuple[str, int]:
-    from service.migrate import migrate
+    from service.db.migrate import migrate
 
     admin = await asyncpg.connect(with_database(server, "postgres"))
     await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -69,7 +69,7 @@ def _run_command(request: dict, fds: list[int]) -> None:
         traceback.print_exc()
     finally:
         # what Python does at exit before it flushes: join the threads left, then run the atexit functions (the
-        # embedded PostgreSQL's client hands the server back there, service/embedded.py)
+        # embedded PostgreSQL's client hands the server back there, service/db/embedded.py)
         try:
             threading._shutdown()  # type: ignore[attr-defined]
             atexit._run_exitfuncs()
@@ -105,8 +105,8 @@ def _handle(conn: socket.socket) -> None:
 
 
 def serve(path: str) -> None:
-    import service.cli.einmal  # everything a command imports before it starts
-    import service.node  # noqa: F401  and what `einmal run` starts
+    import actors.node  # noqa: F401  what `einmal run` starts
+    import service.cli.einmal  # noqa: F401  and everything a command imports before it starts
 
     assert threading.active_count() == 1, "a fork server must have no other thread"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

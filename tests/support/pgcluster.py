@@ -39,7 +39,7 @@ import anyio
 import asyncpg
 import pytest
 
-from service.migrate import migrate
+from service.db.migrate import migrate
 from tests.support.smtp_servers import free_port
 
 with warnings.catch_warnings():  # the package's import warns when XDG_RUNTIME_DIR is unset

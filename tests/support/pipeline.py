@@ -202,7 +202,7 @@ class recording_server:
 @asynccontextmanager
 async def running_node(settings):
     """`async with running_node(settings):` a node in this event loop, drained on exit."""
-    from service import node
+    from actors import node
 
     stop = anyio.Event()
     codes: list[int] = []

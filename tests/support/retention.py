@@ -16,7 +16,7 @@ import asyncpg
 
 from service import db
 from service.campaigns import retention
-from service.migrate import migrate
+from service.db.migrate import migrate
 
 FIRST = 50  # the first migration of the partitioned table (0050_bounce_campaign.sql)
 STEPS = {

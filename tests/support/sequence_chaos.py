@@ -27,7 +27,7 @@ from pathlib import Path
 
 import asyncpg
 
-from service import embedded
+from service.db import embedded
 from tests.conftest import UNSUBSCRIBE, with_database
 from tests.support.chaos import Nodes
 from tests.support.pipeline import message_id
@@ -113,7 +113,7 @@ INSERT INTO einmal.list_members (list_id, subscriber_id) SELECT $2, id FROM s RE
 
 async def prepare(server: str, name: str) -> tuple[str, int, int, int, list[int]]:
     """A fresh database: (its dsn, account, list, sequence, the steps' campaign ids)."""
-    from service.migrate import migrate
+    from service.db.migrate import migrate
 
     admin = await asyncpg.connect(with_database(server, "postgres"))
     await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -9,8 +9,7 @@ import asyncpg
 import httpx
 from pydantic import SecretStr
 
-from actors import http
-from service import node
+from actors import http, node
 from service.addresses import email_key
 from service.mail import unsubscribe
 from service.settings import Settings

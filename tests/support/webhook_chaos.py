@@ -28,7 +28,7 @@ import asyncpg
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from service import embedded
+from service.db import embedded
 from service.inbound import bounces
 from service.inbound import events as inbound
 from service.inbound.reports import Report
@@ -123,7 +123,7 @@ RETURNING (SELECT account_id FROM l), list_id
 
 async def prepare(server: str, name: str, recipients: int) -> tuple[str, int, int]:
     """A fresh database with an account of `recipients` subscribers on one list: (dsn, account, list)."""
-    from service.migrate import migrate
+    from service.db.migrate import migrate
 
     admin = await asyncpg.connect(with_database(server, "postgres"))
     await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

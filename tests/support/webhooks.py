@@ -8,9 +8,9 @@ import anyio
 import asyncpg
 from standardwebhooks import Webhook
 
+from actors.context import NodeContext
 from actors.webhooks import WebhookActor
 from service.addresses import email_key
-from service.context import NodeContext
 from service.settings import Settings
 from service.webhooks import signing
 from tests.support.webhook_receiver import Request

@@ -215,7 +215,7 @@ async def test_readiness_is_503_with_the_reason_while_the_smtp_relay_refuses(
 
 
 async def test_readiness_is_503_draining_once_the_node_is_told_to_stop(conn: asyncpg.Connection, dsn: str) -> None:
-    from service import node
+    from actors import node
     from tests.support.pipeline import Received, recording_server
 
     campaign = await seed(conn, [f"d{i}@example.com" for i in range(20)])

@@ -10,8 +10,8 @@ to) and Final-Recipient (after an alias or forwarding) both kept.
 import re
 from email.message import Message
 
-from service import reasons
 from service.inbound.formats import MAX_TEXT, Finding, clean_address, decoded
+from service.smtp import reasons
 
 TYPES = ("message/delivery-status", "message/global-delivery-status")
 _FIELD = re.compile(r"([A-Za-z][A-Za-z0-9-]{0,40})[ \t]*:[ \t]*(.*)")

@@ -21,8 +21,8 @@ import html
 import re
 from email.message import Message
 
-from service import reasons
 from service.inbound.formats import ADDRESS, MAX_TEXT, Finding, decoded, dsn
+from service.smtp import reasons
 
 _P = re.IGNORECASE
 CUT = re.compile(

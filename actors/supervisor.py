@@ -7,7 +7,7 @@ seconds stop the supervisor: the process exits non-zero, so that systemd or
 the container runtime restarts it whole.
 
 A failure that `passing(exc)` calls passing (the database is unreachable,
-service/db.py `unreachable`) is restarted the same way, with the backoff
+service/db/__init__.py `unreachable`) is restarted the same way, with the backoff
 capped at `max_backoff`, but does not count toward the limit: a node rides
 out an outage of any length. It is logged once when it begins and then once
 every `quiet` seconds while it lasts, not at every try.

@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import anyio
 import asyncpg
 
-from service import embedded
+from service.db import embedded
 from service.errors import DatabaseUnavailable, leaves
 from service.settings import Settings
 

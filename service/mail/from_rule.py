@@ -19,8 +19,8 @@ Every place a From enters asks `check`: campaign create and a draft's change (se
 a test message (service/campaigns/preview.py), approve (a campaign made before its domain was removed) and
 the confirmation messages of double opt-in (service/subscribers/optin.py). A From once stored is judged again
 by the rule as it is when its mail is made (`problem`, in actors/claimer.py): a campaign, a sequence's step, a
-message or a confirmation whose From the rule now refuses is paused with the reason. It lives below the subjects
-because all of them ask it."""
+message or a confirmation whose From the rule now refuses is paused with the reason. It lives in mail, the
+subject below every other that asks it."""
 
 import re
 import unicodedata
