@@ -24,6 +24,7 @@ import os
 import time
 from collections.abc import Iterable
 from contextlib import suppress
+from typing import TypedDict
 
 import anyio
 import asyncpg
@@ -209,7 +210,22 @@ async def await_journals(ctx: NodeContext, conn: asyncpg.Connection, tokens: lis
         )
 
 
-def columns(rows: Iterable[tuple[float, str, Outcome, float | None]]) -> dict[str, list]:
+class Rewrite(TypedDict):
+    """send_rewrite's arrays, one element a row."""
+
+    ids: list[int]
+    tokens: list[str]
+    statuses: list[str]
+    replies: list[str]
+    attempts: list[int]
+    bounces: list[bool]
+    ats: list[float]
+    retry_afters: list[float]
+    recorded_ats: list[float | None]
+    campaign_ids: list[int | None]
+
+
+def columns(rows: Iterable[tuple[float, str, Outcome, float | None]]) -> Rewrite:
     """send_rewrite's arrays, by name, from (wall time, token, outcome, when the journal recorded it)."""
     rows = list(rows)
     outcomes = [o for _, _, o, _ in rows]
@@ -286,7 +302,7 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
         ctx.claim_nudge.set()
 
 
-async def finish(conn, campaign_id: int) -> asyncpg.Record | None:
+async def finish(conn: asyncpg.Connection, campaign_id: int) -> asyncpg.Record | None:
     """CAS sending -> sent when nothing is left, under the campaign's lock: its row (with the rows left
     `in_doubt`), None when it did not finish."""
     async with conn.transaction():
