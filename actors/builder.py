@@ -25,7 +25,7 @@ FIRST_CHUNK = 500
 
 async def build(ctx: NodeContext, campaign_id: int, chunk: int = CHUNK) -> int:
     """Build the campaign's recipients; return how many rows this call added."""
-    added = 0
+    added: int = 0
     with telemetry.tracer().start_as_current_span("campaign.build") as span:
         span.set_attribute("einmal.campaign_id", campaign_id)
         async with db.actor_connection(ctx.pool, "builder", ctx.token, ctx.settings.db_timeout_seconds) as conn:

@@ -204,7 +204,7 @@ def _batch(
     template: render.CampaignTemplate,
     account_relays: tuple[identity.AccountRelay, ...],
     began: int,
-    records: list,
+    records: list[asyncpg.Record],
     message: bool = False,
 ) -> Batch | None:
     """The claimed records as a batch (the suppressed ones counted); None when none was claimed."""
@@ -257,7 +257,7 @@ async def claim_messages(
     conn: asyncpg.Connection,
     token: str,
     feed: Feed,
-    identities: dict[int, tuple],
+    identities: dict[int, tuple[identity.Identity, float]],
     account_id: int,
     most: int,
 ) -> int:
@@ -282,7 +282,7 @@ async def claim_messages(
         *db.sql("message_claim_batch", account_id=account_id, token=token, **budget(ctx, sender.relays, most))
     )
     claimed = 0
-    by_message: dict[int, list] = {}
+    by_message: dict[int, list[asyncpg.Record]] = {}
     for r in records:
         by_message.setdefault(r["campaign_id"], []).append(r)
     for campaign_id, rows in by_message.items():
@@ -304,7 +304,7 @@ async def _message_template(
     token: str,
     campaign_id: int,
     sender: identity.Identity,
-    rows: list,
+    rows: list[asyncpg.Record],
 ) -> render.CampaignTemplate | None:
     """A message's template compiled as its account, in a worker thread. None when it cannot be sent from here:
     its claimed row goes back to the queue and the message is paused for the operator (as a campaign would be)."""
@@ -338,7 +338,7 @@ async def notified_messages(
     feed: Feed,
     turns: Turns,
     ahead: Counter[int],
-    identities: dict[int, tuple],
+    identities: dict[int, tuple[identity.Identity, float]],
 ) -> None:
     """Claim each notified account's new messages at once, on a connection of its own: neither a campaign's claim
     under way nor a full feed holds them back (bounded: MESSAGE_BATCHES held), each within what its account's turn
@@ -368,7 +368,7 @@ async def campaign_turn(
     token: str,
     feed: Feed,
     templates: Templates,
-    campaigns: list,
+    campaigns: list[asyncpg.Record],
     most: int,
     reach: float = 0.0,
 ) -> tuple[Batch | None, bool]:
@@ -399,9 +399,10 @@ async def run(
         templates = Templates(ctx, conn)
         turns = Turns()  # the accounts with due work take turns (actors/turns.py)
         ahead: Counter[int] = Counter()  # messages each account claimed this pass while notified
-        campaigns: list = []
+        campaigns: list[asyncpg.Record] = []
         listed_at, turn = -LIST_SECONDS, 0
-        identities: dict[int, tuple] = {}  # each messaging account's identity, and when it was read
+        # each messaging account's identity, and when it was read
+        identities: dict[int, tuple[identity.Identity, float]] = {}
         tg.start_soon(notified_messages, ctx, messages_conn, token, feed, turns, ahead, identities)
         while not (ctx.stopping.is_set() or feed.closed):
             while not (feed.room.is_set() or ctx.stopping.is_set()):  # set by the sender when its rows run low
@@ -417,7 +418,7 @@ async def run(
                 templates.keep({c["id"]: c["updated_at"] for c in campaigns})
             # an account's campaigns in turn too, the first of the last pass last
             turn = (turn + 1) % max(1, len(campaigns))
-            by_account: dict[int, list] = {}
+            by_account: dict[int, list[asyncpg.Record]] = {}
             for c in campaigns[turn:] + campaigns[:turn]:
                 by_account.setdefault(c["account_id"], []).append(c)
             claimed = 0

@@ -33,6 +33,19 @@ class Template(Protocol):
     def costly(self) -> bool: ...
 
 
+class OwnRelay(Protocol):
+    """An account's own relay as the send path reads it (service.accounts.identity.AccountRelay)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def weight(self) -> int: ...
+
+
 class Nudge:
     """A wake-up hint: `wait()` returns when nudged or after a timeout."""
 
@@ -128,7 +141,7 @@ class Batch:
     outcomes: list[Outcome] = field(default_factory=list)  # recorded SMTP outcomes
     settled: dict[str, int] = field(default_factory=dict)  # rows settled without SMTP, by status
     send_span: Span | None = None  # from the batch's entry into the sender to its last row settled
-    relays: tuple = ()  # the account's own relays (identity.AccountRelay); empty: the environment's
+    relays: tuple[OwnRelay, ...] = ()  # the account's own relays; empty: the environment's
     message: bool = False  # a transactional message's row (docs/design.md#messages): the feed's first lane
     honour_unsubscribe: bool = True  # False: an unsubscribe alone does not stop it (a message's choice)
 

@@ -14,6 +14,7 @@ other live node has done the same (`await_journals`).
 import logging
 import time
 from collections.abc import Iterable
+from typing import TypedDict
 
 import anyio
 import asyncpg
@@ -195,7 +196,22 @@ async def await_journals(ctx: NodeContext, conn: asyncpg.Connection, tokens: lis
         )
 
 
-def columns(rows: Iterable[tuple[float, str, Outcome, float | None]]) -> dict[str, list]:
+class Rewrite(TypedDict):
+    """send_rewrite's arrays, one element a row."""
+
+    ids: list[int]
+    tokens: list[str]
+    statuses: list[str]
+    replies: list[str]
+    attempts: list[int]
+    bounces: list[bool]
+    ats: list[float]
+    retry_afters: list[float]
+    recorded_ats: list[float | None]
+    campaign_ids: list[int | None]
+
+
+def columns(rows: Iterable[tuple[float, str, Outcome, float | None]]) -> Rewrite:
     """send_rewrite's arrays, by name, from (wall time, token, outcome, when the journal recorded it)."""
     rows = list(rows)
     outcomes = [o for _, _, o, _ in rows]

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import anyio
 from opentelemetry import trace
 
-from actors.context import Batch, Row
+from actors.context import Batch, OwnRelay, Row
 from service import telemetry
 
 SCAN = 256  # rows looked at for one whose send slot has come
@@ -46,7 +46,7 @@ class Feed:
         self.message_ready = anyio.Event()  # set while a message's row waits, or once closed
         self.claimer_done = anyio.Event()  # the claimer will put nothing more
         # whether any relay of an account (its AccountRelay tuple) is up: the sender's (service/relays.py)
-        self.usable: Callable[[tuple], bool] = lambda relays: True
+        self.usable: Callable[[tuple[OwnRelay, ...]], bool] = lambda relays: True
         self._update()
 
     @property
@@ -182,7 +182,7 @@ class Feed:
         """Take every waiting row of `domain` out (it asked us to slow down): to be given back."""
         return self.drop(lambda batch, row: row.domain == domain)
 
-    def drop_relays(self, relays: tuple) -> list[tuple[Batch, Row]]:
+    def drop_relays(self, relays: tuple[OwnRelay, ...]) -> list[tuple[Batch, Row]]:
         """Take every waiting row sent through `relays` out (none of them is up): to be given back."""
         return self.drop(lambda batch, row: batch.relays == relays)
 

@@ -32,7 +32,7 @@ import socket
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import anyio
 import h11
@@ -78,8 +78,8 @@ class Limits:
     body_seconds: float
     per_client: int = 1 << 30
     proxies: str | list[str] = ""  # Uvicorn's forwarded_allow_ips: peers that carry many clients' requests
-    waiting: OrderedDict = field(default_factory=OrderedDict)
-    open: Counter = field(default_factory=Counter)
+    waiting: OrderedDict["_Protocol", None] = field(default_factory=OrderedDict)
+    open: Counter[str] = field(default_factory=Counter)
     total: int = 0  # the connections open now
 
     @classmethod
@@ -134,7 +134,7 @@ def _trusted(host: str, proxies: str | list[str]) -> bool:
 class _Protocol(H11Protocol):
     """Uvicorn's h11 protocol under the module's bounds: deadlines for a head and a body, the cap."""
 
-    def __init__(self, *args, limits: Limits, **kwargs) -> None:
+    def __init__(self, *args: Any, limits: Limits, **kwargs: Any) -> None:  # the rest: H11Protocol's own
         super().__init__(*args, **kwargs)
         self.limits = limits
         self.phase: str | None = None  # "head" or "body": what the connection waits for, under a deadline

@@ -218,9 +218,11 @@ class _ChunkedData(SMTP):
         envelope = self.envelope
         assert envelope is not None  # as in aiosmtpd's own DATA: a session past HELO has one
         if not envelope.rcpt_tos:
-            return await self.push("503 Error: need RCPT command")
+            await self.push("503 Error: need RCPT command")
+            return
         if arg:
-            return await self.push("501 Syntax: DATA")
+            await self.push("501 Syntax: DATA")
+            return
         await self.push("354 End data with <CR><LF>.<CR><LF>")
         held = bytearray(b"\r\n")  # the DATA line's end: a message may be the lone dot alone
         searched, too_much, limit = 0, False, self.data_size_limit
@@ -233,7 +235,8 @@ class _ChunkedData(SMTP):
             held += chunk
         if too_much or (limit and end > limit):
             self._set_post_data_state()
-            return await self.push("552 Error: Too much mail data")
+            await self.push("552 Error: Too much mail data")
+            return
         content = bytes(held[: end + 2]).replace(b"\r\n.", b"\r\n")[2:]  # undo dot-stuffing
         envelope.content = envelope.original_content = content
         status = await self._call_handler_hook("DATA")

@@ -24,7 +24,7 @@ from service.metrics import Metrics
 log = logging.getLogger("einmal.recorder")
 
 
-def close(batch: Batch, metrics: Metrics | None = None) -> Counter:
+def close(batch: Batch, metrics: Metrics | None = None) -> Counter[str]:
     counts = Counter(o.status for o in batch.outcomes)
     counts.update(batch.settled)
     with telemetry.tracer().start_as_current_span(

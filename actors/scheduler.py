@@ -91,7 +91,7 @@ async def tick(ctx: NodeContext, to_builder: MemoryObjectSendStream[int]) -> Non
         ctx.claim_nudge.set()
 
 
-async def finish(conn, campaign_id: int) -> asyncpg.Record | None:
+async def finish(conn: asyncpg.Connection, campaign_id: int) -> asyncpg.Record | None:
     """CAS sending -> sent when nothing is left, under the campaign's lock: its row (with the rows left
     `in_doubt`), None when it did not finish."""
     async with conn.transaction():

@@ -49,6 +49,7 @@ handed out are released.
 import contextlib
 import logging
 import time
+from dataclasses import dataclass
 
 import anyio
 import anyio.abc
@@ -97,6 +98,17 @@ RENDER_FAILURE_SHARE = 0.1
 PAUSING = "not sent: the campaign is being paused, its template cannot be rendered"
 
 
+@dataclass
+class Renders:
+    """A campaign's renders on this node with its compiled `template`, and whether its pause is asked."""
+
+    template: Template
+    rendered: int = 0
+    failed: int = 0
+    asked: bool = False
+    first_error: str = ""
+
+
 class RenderWatch:
     """Counts each campaign's renders and render failures on this node; says once when to pause it. A
     campaign resumed with its template changed is compiled anew, and counted afresh.
@@ -107,36 +119,36 @@ class RenderWatch:
     pause reason counts."""
 
     def __init__(self) -> None:
-        self.counts: dict[int, list] = {}  # campaign -> [template, rendered, failed, pause asked, first error]
+        self.counts: dict[int, Renders] = {}  # by campaign
 
     def count(self, batch: Batch, row: Row, message: bytes | Outcome) -> tuple[bytes | Outcome, str | None]:
         """The message or the row's outcome, and the pause reason when the campaign's render failures pass the
         threshold (else None)."""
         counts = self.counts.get(batch.campaign_id)
-        if counts is None or counts[0] is not batch.template:
-            counts = self.counts[batch.campaign_id] = [batch.template, 0, 0, False, ""]
+        if counts is None or counts.template is not batch.template:
+            counts = self.counts[batch.campaign_id] = Renders(batch.template)
         if not isinstance(message, Outcome):
-            counts[1] += 1
+            counts.rendered += 1
             return message, None
-        if counts[3]:
+        if counts.asked:
             return Outcome(row.id, "queued", PAUSING), None
-        counts[1] += 1
-        counts[2] += 1
-        _, rendered, failed, _, _ = counts
+        counts.rendered += 1
+        counts.failed += 1
+        rendered, failed = counts.rendered, counts.failed
         if failed == 1:
-            counts[4] = message.reply.removeprefix("cannot render: ")
+            counts.first_error = message.reply.removeprefix("cannot render: ")
             log.warning("campaign %d: a message cannot be rendered: %s", batch.campaign_id, message.reply)
         if failed < RENDER_FAILURES_TO_PAUSE or failed < RENDER_FAILURE_SHARE * rendered:
             return message, None
-        counts[3] = True
+        counts.asked = True
         return message, (
-            f"cannot render for {failed} of {rendered} recipients tried on node {batch.token}: {counts[4]}"
+            f"cannot render for {failed} of {rendered} recipients tried on node {batch.token}: {counts.first_error}"
         )
 
     def unasked(self, campaign_id: int) -> None:
         """The pause could not be written: the next failure asks again (and fails its row meanwhile)."""
         if (counts := self.counts.get(campaign_id)) is not None:
-            counts[3] = False
+            counts.asked = False
 
 
 def render_row(batch: Batch, row: Row) -> bytes | Outcome:

@@ -34,7 +34,7 @@ class Listed:
 
 async def find_account(conn: asyncpg.Connection, *, name: str) -> int:
     """The id of the account named `name`; NotFound when there is none."""
-    account_id = await conn.fetchval(*db.sql("account_find", account=check_account(name)))
+    account_id: int | None = await conn.fetchval(*db.sql("account_find", account=check_account(name)))
     if account_id is None:
         raise NotFound(f"no account named {shown(name)}")
     return account_id
@@ -46,7 +46,8 @@ async def create(conn: asyncpg.Connection, *, name: str) -> int:
     assert row is not None  # the query returns one row
     if not row["created"]:
         raise Conflict(f"account {shown(name)} exists already")
-    return row["id"]
+    account_id: int = row["id"]
+    return account_id
 
 
 async def resolve(conn: asyncpg.Connection, *, account: str, lists: list[str]) -> tuple[int, list[int]]:
@@ -63,7 +64,8 @@ async def resolve(conn: asyncpg.Connection, *, account: str, lists: list[str]) -
 
 
 async def name_of(conn: asyncpg.Connection, *, account_id: int, timeout: float | None = None) -> str:
-    return await conn.fetchval(*db.sql("account_name", account_id=account_id), timeout=timeout)
+    name: str = await conn.fetchval(*db.sql("account_name", account_id=account_id), timeout=timeout)
+    return name
 
 
 async def every(conn: asyncpg.Connection) -> list[Listed]:

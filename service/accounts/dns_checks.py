@@ -12,6 +12,7 @@ address they would decide is "unknown", not guessed."""
 
 import ipaddress
 from dataclasses import dataclass, field
+from typing import Any
 
 import dns.asyncresolver
 import dns.exception
@@ -76,10 +77,11 @@ class Lookup:
 
     def __init__(self, resolver: dns.asyncresolver.Resolver) -> None:
         self.resolver = resolver
-        self.answers: dict[tuple[str, str], list | Unanswered] = {}
+        # the rdata of each (name, kind): dnspython's classes by kind (TXT .strings, A .address, MX .exchange)
+        self.answers: dict[tuple[str, str], list[Any] | Unanswered] = {}
         self.silent: Unanswered | None = None
 
-    async def records(self, name: str, kind: str) -> list:
+    async def records(self, name: str, kind: str) -> list[Any]:
         """The records of `name`; [] for none (NXDOMAIN or no data); Unanswered when DNS does not say."""
         key = (name.lower().rstrip("."), kind)
         if key not in self.answers and self.silent is not None:

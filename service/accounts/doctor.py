@@ -20,6 +20,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass
 from email.utils import parseaddr
+from typing import Any
 
 import anyio
 import asyncpg
@@ -59,7 +60,7 @@ class Report:
         """The findings DNS did not answer for: nothing judged, neither failing nor passing."""
         return [f.number for f in self.findings if f.severity == "unchecked"]
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         ok = not self.failing() and not self.unchecked()
         findings = [asdict(f) for f in self.findings]
         return {"domain": self.domain, "ok": ok, "dns_servers": list(self.dns_servers), "findings": findings}
@@ -325,4 +326,5 @@ async def checked(
 
 async def prune(conn: asyncpg.Connection) -> int:
     """Remove the kept reports past their expiry: how many."""
-    return await conn.fetchval(*db.sql("doctor_report_prune"))
+    pruned: int = await conn.fetchval(*db.sql("doctor_report_prune"))
+    return pruned

@@ -44,7 +44,15 @@ class Finding:
 class Notes:
     findings: list[Finding] = field(default_factory=list)
 
-    def add(self, check: str, severity: Severity, title: str, found=None, expected=None, fix=None) -> None:
+    def add(
+        self,
+        check: str,
+        severity: Severity,
+        title: str,
+        found: str | None = None,
+        expected: str | None = None,
+        fix: str | None = None,
+    ) -> None:
         self.findings.append(Finding(len(self.findings) + 1, check, severity, title, found, expected, fix))
 
 
@@ -153,7 +161,7 @@ async def spf(notes: Notes, lookup: Lookup, envelope: str, chosen: list[relays.R
         await _relay_spf(notes, lookup, spf, envelope, relay)
 
 
-async def _relay_spf(notes: Notes, lookup: Lookup, spf, envelope: str, relay: relays.Relay) -> None:
+async def _relay_spf(notes: Notes, lookup: Lookup, spf: dns_checks.Spf, envelope: str, relay: relays.Relay) -> None:
     try:
         ipaddress.ip_address(relay.host)
         addresses = [relay.host]

@@ -4,7 +4,9 @@ domain (service/accounts/doctor.py) where the account or the installation signs 
 first (`asked`), with no connection held while it waits on DNS; approve then judges its report."""
 
 import dataclasses
+from collections.abc import Mapping
 from email.utils import parseaddr
+from typing import Any
 
 import anyio
 import asyncpg
@@ -77,7 +79,7 @@ async def asked(
 async def _doctor(
     conn: asyncpg.Connection,
     settings: Settings,
-    campaign: dict,
+    campaign: Mapping[str, Any],
     report: doctor.Report | None,
     force: bool,
     forcing: str,

@@ -47,7 +47,7 @@ async def insert(
     """The new draft's id; its fields checked before (service/campaigns/fields.py)."""
     async with conn.transaction():
         await conn.execute(*db.sql("campaign_partition_lock"), timeout=timeout)
-        return await conn.fetchval(
+        campaign_id: int = await conn.fetchval(
             *db.sql(
                 "campaign_create",
                 account_id=account_id,
@@ -66,6 +66,7 @@ async def insert(
             ),
             timeout=timeout,
         )
+    return campaign_id
 
 
 async def create(

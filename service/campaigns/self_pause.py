@@ -21,6 +21,7 @@ the others find it done; `einmal campaign resume` resumes it as any pause.
 """
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import asyncpg
@@ -43,7 +44,8 @@ class Figures:
 
 
 # (name, setting, events, what they are over, a word for what that is)
-RATES = (
+Rate = tuple[str, str, Callable[[Figures], int], Callable[[Figures], int], str]
+RATES: tuple[Rate, ...] = (
     ("complaint rate", "pause_complaint_rate", lambda f: f.complained, lambda f: f.delivered, "delivered"),
     (
         "hard-bounce rate",

@@ -26,7 +26,8 @@ async def current_status(conn: asyncpg.Connection, *, campaign_id: int) -> str:
     row = await conn.fetchrow(*db.sql("campaign_get", campaign_id=campaign_id))
     if row is None:
         raise NotFound(f"no campaign with id {campaign_id}")
-    return row["status"]
+    status: str = row["status"]
+    return status
 
 
 async def transition(conn: asyncpg.Connection, *, verb: str, campaign_id: int, reason: str = "by operator") -> None:

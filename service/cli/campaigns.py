@@ -14,11 +14,9 @@ from service.campaigns import approval, drafts, rows, status, transitions
 from service.campaigns.fields import (
     MAX_CAMPAIGN_NAME,
     MAX_SUBJECT,
-    body_text,
     check_templates,
     from_address,
     list_names,
-    one_line,
 )
 from service.campaigns.status import STATUSES
 from service.cli import campaign_status, campaign_view
@@ -28,7 +26,7 @@ from service.mail import headers
 from service.settings import Settings
 from service.smtp.reasons import REASONS
 from service.subscribers import texts
-from service.text import check_account, shown
+from service.text import body_text, check_account, one_line, shown
 
 # --- create -------------------------------------------------------------------------------------
 

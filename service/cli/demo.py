@@ -30,7 +30,7 @@ import anyio
 from pydantic import SecretStr
 
 from service import db
-from service.accounts.account import find_account
+from service.accounts.account import find_account, resolve
 from service.campaigns import drafts, transitions
 from service.campaigns.fields import check_templates
 from service.cli import campaign_status
@@ -261,7 +261,7 @@ async def follow_one_link(conn, out: Path, campaign_id: int, account_id: int) ->
 async def create(conn, account: str, settings: Settings) -> int:
     subject = "einmal demo for {{ name }}"
     check_templates(subject, BODY, None)
-    account_id, list_ids = await drafts.resolve(conn, account=account, lists=["newsletter", "product"])
+    account_id, list_ids = await resolve(conn, account=account, lists=["newsletter", "product"])
     return await drafts.insert(
         conn,
         account_id=account_id,

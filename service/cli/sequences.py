@@ -10,13 +10,13 @@ from dataclasses import asdict
 
 from service import db
 from service.accounts.account import find_account
-from service.campaigns.fields import MAX_SUBJECT, body_text, from_address, one_line
+from service.campaigns.fields import MAX_SUBJECT, from_address
 from service.cli.campaigns import read_body
 from service.cli.tables import aligned
 from service.errors import Invalid
 from service.sequences import sequences, steps
 from service.settings import Settings
-from service.text import check_account, shown
+from service.text import body_text, check_account, one_line, shown
 
 _DELAY = re.compile(r"^(\d{1,10})([smhd]?)$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -75,7 +75,8 @@ async def allowed(
 
 async def given(conn: asyncpg.Connection, *, account_id: int, timeout: float | None = None) -> list[str]:
     """The From domains the account was given, by name."""
-    return await conn.fetchval(*db.sql("account_from_domains", account_id=account_id), timeout=timeout)
+    domains: list[str] = await conn.fetchval(*db.sql("account_from_domains", account_id=account_id), timeout=timeout)
+    return domains
 
 
 async def check(
