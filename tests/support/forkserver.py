@@ -92,16 +92,29 @@ def _handle(conn: socket.socket) -> None:
     while not message.endswith(b"\n"):  # a long environment may come in more than one piece
         message += conn.recv(1 << 16) or b"\n"
     request = json.loads(message)
-    pid = os.fork()
+    pid = _fork()
     if pid == 0:
         conn.close()
         _run_command(request, fds)
     for fd in fds:
         os.close(fd)
+    if pid < 0:
+        os._exit(1)  # the Child sees its helper go away: a clear error in that one test, the server unharmed
     conn.sendall(struct.pack("!i", pid))
     _, status = os.waitpid(pid, 0)
     conn.sendall(struct.pack("!i", os.waitstatus_to_exitcode(status)))
     os._exit(0)
+
+
+def _fork() -> int:
+    """os.fork(), tried again for a few seconds while the machine is out of processes (EAGAIN): the server
+    must outlive a busy moment, or every later command of its test process is refused. -1: no fork."""
+    for _ in range(100):
+        try:
+            return os.fork()
+        except BlockingIOError:
+            time.sleep(0.05)
+    return -1
 
 
 def serve(path: str) -> None:
@@ -116,13 +129,19 @@ def serve(path: str) -> None:
     while os.getppid() != 1:  # the test process is gone: so is its server
         try:
             conn, _ = listener.accept()
-        except TimeoutError:
+        except (TimeoutError, ConnectionAbortedError):
             conn = None
         if conn is not None:
-            if os.fork() == 0:
+            if _fork() == 0:
                 listener.close()
-                _handle(conn)
-            conn.close()
+                try:
+                    _handle(conn)
+                except BaseException:
+                    import traceback
+
+                    traceback.print_exc()
+                os._exit(1)  # a helper never goes back to serving: its error ends it alone
+            conn.close()  # also when no helper could be forked: that request's Child says its helper went away
         try:
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
@@ -153,6 +172,16 @@ def _server_path() -> str:
                 time.sleep(0.02)
         assert _path is not None
         return _path
+
+
+def _restart() -> None:
+    """Forget a server that no longer listens, once it has exited, so that the next call starts a new one."""
+    global _server
+    with _lock:
+        if _server is not None:
+            _server.kill()  # no-op when it has exited already
+            _server.wait(timeout=30)
+            _server = None
 
 
 def _stop(server: subprocess.Popen) -> None:
@@ -217,7 +246,11 @@ class Child:
 def spawn(args: list[str], *, env: dict[str, str], stdin: int, stdout: int, stderr: int, cwd: Path = ROOT) -> Child:
     """Start `python -m service ARGS` with these open file descriptors as its standard streams."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.connect(_server_path())
+    try:
+        conn.connect(_server_path())
+    except (ConnectionRefusedError, FileNotFoundError):  # the server is gone, or going: start another
+        _restart()
+        conn.connect(_server_path())
     request = json.dumps({"args": list(args), "env": env, "cwd": str(cwd)}).encode() + b"\n"
     socket.send_fds(conn, [request], array.array("i", [stdin, stdout, stderr]))
     return Child(list(args), conn)
