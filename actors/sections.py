@@ -218,7 +218,6 @@ class Sections:
     journal_seconds: float
     journal_size: int
     require_synchronous_replication: bool
-    shutdown_grace_seconds: float
     rescue: Rescue
     listener: ListenerConfig
     scheduler: SchedulerConfig
@@ -273,7 +272,6 @@ class Sections:
             journal_seconds=s.journal_seconds,
             journal_size=s.journal_size,
             require_synchronous_replication=s.require_synchronous_replication,
-            shutdown_grace_seconds=s.shutdown_grace_seconds,
             rescue=rescue,
             listener=ListenerConfig(s.listen_database_url or dsn, s.db_timeout_seconds),
             scheduler=SchedulerConfig(

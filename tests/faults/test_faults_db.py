@@ -276,7 +276,7 @@ async def test_an_opt_out_committed_while_every_connection_was_killed_is_still_h
     admin = await asyncpg.connect(with_database(dsn, "postgres"))
     async with recording_server(received) as port:
         settings = node_settings(dsn, port, batch_size=40, smtp_connections=CONNECTIONS)
-        async with node_in_loop(settings) as ctx:
+        async with node_in_loop(settings) as wired:
             await approve(conn, campaign)
             await wait_received(received, 100)
             # nobody may connect, then every connection of einmal's dies, the LISTEN one included
@@ -290,10 +290,10 @@ async def test_an_opt_out_committed_while_every_connection_was_killed_is_still_h
                 "INSERT INTO einmal.suppressions (account_id, email_lower) VALUES ($1, $2)", account, target
             )
             await anyio.sleep(0.5)
-            assert (account, target) not in ctx.suppressions.suppressed, "the notification reached nobody"
+            assert (account, target) not in wired.suppressions.suppressed, "the notification reached nobody"
             await admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
             with anyio.fail_after(15):
-                while (account, target) not in ctx.suppressions.suppressed:
+                while (account, target) not in wired.suppressions.suppressed:
                     await anyio.sleep(0.05)
             await wait_status(conn, campaign, "sent", timeout=60)
     await admin.close()
