@@ -35,7 +35,7 @@ pytestmark = pytest.mark.anyio
 
 SUMMARY = re.compile(r"imported (\d+), already present (\d+), rejected (\d+)\n")
 REJECTED = re.compile(r"line (\d+): \S.*")
-REPEATED = re.compile(r"(?m)^line \d+: '[^\n]*' repeats line \d+[ :][^\n]*\n")  # merged, not rejected
+REPEATED = re.compile(r"""(?m)^line \d+: ('[^\n]*'|"[^\n]*") repeats line \d+[ :][^\n]*\n""")  # merged, not rejected
 CREATED = re.compile(r"(?m)^einmal: created account '[^'\n]*'\n")  # --create-account made the account: said once
 
 
