@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from service.addresses import email_key
 from service.errors import Invalid
 from service.settings import Settings
-from service.subscribers import importer
+from service.subscribers import import_command, importer
 from service.text import MAX_LIST, MAX_NAME
 from tests.conftest import ROOT, einmal
 from tests.support.refusals import one_line_refusal, table_counts
@@ -78,7 +78,7 @@ def check_import_output(code: int, out: str, err: str) -> tuple[int, int, int] |
 async def import_in_process(path: str, account: str, dsn: str, capsys: pytest.CaptureFixture):
     try:
         args = argparse.Namespace(account=account, file=path, create_account=True)
-        code = await importer.command(args, Settings(database_url=dsn))
+        code = await import_command.command(args, Settings(database_url=dsn))
     except Invalid as exc:
         assert "\n" not in str(exc)
         print(f"einmal: {exc}", file=sys.stderr)
