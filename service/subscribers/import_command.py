@@ -28,6 +28,10 @@ from service.text import check_account, shown
 DRY = "dry run, nothing written: "
 
 
+class RolledBack(Exception):
+    """Raised in a dry run's transaction to end it with a rollback."""
+
+
 def per_list(counts: Counts, fallback: tuple[str, ...]) -> list[str]:
     """What the import did per list, a line each, by name, then per suppression reason."""
     said = []
@@ -72,25 +76,31 @@ async def command(args: argparse.Namespace, settings: Settings) -> int:
     file = await anyio.to_thread.run_sync(importer.open_csv, args.file)
     with file:
         async with db.connection(db.url(settings)) as conn:
-            transaction = conn.transaction()
-            await transaction.start()
             try:
-                created = False
-                if getattr(args, "create_account", False):  # a typo would make an account silently: say so
-                    ensured = await conn.fetchrow(*db.sql("account_ensure", name=account))
-                    assert ensured is not None  # the account's row, made or found
-                    account_id, created = ensured
-                else:
-                    account_id = await conn.fetchval(*db.sql("account_find", account=account))
-                    if account_id is None:
-                        raise NotFound(f"no account named {shown(account)}; --create-account creates it")
-                counts = await importer.import_file(
-                    conn, account_id, file, args.file, importer.print_rejected, fallback, reading, sources.source(form)
-                )
-            except BaseException:
-                await transaction.rollback()
-                raise
-            await (transaction.rollback() if dry_run else transaction.commit())
+                async with conn.transaction():
+                    created = False
+                    if getattr(args, "create_account", False):  # a typo would make an account silently: say so
+                        ensured = await conn.fetchrow(*db.sql("account_ensure", name=account))
+                        assert ensured is not None  # the account's row, made or found
+                        account_id, created = ensured
+                    else:
+                        account_id = await conn.fetchval(*db.sql("account_find", account=account))
+                        if account_id is None:
+                            raise NotFound(f"no account named {shown(account)}; --create-account creates it")
+                    counts = await importer.import_file(
+                        conn,
+                        account_id,
+                        file,
+                        args.file,
+                        importer.print_rejected,
+                        fallback,
+                        reading,
+                        sources.source(form),
+                    )
+                    if dry_run:
+                        raise RolledBack  # the transaction's end undoes everything
+            except RolledBack:
+                pass
     if dry_run:
         print(DRY + "what the import would do follows", file=sys.stderr)
     if created:

@@ -241,3 +241,28 @@ async def test_options_that_do_not_fit_the_format_are_refused_in_one_line(
     result = run(dsn, write(tmp_path, LISTMONK, "l.csv"), *options)
     assert result.returncode == 2, result.stderr
     assert said in result.stderr and "Traceback" not in result.stderr
+
+
+async def test_rows_of_an_export_that_einmal_cannot_take_are_refused_by_their_line(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
+    rows = [
+        '"{""id"": ""7""}"',  # a name einmal reserves
+        "[1]",
+        "{not json",
+        '"{""note"": ""two\\nlines""}"',
+    ]
+    content = "uuid,email,name,attributes,status,created_at,updated_at\n" + "".join(
+        f"u{i},p{i}@example.org,P,{cell},enabled,,\n" for i, cell in enumerate(rows)
+    )
+    _, err = ok(run(dsn, write(tmp_path, content, "l.csv"), "--from", "listmonk", "--list", "news"))
+    assert err.splitlines()[:4] == [
+        "line 2: attributes: the name 'id' cannot be an attribute's",
+        "line 3: attributes: not a JSON object",
+        "line 4: attributes: not JSON",
+        "line 5: attributes: 'note' holds a line break or a control character",
+    ]
+    bad_time = SUBSCRIBED.replace('"2021-04-03 09:15:02",198', '"03/04/2021 09:15",198')
+    out, err = ok(run(dsn, write(tmp_path, bad_time, "m.csv"), "--from", "mailchimp", "--list", "news"))
+    assert err.startswith("line 2: time '03/04/2021 09:15' is not YYYY-MM-DD HH:MM:SS\n"), err
+    assert out == "imported 2, already present 0, rejected 1\n"
