@@ -4,9 +4,9 @@ One transaction: the file is read (importer.py; another tool's export through se
 and moved in, then committed — or, with --dry-run, rolled back, so that what a dry run says is what the same
 statements did to the account before they were undone: the same lines a real run prints, the first one saying
 that nothing was written. Nothing an import does can lift a suppression (suppression_insert.sql only adds or
-strengthens one) or confirm a sign-up awaiting confirmation (list_members_insert_staged.sql leaves a membership
-as it is); so a later import of an older file, in which an opted-out person was still subscribed, changes
-neither.
+strengthens one), confirm a sign-up awaiting confirmation (list_members_insert_staged.sql leaves a membership
+as it is) or put a mailbox back on a list it left (einmal.list_departures); so a later import of an older file,
+in which an opted-out person was still subscribed, changes none of these.
 
 stderr says per list what was done (`list news: 3 added (1 awaiting confirmation), 2 already on it, 1 left it in
 the source: not put on it`), per suppression reason how many mailboxes were suppressed, and each refused row as
@@ -38,7 +38,9 @@ def per_list(counts: Counts, fallback: tuple[str, ...]) -> list[str]:
     for name, done in sorted(counts.lists.items()):
         line = f"list {name}: {done.added} added"
         line += f" ({done.pending} awaiting confirmation)" if done.pending else ""
-        line += f", {done.named - done.added} already on it" if done.named > done.added else ""
+        present = done.named - done.added - done.barred
+        line += f", {present} already on it" if present else ""
+        line += f", {done.barred} had left it: not put back" if done.barred else ""
         if done.gone:
             line += f", {done.gone} left it in the source: not put on it"
             line += f" ({done.still} on it here all the same: kept)" if done.still else ""

@@ -205,6 +205,7 @@ class OnList:
     added: int = 0  # memberships it made
     named: int = 0  # mailboxes its rows put on the list
     pending: int = 0  # of those added, sign-ups awaiting confirmation
+    barred: int = 0  # mailboxes named that had left the list here: not put back
     gone: int = 0  # mailboxes the source says left the list: not put on it
     still: int = 0  # of those, mailboxes on the list here all the same: kept (an import takes no one off)
 
@@ -447,7 +448,7 @@ async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tupl
     added, changed, respelled = moved
     for row in await conn.fetch(*db.sql("list_members_insert_staged", account_id=account_id)):
         done = counts.lists.setdefault(row["name"], OnList())
-        for field in ("added", "named", "pending", "gone", "still"):
+        for field in ("added", "named", "pending", "barred", "gone", "still"):
             setattr(done, field, getattr(done, field) + row[field])
     counts.imported += added
     counts.changed += changed

@@ -9,8 +9,9 @@ source becomes (docs/guide/importing.md):
   optionally of one subscription status, since the export carries neither): `blocklisted` suppresses the
   mailbox (reason `blocklisted`) and makes no subscriber; `disabled` is refused with its line; `enabled` joins
   the list of --list as --subscription-status says: `confirmed` a member, `unconfirmed` (the default, since an
-  export of every status cannot tell) a sign-up awaiting confirmation, `unsubscribed` nothing (the person left
-  it). `attributes`, a JSON object, becomes the subscriber's attributes (values as text).
+  export of every status cannot tell) a sign-up awaiting confirmation, `unsubscribed` nothing but the
+  departure, which keeps every later import from putting the person on the list. `attributes`, a JSON
+  object, becomes the subscriber's attributes (values as text).
 - Mailchimp's audience export (`subscribed_…`, `unsubscribed_…` and `cleaned_…` CSV files, told apart by their
   UNSUB_TIME and CLEAN_TIME columns): a subscribed contact joins the list of --list, confirmed (at CONFIRM_TIME,
   else OPTIN_TIME) when the file says when it opted in, else as a sign-up awaiting confirmation; an unsubscribed

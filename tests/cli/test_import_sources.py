@@ -9,6 +9,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from service.subscribers import preferences
 from tests.conftest import cells, einmal
 
 pytestmark = pytest.mark.anyio
@@ -266,3 +267,28 @@ async def test_rows_of_an_export_that_einmal_cannot_take_are_refused_by_their_li
     out, err = ok(run(dsn, write(tmp_path, bad_time, "m.csv"), "--from", "mailchimp", "--list", "news"))
     assert err.startswith("line 2: time '03/04/2021 09:15' is not YYYY-MM-DD HH:MM:SS\n"), err
     assert out == "imported 2, already present 0, rejected 1\n"
+
+
+async def test_no_import_puts_back_on_a_list_someone_who_left_it(
+    dsn: str, conn: asyncpg.Connection, tmp_path: Path
+) -> None:
+    """Leaving a list deletes the membership; the departure is kept, so an older file cannot undo it."""
+    older = write(tmp_path, "email,list\nann@example.org,news\nbob@example.org,news\n", "older.csv")
+    ok(run(dsn, older))
+    ids = await conn.fetchrow(
+        """SELECT s.account_id, s.id AS subscriber_id, l.id AS list_id FROM einmal.subscribers s
+           JOIN einmal.lists l ON l.account_id = s.account_id AND l.name = 'news' WHERE s.email = 'ann@example.org'"""
+    )
+    assert await preferences.leave(conn, *ids) is not None  # the preference page's leave
+    _, err = ok(run(dsn, older))
+    assert err == "list news: 0 added, 1 already on it, 1 had left it: not put back\n"
+    assert set(await memberships(conn)) == {("bob@example.org", "news")}
+
+    # listmonk: the newer export of those who left, then the older one of the confirmed
+    left = LISTMONK.replace("ann@", "cid@")
+    path = write(tmp_path, left, "left.csv")
+    ok(run(dsn, path, "--from", "listmonk", "--list", "vip", "--subscription-status", "unsubscribed"))
+    path = write(tmp_path, LISTMONK.replace("ann@", "cid@"), "older-listmonk.csv")
+    _, err = ok(run(dsn, path, "--from", "listmonk", "--list", "vip", "--subscription-status", "confirmed"))
+    assert "list vip: 0 added, 1 had left it: not put back\n" in err
+    assert ("cid@example.org", "vip") not in await memberships(conn)
