@@ -129,20 +129,31 @@ def verify_token(secret: Secret, token: str) -> tuple[int, int, int] | None:
 
 def verify_with(sign, secret: Secret, token: str) -> tuple[int, int, int] | None:
     """verify_token for tokens of this form whose signature `sign(key, account, campaign, subscriber)` makes."""
+    ids = verify_ids(sign, secret, token, 3)
+    return (ids[0], ids[1], ids[2]) if ids is not None else None
+
+
+def verify_ids(sign, secret: Secret, token: str, count: int) -> tuple[int, ...] | None:
+    """The `count` ids of a token ``<id>.….<id>.<signature>`` when `sign(key, *ids)` by any key of `secret` is
+    its signature, else None (verify_with's three ids; a click link's four, service/mail/clicks.py)."""
     if not isinstance(token, str) or len(token) > 200:
         return None
     parts = token.split(".")
-    if len(parts) != 4:
+    if len(parts) != count + 1:
         return None
-    account_id, campaign_id, subscriber_id = (_parse_id(part) for part in parts[:3])
-    if account_id is None or campaign_id is None or subscriber_id is None or not parts[3].isascii():
+    ids: list[int] = []
+    for part in parts[:count]:
+        if (value := _parse_id(part)) is None:
+            return None
+        ids.append(value)
+    if not parts[count].isascii():
         return None
-    given = parts[3].encode()
+    given = parts[count].encode()
     # every key is tried, also after a match: the time taken does not tell which key signed
     matched = False
     for key in keys(secret):
-        matched |= hmac.compare_digest(sign(key, account_id, campaign_id, subscriber_id), given)
-    return (account_id, campaign_id, subscriber_id) if matched else None
+        matched |= hmac.compare_digest(sign(key, *ids), given)
+    return tuple(ids) if matched else None
 
 
 def link(base_url: str, token: str) -> str:
