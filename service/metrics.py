@@ -84,6 +84,13 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.clicks = Counter(
+            "einmal_clicks",
+            "Tracked link requests by result (recorded, repeated: a click written before, dropped: the buffer "
+            "was full, refused: a link that is not einmal's)",
+            ["result"],
+            registry=r,
+        )
         self.inbound = Counter(
             "einmal_inbound_messages",
             "Messages to the return path by result (applied, "

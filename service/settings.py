@@ -382,6 +382,24 @@ class Settings(BaseSettings):
         ),
         examples=["https://example.org/confirm"],
     )
+    # click tracking (service/mail/clicks.py, service/web/clicks.py, docs/guide/click-tracking.md)
+    click_url: str | None = Field(
+        None,
+        description=(
+            "click tracking: the URL of this surface's `/c` as readers reach it (https, or http for a loopback "
+            "host); einmal adds `/<signed token>`. With `EINMAL_UNSUBSCRIBE_SECRET` (it signs the links) it lets a "
+            "campaign made with `--track-clicks` go out ([Click tracking](../guide/click-tracking.md))"
+        ),
+        examples=["https://example.org/c"],
+    )
+    click_scanners_file: str | None = Field(
+        None,
+        description=(
+            "click tracking: a file of the networks whose clicks are a machine's (one CIDR a line, `#` comments), "
+            "read instead of the list einmal ships (service/web/scanners.txt)"
+        ),
+        examples=["/etc/einmal/scanners.txt"],
+    )
     optin_from: str | None = Field(
         None,
         description="the default From of the confirmation messages of double opt-in, for the lists given none "
@@ -982,14 +1000,14 @@ class Settings(BaseSettings):
             raise ValueError("expected a plain ASCII address without '+', e.g. bounces@example.org")
         return value
 
-    @field_validator("message_id_domain", "unsubscribe_url", "confirm_url", "smtp_host")
+    @field_validator("message_id_domain", "unsubscribe_url", "confirm_url", "click_url", "smtp_host")
     @classmethod
     def _no_line_breaks(cls, value: str | None) -> str | None:
         if value is not None and any(c in value for c in "\r\n\0"):
             raise ValueError("must not contain line breaks")
         return value
 
-    @field_validator("unsubscribe_url", "confirm_url")
+    @field_validator("unsubscribe_url", "confirm_url", "click_url")
     @classmethod
     def _https_unless_loopback(cls, value: str | None) -> str | None:
         if value is None:

@@ -96,6 +96,11 @@ class Draft(BaseModel):
         "when the account's changes",
     )
     unsubscribe: bool = Field(True, description=UNSUBSCRIBE)
+    track_clicks: bool = Field(
+        False,
+        description="true: its links lead through this server's /c/ (EINMAL_CLICK_URL), which records each click, "
+        "tagged a person's or a machine's (docs/guide/click-tracking.md)",
+    )
 
 
 class Counted(BaseModel):

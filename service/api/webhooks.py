@@ -27,6 +27,7 @@ EventType = Literal[
     "subscriber.unsubscribed",
     "subscriber.confirmed",
     "sequence.step_sent",
+    "message.clicked",
 ]
 State = Literal["pending", "delivered", "parked"]
 

@@ -16,7 +16,7 @@ from service.accounts.account import resolve
 from service.campaigns import preview
 from service.campaigns.transitions import current_status
 from service.errors import Conflict, Invalid
-from service.mail import from_rule, unsubscribe
+from service.mail import clicks, from_rule, unsubscribe
 from service.settings import Settings
 
 
@@ -42,6 +42,7 @@ async def insert(
     headers: Sequence[tuple[str, str]] = (),
     language: str | None = None,
     unsubscribe_required: bool = True,
+    track_clicks: bool = False,
     timeout: float | None = None,
 ) -> int:
     """The new draft's id; its fields checked before (service/campaigns/fields.py)."""
@@ -63,6 +64,7 @@ async def insert(
                 headers=json.dumps(list(headers)),
                 language=language,
                 unsubscribe=unsubscribe_required,
+                track_clicks=track_clicks,
             ),
             timeout=timeout,
         )
@@ -85,6 +87,8 @@ async def create(
     required = fields.get("unsubscribe_required", True)
     if reason := unsubscribe.without_one_click({"unsubscribe_required": required}, settings, explicitly):
         raise Invalid(f"not created: {reason}")
+    if fields.get("track_clicks") and (lacking := clicks.missing(settings)):
+        raise Invalid(f"not created: click tracking needs {' and '.join(lacking)}, which this process has not")
     account_id, list_ids = await resolve(conn, account=account, lists=lists)
     await from_rule.check(conn, settings=settings, account_id=account_id, address=fields["from_address"], said="From")
     campaign_id = await insert(conn, account_id=account_id, list_ids=list_ids, **fields)

@@ -76,6 +76,7 @@ RULES: dict[str, Callable[[Any], Any]] = {
     "lists": list_names,
     "language": lambda v: texts.checked(v, "language"),
     "unsubscribe": bool,
+    "track_clicks": bool,
 }
 
 

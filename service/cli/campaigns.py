@@ -146,6 +146,7 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
             headers=extra,
             language=language,
             unsubscribe_required=not args.no_unsubscribe,
+            track_clicks=args.track_clicks,
         )
     for warning in created.trial.warnings:
         print(f"einmal: {warning}", file=sys.stderr)
@@ -297,6 +298,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="it may go out without a one-click unsubscribe where EINMAL_UNSUBSCRIBE_URL and "
         "_SECRET are not set (Gmail and Yahoo require one of bulk mail); default: refused",
+    )
+    create.add_argument(
+        "--track-clicks",
+        action="store_true",
+        help="lead its links through EINMAL_CLICK_URL, which records each click, a person's or a machine's "
+        "(docs/guide/click-tracking.md); default: links untouched",
     )
     create.set_defaults(func=create_command)
     for verb in ("approve", "pause", "resume", "cancel"):

@@ -49,7 +49,7 @@ from pydantic import SecretStr
 from service.addresses import header_address
 from service.domains import domain_key
 from service.errors import ConfigError, Invalid
-from service.mail import confirm, dkim, headers, templates, unsubscribe, verp
+from service.mail import clicks, confirm, dkim, headers, templates, unsubscribe, verp
 from service.settings import Settings
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -181,11 +181,14 @@ class _Body:
 
     __slots__ = ("fields", "jinja", "pieces")
 
-    def __init__(self, text: str, where: str, html: bool = False):
+    def __init__(self, text: str, where: str, html: bool = False, tracked: str | None = None):
+        """`tracked`: the text with its links rewritten (service/mail/clicks.py), what is compiled."""
         env = templates.HTML if html else templates.TEXT
         self.fields = templates.check(text, where, html)
+        if tracked is not None and tracked != text:
+            self.fields.add(templates.LINK_FIELD)  # the body differs per recipient
         self.pieces: list[bytes | str | object] = []  # encoded lines, format strings, Jinja templates
-        for dynamic, item in templates.compiled(env, text):
+        for dynamic, item in templates.compiled(env, text if tracked is None else tracked):
             self.pieces.append(item if dynamic else qp_lines(item))
         self.jinja = any(piece.__class__ not in (bytes, str) for piece in self.pieces)
 
@@ -255,6 +258,7 @@ class CampaignTemplate:
     __slots__ = (
         "_between",
         "_campaign",
+        "_clicks",
         "_confirm",
         "_digest",
         "_dkim",
@@ -295,6 +299,7 @@ class CampaignTemplate:
     _id_prefix: bytes
     _id_suffix: bytes
     _confirm: tuple[confirm.Signer, str] | None
+    _clicks: clicks.Signer | None  # a campaign with click tracking: its links' URLs per recipient
     _digest: str  # the boundary's: the same campaign always gets the same one
     _extra: bytes  # Reply-To, List-Id, Feedback-ID and the campaign's own headers
     _signer: unsubscribe.Signer | None
@@ -321,8 +326,13 @@ class CampaignTemplate:
         self._subject = None
         if not used and self._subject_piece.__class__ is str:
             self._subject = unstructured(b"Subject", clean(self._subject_piece.format_map({})))
-        self._text = _Body(campaign["body_text"], "body_text")
-        self._html = _Body(campaign["body_html"], "body_html", html=True) if campaign.get("body_html") else None
+        links = self._compile_clicks(campaign, settings)
+        self._text = _Body(campaign["body_text"], "body_text", tracked=links.text if links else None)
+        self._html = (
+            _Body(campaign["body_html"], "body_html", html=True, tracked=links.html if links else None)
+            if campaign.get("body_html")
+            else None
+        )
         self._jinja = (
             self._subject_piece.__class__ is not str or self._text.jinja or bool(self._html and self._html.jinja)
         )
@@ -427,6 +437,18 @@ class CampaignTemplate:
             lines.append(unstructured(name.encode(), value))
         return b"".join(lines)
 
+    def _compile_clicks(self, campaign: Mapping, settings: Settings) -> clicks.Links | None:
+        """The links of a campaign with click tracking, and their signer; None (and no signer) without."""
+        self._clicks = None
+        if not campaign.get("track_clicks"):
+            return None
+        if lacking := clicks.missing(settings):
+            raise Invalid(f"click tracking needs {' and '.join(lacking)}")
+        links = clicks.Links.of(campaign["body_text"], campaign.get("body_html"))
+        assert settings.click_url and settings.unsubscribe_secret  # clicks.missing: both set
+        self._clicks = clicks.Signer(settings.unsubscribe_secret, settings.click_url, len(links.urls))
+        return links
+
     def _compile_unsubscribe(self, settings: Settings, used: set[str], mailto: str | None) -> None:
         self._signer = None
         self._url_prefix = ""
@@ -523,6 +545,10 @@ class CampaignTemplate:
         if self._confirm is not None:
             confirm_url = self._confirm[1] + self._confirm[0].token(self.account_id, self.campaign_id, subscriber_id)
         values = {"name": name, "email": email, "unsubscribe_url": url, "confirm_url": confirm_url}
+        links = None
+        if self._clicks is not None:  # the tracked links' URLs: the fields besides them are escaped for HTML
+            links = self._clicks.urls(self.account_id, self.campaign_id, subscriber_id)
+            values, plain = {**values, **links}, values
         variables = None
         if self._jinja:
             variables = {**values, "attributes": templates.attributes(attributes), "campaign": self._campaign}
@@ -552,7 +578,11 @@ class CampaignTemplate:
             context = (
                 templates.context(templates.HTML, variables) if self._html.jinja and variables is not None else None
             )
-            self._html.render(templates.escaped(values), context, out)
+            escaped = templates.escaped(values if links is None else plain)
+            if links is not None:
+                assert self._clicks is not None  # links are its
+                escaped.update(links if self._clicks.html_safe else templates.escaped(links))
+            self._html.render(escaped, context, out)
             out.append(self._end)
         if self._dkim is not None:  # signed over the fields after From and the body after the static head
             out[0] = self._dkim.sign(out[2:fields], out[fields + 1 :], now)

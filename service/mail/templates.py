@@ -37,6 +37,7 @@ from service.mail.sandbox import MAX_OUTPUT, Sandbox
 
 VARIABLES = ("name", "email", "unsubscribe_url", "confirm_url", "attributes", "campaign")
 SIMPLE = frozenset(("name", "email", "unsubscribe_url", "confirm_url"))  # the fields a str.format string can fill
+LINK_FIELD = "_click"  # a tracked link's field, _click0, _click1, … (service/mail/clicks.py): no template may name it
 MAX_TEMPLATE = 500_000  # characters of one template
 _BLOCKS = frozenset(("if", "for", "filter", "with", "autoescape", "call"))  # tags closed by end<tag>
 _STATEFUL = frozenset(("set", "macro", "block", "extends", "include", "import", "from"))
@@ -268,7 +269,7 @@ def _simple_format(tree: nodes.Template) -> str | None:
     for node in tree.body[0].nodes:
         if isinstance(node, nodes.TemplateData):
             parts.append(node.data.replace("{", "{{").replace("}", "}}"))
-        elif isinstance(node, nodes.Name) and node.name in SIMPLE:
+        elif isinstance(node, nodes.Name) and (node.name in SIMPLE or node.name.startswith(LINK_FIELD)):
             parts.append("{" + node.name + "}")
         else:
             return None

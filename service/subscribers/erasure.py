@@ -2,7 +2,7 @@
 
 The subscriber leaves every list, its address, name and attributes are erased from its row and from its
 send rows (replaced by a placeholder, `erased-<id>@erased.invalid`), replies that may quote it are
-dropped, a row still queued is settled as suppressed, and its progress in sequences is deleted. The
+dropped, its clicks deleted, a row still queued is settled as suppressed, and its progress in sequences is deleted. The
 address's suppression is kept (one is added with reason `erased` when there was none), so a later import of
 the same address is never mailed. A subscriber whose message is being sent right now is refused: try again
 when it is done."""
@@ -43,4 +43,5 @@ async def erase(conn: asyncpg.Connection, account: str, account_id: int, email: 
     placeholder = f"erased-{subscriber['id']}@erased.invalid"
     await conn.execute(*db.sql("subscriber_sends_erase", subscriber_id=subscriber["id"], placeholder=placeholder))
     await conn.execute(*db.sql("subscriber_erase", subscriber_id=subscriber["id"], placeholder=placeholder))
+    await conn.execute(*db.sql("subscriber_clicks_erase", subscriber_id=subscriber["id"]))
     return subscriber["email"]

@@ -19,6 +19,8 @@
                                 the operator should know does not make it unready (replication not synchronous)
     GET  /metrics               Prometheus text format; the database's figures read at most every
                                 METRICS_FRESH_SECONDS, one read at a time, on a connection of their own
+    GET  /c/{token}             a tracked link: 302 to the campaign's own URL, the click recorded after the answer
+                                (service/web/clicks.py); HEAD answers alike
     /forms/{token}, /confirm   double opt-in: an open list's sign-up form and the confirmation link's page
                                 (service/web/signup.py)
     /api/v1/…                   the JSON API for applications (service/api/app.py, given by actors/node.py), with
@@ -64,7 +66,7 @@ from service.mail.verp import ReturnPath
 from service.metrics import CONTENT_TYPE, Metrics
 from service.settings import Settings
 from service.subscribers import preferences, texts
-from service.web import pages, preference_page, signup, subject
+from service.web import clicks, pages, preference_page, signup, subject
 from service.web.limits import (
     MAX_BODY,
     ONE_CLICK_BODY,
@@ -134,6 +136,8 @@ class Web:
             Route("/inbound/{provider}/{account}", self.webhook, methods=["POST"]),
         ]
         routes += signup.SignUpPages(settings, pool, read_body, Refused, self.database_down, PAGE_HEADERS).routes
+        self.clicks = clicks.ClickRoutes(settings, pool, metrics, PAGE_HEADERS, self.database_down)
+        routes += self.clicks.routes
         self.providers = providers(settings)
         self.return_path = ReturnPath.from_settings(settings)
         routed = Starlette(routes=routes, exception_handlers={EinmalError: refused})

@@ -23,6 +23,7 @@ EVENT_TYPES = (
     "subscriber.unsubscribed",
     "subscriber.confirmed",
     "sequence.step_sent",
+    "message.clicked",
 )
 STATES = ("pending", "delivered", "parked")
 MAX_ENDPOINTS = 20  # of one account
