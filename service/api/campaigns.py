@@ -29,7 +29,7 @@ from service.api.deps import (
     connected,
     renders,
 )
-from service.campaigns import approval, drafts, fields, listing, preview, status, transitions
+from service.campaigns import approval, clicks, drafts, fields, listing, preview, status, transitions
 from service.campaigns.fields import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
@@ -261,6 +261,40 @@ async def approve_campaign(
             report=report,
         )
         return ApprovedCampaign(**await progress(conn, key, campaign_id), warnings=list(found.warnings))
+
+
+class ClickCount(BaseModel):
+    total: int = Field(description="clicks")
+    unique: int = Field(description="recipients who clicked")
+
+
+class LinkClicks(BaseModel):
+    link: int = Field(description="its place among the template's links, from 1")
+    url: str
+    all: ClickCount
+    people: ClickCount = Field(description="clicks tagged `human`")
+    machines: ClickCount = Field(description="clicks tagged `machine`: scanners, previews, prefetches")
+
+
+class CampaignClicks(BaseModel):
+    campaign_id: int
+    tracked: bool = Field(description='made with "track_clicks": true')
+    all: ClickCount
+    people: ClickCount
+    machines: ClickCount
+    hidden: ClickCount = Field(description="clicks of the hidden link no person clicks (among the machines')")
+    links: list[LinkClicks]
+
+
+@router.get(
+    "/{campaign_id}/clicks",
+    operation_id="get_campaign_clicks",
+    summary="its clicks, a person's and a machine's, total and unique, per link",
+    responses=ERRORS,
+)
+async def campaign_clicks(campaign_id: CampaignId, conn: Conn, key: Key) -> CampaignClicks:
+    await own(conn, key, campaign_id)
+    return CampaignClicks(**asdict(await clicks.of_campaign(conn, campaign_id=campaign_id, timeout=DB_SECONDS)))
 
 
 def _mover(verb: str):

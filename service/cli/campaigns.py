@@ -19,7 +19,7 @@ from service.campaigns.fields import (
     list_names,
 )
 from service.campaigns.status import STATUSES
-from service.cli import campaign_status, campaign_view
+from service.cli import campaign_stats, campaign_status, campaign_view
 from service.cli.tables import aligned
 from service.errors import ArgumentError, Invalid
 from service.mail import headers
@@ -322,6 +322,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     status.add_argument("--follow", action="store_true", help="show a progress bar until the campaign ends")
     status.set_defaults(func=status_command)
+    stats = campaign.add_parser("stats", help="its clicks: a person's and a machine's, total and unique, per link")
+    stats.add_argument("id", type=int, help="the campaign's id")
+    stats.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    stats.set_defaults(func=campaign_stats.command)
     retry = campaign.add_parser("retry", help="put failed rows back in the queue (same Message-ID)")
     retry.add_argument("id", type=int, help="the campaign's id")
     retry.add_argument(

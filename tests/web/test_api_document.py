@@ -40,6 +40,7 @@ OPERATIONS = {
     ("post", "/campaigns/{campaign_id}/reconcile"): "reconcile_campaign",
     ("get", "/campaigns/{campaign_id}/preview"): "preview_campaign",
     ("post", "/campaigns/{campaign_id}/test"): "send_test_message",
+    ("get", "/campaigns/{campaign_id}/clicks"): "get_campaign_clicks",
     ("get", "/keys"): "list_keys",
     ("post", "/keys"): "create_key",
     ("delete", "/keys/{key_id}"): "revoke_key",

@@ -297,6 +297,40 @@ def test_a_tracked_campaign_needs_a_click_url() -> None:
     assert clicks.missing(Settings(unsubscribe_secret=SecretStr(SECRET), click_url="https://e.org/c")) == []
 
 
+async def test_the_campaigns_clicks_by_the_api_and_the_command_line(conn: asyncpg.Connection, dsn: str) -> None:
+    ids = await tracked(conn)
+    key = make_key(dsn, "acme")
+    async with http_server(dsn) as base, httpx.AsyncClient() as client:
+        _hidden, news, shop = (await message_links(conn, ids, base))[0]
+        await client.get(news)
+        await recorded(conn, 1)
+        await anyio.sleep(BURST_SECONDS)
+        await client.head(shop)
+        await recorded(conn, 2)
+        answer = await client.get(f"{base}/api/v1/campaigns/{ids[1]}/clicks", headers=auth(key))
+        other = await client.get(f"{base}/api/v1/campaigns/{ids[1] + 100}/clicks", headers=auth(key))
+    assert other.status_code == 404
+    found = answer.json()
+    assert (found["tracked"], found["all"], found["people"], found["machines"]) == (
+        True,
+        {"total": 2, "unique": 1},
+        {"total": 1, "unique": 1},
+        {"total": 1, "unique": 1},
+    )
+    assert [
+        (link["link"], link["url"], link["people"]["total"], link["machines"]["total"]) for link in found["links"]
+    ] == [
+        (1, ORIGINALS[0], 1, 0),
+        (2, ORIGINALS[1], 0, 1),
+    ]
+    printed = einmal("campaign", "stats", str(ids[1]), "--json", dsn=dsn)
+    assert printed.returncode == 0 and json.loads(printed.stdout) == {**found, "campaign_id": ids[1]}
+    table = einmal("campaign", "stats", str(ids[1]), dsn=dsn)
+    assert "people" in table.stdout and ORIGINALS[1] in table.stdout
+    missing = einmal("campaign", "stats", "999999", dsn=dsn)
+    assert missing.returncode != 0 and missing.stderr.count("\n") == 1 and "Traceback" not in missing.stderr
+
+
 async def test_a_campaign_is_created_with_tracking_only_where_links_can_be_served(
     conn: asyncpg.Connection, dsn: str
 ) -> None:
