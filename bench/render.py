@@ -30,11 +30,33 @@ def campaigns() -> dict[str, dict]:
             "subject": "News for {{ attributes.city | default('you') }}",
             "body_text": _JINJA_HEAD + text.split("\n", 1)[1] + "{{ unsubscribe_url }}\n",
         },
+        "html with 10 links, untracked": common | {"subject": "News", "body_text": text, "body_html": _linked(text)},
+        "html with 10 links, clicks tracked": common
+        | {"subject": "News", "body_text": text, "body_html": _linked(text), "track_clicks": True},
     }
 
 
+def _linked(text: str) -> str:
+    """An HTML body of the text's lines with ten links in it (a newsletter's), one a paragraph."""
+    lines = text.splitlines()
+    return (
+        "<html><body>\n"
+        + "\n".join(
+            f'<p>{line} <a href="https://example.org/story/{n}?utm_source=news&amp;utm_medium=email">more</a></p>'
+            if n < 10
+            else f"<p>{line}</p>"
+            for n, line in enumerate(lines)
+        )
+        + "\n</body></html>\n"
+    )
+
+
 def microseconds(campaign: dict, number: int = 2000) -> float:
-    settings = Settings(unsubscribe_url="https://example.org/u", unsubscribe_secret=SecretStr("bench"))
+    settings = Settings(
+        unsubscribe_url="https://example.org/u",
+        unsubscribe_secret=SecretStr("bench"),
+        click_url="https://example.org/c",
+    )
     template = CampaignTemplate.compile(campaign, settings)
     attributes = '{"city": "Berlin", "plan": "pro"}'
     try:
