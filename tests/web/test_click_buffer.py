@@ -1,0 +1,53 @@
+"""The clicks' buffer against a real PostgreSQL: bounded (a click past its room is dropped and counted, never
+waited for), one entry per event id, and written in full once a lock on the clicks table is gone."""
+
+from datetime import UTC, datetime
+
+import anyio
+import asyncpg
+import pytest
+
+from service.metrics import Metrics
+from service.web.clicks import Click, Recorder, event_id
+from tests.support.web import subscriber
+
+pytestmark = pytest.mark.anyio
+
+
+def clicks_of(ids: tuple[int, int, int], links: range, at: float) -> list[Click]:
+    account, campaign, sub = ids
+    when = datetime.fromtimestamp(at, UTC)
+    return [
+        Click(
+            event_id(account, campaign, sub, n, at), account, campaign, sub, n, f"https://example.org/{n}", when, (), 9
+        )
+        for n in links
+    ]
+
+
+async def test_a_full_buffer_drops_and_counts_and_a_locked_table_delays_only_the_writing(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    ids = await subscriber(conn)
+    metrics = Metrics()
+    pool = await asyncpg.create_pool(dsn, min_size=0, max_size=2)
+    recorder = Recorder(pool, metrics, capacity=3)
+    first, second, third, fourth = clicks_of(ids, range(1, 5), 1_000_000.0)
+    try:
+        async with conn.transaction():
+            await conn.execute("LOCK TABLE einmal.clicks IN ACCESS EXCLUSIVE MODE")
+            with anyio.fail_after(0.5):  # adding never waits for the database
+                for click in (first, second, first, third, fourth):
+                    await recorder.add(click)
+            assert list(recorder.pending) == [first.id, second.id, third.id]
+            assert metrics.clicks.labels("dropped")._value.get() == 1
+            assert metrics.clicks.labels("repeated")._value.get() == 1
+            await anyio.sleep(0.5)  # the writing waits for the lock meanwhile
+        with anyio.fail_after(15):
+            while recorder.pending:
+                await anyio.sleep(0.05)
+        links = await conn.fetch("SELECT link FROM einmal.clicks ORDER BY link")
+        assert [r["link"] for r in links] == [1, 2, 3]
+        assert metrics.clicks.labels("recorded")._value.get() == 3
+    finally:
+        await pool.close()
