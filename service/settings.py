@@ -387,8 +387,8 @@ class Settings(BaseSettings):
         None,
         description=(
             "click tracking: the URL of this surface's `/c` as readers reach it (https, or http for a loopback "
-            "host); einmal adds `/<signed token>`. With `EINMAL_UNSUBSCRIBE_SECRET` (it signs the links) it lets a "
-            "campaign made with `--track-clicks` go out ([Click tracking](../guide/click-tracking.md))"
+            "host, no query); einmal adds `/<signed token>`. With `EINMAL_UNSUBSCRIBE_SECRET` (it signs the links) "
+            "it lets a campaign made with `--track-clicks` go out ([Click tracking](../guide/click-tracking.md))"
         ),
         examples=["https://example.org/c"],
     )
@@ -1018,6 +1018,13 @@ class Settings(BaseSettings):
         if parts.scheme == "http" and parts.hostname and is_loopback(parts.hostname):
             return value
         raise ValueError("must be an https:// URL (http:// only for a loopback host)")
+
+    @field_validator("click_url")
+    @classmethod
+    def _no_query(cls, value: str | None) -> str | None:
+        if value is not None and (urlsplit(value).query or urlsplit(value).fragment or "?" in value):
+            raise ValueError("a link's token goes after the path: no query or fragment, e.g. https://example.org/c")
+        return value
 
     @field_validator("unsubscribe_secret", "return_path_secret")
     @classmethod

@@ -2,7 +2,8 @@
 left alone (personal ones, mailto, the unsubscribe link, raw blocks), where the hidden link goes, and tokens
 that verify under every key of a rotated secret and under no other."""
 
-from pydantic import SecretStr
+import pytest
+from pydantic import SecretStr, ValidationError
 
 from service.mail import clicks, unsubscribe
 from service.mail.render import CampaignTemplate
@@ -67,3 +68,29 @@ def test_a_tracked_message_carries_each_recipients_own_links_and_is_signed_per_r
     first, second = template.render(10, "x@example.org", "X"), template.render(11, "y@example.org", "Y")
     assert b"https://e.org/c/1.7.10.1." in first and b"https://e.org/c/1.7.11.1." in second
     assert b"example.org/a" not in first.split(b"\r\n\r\n", 1)[1]
+
+
+def test_a_link_inside_a_block_is_tracked_as_the_others() -> None:
+    settings = Settings(unsubscribe_secret=SecretStr(SECRET), click_url="https://e.org/a&b/c")
+    html = (
+        '{% if name %}<a href="https://example.org/pro">pro</a>{% endif %}\n<a href="https://example.org/">home</a>\n'
+    )
+    campaign = {
+        "id": 7,
+        "account_id": 1,
+        "subject": "s",
+        "from_address": "a@example.org",
+        "body_text": "t\n",
+        "body_html": html,
+        "track_clicks": True,
+    }
+    body = CampaignTemplate.compile(campaign, settings).render(10, "x@example.org", "X").split(b"text/html")[1]
+    flat = body.replace(b"=\r\n", b"").replace(b"=3D", b"=")
+    # each link's own, the & of the click URL's path escaped in HTML
+    assert flat.count(b'href="https://e.org/a&amp;b/c/1.7.10.') == 3  # the hidden link, pro, home
+    assert b"example.org/pro" not in flat
+
+
+def test_a_click_url_takes_no_query() -> None:
+    with pytest.raises(ValidationError, match="no query"):
+        Settings(click_url="https://e.org/c?x=1")
