@@ -20,7 +20,7 @@ from service.mail import clicks, unsubscribe
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
 from service.subscribers import erasure
-from service.web.clicks import BURST_SECONDS
+from service.web.clicks import BURST_SECONDS, REPEAT_SECONDS
 from tests.conftest import einmal
 from tests.support.web import SECRET, http_server, subscriber
 from tests.web.test_api import auth, make_key
@@ -358,3 +358,24 @@ async def test_a_campaign_is_created_with_tracking_only_where_links_can_be_serve
     cli = einmal(*made_by_cli.split(), "--text", "https://example.org/", dsn=dsn, env=env)
     assert cli.returncode == 0, cli.stderr
     assert await conn.fetchval("SELECT track_clicks FROM einmal.campaigns WHERE id = $1", int(cli.stdout.split()[-1]))
+
+
+async def test_a_drafts_links_are_read_anew_and_a_pruned_campaigns_still_lead_on(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    ids = await tracked(conn)
+    await conn.execute("UPDATE einmal.campaigns SET status = 'draft' WHERE id = $1", ids[1])
+    async with http_server(dsn) as base, httpx.AsyncClient() as client:
+        _hidden, news, _shop = (await message_links(conn, ids, base))[0]
+        assert (await client.get(news)).headers["location"] == ORIGINALS[0]
+        await conn.execute(  # the draft changed: its first link is another
+            "UPDATE einmal.campaigns SET body_text = 'https://example.org/other', body_html = NULL WHERE id = $1",
+            ids[1],
+        )
+        assert (await client.get(news)).headers["location"] == "https://example.org/other"
+        await recorded(conn, 1)
+        await conn.execute("UPDATE einmal.campaigns SET status = 'sent', pruned_at = now() WHERE id = $1", ids[1])
+        await anyio.sleep(REPEAT_SECONDS)
+        assert (await client.get(news)).headers["location"] == "https://example.org/other"
+        await anyio.sleep(1.0)  # written by now, were it written
+    assert await conn.fetchval("SELECT count(*) FROM einmal.clicks") == 1
