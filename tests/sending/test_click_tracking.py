@@ -12,23 +12,14 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.support.pipeline import (
-    UNSUBSCRIBE_SECRET,
-    Received,
-    node_env,
-    recording_server,
-    seed,
-    stop_node,
-    wait_status,
-)
-from tests.support.pipeline import start_node as start
+from tests.support import pipeline
 from tests.support.web import http_server
 
 pytestmark = pytest.mark.anyio
 
 
-class Kept(Received):
-    """Received, keeping each message's bytes."""
+class Kept(pipeline.Received):
+    """Received (tests/support/pipeline.py), keeping each message's bytes."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -48,21 +39,23 @@ def text_body(raw: bytes) -> str:
 async def test_a_node_sends_tracked_links_that_lead_to_the_templates_urls(
     conn: asyncpg.Connection, dsn: str, tmp_path: Path
 ) -> None:
-    campaign = await seed(conn, ["a@example.org"], body="Read https://example.org/story?id=7 today.\n")
+    campaign = await pipeline.seed(conn, ["a@example.org"], body="Read https://example.org/story?id=7 today.\n")
     await conn.execute("UPDATE einmal.campaigns SET track_clicks = true, status = 'approved' WHERE id = $1", campaign)
     received = Kept()
-    async with recording_server(received) as port:
-        node = start(node_env(dsn, port, EINMAL_CLICK_URL="http://127.0.0.1:9/c"), tmp_path / "node.log")
+    async with pipeline.recording_server(received) as port:
+        node = pipeline.start_node(
+            pipeline.node_env(dsn, port, EINMAL_CLICK_URL="http://127.0.0.1:9/c"), tmp_path / "node.log"
+        )
         try:
-            await wait_status(conn, campaign, "sent")
+            await pipeline.wait_status(conn, campaign, "sent")
         finally:
-            assert await stop_node(node) == 0
+            assert await pipeline.stop_node(node) == 0
     (raw,) = received.raw
     body = text_body(raw)
     assert "example.org/story" not in body
     found = re.search(r"Read http://127\.0\.0\.1:9/c/([0-9.]+[A-Za-z0-9_-]+) today\.", body)
     assert found is not None, body
-    async with http_server(dsn, secret=UNSUBSCRIBE_SECRET) as base, httpx.AsyncClient() as client:
+    async with http_server(dsn, secret=pipeline.UNSUBSCRIBE_SECRET) as base, httpx.AsyncClient() as client:
         answer = await client.get(f"{base}/c/{found.group(1)}")
         assert (answer.status_code, answer.headers["location"]) == (302, "https://example.org/story?id=7")
         with anyio.fail_after(15):
