@@ -43,3 +43,38 @@ async def signed_in(base: str, name: str, password: str = PASSWORD) -> AsyncIter
 async def page_token(client: httpx.AsyncClient) -> str:
     """The session's form token, as the dashboard's sign-out form carries it."""
     return form_token((await client.get("/console/")).text)
+
+
+async def sending_campaign(conn: asyncpg.Connection, account: str, name: str, rows: int = 40) -> int:
+    """A campaign of the account, sending, with `rows` send rows: a quarter sent, one in ten in doubt, one
+    failed, the rest queued (its subscribers made for it)."""
+    account_id = await conn.fetchval("SELECT id FROM einmal.accounts WHERE name = $1", account)
+    campaign = await conn.fetchval(
+        "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids, status, "
+        "recipients_built_at) VALUES ($1, $2, 'News of ' || $2, 'news@example.com', 'b', '{}', 'sending', now()) "
+        "RETURNING id",
+        account_id,
+        name,
+    )
+    await conn.execute(
+        "INSERT INTO einmal.subscribers (account_id, email, email_lower) "
+        "SELECT $1, $2 || i || '@example.org', lower($2) || i || '@example.org' FROM generate_series(1, $3) AS i",
+        account_id,
+        f"{name.replace(' ', '')}-",
+        rows,
+    )
+    await conn.execute(
+        """
+        INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, status,
+                                  next_attempt_at)
+        SELECT $1::bigint, account_id, id, email, email_lower, 'campaign:' || $1::bigint || ':' || id,
+               CASE WHEN n % 4 = 0 THEN 'sent' WHEN n % 10 = 1 THEN 'in_doubt' WHEN n = 3 THEN 'failed'
+                    ELSE 'queued' END,
+               now() + interval '1 hour'
+        FROM (SELECT s.*, row_number() OVER (ORDER BY id) AS n FROM einmal.subscribers AS s
+              WHERE account_id = $2 AND email LIKE $3) AS s""",
+        campaign,
+        account_id,
+        f"{name.replace(' ', '')}-%",
+    )
+    return campaign
