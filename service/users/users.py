@@ -96,7 +96,7 @@ async def change_password(conn: asyncpg.Connection, *, name: str, password: str,
         if row is None:
             raise NotFound(f"no console user named {shown(name)}")
         await audit.record(
-            conn, actor=actor, account_id=row["account_id"], action="user.password", subject=f"user {name}"
+            conn, actor=actor, account_id=row["account_id"], action="user.password", subject=f"user {row['name']}"
         )
 
 
