@@ -139,22 +139,27 @@ class Console:
         name, password = guard.field(fields, "name").strip(), guard.field(fields, "password")
         network = clients.network((request.client or ("?", 0))[0])
         async with self.connected() as conn:
-            if over := await throttle.refused(conn, name_key=users.key(name), network=network):
-                log.info("console: sign-in of %s from %s refused: too many failures", shown(name), network)
-                return page(
-                    "login.html",
-                    status=429,
-                    headers={"Retry-After": over.retry_after()},
-                    form_token=expected,
-                    name=name,
-                    error="Too many failed sign-ins: try again later.",
-                )
-            user = await users.sign_in(conn, name=name, password=password)
+            over = await throttle.attempt(conn, name_key=users.key(name), network=network)
+            stored = await users.find(conn, name=name) if over is None else None
+        if over is not None:
+            log.info("console: sign-in of %s from %s refused: too many failures", shown(name), network)
+            return page(
+                "login.html",
+                status=429,
+                headers={"Retry-After": over.retry_after()},
+                form_token=expected,
+                name=name,
+                error="Too many failed sign-ins: try again later.",
+            )
+        user, rehashed = await users.verified(stored, password)  # argon2, holding no connection
+        async with self.connected() as conn:
             if user is None:
-                await throttle.failed(conn, name_key=users.key(name), network=network)
                 log.info("console: sign-in of %s from %s failed", shown(name), network)
                 return page("login.html", status=401, form_token=expected, name=name, error="Wrong name or password.")
+            await throttle.succeeded(conn, name_key=users.key(name), network=network)
             async with conn.transaction():
+                if rehashed is not None:
+                    await users.rehash(conn, user_id=user.id, password_hash=rehashed)
                 held = await sessions.open_session(conn, user_id=user.id, limits=self.config.limits)
                 await audit.record(
                     conn, actor=f"console:{user.name}", account_id=user.account_id, action="console.login"

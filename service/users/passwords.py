@@ -9,11 +9,12 @@ import anyio
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from service.errors import Invalid
+from service.errors import Busy, Invalid
 
 HASHER = PasswordHasher()
 MIN_LENGTH, MAX_LENGTH = 12, 1024
 HASHES_AT_ONCE = 2  # argon2 runs at a time in a process: each takes its memory and a core
+WAITING = 32  # sign-ins waiting for one, past which another is refused (Busy)
 
 
 @functools.cache
@@ -57,7 +58,10 @@ def _verify(stored: str | None, password: str) -> tuple[bool, bool]:
 
 
 async def verified(stored: str | None, password: str) -> tuple[bool, bool]:
-    """`_verify` in a worker thread; `stored` None: no such user (a stand-in is verified, in the same time)."""
+    """`_verify` in a worker thread; `stored` None: no such user (a stand-in is verified, in the same time).
+    Busy when WAITING verifications wait for a thread already: a flood of sign-ins queues no further."""
     if len(password) > MAX_LENGTH:
         return False, False
+    if limiter().statistics().tasks_waiting >= WAITING:
+        raise Busy("too many sign-ins at once; try again shortly", retry_after=2)
     return await anyio.to_thread.run_sync(_verify, stored, password, limiter=limiter())

@@ -100,14 +100,39 @@ async def change_password(conn: asyncpg.Connection, *, name: str, password: str,
         )
 
 
-async def sign_in(conn: asyncpg.Connection, *, name: str, password: str) -> User | None:
-    """The user whose name and password these are, else None (an unknown name takes as long as a wrong
-    password). A hash made with weaker parameters than today's is made again."""
+@dataclass(frozen=True)
+class Stored:
+    """A user as found for a sign-in: itself and its password's hash."""
+
+    user: User
+    password_hash: str
+
+
+async def find(conn: asyncpg.Connection, *, name: str) -> Stored | None:
+    """The user of that name (any case) with its hash, for a sign-in; None when there is none."""
     row = await conn.fetchrow(*db.sql("console_user_find", name_key=key(name))) if NAME.fullmatch(name) else None
-    ok, stale = await passwords.verified(row["password_hash"] if row else None, password)
-    if not ok or row is None:
+    if row is None:
         return None
-    if stale:
-        rehashed = await passwords.hashed(password, check=False)
-        await conn.execute(*db.sql("console_user_rehash", user_id=row["id"], password_hash=rehashed))
-    return User(row["id"], row["name"], row["role"], row["account_id"])
+    return Stored(User(row["id"], row["name"], row["role"], row["account_id"]), row["password_hash"])
+
+
+async def verified(stored: Stored | None, password: str) -> tuple[User | None, str | None]:
+    """(the user, when `password` is its password; a new hash of it when the stored one was made with weaker
+    parameters than today's, to keep with `rehash`). No connection is needed while argon2 runs: a sign-in
+    holds none of the pool's meanwhile. An unknown user takes as long as a wrong password."""
+    ok, stale = await passwords.verified(stored.password_hash if stored else None, password)
+    if not ok or stored is None:
+        return None, None
+    return stored.user, await passwords.hashed(password, check=False) if stale else None
+
+
+async def rehash(conn: asyncpg.Connection, *, user_id: int, password_hash: str) -> None:
+    await conn.execute(*db.sql("console_user_rehash", user_id=user_id, password_hash=password_hash))
+
+
+async def sign_in(conn: asyncpg.Connection, *, name: str, password: str) -> User | None:
+    """find, verified and rehash on one connection: the user whose name and password these are, else None."""
+    user, rehashed = await verified(await find(conn, name=name), password)
+    if user is not None and rehashed is not None:
+        await rehash(conn, user_id=user.id, password_hash=rehashed)
+    return user
