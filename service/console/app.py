@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import asyncpg
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
@@ -106,6 +107,7 @@ class Console:
             guard.Refused: refused,
             EinmalError: refused,
             **{kind: self.down for kind in db.DOWN},
+            HTTPException: unrouted,
         }
         self.app = Starlette(routes=self.routes, exception_handlers=handlers)
         self.app.router.redirect_slashes = False
@@ -249,6 +251,13 @@ async def refused(request: Request, exc: Exception) -> Response:
     status_code = exc.http_status if isinstance(exc, EinmalError) else 500
     title = "Not found" if status_code == 404 else "Not done"
     return problem(status_code, title, str(exc))
+
+
+async def unrouted(request: Request, exc: Exception) -> Response:
+    """A path the console does not have (404), or a method its route does not take (405), as a page."""
+    given = exc if isinstance(exc, HTTPException) else HTTPException(500)
+    title = "Not found" if given.status_code == 404 else "Not allowed"
+    return problem(given.status_code, title, given.detail, dict(given.headers or {}))
 
 
 class Headed:

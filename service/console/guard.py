@@ -2,7 +2,8 @@
 
 A signed-in request carries the session's cookie (HttpOnly, SameSite=Lax, Secure unless the console is
 reached over plain HTTP at a loopback address, where a browser keeps no Secure cookie); without an open
-session a GET is sent to the sign-in page (303) and anything else is 401. Every POST must come from a page
+session a GET is sent to the sign-in page (303) and anything else is 401 (htmx's requests too, told where
+to go by HX-Redirect). Every POST must come from a page
 of the console: its Origin, when the browser sends one, names this host, and its form carries the session's
 token (service/users/sessions.py form_token) in a hidden field; else 403. The sign-in form, before there is
 a session, carries a random token that its own cookie holds too."""
@@ -103,9 +104,12 @@ def signed_in(find: Find, handler: Handler) -> Callable[[Request], Awaitable[Res
         held = token(request, SESSION_COOKIE)
         viewer = await find(held) if held is not None else None
         if viewer is None or held is None:
-            if request.method in ("GET", "HEAD"):
+            if request.method in ("GET", "HEAD") and "hx-request" not in request.headers:
                 return RedirectResponse(f"{PREFIX}/login", 303)
-            raise Refused(401, "Signed out", "Your session has ended: sign in again.")
+            # htmx (a fragment asked again) swaps no 401 into the page; it goes to the sign-in page instead
+            raise Refused(
+                401, "Signed out", "Your session has ended: sign in again.", {"HX-Redirect": f"{PREFIX}/login"}
+            )
         if request.method == "POST":
             await check_form(request, sessions.form_token(held))
         request.state.token = held
