@@ -91,7 +91,14 @@ async def check_form(request: Request, expected: str | None) -> FormData:
     """The POST's form, once its Origin and its token (the same as `expected`) are checked: else Refused 403."""
     check_origin(request)
     fields = await form(request)
-    if expected is None or not sessions.same(field(fields, "form_token"), expected):
+    if expected is None:  # its cookie did not come back: blocked, or Secure over plain HTTP
+        raise Refused(
+            403,
+            "No cookie",
+            "The browser sent back no cookie of this form: allow cookies, and reach the console over HTTPS (plain "
+            "HTTP only at a loopback address), then reload the page.",
+        )
+    if not sessions.same(field(fields, "form_token"), expected):
         raise Refused(403, "Form expired", "This form is not valid any more: reload the page and send it again.")
     return fields
 

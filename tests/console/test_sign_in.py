@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from service.users import sessions
-from tests.support.console import PASSWORD, page_token, sign_in, signed_in, user
+from tests.support.console import PASSWORD, form_token, page_token, sign_in, signed_in, user
 from tests.support.web import http_server
 
 pytestmark = pytest.mark.anyio
@@ -58,3 +58,24 @@ async def test_a_wrong_password_is_refused_and_no_password_is_stored_or_logged(
     logged = caplog.text
     assert "refused" in logged or "failed" in logged
     assert PASSWORD not in logged and "not the password" not in logged
+
+
+async def test_cookies_are_secure_unless_the_console_is_plain_http_at_a_loopback_address(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    await user(conn, "root")
+    async with http_server(dsn) as base:
+        for host, secure in (("127.0.0.1", False), ("localhost:8080", False), ("console.example.org", True)):
+            async with httpx.AsyncClient(base_url=base, headers={"Host": host}) as client:
+                page = await client.get("/console/login")
+                data = {"form_token": form_token(page.text), "name": "root", "password": PASSWORD}
+                # a client keeps no Secure cookie over plain HTTP (so one cannot sign in so): given by hand
+                cookie = f"einmal_console_sign_in={data['form_token']}"
+                signed = await client.post(
+                    "/console/login", data=data, headers={"Origin": f"http://{host}", "Cookie": cookie}
+                )
+                assert signed.status_code == 303, (host, signed.text)
+                for cookie in (page.headers["set-cookie"], *signed.headers.get_list("set-cookie")):
+                    attributes = [a.strip().lower() for a in cookie.split(";")]
+                    assert {"httponly", "samesite=lax", "path=/console"} <= set(attributes), cookie
+                    assert ("secure" in attributes) == secure, (host, cookie)
