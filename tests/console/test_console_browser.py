@@ -1,17 +1,32 @@
 """The console in a real browser (Debian's chromium through Selenium, as the subscriber pages' tests): a
 member signs in, sees its account's sending campaign with its progress, opens the audit log and signs out;
 each page at a phone's width (375 px) and a desktop's (1280 px), without sideways scrolling, its stylesheet
-and htmx loaded under the Content-Security-Policy. Screenshots in test-output/, console-<page>-<width>.png."""
+and htmx loaded under the Content-Security-Policy, and no serious accessibility violation that axe-core
+(vendored in tests/support/axe/) finds. Screenshots in test-output/, console-<page>-<width>.png."""
 
 import anyio
 import asyncpg
 import pytest
 
+from tests.conftest import ROOT
 from tests.support.console import PASSWORD, sending_campaign, user
 from tests.support.web import http_server
 from tests.web.test_http_browser import ARTEFACTS, WIDTHS, browser  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.anyio
+
+
+AXE = (ROOT / "tests" / "support" / "axe" / "axe.min.js").read_text()
+RUN_AXE = """const done = arguments[arguments.length - 1];
+axe.run(document, {resultTypes: ["violations"]})
+   .then(found => done(found.violations.map(v => [v.id, v.impact, v.nodes.map(n => n.target.join(" "))])))
+   .catch(error => done([["axe failed", "critical", [String(error)]]]));"""
+
+
+def serious(driver) -> list[list]:
+    """What axe-core finds in the page as it is now, of impact serious or critical."""
+    driver.execute_script(AXE)  # through the driver: the page's Content-Security-Policy does not apply
+    return [v for v in driver.execute_async_script(RUN_AXE) if v[1] in ("serious", "critical")]
 
 
 def look(driver, page: str) -> list[dict]:
@@ -32,6 +47,7 @@ def look(driver, page: str) -> list[dict]:
                 "viewport": driver.execute_script("return window.innerWidth"),
                 "styled": driver.execute_script("return getComputedStyle(document.body).marginTop === '0px'"),
                 "htmx": driver.execute_script("return typeof window.htmx === 'object'"),
+                "serious": serious(driver),
             }
         )
     return seen
@@ -39,11 +55,12 @@ def look(driver, page: str) -> list[dict]:
 
 def arrived(driver, h1: str) -> None:
     """Wait for the page whose heading is `h1` (the page before may be read while it goes: stale)."""
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.wait import WebDriverWait
 
-    WebDriverWait(driver, 60, ignored_exceptions=[StaleElementReferenceException]).until(
+    # a page going away: its elements are stale, or gone from the document its driver looks at
+    WebDriverWait(driver, 60, ignored_exceptions=[StaleElementReferenceException, WebDriverException]).until(
         lambda b: b.find_element(By.TAG_NAME, "h1").text == h1
     )
 
@@ -52,6 +69,7 @@ def check(pages: list[dict], h1: str, *texts: str) -> None:
     for seen in pages:
         assert seen["h1"] == h1 and all(t in seen["text"] for t in texts), seen
         assert not seen["sideways"] and seen["styled"] and seen["htmx"], seen
+        assert seen["serious"] == [], seen  # axe-core: no serious or critical accessibility violation
         if seen["width"] == "phone":
             assert seen["viewport"] <= 375, seen
 
