@@ -44,6 +44,7 @@ async def test_every_route_refuses_a_signed_out_client_and_another_accounts_memb
     for name in ("acme", "other"):
         await conn.execute("INSERT INTO einmal.accounts (name) VALUES ($1)", name)
     await user(conn, "acme-member", "acme")
+    await user(conn, "root")
     mine = await sending_campaign(conn, "acme", "Acme spring")
     theirs = await sending_campaign(conn, "other", "Other autumn")
     pool = await asyncpg.create_pool(dsn, min_size=0, max_size=1)
@@ -85,3 +86,8 @@ async def test_every_route_refuses_a_signed_out_client_and_another_accounts_memb
             assert "Acme spring" in dashboard and "10 sent of 40" in dashboard and "4 in doubt" in dashboard
             assert (await member.post("/console/logout", data={"form_token": token})).status_code == 303
             assert (await member.get("/console/")).status_code == 303
+        async with signed_in(base, "root") as operator:  # sees every account
+            dashboard = (await operator.get("/console/")).text
+            assert "Acme spring" in dashboard and "Other autumn" in dashboard
+            assert (await operator.get(f"/console/campaigns/{theirs}/progress")).status_code == 200
+            assert (await operator.get(f"/console/campaigns/{theirs + 100}/progress")).status_code == 404

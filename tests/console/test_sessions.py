@@ -60,6 +60,17 @@ async def test_a_session_ends_when_idle_when_old_and_when_its_user_changes(conn:
             )
             assert (await idle.get("/console/")).status_code == 303
             assert (await old.get("/console/")).status_code == 303
+        async with signed_in(base, "ann") as used:  # used near its idle limit: marked used, it goes on
+            await conn.execute(
+                "UPDATE einmal.console_sessions SET seen_at = now() - make_interval(secs => $1)",
+                limits.console_session_idle_seconds - 5,
+            )
+            assert (await used.get("/console/")).status_code == 200
+            assert await conn.fetchval("SELECT now() - seen_at < interval '5 seconds' FROM einmal.console_sessions")
+            await conn.execute("UPDATE einmal.console_sessions SET seen_at = now() - interval '30 seconds'")
+            assert (await used.get("/console/")).status_code == 200  # marked at most once a minute
+            assert await conn.fetchval("SELECT now() - seen_at > interval '29 seconds' FROM einmal.console_sessions")
+            assert (await used.post("/console/logout", data={"form_token": await page_token(used)})).status_code == 303
         async with signed_in(base, "ann") as first, signed_in(base, "ann") as second:
             assert (await first.get("/console/")).status_code == (await second.get("/console/")).status_code == 200
             await users.change_password(conn, name="ann", password="another long password", actor="test")
