@@ -60,6 +60,10 @@ async def test_a_session_ends_when_idle_when_old_and_when_its_user_changes(conn:
             )
             assert (await idle.get("/console/")).status_code == 303
             assert (await old.get("/console/")).status_code == 303
+            assert await conn.fetchval("SELECT count(*) FROM einmal.console_sessions") == 2  # ended, not yet gone
+        async with signed_in(base, "ann"):  # a sign-in removes the sessions that ended
+            assert await conn.fetchval("SELECT count(*) FROM einmal.console_sessions") == 1
+            await conn.execute("DELETE FROM einmal.console_sessions")
         async with signed_in(base, "ann") as used:  # used near its idle limit: marked used, it goes on
             await conn.execute(
                 "UPDATE einmal.console_sessions SET seen_at = now() - make_interval(secs => $1)",
