@@ -33,6 +33,7 @@ from actors.supervisor import Child, Supervisor
 from actors.wiring import NodeWiring
 from service import db, logs, telemetry
 from service.api import app as api
+from service.console import app as console
 from service.errors import ConfigError
 from service.mail import dkim, from_rule
 from service.metrics import Metrics
@@ -66,7 +67,9 @@ async def web_app(
 ) -> tuple[web.Web, list[asyncpg.Pool]]:
     """The HTTP surface and its pools: one for requests, one connection for the figures of /metrics."""
     pools = [await http_pool(dsn), await http_pool(dsn, size=1)]
-    surface = web.Web(settings, pools[0], metrics, checks, metrics_pool=pools[1], notes=notes, api=api.served)
+    surface = web.Web(
+        settings, pools[0], metrics, checks, metrics_pool=pools[1], notes=notes, api=api.served, console=console.served
+    )
     # what start-up made (the modules, the API and its models: some 10^5 objects) lives as long as the process:
     # frozen out of the collector's generations, it is not walked again by every full collection, which a
     # request of many rows (a batch) brings on: about 50 -> 40 ms of CPU a batch of 1,000 rows with its client

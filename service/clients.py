@@ -48,6 +48,11 @@ async def hit(conn: asyncpg.Connection | asyncpg.Pool, kind: str, client: str, w
     return Count(row["hits"], row["rest"])
 
 
+async def undo(conn: asyncpg.Connection | asyncpg.Pool, kind: str, client: str, window: float) -> None:
+    """Take back one hit of `client` for `kind` in the current window (one counted before its outcome was known)."""
+    await conn.execute(*db.sql("client_count_undo", kind=kind, client=client, window=window))
+
+
 async def count(conn: asyncpg.Connection | asyncpg.Pool, kind: str, client: str, window: float) -> Count:
     """The hits of `client` for `kind` in the current window, counting nothing."""
     row = await conn.fetchrow(*db.sql("client_count_get", kind=kind, client=client, window=window))

@@ -539,6 +539,18 @@ class Settings(BaseSettings):
             "`X-Forwarded-For`"
         ),
     )
+    console_session_idle_seconds: float = Field(
+        1800.0,
+        gt=0,
+        description=(
+            "a console session unused this long ends; its user signs in again ([console](../guide/console.md#sessions))"
+        ),
+    )
+    console_session_lifetime_seconds: float = Field(
+        43200.0,
+        gt=0,
+        description="a console session ends this long after its sign-in, however much it is used",
+    )
     return_path: str | None = Field(
         None,
         description=(

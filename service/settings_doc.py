@@ -114,6 +114,7 @@ SECTIONS = [
             "http_client_body_bytes",
         ],
     ),
+    ("Console", ["console_session_idle_seconds", "console_session_lifetime_seconds"]),
     (
         "Message headers and unsubscribe",
         ["from_domains", "message_id_domain", "unsubscribe_url", "unsubscribe_mailto", "unsubscribe_secret"],

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from service import audit
 from service.accounts import replies
 from service.accounts.account import name_of
 from service.api.deps import (
@@ -157,6 +158,17 @@ async def own(conn, key, campaign_id: int) -> None:
     await listing.owned(conn, account_id=key.account_id, campaign_id=campaign_id, timeout=DB_SECONDS)
 
 
+async def audited(conn, key: Key, verb: str, campaign_id: int) -> None:
+    """The audit log's line of a transition the key made (service/audit/)."""
+    await audit.record(
+        conn,
+        actor=f"api:key {key.id}",
+        account_id=key.account_id,
+        action=f"campaign.{verb}",
+        subject=f"campaign {campaign_id}",
+    )
+
+
 async def progress(conn, key: Key, campaign_id: int) -> dict[str, Any]:
     """The campaign's status as `einmal campaign status --json` prints it, its replies as the key's account is
     shown them (service/accounts/replies.py)."""
@@ -250,16 +262,18 @@ async def approve_campaign(
         await own(conn, key, campaign_id)
     report = await approval.asked(connect, settings, campaign_id=campaign_id, bounded=True)  # no connection held
     async with renders(request, key.account_id) as threads, connect() as conn:
-        found = await approval.approve(
-            conn,
-            settings=settings,
-            campaign_id=campaign_id,
-            force=force,
-            explicitly=EXPLICITLY,
-            forcing="?force=true",
-            limiter=threads,
-            report=report,
-        )
+        async with conn.transaction():  # the approval and its line of the audit log together
+            found = await approval.approve(
+                conn,
+                settings=settings,
+                campaign_id=campaign_id,
+                force=force,
+                explicitly=EXPLICITLY,
+                forcing="?force=true",
+                limiter=threads,
+                report=report,
+            )
+            await audited(conn, key, "approve", campaign_id)
         return ApprovedCampaign(**await progress(conn, key, campaign_id), warnings=list(found.warnings))
 
 
@@ -302,7 +316,9 @@ def _mover(verb: str):
         campaign_id: CampaignId, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None
     ) -> CampaignProgress:
         await own(conn, key, campaign_id)
-        await transitions.transition(conn, verb=verb, campaign_id=campaign_id, reason="by the API")
+        async with conn.transaction():
+            await transitions.transition(conn, verb=verb, campaign_id=campaign_id, reason="by the API")
+            await audited(conn, key, verb, campaign_id)
         return CampaignProgress(**await progress(conn, key, campaign_id))
 
     move.__name__ = f"{verb}_campaign"

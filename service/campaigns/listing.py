@@ -1,5 +1,5 @@
 """The campaigns: all of them, or those in one status (`einmal campaign list`); an account's, a page at a
-time (GET /api/v1/campaigns); and whose a campaign is."""
+time (GET /api/v1/campaigns); the newest, sending first (the console's dashboard); and whose a campaign is."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -75,3 +75,23 @@ async def owned(conn: asyncpg.Connection, *, account_id: int, campaign_id: int, 
     owner = await conn.fetchrow(*db.sql("campaign_owner", campaign_id=campaign_id), timeout=timeout)
     if owner is None or owner["account_id"] != account_id:
         raise NotFound("no such campaign")
+
+
+@dataclass(frozen=True)
+class Newest:
+    """A campaign on the console's dashboard."""
+
+    id: int
+    account: str
+    account_id: int
+    name: str
+    subject: str
+    status: str
+    pause_reason: str | None
+    created_at: datetime
+
+
+async def newest(conn: asyncpg.Connection, *, account_id: int | None, limit: int = 20) -> list[Newest]:
+    """The newest campaigns of the account (None: of every account), those sending or paused first."""
+    rows = await conn.fetch(*db.sql("campaigns_newest", account_id=account_id, limit=limit))
+    return [Newest(**dict(r)) for r in rows]

@@ -6,7 +6,8 @@ the same addresses in another case, members of two lists and suppressed
 addresses — and one node, in this process, sending the campaign, with its
 HTTP surface on (EINMAL_HTTP_ADDRESS, else a free loopback port). At the end
 it prints one captured message's unsubscribe link and follows it as a mail
-provider would (RFC 8058 one-click POST); `--keep-serving` prints another
+provider would (RFC 8058 one-click POST). It prints the console's address and
+a password of its operator `demo`, new at each run. `--keep-serving` prints another
 recipient's link, one not followed, and keeps the node and its HTTP surface up
 to open it in a browser, until Ctrl-C or SIGTERM.
 
@@ -35,9 +36,10 @@ from service.campaigns import drafts, transitions
 from service.campaigns.fields import check_templates
 from service.cli import campaign_status
 from service.db.migrate import migrate
-from service.errors import Invalid
+from service.errors import Conflict, Invalid
 from service.settings import Settings
 from service.subscribers import import_command, suppressions
+from service.users import passwords, users
 
 BODY = """Hello {{ name }},
 
@@ -140,6 +142,9 @@ async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Even
             conn, account_id, [f"reader{i}@example.com" for i in range(7, 100, 31)], "unsubscribe"
         )
     sock = http.bind(settings.http_address or "127.0.0.1:0")
+    async with db.connection(dsn) as conn:
+        login = await console_login(conn)
+    print(f"einmal demo: the console is {http.url(sock)}/console/ : sign in as demo, password {login} (this run's)")
     async with capture.capture_server(out) as (host, port):
         node_settings = settings.model_copy(
             update={
@@ -174,7 +179,8 @@ async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Even
                     await anyio.to_thread.run_sync(offer_a_link, out, campaign_id)
                     serving.set()
                     print(
-                        f"serving {http.url(sock)} (/unsubscribe, /healthz, /readyz, /metrics) until Ctrl-C or SIGTERM"
+                        f"serving {http.url(sock)} (/console/, /unsubscribe, /healthz, /readyz, /metrics) until Ctrl-C "
+                        "or SIGTERM"
                     )
                     await asked.wait()
                 stop.set()
@@ -191,6 +197,16 @@ async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Even
     )
     print(f"the messages are in {out}")
     return 0 if not dupes and counts["sent"] == len(ids) and clicked else 1
+
+
+async def console_login(conn) -> str:
+    """A new password for the console's operator `demo` (made at the first run): printed once, for this run."""
+    password = passwords.generated()
+    try:
+        await users.add(conn, name="demo", account=None, password=password, actor="demo")
+    except Conflict:
+        await users.change_password(conn, name="demo", password=password, actor="demo")
+    return password
 
 
 def unsubscribe_links(out: Path, campaign_id: int, count: int) -> list[tuple[str, str, str]]:

@@ -19,6 +19,7 @@ from service import settings_doc
 from service.cli import (
     accounts,
     campaigns,
+    console_users,
     demo,
     doctor,
     lists_cmd,
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile.register(sub)
     doctor.register(sub)
     webhooks.register(sub)
+    console_users.register(sub)
     return parser
 
 

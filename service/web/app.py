@@ -23,6 +23,8 @@
                                 (service/web/clicks.py); HEAD answers alike
     /forms/{token}, /confirm   double opt-in: an open list's sign-up form and the confirmation link's page
                                 (service/web/signup.py)
+    /console/…                  the operator's console, server-rendered pages for people (service/console/app.py,
+                                given by actors/node.py), behind its own sign-in
     /api/v1/…                   the JSON API for applications (service/api/app.py, given by actors/node.py), with
                                 per-account keys; its OpenAPI document at /api/v1/openapi.json
     POST /inbound/PROVIDER[/ACCOUNT]   bounces and complaints from Amazon SES (through SNS), Postmark and
@@ -51,7 +53,7 @@ from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp
 
 from service import db
@@ -119,6 +121,7 @@ class Web:
         metrics_pool: asyncpg.Pool | None = None,
         notes: Callable[[], list[str]] = list,
         api: Callable[[asyncpg.Pool, Settings, Callable[[ASGIApp, int | None], ASGIApp]], ASGIApp] | None = None,
+        console: Callable[[asyncpg.Pool, Settings, Callable[[ASGIApp, int | None], ASGIApp]], ASGIApp] | None = None,
     ) -> None:
         self.settings, self.pool, self.metrics, self.checks, self.notes = settings, pool, metrics, checks, notes
         self.metrics_pool = metrics_pool or pool
@@ -127,7 +130,7 @@ class Web:
         self.metrics_read_at = -METRICS_FRESH_SECONDS
         self.db_answered_at = -READY_FRESH_SECONDS
         self.down_logged_at = -DOWN_LOG_SECONDS
-        routes = [
+        routes: list[BaseRoute] = [
             Route("/unsubscribe", self.unsubscribe, methods=["GET", "POST"]),
             Route("/healthz", self.healthz, methods=["GET"]),
             Route("/readyz", self.readyz, methods=["GET"]),
@@ -138,6 +141,10 @@ class Web:
         routes += signup.SignUpPages(settings, pool, read_body, Refused, self.database_down, PAGE_HEADERS).routes
         self.clicks = clicks.ClickRoutes(settings, pool, metrics, PAGE_HEADERS, self.database_down)
         routes += self.clicks.routes
+        if console is not None:  # service/console/app.py, given by actors/node.py; its bodies bounded as the API's
+            routes.append(
+                Mount("/console", console(pool, settings, lambda app, limit: BoundedBody(app, limit or MAX_BODY)))
+            )
         self.providers = providers(settings)
         self.return_path = ReturnPath.from_settings(settings)
         routed = Starlette(routes=routes, exception_handlers={EinmalError: refused})

@@ -16,6 +16,7 @@ import asyncpg
 import psutil
 import pytest
 
+from service.users import users
 from tests.conftest import ROOT, UNSUBSCRIBE, einmal
 
 NO_UNSUBSCRIBE = dict.fromkeys(UNSUBSCRIBE)  # as a new operator runs it: the demo sets its own
@@ -63,6 +64,11 @@ async def test_demo_with_database_url_says_which_database_and_sends_there(
         "1 again in upper case), messages captured in "
     )
     assert lines[2] == "imported 20, already present 3, rejected 0"
+    # the console's address and its operator's password, which signs in
+    console = next(line for line in lines if line.startswith("einmal demo: the console is http://127.0.0.1:"))
+    assert console.split("/console/ : sign in as demo, password ")[1].endswith(" (this run's)")
+    password = console.split(", password ")[1].removesuffix(" (this run's)")
+    assert await users.sign_in(conn, name="demo", password=password) is not None
     # its own node is starting: it never says that none runs
     assert "no node is running" not in result.stdout + result.stderr
 

@@ -1,7 +1,7 @@
 """Imports run one way (docs/design.md#layout): entry points → actors → subjects → core.
 
 Every import of service/ and actors/, at any depth of a module (a function's late import
-counts too), goes to the importer's own layer or one below; the entry points service.cli,
+counts too), goes to the importer's own layer or one below; the entry points service.cli, service.console,
 service.api and service.web are islands: none imports another (what two of them share is a
 subject's, such as service.campaigns and service.accounts); the subject packages import
 each other without a circle; and no module of service/, actors/ or bench/ imports itself
@@ -16,7 +16,7 @@ from graphlib import CycleError, TopologicalSorter
 from tests.conftest import ROOT
 
 # actors.node is the process's entry point: it puts the actors, the HTTP surface and the API together
-ENTRY = ("service.cli", "service.web", "service.api", "actors.node", "service.__main__")
+ENTRY = ("service.cli", "service.web", "service.api", "service.console", "actors.node", "service.__main__")
 CORE = ("service.db",)  # the core's package: the database, its migrations, the embedded server
 # the subject packages: every package of service/ but the entry points and the core's
 SUBJECTS = tuple(
@@ -24,7 +24,12 @@ SUBJECTS = tuple(
     for p in sorted((ROOT / "service").iterdir())
     if (p / "__init__.py").exists() and f"service.{p.name}" not in (*ENTRY, *CORE)
 )
-ISLANDS = ("service.cli", "service.api", "service.web")  # entry points that import none of the others
+ISLANDS = (
+    "service.cli",
+    "service.api",
+    "service.web",
+    "service.console",
+)  # entry points that import none of the others
 LAYERS = {"entry points": 3, "actors": 2, "subjects": 1, "core": 0}
 
 
@@ -117,7 +122,7 @@ def test_no_module_imports_itself_round_a_circle() -> None:
     assert (found := circle(imports("service", "actors", "bench"))) is None, found
 
 
-QUERYING = ("service/api", "service/cli")  # entry points whose modules name no query
+QUERYING = ("service/api", "service/cli", "service/console")  # entry points whose modules name no query
 MAY_QUERY = {"service/api/idempotency.py"}  # the Idempotency-Key claim: the API surface's own machinery
 
 

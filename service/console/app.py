@@ -1,0 +1,140 @@
+"""The console's routes, under /console (docs/guide/console.md):
+
+    GET  /login, POST /login     the sign-in form; a session's cookie and the dashboard once signed in
+    POST /logout                 the session ended
+    GET  /                       the dashboard: the newest campaigns, those sending first with their progress
+    GET  /campaigns/{id}/progress  one campaign's progress (a fragment the dashboard asks again every few seconds)
+    GET  /audit, /audit.csv      the audit log, a page at a time, or all of it as CSV
+    GET  /static/…               the stylesheet and htmx
+
+Every route but the sign-in and the static files needs a session (guard.py). Signing in and out is
+signing.py's, the pages views.py's: an operator sees every account, a member its own (another account's
+campaign, or its audit log, is 404 as in the API). Each page calls the service functions the API and the
+command line call; the console runs no SQL of its own."""
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import asyncpg
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service import db
+from service.console import guard
+from service.console.render import HEADERS, STATIC, problem
+from service.console.signing import SignIn
+from service.console.views import Pages
+from service.errors import Busy, EinmalError
+from service.settings import Settings
+from service.users import sessions
+
+log = logging.getLogger("einmal.console")
+
+MAX_FORM = 8 * 1024  # a console form's body: a few short fields
+
+
+@dataclass(frozen=True)
+class Config:
+    """What the console needs of the settings, taken once when it is built."""
+
+    limits: sessions.Limits
+    node_timeout: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Config":
+        limits = sessions.Limits(settings.console_session_idle_seconds, settings.console_session_lifetime_seconds)
+        return cls(limits, settings.node_timeout_seconds)
+
+
+def served(pool: asyncpg.Pool, settings: Settings, bounded: Callable[[ASGIApp, int | None], ASGIApp]) -> ASGIApp:
+    """The console as the HTTP surface mounts it (given it by actors/node.py): its bodies read within the
+    surface's bounds (`bounded`, at MAX_FORM), its answers with the console's headers."""
+    return Headed(bounded(Console(pool, Config.from_settings(settings)).app, MAX_FORM))
+
+
+class Console:
+    OPEN = ("/login", "/static")  # the routes that need no session
+
+    def __init__(self, pool: asyncpg.Pool, config: Config) -> None:
+        self.pool, self.config = pool, config
+
+        signing, pages = SignIn(self.connected, config.limits), Pages(self.connected, config.node_timeout)
+
+        def signed(handler: guard.Handler) -> Callable[[Request], Awaitable[Response]]:
+            return guard.signed_in(self.find, handler)
+
+        self.routes: list[BaseRoute] = [
+            Route("/login", signing.form, methods=["GET"]),
+            Route("/login", signing.sign_in, methods=["POST"]),
+            Route("/logout", signed(signing.sign_out), methods=["POST"]),
+            Route("/", signed(pages.dashboard), methods=["GET"]),
+            Route("/campaigns/{campaign_id:int}/progress", signed(pages.progress), methods=["GET"]),
+            Route("/audit", signed(pages.audit_page), methods=["GET"]),
+            Route("/audit.csv", signed(pages.audit_csv), methods=["GET"]),
+            Mount("/static", StaticFiles(directory=STATIC)),
+        ]
+        handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
+            guard.Refused: refused,
+            EinmalError: refused,
+            **{kind: self.down for kind in db.DOWN},
+            HTTPException: unrouted,
+        }
+        self.app = Starlette(routes=self.routes, exception_handlers=handlers)
+        self.app.router.redirect_slashes = False
+
+    @asynccontextmanager
+    async def connected(self, seconds: float = db.DB_SECONDS) -> AsyncIterator[asyncpg.Connection]:
+        with anyio.fail_after(seconds):
+            async with db.acquire(self.pool) as conn:
+                yield conn
+
+    async def find(self, token: str) -> sessions.Viewer | None:
+        async with self.connected() as conn:
+            return await sessions.find(conn, token=token, limits=self.config.limits)
+
+    async def down(self, request: Request, exc: Exception) -> Response:
+        log.warning("console: the database cannot be reached: %s", type(exc).__name__)
+        await self.pool.expire_connections()
+        return problem(503, "Try again later", "The database cannot be reached.", {"Retry-After": "5"})
+
+
+async def refused(request: Request, exc: Exception) -> Response:
+    """A refusal or an error of einmal's (service/errors.py): its status and its sentence, as a page."""
+    if isinstance(exc, guard.Refused):
+        return problem(exc.status, exc.title, exc.text, exc.headers)
+    status_code = exc.http_status if isinstance(exc, EinmalError) else 500
+    title = "Not found" if status_code == 404 else "Not done"
+    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Busy) else None
+    return problem(status_code, title, str(exc), headers)
+
+
+async def unrouted(request: Request, exc: Exception) -> Response:
+    """A path the console does not have (404), or a method its route does not take (405), as a page."""
+    given = exc if isinstance(exc, HTTPException) else HTTPException(500)
+    title = "Not found" if given.status_code == 404 else "Not allowed"
+    return problem(given.status_code, title, given.detail, dict(given.headers or {}))
+
+
+class Headed:
+    """Every answer of the console with its headers (render.HEADERS: the Content-Security-Policy, no caching)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.headers = [(k.lower().encode(), v.encode()) for k, v in HEADERS.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def headed(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *self.headers]}
+            await send(message)
+
+        await self.app(scope, receive, headed)

@@ -1,0 +1,104 @@
+"""The console's pages for a signed-in viewer: the dashboard (the newest campaigns, those sending first with
+their progress), a campaign's progress (the fragment the dashboard asks again while it sends) and the audit
+log, paged or exported as CSV. A member's are its account's alone: another account's campaign or log is 404."""
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import asyncpg
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from service import audit
+from service.accounts.account import find_account
+from service.campaigns import listing, status
+from service.console.render import Connect, viewer_page
+from service.errors import NotFound
+from service.text import shown
+from service.users import sessions
+
+DASHBOARD_ROWS, AUDIT_ROWS = 20, 100
+EXPORT_SECONDS = 300.0  # the most an export of the audit log takes
+LIVE = ("sending", "paused")  # campaigns whose progress the dashboard shows
+
+
+@dataclass(frozen=True)
+class Progress:
+    id: int
+    status: str
+    sent: int
+    failed: int
+    in_doubt: int
+    total: int
+
+    @property
+    def percent(self) -> int:
+        done = self.total - self.waiting
+        return 100 * done // self.total if self.total else 0
+
+    @property
+    def waiting(self) -> int:
+        return self.total - self.sent - self.failed - self.in_doubt
+
+
+class Pages:
+    def __init__(self, connected: Connect, node_timeout: float) -> None:
+        self.connected, self.node_timeout = connected, node_timeout
+
+    async def _progress(self, conn: asyncpg.Connection, campaign_id: int) -> Progress:
+        """What `einmal campaign status` and GET /api/v1/campaigns/{id} count (service/campaigns/status.py)."""
+        found = await status.snapshot(conn, campaign_id=campaign_id, node_timeout=self.node_timeout)
+        counts = found.counts
+        failed = counts.get("failed", 0) + counts.get("cancelled", 0) + counts.get("suppressed", 0)
+        return Progress(
+            found.id, found.status, counts.get("sent", 0), failed, counts.get("in_doubt", 0), sum(counts.values())
+        )
+
+    async def dashboard(self, request: Request, viewer: sessions.Viewer) -> Response:
+        async with self.connected() as conn:
+            found = await listing.newest(conn, account_id=viewer.account_id, limit=DASHBOARD_ROWS)
+            progress = {c.id: await self._progress(conn, c.id) for c in found if c.status in LIVE}
+        return viewer_page("dashboard.html", request, viewer, campaigns=found, progress=progress)
+
+    async def progress(self, request: Request, viewer: sessions.Viewer) -> Response:
+        campaign_id = request.path_params["campaign_id"]
+        if not 0 < campaign_id < 2**63:
+            raise NotFound("no such campaign")
+        async with self.connected() as conn:
+            if viewer.account_id is not None:
+                await listing.owned(conn, account_id=viewer.account_id, campaign_id=campaign_id)
+            shown_progress = await self._progress(conn, campaign_id)
+        return viewer_page("progress.html", request, viewer, p=shown_progress)
+
+    async def _account(self, conn: asyncpg.Connection, request: Request, viewer: sessions.Viewer) -> int | None:
+        """The account whose audit log is asked for (`?account=NAME`; None: every account's, an operator's
+        only); NotFound for another account than a member's own."""
+        named = request.query_params.get("account") or None
+        if named is None:
+            return viewer.account_id
+        account_id = await find_account(conn, name=named)
+        if viewer.account_id is not None and account_id != viewer.account_id:
+            raise NotFound(f"no account named {shown(named)}")
+        return account_id
+
+    async def audit_page(self, request: Request, viewer: sessions.Viewer) -> Response:
+        before = request.query_params.get("before", "")
+        cursor = int(before) if before.isascii() and before.isdigit() and len(before) <= 18 else 2**63 - 1
+        async with self.connected() as conn:
+            account_id = await self._account(conn, request, viewer)
+            lines = await audit.page(conn, account_id=account_id, before=cursor, limit=AUDIT_ROWS + 1)
+        more = lines[AUDIT_ROWS].id + 1 if len(lines) > AUDIT_ROWS else None
+        named = request.query_params.get("account", "")
+        return viewer_page("audit.html", request, viewer, lines=lines[:AUDIT_ROWS], more=more, account=named)
+
+    async def audit_csv(self, request: Request, viewer: sessions.Viewer) -> Response:
+        async with self.connected() as conn:
+            account_id = await self._account(conn, request, viewer)
+
+        async def chunks() -> AsyncIterator[str]:
+            async with self.connected(EXPORT_SECONDS) as conn:
+                async for chunk in audit.csv_chunks(conn, account_id=account_id):
+                    yield chunk
+
+        disposition = {"Content-Disposition": 'attachment; filename="einmal-audit.csv"'}
+        return StreamingResponse(chunks(), media_type="text/csv; charset=utf-8", headers=disposition)
