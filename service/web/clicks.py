@@ -8,8 +8,9 @@
 
 Recording never holds up an answer: a click goes into a bounded buffer (BUFFER clicks, one per event id) that a
 task of its own writes in batches (sql/queries/clicks_record.sql). When the buffer is full a click is dropped
-and counted (einmal_clicks{result="dropped"}); when the database is slow or down the buffer waits, the answers
-do not.
+and counted (einmal_clicks{result="dropped"}), and so is one past its account's SHARE of the buffer: a scanner
+clicking one account's links by the thousand leaves room for the others'. When the database is slow or down the
+buffer waits, the answers do not.
 
 Event id: ``clk_`` and a SHA-256 of (account, campaign, subscriber, link, the REPEAT_SECONDS window the click
 came in): derived from the request alone, so the same request again — a retry, a double click, the same link
@@ -31,7 +32,7 @@ import ipaddress
 import itertools
 import logging
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -60,6 +61,7 @@ REPEAT_SECONDS = 10.0  # the same recipient's same link again within this is the
 EARLY_SECONDS = 15.0  # a click this soon after the message was sent is a scanner's at delivery
 BURST_SECONDS = 2.0  # every link of a message clicked within this is a machine's
 BUFFER = 10_000  # clicks waiting to be written, at most
+SHARE = 0.25  # of them at most one account's: a flood of one account's links leaves room for the others'
 BATCH = 500  # clicks written in one statement, at most
 GATHER_SECONDS = 0.2  # a batch waits this long for more clicks
 RETRY_SECONDS = (1.0, 2.0, 5.0, 10.0, 30.0)  # after a failed write, the waits before the next try
@@ -120,9 +122,11 @@ class Recorder:
     """The bounded buffer of clicks and the task that writes them (started when a click comes, ended when none
     waits)."""
 
-    def __init__(self, pool: asyncpg.Pool, metrics: Metrics, capacity: int = BUFFER) -> None:
+    def __init__(self, pool: asyncpg.Pool, metrics: Metrics, capacity: int = BUFFER, share: float = SHARE) -> None:
         self.pool, self.metrics, self.capacity = pool, metrics, capacity
         self.pending: dict[str, Click] = {}
+        self.held: Counter[int] = Counter()  # pending clicks by account: none holds more than its share
+        self.share = max(1, int(capacity * share))
         self._task: asyncio.Task[None] | None = None
 
     async def add(self, click: Click) -> None:
@@ -130,10 +134,11 @@ class Recorder:
         if click.id in self.pending:
             self.metrics.clicks.labels("repeated").inc()
             return
-        if len(self.pending) >= self.capacity:
+        if len(self.pending) >= self.capacity or self.held[click.account_id] >= self.share:
             self.metrics.clicks.labels("dropped").inc()
             return
         self.pending[click.id] = click
+        self.held[click.account_id] += 1
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._drain())
 
@@ -151,7 +156,8 @@ class Recorder:
                 continue
             failures = 0
             for click in batch:
-                self.pending.pop(click.id, None)
+                if self.pending.pop(click.id, None) is not None:
+                    self.held[click.account_id] -= 1
             self.metrics.clicks.labels("recorded").inc(written)
             self.metrics.clicks.labels("repeated").inc(len(batch) - written)
 

@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 
 from service.metrics import Metrics
-from service.web.clicks import Click, Recorder, event_id
+from service.web.clicks import SHARE, Click, Recorder, event_id
 from tests.support.web import subscriber
 
 pytestmark = pytest.mark.anyio
@@ -31,7 +31,7 @@ async def test_a_full_buffer_drops_and_counts_and_a_locked_table_delays_only_the
     ids = await subscriber(conn)
     metrics = Metrics()
     pool = await asyncpg.create_pool(dsn, min_size=0, max_size=2)
-    recorder = Recorder(pool, metrics, capacity=3)
+    recorder = Recorder(pool, metrics, capacity=3, share=1.0)  # one account may fill it here
     first, second, third, fourth = clicks_of(ids, range(1, 5), 1_000_000.0)
     try:
         async with conn.transaction():
@@ -49,5 +49,37 @@ async def test_a_full_buffer_drops_and_counts_and_a_locked_table_delays_only_the
         links = await conn.fetch("SELECT link FROM einmal.clicks ORDER BY link")
         assert [r["link"] for r in links] == [1, 2, 3]
         assert metrics.clicks.labels("recorded")._value.get() == 3
+    finally:
+        await pool.close()
+
+
+async def test_one_accounts_flood_of_clicks_leaves_room_for_anothers(conn: asyncpg.Connection, dsn: str) -> None:
+    """The buffer is shared by every account's links: a scanner clicking one account's links by the thousand
+    fills that account's share of it (SHARE), and another account's click still finds room and is written."""
+    flooded = await subscriber(conn)
+    other = await subscriber(conn, "bob@example.org", account="globex")
+    metrics = Metrics()
+    pool = await asyncpg.create_pool(dsn, min_size=0, max_size=2)
+    recorder = Recorder(pool, metrics, capacity=8)
+    share = int(8 * SHARE)
+    try:
+        async with conn.transaction():
+            await conn.execute("LOCK TABLE einmal.clicks IN ACCESS EXCLUSIVE MODE")
+            for click in clicks_of(flooded, range(1, 9), 1_000_000.0):
+                await recorder.add(click)
+            (theirs,) = clicks_of(other, range(1, 2), 1_000_000.0)
+            await recorder.add(theirs)
+            assert theirs.id in recorder.pending
+            assert len(recorder.pending) == share + 1, recorder.pending
+            assert metrics.clicks.labels("dropped")._value.get() == 8 - share
+        with anyio.fail_after(15):
+            while recorder.pending:
+                await anyio.sleep(0.05)
+        written = await conn.fetch("SELECT account_id, count(*) FROM einmal.clicks GROUP BY 1 ORDER BY 1")
+        assert [tuple(r) for r in written] == [(flooded[0], share), (other[0], 1)]
+        # the flooded account's room is back once its clicks are written
+        (later,) = clicks_of(flooded, range(9, 10), 1_000_100.0)
+        await recorder.add(later)
+        assert later.id in recorder.pending
     finally:
         await pool.close()
