@@ -20,6 +20,7 @@ from service.api.deps import (
     CONFLICT,
     DB_SECONDS,
     ERRORS,
+    Config,
     Conn,
     Cursor,
     IdempotencyKey,
@@ -183,14 +184,14 @@ async def list_campaigns(
 
 @router.post("", operation_id="create_campaign", status_code=201, summary="create a draft; approve it to send")
 async def create_campaign(
-    draft: Draft, request: Request, key: KeyAlone, idempotency_key: IdempotencyKey = None
+    draft: Draft, request: Request, key: KeyAlone, settings: Config, idempotency_key: IdempotencyKey = None
 ) -> CheckedCampaign:
     async with renders(request, key.account_id) as threads:
         given = await fields.checked(draft.model_dump(), limiter=threads)  # no connection taken yet
         async with connected(request) as conn:
             created = await drafts.create(
                 conn,
-                settings=request.app.state.settings,
+                settings=settings,
                 account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
                 lists=given.pop("lists"),
                 explicitly=EXPLICITLY,
@@ -231,6 +232,7 @@ async def approve_campaign(
     campaign_id: CampaignId,
     request: Request,
     key: KeyAlone,
+    settings: Config,
     force: Annotated[
         bool,
         Query(
@@ -240,7 +242,7 @@ async def approve_campaign(
     ] = False,
     idempotency_key: IdempotencyKey = None,
 ) -> ApprovedCampaign:
-    settings, connect = request.app.state.settings, checkout(request)
+    connect = checkout(request)
     async with connect() as conn:
         await own(conn, key, campaign_id)
     report = await approval.asked(connect, settings, campaign_id=campaign_id, bounded=True)  # no connection held

@@ -24,6 +24,7 @@ from service import clients, db
 from service.accounts import keys
 from service.db import DB_SECONDS
 from service.mail.slots import RenderSlots
+from service.settings import Settings
 
 log = logging.getLogger("einmal.api")
 
@@ -222,6 +223,16 @@ async def key(request: Request, found: Annotated[keys.Key, Depends(key_alone)]):
 
 
 Key = Annotated[keys.Key, Depends(key)]
+
+
+def settings(request: Request) -> Settings:
+    """The settings the API was made with (app.api), for the services that still take them whole."""
+    made = request.app.state.settings
+    assert isinstance(made, Settings)
+    return made
+
+
+Config = Annotated[Settings, Depends(settings)]
 # A route that waits on something slow takes its key alone and a connection only around its reads and writes,
 # with `connected(request)` (or `checkout(request)`, a function that opens one): a trial render
 # (docs/design.md#templates), DNS (the doctor, approve, a webhook's URL), a relay (a test message). A

@@ -11,7 +11,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from service.api.deps import ERRORS, Conn, Key, KeyAlone, connected, not_found
+from service.api.deps import ERRORS, Config, Conn, Key, KeyAlone, connected, not_found
 from service.campaigns.fields import MAX_FROM
 from service.settings import Settings
 from service.subscribers import lists, optin, optin_wording, texts
@@ -139,8 +139,8 @@ def _form(settings: Settings, form: lists.Form) -> ListForm:
 
 
 @router.get("", operation_id="list_lists", summary="the account's lists, by name, with their member counts")
-async def list_lists(conn: Conn, key: Key, request: Request) -> list[MailingList]:
-    return [_listed(request.app.state.settings, m) for m in await lists.lists(conn, account_id=key.account_id)]
+async def list_lists(conn: Conn, key: Key, settings: Config) -> list[MailingList]:
+    return [_listed(settings, m) for m in await lists.lists(conn, account_id=key.account_id)]
 
 
 @router.get(
@@ -150,8 +150,8 @@ async def list_lists(conn: Conn, key: Key, request: Request) -> list[MailingList
     summary="whether the list takes sign-ups, its form's address, the origins allowed to post it, and its "
     "confirmations' From, subject and text",
 )
-async def get_list_form(name: ListName, conn: Conn, key: Key, request: Request) -> ListForm:
-    return _form(request.app.state.settings, await lists.form(conn, account_id=key.account_id, list_name=name))
+async def get_list_form(name: ListName, conn: Conn, key: Key, settings: Config) -> ListForm:
+    return _form(settings, await lists.form(conn, account_id=key.account_id, list_name=name))
 
 
 @router.put(
@@ -161,8 +161,9 @@ async def get_list_form(name: ListName, conn: Conn, key: Key, request: Request) 
     summary="open or close the list's sign-ups (its public form and POST /subscribe); set the origins "
     "allowed to post its form, and its confirmations' From, subject and text",
 )
-async def put_list_form(name: ListName, body: FormSetting, key: KeyAlone, request: Request) -> ListForm:
-    settings = request.app.state.settings
+async def put_list_form(
+    name: ListName, body: FormSetting, key: KeyAlone, request: Request, settings: Config
+) -> ListForm:
     allowed = optin.origins(body.origins)
     own = None if body.from_address is None else ""  # None: it stays; '': cleared
     if body.from_address and body.from_address.strip():  # compiled, as the templates are, in a worker thread
@@ -173,7 +174,7 @@ async def put_list_form(name: ListName, body: FormSetting, key: KeyAlone, reques
             row = await optin.set_form(conn, key.account_id, name, body.open, allowed, settings, own, subject, text)
     except optin.NoList:
         raise not_found("list") from None
-    return _form(request.app.state.settings, lists.Form.of(row))
+    return _form(settings, lists.Form.of(row))
 
 
 @router.put(
@@ -196,10 +197,10 @@ async def put_list_title(name: ListName, body: ListTitle, conn: Conn, key: Key) 
     summary="make the list (201), or find it (200)",
     responses={201: {"model": MailingList, "description": "made now"}},
 )
-async def put_list(name: ListName, conn: Conn, key: Key, response: Response, request: Request) -> MailingList:
+async def put_list(name: ListName, conn: Conn, key: Key, response: Response, settings: Config) -> MailingList:
     found, created = await lists.ensure(conn, account_id=key.account_id, list_name=name)
     response.status_code = 201 if created else 200
-    return _listed(request.app.state.settings, found)
+    return _listed(settings, found)
 
 
 @router.put(

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.accounts import replies
 from service.api.deps import (
     ERRORS,
+    Config,
     Conn,
     IdempotencyKey,
     Key,
@@ -139,9 +140,8 @@ def _template(t: messages.Template) -> MessageTemplate:
     summary="queue one transactional message; it goes out once, ahead of bulk mail (a write key may do this)",
 )
 async def send_message(
-    body: MessageRequest, request: Request, key: KeyAlone, idempotency_key: IdempotencyKey = None
+    body: MessageRequest, request: Request, key: KeyAlone, settings: Config, idempotency_key: IdempotencyKey = None
 ) -> Queued:
-    settings = request.app.state.settings
     messages.recipient(body.to)  # what `send` refuses first, refused before any render
     messages.payload_of(body.data)
     subject, text, html, from_ = body.subject, body.text, body.html, body.from_
@@ -192,7 +192,9 @@ READ_ITSELF = (MessageBatch,)
     summary=f"queue up to {batch.MAX_MESSAGES} transactional messages: each item's id, or why it is invalid",
     openapi_extra=read_itself(MessageBatch),
 )
-async def send_message_batch(request: Request, key: KeyAlone, idempotency_key: IdempotencyKey = None) -> BatchQueued:
+async def send_message_batch(
+    request: Request, key: KeyAlone, settings: Config, idempotency_key: IdempotencyKey = None
+) -> BatchQueued:
     # the body, up to EINMAL's MAX_BODY, is read and checked in a worker thread: a thousand items the event loop
     # does not wait for; a connection is taken once it is read
     body = await request.body()
@@ -200,7 +202,7 @@ async def send_message_batch(request: Request, key: KeyAlone, idempotency_key: I
     async with connected(request) as conn:
         outcomes = await batch.send(
             conn,
-            settings=request.app.state.settings,
+            settings=settings,
             account_id=key.account_id,
             items=items,
             idempotency_key=idempotency_key,
@@ -252,9 +254,13 @@ async def get_message_template(name: TemplateName, conn: Conn, key: Key) -> Mess
     summary="make (201) or replace (200) a template; messages already queued keep what they were made with",
 )
 async def put_message_template(
-    name: TemplateName, fields: TemplateFields, request: Request, response: Response, key: KeyAlone
+    name: TemplateName,
+    fields: TemplateFields,
+    request: Request,
+    response: Response,
+    key: KeyAlone,
+    settings: Config,
 ) -> MessageTemplate:
-    settings = request.app.state.settings
     messages.checked_name(name)
     await messages.check_sources(  # the trial render, no connection held (put_template finds them tried)
         settings,
