@@ -21,6 +21,7 @@ from service.accounts.identity import AccountRelay, Identity
 from service.campaigns import self_pause
 from service.domains import DomainLimit, parse_limits
 from service.mail import from_rule, render, unsubscribe
+from service.mail.mailing import Mailing
 from service.messages import messages
 from service.settings import Settings
 from service.smtp.connection import SmtpConnection
@@ -247,12 +248,13 @@ class Sections:
             s.account_quota_hour,
             s.account_quota_day,
         )
+        mailed = Mailing.of(s)  # the mail subject's section (service/mail/mailing.py)
         claimer = ClaimerConfig(
             s.db_timeout_seconds,
             budget,
-            compile=lambda campaign, sender: render.CampaignTemplate.compile(campaign, s, sender),
-            from_problem=functools.partial(from_rule.problem, settings=s),
-            without_one_click=lambda campaign: unsubscribe.without_one_click(campaign, s),
+            compile=lambda campaign, sender: render.CampaignTemplate.compile(campaign, mailed, sender),
+            from_problem=functools.partial(from_rule.problem, mailing=mailed),
+            without_one_click=lambda campaign: unsubscribe.without_one_click(campaign, mailed),
         )
         sender = SenderConfig(
             dsn,

@@ -8,6 +8,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar, cast
 
 import anyio
@@ -21,10 +22,13 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import clients, db
-from service.accounts import keys
+from service.accounts import doctor, keys
 from service.db import DB_SECONDS
+from service.mail.mailing import Mailing
 from service.mail.slots import RenderSlots
+from service.messages import messages
 from service.settings import Settings
+from service.subscribers import optin
 
 log = logging.getLogger("einmal.api")
 
@@ -225,14 +229,60 @@ async def key(request: Request, found: Annotated[keys.Key, Depends(key_alone)]):
 Key = Annotated[keys.Key, Depends(key)]
 
 
-def settings(request: Request) -> Settings:
-    """The settings the API was made with (app.api), for the services that still take them whole."""
-    made = request.app.state.settings
-    assert isinstance(made, Settings)
+@dataclass(frozen=True)
+class Sections:
+    """The settings the API was made with and each subject's section of them, built once when the app is made
+    (app.api); a route takes the one it needs as a typed parameter."""
+
+    settings: Settings  # for the services that still take them whole (a test message's relays, webhooks)
+    mailing: Mailing
+    checkup: doctor.Checkup
+    queueing: messages.Queueing
+    signups: optin.SignUps
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Sections":
+        return cls(
+            settings,
+            Mailing.of(settings),
+            doctor.Checkup.of(settings),
+            messages.Queueing.of(settings),
+            optin.SignUps.of(settings),
+        )
+
+
+def sections(request: Request) -> Sections:
+    made = request.app.state.sections
+    assert isinstance(made, Sections)
     return made
 
 
+def settings(request: Request) -> Settings:
+    return sections(request).settings
+
+
+def mailing(request: Request) -> Mailing:
+    return sections(request).mailing
+
+
+def checkup(request: Request) -> doctor.Checkup:
+    return sections(request).checkup
+
+
+def queueing(request: Request) -> messages.Queueing:
+    return sections(request).queueing
+
+
+def signups(request: Request) -> optin.SignUps:
+    return sections(request).signups
+
+
 Config = Annotated[Settings, Depends(settings)]
+ConfigSections = Annotated[Sections, Depends(sections)]
+MailingConfig = Annotated[Mailing, Depends(mailing)]
+CheckupConfig = Annotated[doctor.Checkup, Depends(checkup)]
+QueueingConfig = Annotated[messages.Queueing, Depends(queueing)]
+SignUpsConfig = Annotated[optin.SignUps, Depends(signups)]
 # A route that waits on something slow takes its key alone and a connection only around its reads and writes,
 # with `connected(request)` (or `checkout(request)`, a function that opens one): a trial render
 # (docs/design.md#templates), DNS (the doctor, approve, a webhook's URL), a relay (a test message). A
