@@ -29,6 +29,7 @@ from service.mail.slots import RenderSlots
 from service.messages import messages
 from service.settings import Settings
 from service.subscribers import optin
+from service.webhooks import policy
 
 log = logging.getLogger("einmal.api")
 
@@ -239,6 +240,7 @@ class Sections:
     checkup: doctor.Checkup
     queueing: messages.Queueing
     signups: optin.SignUps
+    reach: policy.Reach
 
     @classmethod
     def of(cls, settings: Settings) -> "Sections":
@@ -248,6 +250,7 @@ class Sections:
             doctor.Checkup.of(settings),
             messages.Queueing.of(settings),
             optin.SignUps.of(settings),
+            policy.Reach.of(settings),
         )
 
 
@@ -277,12 +280,17 @@ def signups(request: Request) -> optin.SignUps:
     return sections(request).signups
 
 
+def reach(request: Request) -> policy.Reach:
+    return sections(request).reach
+
+
 Config = Annotated[Settings, Depends(settings)]
 ConfigSections = Annotated[Sections, Depends(sections)]
 MailingConfig = Annotated[Mailing, Depends(mailing)]
 CheckupConfig = Annotated[doctor.Checkup, Depends(checkup)]
 QueueingConfig = Annotated[messages.Queueing, Depends(queueing)]
 SignUpsConfig = Annotated[optin.SignUps, Depends(signups)]
+ReachConfig = Annotated[policy.Reach, Depends(reach)]
 # A route that waits on something slow takes its key alone and a connection only around its reads and writes,
 # with `connected(request)` (or `checkout(request)`, a function that opens one): a trial render
 # (docs/design.md#templates), DNS (the doctor, approve, a webhook's URL), a relay (a test message). A
