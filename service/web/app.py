@@ -54,8 +54,8 @@ from starlette.types import ASGIApp
 
 from service import db
 from service.errors import Conflict, EinmalError
+from service.inbound import bounces, webhook_credentials, webhooks
 from service.inbound import events as inbound
-from service.inbound import webhook_credentials, webhooks
 from service.inbound.mailgun import Mailgun
 from service.inbound.postmark import Postmark
 from service.inbound.ses import Ses
@@ -140,6 +140,7 @@ class Web:
         ).routes
         self.providers = providers(settings)
         self.return_path = ReturnPath.from_settings(self.mailing)
+        self.rules = bounces.Rules.of(settings)  # what the providers' events are applied with
         routed = Starlette(routes=routes, exception_handlers={EinmalError: refused})
         routed.router.redirect_slashes = False  # a redirect would name the Host header's site (and repeat a POST)
         # the API's key is found from the headers before its body takes room or its Idempotency-Key a row
@@ -407,7 +408,7 @@ class Web:
                 if delivery.token is not None:
                     await webhooks.claim_token(conn, *delivery.token)
                 return [
-                    await webhooks.record(conn, self.settings, self.return_path, event, account_id)
+                    await webhooks.record(conn, self.rules, self.return_path, event, account_id)
                     for event in delivery.events
                 ]
 

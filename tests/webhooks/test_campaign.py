@@ -63,7 +63,7 @@ async def test_every_event_of_a_campaign_is_delivered_at_least_once(dsn, conn) -
                 )
                 bounced, unsubscribed = sent
                 report = Report("hard", "5.1.1", bounced["email"], None, "dsn:test-1", reason="no_mailbox")
-                assert await bounces.apply(conn, settings, report, bounced) == "applied"
+                assert await bounces.apply(conn, bounces.Rules.of(settings), report, bounced) == "applied"
                 assert await inbound.apply(conn, "unsubscribe:test-1", "unsubscribe", account, unsubscribed["email"])
                 await anyio.sleep(1)
                 await receiver.start()
