@@ -8,7 +8,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, TypeVar, cast
 
 import anyio
@@ -244,12 +244,13 @@ class Sections:
 
     @classmethod
     def of(cls, settings: Settings) -> "Sections":
+        mailing = Mailing.of(settings)  # one for all: sources tried with it are found tried by every route
         return cls(
             settings,
-            Mailing.of(settings),
-            doctor.Checkup.of(settings),
-            messages.Queueing.of(settings),
-            optin.SignUps.of(settings),
+            mailing,
+            replace(doctor.Checkup.of(settings), mailing=mailing),
+            replace(messages.Queueing.of(settings), mailing=mailing),
+            replace(optin.SignUps.of(settings), mailing=mailing),
             policy.Reach.of(settings),
         )
 
