@@ -85,12 +85,13 @@ class InboundConfig:
         path = ReturnPath.from_settings(settings)
         if path is None:  # Settings refuses EINMAL_INBOUND_SMTP_ADDRESS without it
             raise ValueError("the inbound listener needs EINMAL_RETURN_PATH")
+        rules = bounces.Rules.of(settings)  # what a report is applied with
         return cls(
             settings.inbound_protocol,
             settings.inbound_max_bytes,
             settings.inbound_timeout_seconds,
             lambda pool: bounces.ReturnPaths(settings, path, pool),
-            lambda conn, found, row_ids: bounces.record(conn, settings, found, row_ids),
+            lambda conn, found, row_ids: bounces.record(conn, rules, found, row_ids),
         )
 
 

@@ -35,7 +35,7 @@ from service import db, logs, telemetry
 from service.api import app as api
 from service.console import app as console
 from service.errors import ConfigError
-from service.mail import dkim, from_rule
+from service.mail import dkim, from_rule, mailing
 from service.metrics import Metrics
 from service.settings import Settings, weak_unsubscribe_secret
 from service.subscribers import optin, texts
@@ -107,7 +107,7 @@ async def serve(
         on_start(node)
     log.info("node %s starting", node.fencing.node_id)
     async with db.acquire(pool) as conn:  # several accounts, and a From any of them may use (service/mail/from_rule.py)
-        for said in await from_rule.installation_warnings(conn, settings=settings):
+        for said in await from_rule.installation_warnings(conn, mailing=mailing.Mailing.of(settings)):
             log.warning("%s", said)
     to_builder, from_scheduler = anyio.create_memory_object_stream[int](16)
     children, pipeline = node.children(to_builder, from_scheduler)
@@ -207,9 +207,10 @@ async def run(settings: Settings, body: Callable[[Settings, anyio.Event], Awaita
     """`einmal run` (body=serve) and `einmal serve` (body=serve_http): until SIGTERM or SIGINT."""
     setup_logging(settings)
     http.raise_file_limit()  # the HTTP surface's connection cap is a share of it
-    dkim.signer(settings)  # a missing or unusable DKIM key stops start-up: one line, exit 2
+    made = mailing.Mailing.of(settings)
+    dkim.signer(made)  # a missing or unusable DKIM key stops start-up: one line, exit 2
     web.providers(settings)  # so does an unusable EINMAL_SES_CERTIFICATE_FILE
-    optin.check_message(settings, [texts.confirmation(code) for code in texts.LANGUAGES])  # and a double opt-in
+    optin.check_message(made, [texts.confirmation(code) for code in texts.LANGUAGES])  # and a double opt-in
     # From that is not an address, or a confirmation message that is not a template
     if weak := weak_unsubscribe_secret(settings):  # and an unsubscribe key short enough to guess
         raise ConfigError(weak)

@@ -1,9 +1,9 @@
 """Each actor's section of the settings, built once by the node (`Sections.of`) from `Settings`, the one place
 that reads the environment: an actor holds the fields it reads, and nothing else of the configuration.
 
-Where a subject's function an actor calls still takes the whole `Settings` (a template's compile, the From
-rule, a self-pause's thresholds, a relay's link), the section holds that call bound to the settings, so the
-actor says what it calls, not what the call reads.
+Where a subject's function an actor calls takes a subject's section (a template's compile and the From rule:
+Mailing; a self-pause's thresholds: Limits) or still the whole `Settings` (a relay's link), the section holds that
+call bound to it, so the actor says what it calls, not what the call reads.
 """
 
 import functools
@@ -21,6 +21,7 @@ from service.accounts.identity import AccountRelay, Identity
 from service.campaigns import self_pause
 from service.domains import DomainLimit, parse_limits
 from service.mail import from_rule, render, unsubscribe
+from service.mail.mailing import Mailing
 from service.messages import messages
 from service.settings import Settings
 from service.smtp.connection import SmtpConnection
@@ -247,12 +248,13 @@ class Sections:
             s.account_quota_hour,
             s.account_quota_day,
         )
+        mailed = Mailing.of(s)  # the mail subject's section (service/mail/mailing.py)
         claimer = ClaimerConfig(
             s.db_timeout_seconds,
             budget,
-            compile=lambda campaign, sender: render.CampaignTemplate.compile(campaign, s, sender),
-            from_problem=functools.partial(from_rule.problem, settings=s),
-            without_one_click=lambda campaign: unsubscribe.without_one_click(campaign, s),
+            compile=lambda campaign, sender: render.CampaignTemplate.compile(campaign, mailed, sender),
+            from_problem=functools.partial(from_rule.problem, mailing=mailed),
+            without_one_click=lambda campaign: unsubscribe.without_one_click(campaign, mailed),
         )
         sender = SenderConfig(
             dsn,
@@ -275,7 +277,10 @@ class Sections:
             rescue=rescue,
             listener=ListenerConfig(s.listen_database_url or dsn, s.db_timeout_seconds),
             scheduler=SchedulerConfig(
-                s.db_timeout_seconds, s.tick_seconds, rescue, functools.partial(self_pause.check, settings=s)
+                s.db_timeout_seconds,
+                s.tick_seconds,
+                rescue,
+                functools.partial(self_pause.check, limits=self_pause.Limits.of(s)),
             ),
             pipeline=PipelineConfig(
                 s.db_timeout_seconds,

@@ -36,6 +36,7 @@ from service.accounts.doctor_records import Finding
 from service.accounts.identity import Identity, of_account
 from service.errors import ArgumentError, Busy, EinmalError
 from service.mail import dkim
+from service.mail.mailing import Mailing
 from service.settings import Settings
 
 RUN_SECONDS = 30.0  # the whole run, however many names time out
@@ -45,6 +46,29 @@ RUNS_KIND = "doctor-run"  # their count in einmal.client_counts, as `account <id
 SENDER_ADDRESSES = 1000  # the From addresses of its campaigns an account's domains are taken from
 
 Connect = Callable[[], AbstractAsyncContextManager[asyncpg.Connection]]
+
+
+@dataclass(frozen=True)
+class Checkup:
+    """The doctor's section of the settings, read once from Settings: the identity the mail goes out with
+    (Mailing), the relays of an account without its own, the DNS servers asked (EINMAL_DNS_SERVERS as given,
+    and parsed) and how long a report is kept (EINMAL_DOCTOR_CACHE_SECONDS)."""
+
+    mailing: Mailing
+    relays: tuple[relays.Relay, ...]
+    dns_servers: str | None
+    dns_server_list: tuple[tuple[str, int], ...]
+    cache_seconds: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Checkup":
+        return cls(
+            Mailing.of(settings),
+            tuple(relays.from_settings(settings)),
+            settings.dns_servers,
+            settings.dns_server_list,
+            settings.doctor_cache_seconds,
+        )
 
 
 @dataclass(frozen=True)
@@ -78,20 +102,20 @@ def a_label(domain: str) -> str:
         raise ArgumentError(f"{domain[:60]!r} is not a domain name") from None
 
 
-def default_domain(identity: Identity, settings: Settings, sender: str | None = None) -> str:
+def default_domain(identity: Identity, mailing: Mailing, sender: str | None = None) -> str:
     """The From domain checked when none is named: the account's first (its own, else EINMAL_FROM_DOMAINS'),
     else the installation's DKIM domain, else `sender` (the From domain of its newest campaign), and only
     when it has no From domain at all its return path's domain."""
     if identity.domains:
         return identity.domains[0].domain
-    if settings.default_from_domains:
-        return settings.default_from_domains[0]
-    if settings.dkim_domain:
-        return settings.dkim_domain
+    if mailing.default_from_domains:
+        return mailing.default_from_domains[0]
+    if mailing.dkim_domain:
+        return mailing.dkim_domain
     if sender:
         return sender
-    if return_path(identity, settings):
-        return return_path(identity, settings).rpartition("@")[2]  # type: ignore[union-attr]
+    if return_path(identity, mailing):
+        return return_path(identity, mailing).rpartition("@")[2]  # type: ignore[union-attr]
     raise ArgumentError("no From domain to check: name one (--domain), or set EINMAL_DKIM_DOMAIN")
 
 
@@ -101,28 +125,28 @@ async def newest_sender(conn: asyncpg.Connection, identity: Identity) -> str | N
     return next((parseaddr(row["address"])[1].rpartition("@")[2] or None for row in rows), None)
 
 
-def return_path(identity: Identity, settings: Settings) -> str | None:
-    return identity.return_path or settings.return_path
+def return_path(identity: Identity, mailing: Mailing) -> str | None:
+    return identity.return_path or mailing.return_path
 
 
-def signs(identity: Identity, settings: Settings) -> bool:
+def signs(identity: Identity, mailing: Mailing) -> bool:
     """Whether the account or the installation signs with DKIM: then approve asks the doctor."""
-    return any(d.keys for d in identity.domains) or settings.dkim_domain is not None
+    return any(d.keys for d in identity.domains) or mailing.dkim_domain is not None
 
 
-def _keys(identity: Identity, settings: Settings, domain: str) -> tuple[str | None, list[tuple[str, object]]]:
+def _keys(identity: Identity, mailing: Mailing, domain: str) -> tuple[str | None, list[tuple[str, object]]]:
     """The DKIM d= of mail from `domain` and its (selector, key or the ConfigError that says why not)."""
     for own in identity.domains:
         if a_label(own.domain) == domain and own.keys:
             return domain, [(s, _pem(pem)) for s, pem in zip(own.selectors, own.keys, strict=False)]
-    if settings.dkim_domain:
+    if mailing.dkim_domain:
         found: list[tuple[str, object]] = []
-        for selector, path in zip(settings.dkim_selectors, settings.dkim_key_files, strict=True):
+        for selector, path in zip(mailing.dkim_selectors, mailing.dkim_key_files, strict=True):
             try:
                 found.append((selector, dkim.load_key(path)))
             except EinmalError as exc:
                 found.append((selector, exc))
-        return settings.dkim_domain, found
+        return mailing.dkim_domain, found
     return None, []
 
 
@@ -150,30 +174,30 @@ class Plan:
     servers: tuple[str, ...]
 
 
-def plan(identity: Identity, settings: Settings, domain: str | None, sender: str | None = None) -> Plan:
-    domain = a_label(domain or default_domain(identity, settings, sender))
-    d, keys = _keys(identity, settings, domain)
-    path = return_path(identity, settings)
+def plan(identity: Identity, checkup: Checkup, domain: str | None, sender: str | None = None) -> Plan:
+    domain = a_label(domain or default_domain(identity, checkup.mailing, sender))
+    d, keys = _keys(identity, checkup.mailing, domain)
+    path = return_path(identity, checkup.mailing)
     envelope = a_label(path.rpartition("@")[2]) if path else domain
-    chosen = [relays.parse_url(r.url) for r in identity.relays] or relays.from_settings(settings)
+    chosen = [relays.parse_url(r.url) for r in identity.relays] or list(checkup.relays)
     published = [(s, str(k) if isinstance(k, EinmalError) else dkim.public_record(k).decode()) for s, k in keys]  # type: ignore[arg-type]
-    asked = [domain, d, published, envelope, [(r.name, r.host) for r in chosen], settings.dns_servers or ""]
-    asked.append(settings.unsubscribe_url or "")
+    asked = [domain, d, published, envelope, [(r.name, r.host) for r in chosen], checkup.dns_servers or ""]
+    asked.append(checkup.mailing.unsubscribe_url or "")
     inputs = hashlib.sha256(json.dumps(asked).encode()).hexdigest()
-    resolver = dns_checks.resolver(settings.dns_server_list)
+    resolver = dns_checks.resolver(checkup.dns_server_list)
     servers = tuple(dns_checks.server_names(resolver))
     return Plan(identity, domain, d, keys, envelope, chosen, inputs, resolver, servers)
 
 
 async def examine(
-    identity: Identity, settings: Settings, *, domain: str | None = None, sender: str | None = None
+    identity: Identity, checkup: Checkup, *, domain: str | None = None, sender: str | None = None
 ) -> Report:
     """The findings for mail from `domain` (default_domain when None) sent as `identity`, all asked now."""
-    planned = plan(identity, settings, domain, sender)
-    return _report(planned, settings, await _asked(planned, settings))
+    planned = plan(identity, checkup, domain, sender)
+    return _report(planned, checkup, await _asked(planned, checkup))
 
 
-async def _asked(planned: Plan, settings: Settings) -> list[Finding]:
+async def _asked(planned: Plan, checkup: Checkup) -> list[Finding]:
     """What DNS says, within RUN_SECONDS: the findings of the DKIM keys, SPF, DMARC, the bounces' MX, then
     the unsubscribe URL's host where subscribers cannot reach it (the last finding, if any)."""
     notes = records.Notes()
@@ -184,23 +208,23 @@ async def _asked(planned: Plan, settings: Settings) -> list[Finding]:
             await records.spf(notes, lookup, planned.envelope, planned.chosen)
             await records.dmarc(notes, lookup, planned.domain, planned.d, planned.envelope)
             await records.bounces(notes, lookup, planned.envelope)
-            if settings.unsubscribe_url:
-                await records.unsubscribe_host(notes, lookup, settings.unsubscribe_url)
+            if checkup.mailing.unsubscribe_url:
+                await records.unsubscribe_host(notes, lookup, checkup.mailing.unsubscribe_url)
     except TimeoutError:
         title = f"could not check every record: DNS did not answer them all within {RUN_SECONDS:g} s"
         notes.add("dns", "unchecked", title, fix="retry later")
     return notes.findings
 
 
-def _report(planned: Plan, settings: Settings, asked: list[Finding]) -> Report:
+def _report(planned: Plan, checkup: Checkup, asked: list[Finding]) -> Report:
     """The DNS findings, then those of einmal's own settings: the one-click unsubscribe (and whether
     subscribers reach its host, asked with DNS), the relays' TLS."""
     notes = records.Notes()
     for f in asked:  # numbered again: the unsubscribe URL's finding follows the one-click one
         if f.check != "unsubscribe":
             notes.add(f.check, f.severity, f.title, f.found, f.expected, f.fix)
-    if settings.unsubscribe_url and settings.unsubscribe_secret:
-        notes.add("unsubscribe", "ok", f"one-click unsubscribe (RFC 8058) at {settings.unsubscribe_url}")
+    if checkup.mailing.unsubscribe_url and checkup.mailing.unsubscribe_secret:
+        notes.add("unsubscribe", "ok", f"one-click unsubscribe (RFC 8058) at {checkup.mailing.unsubscribe_url}")
     else:
         notes.add(
             "unsubscribe",
@@ -235,17 +259,17 @@ def _local(host: str) -> bool:
         return host.lower() == "localhost"
 
 
-async def domains_of(conn: asyncpg.Connection, identity: Identity, settings: Settings) -> list[str]:
+async def domains_of(conn: asyncpg.Connection, identity: Identity, mailing: Mailing) -> list[str]:
     """The domains the doctor checks for the account: its own (else EINMAL_FROM_DOMAINS), those of its
     campaigns' From addresses and of its return path, and the one it checks when none is named."""
-    found = [d.domain for d in identity.domains] or list(settings.default_from_domains)
+    found = [d.domain for d in identity.domains] or list(mailing.default_from_domains)
     rows = await conn.fetch(*db.sql("doctor_sender_domains", account_id=identity.account_id, limit=SENDER_ADDRESSES))
     found += [parseaddr(row["address"])[1].rpartition("@")[2] for row in rows]
-    if path := return_path(identity, settings):
+    if path := return_path(identity, mailing):
         found.append(path.rpartition("@")[2])
-    if identity.domains or settings.default_from_domains or settings.dkim_domain or rows or path:
+    if identity.domains or mailing.default_from_domains or mailing.dkim_domain or rows or path:
         sender = parseaddr(rows[0]["address"])[1].rpartition("@")[2] if rows else None
-        found.append(default_domain(identity, settings, sender))
+        found.append(default_domain(identity, mailing, sender))
     named = []
     for domain in found:
         try:
@@ -277,7 +301,7 @@ RUNS = Runs()
 
 async def checked(
     connect: Connect,
-    settings: Settings,
+    checkup: Checkup,
     *,
     account_id: int,
     domain: str | None = None,
@@ -292,18 +316,18 @@ async def checked(
         async with connect() as conn:
             identity = await of_account(conn, account_id=account_id)
             sender = await newest_sender(conn, identity) if domain is None else None
-            planned = plan(identity, settings, domain, sender)
+            planned = plan(identity, checkup, domain, sender)
             if (
                 own
                 and domain is not None
-                and planned.domain not in (theirs := await domains_of(conn, identity, settings))
+                and planned.domain not in (theirs := await domains_of(conn, identity, checkup.mailing))
             ):
                 listed = ", ".join(theirs[:10]) or "none"
                 raise ArgumentError(f"domain: {planned.domain} is not one of the account's domains ({listed})")
             keyed = {"account_id": account_id, "domain": planned.domain, "inputs": planned.inputs}
             kept = await conn.fetchval(*db.sql("doctor_report_get", **keyed))
             if kept is not None:
-                return _report(planned, settings, [Finding(**f) for f in json.loads(kept)])
+                return _report(planned, checkup, [Finding(**f) for f in json.loads(kept)])
             if bounded:
                 RUNS.take(account_id)
                 slot.callback(RUNS.give, account_id)
@@ -314,14 +338,12 @@ async def checked(
                         f"{WINDOW_SECONDS / 60:g} minutes; try again later",
                         int(count.retry_after()),
                     )
-        asked = await _asked(planned, settings)  # no connection held
-    if settings.doctor_cache_seconds > 0 and not any(f.severity == "unchecked" for f in asked):
+        asked = await _asked(planned, checkup)  # no connection held
+    if checkup.cache_seconds > 0 and not any(f.severity == "unchecked" for f in asked):
         findings = json.dumps([asdict(f) for f in asked])
         async with connect() as conn:
-            await conn.execute(
-                *db.sql("doctor_report_put", **keyed, findings=findings, seconds=settings.doctor_cache_seconds)
-            )
-    return _report(planned, settings, asked)
+            await conn.execute(*db.sql("doctor_report_put", **keyed, findings=findings, seconds=checkup.cache_seconds))
+    return _report(planned, checkup, asked)
 
 
 async def prune(conn: asyncpg.Connection) -> int:

@@ -105,7 +105,7 @@ def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
         responses=GENERIC,
         redirect_slashes=False,
     )  # no redirect: it would name the Host header's site
-    app.state.pool, app.state.settings = pool, settings
+    app.state.pool, app.state.sections = pool, deps.Sections.of(settings)
     app.add_exception_handler(StarletteHTTPException, _problem)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(EinmalError, _refused)

@@ -21,11 +21,13 @@ from service.api.deps import (
     CONFLICT,
     DB_SECONDS,
     ERRORS,
+    CheckupConfig,
     Conn,
     Cursor,
     IdempotencyKey,
     Key,
     KeyAlone,
+    MailingConfig,
     checkout,
     connected,
     renders,
@@ -200,14 +202,14 @@ async def list_campaigns(
 
 @router.post("", operation_id="create_campaign", status_code=201, summary="create a draft; approve it to send")
 async def create_campaign(
-    draft: Draft, request: Request, key: KeyAlone, idempotency_key: IdempotencyKey = None
+    draft: Draft, request: Request, key: KeyAlone, mailing: MailingConfig, idempotency_key: IdempotencyKey = None
 ) -> CheckedCampaign:
     async with renders(request, key.account_id) as threads:
         given = await fields.checked(draft.model_dump(), limiter=threads)  # no connection taken yet
         async with connected(request) as conn:
             created = await drafts.create(
                 conn,
-                settings=request.app.state.settings,
+                mailing=mailing,
                 account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
                 lists=given.pop("lists"),
                 explicitly=EXPLICITLY,
@@ -248,6 +250,7 @@ async def approve_campaign(
     campaign_id: CampaignId,
     request: Request,
     key: KeyAlone,
+    checkup: CheckupConfig,
     force: Annotated[
         bool,
         Query(
@@ -257,15 +260,15 @@ async def approve_campaign(
     ] = False,
     idempotency_key: IdempotencyKey = None,
 ) -> ApprovedCampaign:
-    settings, connect = request.app.state.settings, checkout(request)
+    connect = checkout(request)
     async with connect() as conn:
         await own(conn, key, campaign_id)
-    report = await approval.asked(connect, settings, campaign_id=campaign_id, bounded=True)  # no connection held
+    report = await approval.asked(connect, checkup, campaign_id=campaign_id, bounded=True)  # no connection held
     async with renders(request, key.account_id) as threads, connect() as conn:
         async with conn.transaction():  # the approval and its line of the audit log together
             found = await approval.approve(
                 conn,
-                settings=settings,
+                mailing=checkup.mailing,
                 campaign_id=campaign_id,
                 force=force,
                 explicitly=EXPLICITLY,

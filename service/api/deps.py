@@ -8,6 +8,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, TypeVar, cast
 
 import anyio
@@ -21,9 +22,14 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import clients, db
-from service.accounts import keys
+from service.accounts import doctor, keys
 from service.db import DB_SECONDS
+from service.mail.mailing import Mailing
 from service.mail.slots import RenderSlots
+from service.messages import messages
+from service.settings import Settings
+from service.subscribers import optin
+from service.webhooks import policy
 
 log = logging.getLogger("einmal.api")
 
@@ -222,6 +228,70 @@ async def key(request: Request, found: Annotated[keys.Key, Depends(key_alone)]):
 
 
 Key = Annotated[keys.Key, Depends(key)]
+
+
+@dataclass(frozen=True)
+class Sections:
+    """The settings the API was made with and each subject's section of them, built once when the app is made
+    (app.api); a route takes the one it needs as a typed parameter."""
+
+    settings: Settings  # for the services that still take them whole (a test message's relays, webhooks)
+    mailing: Mailing
+    checkup: doctor.Checkup
+    queueing: messages.Queueing
+    signups: optin.SignUps
+    reach: policy.Reach
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Sections":
+        mailing = Mailing.of(settings)  # one for all: sources tried with it are found tried by every route
+        return cls(
+            settings,
+            mailing,
+            replace(doctor.Checkup.of(settings), mailing=mailing),
+            replace(messages.Queueing.of(settings), mailing=mailing),
+            replace(optin.SignUps.of(settings), mailing=mailing),
+            policy.Reach.of(settings),
+        )
+
+
+def sections(request: Request) -> Sections:
+    made = request.app.state.sections
+    assert isinstance(made, Sections)
+    return made
+
+
+def settings(request: Request) -> Settings:
+    return sections(request).settings
+
+
+def mailing(request: Request) -> Mailing:
+    return sections(request).mailing
+
+
+def checkup(request: Request) -> doctor.Checkup:
+    return sections(request).checkup
+
+
+def queueing(request: Request) -> messages.Queueing:
+    return sections(request).queueing
+
+
+def signups(request: Request) -> optin.SignUps:
+    return sections(request).signups
+
+
+def reach(request: Request) -> policy.Reach:
+    return sections(request).reach
+
+
+Config = Annotated[Settings, Depends(settings)]
+ConfigSections = Annotated[Sections, Depends(sections)]
+MailingConfig = Annotated[Mailing, Depends(mailing)]
+CheckupConfig = Annotated[doctor.Checkup, Depends(checkup)]
+QueueingConfig = Annotated[messages.Queueing, Depends(queueing)]
+SignUpsConfig = Annotated[optin.SignUps, Depends(signups)]
+ReachConfig = Annotated[policy.Reach, Depends(reach)]
 # A route that waits on something slow takes its key alone and a connection only around its reads and writes,
 # with `connected(request)` (or `checkout(request)`, a function that opens one): a trial render
 # (docs/design.md#templates), DNS (the doctor, approve, a webhook's URL), a relay (a test message). A

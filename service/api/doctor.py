@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from service.accounts import doctor
-from service.api.deps import KeyAlone, checkout, problem
+from service.api.deps import CheckupConfig, KeyAlone, checkout, problem
 
 router = APIRouter(prefix="/doctor", tags=["account"])
 
@@ -47,6 +47,7 @@ class Report(BaseModel):
 async def run_doctor(
     request: Request,
     key: KeyAlone,
+    checkup: CheckupConfig,
     domain: Annotated[
         str | None,
         Query(
@@ -59,6 +60,5 @@ async def run_doctor(
         ),
     ] = None,
 ) -> Report:
-    settings = request.app.state.settings
-    report = await doctor.checked(checkout(request), settings, account_id=key.account_id, domain=domain)
+    report = await doctor.checked(checkout(request), checkup, account_id=key.account_id, domain=domain)
     return Report(**report.as_json())

@@ -21,7 +21,7 @@ from service.api.campaigns import (
     own,
     with_trial,
 )
-from service.api.deps import CONFLICT, DB_SECONDS, LEFT_OUT, Conn, Key, renders
+from service.api.deps import CONFLICT, DB_SECONDS, LEFT_OUT, Conn, Key, MailingConfig, renders
 from service.campaigns import drafts, fields
 from service.campaigns.fields import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT
 
@@ -53,13 +53,13 @@ class DraftChanges(BaseModel):
     summary="change a draft (409 once it is approved)",
 )
 async def edit_draft(
-    campaign_id: CampaignId, changes: DraftChanges, request: Request, conn: Conn, key: Key
+    campaign_id: CampaignId, changes: DraftChanges, request: Request, conn: Conn, key: Key, mailing: MailingConfig
 ) -> CheckedCampaign:
     await own(conn, key, campaign_id)
     async with renders(request, key.account_id) as threads:
         found = await drafts.change(
             conn,
-            settings=request.app.state.settings,
+            mailing=mailing,
             campaign_id=campaign_id,
             account_id=key.account_id,
             account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),

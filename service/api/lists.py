@@ -11,9 +11,9 @@ import anyio.to_thread
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from service.api.deps import ERRORS, Conn, Key, KeyAlone, connected, not_found
+from service.api.deps import ERRORS, Conn, Key, KeyAlone, MailingConfig, connected, not_found
 from service.campaigns.fields import MAX_FROM
-from service.settings import Settings
+from service.mail.mailing import Mailing
 from service.subscribers import lists, optin, optin_wording, texts
 from service.subscribers.lists import MAX_TITLE, set_title, title
 from service.text import MAX_EMAIL, MAX_LIST
@@ -111,7 +111,7 @@ class Membership(BaseModel):
     )
 
 
-def _listed(settings: Settings, found: lists.MailingList) -> MailingList:
+def _listed(mailing: Mailing, found: lists.MailingList) -> MailingList:
     return MailingList(
         id=found.id,
         name=found.name,
@@ -119,18 +119,18 @@ def _listed(settings: Settings, found: lists.MailingList) -> MailingList:
         members=found.members,
         unconfirmed=found.unconfirmed,
         created_at=found.created_at,
-        form_url=optin.form_url(settings, found.form_token),
+        form_url=optin.form_url(mailing, found.form_token),
     )
 
 
-def _form(settings: Settings, form: lists.Form) -> ListForm:
+def _form(mailing: Mailing, form: lists.Form) -> ListForm:
     default = texts.confirmation(form.language)
     return ListForm(
         list=form.name,
         open=form.form_open,
         from_address=form.optin_from,
         origins=form.form_origins,
-        url=optin.form_url(settings, form.form_token),
+        url=optin.form_url(mailing, form.form_token),
         subject=form.optin_subject,
         text=form.optin_text,
         default_subject=default.subject,
@@ -139,8 +139,8 @@ def _form(settings: Settings, form: lists.Form) -> ListForm:
 
 
 @router.get("", operation_id="list_lists", summary="the account's lists, by name, with their member counts")
-async def list_lists(conn: Conn, key: Key, request: Request) -> list[MailingList]:
-    return [_listed(request.app.state.settings, m) for m in await lists.lists(conn, account_id=key.account_id)]
+async def list_lists(conn: Conn, key: Key, mailing: MailingConfig) -> list[MailingList]:
+    return [_listed(mailing, m) for m in await lists.lists(conn, account_id=key.account_id)]
 
 
 @router.get(
@@ -150,8 +150,8 @@ async def list_lists(conn: Conn, key: Key, request: Request) -> list[MailingList
     summary="whether the list takes sign-ups, its form's address, the origins allowed to post it, and its "
     "confirmations' From, subject and text",
 )
-async def get_list_form(name: ListName, conn: Conn, key: Key, request: Request) -> ListForm:
-    return _form(request.app.state.settings, await lists.form(conn, account_id=key.account_id, list_name=name))
+async def get_list_form(name: ListName, conn: Conn, key: Key, mailing: MailingConfig) -> ListForm:
+    return _form(mailing, await lists.form(conn, account_id=key.account_id, list_name=name))
 
 
 @router.put(
@@ -161,19 +161,20 @@ async def get_list_form(name: ListName, conn: Conn, key: Key, request: Request) 
     summary="open or close the list's sign-ups (its public form and POST /subscribe); set the origins "
     "allowed to post its form, and its confirmations' From, subject and text",
 )
-async def put_list_form(name: ListName, body: FormSetting, key: KeyAlone, request: Request) -> ListForm:
-    settings = request.app.state.settings
+async def put_list_form(
+    name: ListName, body: FormSetting, key: KeyAlone, request: Request, mailing: MailingConfig
+) -> ListForm:
     allowed = optin.origins(body.origins)
     own = None if body.from_address is None else ""  # None: it stays; '': cleared
     if body.from_address and body.from_address.strip():  # compiled, as the templates are, in a worker thread
-        own = await anyio.to_thread.run_sync(optin.checked_from, settings, body.from_address)
+        own = await anyio.to_thread.run_sync(optin.checked_from, mailing, body.from_address)
     subject, text = await optin_wording.checked(body.subject, body.text)  # no connection taken yet
     try:
         async with connected(request) as conn:
-            row = await optin.set_form(conn, key.account_id, name, body.open, allowed, settings, own, subject, text)
+            row = await optin.set_form(conn, key.account_id, name, body.open, allowed, mailing, own, subject, text)
     except optin.NoList:
         raise not_found("list") from None
-    return _form(request.app.state.settings, lists.Form.of(row))
+    return _form(mailing, lists.Form.of(row))
 
 
 @router.put(
@@ -196,10 +197,10 @@ async def put_list_title(name: ListName, body: ListTitle, conn: Conn, key: Key) 
     summary="make the list (201), or find it (200)",
     responses={201: {"model": MailingList, "description": "made now"}},
 )
-async def put_list(name: ListName, conn: Conn, key: Key, response: Response, request: Request) -> MailingList:
+async def put_list(name: ListName, conn: Conn, key: Key, response: Response, mailing: MailingConfig) -> MailingList:
     found, created = await lists.ensure(conn, account_id=key.account_id, list_name=name)
     response.status_code = 201 if created else 200
-    return _listed(request.app.state.settings, found)
+    return _listed(mailing, found)
 
 
 @router.put(

@@ -23,6 +23,8 @@ from service.api.deps import (
     IdempotencyKey,
     Key,
     KeyAlone,
+    MailingConfig,
+    QueueingConfig,
     body_as,
     connected,
     read_itself,
@@ -139,9 +141,12 @@ def _template(t: messages.Template) -> MessageTemplate:
     summary="queue one transactional message; it goes out once, ahead of bulk mail (a write key may do this)",
 )
 async def send_message(
-    body: MessageRequest, request: Request, key: KeyAlone, idempotency_key: IdempotencyKey = None
+    body: MessageRequest,
+    request: Request,
+    key: KeyAlone,
+    queueing: QueueingConfig,
+    idempotency_key: IdempotencyKey = None,
 ) -> Queued:
-    settings = request.app.state.settings
     messages.recipient(body.to)  # what `send` refuses first, refused before any render
     messages.payload_of(body.data)
     subject, text, html, from_ = body.subject, body.text, body.html, body.from_
@@ -154,7 +159,7 @@ async def send_message(
     if subject is not None and text is not None and from_:
         # the trial render, no connection held; `send` then finds these sources tried (unless a PUT changed them)
         await messages.check_sources(
-            settings,
+            queueing.mailing,
             subject=subject,
             body_text=text,
             body_html=html,
@@ -165,7 +170,7 @@ async def send_message(
     async with connected(request) as conn:
         made = await messages.send(
             conn,
-            settings=settings,
+            queueing=queueing,
             account_id=key.account_id,
             to=body.to,
             template_name=body.template,
@@ -192,7 +197,9 @@ READ_ITSELF = (MessageBatch,)
     summary=f"queue up to {batch.MAX_MESSAGES} transactional messages: each item's id, or why it is invalid",
     openapi_extra=read_itself(MessageBatch),
 )
-async def send_message_batch(request: Request, key: KeyAlone, idempotency_key: IdempotencyKey = None) -> BatchQueued:
+async def send_message_batch(
+    request: Request, key: KeyAlone, queueing: QueueingConfig, idempotency_key: IdempotencyKey = None
+) -> BatchQueued:
     # the body, up to EINMAL's MAX_BODY, is read and checked in a worker thread: a thousand items the event loop
     # does not wait for; a connection is taken once it is read
     body = await request.body()
@@ -200,7 +207,7 @@ async def send_message_batch(request: Request, key: KeyAlone, idempotency_key: I
     async with connected(request) as conn:
         outcomes = await batch.send(
             conn,
-            settings=request.app.state.settings,
+            queueing=queueing,
             account_id=key.account_id,
             items=items,
             idempotency_key=idempotency_key,
@@ -252,12 +259,16 @@ async def get_message_template(name: TemplateName, conn: Conn, key: Key) -> Mess
     summary="make (201) or replace (200) a template; messages already queued keep what they were made with",
 )
 async def put_message_template(
-    name: TemplateName, fields: TemplateFields, request: Request, response: Response, key: KeyAlone
+    name: TemplateName,
+    fields: TemplateFields,
+    request: Request,
+    response: Response,
+    key: KeyAlone,
+    mailing: MailingConfig,
 ) -> MessageTemplate:
-    settings = request.app.state.settings
     messages.checked_name(name)
     await messages.check_sources(  # the trial render, no connection held (put_template finds them tried)
-        settings,
+        mailing,
         subject=fields.subject,
         body_text=fields.text,
         body_html=fields.html or None,
@@ -268,7 +279,7 @@ async def put_message_template(
     async with connected(request) as conn:
         made, created = await messages.put_template(
             conn,
-            settings=settings,
+            mailing=mailing,
             account_id=key.account_id,
             name=name,
             subject=fields.subject,

@@ -9,11 +9,11 @@ current hour is 429, counted in PostgreSQL for all nodes together."""
 import time
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
 from service import clients
-from service.api.deps import ERRORS, Conn, Key, Problem, log
+from service.api.deps import ERRORS, Conn, Key, Problem, SignUpsConfig, log
 from service.subscribers import optin, texts
 from service.text import MAX_EMAIL, MAX_LIST, MAX_NAME
 
@@ -43,19 +43,18 @@ Answer = Annotated[SubscribeAnswer, Field(description=ANSWER)]
     responses={**ERRORS, 409: {"model": Problem}, 429: {"model": Problem}},
     summary="sign an address up to a list; it is on the list once it confirms (double opt-in)",
 )
-async def subscribe(body: SubscribeRequest, request: Request, conn: Conn, key: Key) -> SubscribeAnswer:
+async def subscribe(body: SubscribeRequest, conn: Conn, key: Key, signups: SignUpsConfig) -> SubscribeAnswer:
     started = time.monotonic()
-    settings = request.app.state.settings
     email, name = optin.checked_address(body.email, body.name)
-    found = await optin.open_list(conn, settings, account_id=key.account_id, list_name=body.list)
+    found = await optin.open_list(conn, signups.mailing, account_id=key.account_id, list_name=body.list)
     counted = await clients.hit(conn, optin.KEY_KIND, f"key:{key.id}", optin.HOUR)
-    if counted.hits > settings.optin_client_limit:
+    if counted.hits > signups.client_limit:
         raise HTTPException(
             429, "too many sign-ups from this key; try again later", headers={"Retry-After": counted.retry_after()}
         )
     queued = await optin.sign_up(
         conn,
-        settings,
+        signups,
         optin.SignUp(
             found.id,
             key.account_id,

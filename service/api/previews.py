@@ -16,9 +16,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.accounts import replies
 from service.addresses import address_problem
 from service.api.campaigns import CampaignId, own
-from service.api.deps import CONFLICT, ERRORS, Conn, IdempotencyKey, Key, KeyAlone, checkout, not_found, renders
+from service.api.deps import (
+    CONFLICT,
+    ERRORS,
+    ConfigSections,
+    Conn,
+    IdempotencyKey,
+    Key,
+    KeyAlone,
+    MailingConfig,
+    checkout,
+    not_found,
+    renders,
+)
 from service.api.deps import limiter as _limiter
 from service.campaigns import preview as previews
+from service.mail.mailing import Mailing
 from service.smtp.connection import Outcome, SmtpUnavailable
 from service.text import MAX_EMAIL, MAX_NAME, shown
 
@@ -70,7 +83,13 @@ class TestSent(BaseModel):
 
 
 async def _render(
-    request: Request, conn, key, campaign_id: int, subscriber: str | None, test: previews.Test | None = None
+    request: Request,
+    mailing: Mailing,
+    conn,
+    key,
+    campaign_id: int,
+    subscriber: str | None,
+    test: previews.Test | None = None,
 ) -> previews.Rendered:
     """The message rendered off the event loop, in the account's share of the render threads."""
     await own(conn, key, campaign_id)
@@ -80,7 +99,7 @@ async def _render(
         async with renders(request, key.account_id) as threads:
             return await previews.render(
                 conn,
-                settings=request.app.state.settings,
+                mailing=mailing,
                 campaign_id=campaign_id,
                 subscriber=subscriber,
                 test=test,
@@ -115,9 +134,14 @@ def _preview(message: bytes, subscriber: str) -> Preview:
     summary="the exact message one subscriber would get, decoded (its Date is now)",
 )
 async def preview(
-    campaign_id: CampaignId, request: Request, conn: Conn, key: Key, subscriber: str | None = Subscriber
+    campaign_id: CampaignId,
+    request: Request,
+    conn: Conn,
+    key: Key,
+    mailing: MailingConfig,
+    subscriber: str | None = Subscriber,
 ) -> Preview:
-    made = await _render(request, conn, key, campaign_id, subscriber)
+    made = await _render(request, mailing, conn, key, campaign_id, subscriber)
     message, email = made.message, made.subscriber
     if len(message) > MAX_PREVIEW:
         raise HTTPException(
@@ -140,6 +164,7 @@ async def send_test(
     sent: TestMessage,
     request: Request,
     key: KeyAlone,
+    sections: ConfigSections,
     idempotency_key: IdempotencyKey = None,
 ) -> TestSent:
     if problem := address_problem(sent.to):
@@ -151,6 +176,7 @@ async def send_test(
     async with checkout(request)() as conn:  # given back before the relay is asked
         made = await _render(
             request,
+            sections.mailing,
             conn,
             key,
             campaign_id,
@@ -166,7 +192,7 @@ async def send_test(
             503, "too many test messages are going out; try again shortly", headers={"Retry-After": "5"}
         ) from None
     try:
-        result = await previews.send_test(settings=request.app.state.settings, made=made, to=sent.to)
+        result = await previews.send_test(settings=sections.settings, made=made, to=sent.to)
     except SmtpUnavailable as exc:
         said = replies.shown(str(exc), own_relays=mine)
         raise HTTPException(503, f"test message not sent: {said}", headers={"Retry-After": "30"}) from None

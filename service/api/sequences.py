@@ -11,7 +11,7 @@ from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.campaigns import MAX_BODY_TEXT
-from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, RENDERS, Conn, IdempotencyKey, Key, limiter
+from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, RENDERS, Conn, IdempotencyKey, Key, MailingConfig, limiter
 from service.campaigns.fields import MAX_FROM, MAX_SUBJECT
 from service.errors import Invalid
 from service.sequences import sequences, steps
@@ -200,11 +200,12 @@ async def add_step(
     request: Request,
     conn: Conn,
     key: Key,
+    mailing: MailingConfig,
     idempotency_key: IdempotencyKey = None,
 ) -> CheckedStep:
     made = await steps.add(
         conn,
-        settings=request.app.state.settings,
+        mailing=mailing,
         account_id=key.account_id,
         sequence_id=sequence_id,
         subject=given.subject,
@@ -227,7 +228,13 @@ async def add_step(
     responses=ERRORS,
 )
 async def change_step(
-    sequence_id: SequenceId, position: Position, changes: StepChanges, request: Request, conn: Conn, key: Key
+    sequence_id: SequenceId,
+    position: Position,
+    changes: StepChanges,
+    request: Request,
+    conn: Conn,
+    key: Key,
+    mailing: MailingConfig,
 ) -> CheckedStep:
     given = changes.model_dump(include=changes.model_fields_set)
     if nulls := [name for name in ("subject", "from_address", "text", "delay_seconds") if given.get(name, 0) is None]:
@@ -236,7 +243,7 @@ async def change_step(
         given["window"] = _window(changes.window)
     made = await steps.change(
         conn,
-        settings=request.app.state.settings,
+        mailing=mailing,
         account_id=key.account_id,
         sequence_id=sequence_id,
         at=position,

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.api.deps import ERRORS, Conn, IdempotencyKey, Key, KeyAlone, checkout, problem
+from service.api.deps import ERRORS, Config, Conn, IdempotencyKey, Key, KeyAlone, ReachConfig, checkout, problem
 from service.webhooks import endpoints
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])
@@ -107,12 +107,13 @@ async def create_webhook(
     fields: WebhookFields,
     request: Request,
     key: KeyAlone,
+    reach: ReachConfig,
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> NewWebhookEndpoint:
     made = await endpoints.add(
         checkout(request),
-        request.app.state.settings,
+        reach,
         account_id=key.account_id,
         url=fields.url,
         events=list(fields.events) if fields.events else None,
@@ -141,13 +142,13 @@ async def delete_webhook(endpoint_id: EndpointId, conn: Conn, key: Key) -> Respo
 )
 async def rotate_webhook_secret(
     endpoint_id: EndpointId,
-    request: Request,
     conn: Conn,
     key: Key,
+    settings: Config,
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> RotatedSecret:
-    rotated = await endpoints.rotate(conn, request.app.state.settings, account_id=key.account_id, id=endpoint_id)
+    rotated = await endpoints.rotate(conn, settings.webhook_rotation_hours, account_id=key.account_id, id=endpoint_id)
     response.headers["Cache-Control"] = "no-store"
     return RotatedSecret(**asdict(rotated))
 

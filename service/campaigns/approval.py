@@ -17,13 +17,13 @@ from service.campaigns import preview
 from service.campaigns.transitions import current_status, transition
 from service.errors import Conflict, NotFound
 from service.mail import from_rule, unsubscribe
-from service.settings import Settings
+from service.mail.mailing import Mailing
 
 
 async def approve(
     conn: asyncpg.Connection,
     *,
-    settings: Settings,
+    mailing: Mailing,
     campaign_id: int,
     force: bool = False,
     explicitly: str = "--no-unsubscribe",
@@ -41,23 +41,23 @@ async def approve(
         campaign = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
         if campaign is None:
             raise NotFound(f"no campaign with id {campaign_id}")
-        if reason := unsubscribe.without_one_click(dict(campaign), settings, explicitly):
+        if reason := unsubscribe.without_one_click(dict(campaign), mailing, explicitly):
             raise Conflict(f"campaign {campaign_id} not approved: {reason}")
         said = f"campaign {campaign_id} not approved: its From"  # a domain removed since it was made
         await from_rule.check(
-            conn, settings=settings, account_id=campaign["account_id"], address=campaign["from_address"], said=said
+            conn, mailing=mailing, account_id=campaign["account_id"], address=campaign["from_address"], said=said
         )
-        found = await preview.trial(conn, settings=settings, campaign_id=campaign_id, limiter=limiter)
+        found = await preview.trial(conn, mailing=mailing, campaign_id=campaign_id, limiter=limiter)
         if found.hopeless and not force:
             raise Conflict(found.refusal(campaign_id, forcing))
-        if said := await _doctor(conn, settings, dict(campaign), report, force, forcing):
+        if said := await _doctor(conn, mailing, dict(campaign), report, force, forcing):
             found = dataclasses.replace(found, warnings=(*found.warnings, said))
     await transition(conn, verb="approve", campaign_id=campaign_id)
     return found
 
 
 async def asked(
-    connect: doctor.Connect, settings: Settings, *, campaign_id: int, bounded: bool = False
+    connect: doctor.Connect, checkup: doctor.Checkup, *, campaign_id: int, bounded: bool = False
 ) -> doctor.Report | None:
     """What the doctor finds of the draft's From domain (kept EINMAL_DOCTOR_CACHE_SECONDS), asked before
     approve where the account or the installation signs with DKIM (an installation that signs nothing has set
@@ -69,16 +69,16 @@ async def asked(
             return None
         identity = await doctor.identity_of(conn, account_id=campaign["account_id"])
     domain = parseaddr(campaign["from_address"])[1].rpartition("@")[2]
-    if not domain or not doctor.signs(identity, settings):
+    if not domain or not doctor.signs(identity, checkup.mailing):
         return None
     return await doctor.checked(
-        connect, settings, account_id=campaign["account_id"], domain=domain, bounded=bounded, own=False
+        connect, checkup, account_id=campaign["account_id"], domain=domain, bounded=bounded, own=False
     )
 
 
 async def _doctor(
     conn: asyncpg.Connection,
-    settings: Settings,
+    mailing: Mailing,
     campaign: Mapping[str, Any],
     report: doctor.Report | None,
     force: bool,
@@ -89,7 +89,7 @@ async def _doctor(
     campaign's own choice."""
     identity = await doctor.identity_of(conn, account_id=campaign["account_id"])
     domain = parseaddr(campaign["from_address"])[1].rpartition("@")[2]
-    if not domain or not doctor.signs(identity, settings):
+    if not domain or not doctor.signs(identity, mailing):
         return ""
     if report is None or report.domain != doctor.a_label(domain):  # its From changed since: ask again
         raise Conflict(f"campaign {campaign['id']} not approved: its From changed while the doctor checked; try again")

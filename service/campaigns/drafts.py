@@ -17,7 +17,7 @@ from service.campaigns import preview
 from service.campaigns.transitions import current_status
 from service.errors import Conflict, Invalid
 from service.mail import clicks, from_rule, unsubscribe
-from service.settings import Settings
+from service.mail.mailing import Mailing
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ async def insert(
 async def create(
     conn: asyncpg.Connection,
     *,
-    settings: Settings,
+    mailing: Mailing,
     account: str,
     lists: list[str],
     explicitly: str = "--no-unsubscribe",
@@ -85,20 +85,20 @@ async def create(
     Invalid when this process would send it without the one-click unsubscribe it requires; ArgumentError for a
     From outside the account's domains (service/mail/from_rule.py)."""
     required = fields.get("unsubscribe_required", True)
-    if reason := unsubscribe.without_one_click({"unsubscribe_required": required}, settings, explicitly):
+    if reason := unsubscribe.without_one_click({"unsubscribe_required": required}, mailing, explicitly):
         raise Invalid(f"not created: {reason}")
-    if fields.get("track_clicks") and (lacking := clicks.missing(settings)):
+    if fields.get("track_clicks") and (lacking := clicks.missing(mailing)):
         raise Invalid(f"not created: click tracking needs {' and '.join(lacking)}, which this process has not")
     account_id, list_ids = await resolve(conn, account=account, lists=lists)
-    await from_rule.check(conn, settings=settings, account_id=account_id, address=fields["from_address"], said="From")
+    await from_rule.check(conn, mailing=mailing, account_id=account_id, address=fields["from_address"], said="From")
     campaign_id = await insert(conn, account_id=account_id, list_ids=list_ids, **fields)
-    return Created(campaign_id, await preview.trial(conn, settings=settings, campaign_id=campaign_id, limiter=limiter))
+    return Created(campaign_id, await preview.trial(conn, mailing=mailing, campaign_id=campaign_id, limiter=limiter))
 
 
 async def change(
     conn: asyncpg.Connection,
     *,
-    settings: Settings,
+    mailing: Mailing,
     campaign_id: int,
     account_id: int,
     account: str,
@@ -110,12 +110,12 @@ async def change(
     """Change the draft's `fields` given (checked before, service/campaigns/fields.py checked), the others
     staying; its trial render. Invalid for a change that cannot be, Conflict once it is no draft."""
     if fields.get("unsubscribe") and (
-        reason := unsubscribe.without_one_click({"unsubscribe_required": True}, settings, explicitly)
+        reason := unsubscribe.without_one_click({"unsubscribe_required": True}, mailing, explicitly)
     ):
         raise Invalid(f"not changed: {reason}")
     if fields.get("from_address"):
         await from_rule.check(
-            conn, settings=settings, account_id=account_id, address=fields["from_address"], said="From", timeout=timeout
+            conn, mailing=mailing, account_id=account_id, address=fields["from_address"], said="From", timeout=timeout
         )
     list_ids = None
     if "lists" in fields:
@@ -142,4 +142,4 @@ async def change(
     if changed is None:
         status = await current_status(conn, campaign_id=campaign_id)
         raise Conflict(f"campaign {campaign_id} is {status}: only a draft can be changed")
-    return await preview.trial(conn, settings=settings, campaign_id=campaign_id, limiter=limiter)
+    return await preview.trial(conn, mailing=mailing, campaign_id=campaign_id, limiter=limiter)

@@ -28,6 +28,7 @@ from service.accounts import identity
 from service.addresses import email_key
 from service.errors import Invalid, NotFound
 from service.mail import from_rule, unsubscribe
+from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate
 from service.relays import Routes
 from service.settings import Settings
@@ -89,7 +90,7 @@ async def sources(
 def rendered(
     campaign: dict[str, Any],
     row: asyncpg.Record,
-    settings: Settings,
+    mailing: Mailing,
     test: Test | None = None,
     sender: identity.Identity | None = None,
 ) -> tuple[CampaignTemplate, bytes]:
@@ -97,7 +98,7 @@ def rendered(
     it, and rendered for the subscriber; with ``test`` as a test message to its address (CampaignTemplate.
     render_test), whose unsubscribe link names nobody. CPU work, bounded by the sandbox's
     budget: callers that serve others run it in a worker thread."""
-    template = CampaignTemplate.compile(campaign, settings, sender)
+    template = CampaignTemplate.compile(campaign, mailing, sender)
     try:
         if test:
             return template, template.render_test(
@@ -111,7 +112,7 @@ def rendered(
 async def render(
     conn: asyncpg.Connection,
     *,
-    settings: Settings,
+    mailing: Mailing,
     campaign_id: int,
     subscriber: str | None,
     test: Test | None = None,
@@ -133,7 +134,7 @@ async def render(
         raise Invalid(f"campaign {campaign_id} has no subscriber on its lists; name one with {naming}")
     if test:  # what goes out obeys the From rule, as the campaign will at approve
         await from_rule.check(
-            conn, settings=settings, account_id=campaign["account_id"], address=campaign["from_address"], said="From"
+            conn, mailing=mailing, account_id=campaign["account_id"], address=campaign["from_address"], said="From"
         )
         if test.name is None:  # the name the account knows for the address, else the one this message's To has
             known = await conn.fetchrow(
@@ -141,7 +142,7 @@ async def render(
             )
             test = replace(test, name=(known["name"] or "") if known is not None else row["name"])
     sender = await identity.of_account(conn, account_id=campaign["account_id"])
-    template, message = await anyio.to_thread.run_sync(rendered, campaign, row, settings, test, sender, limiter=limiter)
+    template, message = await anyio.to_thread.run_sync(rendered, campaign, row, mailing, test, sender, limiter=limiter)
     return Rendered(template, message, row["email"], sender.relays)
 
 
@@ -179,32 +180,32 @@ def link_missing(template: CampaignTemplate) -> bool:
     return template.has_one_click and not template.bodies_use("unsubscribe_url")
 
 
-def _link_warnings(campaign: dict[str, Any], settings: Settings) -> tuple[str, ...]:
+def _link_warnings(campaign: dict[str, Any], mailing: Mailing) -> tuple[str, ...]:
     try:
-        template = CampaignTemplate.compile(campaign, settings)
+        template = CampaignTemplate.compile(campaign, mailing)
     except Invalid:  # what a node would refuse: the node pauses it and says why
         return ()
     return (NO_LINK,) if link_missing(template) else ()
 
 
 async def link_warnings(
-    conn: asyncpg.Connection, *, settings: Settings, campaign_id: int, limiter: anyio.CapacityLimiter | None = None
+    conn: asyncpg.Connection, *, mailing: Mailing, campaign_id: int, limiter: anyio.CapacityLimiter | None = None
 ) -> tuple[str, ...]:
     """NO_LINK for a campaign (a sequence's step) whose bodies show no unsubscribe link, as the trial says it;
     compiled in a worker thread (``limiter``: of a process that serves others); () for one not there."""
     campaign = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
     if campaign is None:
         return ()
-    return await anyio.to_thread.run_sync(_link_warnings, dict(campaign), settings, limiter=limiter)
+    return await anyio.to_thread.run_sync(_link_warnings, dict(campaign), mailing, limiter=limiter)
 
 
-def _tried(campaign: dict[str, Any], settings: Settings, sample: list[asyncpg.Record]) -> Trial:
+def _tried(campaign: dict[str, Any], mailing: Mailing, sample: list[asyncpg.Record]) -> Trial:
     """The trial: CPU work, bounded by the sandbox's budget per message; callers run it in a worker thread."""
     warnings: list[str] = []
     if (
         campaign["kind"] == "campaign"
         and not campaign["unsubscribe_required"]
-        and unsubscribe.one_click_missing(settings)
+        and unsubscribe.one_click_missing(mailing)
     ):
         warnings.append(
             "warning: the campaign may go out without a one-click unsubscribe (made with "
@@ -212,7 +213,7 @@ def _tried(campaign: dict[str, Any], settings: Settings, sample: list[asyncpg.Re
             "mail, and may refuse or junk it"
         )
     try:
-        template = CampaignTemplate.compile(campaign, settings)
+        template = CampaignTemplate.compile(campaign, mailing)
     except Invalid:  # what a node would refuse (no unsubscribe URL here, say): the node pauses it and says why
         return Trial(warnings=tuple(warnings))
     if link_missing(template):
@@ -232,7 +233,7 @@ def _tried(campaign: dict[str, Any], settings: Settings, sample: list[asyncpg.Re
 
 
 async def trial(
-    conn: asyncpg.Connection, *, settings: Settings, campaign_id: int, limiter: anyio.CapacityLimiter | None = None
+    conn: asyncpg.Connection, *, mailing: Mailing, campaign_id: int, limiter: anyio.CapacityLimiter | None = None
 ) -> Trial:
     """The campaign's trial render, in a worker thread (``limiter``: of a process that serves others); an empty
     Trial for a campaign that is not there."""
@@ -240,7 +241,7 @@ async def trial(
     if campaign is None:
         return Trial()
     sample = await conn.fetch(*db.sql("subscribers_render_sample", campaign_id=campaign_id, sample=TRIAL_SAMPLE))
-    return await anyio.to_thread.run_sync(_tried, dict(campaign), settings, sample, limiter=limiter)
+    return await anyio.to_thread.run_sync(_tried, dict(campaign), mailing, sample, limiter=limiter)
 
 
 def parsed(message: bytes) -> email.message.EmailMessage:

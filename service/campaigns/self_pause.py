@@ -43,6 +43,26 @@ class Figures:
     complained: int = 0
 
 
+@dataclass(frozen=True)
+class Limits:
+    """The self-pause's section of the settings, read once from Settings: the thresholds in per cent (0: off)
+    and the least number of messages a rate is judged over, each as Settings names it."""
+
+    pause_complaint_rate: float
+    pause_hard_bounce_rate: float
+    pause_policy_rejection_rate: float
+    pause_min_sample: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Limits":
+        return cls(
+            settings.pause_complaint_rate,
+            settings.pause_hard_bounce_rate,
+            settings.pause_policy_rejection_rate,
+            settings.pause_min_sample,
+        )
+
+
 # (name, setting, events, what they are over, a word for what that is)
 Rate = tuple[str, str, Callable[[Figures], int], Callable[[Figures], int], str]
 RATES: tuple[Rate, ...] = (
@@ -64,12 +84,12 @@ RATES: tuple[Rate, ...] = (
 )
 
 
-def verdict(settings: Settings, figures: Figures) -> str | None:
+def verdict(limits: Limits, figures: Figures) -> str | None:
     """Why the campaign with `figures` should pause, naming the threshold and the figures; None if it
     should not."""
     for name, setting, events, over, word in RATES:
-        limit, n, total = getattr(settings, setting), events(figures), over(figures)
-        if limit and total >= settings.pause_min_sample and n * 100 > limit * total:
+        limit, n, total = getattr(limits, setting), events(figures), over(figures)
+        if limit and total >= limits.pause_min_sample and n * 100 > limit * total:
             return (
                 f"{name} {n * 100 / total:.2f} % ({n:,} of {total:,} {word}) over the {limit:.2f} % "
                 f"threshold (EINMAL_{setting.upper()})"
@@ -77,13 +97,13 @@ def verdict(settings: Settings, figures: Figures) -> str | None:
     return None
 
 
-async def check(conn: asyncpg.Connection, *, settings: Settings, campaign_id: int | None = None) -> list[int]:
+async def check(conn: asyncpg.Connection, *, limits: Limits, campaign_id: int | None = None) -> list[int]:
     """Pause each sending campaign (`campaign_id`: that one only) whose figures cross a threshold; the
     campaigns this call paused."""
     paused = []
     for row in await conn.fetch(*db.sql("campaign_figures", campaign_id=campaign_id)):
         reason = verdict(
-            settings, Figures(*(row[k] for k in ("delivered", "refused", "rejected", "bounced", "complained")))
+            limits, Figures(*(row[k] for k in ("delivered", "refused", "rejected", "bounced", "complained")))
         )
         if reason is None:
             continue

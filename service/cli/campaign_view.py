@@ -22,6 +22,7 @@ from service.addresses import address_problem
 from service.campaigns import listing, preview
 from service.cli.tables import aligned
 from service.errors import EinmalError, Invalid
+from service.mail.mailing import Mailing
 from service.settings import Settings
 from service.smtp.connection import Outcome, SmtpUnavailable
 from service.text import shown
@@ -53,7 +54,7 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
 async def preview_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         message = (
-            await preview.render(conn, settings=settings, campaign_id=args.id, subscriber=args.subscriber)
+            await preview.render(conn, mailing=Mailing.of(settings), campaign_id=args.id, subscriber=args.subscriber)
         ).message
     if args.out:
         try:
@@ -91,7 +92,7 @@ async def test_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         made = await preview.render(
             conn,
-            settings=settings,
+            mailing=Mailing.of(settings),
             campaign_id=args.id,
             subscriber=args.subscriber,
             test=preview.Test(args.to, args.subject_prefix, args.name),

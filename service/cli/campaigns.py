@@ -9,6 +9,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from service import db
+from service.accounts import doctor
 from service.addresses import email_key
 from service.campaigns import approval, drafts, rows, status, transitions
 from service.campaigns.fields import (
@@ -23,6 +24,7 @@ from service.cli import campaign_stats, campaign_status, campaign_view
 from service.cli.tables import aligned
 from service.errors import ArgumentError, Invalid
 from service.mail import headers
+from service.mail.mailing import Mailing
 from service.settings import Settings
 from service.smtp.reasons import REASONS
 from service.subscribers import texts
@@ -132,7 +134,7 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         created = await drafts.create(
             conn,
-            settings=settings,
+            mailing=Mailing.of(settings),
             account=args.account,
             lists=lists,
             name=name,
@@ -162,12 +164,13 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
 async def transition_command(args: argparse.Namespace, settings: Settings) -> int:
     warnings: tuple[str, ...] = ()
     schedule, report = None, None
+    checkup = doctor.Checkup.of(settings)
     if args.verb == "approve":  # the doctor first, with no connection held while it waits on DNS
-        report = await approval.asked(lambda: db.connection(db.url(settings)), settings, campaign_id=args.id)
+        report = await approval.asked(lambda: db.connection(db.url(settings)), checkup, campaign_id=args.id)
     async with db.connection(db.url(settings)) as conn:
         if args.verb == "approve":
             approved = await approval.approve(
-                conn, settings=settings, campaign_id=args.id, force=args.force, report=report
+                conn, mailing=checkup.mailing, campaign_id=args.id, force=args.force, report=report
             )
             warnings = approved.warnings
             snap = await status.snapshot(conn, campaign_id=args.id, node_timeout=settings.node_timeout_seconds)

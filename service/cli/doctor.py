@@ -20,12 +20,13 @@ from service.settings import Settings
 async def doctor_command(args: argparse.Namespace, settings: Settings) -> int:
     notes: list[str] = []  # the installation's From rule (service/mail/from_rule.py), where its database is at hand
     sender = None  # the From domain of the account's newest campaign
+    checkup = doctor.Checkup.of(settings)
     if args.account is None:
         identity = Identity(account_id=0)
         if settings.database_url is not None:
             with suppress(DatabaseUnavailable):
                 async with db.connection(settings.database_url) as conn:
-                    notes = await from_rule.installation_warnings(conn, settings=settings)
+                    notes = await from_rule.installation_warnings(conn, mailing=checkup.mailing)
     else:
         async with db.connection(db.url(settings)) as conn:
             try:
@@ -34,8 +35,8 @@ async def doctor_command(args: argparse.Namespace, settings: Settings) -> int:
                 raise ArgumentError(str(exc)) from None
             identity = await doctor.identity_of(conn, account_id=account_id)
             sender = await doctor.newest_sender(conn, identity)
-            notes = await from_rule.installation_warnings(conn, settings=settings)
-    report = await doctor.examine(identity, settings, domain=args.domain, sender=sender)
+            notes = await from_rule.installation_warnings(conn, mailing=checkup.mailing)
+    report = await doctor.examine(identity, checkup, domain=args.domain, sender=sender)
     if args.json:
         # the installation's notes only when there are some: otherwise the same object as GET /api/v1/doctor
         print(json.dumps({**report.as_json(), **({"installation": notes} if notes else {})}, indent=2))

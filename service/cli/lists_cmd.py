@@ -27,6 +27,7 @@ from service.accounts.account import find_account
 from service.accounts.members import all_lists
 from service.cli.campaigns import read_body
 from service.cli.tables import aligned
+from service.mail.mailing import Mailing
 from service.settings import Settings
 from service.subscribers import optin, optin_wording, texts
 from service.subscribers.lists import set_title, title
@@ -34,6 +35,7 @@ from service.text import check_account, shown
 
 
 async def list_command(args: argparse.Namespace, settings: Settings) -> int:
+    mailing = Mailing.of(settings)
     async with db.connection(db.url(settings)) as conn:
         rows = await all_lists(conn, account=args.account)
     table = [
@@ -43,7 +45,7 @@ async def list_command(args: argparse.Namespace, settings: Settings) -> int:
             r.name,
             r.members,
             r.unconfirmed,
-            optin.form_url(settings, r.form_token) if r.form_open else "closed",
+            optin.form_url(mailing, r.form_token) if r.form_open else "closed",
         )
         for r in rows
     ]
@@ -66,20 +68,21 @@ async def set_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def form_command(args: argparse.Namespace, settings: Settings) -> int:
+    mailing = Mailing.of(settings)
     opening = args.verb == "open"
     allowed = optin.origins(args.origins) if args.origins else None
     given = getattr(args, "from_address", None)
-    own = None if given is None else optin.checked_from(settings, given) if given.strip() else ""
+    own = None if given is None else optin.checked_from(mailing, given) if given.strip() else ""
     subject, text = await _wording(args)
     async with db.connection(db.url(settings)) as conn:
         account_id = await find_account(conn, name=check_account(args.account))
         try:
-            row = await optin.set_form(conn, account_id, args.list, opening, allowed, settings, own, subject, text)
+            row = await optin.set_form(conn, account_id, args.list, opening, allowed, mailing, own, subject, text)
         except optin.NoList:
             raise optin.NoList(f"account {shown(args.account)} has no list named {shown(args.list)}") from None
     origins = ", ".join(row["form_origins"]) or "this site only"
     if opening:
-        print(optin.form_url(settings, row["form_token"]))
+        print(optin.form_url(mailing, row["form_token"]))
         sender = row["optin_from"] or settings.optin_from
         default = texts.confirmation(row["language"])
         subject_said = (

@@ -8,6 +8,7 @@ from service import db
 from service.accounts.account import find_account
 from service.cli.tables import aligned
 from service.errors import ArgumentError
+from service.mail.mailing import Mailing
 from service.messages import messages
 from service.settings import Settings
 
@@ -27,7 +28,7 @@ async def send_command(args: argparse.Namespace, settings: Settings) -> int:
         account_id = await find_account(conn, name=args.account)
         made = await messages.send(
             conn,
-            settings=settings,
+            queueing=messages.Queueing.of(settings),
             account_id=account_id,
             to=args.to,
             template_name=args.template,
@@ -62,7 +63,7 @@ async def template_add_command(args: argparse.Namespace, settings: Settings) -> 
         account_id = await find_account(conn, name=args.account)
         _, created = await messages.put_template(
             conn,
-            settings=settings,
+            mailing=Mailing.of(settings),
             account_id=account_id,
             name=args.name,
             subject=args.subject,

@@ -14,6 +14,7 @@ from service.campaigns.fields import MAX_SUBJECT, from_address
 from service.cli.campaigns import read_body
 from service.cli.tables import aligned
 from service.errors import Invalid
+from service.mail.mailing import Mailing
 from service.sequences import sequences, steps
 from service.settings import Settings
 from service.text import body_text, check_account, one_line, shown
@@ -145,7 +146,7 @@ async def step_add_command(args: argparse.Namespace, settings: Settings) -> int:
         account_id = await find_account(conn, name=args.account)
         made = await steps.add(
             conn,
-            settings=settings,
+            mailing=Mailing.of(settings),
             account_id=account_id,
             sequence_id=args.id,
             subject=one_line(args.subject, "--subject", MAX_SUBJECT),
@@ -184,7 +185,12 @@ async def step_change_command(args: argparse.Namespace, settings: Settings) -> i
     async with db.connection(db.url(settings)) as conn:
         account_id = await find_account(conn, name=args.account)
         made = await steps.change(
-            conn, settings=settings, account_id=account_id, sequence_id=args.id, at=args.position, changes=changes
+            conn,
+            mailing=Mailing.of(settings),
+            account_id=account_id,
+            sequence_id=args.id,
+            at=args.position,
+            changes=changes,
         )
     print(f"step {made.position} of sequence {made.sequence_id} changed")
     for warning in made.warnings:

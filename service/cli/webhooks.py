@@ -10,14 +10,16 @@ from service import db
 from service.accounts.account import find_account
 from service.cli.tables import aligned
 from service.settings import Settings
-from service.webhooks import endpoints
+from service.webhooks import endpoints, policy
 
 
 async def add_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         account_id = await find_account(conn, name=args.account)
     connect = lambda: db.connection(db.url(settings))  # noqa: E731
-    made = await endpoints.add(connect, settings, account_id=account_id, url=args.url, events=args.events)
+    made = await endpoints.add(
+        connect, policy.Reach.of(settings), account_id=account_id, url=args.url, events=args.events
+    )
     print(f"webhook endpoint {made.id} added for {', '.join(made.events)}; its signing secret:", file=sys.stderr)
     print(made.secret)  # alone on stdout
     return 0
@@ -74,7 +76,7 @@ async def remove_command(args: argparse.Namespace, settings: Settings) -> int:
 async def rotate_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         account_id = await find_account(conn, name=args.account)
-        rotated = await endpoints.rotate(conn, settings, account_id=account_id, id=args.id)
+        rotated = await endpoints.rotate(conn, settings.webhook_rotation_hours, account_id=account_id, id=args.id)
     until = rotated.previous_until.isoformat(timespec="seconds")
     print(
         f"webhook endpoint {rotated.id}: new signing secret; the previous one signs too until {until}", file=sys.stderr

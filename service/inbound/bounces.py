@@ -31,7 +31,7 @@ verify a token with the same core (``account_paths``, ``find_paths``, ``verify_t
 
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import asyncpg
 from pydantic import SecretStr
@@ -41,7 +41,8 @@ from service.addresses import email_key
 from service.campaigns import self_pause
 from service.inbound import events as inbound
 from service.inbound.reports import MAX_PARTS, MAX_RECIPIENTS, Malformed, Report, TooLarge, bounded, parse
-from service.mail.verp import ReturnPath
+from service.mail.mailing import Mailing
+from service.mail.verp import Keys, ReturnPath
 from service.settings import Settings
 from service.smtp import reasons
 
@@ -105,8 +106,26 @@ async def find_row(
     return other if other is not None else "the report's recipient is not the address of the message it returns"
 
 
+@dataclass(frozen=True)
+class Rules:
+    """What applying a bounce or a complaint needs of the settings, read once from Settings: the soft bounces
+    that suppress a mailbox (EINMAL_SOFT_BOUNCE_LIMIT within EINMAL_SOFT_BOUNCE_DAYS), the campaigns'
+    self-pause thresholds, and the keys of the return paths (Mailing)."""
+
+    soft_bounce_limit: int
+    soft_bounce_days: float
+    pause: self_pause.Limits
+    mailing: Mailing
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Rules":
+        return cls(
+            settings.soft_bounce_limit, settings.soft_bounce_days, self_pause.Limits.of(settings), Mailing.of(settings)
+        )
+
+
 async def apply(
-    conn: asyncpg.Connection, settings: Settings, report: Report, row: asyncpg.Record, payload: dict | None = None
+    conn: asyncpg.Connection, rules: Rules, report: Report, row: asyncpg.Record, payload: dict | None = None
 ) -> str:
     """Apply the report to its send row once: applied, repeated, or ``dropped: why`` (nothing
     written) when the row's message never went out (WENT_OUT). `payload` is what identifies the
@@ -114,7 +133,7 @@ async def apply(
     status = await conn.fetchval(*db.sql("bounce_send_status", send_id=row["id"], campaign_id=row["campaign_id"]))
     if status not in WENT_OUT:
         return f"dropped: its message was not sent (the send row is {status or 'gone'})"
-    limit, window = settings.soft_bounce_limit, settings.soft_bounce_days * 86400
+    limit, window = rules.soft_bounce_limit, rules.soft_bounce_days * 86400
 
     effect = report.effect()
     complained = report.kind == "complaint"
@@ -157,12 +176,12 @@ async def apply(
     payload = payload or {"report": report.kind, "status": report.status, "send_id": row["id"]}
     applied = await inbound.apply(conn, report.event_id, kind, row["account_id"], row["email"], payload, keep)
     if applied and campaign:
-        await self_pause.check(conn, settings=settings, campaign_id=campaign[0]["campaign_id"])
+        await self_pause.check(conn, limits=rules.pause, campaign_id=campaign[0]["campaign_id"])
     return "applied" if applied else "repeated"
 
 
 async def record(
-    conn: asyncpg.Connection, settings: Settings, found: tuple[Report, ...], row_ids: tuple[int, int]
+    conn: asyncpg.Connection, rules: Rules, found: tuple[Report, ...], row_ids: tuple[int, int]
 ) -> tuple[Report | None, str]:
     """Apply the one report of `found` about the send row a verified VERP token named (``about``):
     that report (None if none is) and a word for the log: applied, repeated, or ``dropped: why``."""
@@ -176,22 +195,20 @@ async def record(
     report = replace(report, event_id=f"{source}:{row_ids[0]}.{row_ids[1]}:{rest}")
     if report.guessed and _key(report.recipient) != row["email_lower"]:  # only the returned To: the row disagrees
         report = replace(report, recipient=None, guessed=False)
-    return report, await apply(conn, settings, report, row)
+    return report, await apply(conn, rules, report, row)
 
 
 RETURN_PATHS_SECONDS = 10.0  # how long the accounts' return paths are reused by the inbound listener
 
 
-def account_paths(rows: Iterable[asyncpg.Record], settings: Settings) -> dict[str, list[tuple[int, ReturnPath]]]:
+def account_paths(rows: Iterable[asyncpg.Record], keys: Keys) -> dict[str, list[tuple[int, ReturnPath]]]:
     """The accounts' own return paths (rows of account_return_paths) by their lower-case address, each with
     the keys that sign its tokens (its return_path_secret, else the environment's)."""
     accounts: dict[str, list[tuple[int, ReturnPath]]] = {}
     for row in rows:
         secret = row["return_path_secret"]
         try:
-            path = ReturnPath.of_account(
-                row["return_path"], SecretStr(secret) if secret is not None else None, settings
-            )
+            path = ReturnPath.of_account(row["return_path"], SecretStr(secret) if secret is not None else None, keys)
         except ValueError:
             continue  # one that cannot sign signed nothing
         if path is not None:

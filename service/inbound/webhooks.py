@@ -39,7 +39,6 @@ from service import db
 from service.addresses import email_key
 from service.inbound import bounces
 from service.mail.verp import ReturnPath
-from service.settings import Settings
 
 log = logging.getLogger("einmal.webhooks")
 
@@ -127,7 +126,7 @@ def event_id(provider: str, value: object, what: str) -> str:
 
 
 async def identify(
-    conn: asyncpg.Connection, settings: Settings, path: ReturnPath | None, identities: Iterable[str]
+    conn: asyncpg.Connection, rules: bounces.Rules, path: ReturnPath | None, identities: Iterable[str]
 ) -> tuple[int, int] | None:
     """(campaign, subscriber) named by one of einmal's Message-IDs or a VERP token verified as the inbound
     listener verifies it (bounces.find_paths, bounces.verify_token): at the environment's return path `path`
@@ -137,7 +136,7 @@ async def identify(
         if not isinstance(identity, str) or len(identity) > 400:
             continue
         if accounts is None and "+" in identity and not (path is not None and path.ours(identity)[0]):
-            accounts = bounces.account_paths(await conn.fetch(*db.sql("account_return_paths")), settings)
+            accounts = bounces.account_paths(await conn.fetch(*db.sql("account_return_paths")), rules.mailing)
         paths, token = bounces.find_paths(path, accounts or {}, identity)
         if token and (ids := await bounces.verify_token(paths, token, partial(bounces.campaign_owner, conn))):
             return ids
@@ -154,9 +153,9 @@ async def claim_token(conn: asyncpg.Connection, token: str, digest: str, until: 
 
 
 async def _row(
-    conn: asyncpg.Connection, settings: Settings, path: ReturnPath | None, event: Event, account_id: int
+    conn: asyncpg.Connection, rules: bounces.Rules, path: ReturnPath | None, event: Event, account_id: int
 ) -> asyncpg.Record | str:
-    original = await identify(conn, settings, path, event.identities)
+    original = await identify(conn, rules, path, event.identities)
     report = bounces.Report(event.kind, event.status, event.recipient, original, event.event_id)
     if report.original is not None:
         row = await bounces.find_row(conn, report, report.original, by_token=False)
@@ -169,12 +168,12 @@ async def _row(
 
 
 async def record(
-    conn: asyncpg.Connection, settings: Settings, path: ReturnPath | None, event: Event, account_id: int
+    conn: asyncpg.Connection, rules: bounces.Rules, path: ReturnPath | None, event: Event, account_id: int
 ) -> str:
     """Apply one event: applied, repeated, or `dropped: why`. Conflict: its id came with another payload."""
-    row = await _row(conn, settings, path, event, account_id)
+    row = await _row(conn, rules, path, event, account_id)
     if isinstance(row, str):
         return f"dropped: {row}"
     report = bounces.Report(event.kind, event.status, event.recipient, None, event.event_id)
     payload = {"report": event.kind, "status": event.status, "recipient": email_key(event.recipient)}
-    return await bounces.apply(conn, settings, report, row, payload)
+    return await bounces.apply(conn, rules, report, row, payload)

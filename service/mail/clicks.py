@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable
 
 from service.mail import unsubscribe
+from service.mail.mailing import Mailing
 from service.mail.templates import LINK_FIELD as FIELD
 from service.mail.unsubscribe import Secret
 
@@ -149,13 +150,13 @@ class Signer:
         return {name: f"{head}{n}.{self._signature(text + str(n).encode())}" for n, name in enumerate(self._names)}
 
 
-def missing(settings) -> list[str]:
+def missing(mailing: Mailing) -> list[str]:
     """The settings a tracked campaign needs that this process lacks; [] when it has them."""
     return [
         name
         for name, value in (
-            ("EINMAL_CLICK_URL", settings.click_url),
-            ("EINMAL_UNSUBSCRIBE_SECRET", settings.unsubscribe_secret),
+            ("EINMAL_CLICK_URL", mailing.click_url),
+            ("EINMAL_UNSUBSCRIBE_SECRET", mailing.unsubscribe_secret),
         )
         if not value
     ]

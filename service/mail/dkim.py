@@ -1,6 +1,6 @@
 """DKIM signatures (RFC 6376), relaxed/relaxed, rsa-sha256 or ed25519-sha256 (RFC 8463).
 
-    signer = dkim.signer(settings)         # None when the DKIM variables are unset; keys cached per file
+    signer = dkim.signer(mailing)          # None when the DKIM variables are unset; keys cached per file
     campaign = signer.prepare(static_fields, static_pieces, static_body, names)   # once per campaign
     signed = campaign.sign(fields, body_parts, now=time.time()) + message          # per message
 
@@ -47,7 +47,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
 from service.errors import ConfigError
-from service.settings import Settings
+from service.mail.mailing import Mailing
 
 CRLF = b"\r\n"
 _WSP_RUN = re.compile(rb"[ \t]+")
@@ -320,15 +320,15 @@ def _signer(domain: str, selector: str, path: str) -> Signer:
     return Signer(domain, selector, load_key(path))
 
 
-def signer(settings: Settings) -> Signers | None:
+def signer(mailing: Mailing) -> Signers | None:
     """The keys the DKIM variables describe (selector i with key file i), or None when unset; each key
     file is read once per process, in order: the first that is unusable is the ConfigError."""
-    if settings.dkim_private_key_file is None:
+    if not mailing.dkim_key_files or mailing.dkim_domain is None:
         return None
     return Signers(
         tuple(
-            _signer(settings.dkim_domain, selector, path)
-            for selector, path in zip(settings.dkim_selectors, settings.dkim_key_files, strict=True)
+            _signer(mailing.dkim_domain, selector, path)
+            for selector, path in zip(mailing.dkim_selectors, mailing.dkim_key_files, strict=True)
         )
     )
 

@@ -31,7 +31,7 @@ import asyncpg
 from service import db
 from service.domains import domain_key
 from service.errors import ArgumentError
-from service.settings import Settings
+from service.mail.mailing import Mailing
 from service.text import shown
 
 # an address in a display name, once folded (NFKC makes a fullwidth at sign '@'): its domain is group 1
@@ -67,10 +67,10 @@ def _named_domains(address: str) -> list[str]:
 
 
 async def allowed(
-    conn: asyncpg.Connection, *, settings: Settings, account_id: int, timeout: float | None = None
+    conn: asyncpg.Connection, *, mailing: Mailing, account_id: int, timeout: float | None = None
 ) -> list[str]:
     """The account's From domains, by name, else EINMAL_FROM_DOMAINS; empty: any From."""
-    return await given(conn, account_id=account_id, timeout=timeout) or list(settings.default_from_domains)
+    return await given(conn, account_id=account_id, timeout=timeout) or list(mailing.default_from_domains)
 
 
 async def given(conn: asyncpg.Connection, *, account_id: int, timeout: float | None = None) -> list[str]:
@@ -82,7 +82,7 @@ async def given(conn: asyncpg.Connection, *, account_id: int, timeout: float | N
 async def check(
     conn: asyncpg.Connection,
     *,
-    settings: Settings,
+    mailing: Mailing,
     account_id: int,
     address: str,
     said: str = "from",
@@ -92,16 +92,16 @@ async def check(
     some) and `address` is of none of them (naming them), when its domain is another account's or under one, or
     when its display name carries an address of a domain that is neither the From's nor the account's (`said`:
     how the caller names the From)."""
-    if found := await problem(conn, settings=settings, account_id=account_id, address=address, timeout=timeout):
+    if found := await problem(conn, mailing=mailing, account_id=account_id, address=address, timeout=timeout):
         raise ArgumentError(f"{said} {shown(address)}: {found}")
 
 
 async def problem(
-    conn: asyncpg.Connection, *, settings: Settings, account_id: int, address: str, timeout: float | None = None
+    conn: asyncpg.Connection, *, mailing: Mailing, account_id: int, address: str, timeout: float | None = None
 ) -> str | None:
     """What the From rule finds wrong with `address` as the account's From, or None."""
     own = await given(conn, account_id=account_id, timeout=timeout)
-    domains = own or list(settings.default_from_domains)
+    domains = own or list(mailing.default_from_domains)
     domain = domain_of(address)
     if domains and domain not in domains:
         return (
@@ -118,14 +118,14 @@ async def problem(
     return None
 
 
-async def installation_warnings(conn: asyncpg.Connection, *, settings: Settings) -> list[str]:
+async def installation_warnings(conn: asyncpg.Connection, *, mailing: Mailing) -> list[str]:
     """What an operator of several accounts should know of the From rule: accounts that may send from any
     domain no other account was given, and domains given to two accounts (kept from before they were
     reserved to one)."""
     said = []
     counts = await conn.fetchrow(*db.sql("accounts_unbound"))
     assert counts is not None  # the query returns one row
-    if counts["accounts"] > 1 and counts["unbound"] and not settings.default_from_domains:
+    if counts["accounts"] > 1 and counts["unbound"] and not mailing.default_from_domains:
         said.append(
             f"{counts['unbound']} of {counts['accounts']} accounts have no From domain and EINMAL_FROM_DOMAINS "
             "is unset: each may send from any domain no other account was given "

@@ -50,7 +50,7 @@ from service.addresses import header_address
 from service.domains import domain_key
 from service.errors import ConfigError, Invalid
 from service.mail import clicks, confirm, dkim, headers, templates, unsubscribe, verp
-from service.settings import Settings
+from service.mail.mailing import Mailing
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
@@ -253,7 +253,7 @@ class Identity(Protocol):
 
 
 class CampaignTemplate:
-    """A campaign ready to render: ``CampaignTemplate.compile(campaign, settings).render(…)``."""
+    """A campaign ready to render: ``CampaignTemplate.compile(campaign, mailing).render(…)``."""
 
     __slots__ = (
         "_between",
@@ -312,7 +312,7 @@ class CampaignTemplate:
     _dkim: dkim.CampaignSigner | None
 
     @classmethod
-    def compile(cls, campaign: Mapping, settings: Settings, identity: Identity | None = None) -> "CampaignTemplate":
+    def compile(cls, campaign: Mapping, mailing: Mailing, identity: Identity | None = None) -> "CampaignTemplate":
         """Do once what is the same for every recipient, as the campaign's account `identity` (None: as the
         environment describes). Invalid when the campaign is unusable."""
         self = cls()
@@ -326,7 +326,7 @@ class CampaignTemplate:
         self._subject = None
         if not used and self._subject_piece.__class__ is str:
             self._subject = unstructured(b"Subject", clean(self._subject_piece.format_map({})))
-        links = self._compile_clicks(campaign, settings)
+        links = self._compile_clicks(campaign, mailing)
         self._text = _Body(campaign["body_text"], "body_text", tracked=links.text if links else None)
         self._html = (
             _Body(campaign["body_html"], "body_html", html=True, tracked=links.html if links else None)
@@ -340,9 +340,9 @@ class CampaignTemplate:
         self.envelope_from = sender.addr_spec
         try:
             self._verp = (
-                verp.ReturnPath.of_account(identity.return_path, identity.return_path_secret, settings)
+                verp.ReturnPath.of_account(identity.return_path, identity.return_path_secret, mailing)
                 if identity
-                else verp.ReturnPath.from_settings(settings)
+                else verp.ReturnPath.from_settings(mailing)
             )
             signer = dkim.account_signer(identity.domains, domain_key(sender.domain)) if identity else None
         except (ValueError, ConfigError) as exc:
@@ -351,31 +351,31 @@ class CampaignTemplate:
             self._from = mailbox(b"From", sender.display_name, sender.addr_spec)
         except ValueError as exc:
             raise Invalid(f"from address: {exc}") from None
-        domain = _domain(settings.message_id_domain or sender.domain)
+        domain = _domain(mailing.message_id_domain or sender.domain)
         self._id_prefix = b"Message-ID: <campaign.%d." % self.campaign_id
         self._id_suffix = b"@" + domain + b">\r\n"
-        mailto = settings.unsubscribe_mailto
+        mailto = mailing.unsubscribe_mailto
         if identity and identity.unsubscribe_mailto:
             try:
                 mailto = unsubscribe.plain_address(identity.unsubscribe_mailto, "the account's unsubscribe mailto")
             except ValueError as exc:
                 raise Invalid(str(exc)) from None
         fields = used | self._text.fields | (self._html.fields if self._html else set())
-        self._compile_unsubscribe(settings, fields, mailto)
+        self._compile_unsubscribe(mailing, fields, mailto)
         if campaign.get("kind") == "message" and "unsubscribe_url" not in fields:
             # transactional (a password reset): no bulk List-Unsubscribe headers unless its bodies offer the link
             self._url_prefix, self._mailto = "", b""
         self._confirm = None  # a list's confirmations (docs/design.md#api): (signer, the link without its token)
-        if campaign.get("kind") == "confirmation" and settings.confirm_url and settings.unsubscribe_secret:
-            self._confirm = (confirm.Signer(settings.unsubscribe_secret), unsubscribe.link(settings.confirm_url, ""))
+        if campaign.get("kind") == "confirmation" and mailing.confirm_url and mailing.unsubscribe_secret:
+            self._confirm = (confirm.Signer(mailing.unsubscribe_secret), unsubscribe.link(mailing.confirm_url, ""))
         # the same campaign always gets the same boundary: a preview is the message that goes out
         content = "\0".join((campaign["subject"], campaign["body_text"], campaign.get("body_html") or ""))
         self._digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         sender_id = signer.signers[0].domain.encode() if signer else None
-        self._extra = self._campaign_headers(campaign, settings, domain, sender_id)
+        self._extra = self._campaign_headers(campaign, mailing, domain, sender_id)
         self._compile_mime()
         self._dkim = None
-        if signer := signer or dkim.signer(settings):  # the fields and pieces every message shares, canonicalised once
+        if signer := signer or dkim.signer(mailing):  # the fields and pieces every message shares, canonicalised once
             static = [
                 self._start,
                 self._between,
@@ -416,7 +416,7 @@ class CampaignTemplate:
     # -- the headers an operator chooses (service/mail/headers.py checks them) ----------------------
 
     def _campaign_headers(
-        self, campaign: Mapping, settings: Settings, domain: bytes, sender_id: bytes | None = None
+        self, campaign: Mapping, mailing: Mailing, domain: bytes, sender_id: bytes | None = None
     ) -> bytes:
         """Reply-To, List-Id, Feedback-ID and the campaign's own headers: the same for every recipient."""
         lines = []
@@ -431,48 +431,48 @@ class CampaignTemplate:
             assert line is not None  # list_id() keeps the value to 900 characters: no line passes 998
             lines.append(line)
         if sender_id is None:  # the account's DKIM domain, else the environment's, else the Message-ID's
-            sender_id = settings.dkim_domain.encode() if settings.dkim_domain else domain
+            sender_id = mailing.dkim_domain.encode() if mailing.dkim_domain else domain
         lines.append(b"Feedback-ID: %d:%d:einmal:%s\r\n" % (self.campaign_id, self.account_id, sender_id))
         for name, value in headers.stored_headers(campaign.get("headers")):
             lines.append(unstructured(name.encode(), value))
         return b"".join(lines)
 
-    def _compile_clicks(self, campaign: Mapping, settings: Settings) -> clicks.Links | None:
+    def _compile_clicks(self, campaign: Mapping, mailing: Mailing) -> clicks.Links | None:
         """The links of a campaign with click tracking, and their signer; None (and no signer) without."""
         self._clicks = None
         if not campaign.get("track_clicks"):
             return None
-        if lacking := clicks.missing(settings):
+        if lacking := clicks.missing(mailing):
             raise Invalid(f"click tracking needs {' and '.join(lacking)}")
         links = clicks.Links.of(campaign["body_text"], campaign.get("body_html"))
-        assert settings.click_url and settings.unsubscribe_secret  # clicks.missing: both set
-        self._clicks = clicks.Signer(settings.unsubscribe_secret, settings.click_url, len(links.urls))
+        assert mailing.click_url and mailing.unsubscribe_secret  # clicks.missing: both set
+        self._clicks = clicks.Signer(mailing.unsubscribe_secret, mailing.click_url, len(links.urls))
         return links
 
-    def _compile_unsubscribe(self, settings: Settings, used: set[str], mailto: str | None) -> None:
+    def _compile_unsubscribe(self, mailing: Mailing, used: set[str], mailto: str | None) -> None:
         self._signer = None
         self._url_prefix = ""
         self._mailto = b""
         if mailto:
             self._mailto = b"<mailto:" + mailto.encode() + b"?subject=unsubscribe%20"
-        if not settings.unsubscribe_url:
+        if not mailing.unsubscribe_url:
             if "unsubscribe_url" in used:
                 raise Invalid("{{ unsubscribe_url }} is used but EINMAL_UNSUBSCRIBE_URL is not set")
             if not self._mailto:
                 return
-        if settings.unsubscribe_secret is None or not settings.unsubscribe_secret.get_secret_value():
-            which = "EINMAL_UNSUBSCRIBE_URL" if settings.unsubscribe_url else "EINMAL_UNSUBSCRIBE_MAILTO"
+        if mailing.unsubscribe_secret is None or not mailing.unsubscribe_secret.get_secret_value():
+            which = "EINMAL_UNSUBSCRIBE_URL" if mailing.unsubscribe_url else "EINMAL_UNSUBSCRIBE_MAILTO"
             raise Invalid(f"EINMAL_UNSUBSCRIBE_SECRET must be set when {which} is")
-        self._signer = unsubscribe.Signer(settings.unsubscribe_secret)
-        if not settings.unsubscribe_url:
+        self._signer = unsubscribe.Signer(mailing.unsubscribe_secret)
+        if not mailing.unsubscribe_url:
             return
-        url = settings.unsubscribe_url
+        url = mailing.unsubscribe_url
         if not (url.isascii() and url.isprintable()) or any(c in url for c in " <>"):
             raise Invalid("EINMAL_UNSUBSCRIBE_URL: must be an ASCII URL without spaces or angle brackets")
-        if len(settings.unsubscribe_url) > 800:
+        if len(mailing.unsubscribe_url) > 800:
             raise Invalid("EINMAL_UNSUBSCRIBE_URL: longer than 800 characters")
-        self._signer = unsubscribe.Signer(settings.unsubscribe_secret)
-        self._url_prefix = unsubscribe.link(settings.unsubscribe_url, "")
+        self._signer = unsubscribe.Signer(mailing.unsubscribe_secret)
+        self._url_prefix = unsubscribe.link(mailing.unsubscribe_url, "")
 
     def _compile_mime(self) -> None:
         head = self._extra + b"MIME-Version: 1.0\r\n"

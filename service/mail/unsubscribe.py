@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pydantic import SecretStr
 
 from service.addresses import address_problem
+from service.mail.mailing import Mailing
 
 Secret = SecretStr | str | bytes
 
@@ -85,26 +86,26 @@ def make_token(secret: Secret, account_id: int, campaign_id: int, subscriber_id:
     return Signer(secret).token(account_id, campaign_id, subscriber_id)
 
 
-def one_click_missing(settings) -> list[str]:
+def one_click_missing(mailing: Mailing) -> list[str]:
     """The settings this process still needs for a one-click unsubscribe (RFC 8058: a List-Unsubscribe https
     link and List-Unsubscribe-Post); [] when it has one. A mailto alone is no one-click unsubscribe."""
     return [
         name
         for name, value in (
-            ("EINMAL_UNSUBSCRIBE_URL", settings.unsubscribe_url),
-            ("EINMAL_UNSUBSCRIBE_SECRET", settings.unsubscribe_secret),
+            ("EINMAL_UNSUBSCRIBE_URL", mailing.unsubscribe_url),
+            ("EINMAL_UNSUBSCRIBE_SECRET", mailing.unsubscribe_secret),
         )
         if not value
     ]
 
 
-def without_one_click(campaign: Mapping, settings, explicitly: str = "--no-unsubscribe") -> str | None:
-    """Why ``campaign`` may not go out from a process with ``settings``: it is bulk mail that must carry a
-    one-click unsubscribe and the settings give none. None when it may. ``explicitly``: how the operator
+def without_one_click(campaign: Mapping, mailing: Mailing, explicitly: str = "--no-unsubscribe") -> str | None:
+    """Why ``campaign`` may not go out from a process with ``mailing``: it is bulk mail that must carry a
+    one-click unsubscribe and its settings give none. None when it may. ``explicitly``: how the operator
     says a campaign may go without (the CLI's option, the API's field)."""
     if campaign.get("kind", "campaign") not in ("campaign", "step") or campaign.get("unsubscribe_required") is False:
         return None
-    if not (missing := one_click_missing(settings)):
+    if not (missing := one_click_missing(mailing)):
         return None
     return (
         f"no one-click unsubscribe, which Gmail and Yahoo require of bulk mail ({' and '.join(missing)} "

@@ -19,16 +19,27 @@ a campaign of that account (service/inbound/bounces.py ``ReturnPaths``).
 
 import hashlib
 import hmac
+from typing import Protocol
 
 from pydantic import SecretStr
 
 from service.mail import unsubscribe
-from service.settings import Settings
 
 SIGNATURE_HEX = 16
 
 
-def secret(settings: Settings) -> SecretStr | None:
+class Keys(Protocol):
+    """What the return path needs of the environment: Settings, or the mail subject's section (Mailing)."""
+
+    @property
+    def return_path(self) -> str | None: ...
+    @property
+    def return_path_secret(self) -> SecretStr | None: ...
+    @property
+    def unsubscribe_secret(self) -> SecretStr | None: ...
+
+
+def secret(settings: Keys) -> SecretStr | None:
     return settings.return_path_secret or settings.unsubscribe_secret
 
 
@@ -48,7 +59,7 @@ class ReturnPath:
             raise ValueError("the return path secret holds no key")
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "ReturnPath | None":
+    def from_settings(cls, settings: Keys) -> "ReturnPath | None":
         if not settings.return_path:
             return None
         key_source = secret(settings)
@@ -57,7 +68,7 @@ class ReturnPath:
         return cls(settings.return_path, key_source)
 
     @classmethod
-    def of_account(cls, return_path: str | None, key: SecretStr | None, settings: Settings) -> "ReturnPath | None":
+    def of_account(cls, return_path: str | None, key: SecretStr | None, settings: Keys) -> "ReturnPath | None":
         """An account's own return path (`return_path`, signed with `key`, else the environment's secret);
         the environment's when the account has none."""
         if not return_path:

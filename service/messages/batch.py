@@ -25,8 +25,8 @@ from service import db
 from service.db import DB_SECONDS
 from service.errors import Invalid, NotFound
 from service.mail import from_rule
+from service.mail.mailing import Mailing
 from service.messages import messages
-from service.settings import Settings
 
 MAX_MESSAGES = 100  # items in one batch
 # the body of a batch: MAX_MESSAGES items of some 10 KiB each (sources and data); the API's other bodies, a
@@ -82,7 +82,7 @@ def _checked(items: list[tuple[int, Item]]) -> dict[int, tuple[str, str] | str]:
 async def send(
     conn: asyncpg.Connection,
     *,
-    settings: Settings,
+    queueing: messages.Queueing,
     account_id: int,
     items: list[Item],
     idempotency_key: str | None = None,
@@ -114,13 +114,13 @@ async def send(
         if isinstance(check, str):
             outcomes[i] = Outcome("invalid", reason=check)
             continue
-        problem, sources = await _sources(conn, settings, account_id, item, templates, froms, compiled)
+        problem, sources = await _sources(conn, queueing.mailing, account_id, item, templates, froms, compiled)
         if sources is None:
             outcomes[i] = Outcome("invalid", reason=problem)
             continue
         ready[i] = _Ready(check[0], check[1], sources)
     if ready:  # past the account's bound on its queued messages: none of them is made (429)
-        await messages.room_for(conn, settings=settings, account_id=account_id, n=len(ready))
+        await messages.room_for(conn, queueing=queueing, account_id=account_id, n=len(ready))
     ids = (
         [r["id"] for r in await conn.fetch(*db.sql("message_ids_next", n=len(ready)), timeout=DB_SECONDS)]
         if ready
@@ -153,7 +153,7 @@ async def send(
 
 async def _sources(
     conn: asyncpg.Connection,
-    settings: Settings,
+    mailing: Mailing,
     account_id: int,
     item: Item,
     templates: dict[str, messages.Template | str],
@@ -184,7 +184,7 @@ async def _sources(
         return "from: none given, and the template has none", None
     if from_address not in froms:
         try:
-            await from_rule.check(conn, settings=settings, account_id=account_id, address=from_address, said="from")
+            await from_rule.check(conn, mailing=mailing, account_id=account_id, address=from_address, said="from")
             froms[from_address] = None
         except Invalid as e:
             froms[from_address] = str(e)
@@ -194,7 +194,7 @@ async def _sources(
     if sources not in compiled:
         try:
             await messages.check_sources(
-                settings, subject=subject, body_text=body_text, body_html=body_html, from_address=from_address
+                mailing, subject=subject, body_text=body_text, body_html=body_html, from_address=from_address
             )
             compiled[sources] = None
         except Invalid as e:

@@ -25,6 +25,7 @@ from service.campaigns import fields
 from service.db import DB_SECONDS
 from service.errors import Busy, Invalid, NotFound
 from service.mail import from_rule, render
+from service.mail.mailing import Mailing
 from service.mail.slots import RenderSlots
 from service.settings import Settings
 from service.text import MAX_EMAIL, shown, unsafe_text
@@ -34,6 +35,26 @@ MAX_TEMPLATE_NAME = 200
 MAX_DATA = 64 * 1024  # characters of a message's data as JSON
 TRIED = 1024  # sources whose trial render passed, kept per process: a second check of them renders nothing
 LOCK_WAIT = "5000ms"  # the most the subscriber upsert waits for an import into the account
+
+
+@dataclass(frozen=True)
+class Queueing:
+    """The messages' section of the settings, read once from Settings: what making a message needs (Mailing),
+    and an account's bound on its queued messages and its rate where it has none of its own."""
+
+    mailing: Mailing
+    messages_queued: int  # EINMAL_ACCOUNT_MESSAGES_QUEUED
+    account_rate: float  # EINMAL_ACCOUNT_RATE_LIMIT, else EINMAL_RATE_LIMIT
+    rate: float  # EINMAL_RATE_LIMIT
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Queueing":
+        return cls(
+            Mailing.of(settings),
+            settings.account_messages_queued,
+            settings.account_rate_limit or settings.rate_limit,
+            settings.rate_limit,
+        )
 
 
 @dataclass(frozen=True)
@@ -101,7 +122,7 @@ def payload_of(data: dict[str, Any] | None) -> str:
 
 
 async def check_sources(
-    settings: Settings,
+    mailing: Mailing,
     *,
     subject: str,
     body_text: str,
@@ -112,11 +133,11 @@ async def check_sources(
 ) -> None:
     """Invalid, one line, when the From is not one a campaign may have (a quoted local part, say: the same rule
     as campaign create's) or the sources cannot be compiled in the sandbox (in a worker thread). Sources that
-    passed in this process with these settings pass again without a render: the API tries them before it takes
+    passed in this process with this `mailing` pass again without a render: the API tries them before it takes
     a connection, `send` and `put_template` then find them tried (docs/design.md#templates)."""
     fields.from_address(from_address, "from")
     content = "\0".join((subject, body_text, body_html or "\1", from_address))
-    tried = (id(settings), hashlib.sha256(content.encode("utf-8", "surrogatepass")).digest())
+    tried = (id(mailing), hashlib.sha256(content.encode("utf-8", "surrogatepass")).digest())
     if tried in _tried:
         _tried.move_to_end(tried)
         return
@@ -132,21 +153,21 @@ async def check_sources(
         "unsubscribe_required": False,
     }
     if slots is None:
-        await anyio.to_thread.run_sync(render.CampaignTemplate.compile, campaign, settings)
+        await anyio.to_thread.run_sync(render.CampaignTemplate.compile, campaign, mailing)
     else:  # in the account's share of the render threads
-        await slots.run(account_id, render.CampaignTemplate.compile, campaign, settings)
-    _tried[tried] = settings  # held, so that its id names no other settings meanwhile
+        await slots.run(account_id, render.CampaignTemplate.compile, campaign, mailing)
+    _tried[tried] = mailing  # held, so that its id names no other section meanwhile
     if len(_tried) > TRIED:
         _tried.popitem(last=False)
 
 
-_tried: OrderedDict[tuple[int, bytes], Settings] = OrderedDict()
+_tried: OrderedDict[tuple[int, bytes], Mailing] = OrderedDict()
 
 
 async def put_template(
     conn: asyncpg.Connection,
     *,
-    settings: Settings,
+    mailing: Mailing,
     account_id: int,
     name: str,
     subject: str,
@@ -158,9 +179,9 @@ async def put_template(
     new. Messages already made keep the sources they were made with."""
     checked_name(name)
     if from_address:
-        await from_rule.check(conn, settings=settings, account_id=account_id, address=from_address, said="from")
+        await from_rule.check(conn, mailing=mailing, account_id=account_id, address=from_address, said="from")
     await check_sources(
-        settings,
+        mailing,
         subject=subject,
         body_text=body_text,
         body_html=body_html,
@@ -202,7 +223,7 @@ async def remove_template(conn: asyncpg.Connection, *, account_id: int, name: st
         raise NotFound("no such message template")
 
 
-async def room_for(conn: asyncpg.Connection, *, settings: Settings, account_id: int, n: int) -> None:
+async def room_for(conn: asyncpg.Connection, *, queueing: Queueing, account_id: int, n: int) -> None:
     """Busy (429 with Retry-After) when `n` more messages would pass the account's bound on its messages queued
     and not yet sent (its own, else EINMAL_ACCOUNT_MESSAGES_QUEUED): nothing is made then. Retry-After is the time
     its rate (its own, else the installation's) takes to send the excess. Counted before the messages are made:
@@ -211,15 +232,15 @@ async def room_for(conn: asyncpg.Connection, *, settings: Settings, account_id: 
         *db.sql(
             "message_queued_count",
             account_id=account_id,
-            default_max=settings.account_messages_queued,
-            default_rate=settings.account_rate_limit or settings.rate_limit,
+            default_max=queueing.messages_queued,
+            default_rate=queueing.account_rate,
         ),
         timeout=DB_SECONDS,
     )
     if row is None or not row["bound"] or row["queued"] + n <= row["bound"]:
         return
     excess = row["queued"] + n - row["bound"]
-    rate = row["rate"] or settings.rate_limit
+    rate = row["rate"] or queueing.rate
     raise Busy(
         f"this account has {row['bound']} messages or more queued and not yet sent, its bound: try again later",
         math.ceil(excess / rate) if rate else 5,
@@ -229,7 +250,7 @@ async def room_for(conn: asyncpg.Connection, *, settings: Settings, account_id: 
 async def send(
     conn: asyncpg.Connection,
     *,
-    settings: Settings,
+    queueing: Queueing,
     account_id: int,
     to: str,
     template_name: str | None = None,
@@ -263,9 +284,11 @@ async def send(
         raise Invalid("a template, or a subject and a text, is needed")
     if not from_address:
         raise Invalid("from: none given, and the template has none")
-    await from_rule.check(conn, settings=settings, account_id=account_id, address=from_address, said="from")
-    await check_sources(settings, subject=subject, body_text=body_text, body_html=body_html, from_address=from_address)
-    await room_for(conn, settings=settings, account_id=account_id, n=1)
+    await from_rule.check(conn, mailing=queueing.mailing, account_id=account_id, address=from_address, said="from")
+    await check_sources(
+        queueing.mailing, subject=subject, body_text=body_text, body_html=body_html, from_address=from_address
+    )
+    await room_for(conn, queueing=queueing, account_id=account_id, n=1)
     return await make(
         conn,
         account_id=account_id,

@@ -29,7 +29,7 @@ from service.campaigns import fields, preview
 from service.campaigns.transitions import transition
 from service.errors import Conflict, Invalid, NotFound
 from service.mail import from_rule, unsubscribe
-from service.settings import Settings
+from service.mail.mailing import Mailing
 from service.text import shown
 
 MAX_DELAY_SECONDS = 10 * 366 * 86400  # ten years
@@ -77,7 +77,7 @@ def position(value: int | None) -> int | None:
 
 
 async def _checked(
-    conn: asyncpg.Connection, *, settings: Settings, account_id: int, given: dict[str, Any], timeout: float | None
+    conn: asyncpg.Connection, *, mailing: Mailing, account_id: int, given: dict[str, Any], timeout: float | None
 ) -> dict[str, Any]:
     """The template fields given, checked as a draft's; the others as they are."""
     templates: dict[str, Any] = {k: given[k] for k in ("subject", "from_address", "text", "html") if k in given}
@@ -85,7 +85,7 @@ async def _checked(
     if checked.get("from_address"):
         await from_rule.check(
             conn,
-            settings=settings,
+            mailing=mailing,
             account_id=account_id,
             address=checked["from_address"],
             said="From",
@@ -116,7 +116,7 @@ async def _recheck(conn: asyncpg.Connection, *, sequence_id: int, at: int) -> No
 async def add(
     conn: asyncpg.Connection,
     *,
-    settings: Settings,
+    mailing: Mailing,
     account_id: int,
     sequence_id: int,
     subject: str,
@@ -132,7 +132,7 @@ async def add(
     """Step `at` (None: after the last) of the sequence, with its warnings (`limiter`: the render threads of a
     process that serves others). Invalid for a field that is not right, Conflict for a position taken, NotFound
     for a sequence not the account's."""
-    if missing := unsubscribe.one_click_missing(settings):
+    if missing := unsubscribe.one_click_missing(mailing):
         raise Invalid(
             f"not added: a sequence's steps are bulk mail and need a one-click unsubscribe, which Gmail and Yahoo "
             f"require ({' and '.join(missing)} not set)"
@@ -140,7 +140,7 @@ async def add(
     position(at)
     await _locked(conn, account_id=account_id, sequence_id=sequence_id)  # another account's sequence: 404 first
     given = {"subject": subject, "from_address": from_address, "text": text, "html": html, "window": send_window}
-    checked = await _checked(conn, settings=settings, account_id=account_id, given=given, timeout=timeout)
+    checked = await _checked(conn, mailing=mailing, account_id=account_id, given=given, timeout=timeout)
     if not checked["text"].strip():
         raise Invalid("text: the text body must not be empty")
     delay(delay_seconds)
@@ -174,14 +174,14 @@ async def add(
         if campaign_id is None:
             raise Conflict(f"sequence {sequence_id} has had a step at position {at}: positions are never reused")
         await _recheck(conn, sequence_id=sequence_id, at=at)
-    warnings = await preview.link_warnings(conn, settings=settings, campaign_id=campaign_id, limiter=limiter)
+    warnings = await preview.link_warnings(conn, mailing=mailing, campaign_id=campaign_id, limiter=limiter)
     return Step(sequence_id, at, campaign_id, warnings)
 
 
 async def change(
     conn: asyncpg.Connection,
     *,
-    settings: Settings,
+    mailing: Mailing,
     account_id: int,
     sequence_id: int,
     at: int,
@@ -193,7 +193,7 @@ async def change(
     Window or None for none); the others stay. The step with the warnings of what it is now, as add's.
     NotFound for no such step."""
     await _locked(conn, account_id=account_id, sequence_id=sequence_id)  # another account's sequence: 404 first
-    checked = await _checked(conn, settings=settings, account_id=account_id, given=changes, timeout=timeout)
+    checked = await _checked(conn, mailing=mailing, account_id=account_id, given=changes, timeout=timeout)
     if "text" in checked and not (checked["text"] or "").strip():
         raise Invalid("text: the text body must not be empty")
     send_window = checked.get("window")
@@ -223,7 +223,7 @@ async def change(
         if "window" in checked:  # the rows waiting for the old window's opening follow the new one
             await conn.execute(*db.sql("sequence_step_window_moved", campaign_id=row["id"]), timeout=timeout)
         await conn.execute(*db.sql("campaign_notify", campaign_id=row["id"]))  # the claimers list again
-    warnings = await preview.link_warnings(conn, settings=settings, campaign_id=row["id"], limiter=limiter)
+    warnings = await preview.link_warnings(conn, mailing=mailing, campaign_id=row["id"], limiter=limiter)
     return Step(sequence_id, at, row["id"], warnings)
 
 

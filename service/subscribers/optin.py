@@ -28,6 +28,7 @@ from service import clients, db
 from service.addresses import address_problem, email_key
 from service.errors import ArgumentError, ConfigError, Conflict, Invalid, NotFound
 from service.mail import from_rule
+from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
 from service.subscribers import texts
@@ -67,6 +68,28 @@ def own_wording(default: Wording, subject: str | None, text: str | None) -> Word
 
 
 @dataclass(frozen=True)
+class SignUps:
+    """Double opt-in's section of the settings, read once from Settings: what making a confirmation needs
+    (Mailing), how long its link holds (EINMAL_OPTIN_WINDOW_HOURS) and the bounds on sign-ups (EINMAL_OPTIN_*)."""
+
+    mailing: Mailing
+    window_seconds: float
+    address_limit: int
+    list_limit: int
+    client_limit: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> "SignUps":
+        return cls(
+            Mailing.of(settings),
+            window_seconds(settings),
+            settings.optin_address_limit,
+            settings.optin_list_limit,
+            settings.optin_client_limit,
+        )
+
+
+@dataclass(frozen=True)
 class SignUp:
     list_id: int
     account_id: int
@@ -77,18 +100,18 @@ class SignUp:
     from_address: str | None = None  # the list's own confirmations' From; None: EINMAL_OPTIN_FROM
 
 
-def check_configured(settings: Settings, from_address: str | None = "") -> None:
+def check_configured(mailing: Mailing, from_address: str | None = "") -> None:
     """NotConfigured unless EINMAL_CONFIRM_URL and EINMAL_UNSUBSCRIBE_SECRET are set and the confirmations have a
     From: `from_address`, the list's own, else EINMAL_OPTIN_FROM ('': whatever list, one of them may have one)."""
-    has_from = from_address == "" or bool(from_address or settings.optin_from)
-    if not (settings.confirm_url and has_from and settings.unsubscribe_secret):
+    has_from = from_address == "" or bool(from_address or mailing.optin_from)
+    if not (mailing.confirm_url and has_from and mailing.unsubscribe_secret):
         raise NotConfigured(
             "double opt-in is not set up here: EINMAL_CONFIRM_URL, EINMAL_UNSUBSCRIBE_SECRET and a confirmations' "
             "From (EINMAL_OPTIN_FROM, or the list's own: einmal lists form open --from) are needed"
         )
 
 
-def checked_from(settings: Settings, address: str) -> str:
+def checked_from(mailing: Mailing, address: str) -> str:
     """A list's confirmations' From stripped, or ArgumentError (one line) when no message can be made from it."""
     address = address.strip()
     if not address or len(address) > MAX_FROM or unsafe_text(address):
@@ -104,18 +127,18 @@ def checked_from(settings: Settings, address: str) -> str:
                 "from_address": address,
                 "kind": "confirmation",
             },
-            settings,
+            mailing,
         )
     except Invalid as exc:
         raise ArgumentError(f"{LIST_FROM}: not an address: {exc}") from None
     return address
 
 
-def check_message(settings: Settings, wordings: list[Wording]) -> None:
-    """ConfigError, one line, when the confirmation message cannot be made with these settings (an
+def check_message(mailing: Mailing, wordings: list[Wording]) -> None:
+    """ConfigError, one line, when the confirmation message cannot be made with this `mailing` (an
     EINMAL_OPTIN_FROM that is not an address), or in one of its languages: at start, rather than a
     confirmation campaign paused later."""
-    if not settings.optin_from:
+    if not mailing.optin_from:
         return
     for wording, said in (
         (Wording("en", "x", "x"), "EINMAL_OPTIN_FROM"),  # the From alone, first
@@ -129,10 +152,10 @@ def check_message(settings: Settings, wordings: list[Wording]) -> None:
                     "name": "list",
                     "subject": wording.subject,
                     "body_text": wording.body,
-                    "from_address": settings.optin_from,
+                    "from_address": mailing.optin_from,
                     "kind": "confirmation",
                 },
-                settings,
+                mailing,
             )
         except Invalid as exc:
             raise ConfigError(f"{said}: {exc}") from None
@@ -162,7 +185,7 @@ class OpenList:
     text: str | None = None  # its own confirmations' text; None: einmal's
 
 
-async def open_list(conn: asyncpg.Connection, settings: Settings, *, account_id: int, list_name: str) -> OpenList:
+async def open_list(conn: asyncpg.Connection, mailing: Mailing, *, account_id: int, list_name: str) -> OpenList:
     """The account's list `list_name`, which takes sign-ups: NotFound without it, NotConfigured while double
     opt-in is off, Conflict while its account has not opened its sign-ups."""
     found = await conn.fetchrow(
@@ -170,7 +193,7 @@ async def open_list(conn: asyncpg.Connection, settings: Settings, *, account_id:
     )
     if found is None:
         raise NoList("no such list")
-    check_configured(settings, found["optin_from"])
+    check_configured(mailing, found["optin_from"])
     if not found["form_open"]:
         raise Conflict(
             f"the list {list_name!r} takes no sign-ups: open them first "
@@ -179,20 +202,20 @@ async def open_list(conn: asyncpg.Connection, settings: Settings, *, account_id:
     return OpenList(found["id"], found["language"], found["optin_from"], found["optin_subject"], found["optin_text"])
 
 
-async def sign_up(conn: asyncpg.Connection, settings: Settings, request: SignUp) -> bool:
+async def sign_up(conn: asyncpg.Connection, signups: SignUps, request: SignUp) -> bool:
     """Record the sign-up; True when its confirmation was queued now (for the log only: the answer to the
     caller never depends on it). The address must have passed checked_address."""
-    check_configured(settings, request.from_address)
-    address = request.from_address or settings.optin_from or ""
+    check_configured(signups.mailing, request.from_address)
+    address = request.from_address or signups.mailing.optin_from or ""
     await from_rule.check(
         conn,
-        settings=settings,
+        mailing=signups.mailing,
         account_id=request.account_id,
         address=address,
         said=LIST_FROM if request.from_address else OPTIN_FROM,
     )
     key = email_key(request.email)
-    campaign_id, wording = await confirmations(conn, settings, request, address)
+    campaign_id, wording = await confirmations(conn, request, address)
     messages = await clients.count(conn, LIST_KIND, f"list:{request.list_id}", HOUR)
     async with conn.transaction():
         await conn.execute(
@@ -217,9 +240,9 @@ async def sign_up(conn: asyncpg.Connection, settings: Settings, request: SignUp)
                 email_key=key,
                 source=request.source,
                 wording=wording,
-                address_limit=settings.optin_address_limit,
+                address_limit=signups.address_limit,
                 address_seconds=86400.0,
-                under_list_limit=messages.hits < settings.optin_list_limit,
+                under_list_limit=messages.hits < signups.list_limit,
             )
         )
     assert row is not None  # the query returns one row
@@ -238,11 +261,11 @@ def new_token() -> str:
     return secrets.token_urlsafe(16)
 
 
-def form_url(settings: Settings, token: str | None) -> str | None:
+def form_url(mailing: Mailing, token: str | None) -> str | None:
     """Where a form is reached: beside EINMAL_CONFIRM_URL (same site and path prefix); without it, its path."""
     if token is None:
         return None
-    return urljoin(settings.confirm_url, f"forms/{token}") if settings.confirm_url else f"/forms/{token}"
+    return urljoin(mailing.confirm_url, f"forms/{token}") if mailing.confirm_url else f"/forms/{token}"
 
 
 def origin(value: str) -> str:
@@ -302,7 +325,7 @@ async def set_form(
     list_name: str,
     open_: bool,
     allowed: list[str] | None,
-    settings: Settings | None = None,
+    mailing: Mailing | None = None,
     from_address: str | None = None,
     subject: str | None = None,
     text: str | None = None,
@@ -318,10 +341,10 @@ async def set_form(
     if found is None:
         raise NoList(f"no list named {list_name!r}")
     own = found["optin_from"] if from_address is None else from_address or None
-    if settings is not None and own and (from_address or open_):
-        await from_rule.check(conn, settings=settings, account_id=account_id, address=own, said=LIST_FROM)
-    elif settings is not None and open_ and settings.optin_from:
-        await _check_default(conn, settings, account_id, list_name)
+    if mailing is not None and own and (from_address or open_):
+        await from_rule.check(conn, mailing=mailing, account_id=account_id, address=own, said=LIST_FROM)
+    elif mailing is not None and open_ and mailing.optin_from:
+        await _check_default(conn, mailing, account_id, list_name)
     own_subject = found["optin_subject"] if subject is None else subject or None
     own_text = found["optin_text"] if text is None else text or None
     wording = None  # the new wording of its confirmation campaign, when it has one and it changes
@@ -340,7 +363,7 @@ async def set_form(
             token=new_token(),
             set_from=from_address is not None,
             optin_from=own,
-            campaign_from=own or (settings.optin_from if settings else None),
+            campaign_from=own or (mailing.optin_from if mailing else None),
             set_subject=subject is not None,
             optin_subject=own_subject,
             set_text=text is not None,
@@ -356,12 +379,12 @@ async def set_form(
     return row
 
 
-async def _check_default(conn: asyncpg.Connection, settings: Settings, account_id: int, list_name: str) -> None:
+async def _check_default(conn: asyncpg.Connection, mailing: Mailing, account_id: int, list_name: str) -> None:
     """ArgumentError when the account may not send as EINMAL_OPTIN_FROM: the list needs its own From then (the
     rule's own hint, to add the domain, would give the account the domain of the installation's From, which is
     most often another client's)."""
-    address = settings.optin_from or ""
-    if found := await from_rule.problem(conn, settings=settings, account_id=account_id, address=address):
+    address = mailing.optin_from or ""
+    if found := await from_rule.problem(conn, mailing=mailing, account_id=account_id, address=address):
         why = found.split(": add the domain first")[0]  # the rule's words, without its hint
         raise ArgumentError(
             f"{OPTIN_FROM} {shown(address)}: {why}: give the list a From of its own (einmal lists form open "
@@ -369,9 +392,7 @@ async def _check_default(conn: asyncpg.Connection, settings: Settings, account_i
         )
 
 
-async def confirmations(
-    conn: asyncpg.Connection, settings: Settings, request: SignUp, from_address: str
-) -> tuple[int, str]:
+async def confirmations(conn: asyncpg.Connection, request: SignUp, from_address: str) -> tuple[int, str]:
     """The list's confirmation campaign and the version of its wording (de-2), made (and committed) at its first
     need, in the sign-up's wording: the account's language and einmal's text then. It is never rewritten (a node
     renders a campaign from what it read of it), so the version is what its messages say."""
@@ -403,9 +424,10 @@ def window_seconds(settings: Settings) -> float:
 
 
 async def confirm(
-    conn: asyncpg.Connection, settings: Settings, ids: tuple[int, int, int], ip: str | None, agent: str
+    conn: asyncpg.Connection, window: float, ids: tuple[int, int, int], ip: str | None, agent: str
 ) -> str:
-    """'confirmed', 'already' (nothing changed) or 'expired' for the link's (account, campaign, subscriber)."""
+    """'confirmed', 'already' (nothing changed) or 'expired' for the link's (account, campaign, subscriber),
+    its window `window` seconds (SignUps.window_seconds)."""
     account_id, campaign_id, subscriber_id = ids
     return await conn.fetchval(
         *db.sql(
@@ -415,12 +437,12 @@ async def confirm(
             subscriber_id=subscriber_id,
             ip=ip,
             agent=agent[:500],
-            window_seconds=window_seconds(settings),
+            window_seconds=window,
         )
     )
 
 
-async def link(conn: asyncpg.Connection, settings: Settings, ids: tuple[int, int, int]) -> asyncpg.Record | None:
+async def link(conn: asyncpg.Connection, window: float, ids: tuple[int, int, int]) -> asyncpg.Record | None:
     """What the confirmation page shows (optin_link.sql); None when the link's account is gone."""
     account_id, campaign_id, subscriber_id = ids
     return await conn.fetchrow(
@@ -429,7 +451,7 @@ async def link(conn: asyncpg.Connection, settings: Settings, ids: tuple[int, int
             account_id=account_id,
             campaign_id=campaign_id,
             subscriber_id=subscriber_id,
-            window_seconds=window_seconds(settings),
+            window_seconds=window,
         )
     )
 

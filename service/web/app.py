@@ -58,16 +58,17 @@ from starlette.types import ASGIApp
 
 from service import db
 from service.errors import Conflict, EinmalError
+from service.inbound import bounces, webhook_credentials, webhooks
 from service.inbound import events as inbound
-from service.inbound import webhook_credentials, webhooks
 from service.inbound.mailgun import Mailgun
 from service.inbound.postmark import Postmark
 from service.inbound.ses import Ses
 from service.mail import unsubscribe
+from service.mail.mailing import Mailing
 from service.mail.verp import ReturnPath
 from service.metrics import CONTENT_TYPE, Metrics
 from service.settings import Settings
-from service.subscribers import preferences, texts
+from service.subscribers import optin, preferences, texts
 from service.web import clicks, pages, preference_page, signup, subject
 from service.web.limits import (
     MAX_BODY,
@@ -124,6 +125,7 @@ class Web:
         console: Callable[[asyncpg.Pool, Settings, Callable[[ASGIApp, int | None], ASGIApp]], ASGIApp] | None = None,
     ) -> None:
         self.settings, self.pool, self.metrics, self.checks, self.notes = settings, pool, metrics, checks, notes
+        self.mailing = Mailing.of(settings)  # the unsubscribe pages' links, address and secret
         self.metrics_pool = metrics_pool or pool
         self.metrics_lock = anyio.Lock()
         self.subject_limiter = anyio.CapacityLimiter(subject.RENDERS)
@@ -138,7 +140,9 @@ class Web:
             Route("/inbound/{provider}", self.webhook, methods=["POST"]),
             Route("/inbound/{provider}/{account}", self.webhook, methods=["POST"]),
         ]
-        routes += signup.SignUpPages(settings, pool, read_body, Refused, self.database_down, PAGE_HEADERS).routes
+        routes += signup.SignUpPages(
+            optin.SignUps.of(settings), pool, read_body, Refused, self.database_down, PAGE_HEADERS
+        ).routes
         self.clicks = clicks.ClickRoutes(settings, pool, metrics, PAGE_HEADERS, self.database_down)
         routes += self.clicks.routes
         if console is not None:  # service/console/app.py, given by actors/node.py; its bodies bounded as the API's
@@ -146,7 +150,8 @@ class Web:
                 Mount("/console", console(pool, settings, lambda app, limit: BoundedBody(app, limit or MAX_BODY)))
             )
         self.providers = providers(settings)
-        self.return_path = ReturnPath.from_settings(settings)
+        self.return_path = ReturnPath.from_settings(self.mailing)
+        self.rules = bounces.Rules.of(settings)  # what the providers' events are applied with
         routed = Starlette(routes=routes, exception_handlers={EinmalError: refused})
         routed.router.redirect_slashes = False  # a redirect would name the Host header's site (and repeat a POST)
         # the API's key is found from the headers before its body takes room or its Idempotency-Key a row
@@ -291,7 +296,7 @@ class Web:
         token = request.query_params["token"]
         shown = None
         if row["subject"] is not None:
-            url = unsubscribe.link(self.settings.unsubscribe_url, token) if self.settings.unsubscribe_url else ""
+            url = unsubscribe.link(self.mailing.unsubscribe_url, token) if self.mailing.unsubscribe_url else ""
             shown = await subject.rendered(
                 row["subject"],
                 ids[1],
@@ -327,12 +332,12 @@ class Web:
         genuine token named the account), else the installation's unsubscribe address, else a sentence."""
         if contact:
             return "next_contact", contact
-        if self.settings.unsubscribe_mailto:
-            return "next_mailto", self.settings.unsubscribe_mailto
+        if self.mailing.unsubscribe_mailto:
+            return "next_mailto", self.mailing.unsubscribe_mailto
         return "next_generic", None
 
     def _token(self, request: Request) -> tuple[int, int, int]:
-        secret = self.settings.unsubscribe_secret
+        secret = self.mailing.unsubscribe_secret
         if secret is None or not unsubscribe.keys(secret):
             raise Refused(404, "Not found", "Unsubscribe links are not served here.")
         tokens = request.query_params.getlist("token")
@@ -414,7 +419,7 @@ class Web:
                 if delivery.token is not None:
                     await webhooks.claim_token(conn, *delivery.token)
                 return [
-                    await webhooks.record(conn, self.settings, self.return_path, event, account_id)
+                    await webhooks.record(conn, self.rules, self.return_path, event, account_id)
                     for event in delivery.events
                 ]
 

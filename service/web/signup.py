@@ -38,7 +38,6 @@ from starlette.routing import Route
 from service import clients, db
 from service.errors import Invalid
 from service.mail import confirm
-from service.settings import Settings
 from service.subscribers import optin, texts
 from service.web import pages, signup_pages
 
@@ -53,14 +52,15 @@ class SignUpPages:
 
     def __init__(
         self,
-        settings: Settings,
+        signups: optin.SignUps,
         pool: asyncpg.Pool,
         read_body: Callable[[Request, int], Awaitable[bytes]],
         refused: type[Exception],
         database_down: Callable[[BaseException], Awaitable[None]],
         headers: dict[str, str],
     ) -> None:
-        self.settings, self.pool, self.read_body, self.database_down = settings, pool, read_body, database_down
+        self.signups, self.mailing = signups, signups.mailing
+        self.pool, self.read_body, self.database_down = pool, read_body, database_down
         self.refused, self.headers = refused, headers
         self.routes = [
             Route("/forms/{token}", self.form, methods=["GET", "POST"]),
@@ -85,7 +85,7 @@ class SignUpPages:
         return self.page(pages.problem(code, key, self._next_step(contact, generic) if generic else None), status)
 
     def _next_step(self, contact: str | None, generic: str) -> pages.Next:
-        address = contact or self.settings.unsubscribe_mailto
+        address = contact or self.mailing.unsubscribe_mailto
         return ("signup_next_contact", address) if address else (generic, None)
 
     async def form(self, request: Request) -> Response:
@@ -98,7 +98,7 @@ class SignUpPages:
     async def _form(self, request: Request) -> Response:
         started = time.monotonic()
         try:
-            optin.check_configured(self.settings)  # a list's own From is judged once its row is read
+            optin.check_configured(self.mailing)  # a list's own From is judged once its row is read
         except optin.NotConfigured:
             return self.page(pages.plain("Not found", "Sign-up forms are not served here."), 404)
         token = request.path_params["token"]
@@ -110,13 +110,11 @@ class SignUpPages:
                         if optin.TOKEN.fullmatch(token)
                         else None
                     )
-                    if found is None or not (found["optin_from"] or self.settings.optin_from):
+                    if found is None or not (found["optin_from"] or self.mailing.optin_from):
                         # no such token, a wrong one, a closed form, no From: the same page, naming nobody
                         return self.problem(request, 404, "no_form", "form_next_generic")
                     code = found["language"]
-                    sender = pages.sender(
-                        code, found["display_name"], found["from_address"] or self.settings.optin_from
-                    )
+                    sender = pages.sender(code, found["display_name"], found["from_address"] or self.mailing.optin_from)
                     if request.method == "GET":
                         return self.page(signup_pages.form(code, found["list_title"], sender))
                     answer = await self._sign_up(request, conn, found, sender)
@@ -134,7 +132,7 @@ class SignUpPages:
         if came is None:
             return None
         own = {
-            optin.posted_from(None, self.settings.confirm_url or ""),
+            optin.posted_from(None, self.mailing.confirm_url or ""),
             optin.posted_from(f"{request.url.scheme}://{request.headers.get('host', '')}", None),
         }
         return None if came in own or came in found["form_origins"] else came
@@ -155,12 +153,12 @@ class SignUpPages:
         except Invalid:
             return self.page(signup_pages.form(code, found["list_title"], sender, invalid=True, email=fields[0]), 422)
         counted = await clients.hit(conn, optin.CLIENT_KIND, client, optin.HOUR)
-        if counted.hits > self.settings.optin_client_limit:
+        if counted.hits > self.signups.client_limit:
             log.info("sign-up to list %d from %s refused: over the client limit", found["id"], client)
             return self._busy(code, counted)
         queued = await optin.sign_up(
             conn,
-            self.settings,
+            self.signups,
             optin.SignUp(
                 found["id"],
                 found["account_id"],
@@ -204,7 +202,7 @@ class SignUpPages:
         return (email, name) if isinstance(email, str) and isinstance(name, str) else None
 
     async def confirm(self, request: Request) -> Response:
-        secret = self.settings.unsubscribe_secret
+        secret = self.mailing.unsubscribe_secret
         tokens = request.query_params.getlist("token")
         ids = confirm.verify_token(secret, tokens[0]) if secret and len(tokens) == 1 else None
         if ids is None:  # a forged token's account ids are nobody's word: no account's contact
@@ -216,7 +214,7 @@ class SignUpPages:
         try:
             with anyio.fail_after(db.DB_SECONDS):
                 async with db.acquire(self.pool) as conn:
-                    shown = await optin.link(conn, self.settings, ids)
+                    shown = await optin.link(conn, self.signups.window_seconds, ids)
                     if shown is None:  # the account is gone
                         return self.problem(request, 404, "confirm_unknown", "confirm_next_generic")
                     code, contact, state = shown["language"], shown["contact"], shown["state"]
@@ -224,7 +222,7 @@ class SignUpPages:
                         return self.problem(request, 404, "confirm_unknown", "confirm_next_generic", contact, code)
                     if request.method == "POST" and state is not None:
                         state = await optin.confirm(
-                            conn, self.settings, ids, _ip(request), request.headers.get("user-agent", "")
+                            conn, self.signups.window_seconds, ids, _ip(request), request.headers.get("user-agent", "")
                         )
         except db.DOWN as exc:
             await self.database_down(exc)

@@ -25,8 +25,8 @@ MAX_ANSWER = 4096  # bytes of an answer's body read, for the delivery's last_err
 class GuardedBackend(httpcore.AnyIOBackend):
     """Connects only to addresses the webhook policy allows, resolved and checked on each connection."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+    def __init__(self, reach: policy.Reach) -> None:
+        self.reach = reach
 
     async def connect_tcp(
         self,
@@ -37,7 +37,7 @@ class GuardedBackend(httpcore.AnyIOBackend):
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.AsyncNetworkStream:
         try:
-            addresses = await policy.checked_addresses(host, port, self.settings)
+            addresses = await policy.checked_addresses(host, port, self.reach)
         except policy.Refused as exc:
             raise httpcore.ConnectError(str(exc)) from None
         last: Exception | None = None
@@ -74,7 +74,7 @@ def client(settings: Settings) -> httpcore.AsyncConnectionPool:
         max_keepalive_connections=0,
         http1=True,
         http2=False,
-        network_backend=GuardedBackend(settings),
+        network_backend=GuardedBackend(policy.Reach.of(settings)),
     )
 
 
@@ -89,7 +89,7 @@ async def post(
 ) -> Outcome:
     """POST one event to `url`, signed with `secrets`; what came of it, never an exception for the network."""
     try:
-        policy.parse(url, settings)  # the settings may have changed since it was registered
+        policy.parse(url, policy.Reach.of(settings))  # the settings may have changed since it was registered
     except policy.Refused as exc:
         return Failed(f"refused by the webhook policy: {exc}")
     headers = signing.headers(event_id, int(time.time()), body, secrets)

@@ -11,7 +11,6 @@ import asyncpg
 
 from service import db
 from service.errors import Invalid, NotFound
-from service.settings import Settings
 from service.webhooks import policy, signing
 
 # what an endpoint may subscribe to (the triggers of sql/migrations/0112_webhooks.sql write them)
@@ -91,7 +90,7 @@ def event_types(given: list[str] | None) -> list[str]:
 
 async def add(
     connect: Callable[[], AbstractAsyncContextManager[asyncpg.Connection]],
-    settings: Settings,
+    reach: policy.Reach,
     *,
     account_id: int,
     url: str,
@@ -100,7 +99,7 @@ async def add(
     """A new endpoint: its URL judged by the policy (which may ask DNS) with no connection held, then a
     connection from `connect` to write it."""
     types = event_types(events)
-    await policy.check_url(url, settings)
+    await policy.check_url(url, reach)
     async with connect() as conn:
         # a soft bound (two adds at once may pass it by one): it keeps a mistake from fanning out without end
         if len(await conn.fetch(*db.sql("webhook_endpoints_list", account_id=account_id))) >= MAX_ENDPOINTS:
@@ -140,7 +139,9 @@ async def remove(conn: asyncpg.Connection, *, account_id: int, id: int) -> None:
         raise NotFound("no such webhook endpoint")
 
 
-async def rotate(conn: asyncpg.Connection, settings: Settings, *, account_id: int, id: int) -> Rotated:
+async def rotate(conn: asyncpg.Connection, rotation_hours: float, *, account_id: int, id: int) -> Rotated:
+    """A new secret for the endpoint; the previous one still signs for `rotation_hours`
+    (EINMAL_WEBHOOK_ROTATION_HOURS)."""
     secret = signing.new_secret()
     row = await conn.fetchrow(
         *db.sql(
@@ -148,7 +149,7 @@ async def rotate(conn: asyncpg.Connection, settings: Settings, *, account_id: in
             account_id=account_id,
             id=id,
             secret=secret,
-            window_seconds=settings.webhook_rotation_hours * 3600,
+            window_seconds=rotation_hours * 3600,
         )
     )
     if row is None:

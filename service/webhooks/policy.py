@@ -12,6 +12,7 @@ what the receiver does with the request once it has it is its own business."""
 
 import ipaddress
 import socket
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import anyio
@@ -26,6 +27,23 @@ from service.settings import Settings
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 MAX_URL = 2000
 RESOLVE_SECONDS = 5.0  # a name that takes longer does not resolve
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True)
+class Reach:
+    """The webhook policy's section of the settings, read once from Settings: the networks allowed besides
+    the public ones (EINMAL_WEBHOOK_ALLOWED_NETWORKS), whether http:// to loopback is
+    (EINMAL_WEBHOOK_ALLOW_HTTP_LOOPBACK), and the DNS servers asked (EINMAL_DNS_SERVERS; none: the system's
+    resolver)."""
+
+    webhook_networks: tuple[Network, ...]
+    webhook_allow_http_loopback: bool
+    dns_server_list: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Reach":
+        return cls(settings.webhook_networks, settings.webhook_allow_http_loopback, settings.dns_server_list)
 
 
 class Refused(Exception):
@@ -64,22 +82,22 @@ def _carried(address: Address) -> list[ipaddress.IPv4Address] | None:
     return []
 
 
-def allowed(address: str, settings: Settings) -> bool:
+def allowed(address: str, reach: Reach) -> bool:
     """May a delivery connect to `address` (an IP address as text)? An IPv6 address that carries an IPv4
     one passes only when that address would (and not as loopback: it is another host's)."""
     try:
         ip = _plain(ipaddress.ip_address(address.split("%", 1)[0]))
     except ValueError:
         return False
-    if any(ip in network for network in settings.webhook_networks):
+    if any(ip in network for network in reach.webhook_networks):
         return True
     carried = _carried(ip)
     if carried is None:
         return False
     if carried:
-        return all(_public(inner) or any(inner in n for n in settings.webhook_networks) for inner in carried)
+        return all(_public(inner) or any(inner in n for n in reach.webhook_networks) for inner in carried)
     if ip.is_loopback:
-        return settings.webhook_allow_http_loopback
+        return reach.webhook_allow_http_loopback
     return _public(ip)
 
 
@@ -110,7 +128,7 @@ def _loopback_name(host: str) -> bool:
         return False
 
 
-def parse(url: str, settings: Settings) -> tuple[str, int]:
+def parse(url: str, reach: Reach) -> tuple[str, int]:
     """(host, port) of an endpoint URL, or Refused: https (http to loopback only when allowed), a host, no
     user name or password in it."""
     if len(url) > MAX_URL or any(c.isspace() or ord(c) < 32 for c in url):
@@ -126,7 +144,7 @@ def parse(url: str, settings: Settings) -> tuple[str, int]:
     if parts.username is not None or parts.password is not None:
         raise Refused("the URL may not carry a user name or password")
     if parts.scheme == "http":
-        if not (settings.webhook_allow_http_loopback and _loopback_name(host)):
+        if not (reach.webhook_allow_http_loopback and _loopback_name(host)):
             raise Refused(
                 "the URL must be https:// (http:// only to loopback, with EINMAL_WEBHOOK_ALLOW_HTTP_LOOPBACK)"
             )
@@ -136,7 +154,7 @@ def parse(url: str, settings: Settings) -> tuple[str, int]:
     return host, port or 443
 
 
-async def resolve(host: str, port: int, settings: Settings) -> list[str]:
+async def resolve(host: str, port: int, reach: Reach) -> list[str]:
     """The addresses `host` resolves to, within RESOLVE_SECONDS; Refused when it resolves to none. An IP
     address is itself; a name is asked of EINMAL_DNS_SERVERS when they are set, else of the system's
     resolver (its hosts file included)."""
@@ -146,8 +164,8 @@ async def resolve(host: str, port: int, settings: Settings) -> list[str]:
         pass
     try:
         with anyio.fail_after(RESOLVE_SECONDS):
-            if settings.dns_server_list:
-                found = await _ask(host, settings.dns_server_list)
+            if reach.dns_server_list:
+                found = await _ask(host, reach.dns_server_list)
             else:
                 infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
                 found = [str(sockaddr[0]) for *_, sockaddr in infos]
@@ -175,22 +193,22 @@ async def _ask(host: str, servers: tuple[tuple[str, int], ...]) -> list[str]:
     return found
 
 
-async def checked_addresses(host: str, port: int, settings: Settings) -> list[str]:
+async def checked_addresses(host: str, port: int, reach: Reach) -> list[str]:
     """The addresses of `host` a delivery may connect to; Refused when there is none."""
-    found = await resolve(host, port, settings)
-    good = [a for a in found if allowed(a, settings)]
+    found = await resolve(host, port, reach)
+    good = [a for a in found if allowed(a, reach)]
     if not good:
         raise Refused(f"{host} resolves only to addresses the webhook policy refuses ({', '.join(found[:3])})")
     return good
 
 
-async def check_url(url: str, settings: Settings) -> str:
+async def check_url(url: str, reach: Reach) -> str:
     """The URL, when an endpoint may be registered with it; Invalid (one line) otherwise. Every address its
     host resolves to must be allowed, not only one."""
     try:
-        host, port = parse(url, settings)
-        found = await resolve(host, port, settings)
-        refused = [a for a in found if not allowed(a, settings)]
+        host, port = parse(url, reach)
+        found = await resolve(host, port, reach)
+        refused = [a for a in found if not allowed(a, reach)]
         if refused:
             raise Refused(
                 f"{host} resolves to {refused[0]}, a private, loopback or otherwise non-public address "

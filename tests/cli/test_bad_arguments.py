@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 
 from service.cli import einmal as cli
+from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate
 from service.text import MAX_NAME
 from tests.conftest import einmal
@@ -123,7 +124,7 @@ async def test_campaign_create_keeps_non_ascii_at_the_limits_and_it_renders_clea
     row = await conn.fetchrow("SELECT * FROM einmal.campaigns WHERE id = $1", int(result.stdout))
     assert (row["name"], row["subject"]) == (name, subject)
     longest_name = HUNDRED_KB[:MAX_NAME]  # fifty times over in the subject
-    raw = CampaignTemplate.compile(dict(row), make_settings()).render(3, "jörg@例え.example", longest_name)
+    raw = CampaignTemplate.compile(dict(row), Mailing.of(make_settings())).render(3, "jörg@例え.example", longest_name)
     message = parse(raw.replace("jörg@例え.example".encode(), b"j@x.example"))  # RFC 6532: UTF-8 address
     assert sorted(message.keys()) == TEXT_ONLY_HEADERS
     assert_headers_clean(message)

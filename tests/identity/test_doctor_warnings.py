@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from service.accounts import dns_checks, doctor, keys
+from service.accounts.doctor import Checkup
 from service.accounts.identity import Identity
 from service.mail import dkim
 from service.settings import Settings
@@ -130,7 +131,7 @@ def test_the_output_names_the_dns_servers_asked(zones: dict[str, str]) -> None:
 def test_without_dns_servers_the_systems_resolvers_are_named() -> None:
     """Planned, not asked: the names of the resolvers /etc/resolv.conf gives dnspython."""
     system = dns_checks.servers(dns.resolver.Resolver()).split(", ")
-    planned = doctor.plan(Identity(account_id=0), Settings(), "good.test")
+    planned = doctor.plan(Identity(account_id=0), Checkup.of(Settings()), "good.test")
     assert list(planned.servers) == system and system != ["none"], planned.servers
 
 

@@ -10,6 +10,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
 from service.accounts import identity
 from service.mail import dkim
+from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate
 from tests.identity.test_two_accounts import pem, signed_by
 from tests.mail.test_render import campaign, make_settings
@@ -39,7 +40,9 @@ async def test_two_accounts_given_one_domain_each_sign_with_their_own_key(conn: 
     for name in keys:
         sender = await identity.of_account(conn, account_id=ids[name])
         template = CampaignTemplate.compile(
-            campaign(account_id=ids[name], from_address="News <news@shared.example>"), make_settings(), sender
+            campaign(account_id=ids[name], from_address="News <news@shared.example>"),
+            Mailing.of(make_settings()),
+            sender,
         )
         data = template.render(1, "jane@example.org", "Jane")
         # its own selector, and its own key's record verifies it: signed by the other's key, it would not

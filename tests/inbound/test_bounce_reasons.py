@@ -158,7 +158,9 @@ async def test_a_guessed_recipient_is_kept_only_when_the_tokens_row_agrees(conn:
     recorded = {}
     for who in ids:  # both returned messages name kept@example.com in their To
         found = bounces.parse(NOTICE_WITHOUT_RECIPIENT.replace(b"<n1@", f"<n-{who}@".encode()) % b"kept@example.com")
-        report, result = await bounces.record(conn, Settings(database_url=dsn), found, (campaign, ids[who]))
+        report, result = await bounces.record(
+            conn, bounces.Rules.of(Settings(database_url=dsn)), found, (campaign, ids[who])
+        )
         assert report is not None and result == "applied", result
         recorded[who] = report.recipient
     assert recorded == {"kept@example.com": "kept@example.com", "other@example.com": None}

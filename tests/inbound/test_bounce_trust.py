@@ -141,7 +141,7 @@ async def test_apply_drops_a_report_on_a_row_not_sent_whoever_found_the_row(conn
     for who in ids:
         row = await conn.fetchrow(*db.sql("bounce_send_row", campaign_id=campaign, subscriber_id=ids[who]))
         results[who] = await bounces.apply(
-            conn, settings, bounces.Report("hard", "5.1.1", who, None, f"test:{who}"), row
+            conn, bounces.Rules.of(settings), bounces.Report("hard", "5.1.1", who, None, f"test:{who}"), row
         )
     assert results["q@example.com"].startswith("dropped") and results["s@example.com"] == "applied"
     assert await suppressed(conn) == [("s@example.com", "bounce")]

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from markupsafe import escape  # what Jinja's autoescape does
 
 from service.errors import Invalid
+from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate
 from tests.mail.test_render import (
     BASE_HEADERS,
@@ -40,7 +41,7 @@ def expected_text(value: str) -> str:
 def test_a_100_kb_name_full_of_line_breaks_nul_and_non_ascii_stays_out_of_the_headers() -> None:
     template = CampaignTemplate.compile(
         campaign(subject="Hi {{ name }}!", body_text="Dear {{ name }}.\n", body_html="<p>{{ name }}</p>"),
-        make_settings(),
+        Mailing.of(make_settings()),
     )
     raw = template.render(7, "jane@example.org", HUNDRED_KB)
     message = parse(raw)  # every line within 998 octets, headers ASCII, CRLF only
@@ -64,7 +65,7 @@ def test_a_100_kb_name_full_of_line_breaks_nul_and_non_ascii_stays_out_of_the_he
 )
 def test_a_100_kb_from_name_and_subject_are_folded_into_valid_headers(display: str, subject: str, shown: str) -> None:
     raw = CampaignTemplate.compile(
-        campaign(subject=subject, from_address=f"{display} <news@acme.example>"), make_settings()
+        campaign(subject=subject, from_address=f"{display} <news@acme.example>"), Mailing.of(make_settings())
     ).render(1, "a@example.org", "A")
     message = parse(raw)
     assert sorted(message.keys()) == TEXT_ONLY_HEADERS
@@ -82,14 +83,16 @@ def test_a_100_kb_from_name_and_subject_are_folded_into_valid_headers(display: s
 )
 def test_a_from_name_with_a_control_character_is_refused_at_compile(display: str) -> None:
     with pytest.raises(Invalid, match="from address"):
-        CampaignTemplate.compile(campaign(from_address=f"{display} <news@acme.example>"), make_settings())
+        CampaignTemplate.compile(campaign(from_address=f"{display} <news@acme.example>"), Mailing.of(make_settings()))
 
 
 @settings(max_examples=50, deadline=None)
 @given(display=st.text(max_size=300) | st.text(st.sampled_from(' "\\\r\n\0é山=?<>,;:@'), max_size=60))
 def test_any_from_name_is_refused_or_gives_exactly_one_clean_from_header(display: str) -> None:
     try:
-        template = CampaignTemplate.compile(campaign(from_address=f"{display} <news@acme.example>"), make_settings())
+        template = CampaignTemplate.compile(
+            campaign(from_address=f"{display} <news@acme.example>"), Mailing.of(make_settings())
+        )
     except Invalid as exc:
         assert "\n" not in str(exc) and "\r" not in str(exc)
         return

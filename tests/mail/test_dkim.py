@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.mail import dkim
+from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
 from tests.conftest import ROOT
@@ -68,7 +69,7 @@ def verified(message: bytes, key) -> bool:
 @pytest.mark.parametrize("html", [None, "<p>Hi {{ name }}</p>\n<p>You are   {{ email }}.  </p>\n"])
 def test_hundreds_of_messages_with_merge_fields_in_subject_and_body_verify(key, key_file, html):
     settings = signed_settings(key_file)
-    template = CampaignTemplate.compile(campaign(body_html=html, subject="Grüße, {{ name }}!"), settings)
+    template = CampaignTemplate.compile(campaign(body_html=html, subject="Grüße, {{ name }}!"), Mailing.of(settings))
     for i in range(300):
         name = NAMES[i % len(NAMES)] + (f" {i}" if i % 3 else "")
         raw = template.render(1000 + i, f"user{i}@example.org", name)
@@ -84,7 +85,7 @@ def test_hundreds_of_messages_with_merge_fields_in_subject_and_body_verify(key, 
 
 def test_a_body_without_merge_fields_is_hashed_once_and_every_message_still_verifies(key, key_file):
     template = CampaignTemplate.compile(
-        campaign(body_text="The same for all.  \n\n\n", body_html="<p>Same</p>"), signed_settings(key_file)
+        campaign(body_text="The same for all.  \n\n\n", body_html="<p>Same</p>"), Mailing.of(signed_settings(key_file))
     )
     messages = [template.render(i, f"u{i}@example.org", f"Name {i}") for i in range(50)]
     assert template._dkim._body_hash is not None
@@ -92,7 +93,9 @@ def test_a_body_without_merge_fields_is_hashed_once_and_every_message_still_veri
 
 
 def test_a_changed_body_or_header_fails_verification(key, key_file):
-    raw = CampaignTemplate.compile(campaign(), signed_settings(key_file)).render(7, "jane@example.org", "Jane")
+    raw = CampaignTemplate.compile(campaign(), Mailing.of(signed_settings(key_file))).render(
+        7, "jane@example.org", "Jane"
+    )
     assert verified(raw, key)
     assert not verified(raw.replace(b"Hello Jane", b"Hello Joan"), key)
     assert not verified(raw.replace(b"Subject: News for Jane", b"Subject: News for Joan"), key)
@@ -103,7 +106,7 @@ def test_signing_with_a_raw_ed25519_seed_as_dkimpy_writes_it(tmp_path):
     seed = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
     path = tmp_path / "seed.key"
     path.write_text(__import__("base64").b64encode(seed).decode() + "\n")
-    raw = CampaignTemplate.compile(campaign(), signed_settings(str(path))).render(1, "a@example.org", "A")
+    raw = CampaignTemplate.compile(campaign(), Mailing.of(signed_settings(str(path)))).render(1, "a@example.org", "A")
     assert verified(raw, key)
 
 
@@ -274,7 +277,7 @@ async def test_an_international_domain_is_its_a_label_in_to_and_from_for_a_relay
     key, key_file, make_smtp_server
 ):
     template = CampaignTemplate.compile(
-        campaign(from_address="Bücher News <news@bücher.example>"), signed_settings(key_file)
+        campaign(from_address="Bücher News <news@bücher.example>"), Mailing.of(signed_settings(key_file))
     )
     received = await _sent(make_smtp_server(), template, "hans@bücher.example", "Hans Müller")
 
@@ -291,7 +294,7 @@ async def test_an_international_domain_is_its_a_label_in_to_and_from_for_a_relay
 async def test_a_non_ascii_local_part_keeps_its_utf8_address_over_a_relay_with_smtputf8(
     key, key_file, make_smtp_server
 ):
-    template = CampaignTemplate.compile(campaign(), signed_settings(key_file))
+    template = CampaignTemplate.compile(campaign(), Mailing.of(signed_settings(key_file)))
     received = await _sent(make_smtp_server(smtputf8=True), template, "jörg@bücher.example", "Jörg")
 
     assert received.rcpt_tos == ("jörg@bücher.example",)
@@ -419,7 +422,9 @@ async def test_dual_signed_messages_through_an_smtp_server_verify_with_both_keys
     from service.smtp.connection import Outcome, SmtpConnection
     from tests.smtp.test_smtp import settings_for
 
-    template = CampaignTemplate.compile(campaign(body_html=html, subject="Grüße, {{ name }}!"), dual_settings)
+    template = CampaignTemplate.compile(
+        campaign(body_html=html, subject="Grüße, {{ name }}!"), Mailing.of(dual_settings)
+    )
     server = make_smtp_server()
     connection = SmtpConnection(settings_for(server))
     try:
@@ -438,7 +443,7 @@ async def test_dual_signed_messages_through_an_smtp_server_verify_with_both_keys
 
 
 def test_a_dual_signed_message_has_two_signatures_over_the_same_fields_and_body(dual_keys, dual_settings):
-    template = CampaignTemplate.compile(campaign(), dual_settings)
+    template = CampaignTemplate.compile(campaign(), Mailing.of(dual_settings))
     raw = template.render(7, "jane@example.org", "Jane")
     message = parse(raw)
     tags = signature_tags(message)
@@ -455,7 +460,9 @@ def test_a_dual_signed_message_has_two_signatures_over_the_same_fields_and_body(
 
 
 def test_the_single_key_form_still_makes_one_signature(key, key_file):
-    raw = CampaignTemplate.compile(campaign(), signed_settings(key_file)).render(7, "jane@example.org", "Jane")
+    raw = CampaignTemplate.compile(campaign(), Mailing.of(signed_settings(key_file))).render(
+        7, "jane@example.org", "Jane"
+    )
     assert len(parse(raw).get_all("DKIM-Signature")) == 1
     assert verified(raw, key)
 

@@ -9,6 +9,7 @@ from pydantic import SecretStr
 
 from service.errors import Invalid
 from service.mail import headers
+from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
 from tests.cli.test_campaign_commands import seed_account
@@ -25,7 +26,7 @@ INJECTIONS = [
 
 
 def rendered(settings=None, **fields):
-    template = CampaignTemplate.compile(campaign(**fields), settings or make_settings())
+    template = CampaignTemplate.compile(campaign(**fields), Mailing.of(settings or make_settings()))
     return parse(template.render(1007, "jane@example.org", "Jane"))
 
 
@@ -157,7 +158,7 @@ async def test_campaign_create_stores_the_new_headers_and_the_node_renders_them(
         "SELECT id, account_id, subject, from_address, body_text, body_html, reply_to, list_id, "
         "headers FROM einmal.campaigns"
     )
-    message = parse(CampaignTemplate.compile(dict(row), make_settings()).render(1, "x@example.org", "X"))
+    message = parse(CampaignTemplate.compile(dict(row), Mailing.of(make_settings())).render(1, "x@example.org", "X"))
     assert message["Reply-To"].addresses[0].addr_spec == "help@acme.test"
     assert str(message["List-Id"]) == '"Acme" <news.acme.example>'
     assert str(message["X-Campaign"]) == "spring"

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from pydantic import SecretStr
 
 from service.errors import Invalid
+from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate, check_template
 from service.mail.unsubscribe import make_token, verify_token
 from service.settings import Settings
@@ -49,7 +50,7 @@ def campaign(**overrides) -> dict:
 
 
 def render(subscriber_id=1007, email="jane@example.org", name="Jane Doe", settings=None, **fields):
-    template = CampaignTemplate.compile(campaign(**fields), settings or make_settings())
+    template = CampaignTemplate.compile(campaign(**fields), Mailing.of(settings or make_settings()))
     return template.render(subscriber_id, email, name)
 
 
@@ -129,14 +130,16 @@ def test_message_id_uses_the_configured_domain():
 
 
 def test_date_is_rfc5322_and_taken_from_the_clock():
-    template = CampaignTemplate.compile(campaign(), make_settings())
+    template = CampaignTemplate.compile(campaign(), Mailing.of(make_settings()))
     template.clock = lambda: 1_700_000_000.25
     message = parse(template.render(1, "a@example.org", "A"))
     assert parsedate_to_datetime(str(message["Date"])) == datetime.fromtimestamp(1_700_000_000, UTC)
 
 
 def test_envelope_from_is_the_bare_address_and_from_keeps_a_non_ascii_name():
-    template = CampaignTemplate.compile(campaign(from_address="Bäckerei Süß <shop@bakery.example>"), make_settings())
+    template = CampaignTemplate.compile(
+        campaign(from_address="Bäckerei Süß <shop@bakery.example>"), Mailing.of(make_settings())
+    )
     assert template.envelope_from == "shop@bakery.example"
     message = parse(template.render(1, "a@example.org", "A"))
     assert message["From"].addresses[0].display_name == "Bäckerei Süß"
@@ -148,7 +151,7 @@ def test_envelope_from_is_the_bare_address_and_from_keeps_a_non_ascii_name():
     "from_address", ["news@acme.example", "Acme <news@acme.example>", '"A, B" <news@acme.example>']
 )
 def test_a_from_address_that_is_one_mailbox_is_accepted(from_address):
-    template = CampaignTemplate.compile(campaign(from_address=from_address), make_settings())
+    template = CampaignTemplate.compile(campaign(from_address=from_address), Mailing.of(make_settings()))
     assert template.envelope_from == "news@acme.example"
 
 
@@ -166,7 +169,7 @@ def test_a_from_address_that_is_one_mailbox_is_accepted(from_address):
 )
 def test_a_from_address_that_is_not_one_mailbox_is_refused(from_address):
     with pytest.raises(Invalid, match="from address"):
-        CampaignTemplate.compile(campaign(from_address=from_address), make_settings())
+        CampaignTemplate.compile(campaign(from_address=from_address), Mailing.of(make_settings()))
 
 
 def test_html_campaign_is_multipart_alternative_with_text_then_html():
@@ -187,11 +190,11 @@ def test_html_campaign_is_multipart_alternative_with_text_then_html():
 
 
 def test_boundary_is_fixed_per_campaign_and_absent_from_the_bodies():
-    template = CampaignTemplate.compile(campaign(body_html="<p>{{ name }}</p>"), make_settings())
+    template = CampaignTemplate.compile(campaign(body_html="<p>{{ name }}</p>"), Mailing.of(make_settings()))
     first, second = (PARSER.parsebytes(template.render(i, "a@example.org", "--=_einmal.42")) for i in (1, 2))
     boundary = first.get_boundary()
     assert boundary == second.get_boundary() and boundary.startswith("=_einmal.42.")
-    other = CampaignTemplate.compile(campaign(body_html="<p>x</p>"), make_settings())
+    other = CampaignTemplate.compile(campaign(body_html="<p>x</p>"), Mailing.of(make_settings()))
     assert PARSER.parsebytes(other.render(1, "a@example.org", "A")).get_boundary() != boundary
     for part in first.iter_parts():
         assert boundary not in part.as_string()
@@ -279,13 +282,13 @@ def test_no_list_unsubscribe_without_a_configured_url():
 
 def test_unsubscribe_url_without_a_secret_is_refused():
     with pytest.raises(Invalid) as error:
-        CampaignTemplate.compile(campaign(), make_settings(secret=None))
+        CampaignTemplate.compile(campaign(), Mailing.of(make_settings(secret=None)))
     assert str(error.value) == "EINMAL_UNSUBSCRIBE_SECRET must be set when EINMAL_UNSUBSCRIBE_URL is"
 
 
 def test_unsubscribe_field_without_a_configured_url_is_refused():
     with pytest.raises(Invalid, match="unsubscribe_url"):
-        CampaignTemplate.compile(campaign(), make_settings(url=None, secret=None))
+        CampaignTemplate.compile(campaign(), Mailing.of(make_settings(url=None, secret=None)))
 
 
 def test_tokens_verify_only_with_the_right_secret_and_unchanged_ids():
@@ -326,7 +329,7 @@ def test_known_fields_with_any_spacing_are_accepted(text):
 
 def test_compile_refuses_a_campaign_with_an_unknown_field():
     with pytest.raises(Invalid, match=r"^body_html: line 1: unknown variable 'first_name'"):
-        CampaignTemplate.compile(campaign(body_html="<p>{{ first_name }}</p>"), make_settings())
+        CampaignTemplate.compile(campaign(body_html="<p>{{ first_name }}</p>"), Mailing.of(make_settings()))
 
 
 def test_braces_in_values_and_literal_text_are_kept():
@@ -375,7 +378,7 @@ def test_a_name_cannot_add_a_header(name):
     ],
 )
 def test_an_address_that_cannot_go_in_a_header_is_refused(address):
-    template = CampaignTemplate.compile(campaign(), make_settings())
+    template = CampaignTemplate.compile(campaign(), Mailing.of(make_settings()))
     with pytest.raises(ValueError):
         template.render(1, address, "Name")
 

@@ -9,6 +9,7 @@ import pytest
 
 from service.errors import Invalid
 from service.mail import sandbox, templates
+from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate, check_template
 from tests.mail.test_render import campaign, make_settings
 
@@ -54,7 +55,7 @@ def test_a_hostile_template_is_refused_quickly_and_the_same_way_every_time(case:
 
 @pytest.mark.serial
 def test_the_issues_template_fails_its_recipient_quickly_and_the_same_way_every_time() -> None:
-    template = CampaignTemplate.compile(campaign(body_text="Hi\n" + ISSUE + "\n"), make_settings())
+    template = CampaignTemplate.compile(campaign(body_text="Hi\n" + ISSUE + "\n"), Mailing.of(make_settings()))
     reasons = set()
     for pad in ("a ", "ab", "a ", "ab"):
         started = time.perf_counter()
@@ -69,7 +70,7 @@ def test_the_issues_template_fails_its_recipient_quickly_and_the_same_way_every_
 def test_renders_in_threads_at_once_each_have_their_own_budget() -> None:
     """Two thirds of the budget each: in threads at once they would pass it together if they shared it."""
     text = "{% for i in range(66000) %}{% endfor %}done"
-    template = CampaignTemplate.compile(campaign(body_text=text), make_settings())
+    template = CampaignTemplate.compile(campaign(body_text=text), Mailing.of(make_settings()))
     results: list[bool] = []
 
     def render_many() -> None:
@@ -90,7 +91,7 @@ def test_renders_in_threads_at_once_each_have_their_own_budget() -> None:
 def test_a_render_past_its_cpu_time_fails_with_its_own_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     """The last guard, for what the steps would count wrong: here a budget's worth of loop items."""
     template = CampaignTemplate.compile(
-        campaign(body_text="{% for i in range(99000) %}{% endfor %}done"), make_settings()
+        campaign(body_text="{% for i in range(99000) %}{% endfor %}done"), Mailing.of(make_settings())
     )
     assert b"done" in template.render(1, "jane@example.org", "Jane")
     monkeypatch.setattr(sandbox, "MAX_SECONDS", 0.001)

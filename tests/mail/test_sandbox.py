@@ -14,6 +14,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from service.errors import Invalid
 from service.mail import templates
+from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate, check_template
 from service.mail.sandbox import CHARS_PER_STEP, MAX_OUTPUT, MAX_STEPS
 from tests.mail.test_render import campaign, make_settings
@@ -108,7 +109,7 @@ def test_ordinary_loops_filters_and_macros_fit_the_budget_many_times_over():
 
 def test_one_subscribers_long_attribute_fails_that_recipient_alone_and_again_the_same_way():
     check_template(NESTED, "text body")  # the sample subscriber has no attributes: it passes the create check
-    template = CampaignTemplate.compile(campaign(body_text="Hi {{ name }}\n" + NESTED), make_settings())
+    template = CampaignTemplate.compile(campaign(body_text="Hi {{ name }}\n" + NESTED), Mailing.of(make_settings()))
     assert b"Hi A" in template.render(1, "a@example.org", "A", json.dumps({"s": "abc"}))
     reasons = []
     for _ in range(2):  # counted, not timed: every node fails this message the same way

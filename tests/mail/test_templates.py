@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from service.errors import Invalid
 from service.mail import templates
+from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate, check_template
 from tests.mail.test_render import (
     BASE_HEADERS,
@@ -26,7 +27,7 @@ from tests.mail.test_render import (
 
 
 def rendered(name="Jane", attributes=None, email="jane@example.org", **fields) -> bytes:
-    template = CampaignTemplate.compile(campaign(**{"name": "spring", **fields}), make_settings())
+    template = CampaignTemplate.compile(campaign(**{"name": "spring", **fields}), Mailing.of(make_settings()))
     return template.render(1007, email, name, json.dumps(attributes or {}))
 
 
@@ -64,7 +65,7 @@ def test_autoescape_applies_to_the_html_body_only():
 
 
 def test_a_missing_attribute_fails_that_recipient_alone_with_the_reason():
-    template = CampaignTemplate.compile(campaign(body_text="{{ attributes.city }}\n"), make_settings())
+    template = CampaignTemplate.compile(campaign(body_text="{{ attributes.city }}\n"), Mailing.of(make_settings()))
     assert b"Berlin" in template.render(1, "a@example.org", "A", '{"city": "Berlin"}')
     with pytest.raises(ValueError, match="city"):
         template.render(2, "b@example.org", "B", "{}")
@@ -131,7 +132,7 @@ def test_a_data_dependent_blow_up_fails_the_recipient_not_the_node():
             body_text="{% for c in attributes.s %}{% for d in attributes.s %}{{ attributes.s }}"
             "{% endfor %}{% endfor %}\n"
         ),
-        make_settings(),
+        Mailing.of(make_settings()),
     )
     assert template.render(1, "a@example.org", "A", '{"s": "ab"}')
     with pytest.raises(ValueError, match="longer than 1,000,000 characters"):
@@ -207,7 +208,7 @@ def test_cutting_a_body_into_lines_renders_what_one_jinja_run_renders(text, html
         return  # an empty HTML body is no HTML part
     fields = {"body_html": text, "body_text": "x"} if html else {"body_text": text}
     message = parse(
-        CampaignTemplate.compile(campaign(name="spring", **fields), settings).render(
+        CampaignTemplate.compile(campaign(name="spring", **fields), Mailing.of(settings)).render(
             1, "jo@example.org", "Jo <3", {"k": "v&w"}
         )
     )
@@ -237,7 +238,7 @@ def test_every_variable_value_is_parsed_back_from_the_message(name, city, plan):
             body_text=text,
             body_html="<p>{{ attributes.city }}</p>",
         ),
-        make_settings(),
+        Mailing.of(make_settings()),
     )
     message = parse(template.render(5, "jane@example.org", name, json.dumps({"city": city, "plan": plan})))
     assert header_names(message) == sorted(BASE_HEADERS | UNSUBSCRIBE_HEADERS)
@@ -274,7 +275,7 @@ JINJA = campaign(
 @given(name=breaks, city=breaks)
 def test_a_value_with_line_breaks_renders_the_same_on_the_fast_path_and_through_jinja(name, city):
     """CR, CRLF and LF in a value give the same bytes either way, and never a header line."""
-    templates_ = [CampaignTemplate.compile(c, make_settings()) for c in (FAST, JINJA)]
+    templates_ = [CampaignTemplate.compile(c, Mailing.of(make_settings())) for c in (FAST, JINJA)]
     assert [t._text.pieces[0].__class__ for t in templates_] == [str, templates.TEXT.template_class]
     messages = [t.render(5, "jane@example.org", name, json.dumps({"city": city})) for t in templates_]
     assert messages[0].split(b"\r\nDate: ")[0] == messages[1].split(b"\r\nDate: ")[0]  # From, To, Subject

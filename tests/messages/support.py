@@ -4,6 +4,7 @@ each layer of a message's sending applies alone."""
 import asyncpg
 
 from service.messages import messages
+from service.messages.messages import Queueing
 from service.settings import Settings
 from tests.web.test_api import make_key
 
@@ -52,7 +53,7 @@ async def opt_out_messages(conn: asyncpg.Connection, settings: Settings, account
         email: (
             await messages.send(
                 conn,
-                settings=settings,
+                queueing=Queueing.of(settings),
                 account_id=account_id,
                 to=email,
                 subject="Receipt",

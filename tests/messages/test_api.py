@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from service.messages import messages
+from service.messages.messages import Queueing
 from service.settings import Settings
 from tests.messages.support import FROM, account_with_key, message_rows
 from tests.support.web import http_server
@@ -143,7 +144,7 @@ async def test_the_route_itself_is_idempotent_under_fifty_at_once(conn: asyncpg.
             made.append(
                 await messages.send(
                     session,
-                    settings=settings,
+                    queueing=Queueing.of(settings),
                     account_id=account_id,
                     to="ann@example.org",
                     subject="Reset",
@@ -165,7 +166,7 @@ async def test_the_route_itself_is_idempotent_under_fifty_at_once(conn: asyncpg.
     # another key is another message; the same key of another account too
     again = await messages.send(
         conn,
-        settings=settings,
+        queueing=Queueing.of(settings),
         account_id=account_id,
         to="ann@example.org",
         subject="R",
@@ -178,7 +179,7 @@ async def test_the_route_itself_is_idempotent_under_fifty_at_once(conn: asyncpg.
     other_id, _ = await account_with_key(conn, dsn, "other")
     theirs = await messages.send(
         conn,
-        settings=settings,
+        queueing=Queueing.of(settings),
         account_id=other_id,
         to="ann@example.org",
         subject="Reset",

@@ -13,7 +13,9 @@ import httpx
 import pytest
 
 from service.mail import render
+from service.mail.mailing import Mailing
 from service.messages import batch, messages
+from service.messages.messages import Queueing
 from service.settings import Settings
 from tests.messages.support import FROM, account_with_key, message_rows
 from tests.messages.test_sending import settled
@@ -97,7 +99,7 @@ async def test_a_template_is_compiled_once_a_batch(
     settings = Settings(database_url=dsn)
     await messages.put_template(
         conn,
-        settings=settings,
+        mailing=Mailing.of(settings),
         account_id=account_id,
         name="receipt",
         subject=RECEIPT["subject"],
@@ -116,7 +118,7 @@ async def test_a_template_is_compiled_once_a_batch(
     monkeypatch.setattr(render.CampaignTemplate, "compile", staticmethod(counted))
     items = [batch.Item(to=f"r{i}@example.org", template_name="receipt", data={"order": str(i)}) for i in range(40)]
     items += [_item(f"s{i}@example.org") for i in range(40)]
-    outcomes = await batch.send(conn, settings=settings, account_id=account_id, items=items)
+    outcomes = await batch.send(conn, queueing=Queueing.of(settings), account_id=account_id, items=items)
     assert [o.outcome for o in outcomes] == ["queued"] * 80
     assert sorted(compiled) == sorted([RECEIPT["subject"], "Reset"])  # two distinct sources: two compiles
     assert len({o.id for o in outcomes}) == 80
@@ -195,14 +197,22 @@ async def test_a_retry_of_the_route_itself_makes_each_message_once(conn: asyncpg
     account_id, _ = await account_with_key(conn, dsn)
     settings = Settings(database_url=dsn)
     items = [_item(f"r{i}@example.org") for i in range(6)]
-    first = await batch.send(conn, settings=settings, account_id=account_id, items=items, idempotency_key="k1")
-    retry = await batch.send(conn, settings=settings, account_id=account_id, items=items, idempotency_key="k1")
+    first = await batch.send(
+        conn, queueing=Queueing.of(settings), account_id=account_id, items=items, idempotency_key="k1"
+    )
+    retry = await batch.send(
+        conn, queueing=Queueing.of(settings), account_id=account_id, items=items, idempotency_key="k1"
+    )
     assert [o.created for o in first] == [True] * 6 and [o.created for o in retry] == [False] * 6
     assert [o.id for o in retry] == [o.id for o in first]
     assert len(await message_rows(conn)) == 6
 
-    died = await batch.send(conn, settings=settings, account_id=account_id, items=items[:2], idempotency_key="k2")
-    rest = await batch.send(conn, settings=settings, account_id=account_id, items=items, idempotency_key="k2")
+    died = await batch.send(
+        conn, queueing=Queueing.of(settings), account_id=account_id, items=items[:2], idempotency_key="k2"
+    )
+    rest = await batch.send(
+        conn, queueing=Queueing.of(settings), account_id=account_id, items=items, idempotency_key="k2"
+    )
     assert [o.created for o in rest] == [False, False, True, True, True, True]
     assert [o.id for o in rest[:2]] == [o.id for o in died]
     assert len(await message_rows(conn)) == 12
@@ -213,7 +223,9 @@ async def test_a_retry_of_the_route_itself_makes_each_message_once(conn: asyncpg
         other = await asyncpg.connect(dsn)
         try:
             answers.append(
-                await batch.send(other, settings=settings, account_id=account_id, items=items, idempotency_key="k3")
+                await batch.send(
+                    other, queueing=Queueing.of(settings), account_id=account_id, items=items, idempotency_key="k3"
+                )
             )
         finally:
             await other.close()
@@ -250,7 +262,7 @@ async def test_a_batchs_messages_are_sent_by_a_node_each_once(conn: asyncpg.Conn
         # the route run again under the key (as after a node died before its answer): nothing new is sent
         again = await batch.send(
             conn,
-            settings=settings,
+            queueing=Queueing.of(settings),
             account_id=account_id,
             items=[batch.Item(to="r0@example.org", subject="x", body_text="y", from_address=FROM)],
             idempotency_key="codes",

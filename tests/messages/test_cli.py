@@ -8,6 +8,7 @@ import pytest
 
 from service.campaigns import retention
 from service.messages import messages
+from service.messages.messages import Queueing
 from service.settings import Settings
 from tests.conftest import einmal
 from tests.messages.support import FROM, account_with_key, message_rows
@@ -65,7 +66,7 @@ async def test_the_pruner_forgets_keys_and_deletes_old_settled_messages(conn: as
     async def send(key: str) -> int:
         made = await messages.send(
             conn,
-            settings=settings,
+            queueing=Queueing.of(settings),
             account_id=account_id,
             to="ann@example.org",
             subject="S",

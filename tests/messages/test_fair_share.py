@@ -10,6 +10,7 @@ import asyncpg
 import pytest
 
 from service.messages import batch, messages
+from service.messages.messages import Queueing
 from tests.messages.support import FROM
 from tests.support.pipeline import Received as Sink
 from tests.support.pipeline import approve, node_settings, recording_server, running_node, seed
@@ -27,7 +28,7 @@ async def flood(conn: asyncpg.Connection, settings, account_id: int) -> None:
             batch.Item(to=f"a{call}-{i}@flood.example", subject="Flood", body_text="Yours.", from_address=FROM)
             for i in range(batch.MAX_MESSAGES)
         ]
-        outcomes = await batch.send(conn, settings=settings, account_id=account_id, items=items)
+        outcomes = await batch.send(conn, queueing=Queueing.of(settings), account_id=account_id, items=items)
         assert {o.outcome for o in outcomes} == {"queued"}
 
 
@@ -49,7 +50,7 @@ async def test_a_message_flood_leaves_another_account_its_share(conn: asyncpg.Co
             sent = time.monotonic()
             await messages.send(
                 conn,
-                settings=settings,
+                queueing=Queueing.of(settings),
                 account_id=b_account,
                 to="reset@b.example",
                 subject="Reset",
@@ -102,7 +103,7 @@ async def test_without_a_rate_another_accounts_message_is_not_behind_the_flood(
             queued_at = time.monotonic()
             await messages.send(
                 conn,
-                settings=settings,
+                queueing=Queueing.of(settings),
                 account_id=b_account,
                 to="reset@b.example",
                 subject="Reset",

@@ -13,6 +13,7 @@ from actors.feed import Feed
 from actors.wiring import NodeWiring
 from service import db
 from service.messages import messages
+from service.messages.messages import Queueing
 from tests.messages.support import FROM, message_rows
 from tests.support.pipeline import Received, node_settings, recording_server, seed
 from tests.support.wiring import wiring
@@ -31,7 +32,7 @@ async def sending_campaign(conn: asyncpg.Connection, node: NodeWiring, recipient
 async def queue_message(conn: asyncpg.Connection, dsn: str, account_id: int, to: str) -> int:
     made = await messages.send(
         conn,
-        settings=node_settings(dsn, 25),
+        queueing=Queueing.of(node_settings(dsn, 25)),
         account_id=account_id,
         to=to,
         subject="Reset",

@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 
 from service.messages import messages
+from service.messages.messages import Queueing
 from service.settings import Settings
 from tests.messages.support import FROM
 from tests.support.pipeline import Received as Sink
@@ -25,7 +26,13 @@ async def latency(conn: asyncpg.Connection, settings: Settings, account_id: int,
     """Seconds from a message's queueing to the sink's acceptance of it."""
     began = time.monotonic()
     await messages.send(
-        conn, settings=settings, account_id=account_id, to=to, subject="Reset", body_text="Link.", from_address=FROM
+        conn,
+        queueing=Queueing.of(settings),
+        account_id=account_id,
+        to=to,
+        subject="Reset",
+        body_text="Link.",
+        from_address=FROM,
     )
     with anyio.fail_after(30):
         while not (arrived := [t for t, rcpt, _ in sink.messages if rcpt == to]):
@@ -79,7 +86,7 @@ async def test_the_cluster_rate_limit_holds_with_messages(conn: asyncpg.Connecti
             for i in range(40):
                 await messages.send(
                     conn,
-                    settings=settings,
+                    queueing=Queueing.of(settings),
                     account_id=account_id,
                     to=f"m{i}@example.org",
                     subject="S",

@@ -15,6 +15,7 @@ from actors.batch import Outcome, Row
 from actors.feed import Feed
 from service import db
 from service.messages import messages
+from service.messages.messages import Queueing
 from service.settings import Settings
 from service.subscribers import suppressions
 from tests.inbound.test_bounce_inbound import RETURN_PATH, SECRET, hand_over, running_node_with_inbound
@@ -50,7 +51,7 @@ async def test_what_a_message_honours_and_its_verp_bounce(conn: asyncpg.Connecti
     async def send(to: str, **options) -> int:
         made = await messages.send(
             conn,
-            settings=settings,
+            queueing=Queueing.of(settings),
             account_id=account_id,
             to=to,
             subject="Receipt {{ attributes.order }}",

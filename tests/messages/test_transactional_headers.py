@@ -4,6 +4,7 @@ for a password reset only invites a person to turn off mail they need. A campaig
 
 from pydantic import SecretStr
 
+from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
 from tests.mail.test_render import PARSER
@@ -28,7 +29,7 @@ def headers(kind: str, text: str) -> set[str]:
             "kind": kind,
             "unsubscribe_required": False,
         },
-        SETTINGS,
+        Mailing.of(SETTINGS),
     )
     return {name for name in PARSER.parsebytes(template.render(1, "ann@example.org", "Ann")).keys()}
 

@@ -89,3 +89,30 @@ async def test_the_check_of_a_new_campaigns_templates_holds_no_connection_of_the
         bad = await client.post("/campaigns", json={**draft, "text": "{% for i in range(99999) %}{{ i }}{% endfor %}"})
         assert bad.status_code == 422 and "more than 100,000 steps" in bad.json()["error"], bad.text
     assert pools and held == [0, 0], f"connections of the pool held during the check: {held}"
+
+
+async def test_sources_a_route_tried_are_found_tried_by_the_others(
+    conn: asyncpg.Connection, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message sent from a template the API took a moment ago is not rendered again before it is queued:
+    every route tries sources with the same section of the settings (service/api/deps.py Sections)."""
+    compiled: list[str] = []
+    compile_ = render.CampaignTemplate.compile
+
+    def compile(campaign, *args, **kwargs):
+        compiled.append(campaign["body_text"])
+        return compile_(campaign, *args, **kwargs)
+
+    monkeypatch.setattr(render.CampaignTemplate, "compile", compile)
+    _, key = await account_with_key(conn, dsn)
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1", headers=auth(key)) as client,
+    ):
+        made = await client.put(
+            "/message-templates/note", json={"subject": "Note", "text": "Hi {{ name }}", "from": FROM}
+        )
+        assert made.status_code == 201, made.text
+        sent = await client.post("/messages", json={"to": "bob@example.org", "template": "note"})
+        assert sent.status_code == 202, sent.text
+    assert compiled == ["Hi {{ name }}"], "tried again by POST /messages"

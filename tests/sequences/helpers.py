@@ -9,6 +9,7 @@ from email.parser import BytesHeaderParser
 import asyncpg
 
 from service.addresses import email_key
+from service.mail.mailing import Mailing
 from service.sequences import sequences, steps
 from tests.support.pipeline import Received, node_settings
 
@@ -65,7 +66,7 @@ async def make_sequence(
     for i, seconds in enumerate(delays, 1):
         step = await steps.add(
             conn,
-            settings=settings,
+            mailing=Mailing.of(settings),
             account_id=account,
             sequence_id=made.id,
             subject=f"Step {i} for {{{{ name }}}}",

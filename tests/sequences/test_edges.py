@@ -11,6 +11,7 @@ import pytest
 
 from actors.sequencer import sweep, sweep_one
 from service.campaigns import rows as campaign_rows
+from service.mail.mailing import Mailing
 from service.sequences import steps
 from tests.conftest import einmal
 from tests.sequences.helpers import Stamped, join, leave, make_sequence, rows
@@ -88,7 +89,7 @@ def open_window() -> steps.Window:
 async def set_window(conn: asyncpg.Connection, dsn: str, account: int, sequence: int, at: int, given) -> None:
     await steps.change(
         conn,
-        settings=node_settings(dsn, 25),
+        mailing=Mailing.of(node_settings(dsn, 25)),
         account_id=account,
         sequence_id=sequence,
         at=at,
@@ -297,7 +298,7 @@ async def test_a_step_added_later_counts_its_delay_from_the_members_last_step(
     assert await conn.fetchval("SELECT due_at FROM einmal.sequence_members") is None, "past the last step: done"
     added = await steps.add(
         conn,
-        settings=node_settings(dsn, 25),
+        mailing=Mailing.of(node_settings(dsn, 25)),
         account_id=account,
         sequence_id=sequence,
         subject="Later",

@@ -12,6 +12,7 @@ import asyncpg
 import httpx
 import pytest
 
+from service.mail.mailing import Mailing
 from service.sequences import sequences, steps
 from tests.sequences.helpers import Stamped, join, leave, make_sequence, rows
 from tests.support.pipeline import node_settings, recording_server, running_node
@@ -157,7 +158,7 @@ async def test_an_edited_step_changes_only_the_rows_not_yet_sent(conn: asyncpg.C
         await settled(conn, [first], 1)
         await steps.change(
             conn,
-            settings=node_settings(dsn, port),
+            mailing=Mailing.of(node_settings(dsn, port)),
             account_id=account,
             sequence_id=sequence,
             at=1,
@@ -182,7 +183,7 @@ async def test_a_step_added_later_reaches_the_members_not_past_its_position(conn
         await settled(conn, [first, third], 3)  # step 1 only: step 3 waits for its delay
         added = await steps.add(
             conn,
-            settings=node_settings(dsn, port),
+            mailing=Mailing.of(node_settings(dsn, port)),
             account_id=account,
             sequence_id=sequence,
             subject="Step 2",

@@ -321,7 +321,7 @@ async def drive(
                 if row is not None:
                     n += 1
                     report = Report("hard", "5.1.1", row["email"], None, f"dsn:chaos-{n}", reason="no_mailbox")
-                    await bounces.apply(conn, settings, report, row)
+                    await bounces.apply(conn, bounces.Rules.of(settings), report, row)
             while unsub_at and share >= unsub_at[0]:
                 unsub_at.pop(0)
                 email = await conn.fetchval(

@@ -11,6 +11,7 @@ import pytest
 
 from service import db
 from service.messages import messages
+from service.messages.messages import Queueing
 from service.settings import Settings
 from service.subscribers import subscriber
 from tests.conftest import cells, einmal
@@ -141,7 +142,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
     message = (
         await messages.send(
             conn,
-            settings=Settings(database_url=dsn),
+            queueing=Queueing.of(Settings(database_url=dsn)),
             account_id=acme,
             to=ALICE,
             subject="s",

@@ -15,8 +15,10 @@ from pydantic import SecretStr
 from service import db
 from service.errors import ConfigError
 from service.mail import confirm, unsubscribe
+from service.mail.mailing import Mailing
 from service.settings import Settings
 from service.subscribers import optin, texts
+from service.subscribers.optin import SignUps
 from tests.conftest import einmal
 from tests.support.optin import (
     FORM,
@@ -214,10 +216,10 @@ async def test_the_confirmation_is_in_the_accounts_language_and_each_sign_up_kee
 
 def test_a_confirmation_message_that_is_no_template_stops_the_start_naming_its_language() -> None:
     settings = Settings(unsubscribe_secret=SecretStr(SECRET), **SETTINGS)
-    optin.check_message(settings, [texts.confirmation(code) for code in texts.LANGUAGES])
+    optin.check_message(Mailing.of(settings), [texts.confirmation(code) for code in texts.LANGUAGES])
     broken = optin.Wording("xx", "Bitte {{ campaign.name", "{{ confirm_url }}")
     with pytest.raises(ConfigError, match=r"^the xx confirmation message: "):
-        optin.check_message(settings, [texts.confirmation("en"), broken])
+        optin.check_message(Mailing.of(settings), [texts.confirmation("en"), broken])
 
 
 async def test_sign_up_floods_are_bounded_per_address_and_per_client(conn: asyncpg.Connection, dsn: str) -> None:
@@ -310,7 +312,7 @@ async def test_a_node_without_retention_prunes_sign_ups_past_the_window_at_start
     settings = Settings(database_url=dsn, unsubscribe_secret=SecretStr(SECRET), **SETTINGS)
     for address in ("old@example.org", "new@example.org"):
         await optin.sign_up(
-            conn, settings, optin.SignUp(list_id, account_id, address, "", "form", texts.confirmation("en"))
+            conn, SignUps.of(settings), optin.SignUp(list_id, account_id, address, "", "form", texts.confirmation("en"))
         )
     await conn.execute(
         "UPDATE einmal.list_members SET created_at = now() - interval '4 days' "
@@ -343,7 +345,7 @@ def test_double_opt_in_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="EINMAL_UNSUBSCRIBE_SECRET must be set when EINMAL_CONFIRM_URL"):
         Settings(**SETTINGS)
     with pytest.raises(optin.NotConfigured):
-        optin.check_configured(Settings(unsubscribe_secret=SecretStr(SECRET)))
+        optin.check_configured(Mailing.of(Settings(unsubscribe_secret=SecretStr(SECRET))))
 
 
 @pytest.mark.parametrize("command", ["run", "serve"])

@@ -17,6 +17,7 @@ from pydantic import SecretStr
 from service.mail import confirm, unsubscribe
 from service.settings import Settings
 from service.subscribers import optin, texts
+from service.subscribers.optin import SignUps
 from tests.conftest import ROOT, einmal
 from tests.support.optin import FORM, SECRET, SETTINGS, TOKEN, account_with_list
 from tests.support.web import http_server, subscriber, token
@@ -42,7 +43,7 @@ async def signed_up(conn: asyncpg.Connection, account_id: int, list_id: int, add
     """The (account, confirmation campaign, subscriber) of a new sign-up of `address` to the list."""
     settings = Settings(unsubscribe_secret=SecretStr(SECRET), **SETTINGS)
     await optin.sign_up(
-        conn, settings, optin.SignUp(list_id, account_id, address, "", "form", texts.confirmation("en"))
+        conn, SignUps.of(settings), optin.SignUp(list_id, account_id, address, "", "form", texts.confirmation("en"))
     )
     row = await conn.fetchrow(
         "SELECT s.account_id, s.campaign_id, s.subscriber_id FROM einmal.sends s WHERE s.email = $1", address

@@ -14,7 +14,7 @@ import pytest
 from service.inbound import bounces
 from service.inbound import events as inbound
 from service.inbound.reports import Report
-from service.webhooks import endpoints
+from service.webhooks import endpoints, policy
 from tests.support.pipeline import Received, approve, node_settings, recording_server, running_node, seed, wait_status
 from tests.support.webhook_receiver import HANG, Answer, Receiver, Request
 from tests.support.webhooks import verified, wait_until
@@ -44,7 +44,9 @@ async def test_every_event_of_a_campaign_is_delivered_at_least_once(dsn, conn) -
     )
     received = Received(lambda rcpt: "550 5.1.1 no such user" if rcpt == REFUSED else None)
     async with Receiver(decide) as receiver:
-        created = await endpoints.add(lambda: nullcontext(conn), settings, account_id=account, url=receiver.url())
+        created = await endpoints.add(
+            lambda: nullcontext(conn), policy.Reach.of(settings), account_id=account, url=receiver.url()
+        )
         async with recording_server(received) as smtp_port:
             settings = settings.model_copy(update={"smtp_port": smtp_port})
             async with running_node(settings):
@@ -61,7 +63,7 @@ async def test_every_event_of_a_campaign_is_delivered_at_least_once(dsn, conn) -
                 )
                 bounced, unsubscribed = sent
                 report = Report("hard", "5.1.1", bounced["email"], None, "dsn:test-1", reason="no_mailbox")
-                assert await bounces.apply(conn, settings, report, bounced) == "applied"
+                assert await bounces.apply(conn, bounces.Rules.of(settings), report, bounced) == "applied"
                 assert await inbound.apply(conn, "unsubscribe:test-1", "unsubscribe", account, unsubscribed["email"])
                 await anyio.sleep(1)
                 await receiver.start()

@@ -157,7 +157,7 @@ async def test_after_a_rotation_both_secrets_verify(dsn, conn) -> None:
     a = await account(conn)
     async with Receiver() as receiver:
         endpoint_id, old = await endpoint(conn, a, receiver.url())
-        rotated = await endpoints.rotate(conn, Settings(), account_id=a, id=endpoint_id)
+        rotated = await endpoints.rotate(conn, Settings().webhook_rotation_hours, account_id=a, id=endpoint_id)
         await unsubscribe(conn, a, "ann@example.org")
         async with running_actor(dsn):
             await receiver.wait_for(lambda: len(receiver.requests) == 1, 10)
@@ -175,7 +175,7 @@ async def test_after_the_rotation_window_the_old_secret_signs_no_more(dsn, conn)
     a = await account(conn)
     async with Receiver() as receiver:
         endpoint_id, old = await endpoint(conn, a, receiver.url())
-        rotated = await endpoints.rotate(conn, Settings(), account_id=a, id=endpoint_id)
+        rotated = await endpoints.rotate(conn, Settings().webhook_rotation_hours, account_id=a, id=endpoint_id)
         # the window ended a second ago (the previous secret is still stored: only the claim's check drops it)
         await conn.execute(
             "UPDATE einmal.webhook_endpoints SET previous_until = now() - interval '1 second' WHERE id = $1",

@@ -9,7 +9,7 @@ import pytest
 from service.errors import Invalid
 from service.settings import Settings
 from service.subscribers import suppressions
-from service.webhooks import endpoints
+from service.webhooks import endpoints, policy
 from tests.support.dns_server import dns_server
 from tests.support.webhook_receiver import Receiver
 from tests.support.webhooks import running_actor, wait_until
@@ -24,13 +24,20 @@ async def test_a_name_is_checked_at_registration_and_again_at_delivery(dsn, conn
         before = ["hooks A 93.184.216.34", "inside A 10.0.0.5", "both A 93.184.216.34", "both A 192.168.1.1"]
         with dns_server(tmp_path / "before", {"einmal.test": before}) as servers:
             settings = Settings(dns_servers=servers)
-            made = await endpoints.add(lambda: nullcontext(conn), settings, account_id=account, url=url)
+            made = await endpoints.add(
+                lambda: nullcontext(conn), policy.Reach.of(settings), account_id=account, url=url
+            )
             for refused in ("https://inside.einmal.test/h", "https://both.einmal.test/h"):
                 with pytest.raises(Invalid, match="non-public"):
-                    await endpoints.add(lambda: nullcontext(conn), settings, account_id=account, url=refused)
+                    await endpoints.add(
+                        lambda: nullcontext(conn), policy.Reach.of(settings), account_id=account, url=refused
+                    )
             with pytest.raises(Invalid, match="does not resolve"):
                 await endpoints.add(
-                    lambda: nullcontext(conn), settings, account_id=account, url="https://nothing.einmal.test/h"
+                    lambda: nullcontext(conn),
+                    policy.Reach.of(settings),
+                    account_id=account,
+                    url="https://nothing.einmal.test/h",
                 )
         await suppressions.suppress(conn, account, ["ann@example.org"], "unsubscribe")
         with dns_server(tmp_path / "after", {"einmal.test": ["hooks A 127.0.0.1"]}) as servers:
@@ -54,9 +61,12 @@ async def test_a_name_whose_aaaa_carries_a_private_address_is_refused_at_registr
             for name in ("nat64", "sixtofour", "site"):
                 with pytest.raises(Invalid, match="non-public"):
                     await endpoints.add(
-                        lambda: nullcontext(conn), settings, account_id=account, url=f"https://{name}.einmal.test/h"
+                        lambda: nullcontext(conn),
+                        policy.Reach.of(settings),
+                        account_id=account,
+                        url=f"https://{name}.einmal.test/h",
                     )
-            await endpoints.add(lambda: nullcontext(conn), settings, account_id=account, url=url)
+            await endpoints.add(lambda: nullcontext(conn), policy.Reach.of(settings), account_id=account, url=url)
         await suppressions.suppress(conn, account, ["ann@example.org"], "unsubscribe")
         with dns_server(tmp_path / "after", {"einmal.test": ["hooks AAAA 64:ff9b::7f00:1"]}) as servers:
             async with running_actor(dsn, dns_servers=servers, webhook_allow_http_loopback=False):

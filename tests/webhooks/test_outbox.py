@@ -8,6 +8,7 @@ import pytest
 
 from service import db
 from service.messages import messages
+from service.messages.messages import Queueing
 from service.settings import Settings
 from service.subscribers import suppressions
 from tests.support.webhooks import account_with_sends, deliveries, endpoint, events
@@ -183,7 +184,7 @@ async def test_a_transactional_message_writes_its_events_with_its_id(conn, dsn: 
     made = [
         await messages.send(
             conn,
-            settings=settings,
+            queueing=Queueing.of(settings),
             account_id=account,
             to=to,
             subject="Your receipt",

@@ -7,8 +7,8 @@ from service.errors import Invalid
 from service.settings import Settings
 from service.webhooks import policy
 
-STRICT = Settings()
-LOOPBACK = Settings(webhook_allow_http_loopback=True)
+STRICT = policy.Reach.of(Settings())
+LOOPBACK = policy.Reach.of(Settings(webhook_allow_http_loopback=True))
 
 
 @pytest.mark.parametrize(
@@ -54,10 +54,10 @@ def test_public_addresses_and_allowed_networks_pass() -> None:
     # an embedded public address passes, as the public address itself would
     for public in ("64:ff9b::5db8:d822", "2002:5db8:d822::1", "::ffff:0:5db8:d822", "::ffff:5db8:d822"):
         assert policy.allowed(public, STRICT), public
-    assert policy.allowed("64:ff9b::a14:101", Settings(webhook_allowed_networks="10.20.0.0/16"))
+    assert policy.allowed("64:ff9b::a14:101", policy.Reach.of(Settings(webhook_allowed_networks="10.20.0.0/16")))
     assert not policy.allowed("64:ff9b::7f00:1", LOOPBACK)  # NAT64 of loopback is no loopback of this host
-    assert policy.allowed("10.20.1.1", Settings(webhook_allowed_networks="10.20.0.0/16"))
-    assert not policy.allowed("10.21.1.1", Settings(webhook_allowed_networks="10.20.0.0/16"))
+    assert policy.allowed("10.20.1.1", policy.Reach.of(Settings(webhook_allowed_networks="10.20.0.0/16")))
+    assert not policy.allowed("10.21.1.1", policy.Reach.of(Settings(webhook_allowed_networks="10.20.0.0/16")))
     assert policy.allowed("127.0.0.1", LOOPBACK) and not policy.allowed("10.0.0.1", LOOPBACK)
 
 
