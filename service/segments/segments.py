@@ -93,24 +93,25 @@ async def get(conn: asyncpg.Connection, *, account_id: int, name: str) -> Segmen
     """The account's segment; NotFound when it has none of that name."""
     row = await conn.fetchrow(*db.sql("segment_get", account_id=account_id, segment_name=name))
     if row is None:
-        raise NotFound(f"no segment named {shown(name)}")
+        raise NotFound("no such segment")
     return _segment(row)
 
 
 async def update(conn: asyncpg.Connection, *, account_id: int, name: str, rule: Any) -> Segment:
-    """The segment with its new rule; campaigns made from it keep theirs."""
+    """The segment with its new rule; campaigns made from it keep theirs. NotFound before a rule is looked at."""
+    await get(conn, account_id=account_id, name=name)
     await checked(conn, account_id=account_id, rule=rule)
     row = await conn.fetchrow(
         *db.sql("segment_update", account_id=account_id, segment_name=name, rule=json.dumps(rule))
     )
     if row is None:
-        raise NotFound(f"no segment named {shown(name)}")
+        raise NotFound("no such segment")
     return _segment(row)
 
 
 async def delete(conn: asyncpg.Connection, *, account_id: int, name: str) -> None:
     if await conn.fetchval(*db.sql("segment_delete", account_id=account_id, segment_name=name)) is None:
-        raise NotFound(f"no segment named {shown(name)}")
+        raise NotFound("no such segment")
 
 
 async def count(conn: asyncpg.Connection, *, account_id: int, name: str, timeout: float | None = None) -> Count:
