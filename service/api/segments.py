@@ -35,7 +35,7 @@ class NewSegment(BaseModel):
     rule: dict[str, Any] = Field(description=RULE)
 
 
-class SegmentRule(BaseModel):
+class RuleChange(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rule: dict[str, Any] = Field(description=RULE)
 
@@ -95,7 +95,7 @@ async def get_segment(name: SegmentName, conn: Conn, key: Key) -> Segment:
     summary="give the segment a new rule; campaigns made from it keep theirs",
     responses=ERRORS,
 )
-async def change_segment(name: SegmentName, given: SegmentRule, conn: Conn, key: Key) -> Segment:
+async def change_segment(name: SegmentName, given: RuleChange, conn: Conn, key: Key) -> Segment:
     return Segment(**asdict(await segments.update(conn, account_id=key.account_id, name=name, rule=given.rule)))
 
 
