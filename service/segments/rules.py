@@ -6,6 +6,7 @@ over a subscriber row `s` (`predicate`), docs/guide/segments.md.
     {"member": "news"}                                      a confirmed member of the account's list
     {"subscribed": {"after": "2026-01-01", "before": "2026-07-01", "within_days": 30}}
     {"received": {"campaign": 12}}  {"received": {"last": 3}}   sent that campaign / any of the last 3
+    {"clicked": {"campaign": 12}}   {"clicked": {"last": 3}}    a person (not a machine) clicked a link of it
 
 Nothing a user writes becomes SQL text: the SQL is made of this module's fixed fragments, and every name and
 value given (an attribute's key, a list's name, a value, a date) is a `$n` parameter, sent as text and cast
@@ -29,13 +30,13 @@ MAX_RULE = 16_384  # characters of the rule as JSON
 MAX_TEXT = 256  # characters of a value, a list's name
 MAX_KEY = 128  # characters of an attribute's name
 MAX_IN = 100  # values of `in`
-MAX_LAST = 100  # campaigns of `received.last`
+MAX_LAST = 100  # campaigns of `received.last` and `clicked.last`
 MAX_DAYS = 36_500
 MAX_NUMBER = 10**15
 
 OPS = ("eq", "ne", "lt", "le", "gt", "ge", "in", "contains", "exists")
-KINDS = ("all", "any", "not", "attribute", "member", "subscribed", "received")
-LATER = ("clicked", "opened")  # engagement: kinds kept for when einmal records clicks and opens
+KINDS = ("all", "any", "not", "attribute", "member", "subscribed", "received", "clicked")
+LATER = ("opened",)  # engagement: a kind kept for when einmal records opens
 _ORDER = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
@@ -72,6 +73,10 @@ class Subscribed:
 
 @dataclass(frozen=True)
 class Received:
+    """`received` (a send row of the campaign sent to the mailbox) or `clicked` (a click on a link of it that
+    einmal tagged `human`, docs/design.md#click-tracking)."""
+
+    kind: str
     campaign: int | None
     last: int | None
     path: str = field(compare=False)
@@ -124,10 +129,10 @@ class _Reader:
             return Member(_text(argument, here, MAX_TEXT, "a list's name"), here)
         if kind == "subscribed":
             return _subscribed(argument, here)
-        if kind == "received":
-            return _received(argument, here)
+        if kind in ("received", "clicked"):
+            return _received(kind, argument, here)
         if kind in LATER:
-            raise _fail(here, "einmal records no clicks or opens yet")
+            raise _fail(here, "einmal records no opens yet")
         raise _fail(here, f"unknown condition {shown(kind)}: one of {', '.join(KINDS)}")
 
     def attribute(self, given: dict[str, Any], path: str) -> Attribute:
@@ -212,13 +217,13 @@ def _subscribed(given: Any, path: str) -> Subscribed:
     return Subscribed(after, before, days)
 
 
-def _received(given: Any, path: str) -> Received:
+def _received(kind: str, given: Any, path: str) -> Received:
     if not isinstance(given, dict) or len(given) != 1:
         raise _fail(path, 'one of {"campaign": <id>} or {"last": <number>}')
     _keys(given, path, ("campaign", "last"))
     if "campaign" in given:
-        return Received(_whole(given["campaign"], f"{path}.campaign", 2**63 - 1), None, path)
-    return Received(None, _whole(given["last"], f"{path}.last", MAX_LAST), path)
+        return Received(kind, _whole(given["campaign"], f"{path}.campaign", 2**63 - 1), None, path)
+    return Received(kind, None, _whole(given["last"], f"{path}.last", MAX_LAST), path)
 
 
 def references(node: Node) -> tuple[list[Member], list[Received]]:
@@ -296,6 +301,11 @@ def _sql(node: Node, p: _Params) -> str:
             f"ANY (ARRAY(SELECT sc.id FROM einmal.campaigns AS sc WHERE sc.account_id = {p.account()} "
             f"AND sc.kind = 'campaign' AND sc.started_at < {p.moment()} "
             f"ORDER BY sc.started_at DESC, sc.id DESC LIMIT {p(str(node.last), '::integer')}))"
+        )
+    if node.kind == "clicked":  # the clicks of the subscriber the campaign's row went to, a person's
+        return (
+            f"EXISTS (SELECT 1 FROM einmal.clicks AS sk WHERE sk.campaign_id = {campaigns} "
+            f"AND sk.account_id = {p.account()} AND sk.subscriber_id = s.id AND sk.tag = 'human')"
         )
     return (
         f"EXISTS (SELECT 1 FROM einmal.sends AS sr WHERE sr.campaign_id = {campaigns} "

@@ -15,7 +15,7 @@ from tests.segments.helpers import seed
 pytestmark = pytest.mark.anyio
 
 OPS = "eq, ne, lt, le, gt, ge, in, contains, exists"
-KINDS = "all, any, not, attribute, member, subscribed, received"
+KINDS = "all, any, not, attribute, member, subscribed, received, clicked"
 
 
 def nested(depth: int) -> dict:
@@ -69,7 +69,8 @@ def nested(depth: int) -> dict:
         ({"received": {"last": 101}}, "rule $.received.last: a whole number from 1 to 100"),
         ({"received": {"campaign": "7"}}, "rule $.received.campaign: a whole number from 1 to 9223372036854775807"),
         ({"received": {"campaign": 1, "last": 2}}, 'rule $.received: one of {"campaign": <id>} or {"last": <number>}'),
-        ({"clicked": {"last": 3}}, "rule $.clicked: einmal records no clicks or opens yet"),
+        ({"opened": {"last": 3}}, "rule $.opened: einmal records no opens yet"),
+        ({"clicked": {"last": 0}}, "rule $.clicked.last: a whole number from 1 to 100"),
     ],
 )
 def test_a_rule_that_is_not_right_is_one_line_naming_its_path(rule, said) -> None:
@@ -168,6 +169,45 @@ async def test_received_takes_those_a_campaign_was_sent_to(conn: asyncpg.Connect
             conn, account_id=account_id, name="x", rule={"all": [{"received": {"campaign": made[2]}}]}
         )
     assert str(refused.value) == f"rule $.all[0].received.campaign: the account has no campaign {made[2]}"
+
+
+async def test_clicked_takes_those_a_person_clicked_for_not_a_machine(conn: asyncpg.Connection) -> None:
+    account_id = await seed(conn)
+    campaigns = []
+    for days in (3, 2, 1):
+        campaigns.append(
+            await conn.fetchval(
+                "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids, status, "
+                "started_at) VALUES ($1, 'c', 's', 'a@example.com', 't', '{}', 'sent', "
+                "now() - make_interval(days => $2)) RETURNING id",
+                account_id,
+                days,
+            )
+        )
+    clicks = [
+        (0, "ann", "human", []),
+        (1, "bob", "machine", ["early"]),
+        (2, "cat", "human", []),
+        (2, "dan", "machine", ["burst"]),
+    ]
+    for n, (campaign, who, tag, reasons) in enumerate(clicks):
+        await conn.execute(
+            "INSERT INTO einmal.clicks (id, account_id, campaign_id, subscriber_id, link, url, at, tag, reasons) "
+            "SELECT $1, $2, $3, s.id, 1, 'https://example.org/', now(), $5, $6 FROM einmal.subscribers s "
+            "WHERE s.account_id = $2 AND s.email = $4 || '@example.org'",
+            f"k{n}",
+            account_id,
+            campaigns[campaign],
+            who,
+            tag,
+            reasons,
+        )
+    assert await names(conn, account_id, {"clicked": {"campaign": campaigns[0]}}) == ["ann"]
+    assert await names(conn, account_id, {"clicked": {"campaign": campaigns[1]}}) == []  # bob's was a machine's
+    assert await names(conn, account_id, {"clicked": {"last": 1}}) == ["cat"]  # dan's: a machine's
+    assert await names(conn, account_id, {"clicked": {"last": 3}}) == ["ann", "cat"]
+    rule = {"all": [{"attribute": "plan", "op": "eq", "value": "pro"}, {"clicked": {"last": 3}}]}
+    assert await names(conn, account_id, rule) == ["ann"]
 
 
 async def test_a_rule_naming_a_list_the_account_lacks_is_refused(conn: asyncpg.Connection) -> None:

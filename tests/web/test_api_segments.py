@@ -87,7 +87,7 @@ async def test_a_rule_that_is_not_right_is_a_422_naming_its_path_and_writes_noth
             "rule $.not.not.not.not.not.not.not.not: conditions nested deeper than 8",
         ),
         "no such list": ({"member": "nope"}, "rule $.member: the account has no list named 'nope'"),
-        "engagement": ({"clicked": {"last": 3}}, "rule $.clicked: einmal records no clicks or opens yet"),
+        "opens": ({"opened": {"last": 3}}, "rule $.opened: einmal records no opens yet"),
     }
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         for what, (rule, said) in refused.items():
