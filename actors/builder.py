@@ -17,6 +17,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.wires import Fencing, Wakeups
 from service import db, telemetry
+from service.segments import compiled
 
 log = logging.getLogger("einmal.builder")
 
@@ -46,12 +47,11 @@ class Builder:
             span.set_attribute("einmal.campaign_id", campaign_id)
             async with db.actor_connection(self.pool, "builder", self.fencing.token, self.db_timeout_seconds) as conn:
                 after = await conn.fetchval(*db.sql("recipients_build_resume", campaign_id=campaign_id))
+                target = await compiled.build(conn, campaign_id=campaign_id)  # its segment's predicate, if any
                 size = min(FIRST_CHUNK, chunk)  # a small first chunk: sending starts sooner
                 analysed = 0  # rows added when the statistics were last made (docs/design.md#recipient-build)
                 while True:
-                    row = await conn.fetchrow(
-                        *db.sql("recipients_build_chunk", campaign_id=campaign_id, after=after, size=size)
-                    )
+                    row = await conn.fetchrow(*target.chunk(after=after, size=size))
                     assert row is not None  # the query returns one row
                     size = chunk
                     added += row["inserted"]

@@ -28,7 +28,9 @@
     an always-200 receiver on loopback, against the same signed POSTs from an httpx client at the actor's
     concurrency for one endpoint (bench/webhooks.py; --quick: 1,000 events);
 15. two accounts on one node at EINMAL_RATE_LIMIT=20: B's message p99 and B's campaign rate while A floods 600
-    messages, each against B alone (bench/fairness.py; alone: `python -m bench.fairness`).
+    messages, each against B alone (bench/fairness.py; alone: `python -m bench.fairness`);
+16. the recipient build of a campaign narrowed by a segment, and of one taking every member, over --subscribers
+    (1,000,000), against the bare list build of the same run (bench/segments.py; alone: `python -m bench.segments`).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
 bench could not run, 3 when smtp-sink is missing and cannot be installed.
@@ -54,6 +56,7 @@ from bench import (
     messages,
     render,
     report,
+    segments,
     send,
     sequences,
     signing,
@@ -152,6 +155,7 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
         say(line)
     sequences.report(await sequences.measure(server, 20_000 if args.quick else 1_000_000, 1.0, 500), say)
     webhooks.report(await webhooks.measure(server, 1_000 if args.quick else 5_000), say)
+    segments.report(await segments.measure(server, args.subscribers), say)
     for line in (await fairness.measure(server, sink, flood=600, rate=20.0, tick=args.tick)).rows():
         say(line)
 

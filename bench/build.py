@@ -41,6 +41,14 @@ async def _checkpoint(conn: asyncpg.Connection) -> None:
         pass
 
 
+async def seeded(conn: asyncpg.Connection, seed: str, subscribers: int) -> float:
+    """`subscribers` seeded by bench/sql/<seed>.sql, the planner's statistics made: the seconds it took."""
+    started = time.monotonic()
+    await conn.fetchval(database.sql(seed), subscribers)
+    await conn.execute("VACUUM ANALYZE")
+    return time.monotonic() - started
+
+
 async def _bare(conn: asyncpg.Connection, campaign_id: int) -> tuple[float, int]:
     started = time.monotonic()
     await conn.execute(database.sql("build_bare"), campaign_id)
@@ -74,10 +82,7 @@ async def compare(server: str, subscribers: int, deadline: float) -> Build:
     try:
         conn = await asyncpg.connect(dsn)
         try:
-            started = time.monotonic()
-            await conn.fetchval(database.sql("seed_build"), subscribers)
-            await conn.execute("VACUUM ANALYZE")
-            seed_seconds = time.monotonic() - started
+            seed_seconds = await seeded(conn, "seed_build", subscribers)
             bare_id = await conn.fetchval(database.sql("build_campaign"), "bare")
             einmal_id = await conn.fetchval(database.sql("build_campaign"), "einmal")
             # both read warm tables: one untimed pass over what the build reads

@@ -34,6 +34,7 @@ from service.api import (
     messages,
     optin,
     previews,
+    segments,
     senders,
     sequences,
     subscribers,
@@ -63,6 +64,7 @@ ROUTES = (
     webhooks,
     messages,
     sequences,
+    segments,
 )
 
 

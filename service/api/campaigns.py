@@ -85,7 +85,16 @@ class Draft(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_BODY_TEXT, description="the text body's template")
     html: str | None = Field(None, max_length=MAX_BODY_TEXT, description="the HTML body's template")
     lists: list[Annotated[str, Field(max_length=200)]] = Field(
-        default_factory=list, max_length=50, description="default: the list `default`"
+        default_factory=list,
+        max_length=50,
+        description="default: the list `default`; with a segment, any of the account's lists",
+    )
+    segment: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="a segment of the account (GET /segments): only those its rule takes, from its lists; the "
+        "campaign keeps the rule as it is now",
     )
     at: datetime | None = Field(
         None, description="when to start once approved (with its time zone); absent: at approval"
@@ -205,13 +214,18 @@ async def create_campaign(
     draft: Draft, request: Request, key: KeyAlone, mailing: MailingConfig, idempotency_key: IdempotencyKey = None
 ) -> CheckedCampaign:
     async with renders(request, key.account_id) as threads:
-        given = await fields.checked(draft.model_dump(), limiter=threads)  # no connection taken yet
+        asked = draft.model_dump()
+        segment = asked.pop("segment")
+        if segment is not None and not asked["lists"]:
+            del asked["lists"]  # a segment alone: through any of the account's lists, not the list `default`
+        given = await fields.checked(asked, limiter=threads)  # no connection taken yet
         async with connected(request) as conn:
             created = await drafts.create(
                 conn,
                 mailing=mailing,
                 account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
-                lists=given.pop("lists"),
+                lists=given.pop("lists", []),
+                segment=segment,
                 explicitly=EXPLICITLY,
                 limiter=threads,
                 unsubscribe_required=given.pop("unsubscribe"),

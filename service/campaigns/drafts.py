@@ -18,6 +18,7 @@ from service.campaigns.transitions import current_status
 from service.errors import Conflict, Invalid
 from service.mail import clicks, from_rule, unsubscribe
 from service.mail.mailing import Mailing
+from service.segments import segments
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,12 @@ async def insert(
     language: str | None = None,
     unsubscribe_required: bool = True,
     track_clicks: bool = False,
+    segment: str | None = None,
+    segment_rule: dict[str, Any] | None = None,
     timeout: float | None = None,
 ) -> int:
-    """The new draft's id; its fields checked before (service/campaigns/fields.py)."""
+    """The new draft's id; its fields checked before (service/campaigns/fields.py); `segment` narrows its lists
+    by `segment_rule`, the segment's rule kept as it is now."""
     async with conn.transaction():
         await conn.execute(*db.sql("campaign_partition_lock"), timeout=timeout)
         campaign_id: int = await conn.fetchval(
@@ -65,6 +69,8 @@ async def insert(
                 language=language,
                 unsubscribe=unsubscribe_required,
                 track_clicks=track_clicks,
+                segment=segment,
+                segment_rule=json.dumps(segment_rule) if segment_rule is not None else None,
             ),
             timeout=timeout,
         )
@@ -77,21 +83,30 @@ async def create(
     mailing: Mailing,
     account: str,
     lists: list[str],
+    segment: str | None = None,
     explicitly: str = "--no-unsubscribe",
     limiter: anyio.CapacityLimiter | None = None,
     **fields: Any,
 ) -> Created:
-    """A new draft of `account` on `lists` made of `fields` (insert's, checked before), and its trial render.
-    Invalid when this process would send it without the one-click unsubscribe it requires; ArgumentError for a
-    From outside the account's domains (service/mail/from_rule.py)."""
+    """A new draft of `account` on `lists` made of `fields` (insert's, checked before), and its trial render;
+    with `segment`, to those of them its rule takes (no lists: through any of the account's lists). Invalid when
+    this process would send it without the one-click unsubscribe it requires, or for a segment the account does
+    not have; ArgumentError for a From outside the account's domains (service/mail/from_rule.py)."""
     required = fields.get("unsubscribe_required", True)
     if reason := unsubscribe.without_one_click({"unsubscribe_required": required}, mailing, explicitly):
         raise Invalid(f"not created: {reason}")
     if fields.get("track_clicks") and (lacking := clicks.missing(mailing)):
         raise Invalid(f"not created: click tracking needs {' and '.join(lacking)}, which this process has not")
     account_id, list_ids = await resolve(conn, account=account, lists=lists)
+    rule = None
+    if segment is not None:
+        rule = await segments.rule_for_campaign(conn, account_id=account_id, name=segment)
+        if not lists:
+            list_ids = await conn.fetchval(*db.sql("account_list_ids", account_id=account_id))
     await from_rule.check(conn, mailing=mailing, account_id=account_id, address=fields["from_address"], said="From")
-    campaign_id = await insert(conn, account_id=account_id, list_ids=list_ids, **fields)
+    campaign_id = await insert(
+        conn, account_id=account_id, list_ids=list_ids, segment=segment, segment_rule=rule, **fields
+    )
     return Created(campaign_id, await preview.trial(conn, mailing=mailing, campaign_id=campaign_id, limiter=limiter))
 
 

@@ -129,7 +129,7 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
         phrase, identifier = headers.list_id(args.list_id)
         list_id = f"{phrase} <{identifier}>" if phrase else identifier
     extra = headers.customs(args.headers)
-    lists = list_names(args.lists)
+    lists = list_names(args.lists) if args.lists or args.segment is None else []  # a segment alone: any list
     language = texts.checked(args.language) if args.language is not None else None
     async with db.connection(db.url(settings)) as conn:
         created = await drafts.create(
@@ -137,6 +137,7 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
             mailing=Mailing.of(settings),
             account=args.account,
             lists=lists,
+            segment=args.segment,
             name=name,
             subject=subject,
             from_address=sender,
@@ -152,7 +153,12 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
         )
     for warning in created.trial.warnings:
         print(f"einmal: {warning}", file=sys.stderr)
-    if not args.lists:  # the default list is no one's choice: say it, so that it is not a surprise
+    if not lists and args.segment is not None:
+        print(
+            f"einmal: no --list given: the campaign goes to those of segment {shown(args.segment)} on any list",
+            file=sys.stderr,
+        )
+    elif not args.lists:  # the default list is no one's choice: say it, so that it is not a surprise
         print(f"einmal: no --list given: the campaign goes to the list {shown(lists[0])}", file=sys.stderr)
     print(created.id)
     return 0
@@ -281,6 +287,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         help="a list to send to; repeat for several (default: default)",
+    )
+    create.add_argument(
+        "--segment",
+        help="only those of its lists' subscribers the account's segment takes (no --list: from any of the "
+        "account's lists); the campaign keeps the segment's rule as it is now",
     )
     create.add_argument(
         "--at",

@@ -26,6 +26,7 @@ from service.cli import (
     messages,
     prune,
     reconcile,
+    segments_cmd,
     senders,
     sequences,
     server,
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     lists_cmd.register(sub)
     campaigns.register(sub)
     sequences.register(sub)
+    segments_cmd.register(sub)
     suppressions_cmd.register(sub)
     messages.register(sub)
     prune.register(sub)

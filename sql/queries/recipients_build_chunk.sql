@@ -5,13 +5,15 @@
 -- already suppressed gets its row in state 'suppressed'. Re-running a chunk
 -- adds nothing (ON CONFLICT DO NOTHING). Returns the chunk's upper bound
 -- (NULL: nothing left). Every step reads only its chunk, through indexes.
+-- A campaign to a segment has the segment's predicate over `s` in place of the
+-- marker below (service/segments/compiled.py; without one it stays `true`).
 WITH c AS (
     -- the share lock orders a chunk and a cancel: no queued row appears after a cancel
     SELECT id, account_id, list_ids FROM einmal.campaigns
     WHERE id = :campaign_id AND status IN ('sending', 'paused')
     FOR SHARE
 ), walk AS MATERIALIZED (
-    SELECT s.id, s.email, s.email_lower, s.created_at, s.status
+    SELECT s.id, s.email, s.email_lower, s.created_at, s.status, s.attributes
     FROM einmal.subscribers s
     WHERE s.account_id = (SELECT account_id FROM c) AND s.email_lower > :after
     ORDER BY s.account_id, s.email_lower
@@ -21,7 +23,7 @@ WITH c AS (
 ), chunk AS (
     SELECT * FROM walk
     UNION  -- the copies of the last address the walk stopped inside
-    SELECT s.id, s.email, s.email_lower, s.created_at, s.status
+    SELECT s.id, s.email, s.email_lower, s.created_at, s.status, s.attributes
     FROM einmal.subscribers s, bound
     WHERE s.account_id = (SELECT account_id FROM c) AND s.email_lower = bound.upper
 ), inserted AS (
@@ -37,6 +39,7 @@ WITH c AS (
       AND EXISTS (SELECT 1 FROM einmal.list_members m
                   WHERE m.subscriber_id = s.id AND m.list_id = ANY (c.list_ids)
                     AND m.state = 'confirmed' OFFSET 0)
+      AND /* segment */ true
     ORDER BY s.email_lower, s.created_at, s.id
     ON CONFLICT DO NOTHING
     RETURNING 1

@@ -63,6 +63,9 @@ FIGURES = [
     r"an idle tick's probe, 24,000 members, none due\s+[\d.]+ ms\s+-$",
     r"webhooks, httpx at \d+ in flight, 1,000\s+[\d,]+/s \([\d.]+ s\)\s+\(the reference\)",
     r"webhook deliveries, 1 node's actor, defaults\s+[\d,]+/s = [\d.]+ × httpx\s+\(no target\)\s+-$",
+    r"segment build, 5,000 subscribers\s+[\d.]+ s = [\d.]+ × bare\s+<= 2 × bare\s+(PASS|MISS)$",
+    r"  its rows; the bare list build's\s+[\d,]+; [\d.]+ s \([\d,]+ rows\)\s+-$",
+    r"a segment taking every member, the same\s+[\d.]+ s = [\d.]+ × bare \([\d,]+ rows\)\s+<= 2 × bare\s+(PASS|MISS)$",
     r"B's message p99 while A floods 600\s+\d+ ms = [\d.]+ × alone\s+<= 2 × alone\s+(PASS|MISS)$",
     r"B's campaign \+ messages while A floods\s+[\d.]+/s = [\d.]+ × fair share\s+>= fair share\s+(PASS|MISS)$",
 ]

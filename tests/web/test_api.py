@@ -172,6 +172,9 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
         "VALUES ($1, 'https://hooks.acme.example/h', '{message.sent}', 'whsec_c2VjcmV0') RETURNING id",
         acme,
     )
+    await conn.execute(
+        "INSERT INTO einmal.segments (account_id, name, rule) VALUES ($1, 'news', '{\"member\": \"news\"}')", acme
+    )
     before = await snapshot(conn)
     other = auth(two_accounts["other"])
     acme_keys = await conn.fetch("SELECT id, prefix FROM einmal.api_keys WHERE account_id = $1", acme)
@@ -212,6 +215,8 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
         ("post", "/sequences"): None,
         ("post", "/sequences/{sequence_id}/steps"): {"subject": "s", "from": "n@acme.example", "text": "t"},
         ("patch", "/sequences/{sequence_id}/steps/{position}"): {"subject": "x"},
+        ("post", "/segments"): None,
+        ("put", "/segments/{name}"): {"rule": {"member": "news"}},
     }
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
         document = (await client.get("/openapi.json")).json()
@@ -229,7 +234,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
                 assert answer.status_code == 422 and "no From domain" in answer.json()["error"], answer.text
             elif path == "/subscribe":  # acme's list, by its name: none of other's
                 assert (answer.status_code, answer.json()) == (404, {"error": "no such list"}), answer.text
-            elif "{" in path and (method != "put" or path.endswith(("/form", "/title"))):
+            elif "{" in path and (method != "put" or path.endswith(("/form", "/title")) or "/segments/" in path):
                 assert (answer.status_code, answer.json()) in (
                     (404, {"error": "no such subscriber"}),
                     (404, {"error": "no such list"}),
@@ -241,6 +246,7 @@ async def test_a_key_of_another_account_gets_404_on_every_route_and_changes_noth
                     (404, {"error": "no such message"}),
                     (404, {"error": "no such message template"}),
                     (404, {"error": "no such sequence"}),
+                    (404, {"error": "no such segment"}),
                     (404, {"error": "the account has no domain 'acme.example'"}),
                     (404, {"error": "the account has no domain 'acme.example': add it first"}),
                 ), (method, path, answer.text)
@@ -279,6 +285,8 @@ async def snapshot(conn: asyncpg.Connection, account: str = "acme") -> list:
             JOIN einmal.accounts a ON a.id = k.account_id WHERE a.name = $1
         UNION ALL SELECT 'domain', d.domain, array_to_string(d.keys, ',') FROM einmal.account_domains d
             JOIN einmal.accounts a ON a.id = d.account_id WHERE a.name = $1
+        UNION ALL SELECT 'segment', g.name, g.rule::text || g.updated_at::text FROM einmal.segments g
+            JOIN einmal.accounts a ON a.id = g.account_id WHERE a.name = $1
         UNION ALL SELECT 'webhook', w.url, w.secret || coalesce(w.disabled_at::text, 'on')
             FROM einmal.webhook_endpoints w JOIN einmal.accounts a ON a.id = w.account_id WHERE a.name = $1
         ORDER BY 1, 2""",
@@ -557,6 +565,10 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
         "/sequences/{sequence_id}/resume",
         "/sequences/{sequence_id}/steps",
         "/sequences/{sequence_id}/steps/{position}",
+        "/segments",
+        "/segments/{name}",
+        "/segments/{name}/count",
+        "/segments/{name}/sample",
     }
     assert set(document["paths"]["/campaigns/{campaign_id}"]) == {"get", "patch"}
     assert set(document["paths"]["/subscribers/{email}"]) == {"get", "put", "delete"}

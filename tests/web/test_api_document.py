@@ -74,6 +74,13 @@ OPERATIONS = {
     ("post", "/sequences/{sequence_id}/steps"): "add_sequence_step",
     ("patch", "/sequences/{sequence_id}/steps/{position}"): "change_sequence_step",
     ("delete", "/sequences/{sequence_id}/steps/{position}"): "delete_sequence_step",
+    ("get", "/segments"): "list_segments",
+    ("post", "/segments"): "create_segment",
+    ("get", "/segments/{name}"): "get_segment",
+    ("put", "/segments/{name}"): "change_segment",
+    ("delete", "/segments/{name}"): "delete_segment",
+    ("get", "/segments/{name}/count"): "count_segment",
+    ("get", "/segments/{name}/sample"): "sample_segment",
 }
 
 
@@ -117,7 +124,7 @@ def test_every_post_declares_the_idempotency_key_and_its_answers() -> None:
             for status, answer in answers.items():
                 kept = status != "401" and not status.startswith("5")
                 assert ("Idempotent-Replayed" in answer.get("headers", {})) == kept, (path, status)
-    assert posts == 21
+    assert posts == 22
     assert document["paths"]["/subscribe"]["post"]["responses"]["429"]["headers"]["Retry-After"]["schema"] == {
         "type": "integer"
     }
