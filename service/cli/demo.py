@@ -167,6 +167,10 @@ async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Even
                 tg.start_soon(node.serve, node_settings, stop, None, sock)
                 async with db.connection(dsn) as conn:
                     campaign_id = await create(conn, account, node_settings)
+                    # approved once its own node has its first heartbeat: before, the progress would say none runs
+                    with anyio.fail_after(30):
+                        while not (await campaign_status.snapshot(conn, campaign_id=campaign_id)).nodes:
+                            await anyio.sleep(0.05)
                     await transitions.transition(conn, verb="approve", campaign_id=campaign_id)
                     print(f"campaign {campaign_id} approved; sending")
                     began = time.monotonic()
