@@ -73,20 +73,22 @@ async def every(conn: asyncpg.Connection) -> list[Listed]:
     return [Listed(**dict(r)) for r in await conn.fetch(*db.sql("accounts_list"))]
 
 
-def contact(value: str, option: str = "--contact") -> str | None:
+def contact(value: str) -> str | None:
     """A contact address normalised; None for '' (cleared); Invalid when it is no address."""
     if not value.strip():
         return None
-    address = one_line(value, option, 320)
+    address = one_line(value, "contact", 320)
     try:
         return normalized_address(address)
     except ValueError as exc:  # EmailNotValidError
-        raise Invalid(f"{option} {shown(value)} is not a valid address: {exc}") from None
+        raise Invalid(
+            f"contact {shown(value)} is not a valid address: {exc}", code="contact.not_an_address", field="contact"
+        ) from None
 
 
-def display_name(value: str, option: str = "--display-name") -> str | None:
+def display_name(value: str) -> str | None:
     """A display name stripped; None for '' (cleared); Invalid unless it is one line of printable text."""
-    return one_line(value, option, MAX_DISPLAY_NAME) if value.strip() else None
+    return one_line(value, "display_name", MAX_DISPLAY_NAME) if value.strip() else None
 
 
 async def page(conn: asyncpg.Connection, *, account_id: int, timeout: float | None = None) -> Page:

@@ -42,9 +42,9 @@ async def set_account(fields: AccountFields, conn: Conn, key: Key) -> Account:
     page = await account.set_page(
         conn,
         account=await account.name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
-        display_name=account.display_name(fields.display_name or "", "display_name"),
-        language=texts.checked(fields.language, "language") if fields.language is not None else None,
-        contact=account.contact(fields.contact or "", "contact"),
+        display_name=account.display_name(fields.display_name or ""),
+        language=texts.checked(fields.language) if fields.language is not None else None,
+        contact=account.contact(fields.contact or ""),
         given=fields.model_fields_set,
         timeout=DB_SECONDS,
     )

@@ -20,6 +20,7 @@ from service.api.deps import (
     CONFLICT,
     DB_SECONDS,
     ERRORS,
+    FIXES,
     Conn,
     Cursor,
     IdempotencyKey,
@@ -37,7 +38,6 @@ Status = Literal["draft", "approved", "sending", "paused", "sent", "cancelled"]
 Verb = Literal["approve", "pause", "resume", "cancel"]
 CampaignId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 MAX_BODY_TEXT = 60_000  # a body is also bounded by the request's 64 KiB
-EXPLICITLY = '"unsubscribe": false'  # how a request says a campaign may go without a one-click unsubscribe
 UNSUBSCRIBE = (
     "false: it may go out without a one-click unsubscribe (RFC 8058) from a node whose "
     "EINMAL_UNSUBSCRIBE_URL and EINMAL_UNSUBSCRIBE_SECRET are not set; Gmail and Yahoo require one of "
@@ -193,7 +193,6 @@ async def create_campaign(
                 settings=request.app.state.settings,
                 account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
                 lists=given.pop("lists"),
-                explicitly=EXPLICITLY,
                 limiter=threads,
                 unsubscribe_required=given.pop("unsubscribe"),
                 timeout=DB_SECONDS,
@@ -250,8 +249,7 @@ async def approve_campaign(
             settings=settings,
             campaign_id=campaign_id,
             force=force,
-            explicitly=EXPLICITLY,
-            forcing="?force=true",
+            forcing=FIXES["force"],
             limiter=threads,
             report=report,
         )

@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.accounts.account import name_of
 from service.api.campaigns import (
-    EXPLICITLY,
     MAX_BODY_TEXT,
     UNSUBSCRIBE,
     CampaignId,
@@ -64,7 +63,6 @@ async def edit_draft(
             account_id=key.account_id,
             account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
             fields=await fields.checked(changes.model_dump(include=changes.model_fields_set), limiter=threads),
-            explicitly=EXPLICITLY,
             limiter=threads,
             timeout=DB_SECONDS,
         )

@@ -75,7 +75,6 @@ async def create(
     settings: Settings,
     account: str,
     lists: list[str],
-    explicitly: str = "--no-unsubscribe",
     limiter: anyio.CapacityLimiter | None = None,
     **fields: Any,
 ) -> Created:
@@ -83,8 +82,7 @@ async def create(
     Invalid when this process would send it without the one-click unsubscribe it requires; ArgumentError for a
     From outside the account's domains (service/mail/from_rule.py)."""
     required = fields.get("unsubscribe_required", True)
-    if reason := unsubscribe.without_one_click({"unsubscribe_required": required}, settings, explicitly):
-        raise Invalid(f"not created: {reason}")
+    unsubscribe.require_one_click({"unsubscribe_required": required}, settings, Invalid, "not created")
     account_id, list_ids = await resolve(conn, account=account, lists=lists)
     await from_rule.check(conn, settings=settings, account_id=account_id, address=fields["from_address"], said="From")
     campaign_id = await insert(conn, account_id=account_id, list_ids=list_ids, **fields)
@@ -99,16 +97,13 @@ async def change(
     account_id: int,
     account: str,
     fields: dict[str, Any],
-    explicitly: str = '"unsubscribe": false',
     limiter: anyio.CapacityLimiter | None = None,
     timeout: float | None = None,
 ) -> preview.Trial:
     """Change the draft's `fields` given (checked before, service/campaigns/fields.py checked), the others
     staying; its trial render. Invalid for a change that cannot be, Conflict once it is no draft."""
-    if fields.get("unsubscribe") and (
-        reason := unsubscribe.without_one_click({"unsubscribe_required": True}, settings, explicitly)
-    ):
-        raise Invalid(f"not changed: {reason}")
+    if fields.get("unsubscribe"):
+        unsubscribe.require_one_click({"unsubscribe_required": True}, settings, Invalid, "not changed")
     if fields.get("from_address"):
         await from_rule.check(
             conn, settings=settings, account_id=account_id, address=fields["from_address"], said="From", timeout=timeout

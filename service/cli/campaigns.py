@@ -20,6 +20,7 @@ from service.campaigns.fields import (
 )
 from service.campaigns.status import STATUSES
 from service.cli import campaign_status, campaign_view
+from service.cli.flags import FLAGS
 from service.cli.tables import aligned
 from service.errors import ArgumentError, Invalid
 from service.mail import headers
@@ -121,7 +122,7 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
         if html is not None:
             html = body_text(html, f"--html-file {args.html_file}")
     check_templates(subject, text, html)
-    reply_to = from_address(args.reply_to, "--reply-to") if args.reply_to is not None else None
+    reply_to = from_address(args.reply_to, "reply_to") if args.reply_to is not None else None
     list_id = None
     if args.list_id is not None:
         phrase, identifier = headers.list_id(args.list_id)
@@ -166,7 +167,7 @@ async def transition_command(args: argparse.Namespace, settings: Settings) -> in
     async with db.connection(db.url(settings)) as conn:
         if args.verb == "approve":
             approved = await approval.approve(
-                conn, settings=settings, campaign_id=args.id, force=args.force, report=report
+                conn, settings=settings, campaign_id=args.id, force=args.force, forcing=FLAGS["force"], report=report
             )
             warnings = approved.warnings
             snap = await status.snapshot(conn, campaign_id=args.id, node_timeout=settings.node_timeout_seconds)
