@@ -41,7 +41,7 @@ async def get_account(conn: Conn, key: Key) -> Account:
 async def set_account(fields: AccountFields, conn: Conn, key: Key) -> Account:
     page = await account.set_page(
         conn,
-        account=await account.name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
+        account_id=key.account_id,
         display_name=account.display_name(fields.display_name or ""),
         language=texts.checked(fields.language) if fields.language is not None else None,
         contact=account.contact(fields.contact or ""),

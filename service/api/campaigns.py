@@ -15,7 +15,6 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.accounts import replies
-from service.accounts.account import name_of
 from service.api.deps import (
     CONFLICT,
     DB_SECONDS,
@@ -191,7 +190,7 @@ async def create_campaign(
             created = await drafts.create(
                 conn,
                 settings=request.app.state.settings,
-                account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
+                account_id=key.account_id,
                 lists=given.pop("lists"),
                 limiter=threads,
                 unsubscribe_required=given.pop("unsubscribe"),

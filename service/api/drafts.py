@@ -11,7 +11,6 @@ from typing import Annotated
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.accounts.account import name_of
 from service.api.campaigns import (
     MAX_BODY_TEXT,
     UNSUBSCRIBE,
@@ -61,7 +60,6 @@ async def edit_draft(
             settings=request.app.state.settings,
             campaign_id=campaign_id,
             account_id=key.account_id,
-            account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
             fields=await fields.checked(changes.model_dump(include=changes.model_fields_set), limiter=threads),
             limiter=threads,
             timeout=DB_SECONDS,

@@ -12,7 +12,7 @@ import anyio
 import asyncpg
 
 from service import db
-from service.accounts.account import resolve
+from service.accounts.account import list_ids
 from service.campaigns import preview
 from service.campaigns.transitions import current_status
 from service.errors import Conflict, Invalid
@@ -73,19 +73,19 @@ async def create(
     conn: asyncpg.Connection,
     *,
     settings: Settings,
-    account: str,
+    account_id: int,
     lists: list[str],
     limiter: anyio.CapacityLimiter | None = None,
     **fields: Any,
 ) -> Created:
-    """A new draft of `account` on `lists` made of `fields` (insert's, checked before), and its trial render.
+    """A new draft of the account on `lists` made of `fields` (insert's, checked before), and its trial render.
     Invalid when this process would send it without the one-click unsubscribe it requires; ArgumentError for a
     From outside the account's domains (service/mail/from_rule.py)."""
     required = fields.get("unsubscribe_required", True)
     unsubscribe.require_one_click({"unsubscribe_required": required}, settings, Invalid, "not created")
-    account_id, list_ids = await resolve(conn, account=account, lists=lists)
+    found = await list_ids(conn, account_id=account_id, lists=lists, timeout=fields.get("timeout"))
     await from_rule.check(conn, settings=settings, account_id=account_id, address=fields["from_address"], said="From")
-    campaign_id = await insert(conn, account_id=account_id, list_ids=list_ids, **fields)
+    campaign_id = await insert(conn, account_id=account_id, list_ids=found, **fields)
     return Created(campaign_id, await preview.trial(conn, settings=settings, campaign_id=campaign_id, limiter=limiter))
 
 
@@ -95,7 +95,6 @@ async def change(
     settings: Settings,
     campaign_id: int,
     account_id: int,
-    account: str,
     fields: dict[str, Any],
     limiter: anyio.CapacityLimiter | None = None,
     timeout: float | None = None,
@@ -108,9 +107,9 @@ async def change(
         await from_rule.check(
             conn, settings=settings, account_id=account_id, address=fields["from_address"], said="From", timeout=timeout
         )
-    list_ids = None
+    lists = None
     if "lists" in fields:
-        _, list_ids = await resolve(conn, account=account, lists=fields["lists"])
+        lists = await list_ids(conn, account_id=account_id, lists=fields["lists"], timeout=timeout)
     changed = await conn.fetchval(
         *db.sql(
             "campaign_draft_update",
@@ -122,7 +121,7 @@ async def change(
             from_address=fields.get("from_address"),
             text=fields.get("text"),
             html=fields.get("html"),
-            list_ids=list_ids,
+            list_ids=lists,
             at=fields.get("at"),
             reply_to=fields.get("reply_to"),
             language=fields.get("language"),

@@ -9,6 +9,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from service import db
+from service.accounts.account import find_account
 from service.addresses import email_key
 from service.campaigns import approval, drafts, rows, status, transitions
 from service.campaigns.fields import (
@@ -134,7 +135,7 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
         created = await drafts.create(
             conn,
             settings=settings,
-            account=args.account,
+            account_id=await find_account(conn, name=args.account),
             lists=lists,
             name=name,
             subject=subject,
