@@ -20,8 +20,10 @@ import anyio
 import asyncpg
 
 from actors import writer
-from actors.context import NodeContext, Outcome
+from actors.batch import Outcome
+from actors.wires import Journal, Replication, Unrecorded
 from service import db
+from service.metrics import Metrics
 
 log = logging.getLogger("einmal.scheduler")  # the name its lines have always had
 
@@ -56,9 +58,10 @@ def replication_problem(state: asyncpg.Record) -> str | None:
     return None
 
 
-async def check_replication(ctx: NodeContext, conn: asyncpg.Connection) -> None:
+async def check_replication(replication: Replication, journal: Journal, conn: asyncpg.Connection) -> None:
     """What the promise can count on from the server's replication, and whether it is another primary than
-    at the last check (a failover): one line when either changes, never one a tick."""
+    at the last check (a failover): one line when either changes, never one a tick. The one writer of
+    `replication` (but for `failover_due`'s clearing by `write_again`)."""
     problem: str | None
     try:
         state = await conn.fetchrow(*db.sql("replication_state"))
@@ -68,8 +71,8 @@ async def check_replication(ctx: NodeContext, conn: asyncpg.Connection) -> None:
         assert state is not None  # the query returns one row
         problem = replication_problem(state)
         identity = (state["system_identifier"], state["timeline"])
-        if ctx.database_identity not in (None, identity):
-            (system, timeline), (new_system, new_timeline) = ctx.database_identity, identity
+        if replication.identity not in (None, identity):
+            (system, timeline), (new_system, new_timeline) = replication.identity, identity
             changed = (
                 f"timeline {timeline} -> {new_timeline}"
                 if system == new_system
@@ -80,27 +83,25 @@ async def check_replication(ctx: NodeContext, conn: asyncpg.Connection) -> None:
                 "transitions the old one had not passed on are lost: the outcomes this node recorded "
                 "in the last %gs are written again where they are missing before it claims again",
                 changed,
-                ctx.settings.journal_seconds,
+                journal.seconds,
             )
-            ctx.failover_due = True
-            if ctx.standby_lag > (reach := ctx.journal.reach()):
+            replication.failover_due = True
+            if replication.standby_lag > (reach := journal.reach()):
                 log.warning(
                     "the standby was %.1fs behind at the last check before the failover, more than "
                     "the %.1fs the journal covers: outcomes older than that which the failover lost are "
                     "not written again, and their rows may be in doubt or sent again",
-                    ctx.standby_lag,
+                    replication.standby_lag,
                     reach,
                 )
-        ctx.database_identity = identity
-        ctx.standby_lag = state["lag_seconds"] or 0.0
-    if problem != ctx.replication_problem:
+        replication.identity = identity
+        replication.standby_lag = state["lag_seconds"] or 0.0
+    if problem != replication.problem:
         if problem:
             log.warning(
                 "replication: %s%s",
                 problem,
-                "; not claiming (EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION)"
-                if ctx.settings.require_synchronous_replication
-                else "",
+                "; not claiming (EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION)" if replication.required else "",
             )
         else:
             assert state is not None  # no problem: the state was read
@@ -108,19 +109,21 @@ async def check_replication(ctx: NodeContext, conn: asyncpg.Connection) -> None:
                 "replication: %s",
                 f"{state['synchronous']} synchronous standby(s)" if state["standbys"] else "no standby",
             )
-        ctx.replication_problem = problem
+        replication.problem = problem
 
 
-async def write_again(ctx: NodeContext, conn: asyncpg.Connection) -> None:
+async def write_again(
+    conn: asyncpg.Connection, replication: Replication, journal: Journal, unrecorded: Unrecorded, metrics: Metrics
+) -> None:
     """After a failover, before the send pipeline claims: the outcomes of the journal (returns to the queue
     among them) and the answers held unrecorded that end a row's send, written again where the new primary
     lost them (send_rewrite); one that finds its row settled by another token, or claimed by one since, is
     logged, counted and kept in einmal.lost_outcomes. The held ones it wrote are no longer held; the retries
     among them still are."""
     latest: dict[int, tuple[float, str, Outcome, float | None]] = {
-        o.id: (at, token, o, at) for at, token, o in ctx.journal.recent()
+        o.id: (at, token, o, at) for at, token, o in journal.recent()
     }
-    for token, outcomes in ctx.unrecorded:
+    for token, outcomes in unrecorded.held:
         for o in outcomes:
             if o.status != "queued":  # when it was answered is not kept: it outranks no other token's claim
                 latest[o.id] = (time.time(), token, o, None)
@@ -143,7 +146,7 @@ async def write_again(ctx: NodeContext, conn: asyncpg.Connection) -> None:
                 token,
                 found,
             )
-        ctx.metrics.lost_outcomes.inc(len(lost))
+        metrics.lost_outcomes.inc(len(lost))
         log.warning(
             "after the failover: wrote again %d outcome(s) the new primary had lost, %d were there, "
             "%d lost (the row is another token's, or gone)",
@@ -151,13 +154,15 @@ async def write_again(ctx: NodeContext, conn: asyncpg.Connection) -> None:
             result["there"],
             len(lost),
         )
-    ctx.unrecorded = [
-        (token, kept) for token, outcomes in ctx.unrecorded if (kept := [o for o in outcomes if o.status == "queued"])
+    unrecorded.held = [
+        (token, kept) for token, outcomes in unrecorded.held if (kept := [o for o in outcomes if o.status == "queued"])
     ]
-    ctx.failover_due = False
+    replication.failover_due = False
 
 
-async def await_journals(ctx: NodeContext, conn: asyncpg.Connection, tokens: list[str]) -> None:
+async def await_journals(
+    conn: asyncpg.Connection, replication: Replication, tokens: list[str], node_timeout_seconds: float
+) -> None:
     """The barrier after a failover, before the send pipeline claims: this node's tokens are marked as
     having written their journal on this primary, then it waits until every other live node has too
     (node_journals_pending). A row whose claim the failover lost is queued with no owner on the new primary,
@@ -165,11 +170,11 @@ async def await_journals(ctx: NodeContext, conn: asyncpg.Connection, tokens: lis
     never writes (dead, or an einmal without the barrier) is waited for until its heartbeat is older than
     the node timeout, and at most that long in all. A node that has just started has no journal and marks
     its primary at once: nobody waits for it."""
-    if ctx.database_identity is None:  # the server would not say which primary it is: nothing to compare
+    if replication.identity is None:  # the server would not say which primary it is: nothing to compare
         return
-    primary = "{}:{}".format(*ctx.database_identity)
+    primary = "{}:{}".format(*replication.identity)
     await conn.execute(*db.sql("node_journal_written", tokens=tokens, primary=primary))
-    timeout = ctx.settings.node_timeout_seconds
+    timeout = node_timeout_seconds
     deadline, said = time.monotonic() + timeout, None
     pending_query = db.sql("node_journals_pending", primary=primary, node_timeout_seconds=timeout)
     while pending := [r["id"] for r in await conn.fetch(*pending_query)]:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import anyio
 from opentelemetry import trace
 
-from actors.context import Batch, OwnRelay, Row
+from actors.batch import Batch, OwnRelay, Row
 from service import telemetry
 
 SCAN = 256  # rows looked at for one whose send slot has come

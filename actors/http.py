@@ -68,6 +68,25 @@ def file_limit() -> int:
     return 1 << 20 if soft == resource.RLIM_INFINITY else soft
 
 
+@dataclass(frozen=True)
+class HttpConfig:
+    """The HTTP actor's section of the settings."""
+
+    max_connections: int
+    header_seconds: float
+    body_seconds: float
+    client_connections: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> "HttpConfig":
+        return cls(
+            settings.http_max_connections,
+            settings.http_header_timeout_seconds,
+            settings.http_body_timeout_seconds,
+            settings.http_client_connections,
+        )
+
+
 @dataclass
 class Limits:
     """One server's bounds, shared by its connections; `waiting`: those waiting for a request head, oldest first;
@@ -83,14 +102,9 @@ class Limits:
     total: int = 0  # the connections open now
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Limits":
-        connections = min(settings.http_max_connections, max(file_limit() // 4, 1))
-        return cls(
-            connections,
-            settings.http_header_timeout_seconds,
-            settings.http_body_timeout_seconds,
-            min(settings.http_client_connections, connections),
-        )
+    def of(cls, config: HttpConfig) -> "Limits":
+        connections = min(config.max_connections, max(file_limit() // 4, 1))
+        return cls(connections, config.header_seconds, config.body_seconds, min(config.client_connections, connections))
 
     def network(self, host: str | None) -> str:
         """What a peer's connections count as: its network (service/clients.py), or, for a reverse proxy Uvicorn
@@ -244,11 +258,11 @@ def url(sock: socket.socket) -> str:
 
 
 class HttpActor:
-    def __init__(self, app: ASGIApp, sock: socket.socket, settings: Settings) -> None:
-        self.app, self.sock, self.settings = app, sock, settings
+    def __init__(self, app: ASGIApp, sock: socket.socket, config: HttpConfig) -> None:
+        self.app, self.sock, self.config = app, sock, config
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        limits = Limits.from_settings(self.settings)
+        limits = Limits.of(self.config)
         # the backlog is also how many connections one wake-up of the loop accepts before any is closed
         config = uvicorn.Config(
             self.app,

@@ -32,6 +32,8 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import anyio
 import anyio.to_process
@@ -51,6 +53,8 @@ from service.settings import Settings
 
 log = logging.getLogger("einmal.inbound")
 
+Recorded = tuple[bounces.Report | None, str]  # bounces.record's: the report applied, and what it did
+
 MAX_SESSIONS = 64  # SMTP sessions at once, each holding up to EINMAL_INBOUND_MAX_BYTES; one more hears 421
 BUSY_LOG_SECONDS = 10.0  # one log line a while for the connections answered 421
 MAX_WAITING = 8  # reports waiting for a parser when every one is busy; one more is answered 451
@@ -66,15 +70,36 @@ def bind(address: str) -> socket.socket:
     return sockets.bind(address, "EINMAL_INBOUND_SMTP_ADDRESS", backlog=128)
 
 
-class Handler:
-    """aiosmtpd's handler: checks recipients, reads and applies reports."""
+@dataclass(frozen=True)
+class InboundConfig:
+    """The inbound actor's section of the settings; the subject's calls that read more of them, bound."""
 
-    def __init__(self, settings: Settings, pool: asyncpg.Pool, metrics: Metrics) -> None:
-        self.settings, self.pool = settings, pool
+    protocol: str  # EINMAL_INBOUND_PROTOCOL: smtp | lmtp
+    max_bytes: int
+    timeout_seconds: float
+    return_paths: Callable[[asyncpg.Pool], bounces.ReturnPaths]  # the environment's and the accounts'
+    record: Callable[[asyncpg.Connection, tuple[bounces.Report, ...], tuple[int, int]], Awaitable[Recorded]]
+
+    @classmethod
+    def of(cls, settings: Settings) -> "InboundConfig":
         path = ReturnPath.from_settings(settings)
         if path is None:  # Settings refuses EINMAL_INBOUND_SMTP_ADDRESS without it
             raise ValueError("the inbound listener needs EINMAL_RETURN_PATH")
-        self.paths = bounces.ReturnPaths(settings, path, pool)
+        return cls(
+            settings.inbound_protocol,
+            settings.inbound_max_bytes,
+            settings.inbound_timeout_seconds,
+            lambda pool: bounces.ReturnPaths(settings, path, pool),
+            lambda conn, found, row_ids: bounces.record(conn, settings, found, row_ids),
+        )
+
+
+class Handler:
+    """aiosmtpd's handler: checks recipients, reads and applies reports."""
+
+    def __init__(self, config: InboundConfig, pool: asyncpg.Pool, metrics: Metrics) -> None:
+        self.config, self.pool = config, pool
+        self.paths = config.return_paths(pool)
         self.counted = metrics.inbound
         self.parsers = anyio.CapacityLimiter(max(1, (os.cpu_count() or 2) // 2))  # worker processes at once
 
@@ -134,7 +159,7 @@ class Handler:
             return "250 2.0.0 OK, unsigned: nothing done"
         try:
             async with db.acquire(self.pool) as conn:
-                report, result = await bounces.record(conn, self.settings, found, row_ids)
+                report, result = await self.config.record(conn, found, row_ids)
         except Conflict as exc:  # the same report id with other content
             log.warning("inbound: refused %s: %s", found[0].event_id[:120], exc)
             self.counted.labels("refused").inc()
@@ -262,13 +287,13 @@ class _Busy(asyncio.Protocol):
 
 
 class InboundActor:
-    def __init__(self, settings: Settings, pool: asyncpg.Pool, metrics: Metrics, sock: socket.socket) -> None:
-        self.handler = Handler(settings, pool, metrics)
-        self.settings, self.sock = settings, sock
+    def __init__(self, config: InboundConfig, pool: asyncpg.Pool, metrics: Metrics, sock: socket.socket) -> None:
+        self.handler = Handler(config, pool, metrics)
+        self.config, self.sock = config, sock
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         loop = asyncio.get_running_loop()
-        protocol = _LMTP if self.settings.inbound_protocol == "lmtp" else _SMTP
+        protocol = _LMTP if self.config.protocol == "lmtp" else _SMTP
         sessions: list[SMTP] = []
         busy_logged = [-BUSY_LOG_SECONDS]
 
@@ -286,8 +311,8 @@ class InboundActor:
                 hostname="einmal-inbound",
                 ident="einmal",
                 loop=loop,
-                data_size_limit=self.settings.inbound_max_bytes,
-                timeout=self.settings.inbound_timeout_seconds,
+                data_size_limit=self.config.max_bytes,
+                timeout=self.config.timeout_seconds,
             )
             sessions.append(session)
             return session
@@ -295,7 +320,7 @@ class InboundActor:
         server = await loop.create_server(factory, sock=self.sock.dup())
         try:
             host, port = self.sock.getsockname()[:2]
-            log.info("taking bounces over %s on %s:%d", self.settings.inbound_protocol.upper(), host, port)
+            log.info("taking bounces over %s on %s:%d", self.config.protocol.upper(), host, port)
             task_status.started()
             await anyio.sleep_forever()
         finally:

@@ -18,7 +18,8 @@ import anyio
 import asyncpg
 from anyio.abc import TaskStatus
 
-from actors.context import NodeContext
+from actors.sections import ListenerConfig
+from actors.wires import MessageNotices, Suppressions, Wakeups
 from service import db
 
 log = logging.getLogger("einmal.listener")
@@ -29,39 +30,45 @@ RELOAD_MARGIN = dt.timedelta(minutes=5)
 
 
 class Listener:
-    def __init__(self, ctx: NodeContext) -> None:
-        self.ctx = ctx
+    """Writes the suppressions and the message notices; wakes the scheduler and the claimer."""
+
+    def __init__(
+        self,
+        config: ListenerConfig,
+        suppressions: Suppressions,
+        notices: MessageNotices,
+        wakeups: Wakeups,
+        node_id: str,
+    ) -> None:
+        self.config, self.suppressions, self.notices, self.wakeups = config, suppressions, notices, wakeups
+        self.node_id = node_id  # its connection is named after it
         self.since: dt.datetime | None = None  # reload from here after a reconnect
 
     def _on_suppression(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         account, _, email_lower = str(payload).partition(":")  # a NOTIFY's payload is text
-        self.ctx.suppressed.add((int(account), email_lower))
+        self.suppressions.suppressed.add((int(account), email_lower))
 
     def _on_unsubscribe(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         # '+<account>:<key>': suppressed by an unsubscribe (heard before its einmal_suppression); '-': that
         # suppression is now for a bounce or complaint, which stops transactional messages too
         sign, account, _, email_lower = str(payload)[:1], *str(payload)[1:].partition(":")
         if sign == "+":
-            self.ctx.unsubscribed.add((int(account), email_lower))
+            self.suppressions.unsubscribed.add((int(account), email_lower))
         else:
-            self.ctx.unsubscribed.discard((int(account), email_lower))
+            self.suppressions.unsubscribed.discard((int(account), email_lower))
 
     def _on_message(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
-        if len(self.ctx.message_accounts) < 10_000:  # bounded; past it, the claimer's next pass looks for them
-            self.ctx.message_accounts.add(int(str(payload)))
-        self.ctx.message_nudge.set()
-        self.ctx.claim_nudge.set()
+        self.notices.notify(int(str(payload)))
+        self.wakeups.claimer.set()
 
     def _on_campaign(self, _conn: object, _pid: int, _channel: str, _payload: object) -> None:
-        self.ctx.campaign_nudge.set()
-        self.ctx.claim_nudge.set()
+        self.wakeups.scheduler.set()
+        self.wakeups.claimer.set()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         # its own URL when one is set: behind a transaction pooler, a direct one (a LISTEN needs a session)
         conn = await db.connect(
-            self.ctx.settings.listen_database_url or self.ctx.dsn,
-            command_timeout=self.ctx.settings.db_timeout_seconds,
-            name=f"einmal listener {self.ctx.node_id}",
+            self.config.url, command_timeout=self.config.db_timeout_seconds, name=f"einmal listener {self.node_id}"
         )
         lost = anyio.Event()
         conn.add_termination_listener(lambda _c: lost.set())
@@ -76,14 +83,14 @@ class Listener:
                 for r in rows:
                     key = (r["account_id"], r["email_lower"])
                     if r["reason"] == "unsubscribe":  # before the key joins `suppressed`: a message may pass it
-                        self.ctx.unsubscribed.add(key)
+                        self.suppressions.unsubscribed.add(key)
                     else:
-                        self.ctx.unsubscribed.discard(key)
-                    self.ctx.suppressed.add(key)
+                        self.suppressions.unsubscribed.discard(key)
+                    self.suppressions.suppressed.add(key)
                 log.info("listener reconnected; reloaded %d suppressions", len(rows))
             self.since = now
-            self.ctx.campaign_nudge.set()
-            self.ctx.message_nudge.set()
+            self.wakeups.scheduler.set()
+            self.notices.nudge.set()
             task_status.started()
             while True:
                 with anyio.move_on_after(HEALTH_CHECK_SECONDS):

@@ -27,10 +27,10 @@ from collections.abc import Awaitable, Callable
 import anyio
 import asyncpg
 
-from actors import builder, http, inbound_smtp, listener, pruner, scheduler, sequencer, webhooks
-from actors.context import NodeContext
-from actors.pipeline import SendPipeline, record_unrecorded
+from actors import http, inbound_smtp
+from actors.sections import Sections
 from actors.supervisor import Child, Supervisor
+from actors.wiring import NodeWiring
 from service import db, logs, telemetry
 from service.api import app as api
 from service.errors import ConfigError
@@ -74,34 +74,16 @@ async def web_app(
     return surface, pools
 
 
-def node_checks(ctx: NodeContext, supervisor: Supervisor) -> Callable[[], list[str]]:
-    """Why this node is not ready, the database aside (see service/web/app.py)."""
-
-    def checks() -> list[str]:
-        reasons = []
-        if ctx.stopping.is_set():
-            reasons.append("draining: the node is stopping")
-        if (child := supervisor.not_running()) is not None:
-            reasons.append(f"actor {child}")
-        if ctx.smtp_unavailable:
-            reasons.append(f"SMTP relay refusing: {ctx.smtp_unavailable}")
-        if ctx.refusing:
-            reasons.append(f"replication: {ctx.replication_problem} (EINMAL_REQUIRE_SYNCHRONOUS_REPLICATION)")
-        return reasons
-
-    return checks
-
-
 async def serve(
     settings: Settings,
     stop: anyio.Event,
-    on_start: Callable[[NodeContext], None] | None = None,
+    on_start: Callable[[NodeWiring], None] | None = None,
     http_socket: socket.socket | None = None,
     inbound_socket: socket.socket | None = None,
 ) -> int:
     """Run a node until `stop` is set, then drain; return the exit code.
 
-    `on_start` is handed the node's context before the actors start (tests
+    `on_start` is handed the node's wiring before the actors start (tests
     look at its suppression set and its token through it). `http_socket`, a
     bound socket, serves HTTP on it (else EINMAL_HTTP_ADDRESS, when set); `inbound_socket`, a bound
     socket, takes bounces on it (else EINMAL_INBOUND_SMTP_ADDRESS, when set)."""
@@ -115,44 +97,39 @@ async def serve(
     # and room for a restarted pipeline's while the old one's are given back, and the leave's
     size = 12
     pool = await db.wait_for_pool(dsn, settings.db_wait_seconds, size=size, command_timeout=settings.db_timeout_seconds)
-    ctx = NodeContext(settings, pool, dsn)
-    ctx.new_token()
-    ctx.metrics.watch_heartbeat(lambda: ctx.heartbeat_at)
+    node = NodeWiring.of(Sections.of(settings, dsn), pool)
+    node.fencing.new_token()
+    node.metrics.watch_heartbeat(lambda: node.heartbeat.at)
     if on_start is not None:
-        on_start(ctx)
-    log.info("node %s starting", ctx.node_id)
+        on_start(node)
+    log.info("node %s starting", node.fencing.node_id)
     async with db.acquire(pool) as conn:  # several accounts, and a From any of them may use (service/mail/from_rule.py)
         for said in await from_rule.installation_warnings(conn, settings=settings):
             log.warning("%s", said)
     to_builder, from_scheduler = anyio.create_memory_object_stream[int](16)
-    the_listener, pipeline = listener.Listener(ctx), SendPipeline(ctx)
-    children = [
-        Child("listener", the_listener.run),
-        Child("scheduler", lambda **kw: scheduler.run(ctx, to_builder.clone(), **kw)),
-        Child("builder", lambda **kw: builder.run(ctx, from_scheduler.clone(), **kw)),
-        Child("send pipeline", pipeline.run),
-    ]
-    children.append(Child("pruner", lambda **kw: pruner.run(ctx, **kw)))  # sign-ups; with retention, campaigns
-    # outbound webhooks, on connections of their own (docs/design.md#webhooks); a new actor at each restart
-    children.append(Child("webhooks", lambda **kw: webhooks.WebhookActor(ctx).run(**kw)))
-    children.append(Child("sequencer", lambda **kw: sequencer.run(ctx, **kw)))  # docs/design.md#sequences
+    children, pipeline = node.children(to_builder, from_scheduler)
     supervisor = Supervisor(
         settings.restart_intensity,
         settings.restart_period_seconds,
-        on_restart=lambda name: ctx.metrics.actor_restarts.labels(name).inc(),
+        on_restart=lambda name: node.metrics.actor_restarts.labels(name).inc(),
         passing=db.unreachable,
     )
     web_pools: list[asyncpg.Pool] = []
     if sock is not None:
         surface, web_pools = await web_app(
-            settings, dsn, ctx.metrics, node_checks(ctx, supervisor), ctx.readiness_notes
+            settings, dsn, node.metrics, lambda: node.ready(supervisor.not_running()), node.replication.notes
         )
-        children.insert(0, Child("http", http.HttpActor(surface.app, sock, settings).run))
+        children.insert(0, Child("http", http.HttpActor(surface.app, sock, http.HttpConfig.of(settings)).run))
     inbound_pool = None
     if inbound_sock is not None:
         inbound_pool = await http_pool(dsn)
         children.append(
-            Child("inbound", inbound_smtp.InboundActor(settings, inbound_pool, ctx.metrics, inbound_sock).run)
+            Child(
+                "inbound",
+                inbound_smtp.InboundActor(
+                    inbound_smtp.InboundConfig.of(settings), inbound_pool, node.metrics, inbound_sock
+                ).run,
+            )
         )
     try:
         async with to_builder, from_scheduler, anyio.create_task_group() as tg:
@@ -160,8 +137,8 @@ async def serve(
             async def drain_on_stop() -> None:
                 await stop.wait()
                 log.info("stopping: draining (grace %gs)", settings.shutdown_grace_seconds)
-                ctx.stopping.set()
-                ctx.claim_nudge.set()
+                node.stopping.set()
+                node.wakeups.claimer.set()
                 with anyio.move_on_after(max(settings.shutdown_grace_seconds - 1, 0.5)):
                     await pipeline.drained.wait()
                 tg.cancel_scope.cancel()
@@ -170,7 +147,7 @@ async def serve(
             await supervisor.run(children)  # GaveUp comes out in a task group; the CLI unwraps it
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-            await _leave(ctx)
+            await node.leave()
             await pool.close()
             for web_pool in web_pools:
                 await web_pool.close()
@@ -180,7 +157,7 @@ async def serve(
             sock.close()
         if inbound_sock is not None and inbound_socket is None:
             inbound_sock.close()
-    log.info("node %s stopped", ctx.node_id)
+    log.info("node %s stopped", node.fencing.node_id)
     return 0
 
 
@@ -213,7 +190,7 @@ async def serve_http(settings: Settings, stop: anyio.Event, http_socket: socket.
                 tg.cancel_scope.cancel()
 
             tg.start_soon(stop_on_signal)
-            await supervisor.run([Child("http", http.HttpActor(surface.app, sock, settings).run)])
+            await supervisor.run([Child("http", http.HttpActor(surface.app, sock, http.HttpConfig.of(settings)).run)])
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             for pool in pools:
@@ -221,35 +198,6 @@ async def serve_http(settings: Settings, stop: anyio.Event, http_socket: socket.
         if http_socket is None:
             sock.close()
     return 0
-
-
-async def _leave(ctx: NodeContext) -> None:
-    """Give back what this node still holds; its tasks have all ended."""
-    try:
-        async with db.acquire(ctx.pool) as conn:
-            await record_unrecorded(ctx, conn)
-            rescued = await conn.fetchrow(
-                *db.sql(
-                    "node_rescue",
-                    node_timeout_seconds=ctx.settings.node_timeout_seconds,
-                    in_doubt=ctx.settings.in_doubt,
-                    dead_tokens=[*ctx.retired_tokens, ctx.token],
-                    max_attempts=ctx.settings.max_attempts,
-                )
-            )
-        assert rescued is not None  # the query returns one row
-        if rescued["in_doubt"]:
-            log.warning("%d message(s) left in doubt", rescued["in_doubt"])
-    except (OSError, ConnectionError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        # e.g. the database is down, or the node gave up because its schema is gone: keep that reason
-        log.warning(
-            "could not release this node's rows (%s); other nodes will after the timeout",
-            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-        )
-        if unrecorded := sum(len(outcomes) for _, outcomes in ctx.unrecorded):
-            log.warning(
-                "%d answer(s) from the SMTP server could not be recorded: their rows will be in doubt", unrecorded
-            )
 
 
 async def run(settings: Settings, body: Callable[[Settings, anyio.Event], Awaitable[int]] = serve) -> int:

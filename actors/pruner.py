@@ -17,42 +17,39 @@ import anyio
 import asyncpg
 from anyio.abc import TaskStatus
 
-from actors.context import NodeContext
+from actors.sections import PrunerConfig
+from actors.wires import Fencing
 from service import clients, db
 from service.accounts import doctor
 from service.campaigns import retention
-from service.messages import messages
-from service.subscribers import optin
 
 log = logging.getLogger("einmal.pruner")
 
 EVERY = 3600.0  # seconds between passes
 
 
-async def prune_once(ctx: NodeContext) -> int:
-    """One pass: the campaigns it pruned (0 while another node holds the turn)."""
-    days = ctx.settings.retention_days
-    locking = ctx.settings.database_pooler != "transaction"
+async def prune_once(config: PrunerConfig, pool: asyncpg.Pool, fencing: Fencing) -> int:
+    """One pass: the campaigns it pruned (0 while another node holds the turn). Reads the fencing token (its
+    connection's name)."""
+    days = config.retention_days
     pruned = 0
-    async with db.actor_connection(ctx.pool, "pruner", ctx.token, ctx.settings.db_timeout_seconds) as conn:
-        if locking and not await conn.fetchval(*db.sql("prune_turn_take")):
+    async with db.actor_connection(pool, "pruner", fencing.token, config.db_timeout_seconds) as conn:
+        if config.locking and not await conn.fetchval(*db.sql("prune_turn_take")):
             return 0
-        members, rows = await optin.prune(conn, ctx.settings)
+        members, rows = await config.prune_optin(conn)
         if members:
             log.info(
                 "removed %d sign-up(s) unconfirmed for %g hours, and %d confirmation row(s)",
                 members,
-                ctx.settings.optin_window_hours,
+                config.optin_window_hours,
                 rows,
             )
         await clients.prune(conn)
         await doctor.prune(conn)
-        if keys := await messages.prune_keys(conn, settings=ctx.settings):
-            log.info(
-                "forgot the Idempotency-Keys of %d message(s) older than %gh", keys, ctx.settings.message_key_hours
-            )
-        if gone := await messages.prune(conn, settings=ctx.settings):
-            log.info("deleted %d message(s) older than %g days", gone, ctx.settings.message_retention_days)
+        if keys := await config.prune_keys(conn):
+            log.info("forgot the Idempotency-Keys of %d message(s) older than %gh", keys, config.message_key_hours)
+        if gone := await config.prune_messages(conn):
+            log.info("deleted %d message(s) older than %g days", gone, config.message_retention_days)
         for candidate in await retention.candidates(conn, older_than_seconds=days * 86400) if days is not None else ():
             try:
                 done = await retention.prune(conn, candidate=candidate)
@@ -68,8 +65,14 @@ async def prune_once(ctx: NodeContext) -> int:
     return pruned
 
 
-async def run(ctx: NodeContext, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+async def run(
+    config: PrunerConfig,
+    pool: asyncpg.Pool,
+    fencing: Fencing,
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
     task_status.started()
     while True:
-        await prune_once(ctx)
+        await prune_once(config, pool, fencing)
         await anyio.sleep(EVERY)

@@ -17,7 +17,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 from opentelemetry import trace
 
-from actors.context import Batch, NodeContext
+from actors.batch import Batch
 from service import telemetry
 from service.metrics import Metrics
 
@@ -45,8 +45,7 @@ def close(batch: Batch, metrics: Metrics | None = None) -> Counter[str]:
 
 
 async def run(
-    ctx: NodeContext,
-    token: str,
+    metrics: Metrics,
     batches: MemoryObjectReceiveStream[Batch],
     *,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
@@ -54,4 +53,4 @@ async def run(
     async with batches:
         task_status.started()
         async for batch in batches:
-            close(batch, ctx.metrics)
+            close(batch, metrics)

@@ -57,14 +57,17 @@ import asyncpg
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.context import Batch, NodeContext, Outcome, Row, Template
+from actors.batch import Batch, Outcome, Row, Template
 from actors.feed import Feed
-from actors.writer import Writer
+from actors.sections import SenderConfig
+from actors.wires import Journal, SmtpReach, Suppressions, Unrecorded, Wakeups
+from actors.writer import Recording, Writer
 from service import db, domains, relays
 from service.campaigns.transitions import transition
 from service.errors import Conflict, NotFound
 from service.mail.slots import RenderSlots
-from service.relays import Relays, RelayState, Routes
+from service.metrics import Metrics
+from service.relays import Relays, RelayState
 from service.smtp import reasons
 from service.smtp.connection import Outcome as Smtp
 from service.smtp.connection import SmtpConnection, SmtpUnavailable
@@ -160,12 +163,31 @@ def render_row(batch: Batch, row: Row) -> bytes | Outcome:
 
 
 class Sender:
-    def __init__(self, ctx: NodeContext, token: str, feed: Feed) -> None:
-        self.ctx, self.token, self.feed = ctx, token, feed
-        self.routes = Routes(ctx.settings)
+    """Reads the suppressions (the last look), the feed and `stopping`; writes the SMTP reach; its writers write
+    the journal (actors/writer.py)."""
+
+    def __init__(
+        self,
+        config: SenderConfig,
+        pool: asyncpg.Pool,
+        suppressions: Suppressions,
+        reach: SmtpReach,
+        journal: Journal,
+        unrecorded: Unrecorded,
+        wakeups: Wakeups,
+        stopping: anyio.Event,
+        metrics: Metrics,
+        token: str,
+        feed: Feed,
+    ) -> None:
+        self.config, self.pool, self.suppressions, self.reach = config, pool, suppressions, reach
+        self.recording = Recording(config.pauses, journal, metrics)
+        self.unrecorded, self.wakeups, self.stopping, self.metrics = unrecorded, wakeups, stopping, metrics
+        self.token, self.feed = token, feed
+        self.routes = config.routes()
         feed.usable = self.routes.usable
         self.relays: Relays = self.routes.default
-        self.own = relays.share([s.relay for s in self.relays.states], ctx.settings.smtp_connections)
+        self.own = relays.share([s.relay for s in self.relays.states], config.smtp_connections)
         self.connections: list[SmtpConnection] = []  # every one opened, for close()
         self.writer: Writer  # set by run()
         self.express: Writer | None = None  # the express connection's writer (set by run(): EXPRESS_FROM)
@@ -174,7 +196,7 @@ class Sender:
         self.background: anyio.abc.TaskGroup  # set by send_all()
 
     def outcome(self, row: Row, status: Smtp, reply: str) -> Outcome:
-        settings = self.ctx.settings
+        config = self.config
         if status is Smtp.SENT:
             return Outcome(row.id, "sent", reply)
         if status is Smtp.PERMANENT:
@@ -185,8 +207,8 @@ class Sender:
                 # This row is charged an attempt and waits a backoff, so it is not the first probe each time:
                 # a refusal of one recipient alone (a group closed to outside senders) then holds the domain
                 # for a few pauses, not for good, and the row fails at the limit, never suppressed.
-                self.ctx.metrics.domain_throttled.labels(row.domain).inc()
-                if row.attempts + 1 >= settings.max_attempts:
+                self.metrics.domain_throttled.labels(row.domain).inc()
+                if row.attempts + 1 >= config.max_attempts:
                     return Outcome(
                         row.id,
                         "failed",
@@ -195,27 +217,27 @@ class Sender:
                         throttled=True,
                     )
                 return Outcome(
-                    row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts), throttled=True
+                    row.id, "queued", reply, attempts=1, retry_after=config.retry_after(row.attempts), throttled=True
                 )
             # the same table as a bounce's: only an address reason (550 5.1.1, 5.2.1) suppresses
             bounce = reasons.effect(kind, reason) == reasons.SUPPRESS
             return Outcome(row.id, "failed", reply, attempts=1, bounce=bounce)
         if status is Smtp.TRANSIENT and domains.throttled(reply):
             # the domain asks us to slow down: it is paused for every node, the row keeps its place
-            self.ctx.metrics.domain_throttled.labels(row.domain).inc()
+            self.metrics.domain_throttled.labels(row.domain).inc()
             return Outcome(row.id, "queued", reply, throttled=True)
         in_doubt = status is Smtp.IN_DOUBT
-        if in_doubt and settings.in_doubt == "hold":
+        if in_doubt and config.in_doubt == "hold":
             return Outcome(row.id, "in_doubt", reply, attempts=1)
         # a 4xx, or under resend a reply lost after the dot: an attempt, retried with backoff up to the limit;
         # past it an in-doubt row waits for reconcile
-        if row.attempts + 1 >= settings.max_attempts:
+        if row.attempts + 1 >= config.max_attempts:
             if in_doubt:
                 return Outcome(
                     row.id, "in_doubt", f"{reply} (still in doubt after {row.attempts + 1} attempts)", attempts=1
                 )
             return Outcome(row.id, "failed", f"{reply} (gave up after {row.attempts + 1} attempts)", attempts=1)
-        return Outcome(row.id, "queued", reply, attempts=1, retry_after=self.ctx.retry_after(row.attempts))
+        return Outcome(row.id, "queued", reply, attempts=1, retry_after=config.retry_after(row.attempts))
 
     async def deliver(
         self,
@@ -229,7 +251,7 @@ class Sender:
         message that does not honour unsubscribes passes an address suppressed only by one
         (docs/design.md#messages)."""
         key = (row.account_id, row.email_lower)
-        if key in self.ctx.suppressed and (honour_unsubscribe or key not in self.ctx.unsubscribed):
+        if self.suppressions.stops(key, honour_unsubscribe):
             return Outcome(row.id, "suppressed", "suppressed before sending")  # the last look (docs/design.md#opt-outs)
         if isinstance(message, Outcome):  # it could not be rendered
             return message
@@ -253,11 +275,11 @@ class Sender:
             except SmtpUnavailable as exc:
                 reason = str(exc)
                 alone |= not state.down(reason, seen)
-                self.ctx.metrics.relay_unavailable.labels(state.relay.name).inc()
+                self.metrics.relay_unavailable.labels(state.relay.name).inc()
                 event(batch, "relay unavailable", {"einmal.relay": state.relay.name, "einmal.reason": reason})
                 continue
             state.up()
-            self.ctx.smtp_unavailable = None
+            self.reach.unavailable = None
             if outcome.throttled:
                 event(
                     batch,
@@ -266,7 +288,7 @@ class Sender:
                 )
             return outcome, 0.0
         if group is self.relays:
-            self.ctx.smtp_unavailable = self.relays.unavailable()
+            self.reach.unavailable = self.relays.unavailable()
         if self.routes.sets and group.next_up() > time.monotonic():  # every relay of the account is down
             self.writer.give_back(self.feed.drop_relays(batch.relays))
         return Outcome(row.id, "queued", f"not sent: {reason}"), group.first_pause if alone else 0.0
@@ -275,7 +297,7 @@ class Sender:
         """This connection's link to the relay, opened on its first message."""
         key = id(state)
         if key not in links:
-            links[key] = SmtpConnection(self.ctx.settings, state.relay)
+            links[key] = self.config.link(state.relay)
             self.connections.append(links[key])
         return links[key]
 
@@ -342,8 +364,8 @@ class Sender:
         it not yet started go back to the queue as the writer starts them no more)."""
         log.error("campaign %d paused: %s", campaign_id, reason)
         try:
-            with anyio.fail_after(self.ctx.settings.db_timeout_seconds):
-                async with db.connection(self.ctx.dsn) as conn:
+            with anyio.fail_after(self.config.db_timeout_seconds):
+                async with db.connection(self.config.dsn) as conn:
                     await transition(conn, verb="pause", campaign_id=campaign_id, reason=reason)
         except (Conflict, NotFound):
             pass  # paused, cancelled or finished meanwhile
@@ -355,7 +377,7 @@ class Sender:
         """The connections and the writer, until the feed is closed and the last outcome is written."""
 
         async def close_on_stop() -> None:
-            await self.ctx.stopping.wait()
+            await self.stopping.wait()
             self.feed.close()
 
         async with anyio.create_task_group() as watch:
@@ -379,43 +401,37 @@ class Sender:
             for connection in self.connections:
                 await connection.close()
 
-
-async def run(
-    ctx: NodeContext,
-    token: str,
-    feed: Feed,
-    to_recorder: MemoryObjectSendStream[Batch],
-    *,
-    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    sender = Sender(ctx, token, feed)
-    writers: list[Writer] = []
-    try:
-        # the writer's connection for the sender's life, and the express connection's writer's
-        async with to_recorder, contextlib.AsyncExitStack() as stack:
-            for name in ("sender", "express")[: 2 if ctx.settings.smtp_connections >= EXPRESS_FROM else 1]:
-                conn = await stack.enter_async_context(
-                    db.actor_connection(ctx.pool, name, token, ctx.settings.db_timeout_seconds)
-                )
-                # the writer's statement, prepared once, runs thousands of times with arrays of a few ids:
-                # planning it anew each time was a quarter of its cost (docs/design.md#state-machines). Behind a
-                # transaction pooler nothing is prepared for long, and a SET would outlive the session's turn.
-                if db.holds_a_session(conn):
-                    await conn.execute("SET plan_cache_mode = force_generic_plan")
-                writers.append(Writer(ctx, token, conn, feed, to_recorder))
-            sender.writer = writers[0]
-            sender.express = writers[1] if len(writers) > 1 else None
-            task_status.started()
-            await sender.send_all()
+    async def run(
+        self, to_recorder: MemoryObjectSendStream[Batch], *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        config, token, feed = self.config, self.token, self.feed
+        writers: list[Writer] = []
+        try:
+            # the writer's connection for the sender's life, and the express connection's writer's
+            async with to_recorder, contextlib.AsyncExitStack() as stack:
+                for name in ("sender", "express")[: 2 if config.smtp_connections >= EXPRESS_FROM else 1]:
+                    conn = await stack.enter_async_context(
+                        db.actor_connection(self.pool, name, token, config.db_timeout_seconds)
+                    )
+                    # the writer's statement, prepared once, runs thousands of times with arrays of a few ids:
+                    # planning it anew each time was a quarter of its cost (docs/design.md#state-machines). Behind
+                    # a transaction pooler nothing is prepared for long, and a SET would outlive the session's turn.
+                    if db.holds_a_session(conn):
+                        await conn.execute("SET plan_cache_mode = force_generic_plan")
+                    writers.append(Writer(self.recording, self.wakeups, token, conn, feed, to_recorder))
+                self.writer = writers[0]
+                self.express = writers[1] if len(writers) > 1 else None
+                task_status.started()
+                await self.send_all()
+                for writer in writers:
+                    if writer.error is not None:
+                        raise writer.error
+                await feed.claimer_done.wait()
+                await self.writer.release(feed.rest())
+        finally:
+            # answers got but not written, and rows being started that never reached the wire (back to the
+            # queue, no attempt): the next incarnation records them before any rescue
             for writer in writers:
-                if writer.error is not None:
-                    raise writer.error
-            await feed.claimer_done.wait()
-            await sender.writer.release(feed.rest())
-    finally:
-        # answers got but not written, and rows being started that never reached the wire (back to the
-        # queue, no attempt): the next incarnation records them before any rescue
-        for writer in writers:
-            if writer.unrecorded:
-                ctx.unrecorded.append((token, writer.unrecorded))
-        await sender.close()
+                if writer.unrecorded:
+                    self.unrecorded.held.append((token, writer.unrecorded))
+            await self.close()

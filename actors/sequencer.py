@@ -17,7 +17,8 @@ import anyio.lowlevel
 import asyncpg
 from anyio.abc import TaskStatus
 
-from actors.context import NodeContext, Nudge
+from actors.sections import SequencerConfig
+from actors.wires import Fencing, Nudge
 from service import db
 
 log = logging.getLogger("einmal.sequencer")
@@ -63,10 +64,17 @@ async def sweep(conn: asyncpg.Connection, *, batch: int, wait_seconds: float) ->
     return Swept(looked, queued, full)
 
 
-async def run(ctx: NodeContext, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-    settings = ctx.settings
+async def run(
+    config: SequencerConfig,
+    pool: asyncpg.Pool,
+    fencing: Fencing,
+    stopping: anyio.Event,
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Reads the fencing token (its connection's name) and `stopping`."""
     woken = Nudge()
-    async with db.actor_connection(ctx.pool, "sequencer", ctx.token, settings.db_timeout_seconds) as conn:
+    async with db.actor_connection(pool, "sequencer", fencing.token, config.db_timeout_seconds) as conn:
 
         def wake(*_: object) -> None:
             woken.set()
@@ -76,14 +84,14 @@ async def run(ctx: NodeContext, *, task_status: TaskStatus[None] = anyio.TASK_ST
             await conn.add_listener("einmal_sequence", wake)
         task_status.started()
         try:
-            while not ctx.stopping.is_set():
-                swept = await sweep(conn, batch=settings.sequence_batch, wait_seconds=settings.sequence_wait_seconds)
+            while not stopping.is_set():
+                swept = await sweep(conn, batch=config.batch, wait_seconds=config.wait_seconds)
                 if swept.queued:
                     log.debug("queued %d step(s) of %d member(s) looked at", swept.queued, swept.looked)
                 if swept.full:
                     await anyio.lowlevel.checkpoint()  # more are due: at once, letting the other tasks run
                     continue
-                await woken.wait(settings.sequence_tick_seconds)
+                await woken.wait(config.tick_seconds)
         finally:
             if listening and not conn.is_closed():
                 with anyio.CancelScope(shield=True), anyio.move_on_after(1):

@@ -22,9 +22,9 @@ import asyncpg
 import httpcore
 from anyio.abc import TaskStatus
 
-from actors.context import NodeContext, Nudge
+from actors.sections import WebhookConfig
+from actors.wires import Nudge
 from service import db
-from service.settings import Settings
 from service.webhooks import delivery, schedule
 
 log = logging.getLogger("einmal.webhooks")
@@ -33,7 +33,7 @@ PRUNE_EVERY = 600.0  # seconds between prunes of delivered events
 PRUNE_BATCH = 5000
 
 
-async def claim(conn: asyncpg.Connection, settings: Settings, *, token: str, limit: int) -> list[asyncpg.Record]:
+async def claim(conn: asyncpg.Connection, config: WebhookConfig, *, token: str, limit: int) -> list[asyncpg.Record]:
     """Lease for `token` up to `limit` due deliveries, within the endpoints' and the accounts' shares of the
     whole cluster: the claims of all nodes take turns (webhook_claim_lock.sql), each counting the leases of
     those before it."""
@@ -44,42 +44,39 @@ async def claim(conn: asyncpg.Connection, settings: Settings, *, token: str, lim
                 "webhook_claim",
                 token=token,
                 limit=limit,
-                per_endpoint=settings.webhook_endpoint_in_flight,
-                per_account=settings.webhook_account_in_flight,
-                slots=settings.webhook_in_flight,
-                lease_seconds=lease_seconds(settings),
+                per_endpoint=config.endpoint_in_flight,
+                per_account=config.account_in_flight,
+                slots=config.in_flight,
+                lease_seconds=config.lease_seconds,
             )
         )
 
 
-def lease_seconds(settings: Settings) -> float:
-    return settings.webhook_timeout_seconds * 2 + 5
-
-
 class WebhookActor:
-    def __init__(self, ctx: NodeContext) -> None:
-        self.ctx = ctx
-        self.settings = ctx.settings
+    """Shares nothing with the other actors but the node's name: its connections, its wake-ups are its own."""
+
+    def __init__(self, config: WebhookConfig, node_id: str) -> None:
+        self.config, self.node_id = config, node_id
         self.nudge = Nudge()
-        self.token = f"{ctx.node_id}:webhooks:{uuid.uuid4().hex[:8]}"
+        self.token = f"{node_id}:webhooks:{uuid.uuid4().hex[:8]}"
         self.in_flight = 0
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         listen = await db.connect(
-            self.settings.listen_database_url or self.ctx.dsn,
-            command_timeout=self.settings.db_timeout_seconds,
-            name=f"einmal webhooks {self.ctx.node_id}",
+            self.config.listen_url,
+            command_timeout=self.config.db_timeout_seconds,
+            name=f"einmal webhooks {self.node_id}",
         )
         lost = anyio.Event()
         listen.add_termination_listener(lambda _c: lost.set())
         try:
             pool = await db.create_pool(
-                self.ctx.dsn, size=2, name="einmal webhooks", command_timeout=self.settings.db_timeout_seconds
+                self.config.dsn, size=2, name="einmal webhooks", command_timeout=self.config.db_timeout_seconds
             )
         except BaseException:
             listen.terminate()
             raise
-        http = delivery.client(self.settings)
+        http = self.config.client()
         try:
             await listen.add_listener("einmal_webhook", lambda *_: self.nudge.set())
             async with anyio.create_task_group() as tg:
@@ -93,7 +90,7 @@ class WebhookActor:
                         await self._prune(pool)
                     claimed = await self._claim(pool, tg, http)
                     if not claimed:
-                        await self.nudge.wait(self.settings.webhook_tick_seconds)
+                        await self.nudge.wait(self.config.tick_seconds)
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                 await http.aclose()
@@ -109,11 +106,11 @@ class WebhookActor:
                     listen.terminate()
 
     async def _claim(self, pool: asyncpg.Pool, tg: anyio.abc.TaskGroup, http: httpcore.AsyncConnectionPool) -> int:
-        free = self.settings.webhook_in_flight - self.in_flight
+        free = self.config.in_flight - self.in_flight
         if free <= 0:
             return 0
         async with db.acquire(pool) as conn:
-            rows = await claim(conn, self.settings, token=self.token, limit=free)
+            rows = await claim(conn, self.config, token=self.token, limit=free)
         for row in rows:
             self.in_flight += 1
             tg.start_soon(self._deliver, pool, http, row)
@@ -122,9 +119,8 @@ class WebhookActor:
     async def _deliver(self, pool: asyncpg.Pool, http: httpcore.AsyncConnectionPool, row: asyncpg.Record) -> None:
         try:
             secrets = [row["secret"]] + ([row["previous_secret"]] if row["previous_secret"] else [])
-            outcome = await delivery.post(
+            outcome = await self.config.post(
                 http,
-                self.settings,
                 url=row["url"],
                 event_id=row["event_id"],
                 body=row["body"].encode(),
@@ -162,7 +158,7 @@ class WebhookActor:
             asked = schedule.retry_after(outcome.retry_after)
         else:
             error = outcome.error
-        wait = schedule.next_delay(failures, self.settings.webhook_delays, asked)
+        wait = schedule.next_delay(failures, self.config.delays, asked)
         if wait is None:
             log.warning(
                 "webhook %s to endpoint %d parked after %d attempts: %s", event_id, endpoint_id, failures, error
@@ -193,7 +189,7 @@ class WebhookActor:
             gone = await conn.fetchval(
                 *db.sql(
                     "webhook_events_prune",
-                    older_than_seconds=self.settings.webhook_retention_days * 86400,
+                    older_than_seconds=self.config.retention_days * 86400,
                     limit=PRUNE_BATCH,
                 )
             )

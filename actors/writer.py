@@ -14,14 +14,14 @@ A statement that fails (the database went away, it timed out) fails the
 writer: the outcomes it carried, and each row it was starting as "back to
 the queue, never sent", are kept for the next incarnation, as are the
 outcomes the connections still hand in while they finish the message they
-have on the wire (NodeContext.unrecorded); the feed closes, and the
+have on the wire (actors/wires.py Unrecorded); the feed closes, and the
 pipeline fails once they are done.
 
 An answer is recorded on a row its token still holds, even one an
 asynchronous failover took back to `claimed`; one that finds no such row is
 logged with the row's ids, counted and kept in einmal.lost_outcomes
 (`record`): never dropped without a word (docs/design.md#liveness). Each one
-recorded goes into the node's journal (NodeContext.journal), which the
+recorded goes into the node's journal (actors/wires.py Journal), which the
 scheduler writes again on a new primary after a failover.
 
 The writer also settles the batches: once every row of a batch is recorded,
@@ -37,10 +37,12 @@ import anyio
 import asyncpg
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.context import Batch, NodeContext, Outcome, Row
+from actors.batch import Batch, Outcome, Row
 from actors.feed import Feed
+from actors.sections import DomainPauses
+from actors.wires import Journal, Wakeups
 from service import db, telemetry
-from service.settings import Settings
+from service.metrics import Metrics
 
 log = logging.getLogger("einmal.sender")
 
@@ -59,7 +61,7 @@ async def campaigns_of(conn: asyncpg.Connection, outcomes: Sequence[Outcome]) ->
 
 
 async def advance(
-    conn: asyncpg.Connection, settings: Settings, outcomes: list[Outcome], token: str, starts: list[tuple[int, int]]
+    conn: asyncpg.Connection, pauses: DomainPauses, outcomes: list[Outcome], token: str, starts: list[tuple[int, int]]
 ) -> list[asyncpg.Record]:
     """One send_advance: record `outcomes` under `token`, start the rows `starts` (id, campaign)."""
     o = outcomes
@@ -78,25 +80,35 @@ async def advance(
             token=token,
             start_ids=[s[0] for s in starts],
             start_campaign_ids=[s[1] for s in starts],
-            pause_seconds=settings.domain_pause_seconds,
-            pause_max_seconds=settings.domain_pause_max_seconds,
+            pause_seconds=pauses.seconds,
+            pause_max_seconds=pauses.max_seconds,
         )
     )
 
 
+@dataclass(frozen=True)
+class Recording:
+    """What recording outcomes reads and writes besides the database: the domains' pauses it sets, the
+    journal it writes (docs/design.md#liveness), the metrics it counts lost outcomes in."""
+
+    pauses: DomainPauses
+    journal: Journal
+    metrics: Metrics
+
+
 async def record(
     conn: asyncpg.Connection,
-    ctx: NodeContext,
+    recording: Recording,
     outcomes: list[Outcome],
     token: str,
     starts: Sequence[tuple[int, int]] = (),
 ) -> list[asyncpg.Record]:
     """`advance`, and a log line and a count for each outcome that found no row of `token`'s; the others
     go into the node's journal, to be written again if a failover loses them."""
-    rows = await advance(conn, ctx.settings, outcomes, token, list(starts))
+    rows = await advance(conn, recording.pauses, outcomes, token, list(starts))
     lost = rows[0]["lost"] or []  # the statement returns one row at least
     lost_ids = {entry[0] for entry in lost}
-    ctx.journal.add(token, [o for o in outcomes if o.id not in lost_ids])
+    recording.journal.add(token, [o for o in outcomes if o.id not in lost_ids])
     for send_id, campaign_id, subscriber_id, outcome, code, status, owner in lost:
         ids, found = f"send {send_id}", "there is no such row"
         if status is not None:
@@ -110,7 +122,7 @@ async def record(
             token,
             found,
         )
-    ctx.metrics.lost_outcomes.inc(len(lost))
+    recording.metrics.lost_outcomes.inc(len(lost))
     return rows
 
 
@@ -123,15 +135,20 @@ class Step:
 
 
 class Writer:
+    """Records the connections' outcomes and starts their next rows (module docstring); writes the journal, wakes
+    the scheduler."""
+
     def __init__(
         self,
-        ctx: NodeContext,
+        recording: Recording,
+        wakeups: Wakeups,
         token: str,
         conn: asyncpg.Connection,
         feed: Feed,
         to_recorder: MemoryObjectSendStream[Batch],
     ) -> None:
-        self.ctx, self.token, self.conn, self.feed, self.to_recorder = ctx, token, conn, feed, to_recorder
+        self.recording, self.wakeups = recording, wakeups
+        self.token, self.conn, self.feed, self.to_recorder = token, conn, feed, to_recorder
         self.waiting: list[Step] = []
         self.parked: list[tuple[Batch, Row]] = []  # rows to give back unsent (their domain was paused)
         self.writing: list[Step] = []  # the steps of the statement under way
@@ -233,16 +250,16 @@ class Writer:
         began = time.monotonic()
         rows = await record(
             self.conn,
-            self.ctx,
+            self.recording,
             done,
             self.token,
             [(step.start[1].id, step.start[0].campaign_id) for step in steps if step.start is not None],
         )
         self.last_seconds = time.monotonic() - began
-        self.ctx.metrics.group_commit_seconds.observe(self.last_seconds)
+        self.recording.metrics.group_commit_seconds.observe(self.last_seconds)
         started = {r["id"] for r in rows if r["id"] is not None}
         if any(o.bounce or (o.throttled and o.attempts) for o in done):
-            self.ctx.campaign_nudge.set()  # a refusal or a rejection: the scheduler checks the rates now
+            self.wakeups.scheduler.set()  # a refusal or a rejection: the scheduler checks the rates now
         touched: list[Batch] = []
         for step in steps:
             if step.done is not None:
@@ -281,7 +298,7 @@ class Writer:
                     batch.send_span.end()
                 await self.to_recorder.send(batch)
                 if not self.feed.rows:
-                    self.ctx.campaign_nudge.set()  # this node's share may be done: the scheduler checks at once
+                    self.wakeups.scheduler.set()  # this node's share may be done: the scheduler checks at once
 
 
 def settle(batch: Batch, status: str) -> None:

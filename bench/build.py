@@ -1,4 +1,4 @@
-"""The recipient build: einmal's builder (actors/builder.build, in chunks) against one bare
+"""The recipient build: einmal's builder (actors/builder.py Builder.build, in chunks) against one bare
 `INSERT … SELECT DISTINCT ON (email_lower) …` writing the same rows, on the same data."""
 
 import os
@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import anyio
 import asyncpg
 
-from actors import builder
-from actors.context import NodeContext
+from actors.builder import Builder
+from actors.wires import Fencing, Wakeups
 from bench import database
 from service import db
 from service.settings import Settings
@@ -52,10 +52,10 @@ async def _einmal(dsn: str, campaign_id: int, limit: float) -> tuple[float, int]
     """einmal's builder, stopped after `limit` seconds: (seconds, rows it wrote)."""
     pool = await db.create_pool(dsn, size=2)
     try:
-        ctx = NodeContext(Settings(database_url=dsn), pool, dsn)
+        the_builder = Builder(pool, Fencing(), Wakeups(), Settings(database_url=dsn).db_timeout_seconds)
         started = time.monotonic()
         with anyio.move_on_after(limit):
-            await builder.build(ctx, campaign_id)
+            await the_builder.build(campaign_id)
         seconds = time.monotonic() - started
     finally:
         pool.terminate()  # a build stopped mid-statement leaves its connection busy

@@ -14,13 +14,12 @@ import argparse
 import sys
 import time
 from dataclasses import dataclass
-from typing import cast
 
 import anyio
 import asyncpg
 import httpx
 
-from actors.context import NodeContext
+from actors.sections import webhook_config
 from actors.webhooks import WebhookActor
 from bench import database
 from bench.report import row
@@ -109,8 +108,7 @@ async def _reference(url: str, secret: str, bodies: list[tuple[str, bytes]], con
 async def _actor(dsn: str, conn: asyncpg.Connection, receiver: Receiver, events: int, timeout: float) -> float:
     """Seconds from the actor's start to every delivery recorded as delivered."""
     settings = Settings(database_url=dsn, webhook_allow_http_loopback=True)
-    ctx = NodeContext(settings, cast(asyncpg.Pool, None), dsn, node_id="bench-node")
-    actor = WebhookActor(ctx)
+    actor = WebhookActor(webhook_config(settings, dsn), "bench-node")
     before = len(receiver.requests)
     began = time.perf_counter()
     with anyio.fail_after(timeout):

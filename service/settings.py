@@ -5,7 +5,7 @@ import ipaddress
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import idna
@@ -1161,8 +1161,8 @@ TRACES_EXPORTERS = ("none", "console", "otlp")
 def weak_unsubscribe_secret(settings: "Settings") -> str | None:
     """Why EINMAL_UNSUBSCRIBE_SECRET is too weak for a node that signs and checks links with it, or None.
     A short key can be guessed offline from one token, and then every subscriber of every account can be
-    unsubscribed: `einmal run` and `einmal serve` refuse to start (checked there, so that a test or a
-    preview may use any key)."""
+    unsubscribed. `einmal run` and `einmal serve` refuse to start with one (checked there, so that a test
+    or a preview may use any key)."""
     if settings.unsubscribe_secret is None:
         return None
     keys = [key.strip() for key in settings.unsubscribe_secret.get_secret_value().split(",")]
@@ -1202,14 +1202,11 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
 
 def load() -> Settings:
     """Read the environment; a malformed value raises ConfigError naming the variable."""
-    overrides: dict[str, Any] = {}
-    if found := _database_url():
-        name, value = found
-        if problem := database_url_problem(value):
-            raise ConfigError(f"{name}: {problem}")
-        overrides["database_url"] = value
+    found = _database_url()
+    if found and (problem := database_url_problem(found[1])):
+        raise ConfigError(f"{found[0]}: {problem}")
     try:
-        return Settings(**overrides)
+        return Settings(database_url=found[1]) if found else Settings()
     except ValidationError as exc:
         error = exc.errors()[0]
         if not error["loc"]:  # a rule across variables names them itself

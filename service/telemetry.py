@@ -112,7 +112,7 @@ def setup(exporter: SpanExporter | None = None) -> None:
 
 
 def batch_attributes(batch) -> dict[str, int | str]:
-    """What the `send` and `record` spans of a batch (actors/context.py Batch) say of it."""
+    """What the `send` and `record` spans of a batch (actors/batch.py Batch) say of it."""
     return {
         "einmal.campaign_id": batch.campaign_id,
         "einmal.account_id": batch.account_id,

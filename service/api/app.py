@@ -156,7 +156,8 @@ def _documented(app: FastAPI, generate: Callable[[], dict]) -> Callable[[], dict
     each route: 403 for a read key on a route that writes (deps.key); 400 for a body that is not JSON; for
     every POST what service/api/idempotency.py answers: the Idempotency-Key header, its 400, the 409 of a
     wait, `Idempotent-Replayed` on the answers it keeps (not 401, not 5xx); `Retry-After` on 409, 429, 503.
-    And the models of the bodies a route reads itself (subscribers.DOCUMENTED), as FastAPI would put them."""
+    And the models of the bodies a route reads itself (READ_ITSELF of subscribers and messages), as FastAPI
+    would put them."""
 
     def document() -> dict:
         made_now = app.openapi_schema is None
@@ -166,7 +167,7 @@ def _documented(app: FastAPI, generate: Callable[[], dict]) -> Callable[[], dict
                 for method, operation in operations.items():
                     _answers_of(method, operation)
             models = schema.setdefault("components", {}).setdefault("schemas", {})
-            for model in subscribers.DOCUMENTED:
+            for model in (*subscribers.READ_ITSELF, *messages.READ_ITSELF):
                 made = model.model_json_schema(ref_template="#/components/schemas/{model}")
                 for one in [*made.pop("$defs", {}).values(), made]:
                     for field in one.get("properties", {}).values():  # FastAPI leaves out a default of null

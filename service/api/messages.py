@@ -12,11 +12,22 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import anyio.to_thread
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.accounts import replies
-from service.api.deps import ERRORS, Conn, IdempotencyKey, Key, KeyAlone, connected, render_slots
+from service.api.deps import (
+    ERRORS,
+    Conn,
+    IdempotencyKey,
+    Key,
+    KeyAlone,
+    body_as,
+    connected,
+    read_itself,
+    render_slots,
+)
 from service.messages import batch, messages
 from service.text import MAX_EMAIL
 
@@ -169,17 +180,40 @@ async def send_message(
     return Queued(id=made.id, status="queued", created=made.created)
 
 
+# the models of the bodies the routes here read themselves: service/api/app.py puts them in the document
+READ_ITSELF = (MessageBatch,)
+
+
 @router.post(
     "/messages/batch",
     operation_id="send_message_batch",
     status_code=202,
     responses=ERRORS,
     summary=f"queue up to {batch.MAX_MESSAGES} transactional messages: each item's id, or why it is invalid",
+    openapi_extra=read_itself(MessageBatch),
 )
-async def send_message_batch(
-    body: MessageBatch, request: Request, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None
-) -> BatchQueued:
-    items = [
+async def send_message_batch(request: Request, key: KeyAlone, idempotency_key: IdempotencyKey = None) -> BatchQueued:
+    # the body, up to EINMAL's MAX_BODY, is read and checked in a worker thread: a thousand items the event loop
+    # does not wait for; a connection is taken once it is read
+    body = await request.body()
+    items = await anyio.to_thread.run_sync(_items, body, request.headers.get("content-type"))
+    async with connected(request) as conn:
+        outcomes = await batch.send(
+            conn,
+            settings=request.app.state.settings,
+            account_id=key.account_id,
+            items=items,
+            idempotency_key=idempotency_key,
+        )
+    return BatchQueued(
+        queued=sum(o.outcome == "queued" for o in outcomes),
+        invalid=sum(o.outcome == "invalid" for o in outcomes),
+        messages=[BatchItem(outcome=o.outcome, id=o.id, created=o.created, reason=o.reason) for o in outcomes],
+    )
+
+
+def _items(body: bytes, content_type: str | None) -> list[batch.Item]:
+    return [
         batch.Item(
             to=m.to,
             template_name=m.template,
@@ -190,20 +224,8 @@ async def send_message_batch(
             data=m.data,
             honour_unsubscribe=m.honour_unsubscribe,
         )
-        for m in body.messages
+        for m in body_as(body, content_type, MessageBatch).messages
     ]
-    outcomes = await batch.send(
-        conn,
-        settings=request.app.state.settings,
-        account_id=key.account_id,
-        items=items,
-        idempotency_key=idempotency_key,
-    )
-    return BatchQueued(
-        queued=sum(o.outcome == "queued" for o in outcomes),
-        invalid=sum(o.outcome == "invalid" for o in outcomes),
-        messages=[BatchItem(outcome=o.outcome, id=o.id, created=o.created, reason=o.reason) for o in outcomes],
-    )
 
 
 @router.get("/messages/{message_id:int}", operation_id="get_message", responses=ERRORS, summary="a message's state")

@@ -2,17 +2,15 @@
 erase (DELETE, the erasure of `einmal subscribers delete`); and many created or updated in one call
 (POST /subscribers/batch, service/subscribers/batch.py), each row with its outcome."""
 
-import email.message
 import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import anyio.to_thread
 from fastapi import APIRouter, Body, HTTPException, Path, Query, Request, Response
-from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from service.api.deps import CONFLICT, ERRORS, Conn, Cursor, Key, KeyAlone, connected, not_found
+from service.api.deps import CONFLICT, ERRORS, Conn, Cursor, Key, KeyAlone, body_as, connected, not_found, read_itself
 from service.subscribers import batch, erasure, subscriber
 from service.text import MAX_ATTRIBUTE, MAX_EMAIL, MAX_NAME
 
@@ -122,22 +120,12 @@ async def list_subscribers(
     return SubscriberPage(subscribers=page, next=str(page[-1].id) if len(rows) > limit else None)
 
 
-# the body of POST /batch, as FastAPI documents a body of type Batch; the route reads it itself (_rows)
-BATCH_BODY = {
-    "requestBody": {
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Batch"}}},
-        "required": True,
-    }
-}
-DOCUMENTED = (Batch,)  # the models only BATCH_BODY names: service/api/app.py puts them in the document
-
-
 @router.post(
     "/batch",
     operation_id="batch_subscribers",
     summary=f"create or update up to {batch.MAX_ROWS} subscribers, with lists and attributes: each row's outcome",
     response_model=BatchAnswer,
-    openapi_extra=BATCH_BODY,
+    openapi_extra=read_itself(Batch),
 )
 async def batch_subscribers(request: Request, key: KeyAlone) -> Response:
     # the body, up to a MiB, is read and checked in a worker thread, and the answer made there: milliseconds
@@ -149,30 +137,12 @@ async def batch_subscribers(request: Request, key: KeyAlone) -> Response:
     return Response(await anyio.to_thread.run_sync(_answer, outcomes), media_type="application/json")
 
 
+# the models of the bodies the routes here read themselves: service/api/app.py puts them in the document
+READ_ITSELF = (Batch,)
+
+
 def _rows(body: bytes, content_type: str | None) -> list[batch.Row]:
-    """The rows of a body of type Batch, read as FastAPI reads a route's JSON body (fastapi/routing.py), with
-    its errors: JSON only with a JSON content type, 422 where the body is not a Batch, 400 where it is no
-    text."""
-    value: Any = body
-    if not body:
-        raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
-    if content_type:
-        said = email.message.Message()
-        said["content-type"] = content_type
-        subtype = said.get_content_subtype()
-        if said.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json")):
-            try:
-                value = json.loads(body)
-            except json.JSONDecodeError as exc:
-                raise RequestValidationError(
-                    [{"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error", "input": {}}]
-                ) from None
-            except (ValueError, RecursionError):  # not UTF-8, or nested past what the parser takes
-                raise HTTPException(400, "There was an error parsing the body") from None
-    try:
-        given = Batch.model_validate(value, from_attributes=True)
-    except ValidationError as exc:
-        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
+    given = body_as(body, content_type, Batch)
     return [batch.Row(r.email, r.name, r.attributes, tuple(dict.fromkeys(r.lists))) for r in given.subscribers]
 
 

@@ -37,7 +37,7 @@ from service.cli import campaign_status
 from service.db.migrate import migrate
 from service.errors import Invalid
 from service.settings import Settings
-from service.subscribers import importer, suppressions
+from service.subscribers import import_command, suppressions
 
 BODY = """Hello {{ name }},
 
@@ -131,7 +131,9 @@ async def show(args: argparse.Namespace, settings: Settings, serving: anyio.Even
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "subscribers.csv"
         sample_csv(csv_path, args.subscribers)
-        await importer.command(argparse.Namespace(account=account, file=str(csv_path), create_account=True), settings)
+        await import_command.command(
+            argparse.Namespace(account=account, file=str(csv_path), create_account=True), settings
+        )
     async with db.connection(dsn) as conn:
         account_id = await find_account(conn, name=account)
         await suppressions.suppress(

@@ -27,7 +27,7 @@ from service.accounts import account, members
 from service.accounts.account import find_account
 from service.cli.tables import aligned
 from service.settings import Settings
-from service.subscribers import erasure, importer
+from service.subscribers import erasure, import_command, sources
 from service.subscribers.importer import SUPPRESSED, UNCONFIRMED
 
 
@@ -133,7 +133,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     subscribers = subparsers.add_parser("subscribers", help="manage subscribers").add_subparsers(
         dest="subcommand", metavar="SUBCOMMAND"
     )
-    imp = subscribers.add_parser("import", help="import a CSV file (header row; email, name, list, attributes)")
+    imp = subscribers.add_parser(
+        "import", help="import a CSV file (header row; email, name, list, attributes) or another tool's export"
+    )
+    imp.add_argument(
+        "--from",
+        dest="source",
+        choices=sources.FORMATS,
+        default="csv",
+        help="the file's format: einmal's CSV (the default), a listmonk subscriber export, a Mailchimp audience "
+        "export (its subscribed, unsubscribed or cleaned file)",
+    )
+    imp.add_argument("--dry-run", action="store_true", help="say what the import would change and write nothing")
+    imp.add_argument(
+        "--subscription-status",
+        choices=sources.STATUSES,
+        help="--from listmonk: the subscription status the export was filtered by (default unconfirmed: a sign-up "
+        "awaiting confirmation, never mailed)",
+    )
     imp.add_argument("--account", required=True, help="the account the subscribers belong to; it must exist")
     imp.add_argument("--create-account", action="store_true", help="create the account when it does not exist")
     imp.add_argument(
@@ -146,7 +163,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "on 'default' and one already present joins nothing",
     )
     imp.add_argument("file", help="UTF-8 CSV: a header row, then one subscriber a line (, ; or tab separated)")
-    imp.set_defaults(func=importer.command)
+    imp.set_defaults(func=import_command.command)
     for verb, text, command in (
         ("list", "an account's subscribers: email, name, status, lists", list_command),
         ("export", "an account's subscribers as CSV that import reads back", export_command),

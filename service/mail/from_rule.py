@@ -18,7 +18,7 @@ account was given.
 Every place a From enters asks `check`: campaign create and a draft's change (service/campaigns/drafts.py),
 a test message (service/campaigns/preview.py), approve (a campaign made before its domain was removed) and
 the confirmation messages of double opt-in (service/subscribers/optin.py). A From once stored is judged again
-by the rule as it is when its mail is made (`problem`, in actors/claimer.py): a campaign, a sequence's step, a
+by the rule as it is when its mail is made (`sendable`, in actors/claims.py): a campaign, a sequence's step, a
 message or a confirmation whose From the rule now refuses is paused with the reason. It lives in mail, the
 subject below every other that asks it."""
 

@@ -1,5 +1,11 @@
 """`einmal subscribers import --account A FILE.csv`: a CSV file into subscribers and lists.
 
+This is the import's one path; the command is service/subscribers/import_command.py, and the exports of other
+tools (`--from listmonk|mailchimp`) are read into the same rows by service/subscribers/sources.py. A row makes
+its memberships 'confirmed' (einmal's own format asserts consent), or, as such a source says, 'unconfirmed' (a
+sign-up awaiting confirmation, which no campaign goes to), with the source's time of confirmation; a
+membership already there stays as it is, and no suppression is ever lifted.
+
 The file is streamed, never held in memory. A worker thread reads and
 validates it and hands chunks of good rows over a bounded channel (two
 chunks deep: a slow database slows the reader down instead of filling
@@ -68,14 +74,15 @@ Once the whole file is in, stderr names each later row: `line 9: 'ann@x.org' rep
 merged into its subscriber, …`; the summary counts it as already present.
 """
 
-import argparse
 import csv
 import dataclasses
+import functools
 import json
 import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import IO, NamedTuple
 
 import anyio
@@ -85,14 +92,24 @@ import asyncpg
 
 from service import db
 from service.addresses import address_problem, email_key
-from service.errors import ArgumentError, Invalid, NotFound, leaves
-from service.settings import Settings
-from service.text import MAX_ATTRIBUTE, MAX_EMAIL, MAX_LIST, MAX_NAME, MAX_REASON, check_account, shown, unsafe_text
+from service.errors import ArgumentError, Invalid, leaves
+from service.text import MAX_ATTRIBUTE, MAX_EMAIL, MAX_LIST, MAX_NAME, MAX_REASON, shown, unsafe_text
 
 DEFAULT_LIST = "default"
 CHUNK_ROWS = 10_000
 MAX_RECORD = 1 << 20  # characters in one record (its lines together): far beyond any real row
-COLUMNS = ["line", "email", "email_key", "name", "list_name", "attributes", "unnamed"]
+COLUMNS = [
+    "line",
+    "email",
+    "email_key",
+    "name",
+    "list_name",
+    "attributes",
+    "unnamed",
+    "state",
+    "confirmed_at",
+    "source",
+]
 MAX_COLUMNS = 200
 DELIMITERS = (",", ";", "\t")
 # header spellings, compared without case, spaces, "-" and "_"
@@ -176,10 +193,25 @@ class Counts:
     suppressed: int = 0  # mailboxes the file's suppressed column suppressed that were not before
     unlisted: int = 0  # rows with only sign-ups awaiting confirmation, put on no list
     kept: int = 0  # subscribers already present of rows naming no list: put on no list
-    lists: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # per list named: [added, named]
+    optouts: int = 0  # rows that made no subscriber: only a suppression, or a list left
+    lists: dict[str, "OnList"] = dataclasses.field(default_factory=dict)  # per list named
+    reasons: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # per suppression reason: [added, given]
 
 
-def read_header(reader: Iterator[list[str]], lines: Lines, path: str) -> Header:
+@dataclass
+class OnList:
+    """What an import did to one list."""
+
+    added: int = 0  # memberships it made
+    named: int = 0  # mailboxes its rows put on the list
+    pending: int = 0  # of those added, sign-ups awaiting confirmation
+    barred: int = 0  # mailboxes named that had left the list here: not put back
+    gone: int = 0  # mailboxes the source says left the list: not put on it
+    still: int = 0  # of those, mailboxes on the list here all the same: kept (an import takes no one off)
+
+
+def header_row(reader: Iterator[list[str]], lines: Lines, path: str) -> list[str]:
+    """The header row, its names stripped and in lower case; Invalid for one no import can read."""
     lines.start_record()
     try:
         row = next(reader)
@@ -194,8 +226,23 @@ def read_header(reader: Iterator[list[str]], lines: Lines, path: str) -> Header:
         raise Invalid(f"{path}: the header row is not valid UTF-8")
     if len(row) > MAX_COLUMNS:
         raise Invalid(f"{path}: the header row has {len(row)} columns, at most {MAX_COLUMNS} are allowed")
-    written = [field.strip().lower() for field in row]
-    names = [SPELLINGS.get(re.sub(r"[\s_-]", "", name), name) for name in written]
+    return [field.strip().lower() for field in row]
+
+
+def attribute_name(name: str, path: str, column: int, taken: list[str]) -> str:
+    """A column's name as a subscriber's attribute; Invalid for one that cannot be."""
+    if not name or unsafe_text(name) or len(name) > MAX_LIST:
+        raise Invalid(f"{path}: column {column + 1} of the header row has no usable name")
+    if name in RESERVED:
+        raise Invalid(f"{path}: column {shown(name)} is named like a reserved field; rename it")
+    if name in taken:
+        raise Invalid(f"{path}: the header row names the {shown(name)} column twice")
+    return name
+
+
+def read_header(reader: Iterator[list[str]], lines: Lines, path: str) -> Header:
+    row = header_row(reader, lines, path)
+    names = [SPELLINGS.get(re.sub(r"[\s_-]", "", name), name) for name in row]
     for name in SPECIAL:
         if names.count(name) > 1:
             raise Invalid(f"{path}: the header row names the {name} column twice")
@@ -203,15 +250,8 @@ def read_header(reader: Iterator[list[str]], lines: Lines, path: str) -> Header:
         raise Invalid(f"{path}: the header row has no email column")
     attributes: list[tuple[int, str]] = []
     for column, name in enumerate(names):
-        if name in SPECIAL:
-            continue
-        if not name or unsafe_text(name) or len(name) > MAX_LIST:
-            raise Invalid(f"{path}: column {column + 1} of the header row has no usable name")
-        if name in RESERVED:
-            raise Invalid(f"{path}: column {shown(name)} is named like a reserved field; rename it")
-        if name in dict(attributes).values():
-            raise Invalid(f"{path}: the header row names the {shown(name)} column twice")
-        attributes.append((column, name))
+        if name not in SPECIAL:
+            attributes.append((column, attribute_name(name, path, column, [n for _, n in attributes])))
     where = {name: names.index(name) for name in ("name", "list", SUPPRESSED, UNCONFIRMED) if name in names}
     return Header(
         len(row),
@@ -224,23 +264,28 @@ def read_header(reader: Iterator[list[str]], lines: Lines, path: str) -> Header:
     )
 
 
-def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str], str, str, bool] | str:
-    """(email, its key, name, lists, attributes as JSON, the reason to suppress it or "", whether its lists are
-    `default` for want of any named: for a new subscriber only) of a good row, or why it is rejected."""
-    if len(row) != header.width:
-        return f"expected {header.width} fields, found {len(row)}"
-    for field in row:
-        problem = unsafe_text(field)
-        if problem:
-            return problem
-    email = row[header.email].strip(" ")
-    name = row[header.name].strip(" ") if header.name is not None else ""
-    cell = row[header.list] if header.list is not None else ""
-    lists = list(dict.fromkeys(name.strip(" ") for name in cell.split("|") if name.strip(" ")))
-    pending = row[header.unconfirmed].strip(" ") if header.unconfirmed is not None else ""
-    unnamed = not lists and not pending and not header.fallback
-    lists = lists or ([] if pending else list(header.fallback) or [DEFAULT_LIST])  # a sign-up awaiting
-    # confirmation joins nothing
+class Good(NamedTuple):
+    """A row that passed its checks: what it asks of the account."""
+
+    email: str
+    key: str  # its mailbox key
+    name: str
+    lists: list[str]  # the lists it joins
+    attributes: str  # JSON
+    reason: str  # the reason to suppress its mailbox, or ""
+    unnamed: bool  # its lists are `default` for want of any named: for a new subscriber only
+    state: str = "confirmed"  # of the memberships it makes: 'confirmed', or 'unconfirmed' (a sign-up awaiting it)
+    confirmed_at: datetime | None = None  # when the source says the person confirmed
+    left: tuple[str, ...] = ()  # lists the source says the person left: not joined
+    joins: bool = True  # False: an opt-out's row, which only suppresses its mailbox
+
+
+Check = Callable[[list[str]], Good | str]  # a record of the file's format to its good row, or why it is refused
+Reading = Callable[[Iterator[list[str]], Lines, str], Check]  # reads the header row, gives the check of the rows
+
+
+def checked(email: str, name: str, lists: list[str], attributes: dict[str, str], reason: str, **more) -> Good | str:
+    """The row of these values, or why it is rejected: the bounds every format's rows are held to."""
     if not email:
         return "empty email"
     if len(email) > MAX_EMAIL:
@@ -249,16 +294,45 @@ def check_row(row: list[str], header: Header) -> tuple[str, str, str, list[str],
         return f"name longer than {MAX_NAME} characters"
     if any(len(list_name) > MAX_LIST for list_name in lists):
         return f"list name longer than {MAX_LIST} characters"
-    reason = row[header.suppressed].strip(" ") if header.suppressed is not None else ""
     if len(reason) > MAX_REASON:
         return f"suppressed reason longer than {MAX_REASON} characters"
-    attributes = {name: row[column].strip(" ") for column, name in header.attributes if row[column].strip(" ")}
     if any(len(value) > MAX_ATTRIBUTE for value in attributes.values()):
         return f"attribute longer than {MAX_ATTRIBUTE} characters"
     problem = address_problem(email)
     if problem:
         return f"invalid address {shown(email)}: {problem}"
-    return email, email_key(email), name, lists, json.dumps(attributes, ensure_ascii=False), reason, unnamed
+    text = json.dumps(attributes, ensure_ascii=False)
+    return Good(email, email_key(email), name, lists, text, reason, more.pop("unnamed", False), **more)
+
+
+def fields_problem(row: list[str], width: int) -> str | None:
+    """Why a record's fields cannot be read as a row of the header's `width`, or None."""
+    if len(row) != width:
+        return f"expected {width} fields, found {len(row)}"
+    return next((problem for problem in map(unsafe_text, row) if problem), None)
+
+
+def check_row(row: list[str], header: Header) -> Good | str:
+    """The good row of a record of einmal's own CSV format, or why it is rejected."""
+    problem = fields_problem(row, header.width)
+    if problem:
+        return problem
+    email = row[header.email].strip(" ")
+    name = row[header.name].strip(" ") if header.name is not None else ""
+    cell = row[header.list] if header.list is not None else ""
+    lists = list(dict.fromkeys(name.strip(" ") for name in cell.split("|") if name.strip(" ")))
+    pending = row[header.unconfirmed].strip(" ") if header.unconfirmed is not None else ""
+    unnamed = not lists and not pending and not header.fallback
+    lists = lists or ([] if pending else list(header.fallback) or [DEFAULT_LIST])  # a sign-up awaiting
+    # confirmation joins nothing
+    reason = row[header.suppressed].strip(" ") if header.suppressed is not None else ""
+    attributes = {name: row[column].strip(" ") for column, name in header.attributes if row[column].strip(" ")}
+    return checked(email, name, lists, attributes, reason, unnamed=unnamed)
+
+
+def csv_reading(reader: Iterator[list[str]], lines: Lines, path: str, fallback: tuple[str, ...] = ()) -> Check:
+    """The check of einmal's own format, from its header row."""
+    return functools.partial(check_row, header=read_header(reader, lines, path)._replace(fallback=fallback))
 
 
 def _malformed(exc: csv.Error) -> str:
@@ -295,13 +369,32 @@ def records(reader: Iterator[list[str]], lines: Lines) -> Iterator[tuple[int, li
 Rejected = list[tuple[int, str]]  # (line, reason) of the rows refused
 
 
+def staged(line: int, row: Good, source: str | None) -> list[tuple]:
+    """The staging table's rows of a good row: one per list it joins (one with no list when it joins none and
+    leaves none), one per list it left (state 'left': it joins no list, and makes no subscriber); none for an
+    opt-out's row."""
+    if not row.joins:
+        return []
+    fields = (line, row.email, row.key, row.name)
+    joined: list[str | None] = [*row.lists] or ([] if row.left else [None])  # None: the row names no list
+    return [
+        (*fields, list_name, row.attributes, row.unnamed, row.state, row.confirmed_at, source) for list_name in joined
+    ] + [(*fields, list_name, "{}", False, "left", None, source) for list_name in row.left]
+
+
 def produce(
-    reader: Iterator[list[str]], lines: Lines, header: Header, send, counts: Counts, report: Callable[[Rejected], None]
+    reader: Iterator[list[str]],
+    lines: Lines,
+    check: Check,
+    source: str | None,
+    send,
+    counts: Counts,
+    report: Callable[[Rejected], None],
 ) -> None:
     """Worker thread: validate rows, send chunks of good ones, each with the (key, reason) of its rows to
     suppress, and hand the bad ones to ``report``, run in the event loop, before the chunk they precede and
     before an error that ends the file."""
-    chunk: list[tuple[int, str, str, str, str | None, str, bool]] = []
+    chunk: list[tuple] = []
     suppress: list[tuple[str, str]] = []
     rejected: Rejected = []
 
@@ -312,26 +405,27 @@ def produce(
 
     try:
         for line, row in records(reader, lines):
-            result = check_row(row, header)
+            result = check(row)
             if isinstance(result, str):
                 counts.rejected += 1
                 rejected.append((line, result))
                 if len(rejected) >= CHUNK_ROWS:
                     reported()
                 continue
-            email, key, name, lists, attributes, reason, unnamed = result
-            counts.good += 1
-            named: list[str | None] = [*lists] or [None]  # None: the row names no list
-            chunk.extend((line, email, key, name, list_name, attributes, unnamed) for list_name in named)
-            counts.unlisted += not lists
-            if reason:
-                suppress.append((key, reason))
-            if len(chunk) >= CHUNK_ROWS:
+            rows = staged(line, result, source)
+            chunk.extend(rows)
+            makes = any(r[7] != "left" for r in rows)  # a subscriber, new or merged into
+            counts.good += makes
+            counts.optouts += not makes
+            counts.unlisted += makes and not result.lists
+            if result.reason:
+                suppress.append((result.key, result.reason))
+            if len(chunk) >= CHUNK_ROWS or len(suppress) >= CHUNK_ROWS:
                 reported()
                 anyio.from_thread.run(send.send, (chunk, suppress))
                 chunk, suppress = [], []
         reported()
-        if chunk:
+        if chunk or suppress:
             anyio.from_thread.run(send.send, (chunk, suppress))
     except anyio.BrokenResourceError:
         return  # the loader failed; its error is the one reported
@@ -342,6 +436,8 @@ def produce(
 async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tuple], counts: Counts) -> None:
     """Stage one chunk and move it, counting in `counts` the subscribers new, those whose attributes changed,
     those named in another spelling, those kept off `default`, and per list the members added and named."""
+    if not chunk:
+        return
     await conn.execute(*db.sql("subscribers_stage_clear"))
     await conn.copy_records_to_table("einmal_import", schema_name="pg_temp", columns=COLUMNS, records=chunk)
     await conn.execute(*db.sql("subscribers_seen_staged"))
@@ -351,8 +447,9 @@ async def load_chunk(conn: asyncpg.Connection, account_id: int, chunk: list[tupl
     assert moved is not None  # one row of counts
     added, changed, respelled = moved
     for row in await conn.fetch(*db.sql("list_members_insert_staged", account_id=account_id)):
-        done = counts.lists.setdefault(row["name"], [0, 0])
-        done[0], done[1] = done[0] + row["added"], done[1] + row["named"]
+        done = counts.lists.setdefault(row["name"], OnList())
+        for field in ("added", "named", "pending", "barred", "gone", "still"):
+            setattr(done, field, getattr(done, field) + row[field])
     counts.imported += added
     counts.changed += changed
     counts.respelled += respelled
@@ -365,10 +462,14 @@ async def import_file(
     path: str,
     report: Callable[[Rejected], None],
     fallback: tuple[str, ...] = (),
+    reading: Reading | None = None,
+    source: str | None = None,
 ) -> Counts:
     """Stream an open CSV file into the account, inside the caller's transaction; ``report`` is given the
     rows refused, in file order, as they are found, then, once the file is in, the rows that repeat an earlier
-    row's mailbox and were merged into it; `fallback` are the lists of a row naming none (--list)."""
+    row's mailbox and were merged into it; `fallback` are the lists of a row naming none (--list). `reading`
+    reads the header of another tool's export and gives the check of its rows (service/subscribers/sources.py;
+    None: einmal's own format); `source` is what the memberships made keep as where they came from."""
     lines = Lines(file, path)
     try:
         first = await anyio.to_thread.run_sync(lines.peek)
@@ -376,7 +477,9 @@ async def import_file(
         raise Invalid(f"cannot read {path}: {exc.strerror or exc}") from None
     # strict: a stray quote is an error, not the start of a field that takes in the rest of the file
     reader = csv.reader(lines, delimiter=max(DELIMITERS, key=first.count), strict=True)  # a comma on a tie
-    header = (await anyio.to_thread.run_sync(read_header, reader, lines, path))._replace(fallback=fallback)
+    check = await anyio.to_thread.run_sync(
+        reading or functools.partial(csv_reading, fallback=fallback), reader, lines, path
+    )
     await conn.execute(*db.sql("subscribers_import_lock", account_id=account_id))
     await conn.execute(*db.sql("subscribers_stage_create"))
     await conn.execute(*db.sql("subscribers_seen_create"))
@@ -386,7 +489,7 @@ async def import_file(
     async def read() -> None:
         async with send:
             try:
-                await anyio.to_thread.run_sync(produce, reader, lines, header, send, counts, report)
+                await anyio.to_thread.run_sync(produce, reader, lines, check, source, send, counts, report)
             except OSError as exc:
                 raise Invalid(f"cannot read {path}: {exc.strerror or exc}") from None
 
@@ -398,10 +501,14 @@ async def import_file(
                     await load_chunk(conn, account_id, chunk, counts)
                     for reason in dict.fromkeys(r for _, r in suppress):
                         keys = [key for key, r in suppress if r == reason]
-                        counts.suppressed += await conn.fetchval(
-                            *db.sql("suppression_insert", account_id=account_id, email_keys=keys, reason=reason),
-                            column=1,
+                        row = await conn.fetchrow(
+                            *db.sql("suppression_insert", account_id=account_id, email_keys=keys, reason=reason)
                         )
+                        assert row is not None  # one row of counts
+                        given, added = row
+                        counts.suppressed += added
+                        done = counts.reasons.setdefault(reason, [0, 0])
+                        done[0], done[1] = done[0] + added, done[1] + given
     except BaseExceptionGroup as group:
         # the error that failed the import; a broken channel is only its echo in the other task
         errors = leaves(group)
@@ -454,49 +561,3 @@ def fallback_lists(given: list[str]) -> tuple[str, ...]:
         if not name.strip() or unsafe_text(name) or len(name) > MAX_LIST or name != name.strip():
             raise ArgumentError(f"--list {shown(name)}: 1 to {MAX_LIST} printable characters, no spaces around")
     return tuple(dict.fromkeys(given))
-
-
-def per_list(counts: Counts, fallback: tuple[str, ...]) -> list[str]:
-    """What the import did per list, a line each, by name."""
-    said = []
-    for name, (added, named) in sorted(counts.lists.items()):
-        line = f"list {name}: {added} added" + (f", {named - added} already on it" if named > added else "")
-        if name == DEFAULT_LIST and not fallback:
-            line += " (new subscribers of rows naming no list; --list chooses)"
-        said.append(line)
-    if counts.kept:
-        said.append(f"{counts.kept} already present, naming no list: their lists unchanged")
-    return said
-
-
-async def command(args: argparse.Namespace, settings: Settings) -> int:
-    account = check_account(args.account)
-    fallback = fallback_lists(getattr(args, "lists", []))
-    file = await anyio.to_thread.run_sync(open_csv, args.file)
-    with file:
-        async with db.connection(db.url(settings)) as conn, conn.transaction():
-            created = False
-            if getattr(args, "create_account", False):  # a typo would make an account silently: say so
-                ensured = await conn.fetchrow(*db.sql("account_ensure", name=account))
-                assert ensured is not None  # the account's row, made or found
-                account_id, created = ensured
-            else:
-                account_id = await conn.fetchval(*db.sql("account_find", account=account))
-                if account_id is None:
-                    raise NotFound(f"no account named {shown(account)}; --create-account creates it")
-            counts = await import_file(conn, account_id, file, args.file, print_rejected, fallback)
-    if created:
-        print(f"einmal: created account {shown(account)}", file=sys.stderr)
-    for line in per_list(counts, fallback):
-        print(line, file=sys.stderr)
-    notes = [f"attributes changed for {counts.changed}"] * bool(counts.changed) + [
-        f"{counts.respelled} under another spelling"
-    ] * bool(counts.respelled)
-    changed = f" ({'; '.join(notes)})" if notes else ""
-    suppressed = f", suppressed {counts.suppressed}" if counts.suppressed else ""
-    unlisted = f", {counts.unlisted} awaiting confirmation, put on no list" if counts.unlisted else ""
-    print(
-        f"imported {counts.imported}, already present {counts.good - counts.imported}{changed}, "
-        f"rejected {counts.rejected}{suppressed}{unlisted}"
-    )
-    return 0

@@ -1,7 +1,7 @@
 -- Change step :position of sequence :sequence_id (not deleted): each column named in :given takes its value
 -- (:subject, :from_address, :text, :html, :delay_seconds, the window :window_from, :window_to, :window_zone given
 -- together as 'window'); the others stay. updated_at moves, which makes every node's claimer compile the step
--- anew (actors/claimer.py Templates.keep): rows claimed from then on render the new template, rows already sent
+-- anew (actors/campaign_lane.py Templates.keep): rows claimed from then on render the new template, rows already sent
 -- keep what they were sent with. The step's id and its delay; no row: no such step.
 UPDATE einmal.campaigns AS c SET
     subject       = CASE WHEN 'subject' = ANY (:given::text[]) THEN :subject ELSE c.subject END,

@@ -3,12 +3,15 @@
 -- attributes into the subscriber of each key, existing (its oldest, not erased) or new: a key the file has
 -- takes the file's value (a later row of one mailbox over an earlier one), a key it lacks keeps the stored
 -- value. Returns how many subscribers were added, how many existing ones had their attributes changed,
--- and how many existing ones the file names in another spelling.
+-- and how many existing ones the file names in another spelling. A row that only leaves lists (state 'left')
+-- makes and changes no subscriber.
 WITH staged AS (
-    SELECT DISTINCT ON (email_key) line, email, email_key, name FROM pg_temp.einmal_import ORDER BY email_key, line
+    SELECT DISTINCT ON (email_key) line, email, email_key, name FROM pg_temp.einmal_import
+    WHERE state <> 'left' ORDER BY email_key, line
 ), merged AS (
     SELECT i.email_key, jsonb_object_agg(a.key, a.value ORDER BY i.line) AS attributes
     FROM pg_temp.einmal_import AS i, jsonb_each(i.attributes) AS a
+    WHERE i.state <> 'left'
     GROUP BY i.email_key
 ), existing AS (
     SELECT DISTINCT ON (s.email_lower) s.id, s.email, s.email_lower
@@ -32,4 +35,5 @@ WITH staged AS (
 )
 SELECT (SELECT count(*) FROM inserted) AS added, (SELECT count(*) FROM updated) AS changed,
        (SELECT count(*) FROM existing AS e
-        WHERE NOT EXISTS (SELECT 1 FROM pg_temp.einmal_import AS i WHERE i.email = e.email)) AS respelled
+        WHERE NOT EXISTS (SELECT 1 FROM pg_temp.einmal_import AS i WHERE i.email = e.email AND i.state <> 'left'))
+       AS respelled

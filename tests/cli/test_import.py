@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from service.errors import Invalid
 from service.settings import Settings
-from service.subscribers import importer
+from service.subscribers import import_command, importer
 from tests.conftest import einmal
 
 pytestmark = pytest.mark.anyio
@@ -127,7 +127,7 @@ async def test_repeats_are_found_across_chunks_and_said_only_once_the_file_is_in
     rows = "".join(f"user{i}@example.org\n" for i in range(6))
     args = argparse.Namespace(account="acme", file=write(tmp_path, f"email\n{rows}user1@example.org\n"), lists=[])
     args.create_account = True
-    assert await importer.command(args, Settings(database_url=dsn)) == 0
+    assert await import_command.command(args, Settings(database_url=dsn)) == 0
     out, err = capsys.readouterr()
     assert out == "imported 6, already present 1, rejected 0\n"
     assert "line 8: 'user1@example.org' repeats line 3: merged into its subscriber" in err
@@ -135,7 +135,7 @@ async def test_repeats_are_found_across_chunks_and_said_only_once_the_file_is_in
     broken = write(tmp_path, f'email\n{rows}user1@example.org\n"never closed\n', "broken.csv")
     args = argparse.Namespace(account="other", file=broken, lists=[], create_account=True)
     with pytest.raises(Invalid, match="never closed"):
-        await importer.command(args, Settings(database_url=dsn))
+        await import_command.command(args, Settings(database_url=dsn))
     out, err = capsys.readouterr()
     assert "repeats" not in err and out == "", err
     assert await conn.fetchval("SELECT count(*) FROM einmal.accounts WHERE name = 'other'") == 0
@@ -343,7 +343,7 @@ async def test_arbitrary_content_never_fails_with_anything_but_a_usage_error(
 ) -> None:
     args = argparse.Namespace(account="fuzz", file=write(tmp_path, content), create_account=True)
     try:
-        code = await importer.command(args, Settings(database_url=dsn))
+        code = await import_command.command(args, Settings(database_url=dsn))
     except Invalid:
         code = 1
     assert code in (0, 1)

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from actors import node
-from actors.context import NodeContext
+from actors.wiring import NodeWiring
 from tests.conftest import with_database
 from tests.support.pgcluster import PgCluster, cluster_dsn, pg_cluster  # noqa: F401  (fixtures)
 from tests.support.pipeline import (
@@ -244,9 +244,9 @@ async def test_a_node_told_not_to_wait_exits_at_once_with_one_line_when_the_data
 
 @asynccontextmanager
 async def node_in_loop(settings):
-    """A node in the test's event loop; yields its context, drains on exit."""
+    """A node in the test's event loop; yields its wiring, drains on exit."""
     stop = anyio.Event()
-    contexts: list[NodeContext] = []
+    contexts: list[NodeWiring] = []
     codes: list[int] = []
 
     async def serve() -> None:
@@ -276,7 +276,7 @@ async def test_an_opt_out_committed_while_every_connection_was_killed_is_still_h
     admin = await asyncpg.connect(with_database(dsn, "postgres"))
     async with recording_server(received) as port:
         settings = node_settings(dsn, port, batch_size=40, smtp_connections=CONNECTIONS)
-        async with node_in_loop(settings) as ctx:
+        async with node_in_loop(settings) as wired:
             await approve(conn, campaign)
             await wait_received(received, 100)
             # nobody may connect, then every connection of einmal's dies, the LISTEN one included
@@ -290,10 +290,10 @@ async def test_an_opt_out_committed_while_every_connection_was_killed_is_still_h
                 "INSERT INTO einmal.suppressions (account_id, email_lower) VALUES ($1, $2)", account, target
             )
             await anyio.sleep(0.5)
-            assert (account, target) not in ctx.suppressed, "the notification reached nobody"
+            assert (account, target) not in wired.suppressions.suppressed, "the notification reached nobody"
             await admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
             with anyio.fail_after(15):
-                while (account, target) not in ctx.suppressed:
+                while (account, target) not in wired.suppressions.suppressed:
                     await anyio.sleep(0.05)
             await wait_status(conn, campaign, "sent", timeout=60)
     await admin.close()

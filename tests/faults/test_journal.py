@@ -7,10 +7,12 @@ import asyncpg
 import pytest
 
 from actors import failover
-from actors.context import Journal, NodeContext, Outcome
+from actors.batch import Outcome
+from actors.wires import Journal, Replication
 from service import db
 from tests.support.pipeline import approve, counts, node_settings, running_node, seed, wait_status
 from tests.support.smtp_servers import FaultServer
+from tests.support.wiring import wiring
 
 pytestmark = pytest.mark.anyio
 
@@ -89,14 +91,14 @@ async def test_after_a_failover_only_rows_behind_the_journal_move_and_another_to
     )
     pool = await db.create_pool(dsn, size=1, command_timeout=10)
     try:
-        ctx = NodeContext(node_settings(dsn, 2525), pool, dsn)
+        node = wiring(node_settings(dsn, 2525), pool, dsn)
         for send_id, (_, outcome, _) in zip(ids[:-1], STATES, strict=False):
             reply = {"sent": "250 ok", "queued": "451 later"}.get(outcome, "550 no")
-            ctx.journal.add("T", [Outcome(send_id, outcome, reply, bounce=outcome == "failed", retry_after=60)])
-        ctx.unrecorded.append(("T2", [Outcome(ids[-1], "sent", "250 ok"), Outcome(retry, "queued", "451 later")]))
-        ctx.failover_due = True
+            node.journal.add("T", [Outcome(send_id, outcome, reply, bounce=outcome == "failed", retry_after=60)])
+        node.unrecorded.held.append(("T2", [Outcome(ids[-1], "sent", "250 ok"), Outcome(retry, "queued", "451 later")]))
+        node.replication.failover_due = True
         async with pool.acquire() as c:
-            await failover.write_again(ctx, c)
+            await failover.write_again(c, node.replication, node.journal, node.unrecorded, node.metrics)
     finally:
         await pool.close()
     found = [
@@ -106,8 +108,8 @@ async def test_after_a_failover_only_rows_behind_the_journal_move_and_another_to
         )
     ]
     assert found == [after for _, _, after in STATES]
-    assert ctx.unrecorded == [("T2", [Outcome(retry, "queued", "451 later")])], "the retry is still held"
-    assert ctx.failover_due is False
+    assert node.unrecorded.held == [("T2", [Outcome(retry, "queued", "451 later")])], "the retry is still held"
+    assert node.replication.failover_due is False
     lost = await conn.fetch(
         "SELECT send_id, token, outcome, reply_code, found_status, found_claimed_by "
         "FROM einmal.lost_outcomes ORDER BY send_id"
@@ -129,7 +131,7 @@ async def test_after_a_failover_only_rows_behind_the_journal_move_and_another_to
         == 1
     )
     assert await conn.fetchval("SELECT sent_at IS NOT NULL FROM einmal.sends WHERE id = $1", ids[2])
-    assert ctx.metrics.lost_outcomes._value.get() == 3
+    assert node.metrics.lost_outcomes._value.get() == 3
 
 
 async def test_after_a_failover_no_node_claims_until_every_live_node_has_written_its_journal_there(
@@ -143,14 +145,13 @@ async def test_after_a_failover_no_node_claims_until_every_live_node_has_written
             ('d/1.1', now(), NULL)""")  # D has just started on the new primary: no journal to wait for
     pool = await db.create_pool(dsn, size=2, command_timeout=10)
     try:
-        ctx = NodeContext(node_settings(dsn, 2525, node_timeout_seconds=20), pool, dsn)
-        ctx.database_identity = (7, 2)
-        await conn.execute("INSERT INTO einmal.nodes (id) VALUES ($1)", ctx.token)
+        replication, token = Replication(identity=(7, 2)), ""
+        await conn.execute("INSERT INTO einmal.nodes (id) VALUES ($1)", token)
         passed = anyio.Event()
 
         async def start() -> None:
             async with pool.acquire() as c:
-                await failover.await_journals(ctx, c, [ctx.token])
+                await failover.await_journals(c, replication, [token], node_timeout_seconds=20)
             passed.set()
 
         async with anyio.create_task_group() as tg:
@@ -158,9 +159,9 @@ async def test_after_a_failover_no_node_claims_until_every_live_node_has_written
             with anyio.move_on_after(1.5):
                 await passed.wait()
             assert not passed.is_set(), "A is alive and has not written its journal on the new primary"
-            assert (
-                await conn.fetchval("SELECT journal_written_on FROM einmal.nodes WHERE id = $1", ctx.token) == "7:2"
-            ), "this node's own mark is set before it waits"
+            assert await conn.fetchval("SELECT journal_written_on FROM einmal.nodes WHERE id = $1", token) == "7:2", (
+                "this node's own mark is set before it waits"
+            )
             await conn.execute("UPDATE einmal.nodes SET journal_written_on = '7:2' WHERE id = 'a/1.1'")
             with anyio.fail_after(5):
                 await passed.wait()  # B is dead: not waited for
@@ -174,8 +175,7 @@ async def test_the_barrier_waits_for_a_node_that_never_writes_at_most_the_node_t
     await conn.execute("INSERT INTO einmal.nodes (id, journal_written_on) VALUES ('old/1.1', '7:1')")
     pool = await db.create_pool(dsn, size=1, command_timeout=10)
     try:
-        ctx = NodeContext(node_settings(dsn, 2525, node_timeout_seconds=1.5, tick_seconds=0.5), pool, dsn)
-        ctx.database_identity = (7, 2)
+        replication = Replication(identity=(7, 2))
         began = anyio.current_time()
 
         async def heartbeat() -> None:  # the other node stays alive: only the overall bound ends the wait
@@ -187,7 +187,7 @@ async def test_the_barrier_waits_for_a_node_that_never_writes_at_most_the_node_t
             tg.start_soon(heartbeat)
             with anyio.fail_after(10):
                 async with pool.acquire() as c:
-                    await failover.await_journals(ctx, c, [])
+                    await failover.await_journals(c, replication, [], node_timeout_seconds=1.5)
             tg.cancel_scope.cancel()
         assert 1.4 <= anyio.current_time() - began < 5
     finally:

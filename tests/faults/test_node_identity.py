@@ -10,8 +10,7 @@ import anyio
 import asyncpg
 import pytest
 
-from actors import scheduler
-from actors.context import NodeContext, Outcome
+from actors.batch import Outcome
 from actors.pipeline import record_unrecorded
 from service import db
 from tests.support.pipeline import (
@@ -28,6 +27,7 @@ from tests.support.pipeline import (
     stop_node,
     wait_status,
 )
+from tests.support.wiring import wiring
 
 pytestmark = pytest.mark.anyio
 
@@ -125,29 +125,21 @@ async def test_the_scheduler_keeps_a_token_alive_until_the_answers_it_holds_are_
     pool = await db.create_pool(dsn, size=2, command_timeout=10)
     try:
         settings = node_settings(dsn, 2525, in_doubt="resend", node_id="n1")
-        ctx = NodeContext(settings, pool, dsn)
-        old = ctx.new_token()  # the incarnation that failed with the database, holding an answer
-        ctx.new_token()
+        node = wiring(settings, pool, dsn)
+        old = node.fencing.new_token()  # the incarnation that failed with the database, holding an answer
+        node.fencing.new_token()
         # its last heartbeat is older than the node timeout: the outage lasted longer
         await conn.execute("INSERT INTO einmal.nodes (id, heartbeat_at) VALUES ($1, now() - interval '1 hour')", old)
         await conn.execute("UPDATE einmal.sends SET status = 'sending', claimed_by = $1", old)
         answered = await conn.fetchval("SELECT min(id) FROM einmal.sends")
-        ctx.unrecorded.append((old, [Outcome(answered, "sent", "250 2.0.0 Ok: queued")]))
+        node.unrecorded.held.append((old, [Outcome(answered, "sent", "250 2.0.0 Ok: queued")]))
         to_builder, from_scheduler = anyio.create_memory_object_stream[int](16)
         async with to_builder, from_scheduler:
-            await scheduler.tick(ctx, to_builder)
+            await node.scheduler().tick(to_builder)
         assert await counts(conn, campaign) == {"sending": 3}, "nothing returned before the answer is written"
         async with pool.acquire() as pipeline:  # what the next incarnation does first (actors/pipeline.py)
-            await record_unrecorded(ctx, pipeline)
-            await pipeline.fetchrow(
-                *db.sql(
-                    "node_rescue",
-                    node_timeout_seconds=settings.node_timeout_seconds,
-                    in_doubt=settings.in_doubt,
-                    dead_tokens=ctx.retired_tokens,
-                    max_attempts=settings.max_attempts,
-                )
-            )
+            await record_unrecorded(pipeline, node.recording(), node.unrecorded)
+            await pipeline.fetchrow(*node.sections.rescue.query(node.fencing.retired))
     finally:
         await pool.close()
     rows = {

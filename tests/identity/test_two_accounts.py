@@ -425,7 +425,7 @@ async def test_a_bounce_to_an_accounts_return_path_verifies_with_its_secret_only
 def test_rows_waiting_for_their_relays_slot_do_not_hold_another_accounts_rows() -> None:
     from opentelemetry import trace
 
-    from actors.context import Batch, Row
+    from actors.batch import Batch, Row
     from actors.feed import Feed
 
     def batch(account_id: int, not_before: float, n: int) -> Batch:

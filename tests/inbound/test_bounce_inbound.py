@@ -65,7 +65,7 @@ async def listening_actor(dsn: str, metrics: Metrics | None = None, **overrides)
     pool = await asyncpg.create_pool(dsn, min_size=0, max_size=2)
     try:
         async with anyio.create_task_group() as tg:
-            actor = inbound_smtp.InboundActor(settings, pool, metrics or Metrics(), sock)
+            actor = inbound_smtp.InboundActor(inbound_smtp.InboundConfig.of(settings), pool, metrics or Metrics(), sock)
             await tg.start(actor.run)
             yield actor, sock.getsockname()[1]
             tg.cancel_scope.cancel()

@@ -292,3 +292,36 @@ async def test_the_batch_path_is_no_message_id(conn: asyncpg.Connection, dsn: st
     async with http_server(dsn) as base, httpx.AsyncClient(timeout=30, base_url=f"{base}/api/v1") as client:
         answer = await client.get("/messages/batch", headers=auth(key))
     assert answer.status_code == 405, answer.text
+
+
+async def test_a_body_that_is_no_batch_is_answered_as_fastapi_answers_and_makes_nothing(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    """The route reads its body itself, in a worker thread (service/api/deps.py body_as): each odd body gets
+    the answer FastAPI gives a body of the MessageBatch model, word for word, and nothing is made."""
+    _, key = await account_with_key(conn, dsn)
+    json_type = {"content-type": "application/json"}
+    one = {"to": "a@example.org", "subject": "s", "text": "t", "from": FROM}
+    cases = [
+        (b"{not json", json_type, 422, "body.1: JSON decode error"),
+        (b"", json_type, 422, "body: Field required"),
+        ('{"messages": [{"to": "\xe9"}]}'.encode("latin-1"), json_type, 400, "There was an error parsing the body"),
+        (json.dumps({"messages": [one]}).encode(), {"content-type": "text/plain"}, 422, None),
+        (json.dumps({"messages": [{**one, "x": 1}]}).encode(), json_type, 422, "body.messages.0.x: Extra inputs"),
+        (json.dumps({"messages": [{**one, "to": 42}]}).encode(), json_type, 422, "body.messages.0.to: Input should"),
+        (json.dumps({"messages": [{**one, "from": "x" * 600}]}).encode(), json_type, 422, "body.messages.0.from: "),
+    ]
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(base_url=f"{base}/api/v1", headers=auth(key), timeout=60) as client,
+    ):
+        for body, headers, status, error in cases:
+            answer = await client.post("/messages/batch", headers=headers, content=body)
+            assert answer.status_code == status, (body[:60], answer.text)
+            assert error is None or answer.json()["error"].startswith(error), (body[:60], answer.text)
+        document = (await client.get("/openapi.json")).json()
+    assert not await message_rows(conn)
+    operation = document["paths"]["/messages/batch"]["post"]
+    schema = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert schema == {"$ref": "#/components/schemas/MessageBatch"}, operation
+    assert "messages" in document["components"]["schemas"]["MessageBatch"]["properties"]

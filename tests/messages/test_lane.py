@@ -6,30 +6,32 @@ import anyio
 import asyncpg
 import pytest
 
-from actors import builder, claimer, sender
-from actors.context import Batch, NodeContext
+from actors import sender
+from actors.batch import Batch
+from actors.campaign_lane import Templates, claim
 from actors.feed import Feed
-from actors.listener import Listener
+from actors.wiring import NodeWiring
 from service import db
 from service.messages import messages
 from tests.messages.support import FROM, message_rows
 from tests.support.pipeline import Received, node_settings, recording_server, seed
+from tests.support.wiring import wiring
 
 pytestmark = pytest.mark.anyio
 
 
-async def sending_campaign(conn: asyncpg.Connection, ctx: NodeContext, recipients: int) -> tuple[int, int]:
+async def sending_campaign(conn: asyncpg.Connection, node: NodeWiring, recipients: int) -> tuple[int, int]:
     """(campaign, account) of a campaign sending to `recipients` built rows."""
     campaign = await seed(conn, [f"bulk{i}@example.com" for i in range(recipients)])
     await conn.execute("UPDATE einmal.campaigns SET status = 'sending' WHERE id = $1", campaign)
-    assert await builder.build(ctx, campaign, chunk=1000) == recipients
+    assert await node.builder().build(campaign, chunk=1000) == recipients
     return campaign, await conn.fetchval("SELECT account_id FROM einmal.campaigns WHERE id = $1", campaign)
 
 
-async def queue_message(conn: asyncpg.Connection, ctx: NodeContext, account_id: int, to: str) -> int:
+async def queue_message(conn: asyncpg.Connection, dsn: str, account_id: int, to: str) -> int:
     made = await messages.send(
         conn,
-        settings=ctx.settings,
+        settings=node_settings(dsn, 25),
         account_id=account_id,
         to=to,
         subject="Reset",
@@ -43,26 +45,26 @@ async def test_a_new_message_is_claimed_while_the_feed_is_full_of_campaign_rows(
     conn: asyncpg.Connection, dsn: str
 ) -> None:
     pool = await db.create_pool(dsn, size=3)
-    ctx = NodeContext(node_settings(dsn, 25, batch_size=20), pool, dsn)
-    token = ctx.new_token()
+    node = wiring(node_settings(dsn, 25, batch_size=20), pool, dsn)
+    token = node.fencing.new_token()
     try:
-        _, account_id = await sending_campaign(conn, ctx, 100)
+        _, account_id = await sending_campaign(conn, node, 100)
         feed = Feed(low_water=1)  # nothing takes its rows: once a batch is in, it stays full
         async with anyio.create_task_group() as tg:
-            await tg.start(Listener(ctx).run)
-            tg.start_soon(claimer.run, ctx, token, feed)
+            await tg.start(node.listener().run)
+            tg.start_soon(node.pipeline().claimer(token, feed).run)
             with anyio.fail_after(20):
                 while not feed.rows:
                     await anyio.sleep(0.01)
             assert not feed.room.is_set() and len(feed.rows) == 20, "the feed is full of one campaign batch"
-            message = await queue_message(conn, ctx, account_id, "reset@example.org")
+            message = await queue_message(conn, dsn, account_id, "reset@example.org")
             with anyio.fail_after(10):  # notified (NOTIFY einmal_message), claimed at once, not at the next room
                 while not feed.messages_held:
                     await anyio.sleep(0.01)
             assert [batch.campaign_id for batch, _ in feed.messages] == [message]
             assert not feed.room.is_set() and len(feed.rows) == 20, "no campaign row was taken or claimed meanwhile"
-            ctx.stopping.set()
-            ctx.claim_nudge.set()
+            node.stopping.set()
+            node.wakeups.claimer.set()
             tg.cancel_scope.cancel()
     finally:
         await pool.close()
@@ -74,16 +76,17 @@ async def test_the_express_connection_sends_a_message_while_the_group_commit_is_
     pool = await db.create_pool(dsn, size=4)
     sink = Received()
     async with recording_server(sink) as port:
-        ctx = NodeContext(node_settings(dsn, port, batch_size=50, smtp_connections=sender.EXPRESS_FROM), pool, dsn)
-        token = ctx.new_token()
+        node = wiring(node_settings(dsn, port, batch_size=50, smtp_connections=sender.EXPRESS_FROM), pool, dsn)
+        token = node.fencing.new_token()
+        claims = node.sections.pipeline.claimer
         feed = Feed(low_water=1)
         to_recorder, recorded = anyio.create_memory_object_stream[Batch](100)
         try:
-            campaign, account_id = await sending_campaign(conn, ctx, 10)
+            campaign, account_id = await sending_campaign(conn, node, 10)
             async with db.actor_connection(pool, "claimer", token, 10) as claiming:
-                template = await claimer.Templates(ctx, claiming).get(campaign)
+                template = await Templates(claims, claiming).get(campaign)
                 assert template is not None
-                batch = await claimer.claim(ctx, claiming, token, campaign, account_id, template)
+                batch = await claim(claims, node.metrics, claiming, token, campaign, account_id, template)
                 assert batch is not None and len(batch.rows) == 10
                 # every campaign row locked by another transaction: the group commit that would start one waits
                 blocker = await asyncpg.connect(dsn)
@@ -91,15 +94,16 @@ async def test_the_express_connection_sends_a_message_while_the_group_commit_is_
                 await lock.start()
                 await blocker.execute("SELECT 1 FROM einmal.sends WHERE campaign_id = $1 FOR UPDATE", campaign)
                 feed.put(batch)
-                message = await queue_message(conn, ctx, account_id, "reset@example.org")
+                message = await queue_message(conn, dsn, account_id, "reset@example.org")
                 async with anyio.create_task_group() as tg:
-                    await tg.start(sender.run, ctx, token, feed, to_recorder)
+                    await tg.start(node.pipeline().sender(token, feed).run, to_recorder)
                     with anyio.fail_after(5):  # the regular connection's step is in, and held
                         while not await conn.fetchval(
                             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
                         ):
                             await anyio.sleep(0.01)
-                    assert await claimer.claim_messages(ctx, claiming, token, feed, {}, account_id, 10) == 1
+                    lane = node.pipeline().claimer(token, feed).messages
+                    assert await lane.claim(claiming, account_id, 10) == 1
                     with anyio.fail_after(10):
                         while not [r for r in await message_rows(conn) if r["status"] == "sent"]:
                             await anyio.sleep(0.01)

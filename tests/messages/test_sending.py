@@ -11,10 +11,8 @@ import anyio
 import asyncpg
 import pytest
 
-from actors.context import NodeContext, Outcome, Row
+from actors.batch import Outcome, Row
 from actors.feed import Feed
-from actors.listener import Listener
-from actors.sender import Sender
 from service import db
 from service.messages import messages
 from service.settings import Settings
@@ -23,6 +21,7 @@ from tests.inbound.test_bounce_inbound import RETURN_PATH, SECRET, hand_over, ru
 from tests.messages.support import FROM, account_with_key, message_rows, suppress
 from tests.support import reports
 from tests.support.pipeline import message_id, node_settings
+from tests.support.wiring import wiring
 
 pytestmark = pytest.mark.anyio
 
@@ -116,12 +115,12 @@ def _row(account_id: int = 1, email: str = "a@example.com") -> Row:
 
 async def test_the_last_look_passes_an_unsubscribe_for_a_message_only(dsn: str) -> None:
     """The listener's sets, as the notifications of migration 0114 feed them, and the sender's rule over them."""
-    ctx = NodeContext(Settings(database_url=dsn), pool=None, dsn=dsn)  # type: ignore[arg-type]
-    listener = Listener(ctx)
+    node = wiring(Settings(database_url=dsn), dsn=dsn)
+    listener = node.listener()
     listener._on_unsubscribe(None, 0, "einmal_unsubscribe", "+1:a@example.com")
     listener._on_suppression(None, 0, "einmal_suppression", "1:a@example.com")
     listener._on_suppression(None, 0, "einmal_suppression", "1:b@example.com")
-    sender = Sender(ctx, "t", Feed(1))
+    sender = node.pipeline().sender("t", Feed(1))
 
     async def look(email: str, honour: bool) -> str:
         outcome = await sender.deliver(None, None, _row(email=email), Outcome(1, "failed", "not rendered"), honour)  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ import pytest
 from actors.writer import advance
 from service.settings import Settings
 from tests.messages.support import OPT_OUTS, account_with_key, opt_out_messages, opt_outs
+from tests.support.wiring import recording
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +29,9 @@ async def test_the_start_statement_alone_applies_what_a_message_honours(conn: as
     )
     await opt_outs(conn, account_id)
     starts = [(await conn.fetchval("SELECT id FROM einmal.sends WHERE campaign_id = $1", c), c) for c in made.values()]
-    started = {r["id"] for r in await advance(conn, settings, [], TOKEN, starts) if r["id"] is not None}
+    started = {
+        r["id"] for r in await advance(conn, recording(settings).pauses, [], TOKEN, starts) if r["id"] is not None
+    }
     found = {
         r["email"]: (r["status"], r["id"] in started)
         for r in await conn.fetch(

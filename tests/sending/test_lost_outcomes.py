@@ -7,10 +7,11 @@ with the row's ids, counted in /metrics and kept in `einmal.lost_outcomes` for t
 import asyncpg
 import pytest
 
-from actors.context import NodeContext, Outcome
-from actors.writer import advance, record
+from actors.batch import Outcome
+from actors.writer import Recording, advance, record
 from service.settings import Settings
 from tests.sending.test_budget import CLAIM, sending_campaign
+from tests.support.wiring import recording
 
 pytestmark = pytest.mark.anyio
 
@@ -18,8 +19,8 @@ NO_LIMITS = (0.0, 0, 0, 3600.0, 86400.0)
 TOKEN = "node-a/0f0f0f0f.1"
 
 
-def context() -> NodeContext:
-    return NodeContext(Settings(), pool=None, dsn="")  # the writer's statements need no pool
+def context() -> Recording:
+    return recording(Settings())  # the writer's statements need no pool
 
 
 async def test_an_answer_for_a_row_still_claimed_by_its_token_is_recorded(conn: asyncpg.Connection) -> None:
@@ -32,7 +33,7 @@ async def test_an_answer_for_a_row_still_claimed_by_its_token_is_recorded(conn: 
         Outcome(ids[1], "failed", "550 5.1.1 no such user", attempts=1, bounce=True),
         Outcome(ids[2], "queued", "451 4.3.0 try later", attempts=1, retry_after=60.0),
     ]
-    rows = await advance(conn, Settings(), outcomes, TOKEN, [])
+    rows = await advance(conn, context().pauses, outcomes, TOKEN, [])
     assert rows[0]["recorded"] == 3
     found = {
         r["id"]: tuple(r)[1:]

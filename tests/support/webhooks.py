@@ -2,13 +2,12 @@
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import cast
 
 import anyio
 import asyncpg
 from standardwebhooks import Webhook
 
-from actors.context import NodeContext
+from actors.sections import webhook_config
 from actors.webhooks import WebhookActor
 from service.addresses import email_key
 from service.settings import Settings
@@ -99,8 +98,7 @@ async def running_actor(dsn: str, **overrides: object) -> AsyncIterator[WebhookA
         webhook_timeout_seconds=2.0,
     )
     values.update(overrides)
-    ctx = NodeContext(Settings(**values), cast(asyncpg.Pool, None), dsn, node_id="test-node")  # type: ignore[arg-type]
-    actor = WebhookActor(ctx)
+    actor = WebhookActor(webhook_config(Settings(**values), dsn), "test-node")
     async with anyio.create_task_group() as tg:
         await tg.start(actor.run)
         try:

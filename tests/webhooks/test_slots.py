@@ -7,6 +7,7 @@ import time
 import anyio
 import pytest
 
+from actors.sections import webhook_config
 from actors.webhooks import claim
 from service import db
 from service.settings import Settings
@@ -31,18 +32,18 @@ async def test_two_claims_at_once_keep_an_endpoint_within_its_cap(dsn, conn) -> 
     a = await account(conn, "a")
     await endpoint(conn, a, "http://127.0.0.1:9/h")
     await unsubscribe(conn, a, "a", 20)
-    settings = Settings(database_url=dsn)
+    config = webhook_config(Settings(database_url=dsn), dsn)
     first, second = await db.connect(dsn), await db.connect(dsn)
     taken: list[int] = []
 
     async def other() -> None:
-        taken.append(len(await claim(second, settings, token="n2", limit=16)))
+        taken.append(len(await claim(second, config, token="n2", limit=16)))
 
     try:
         with anyio.fail_after(20):
             async with anyio.create_task_group() as tg:
                 async with first.transaction():  # the first node's claim, committed only after the second's began
-                    taken.append(len(await claim(first, settings, token="n1", limit=16)))
+                    taken.append(len(await claim(first, config, token="n1", limit=16)))
                     tg.start_soon(other)
                     await anyio.sleep(0.5)
     finally:
@@ -57,17 +58,17 @@ async def test_two_claims_at_once_keep_an_account_within_its_share(dsn, conn) ->
     for i in range(6):
         await endpoint(conn, a, f"http://127.0.0.1:9/h{i}")
     await unsubscribe(conn, a, "a", 20)
-    settings = Settings(database_url=dsn, webhook_in_flight=16, webhook_account_in_flight=6)
+    config = webhook_config(Settings(database_url=dsn, webhook_in_flight=16, webhook_account_in_flight=6), dsn)
     first, second = await db.connect(dsn), await db.connect(dsn)
 
     async def other() -> None:
-        await claim(second, settings, token="n2", limit=16)
+        await claim(second, config, token="n2", limit=16)
 
     try:
         with anyio.fail_after(20):
             async with anyio.create_task_group() as tg:
                 async with first.transaction():
-                    assert len(await claim(first, settings, token="n1", limit=16)) == 6
+                    assert len(await claim(first, config, token="n1", limit=16)) == 6
                     tg.start_soon(other)
                     await anyio.sleep(0.5)
     finally:
