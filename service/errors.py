@@ -15,7 +15,14 @@ and the HTTP API (its status) say it.
 
 Each entry point translates these at its boundary, in one place: the command line (service/cli/einmal.py),
 the API (service/api/app.py) and the web surface (service/web/app.py); nothing else prints them.
+
+An error about one field says so: `field`, the field's name as the API's JSON and the web's forms spell it, and
+`code`, what is wrong with it (`from.not_an_address`). Its message names the field first (what is wrong:
+"from 'x' is not a valid address") or last (how to put it right: "…; name one with subscriber"), so that each surface
+words it for its own users (`worded`): the command line names its option (--from), the API the JSON field.
 """
+
+from collections.abc import Mapping
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
@@ -28,6 +35,28 @@ def leaves(exc: BaseException) -> list[BaseException]:
 class EinmalError(Exception):
     exit_code = 1
     http_status = 500
+
+    def __init__(self, message: str = "", *, code: str | None = None, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.field = code, field
+
+    def worded(self, names: Mapping[str, str]) -> str:
+        """The message with its field named as `names` (field → a surface's name for it) names it: the field
+        it begins with, else the last word that is the field; the message as it is where `names` has none."""
+        said, field = str(self), self.field
+        if not field or field not in names:
+            return said
+        if said.startswith(field):
+            return names[field] + said[len(field) :]
+        at = said.rfind(field)
+        end = at + len(field)
+        if at > 0 and not _in_word(said[at - 1]) and (end == len(said) or not _in_word(said[end])):
+            return said[:at] + names[field] + said[end:]
+        return said
+
+
+def _in_word(char: str) -> bool:
+    return char.isalnum() or char in "_-"
 
 
 class ConfigError(EinmalError):

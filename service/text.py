@@ -36,26 +36,27 @@ def shown(value: str, limit: int = 60) -> str:
     return repr(value if len(value) <= limit else value[: limit - 3] + "...")
 
 
-def body_text(value: str, option: str) -> str:
+def body_text(value: str, field: str) -> str:
     """A body: any text PostgreSQL can store (UTF-8, no NUL)."""
     if "\0" in value:
-        raise Invalid(f"{option}: contains a NUL character")
+        raise Invalid(f"{field}: contains a NUL character", code=f"{field}.nul", field=field)
     if any("\ud800" <= c <= "\udfff" for c in value):
-        raise Invalid(f"{option}: not valid UTF-8")
+        raise Invalid(f"{field}: not valid UTF-8", code=f"{field}.not_utf8", field=field)
     return value
 
 
-def one_line(value: str, option: str, limit: int = 998) -> str:
+def one_line(value: str, field: str, limit: int = 998) -> str:
     """``value`` stripped; Invalid unless it is 1 to ``limit`` printable characters of UTF-8."""
     problem = unsafe_text(value)
     if problem == "line break inside a field" or "\0" in value:
-        raise Invalid(f"{option} must not contain line breaks")
+        raise Invalid(f"{field} must not contain line breaks", code=f"{field}.line_break", field=field)
     if problem:
-        raise Invalid(f"{option}: {problem.replace(' in a field', '')}: must be printable text")
+        said = problem.replace(" in a field", "")
+        raise Invalid(f"{field}: {said}: must be printable text", code=f"{field}.not_printable", field=field)
     if not value.strip():
-        raise Invalid(f"{option} must not be empty")
+        raise Invalid(f"{field} must not be empty", code=f"{field}.empty", field=field)
     if len(value.strip()) > limit:
-        raise Invalid(f"{option} is longer than {limit} characters")
+        raise Invalid(f"{field} is longer than {limit} characters", code=f"{field}.too_long", field=field)
     return value.strip()
 
 

@@ -56,11 +56,26 @@ async def resolve(conn: asyncpg.Connection, *, account: str, lists: list[str]) -
     rows = await conn.fetch(*db.sql("account_lists_resolve", account=account, lists=lists))
     if not rows:
         raise NotFound(f"no account named {shown(account)}")
+    return rows[0]["account_id"], _list_ids(account, rows, lists)
+
+
+async def list_ids(
+    conn: asyncpg.Connection, *, account_id: int, lists: list[str], timeout: float | None = None
+) -> list[int]:
+    """The ids of the account's lists in the order named; NotFound for an unknown account, Invalid for a list it
+    does not have."""
+    rows = await conn.fetch(*db.sql("account_lists_of", account_id=account_id, lists=lists), timeout=timeout)
+    if not rows:
+        raise NotFound(f"no account with id {account_id}")
+    return _list_ids(rows[0]["account_name"], rows, lists)
+
+
+def _list_ids(account: str, rows: list[asyncpg.Record], lists: list[str]) -> list[int]:
     found = {r["list_name"]: r["list_id"] for r in rows if r["list_id"] is not None}
     missing = [name for name in lists if name not in found]
     if missing:
         raise Invalid(f"account {shown(account)} has no list named {', '.join(map(shown, missing))}")
-    return rows[0]["account_id"], [found[name] for name in lists]
+    return [found[name] for name in lists]
 
 
 async def name_of(conn: asyncpg.Connection, *, account_id: int, timeout: float | None = None) -> str:
@@ -73,20 +88,22 @@ async def every(conn: asyncpg.Connection) -> list[Listed]:
     return [Listed(**dict(r)) for r in await conn.fetch(*db.sql("accounts_list"))]
 
 
-def contact(value: str, option: str = "--contact") -> str | None:
+def contact(value: str) -> str | None:
     """A contact address normalised; None for '' (cleared); Invalid when it is no address."""
     if not value.strip():
         return None
-    address = one_line(value, option, 320)
+    address = one_line(value, "contact", 320)
     try:
         return normalized_address(address)
     except ValueError as exc:  # EmailNotValidError
-        raise Invalid(f"{option} {shown(value)} is not a valid address: {exc}") from None
+        raise Invalid(
+            f"contact {shown(value)} is not a valid address: {exc}", code="contact.not_an_address", field="contact"
+        ) from None
 
 
-def display_name(value: str, option: str = "--display-name") -> str | None:
+def display_name(value: str) -> str | None:
     """A display name stripped; None for '' (cleared); Invalid unless it is one line of printable text."""
-    return one_line(value, option, MAX_DISPLAY_NAME) if value.strip() else None
+    return one_line(value, "display_name", MAX_DISPLAY_NAME) if value.strip() else None
 
 
 async def page(conn: asyncpg.Connection, *, account_id: int, timeout: float | None = None) -> Page:
@@ -99,7 +116,7 @@ async def page(conn: asyncpg.Connection, *, account_id: int, timeout: float | No
 async def set_page(
     conn: asyncpg.Connection,
     *,
-    account: str,
+    account_id: int,
     display_name: str | None = None,
     language: str | None = None,
     contact: str | None = None,
@@ -111,7 +128,7 @@ async def set_page(
     row = await conn.fetchrow(
         *db.sql(
             "account_set_page",
-            account=account,
+            account_id=account_id,
             display_name_given="display_name" in given,
             display_name=display_name,
             language=language,
@@ -121,5 +138,5 @@ async def set_page(
         timeout=timeout,
     )
     if row is None:
-        raise NotFound(f"no account named {shown(account)}")
-    return Page(name=account, **dict(row))
+        raise NotFound(f"no account with id {account_id}")
+    return Page(**dict(row))

@@ -59,9 +59,9 @@ async def find(conn: asyncpg.Connection, key: str) -> Key | None:
     return Key(row["id"], row["account_id"], row["scope"]) if row else None
 
 
-def check_name(name: str, option: str = "--name") -> str:
+def check_name(name: str, field: str = "name") -> str:
     if len(name) > MAX_NAME or not name.isprintable():
-        raise Invalid(f"{option}: at most {MAX_NAME} printable characters")
+        raise Invalid(f"{field}: at most {MAX_NAME} printable characters", code="name.invalid", field=field)
     return name
 
 

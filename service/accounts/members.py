@@ -55,8 +55,8 @@ async def members(conn: asyncpg.Connection, *, account: str, list_name: str | No
 
 async def member(conn: asyncpg.Connection, *, account: str, email: str) -> list[Member]:
     """The account's subscriber whose mailbox `email` names (its exact spelling first); NotFound for none."""
-    await find_account(conn, name=account)
-    rows = await conn.fetch(*db.sql("subscriber_find", account=account, key=email_key(email), spelling=email))
+    account_id = await find_account(conn, name=account)
+    rows = await conn.fetch(*db.sql("subscriber_find", account_id=account_id, key=email_key(email), spelling=email))
     if not rows:
         raise NotFound(f"account {shown(account)} has no subscriber {shown(email)}")
     fields = Member.__dataclass_fields__

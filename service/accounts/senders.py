@@ -28,22 +28,26 @@ ALGORITHMS = ("rsa", "ed25519")
 MIN_SECRET = 16
 
 
-def checked_domain(value: str, option: str = "domain") -> str:
+def checked_domain(value: str, field: str = "domain") -> str:
     """A domain name in its key form (news.acme.example); ArgumentError for anything else."""
     name = value.strip().rstrip(".")
     if not name or unsafe_text(name) or "@" in name or "." not in name or address_problem(f"x@{name}"):
-        raise ArgumentError(f"{option} {shown(value)} is not a domain name, e.g. news.example.org")
+        raise ArgumentError(
+            f"{field} {shown(value)} is not a domain name, e.g. news.example.org", code="domain.invalid", field=field
+        )
     return domain_key(name)
 
 
-def checked_selector(value: str, option: str = "--selector") -> str:
+def checked_selector(value: str) -> str:
     """A DKIM selector: labels of letters, digits and '-', joined by '.' (RFC 6376 3.1)."""
     labels = value.split(".")
     if len(value) > 63 or not all(
         label and label.isascii() and label.replace("-", "").isalnum() and label[0] != "-" and label[-1] != "-"
         for label in labels
     ):
-        raise ArgumentError(f"{option} {shown(value)}: letters, digits and '-', e.g. s2027")
+        raise ArgumentError(
+            f"selector {shown(value)}: letters, digits and '-', e.g. s2027", code="selector.invalid", field="selector"
+        )
     return value.lower()
 
 
@@ -69,11 +73,15 @@ class Domain:
 def generated_key(algorithm: str = "rsa", bits: int = MIN_RSA_BITS) -> str:
     """A new private key in PEM (PKCS#8): RSA of `bits` (2048 to 4096) or Ed25519."""
     if algorithm not in ALGORITHMS:
-        raise ArgumentError(f"--algorithm {shown(algorithm)}: rsa or ed25519")
+        raise ArgumentError(
+            f"algorithm {shown(algorithm)}: rsa or ed25519", code="algorithm.unknown", field="algorithm"
+        )
     if algorithm == "ed25519":
         key: dkim.PrivateKey = ed25519.Ed25519PrivateKey.generate()
     elif not MIN_RSA_BITS <= bits <= MAX_RSA_BITS:
-        raise ArgumentError(f"--bits {bits}: an RSA key of {MIN_RSA_BITS} to {MAX_RSA_BITS} bits")
+        raise ArgumentError(
+            f"bits {bits}: an RSA key of {MIN_RSA_BITS} to {MAX_RSA_BITS} bits", code="bits.out_of_range", field="bits"
+        )
     else:
         key = rsa.generate_private_key(public_exponent=65537, key_size=bits)
     return _pem(key)
@@ -85,11 +93,16 @@ def _pem(key: dkim.PrivateKey) -> str:
     ).decode()
 
 
-def imported_key(data: bytes, said: str = "--key-file") -> str:
-    """A PEM private key to sign with, as PEM (PKCS#8); ArgumentError, one line that quotes nothing of it,
-    unless it is an unencrypted RSA key of 2048 to 4096 bits or an Ed25519 key (dkim.parse_key's rules)."""
-    key = dkim.parse_key(data, said, least_bits=MIN_RSA_BITS, most_bits=MAX_RSA_BITS, error=ArgumentError)
+def imported_key(data: bytes) -> str:
+    """A PEM private key to sign with, as PEM (PKCS#8); ArgumentError (field private_key), one line that quotes
+    nothing of it, unless it is an unencrypted RSA key of 2048 to 4096 bits or an Ed25519 key (dkim.parse_key's
+    rules)."""
+    key = dkim.parse_key(data, "private_key", least_bits=MIN_RSA_BITS, most_bits=MAX_RSA_BITS, error=_unusable_key)
     return _pem(key)
+
+
+def _unusable_key(message: str) -> ArgumentError:
+    return ArgumentError(message, code="private_key.unusable", field="private_key")
 
 
 def public_record(pem: str) -> str:
@@ -165,7 +178,7 @@ async def remove_key(conn: asyncpg.Connection, *, account_id: int, domain: str, 
         raise NotFound(f"the account's domain {shown(domain)} has no key of selector {shown(selector)}")
 
 
-def checked_return_path(value: str, option: str = "--return-path") -> str:
+def checked_return_path(value: str) -> str:
     """A plain ASCII address without '+' (VERP adds one), as EINMAL_RETURN_PATH."""
     local, at, domain = value.strip().rpartition("@")
     if (
@@ -177,26 +190,36 @@ def checked_return_path(value: str, option: str = "--return-path") -> str:
         or any(c in value.strip() for c in ' <>"(),;:[]')
         or address_problem(value.strip())
     ):
-        raise ArgumentError(f"{option} {shown(value)}: a plain ASCII address without '+', e.g. bounces@example.org")
+        raise ArgumentError(
+            f"return_path {shown(value)}: a plain ASCII address without '+', e.g. bounces@example.org",
+            code="return_path.invalid",
+            field="return_path",
+        )
     return value.strip()
 
 
-def checked_mailto(value: str, option: str = "--unsubscribe-mailto") -> str:
+def checked_mailto(value: str) -> str:
     """A plain ASCII address, as EINMAL_UNSUBSCRIBE_MAILTO."""
     value = value.strip()
     if address_problem(value) or not value.isascii() or any(c in value for c in "<>?&%, ") or unsafe_text(value):
-        raise ArgumentError(f"{option} {shown(value)}: a plain ASCII address, e.g. unsubscribe@example.org")
+        raise ArgumentError(
+            f"unsubscribe_mailto {shown(value)}: a plain ASCII address, e.g. unsubscribe@example.org",
+            code="unsubscribe_mailto.invalid",
+            field="unsubscribe_mailto",
+        )
     return value
 
 
-def checked_secret(value: str, option: str = "--return-path-secret-file") -> str:
+def checked_secret(value: str) -> str:
     """Keys of the VERP signature, comma-separated (the first signs, each verifies), each of 16 printable
     ASCII characters or more; the message never quotes it."""
     value = value.strip()
     parts = value.split(",")
     if not all(len(p) >= MIN_SECRET and p.isascii() and p.isprintable() and " " not in p for p in parts):
         raise ArgumentError(
-            f"{option}: one or more comma-separated keys, each of {MIN_SECRET} printable characters or more"
+            f"return_path_secret: one or more comma-separated keys, each of {MIN_SECRET} printable characters or more",
+            code="return_path_secret.invalid",
+            field="return_path_secret",
         )
     return value
 

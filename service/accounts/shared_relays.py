@@ -29,20 +29,26 @@ class Listed:
     accounts: str  # the accounts that send through it: acme=3, other=1
 
 
-def checked_name(value: str, option: str = "relay") -> str:
+def checked_name(value: str) -> str:
     if not NAME.fullmatch(value):
-        raise ArgumentError(f"{option}: 1 to 63 letters, digits, '.', '_' or '-', e.g. ses-eu")
+        raise ArgumentError(
+            "relay: 1 to 63 letters, digits, '.', '_' or '-', e.g. ses-eu", code="relay.invalid", field="relay"
+        )
     return value
 
 
-def checked_url(value: str, option: str = "--url") -> str:
+def checked_url(value: str) -> str:
     """The URL stripped, once service/relays.py reads it; ArgumentError that never quotes it."""
     try:
         relay = relays.parse_url(value)
     except ValueError as exc:
-        raise ArgumentError(f"{option}: {exc}") from None
+        raise ArgumentError(f"url: {exc}", code="url.invalid", field="url") from None
     if "weight=" in urlsplit(value.strip()).query:
-        raise ArgumentError(f"{option}: no weight= here: an account's weight is given with `account relay attach`")
+        raise ArgumentError(
+            "url: no weight= here: an account's weight is given with `account relay attach`",
+            code="url.weight",
+            field="url",
+        )
     del relay
     return value.strip()
 
@@ -57,20 +63,26 @@ def masked(url: str) -> str:
     return parts._replace(netloc=f"{user}{':***' if colon else ''}@{host}").geturl()
 
 
-def checked_rate(value: str, option: str = "--rate") -> float:
+def checked_rate(value: str) -> float:
     """Messages a second: 14 or 14/s."""
     try:
         rate = float(value.strip().removesuffix("/s"))
     except ValueError:
         rate = 0.0
     if not 0 < rate <= MAX_RATE:
-        raise ArgumentError(f"{option} {value[:20]!r}: messages a second, e.g. 14/s (at most {MAX_RATE:g})")
+        raise ArgumentError(
+            f"rate {value[:20]!r}: messages a second, e.g. 14/s (at most {MAX_RATE:g})",
+            code="rate.invalid",
+            field="rate",
+        )
     return rate
 
 
-def checked_quota(value: int | None, option: str) -> int | None:
+def checked_quota(value: int | None, field: str) -> int | None:
     if value is not None and not 0 < value <= MAX_QUOTA:
-        raise ArgumentError(f"{option} {value}: a whole number from 1 to {MAX_QUOTA}")
+        raise ArgumentError(
+            f"{field} {value}: a whole number from 1 to {MAX_QUOTA}", code=f"{field}.out_of_range", field=field
+        )
     return value
 
 
@@ -107,7 +119,9 @@ async def remove(conn: asyncpg.Connection, *, name: str) -> None:
 
 async def attach(conn: asyncpg.Connection, *, account_id: int, name: str, weight: int) -> None:
     if not 1 <= weight <= 1000:
-        raise ArgumentError(f"--weight {weight}: a whole number from 1 to 1000")
+        raise ArgumentError(
+            f"weight {weight}: a whole number from 1 to 1000", code="weight.out_of_range", field="weight"
+        )
     if (
         await conn.fetchval(*db.sql("account_relay_attach", account_id=account_id, relay_name=name, weight=weight))
         is None

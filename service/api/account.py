@@ -41,10 +41,10 @@ async def get_account(conn: Conn, key: Key) -> Account:
 async def set_account(fields: AccountFields, conn: Conn, key: Key) -> Account:
     page = await account.set_page(
         conn,
-        account=await account.name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
-        display_name=account.display_name(fields.display_name or "", "display_name"),
-        language=texts.checked(fields.language, "language") if fields.language is not None else None,
-        contact=account.contact(fields.contact or "", "contact"),
+        account_id=key.account_id,
+        display_name=account.display_name(fields.display_name or ""),
+        language=texts.checked(fields.language) if fields.language is not None else None,
+        contact=account.contact(fields.contact or ""),
         given=fields.model_fields_set,
         timeout=DB_SECONDS,
     )

@@ -7,7 +7,7 @@ without a valid key (found from the headers before the body is read: deps.KeyFir
 network past its failed keys (deps.Guesses), 403 for a read key on a route that writes. A request acts for
 its key's account alone: anything of another account is 404, as if it did not exist. Bodies are bounded
 before they are read by the HTTP surface (service/web/limits.py BoundedBody). Every answer that is not a
-success is {"error": "…"}."""
+success is {"error": "…"}, with "code" and "field" when one field is wrong (FIXES)."""
 
 from collections.abc import Callable
 
@@ -41,7 +41,7 @@ from service.api import (
     suppressions,
     webhooks,
 )
-from service.api.deps import GENERIC, log
+from service.api.deps import FIXES, GENERIC, log
 from service.asgi import NUL
 from service.errors import Busy, EinmalError
 from service.messages import batch as message_batch
@@ -223,12 +223,18 @@ async def _problem(request: Request, exc: Exception) -> Response:
 
 
 async def _refused(request: Request, exc: Exception) -> Response:
-    """einmal's errors, each answered with its status (service/errors.py): 404, 422, 409, 429."""
+    """einmal's errors, each answered with its status (service/errors.py): 404, 422, 409, 429; one about a
+    field says which (`field`, as the JSON names it) and what is wrong with it (`code`)."""
     assert isinstance(exc, EinmalError)
     headers = {"Retry-After": "5"} if exc.http_status == 503 else None
     if isinstance(exc, Busy):
         headers = {"Retry-After": str(exc.retry_after)}
-    return JSONResponse({"error": str(exc)}, exc.http_status, headers=headers)
+    problem = {"error": exc.worded(FIXES)}
+    if exc.code is not None:
+        problem["code"] = exc.code
+    if exc.field is not None:
+        problem["field"] = exc.field
+    return JSONResponse(problem, exc.http_status, headers=headers)
 
 
 async def _unstorable(request: Request, exc: Exception) -> Response:

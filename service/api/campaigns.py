@@ -16,11 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service import audit
 from service.accounts import replies
-from service.accounts.account import name_of
 from service.api.deps import (
     CONFLICT,
     DB_SECONDS,
     ERRORS,
+    FIXES,
     CheckupConfig,
     Conn,
     Cursor,
@@ -40,7 +40,6 @@ Status = Literal["draft", "approved", "sending", "paused", "sent", "cancelled"]
 Verb = Literal["approve", "pause", "resume", "cancel"]
 CampaignId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 MAX_BODY_TEXT = 60_000  # a body is also bounded by the request's 64 KiB
-EXPLICITLY = '"unsubscribe": false'  # how a request says a campaign may go without a one-click unsubscribe
 UNSUBSCRIBE = (
     "false: it may go out without a one-click unsubscribe (RFC 8058) from a node whose "
     "EINMAL_UNSUBSCRIBE_URL and EINMAL_UNSUBSCRIBE_SECRET are not set; Gmail and Yahoo require one of "
@@ -223,10 +222,9 @@ async def create_campaign(
             created = await drafts.create(
                 conn,
                 mailing=mailing,
-                account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
+                account_id=key.account_id,
                 lists=given.pop("lists", []),
                 segment=segment,
-                explicitly=EXPLICITLY,
                 limiter=threads,
                 unsubscribe_required=given.pop("unsubscribe"),
                 timeout=DB_SECONDS,
@@ -285,8 +283,7 @@ async def approve_campaign(
                 mailing=checkup.mailing,
                 campaign_id=campaign_id,
                 force=force,
-                explicitly=EXPLICITLY,
-                forcing="?force=true",
+                forcing=FIXES["force"],
                 limiter=threads,
                 report=report,
             )

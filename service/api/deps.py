@@ -17,7 +17,7 @@ from fastapi import Depends, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.security.utils import get_authorization_scheme_param
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -43,8 +43,15 @@ M = TypeVar("M", bound=BaseModel)
 Cursor = Annotated[str | None, Query(max_length=18, pattern=r"^[0-9]{1,18}$", description="`next` of the page before")]
 
 
+# How a request puts right what an error's field says (service/errors.py), where the field's name alone does
+# not say it; every other field is named as its JSON spells it.
+FIXES = {"unsubscribe": '"unsubscribe": false', "force": "?force=true"}
+
+
 class Problem(BaseModel):
     error: str
+    code: str | None = Field(None, description="what is wrong, where one field is: `from.not_an_address`")
+    field: str | None = Field(None, description="the field it concerns, as the request names it: `from`")
 
 
 def problem(description: str) -> dict:
@@ -60,7 +67,7 @@ LEFT_OUT: Any = None
 GENERIC: dict[int | str, dict[str, Any]] = {
     401: problem("no valid key: `Authorization: Bearer <key>`"),
     413: problem("the body is over its bound, refused before it is read"),
-    422: problem('the request is not valid: `{"error": "where: what"}`'),
+    422: problem('the request is not valid: `{"error": "where: what"}`, with `code` and `field` where one field is'),
     503: problem("the database cannot be reached, or the work is busy: try again after `Retry-After`"),
 }
 ERRORS: dict[int | str, dict[str, Any]] = {

@@ -11,9 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.accounts.account import name_of
 from service.api.campaigns import (
-    EXPLICITLY,
     MAX_BODY_TEXT,
     UNSUBSCRIBE,
     CampaignId,
@@ -62,9 +60,7 @@ async def edit_draft(
             mailing=mailing,
             campaign_id=campaign_id,
             account_id=key.account_id,
-            account=await name_of(conn, account_id=key.account_id, timeout=DB_SECONDS),
             fields=await fields.checked(changes.model_dump(include=changes.model_fields_set), limiter=threads),
-            explicitly=EXPLICITLY,
             limiter=threads,
             timeout=DB_SECONDS,
         )

@@ -60,7 +60,7 @@ async def list_keys(conn: Conn, key: Key) -> list[ApiKey]:
 async def create_key(
     fields: KeyFields, conn: Conn, key: Key, response: Response, idempotency_key: IdempotencyKey = None
 ) -> NewApiKey:
-    name = keys.check_name(fields.name, "name")
+    name = keys.check_name(fields.name)
     made, secret = await keys.mint(conn, account_id=key.account_id, name=name, scope=fields.scope)
     response.headers["Cache-Control"] = "no-store"  # and service/api/idempotency.py keeps no copy of it
     return NewApiKey(**asdict(made), key=secret)

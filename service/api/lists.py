@@ -185,7 +185,7 @@ async def put_list_form(
 )
 async def put_list_title(name: ListName, body: ListTitle, conn: Conn, key: Key) -> ListTitle:
     try:
-        row = await set_title(conn, key.account_id, name, title(body.title or "", "title"))
+        row = await set_title(conn, key.account_id, name, title(body.title or ""))
     except optin.NoList:
         raise not_found("list") from None
     return ListTitle(title=row["title"])

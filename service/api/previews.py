@@ -104,7 +104,6 @@ async def _render(
                 subscriber=subscriber,
                 test=test,
                 limiter=threads,
-                naming="subscriber",
             )
     except previews.NoSubscriber:
         raise not_found("subscriber") from None  # the API's word for what is not there

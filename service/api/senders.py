@@ -98,7 +98,7 @@ async def delete_domain(domain: DomainName, conn: Conn, key: Key) -> Response:
     summary="generate a DKIM key for a selector of the domain; answers the TXT record to publish",
 )
 async def create_dkim_key(domain: DomainName, new: NewKey, conn: Conn, key: Key) -> DkimRecord:
-    name, selector = senders.checked_domain(domain), senders.checked_selector(new.selector, "selector")
+    name, selector = senders.checked_domain(domain), senders.checked_selector(new.selector)
     pem = senders.generated_key(new.algorithm)
     [published] = await senders.set_keys(conn, account_id=key.account_id, domain=name, keys={selector: pem})
     return DkimRecord.of(published)
@@ -130,8 +130,8 @@ async def change_identity(fields: IdentityFields, conn: Conn, key: Key) -> Ident
         conn,
         account_id=key.account_id,
         given=given - ({"return_path_secret"} if secret is None else set()),
-        return_path=senders.checked_return_path(path, "return_path") if path and path.strip() else None,
-        return_path_secret=senders.checked_secret(secret, "return_path_secret") if secret is not None else None,
-        unsubscribe_mailto=senders.checked_mailto(mailto, "unsubscribe_mailto") if mailto and mailto.strip() else None,
+        return_path=senders.checked_return_path(path) if path and path.strip() else None,
+        return_path_secret=senders.checked_secret(secret) if secret is not None else None,
+        unsubscribe_mailto=senders.checked_mailto(mailto) if mailto and mailto.strip() else None,
     )
     return await _identity(conn, key.account_id)

@@ -26,30 +26,28 @@ async def approve(
     mailing: Mailing,
     campaign_id: int,
     force: bool = False,
-    explicitly: str = "--no-unsubscribe",
-    forcing: str = "--force",
+    forcing: str,
     limiter: anyio.CapacityLimiter | None = None,
     report: doctor.Report | None = None,
 ) -> preview.Trial:
     """Approve the campaign; returns its trial (the warnings to say). Conflict when this process would send it
-    without the one-click unsubscribe it requires (`explicitly`: how the caller says it may go without), or
-    when the trial render fails for every subscriber tried and not `force` (`forcing`: how the caller says
-    that). A campaign that is no draft is left to the transition to refuse. `report`: what `asked` found of
-    its From domain."""
+    without the one-click unsubscribe it requires (field unsubscribe), or when the trial render fails for
+    every subscriber tried and not `force` (field force; `forcing`: how the caller's warning says it forced).
+    A campaign that is no draft is left to the transition to refuse. `report`: what `asked` found of its From
+    domain."""
     found = preview.Trial()
     if await current_status(conn, campaign_id=campaign_id) == "draft":
         campaign = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
         if campaign is None:
             raise NotFound(f"no campaign with id {campaign_id}")
-        if reason := unsubscribe.without_one_click(dict(campaign), mailing, explicitly):
-            raise Conflict(f"campaign {campaign_id} not approved: {reason}")
+        unsubscribe.require_one_click(dict(campaign), mailing, Conflict, f"campaign {campaign_id} not approved")
         said = f"campaign {campaign_id} not approved: its From"  # a domain removed since it was made
         await from_rule.check(
             conn, mailing=mailing, account_id=campaign["account_id"], address=campaign["from_address"], said=said
         )
         found = await preview.trial(conn, mailing=mailing, campaign_id=campaign_id, limiter=limiter)
         if found.hopeless and not force:
-            raise Conflict(found.refusal(campaign_id, forcing))
+            raise found.refusal(campaign_id)
         if said := await _doctor(conn, mailing, dict(campaign), report, force, forcing):
             found = dataclasses.replace(found, warnings=(*found.warnings, said))
     await transition(conn, verb="approve", campaign_id=campaign_id)
@@ -109,5 +107,9 @@ async def _doctor(
             f"so mail from {report.domain} is not known to pass"
         )
     if not force:
-        raise Conflict(f"campaign {campaign['id']} not approved: {said} ({forcing} approves it anyway)")
+        raise Conflict(
+            f"campaign {campaign['id']} not approved: {said} (force approves it anyway)",
+            code="force.doctor_failing",
+            field="force",
+        )
     return f"warning: approved with {forcing} although {said}"

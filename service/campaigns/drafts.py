@@ -12,7 +12,7 @@ import anyio
 import asyncpg
 
 from service import db
-from service.accounts.account import resolve
+from service.accounts.account import list_ids
 from service.campaigns import preview
 from service.campaigns.transitions import current_status
 from service.errors import Conflict, Invalid
@@ -81,31 +81,29 @@ async def create(
     conn: asyncpg.Connection,
     *,
     mailing: Mailing,
-    account: str,
+    account_id: int,
     lists: list[str],
     segment: str | None = None,
-    explicitly: str = "--no-unsubscribe",
     limiter: anyio.CapacityLimiter | None = None,
     **fields: Any,
 ) -> Created:
-    """A new draft of `account` on `lists` made of `fields` (insert's, checked before), and its trial render;
+    """A new draft of the account on `lists` made of `fields` (insert's, checked before), and its trial render;
     with `segment`, to those of them its rule takes (no lists: through any of the account's lists). Invalid when
     this process would send it without the one-click unsubscribe it requires, or for a segment the account does
     not have; ArgumentError for a From outside the account's domains (service/mail/from_rule.py)."""
     required = fields.get("unsubscribe_required", True)
-    if reason := unsubscribe.without_one_click({"unsubscribe_required": required}, mailing, explicitly):
-        raise Invalid(f"not created: {reason}")
+    unsubscribe.require_one_click({"unsubscribe_required": required}, mailing, Invalid, "not created")
     if fields.get("track_clicks") and (lacking := clicks.missing(mailing)):
         raise Invalid(f"not created: click tracking needs {' and '.join(lacking)}, which this process has not")
-    account_id, list_ids = await resolve(conn, account=account, lists=lists)
+    found = await list_ids(conn, account_id=account_id, lists=lists, timeout=fields.get("timeout"))
     rule = None
     if segment is not None:
         rule = await segments.rule_for_campaign(conn, account_id=account_id, name=segment)
         if not lists:
-            list_ids = await conn.fetchval(*db.sql("account_list_ids", account_id=account_id))
+            found = await conn.fetchval(*db.sql("account_list_ids", account_id=account_id))
     await from_rule.check(conn, mailing=mailing, account_id=account_id, address=fields["from_address"], said="From")
     campaign_id = await insert(
-        conn, account_id=account_id, list_ids=list_ids, segment=segment, segment_rule=rule, **fields
+        conn, account_id=account_id, list_ids=found, segment=segment, segment_rule=rule, **fields
     )
     return Created(campaign_id, await preview.trial(conn, mailing=mailing, campaign_id=campaign_id, limiter=limiter))
 
@@ -116,25 +114,21 @@ async def change(
     mailing: Mailing,
     campaign_id: int,
     account_id: int,
-    account: str,
     fields: dict[str, Any],
-    explicitly: str = '"unsubscribe": false',
     limiter: anyio.CapacityLimiter | None = None,
     timeout: float | None = None,
 ) -> preview.Trial:
     """Change the draft's `fields` given (checked before, service/campaigns/fields.py checked), the others
     staying; its trial render. Invalid for a change that cannot be, Conflict once it is no draft."""
-    if fields.get("unsubscribe") and (
-        reason := unsubscribe.without_one_click({"unsubscribe_required": True}, mailing, explicitly)
-    ):
-        raise Invalid(f"not changed: {reason}")
+    if fields.get("unsubscribe"):
+        unsubscribe.require_one_click({"unsubscribe_required": True}, mailing, Invalid, "not changed")
     if fields.get("from_address"):
         await from_rule.check(
             conn, mailing=mailing, account_id=account_id, address=fields["from_address"], said="From", timeout=timeout
         )
-    list_ids = None
+    lists = None
     if "lists" in fields:
-        _, list_ids = await resolve(conn, account=account, lists=fields["lists"])
+        lists = await list_ids(conn, account_id=account_id, lists=fields["lists"], timeout=timeout)
     changed = await conn.fetchval(
         *db.sql(
             "campaign_draft_update",
@@ -146,7 +140,7 @@ async def change(
             from_address=fields.get("from_address"),
             text=fields.get("text"),
             html=fields.get("html"),
-            list_ids=list_ids,
+            list_ids=lists,
             at=fields.get("at"),
             reply_to=fields.get("reply_to"),
             language=fields.get("language"),

@@ -22,18 +22,25 @@ MAX_CAMPAIGN_NAME, MAX_SUBJECT, MAX_FROM = 200, 998, 500
 _NAMED = re.compile(r"^(?P<name>[^<>]*)<(?P<addr>[^<>]*)>$")
 
 
-def from_address(value: str, option: str = "--from") -> str:
-    """A bare address or `Display Name <address>`; returned with the address normalised."""
-    value = one_line(value, option, MAX_FROM)
+def from_address(value: str, field: str = "from") -> str:
+    """A bare address or `Display Name <address>` (`field`: which, the From or the Reply-To); returned with the
+    address normalised."""
+    value = one_line(value, field, MAX_FROM)
     named = _NAMED.match(value)
     name, addr = (named["name"].strip(), named["addr"].strip()) if named else ("", value)
     try:  # the import's rules: syntax, not reachability (the relay decides); .test and the like pass
         normalized = normalized_address(addr)
     except EmailNotValidError as exc:
-        raise Invalid(f"{option} {shown(value)} is not a valid address: {exc}") from None
+        raise Invalid(
+            f"{field} {shown(value)} is not a valid address: {exc}", code=f"{field}.not_an_address", field=field
+        ) from None
     result = f"{name} <{normalized}>" if name else normalized
     if parseaddr(result)[1] != normalized:  # the display name would be misread in a header
-        raise Invalid(f"{option} {shown(value)}: quote the display name, e.g. '\"{name}\" <{addr}>'")
+        raise Invalid(
+            f"{field} {shown(value)}: quote the display name, e.g. '\"{name}\" <{addr}>'",
+            code=f"{field}.unquoted_name",
+            field=field,
+        )
     return result
 
 
@@ -54,27 +61,29 @@ def list_names(given: list[str]) -> list[str]:
     created."""
     for name in given:
         if not name.strip() or unsafe_text(name) or len(name) > MAX_LIST:
-            raise Invalid(f"--list {shown(name)}: 1 to {MAX_LIST} printable characters")
+            raise Invalid(
+                f"lists {shown(name)}: 1 to {MAX_LIST} printable characters", code="lists.name", field="lists"
+            )
     return list(dict.fromkeys(given or [DEFAULT_LIST]))
 
 
 def aware(at: datetime) -> datetime:
     """A start time that names its time zone."""
     if at.tzinfo is None:
-        raise Invalid("at: give its time zone, e.g. 2027-01-01T09:00:00+01:00")
+        raise Invalid("at: give its time zone, e.g. 2027-01-01T09:00:00+01:00", code="at.no_time_zone", field="at")
     return at
 
 
 RULES: dict[str, Callable[[Any], Any]] = {
     "name": lambda v: one_line(v, "name", MAX_CAMPAIGN_NAME),
     "subject": lambda v: one_line(v, "subject", MAX_SUBJECT),
-    "from_address": lambda v: from_address(v, "from"),
+    "from_address": from_address,
     "reply_to": lambda v: from_address(v, "reply_to"),
     "text": lambda v: body_text(v, "text"),
     "html": lambda v: body_text(v, "html"),
     "at": aware,
     "lists": list_names,
-    "language": lambda v: texts.checked(v, "language"),
+    "language": texts.checked,
     "unsubscribe": bool,
     "track_clicks": bool,
 }

@@ -26,7 +26,7 @@ import asyncpg
 from service import db
 from service.accounts import identity
 from service.addresses import email_key
-from service.errors import Invalid, NotFound
+from service.errors import Conflict, Invalid, NotFound
 from service.mail import from_rule, unsubscribe
 from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate
@@ -117,13 +117,12 @@ async def render(
     subscriber: str | None,
     test: Test | None = None,
     limiter: anyio.CapacityLimiter | None = None,
-    naming: str = "--subscriber",
 ) -> Rendered:
     """The campaign's message for `subscriber` (None: the first member of its lists), rendered in a worker
     thread (`limiter`: of a process that serves others); with `test` as a test message, its To naming the
     recipient (see the module).
     NotFound without the campaign, NoSubscriber without the subscriber, Invalid when its lists have nobody
-    (`naming`: how the caller names the subscriber's option) or it cannot be rendered; ArgumentError for a test
+    (field subscriber: name one) or it cannot be rendered; ArgumentError for a test
     message whose From is outside the account's domains (service/mail/from_rule.py)."""
     campaign, row = await sources(conn, campaign_id=campaign_id, subscriber=subscriber)
     if campaign is None:
@@ -131,7 +130,11 @@ async def render(
     if row is None:
         if subscriber:
             raise NoSubscriber(f"campaign {campaign_id}'s account has no subscriber {shown(subscriber)}")
-        raise Invalid(f"campaign {campaign_id} has no subscriber on its lists; name one with {naming}")
+        raise Invalid(
+            f"campaign {campaign_id} has no subscriber on its lists; name one with subscriber",
+            code="subscriber.none_on_lists",
+            field="subscriber",
+        )
     if test:  # what goes out obeys the From rule, as the campaign will at approve
         await from_rule.check(
             conn, mailing=mailing, account_id=campaign["account_id"], address=campaign["from_address"], said="From"
@@ -162,10 +165,12 @@ class Trial:
         """It failed for every subscriber tried: approve refuses it unless forced."""
         return self.tried > 0 and self.failed == self.tried
 
-    def refusal(self, campaign_id: int, forcing: str) -> str:
-        return (
+    def refusal(self, campaign_id: int) -> Conflict:
+        return Conflict(
             f"campaign {campaign_id} cannot be rendered for any of the {self.tried} subscribers tried (a sample "
-            f"of its lists): {self.first_error}; not approved ({forcing} approves it anyway)"
+            f"of its lists): {self.first_error}; not approved (force approves it anyway)",
+            code="force.never_renders",
+            field="force",
         )
 
 

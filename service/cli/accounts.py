@@ -60,7 +60,7 @@ async def set_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         page = await account.set_page(
             conn,
-            account=args.account,
+            account_id=await account.find_account(conn, name=args.account),
             display_name=named,
             language=language,
             contact=address,

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from service import db
 from service.accounts import doctor
+from service.accounts.account import find_account
 from service.addresses import email_key
 from service.campaigns import approval, drafts, rows, status, transitions
 from service.campaigns.fields import (
@@ -21,6 +22,7 @@ from service.campaigns.fields import (
 )
 from service.campaigns.status import STATUSES
 from service.cli import campaign_stats, campaign_status, campaign_view
+from service.cli.flags import FLAGS
 from service.cli.tables import aligned
 from service.errors import ArgumentError, Invalid
 from service.mail import headers
@@ -123,7 +125,7 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
         if html is not None:
             html = body_text(html, f"--html-file {args.html_file}")
     check_templates(subject, text, html)
-    reply_to = from_address(args.reply_to, "--reply-to") if args.reply_to is not None else None
+    reply_to = from_address(args.reply_to, "reply_to") if args.reply_to is not None else None
     list_id = None
     if args.list_id is not None:
         phrase, identifier = headers.list_id(args.list_id)
@@ -135,7 +137,7 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
         created = await drafts.create(
             conn,
             mailing=Mailing.of(settings),
-            account=args.account,
+            account_id=await find_account(conn, name=args.account),
             lists=lists,
             segment=args.segment,
             name=name,
@@ -176,7 +178,12 @@ async def transition_command(args: argparse.Namespace, settings: Settings) -> in
     async with db.connection(db.url(settings)) as conn:
         if args.verb == "approve":
             approved = await approval.approve(
-                conn, mailing=checkup.mailing, campaign_id=args.id, force=args.force, report=report
+                conn,
+                mailing=checkup.mailing,
+                campaign_id=args.id,
+                force=args.force,
+                forcing=FLAGS["force"],
+                report=report,
             )
             warnings = approved.warnings
             snap = await status.snapshot(conn, campaign_id=args.id, node_timeout=settings.node_timeout_seconds)

@@ -2,7 +2,8 @@
 
 Every command is a coroutine taking (args, settings) and returning an exit
 code. Errors are translated here, once: an EinmalError becomes one line on
-stderr and its exit code; nothing else prints a traceback to a person.
+stderr and its exit code, the field it concerns named as an option (flags.py);
+nothing else prints a traceback to a person.
 """
 
 import argparse
@@ -34,6 +35,7 @@ from service.cli import (
     suppressions_cmd,
     webhooks,
 )
+from service.cli.flags import FLAGS
 from service.errors import EinmalError, leaves
 
 
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"einmal: warning: {warning}", file=sys.stderr)
         code = run(args.func, args, settings)
     except EinmalError as exc:
-        print(f"einmal: {exc}", file=sys.stderr)
+        print(f"einmal: {exc.worded(FLAGS)}", file=sys.stderr)
         code = exc.exit_code
     except BrokenPipeError:  # the reader went away (`einmal … | head -1`): nothing more to say to anyone
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's own flush must not fail too

@@ -11,7 +11,7 @@ from service.settings import Settings
 
 
 async def create_command(args: argparse.Namespace, settings: Settings) -> int:
-    keys.check_name(args.name)
+    keys.check_name(args.name, "--name")
     async with db.connection(db.url(settings)) as conn:
         key = await keys.mint_for(conn, account=args.account, name=args.name, scope=args.scope)
     print(key)  # the key alone on stdout: `KEY=$(einmal account key create …)`

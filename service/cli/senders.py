@@ -154,8 +154,8 @@ async def relay_add_command(args: argparse.Namespace, settings: Settings) -> int
     url = sys.stdin.readline() if args.url == "-" else args.url
     url = shared_relays.checked_url(url)
     rate = shared_relays.checked_rate(args.rate) if args.rate is not None else None
-    hour = shared_relays.checked_quota(args.quota_hour, "--quota-hour")
-    day = shared_relays.checked_quota(args.quota_day, "--quota-day")
+    hour = shared_relays.checked_quota(args.quota_hour, "quota_hour")
+    day = shared_relays.checked_quota(args.quota_day, "quota_day")
     async with db.connection(db.url(settings)) as conn:
         await shared_relays.add(conn, name=name, url=url, rate=rate, quota_hour=hour, quota_day=day)
     print(f"relay {name}: {shared_relays.masked(url)}")

@@ -88,7 +88,7 @@ async def export_command(args: argparse.Namespace, settings: Settings) -> int:
 async def delete_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn, conn.transaction():
         account_id = await find_account(conn, name=args.account)
-        erased = await erasure.erase(conn, args.account, account_id, args.email)
+        erased = await erasure.erase(conn, account_id, args.email)
     print(f"erased {erased}; its address stays suppressed")
     return 0
 
@@ -114,7 +114,7 @@ async def suppressions_review_command(args: argparse.Namespace, settings: Settin
 
     async with db.connection(db.url(settings)) as conn:
         account_id = await find_account(conn, name=args.account)
-        listed, lifted = await review.review(conn, args.account, account_id, settings.soft_bounce_limit, lift=args.lift)
+        listed, lifted = await review.review(conn, account_id, settings.soft_bounce_limit, lift=args.lift)
     for r in listed:
         print(r.line())
     n = len(listed)

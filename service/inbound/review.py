@@ -64,11 +64,11 @@ class Review:
         return f"{self.email_lower}\t{self.suppressed_at}\t{'; '.join(map(str, self.found))}"
 
 
-async def to_review(conn: asyncpg.Connection, account: str, soft_limit: int) -> tuple[list[Review], object]:
+async def to_review(conn: asyncpg.Connection, account_id: int, soft_limit: int) -> tuple[list[Review], object]:
     """The account's 'bounce' suppressions that no bounce or reply of their mailbox would make today, and
     when their evidence was read."""
     by_mailbox: dict[str, tuple[str, list[Evidence]]] = {}
-    rows = await conn.fetch(*db.sql("suppressions_review", account_name=account))
+    rows = await conn.fetch(*db.sql("suppressions_review", account_id=account_id))
     for r in rows:
         at = r["created_at"].isoformat(timespec="seconds")
         by_mailbox.setdefault(r["email_lower"], (at, []))[1].append(
@@ -80,11 +80,9 @@ async def to_review(conn: asyncpg.Connection, account: str, soft_limit: int) -> 
     return listed, rows[0]["began"] if rows else None
 
 
-async def review(
-    conn: asyncpg.Connection, account: str, account_id: int, soft_limit: int, *, lift: bool
-) -> tuple[list[Review], int]:
+async def review(conn: asyncpg.Connection, account_id: int, soft_limit: int, *, lift: bool) -> tuple[list[Review], int]:
     """The suppressions to review, and how many of them were lifted (`lift`)."""
-    listed, began = await to_review(conn, account, soft_limit)
+    listed, began = await to_review(conn, account_id, soft_limit)
     if not lift or not listed:
         return listed, 0
     keys = [r.email_lower for r in listed]

@@ -285,7 +285,12 @@ def load_key(path: str) -> PrivateKey:
 
 
 def parse_key(
-    data: bytes, where: str, *, most_bits: int | None = None, least_bits: int = MIN_RSA_BITS, error: type = ConfigError
+    data: bytes,
+    where: str,
+    *,
+    most_bits: int | None = None,
+    least_bits: int = MIN_RSA_BITS,
+    error: Callable[[str], Exception] = ConfigError,
 ) -> PrivateKey:
     """A key from its PEM text (or dkimpy's base64 Ed25519 seed): an unencrypted Ed25519 key, or an RSA key of
     `least_bits` (to `most_bits`); else `error`, one line starting with `where` that never quotes the key."""

@@ -49,48 +49,63 @@ RESERVED = frozenset(
 _RESERVED_PREFIXES = ("content-", "list-", "resent-")
 
 
-def _text(value: str, what: str) -> str:
+def _text(value: str, what: str, field: str) -> str:
+    def invalid(problem: str, code: str) -> Invalid:
+        return Invalid(f"{what}: {problem}", code=f"{field}.{code}", field=field)
+
     if _UNSAFE.search(value):
-        raise Invalid(f"{what}: must be one line of printable text (no line breaks or control characters)")
+        raise invalid("must be one line of printable text (no line breaks or control characters)", "not_printable")
     value = value.strip()
     if not value:
-        raise Invalid(f"{what}: must not be empty")
+        raise invalid("must not be empty", "empty")
     if len(value) > MAX_VALUE:
-        raise Invalid(f"{what}: longer than {MAX_VALUE} characters")
+        raise invalid(f"longer than {MAX_VALUE} characters", "too_long")
     return value
 
 
 def custom(spec: str) -> tuple[str, str]:
-    """``'X-Campaign: spring'`` -> ("X-Campaign", "spring"); Invalid saying why not."""
+    """``'X-Campaign: spring'`` -> ("X-Campaign", "spring"); Invalid (field header) saying why not."""
     name, colon, value = spec.partition(":")
     shown = repr(spec if len(spec) <= 60 else spec[:57] + "...")
     if not colon or not _NAME.fullmatch(name.strip()) or name != name.strip():
-        raise Invalid(f"--header {shown}: expected 'Name: value', the name of letters, digits and '-'")
+        raise Invalid(
+            f"header {shown}: expected 'Name: value', the name of letters, digits and '-'",
+            code="header.malformed",
+            field="header",
+        )
     lower = name.lower()
     if lower in RESERVED or lower.startswith(_RESERVED_PREFIXES):
-        raise Invalid(f"--header {shown}: {name} is written by einmal or the mail system, not by a campaign")
-    return name, _text(value, f"--header {name}")
+        raise Invalid(
+            f"header {shown}: {name} is written by einmal or the mail system, not by a campaign",
+            code="header.reserved",
+            field="header",
+        )
+    return name, _text(value, f"header {name}", "header")
 
 
 def customs(specs: list[str]) -> list[tuple[str, str]]:
     pairs = [custom(spec) for spec in specs]
     if len(pairs) > MAX_HEADERS:
-        raise Invalid(f"--header: at most {MAX_HEADERS}")
+        raise Invalid(f"header: at most {MAX_HEADERS}", code="header.too_many", field="header")
     names = [name.lower() for name, _ in pairs]
     if len(set(names)) < len(names):
-        raise Invalid("--header: each name once")
+        raise Invalid("header: each name once", code="header.repeated", field="header")
     return pairs
 
 
 def list_id(value: str) -> tuple[str, str]:
-    """``'Name <news.acme.example>'`` or ``'news.acme.example'`` -> (phrase, id)."""
-    value = _text(value, "--list-id")
+    """``'Name <news.acme.example>'`` or ``'news.acme.example'`` -> (phrase, id); Invalid (field list_id)."""
+    value = _text(value, "list_id", "list_id")
     phrase, bracket, rest = value.rpartition("<")
     identifier = rest.removesuffix(">").strip() if bracket else value
     if (bracket and not rest.endswith(">")) or not _LIST_ID.fullmatch(identifier) or len(identifier) > 255:
-        raise Invalid(f"--list-id {value[:60]!r}: expected 'Name <id.example.org>' or 'id.example.org'")
+        raise Invalid(
+            f"list_id {value[:60]!r}: expected 'Name <id.example.org>' or 'id.example.org'",
+            code="list_id.malformed",
+            field="list_id",
+        )
     if "<" in phrase or ">" in phrase:
-        raise Invalid(f"--list-id {value[:60]!r}: one <id> only")
+        raise Invalid(f"list_id {value[:60]!r}: one <id> only", code="list_id.malformed", field="list_id")
     return phrase.strip().strip('"').strip(), identifier
 
 

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pydantic import SecretStr
 
 from service.addresses import address_problem
+from service.errors import EinmalError
 from service.mail.mailing import Mailing
 
 Secret = SecretStr | str | bytes
@@ -102,7 +103,8 @@ def one_click_missing(mailing: Mailing) -> list[str]:
 def without_one_click(campaign: Mapping, mailing: Mailing, explicitly: str = "--no-unsubscribe") -> str | None:
     """Why ``campaign`` may not go out from a process with ``mailing``: it is bulk mail that must carry a
     one-click unsubscribe and its settings give none. None when it may. ``explicitly``: how the operator
-    says a campaign may go without (the CLI's option, the API's field)."""
+    says a campaign may go without: the node's own word, the command line's option, by default; the field
+    `unsubscribe`, last, for an error a surface words (service/errors.py, `refused`)."""
     if campaign.get("kind", "campaign") not in ("campaign", "step") or campaign.get("unsubscribe_required") is False:
         return None
     if not (missing := one_click_missing(mailing)):
@@ -112,6 +114,13 @@ def without_one_click(campaign: Mapping, mailing: Mailing, explicitly: str = "--
         f"not set): set EINMAL_UNSUBSCRIBE_URL and EINMAL_UNSUBSCRIBE_SECRET, or create the campaign with "
         f"{explicitly}"
     )
+
+
+def require_one_click(campaign: Mapping, mailing: Mailing, refused: type[EinmalError], said: str) -> None:
+    """`refused` ("`said`: why") when ``campaign`` may not go out from this process (without_one_click), about
+    the field unsubscribe: each surface says how a campaign goes without (service/errors.py)."""
+    if reason := without_one_click(campaign, mailing, "unsubscribe"):
+        raise refused(f"{said}: {reason}", code="unsubscribe.required", field="unsubscribe")
 
 
 def _parse_id(text: str) -> int | None:

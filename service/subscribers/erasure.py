@@ -26,12 +26,12 @@ class Busy(Conflict):
     """A message to the subscriber is on its way: erasing now would race the send."""
 
 
-async def erase(conn: asyncpg.Connection, account: str, account_id: int, email: str) -> str:
-    """Erase the subscriber of `account` whose mailbox `email` names (its exact spelling first), inside the
+async def erase(conn: asyncpg.Connection, account_id: int, email: str) -> str:
+    """Erase the account's subscriber whose mailbox `email` names (its exact spelling first), inside the
     caller's transaction; return the address it had."""
-    rows = await conn.fetch(*db.sql("subscriber_find", account=account, key=email_key(email), spelling=email))
+    rows = await conn.fetch(*db.sql("subscriber_find", account_id=account_id, key=email_key(email), spelling=email))
     if not rows:
-        raise Unknown(f"account {shown(account)} has no subscriber {shown(email)}")
+        raise Unknown(f"the account has no subscriber {shown(email)}")
     subscriber = rows[0]  # subscriber_find orders the exact spelling first
     # its progress in sequences goes first (docs/design.md#sequences): deleting it waits for a sweep that holds it,
     # so the statements below see, and erase, a step row that sweep queued; no sweep advances it after

@@ -18,9 +18,9 @@ from service.text import one_line, unsafe_text
 MAX_TITLE = 200
 
 
-def title(value: str, option: str = "--title") -> str | None:
+def title(value: str) -> str | None:
     """A list's title stripped; None for '' (cleared); Invalid unless it is one line of printable text."""
-    return one_line(value, option, MAX_TITLE) if value.strip() else None
+    return one_line(value, "title", MAX_TITLE) if value.strip() else None
 
 
 async def set_title(conn: asyncpg.Connection, account_id: int, list_name: str, value: str | None) -> asyncpg.Record:

@@ -30,28 +30,28 @@ _SIGN_UP = {  # a new sign-up from a form, as a confirmation renders it
 }
 
 
-def subject(value: str, option: str = "subject") -> str:
+def subject(value: str, field: str = "subject") -> str:
     """A list's own confirmation subject, stripped ('' when blank: none); ArgumentError when it is not one line
     of at most MAX_SUBJECT printable characters."""
     if not value.strip():
         return ""
     try:
-        return one_line(value, option, MAX_SUBJECT)
+        return one_line(value, field, MAX_SUBJECT)
     except Invalid as exc:
-        raise ArgumentError(str(exc)) from None
+        raise ArgumentError(str(exc), code=exc.code, field=exc.field) from None
 
 
-def text(value: str, option: str = "text") -> str:
+def text(value: str, field: str = "text") -> str:
     """A list's own confirmation text ('' when blank: none); ArgumentError when it is over MAX_TEXT characters or
     cannot be stored."""
     if not value.strip():
         return ""
     if len(value) > MAX_TEXT:
-        raise ArgumentError(f"{option} is longer than {MAX_TEXT:,} characters")
+        raise ArgumentError(f"{field} is longer than {MAX_TEXT:,} characters", code=f"{field}.too_long", field=field)
     try:
-        return body_text(value, option)
+        return body_text(value, field)
     except Invalid as exc:
-        raise ArgumentError(str(exc)) from None
+        raise ArgumentError(str(exc), code=exc.code, field=exc.field) from None
 
 
 def check(subject_: str, text_: str, options: tuple[str, str] = ("subject", "text")) -> None:
@@ -64,7 +64,7 @@ def check(subject_: str, text_: str, options: tuple[str, str] = ("subject", "tex
             templates.check(value, where)
             made = templates.run(templates.TEXT.from_string(templates.parse(templates.TEXT, value, where)), _SIGN_UP)
         except Invalid as exc:
-            raise ArgumentError(str(exc)) from None
+            raise ArgumentError(str(exc), code=exc.code, field=exc.field) from None
         except templates.RenderError as exc:
             raise ArgumentError(
                 f"{where}: cannot be rendered for a new sign-up (no name, no attributes): {exc}"

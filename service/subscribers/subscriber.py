@@ -122,6 +122,5 @@ async def upsert(
 async def erase(conn: asyncpg.Connection, *, account_id: int, email: str) -> str:
     """Erase the account's subscriber of the mailbox `email` names, in a transaction of its own (erasure.erase:
     erasure.Unknown, erasure.Busy); return the address it had."""
-    account = await conn.fetchval(*db.sql("account_name", account_id=account_id), timeout=DB_SECONDS)
     async with conn.transaction():
-        return await erasure.erase(conn, account, account_id, email)
+        return await erasure.erase(conn, account_id, email)

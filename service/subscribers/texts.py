@@ -67,14 +67,16 @@ def confirmation(code: str | None) -> Wording:
     return Wording(found, text(found, "confirmation_subject"), text(found, "confirmation_body"))
 
 
-def checked(value: str, option: str = "--language") -> str:
+def checked(value: str) -> str:
     """`value` as a language code with texts; Invalid naming the ones there are."""
     code = value.strip()
     if code not in LANGUAGES:
         shown = repr(value[:40])
         raise Invalid(
-            f"{option} {shown}: no texts for it ({', '.join(LANGUAGES)}); a language is added "
-            f"as service/subscribers/languages/<code>.toml"
+            f"language {shown}: no texts for it ({', '.join(LANGUAGES)}); a language is added "
+            f"as service/subscribers/languages/<code>.toml",
+            code="language.unknown",
+            field="language",
         )
     return code
 

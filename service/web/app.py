@@ -100,7 +100,8 @@ PAGE_HEADERS = {
 
 
 async def refused(request: Request, exc: Exception) -> Response:
-    """An error of einmal's no route answered itself (service/errors.py): its status, its one line."""
+    """An error of einmal's no route answered itself (service/errors.py): its status, its one line, a field it
+    names named as the services name it, which is as the forms name it."""
     status = exc.http_status if isinstance(exc, EinmalError) else 500
     return PlainTextResponse(str(exc), status, headers=PAGE_HEADERS)
 

@@ -1,8 +1,8 @@
--- The unsubscribe page's settings of the account named :account: the display name :display_name when :display_name_given, the language :language
+-- The unsubscribe page's settings of the account :account_id: the display name :display_name when :display_name_given, the language :language
 -- when not NULL, the contact :contact when :contact_given (NULL clears a setting). No row when there is no such account.
 UPDATE einmal.accounts
 SET display_name = CASE WHEN :display_name_given::boolean THEN :display_name::text ELSE display_name END,
     language = coalesce(:language::text, language),
     contact = CASE WHEN :contact_given::boolean THEN :contact::text ELSE contact END
-WHERE name = :account
-RETURNING display_name, language, contact
+WHERE id = :account_id
+RETURNING name, display_name, language, contact

@@ -117,7 +117,7 @@ async def test_erasure_takes_the_members_progress_and_stops_its_queued_step(conn
     (member, other) = await join(conn, account, list_id, ["gone@example.com", "other@example.com"])
     await sweep(conn, batch=10, wait_seconds=60)
     async with conn.transaction():
-        await erasure.erase(conn, "acme", account, "gone@example.com")
+        await erasure.erase(conn, account, "gone@example.com")
     assert await conn.fetchval("SELECT count(*) FROM einmal.sequence_members WHERE subscriber_id = $1", member) == 0
     assert await conn.fetchval("SELECT count(*) FROM einmal.sequence_members WHERE subscriber_id = $1", other) == 1
     row = await conn.fetchrow(
@@ -205,7 +205,7 @@ async def test_erasure_while_a_sweep_queues_a_step_erases_that_row_too(conn: asy
 
         async def erase() -> None:
             async with eraser.transaction():
-                await erasure.erase(eraser, "acme", account, "e@example.com")
+                await erasure.erase(eraser, account, "e@example.com")
             done.set()
 
         async with anyio.create_task_group() as tg:

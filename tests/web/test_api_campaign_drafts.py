@@ -109,7 +109,9 @@ async def test_a_draft_is_changed_field_by_field_and_not_once_approved(
         }
         for what, body in refused.items():
             answer = await client.patch(url, headers=key, json=body)
-            assert answer.status_code == 422 and set(answer.json()) == {"error"}, (what, answer.text)
+            problem = answer.json()
+            assert answer.status_code == 422 and set(problem) - {"code", "field"} == {"error"}, (what, answer.text)
+            assert problem.get("field", next(iter(body))) == next(iter(body)), (what, answer.text)
         assert await stored(conn, made["id"]) == after
         assert (await client.patch(url, headers=auth(acme["read"]), json={"name": "x"})).status_code == 403
         assert (await client.patch("/campaigns/999999", headers=key, json={"name": "x"})).json() == {

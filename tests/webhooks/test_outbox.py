@@ -167,7 +167,7 @@ async def test_an_erasure_leaves_no_event_with_the_address(conn) -> None:
     await settle(conn, campaign, {"ann@example.org": "sent", "bob@example.org": "sent"})
     await suppressions.suppress(conn, account, ["ann@example.org"], "unsubscribe")
     async with conn.transaction():
-        await erasure.erase(conn, "acme", account, "ann@example.org")
+        await erasure.erase(conn, account, "ann@example.org")
     payloads = [json.loads(e["payload"]) for e in await events(conn)]
     assert "ann@example.org" not in json.dumps(payloads)
     placeholder = f"erased-{ann}@erased.invalid"
