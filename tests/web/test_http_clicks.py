@@ -247,7 +247,7 @@ async def test_erasure_removes_the_subscribers_clicks(conn: asyncpg.Connection, 
         await client.get(news)
         await recorded(conn, 1)
     async with conn.transaction():
-        await erasure.erase(conn, "acme", ids[0], "Ann.Example@Example.org")
+        await erasure.erase(conn, ids[0], "Ann.Example@Example.org")
     assert await conn.fetchval("SELECT count(*) FROM einmal.clicks") == 0
 
 
