@@ -1,5 +1,6 @@
 """The campaigns: all of them, or those in one status (`einmal campaign list`); an account's, a page at a
-time (GET /api/v1/campaigns); the newest, sending first (the console's dashboard); and whose a campaign is."""
+time (GET /api/v1/campaigns); the newest, sending first (the console's dashboard); every account's a page at a
+time (the console's campaigns page); and whose a campaign is."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -95,3 +96,20 @@ async def newest(conn: asyncpg.Connection, *, account_id: int | None, limit: int
     """The newest campaigns of the account (None: of every account), those sending or paused first."""
     rows = await conn.fetch(*db.sql("campaigns_newest", account_id=account_id, limit=limit))
     return [Newest(**dict(r)) for r in rows]
+
+
+async def page(
+    conn: asyncpg.Connection, *, account_id: int | None, before: int = 2**63 - 1, limit: int = 100
+) -> list[Newest]:
+    """The campaigns of the account (None: of every account) with an id below `before`, newest first, at most
+    `limit`, with their account's name (the console's campaigns page)."""
+    rows = await conn.fetch(*db.sql("campaigns_page", account_id=account_id, before=before, limit=limit))
+    return [Newest(**dict(r)) for r in rows]
+
+
+async def shown(conn: asyncpg.Connection, *, account_id: int | None, campaign_id: int) -> Newest:
+    """The campaign with its account's name; NotFound unless it is the account's (None: any account's)."""
+    found = await page(conn, account_id=account_id, before=campaign_id + 1, limit=1)
+    if not found or found[0].id != campaign_id:
+        raise NotFound("no such campaign")
+    return found[0]
