@@ -3,6 +3,9 @@
     GET  /login, POST /login     the sign-in form; a session's cookie and the dashboard once signed in
     POST /logout                 the session ended
     GET  /                       the dashboard: the newest campaigns, those sending first with their progress
+    GET  /campaigns              the campaigns, newest first, a page at a time (campaigns.py)
+    GET  /campaigns/{id}         a campaign: its status, progress and clicks, with its transitions' buttons
+    POST /campaigns/{id}/approve, …/pause, …/resume, …/cancel   the transition, and the campaign's page again
     GET  /campaigns/{id}/progress  one campaign's progress (a fragment the dashboard asks again every few seconds)
     GET  /audit, /audit.csv      the audit log, a page at a time, or all of it as CSV
     GET  /static/…               the stylesheet and htmx
@@ -15,7 +18,7 @@ command line call; the console runs no SQL of its own."""
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -29,11 +32,14 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import db
+from service.accounts import doctor
 from service.console import guard
+from service.console.campaigns import VERBS, CampaignPages
 from service.console.render import HEADERS, STATIC, problem
 from service.console.signing import SignIn
 from service.console.views import Pages
 from service.errors import Busy, EinmalError
+from service.mail.mailing import Mailing
 from service.settings import Settings
 from service.users import sessions
 
@@ -48,11 +54,13 @@ class Config:
 
     limits: sessions.Limits
     node_timeout: float
+    checkup: doctor.Checkup  # approve's checks: the one-click unsubscribe, the trial render, the doctor's
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Config":
         limits = sessions.Limits(settings.console_session_idle_seconds, settings.console_session_lifetime_seconds)
-        return cls(limits, settings.node_timeout_seconds)
+        checkup = replace(doctor.Checkup.of(settings), mailing=Mailing.of(settings))
+        return cls(limits, settings.node_timeout_seconds, checkup)
 
 
 def served(pool: asyncpg.Pool, settings: Settings, bounded: Callable[[ASGIApp, int | None], ASGIApp]) -> ASGIApp:
@@ -68,6 +76,7 @@ class Console:
         self.pool, self.config = pool, config
 
         signing, pages = SignIn(self.connected, config.limits), Pages(self.connected, config.node_timeout)
+        campaigns = CampaignPages(self.connected, config.node_timeout, config.checkup)
 
         def signed(handler: guard.Handler) -> Callable[[Request], Awaitable[Response]]:
             return guard.signed_in(self.find, handler)
@@ -77,7 +86,13 @@ class Console:
             Route("/login", signing.sign_in, methods=["POST"]),
             Route("/logout", signed(signing.sign_out), methods=["POST"]),
             Route("/", signed(pages.dashboard), methods=["GET"]),
+            Route("/campaigns", signed(campaigns.listed), methods=["GET"]),
+            Route("/campaigns/{campaign_id:int}", signed(campaigns.one), methods=["GET"]),
             Route("/campaigns/{campaign_id:int}/progress", signed(pages.progress), methods=["GET"]),
+            *(
+                Route(f"/campaigns/{{campaign_id:int}}/{verb}", signed(campaigns.action(verb)), methods=["POST"])
+                for verb in VERBS
+            ),
             Route("/audit", signed(pages.audit_page), methods=["GET"]),
             Route("/audit.csv", signed(pages.audit_csv), methods=["GET"]),
             Mount("/static", StaticFiles(directory=STATIC)),

@@ -41,18 +41,22 @@ class Progress:
         return self.total - self.sent - self.failed - self.in_doubt
 
 
+def counted(found: status.Snapshot) -> Progress:
+    """A campaign's progress from its snapshot (service/campaigns/status.py): what `einmal campaign status` and
+    GET /api/v1/campaigns/{id} count."""
+    counts = found.counts
+    failed = counts.get("failed", 0) + counts.get("cancelled", 0) + counts.get("suppressed", 0)
+    return Progress(
+        found.id, found.status, counts.get("sent", 0), failed, counts.get("in_doubt", 0), sum(counts.values())
+    )
+
+
 class Pages:
     def __init__(self, connected: Connect, node_timeout: float) -> None:
         self.connected, self.node_timeout = connected, node_timeout
 
     async def _progress(self, conn: asyncpg.Connection, campaign_id: int) -> Progress:
-        """What `einmal campaign status` and GET /api/v1/campaigns/{id} count (service/campaigns/status.py)."""
-        found = await status.snapshot(conn, campaign_id=campaign_id, node_timeout=self.node_timeout)
-        counts = found.counts
-        failed = counts.get("failed", 0) + counts.get("cancelled", 0) + counts.get("suppressed", 0)
-        return Progress(
-            found.id, found.status, counts.get("sent", 0), failed, counts.get("in_doubt", 0), sum(counts.values())
-        )
+        return counted(await status.snapshot(conn, campaign_id=campaign_id, node_timeout=self.node_timeout))
 
     async def dashboard(self, request: Request, viewer: sessions.Viewer) -> Response:
         async with self.connected() as conn:

@@ -1,0 +1,141 @@
+"""The console's campaigns: the list (an account's, or every account's for an operator, newest first, a page
+at a time), a campaign's page (its status and progress as GET /api/v1/campaigns/{id} shows them, its clicks
+when it tracks them) and its transitions approve, pause, resume and cancel. A transition calls the function
+the API calls, with its line of the audit log in the same transaction; a refusal is the campaign's page with
+the service's sentence (409), another account's campaign is 404 for a member."""
+
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from service import audit
+from service.accounts import doctor
+from service.campaigns import approval, clicks, listing, status, transitions
+from service.console.render import Connect, viewer_page
+from service.console.views import counted
+from service.errors import EinmalError, NotFound
+from service.mail.slots import RenderSlots
+from service.users import sessions
+
+ROWS = 50  # campaigns a page
+RENDERS, RENDER_SHARE = 4, 2  # the console's trial renders at a time, and for one account (as the API's)
+# which transition each status offers (the rest the service refuses)
+OFFERED = {
+    "draft": ("approve", "cancel"),
+    "approved": ("cancel",),
+    "sending": ("pause", "cancel"),
+    "paused": ("resume", "cancel"),
+}
+VERBS = ("approve", "pause", "resume", "cancel")
+DONE = {"approve": "Approved.", "pause": "Paused.", "resume": "Resumed.", "cancel": "Cancelled."}
+
+
+def cursor(request: Request) -> int:
+    before = request.query_params.get("before", "")
+    return int(before) if before.isascii() and before.isdigit() and len(before) <= 18 else 2**63 - 1
+
+
+def campaign_id(request: Request) -> int:
+    found: int = request.path_params["campaign_id"]
+    if not 0 < found < 2**63 - 1:
+        raise NotFound("no such campaign")
+    return found
+
+
+class CampaignPages:
+    def __init__(self, connected: Connect, node_timeout: float, checkup: doctor.Checkup) -> None:
+        self.connected, self.node_timeout, self.checkup = connected, node_timeout, checkup
+        self.slots = RenderSlots(RENDERS, RENDER_SHARE)
+
+    async def listed(self, request: Request, viewer: sessions.Viewer) -> Response:
+        async with self.connected() as conn:
+            found = await listing.page(conn, account_id=viewer.account_id, before=cursor(request), limit=ROWS + 1)
+        more = found[ROWS - 1].id if len(found) > ROWS else None
+        return viewer_page("campaigns.html", request, viewer, campaigns=found[:ROWS], more=more)
+
+    async def one(self, request: Request, viewer: sessions.Viewer) -> Response:
+        async with self.connected() as conn:
+            campaign = await listing.shown(conn, account_id=viewer.account_id, campaign_id=campaign_id(request))
+        return await self._page(request, viewer, campaign)
+
+    async def _page(
+        self,
+        request: Request,
+        viewer: sessions.Viewer,
+        campaign: listing.Newest,
+        *,
+        code: int = 200,
+        error: str = "",
+        notice: str = "",
+        warnings: tuple[str, ...] = (),
+    ) -> Response:
+        async with self.connected() as conn:
+            found = await status.snapshot(conn, campaign_id=campaign.id, node_timeout=self.node_timeout)
+            clicked = await clicks.of_campaign(conn, campaign_id=campaign.id)
+        response = viewer_page(
+            "campaign.html",
+            request,
+            viewer,
+            c=campaign,
+            s=found,
+            p=counted(found),
+            clicks=clicked if clicked.tracked else None,
+            offered=OFFERED.get(found.status, ()),
+            error=error,
+            notice=notice,
+            warnings=warnings,
+        )
+        response.status_code = code
+        return response
+
+    def action(self, verb: str) -> Callable[[Request, sessions.Viewer], Awaitable[Response]]:
+        """The POST of a transition: the campaign's page again, saying it was done, or why not."""
+
+        async def act(request: Request, viewer: sessions.Viewer) -> Response:
+            async with self.connected() as conn:
+                campaign = await listing.shown(conn, account_id=viewer.account_id, campaign_id=campaign_id(request))
+            try:
+                warnings = await (
+                    self._approve(viewer, campaign) if verb == "approve" else self._move(viewer, campaign, verb)
+                )
+            except EinmalError as exc:
+                return await self._page(request, viewer, campaign, code=exc.http_status, error=str(exc))
+            return await self._page(request, viewer, campaign, notice=DONE[verb], warnings=warnings)
+
+        act.__name__ = f"{verb}_campaign"
+        return act
+
+    async def _approve(self, viewer: sessions.Viewer, campaign: listing.Newest) -> tuple[str, ...]:
+        """As POST /api/v1/campaigns/{id}/approve: the doctor asked with no connection held, then the approval
+        and its line of the audit log in one transaction, its trial render in the account's share of threads."""
+        report = await approval.asked(self.connected, self.checkup, campaign_id=campaign.id, bounded=True)
+        async with self.slots.turn(campaign.account_id) as threads, self.connected() as conn:
+            async with conn.transaction():
+                trial = await approval.approve(
+                    conn,
+                    mailing=self.checkup.mailing,
+                    campaign_id=campaign.id,
+                    forcing="force",
+                    limiter=threads,
+                    report=report,
+                )
+                await audited(conn, viewer, "approve", campaign)
+        return trial.warnings
+
+    async def _move(self, viewer: sessions.Viewer, campaign: listing.Newest, verb: str) -> tuple[str, ...]:
+        async with self.connected() as conn, conn.transaction():
+            await transitions.transition(conn, verb=verb, campaign_id=campaign.id, reason="by the console")
+            await audited(conn, viewer, verb, campaign)
+        return ()
+
+
+async def audited(conn, viewer: sessions.Viewer, verb: str, campaign: listing.Newest) -> None:
+    """The audit log's line of a transition made in the console, in the campaign's account."""
+    await audit.record(
+        conn,
+        actor=viewer.actor,
+        account_id=campaign.account_id,
+        action=f"campaign.{verb}",
+        subject=f"campaign {campaign.id}",
+    )
