@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from service.accounts import keys
-from tests.support.console import signed_in, user
+from tests.support.console import accounts, signed_in
 from tests.support.web import http_server
 
 pytestmark = pytest.mark.anyio
@@ -20,12 +20,7 @@ DRAFT = {"name": "Spring", "subject": "Hello", "from": "news@example.com", "text
 async def test_api_transitions_are_audited_and_the_console_shows_each_member_its_own(
     conn: asyncpg.Connection, dsn: str
 ) -> None:
-    ids = {}
-    for name in ("acme", "other"):
-        ids[name] = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ($1) RETURNING id", name)
-        await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", ids[name])
-        await user(conn, f"{name}-member", name)
-    await user(conn, "root")
+    ids = await accounts(conn, "acme", "other")
     key = await keys.mint_for(conn, account="acme", name="", scope="write")
     key_id = await conn.fetchval("SELECT id FROM einmal.api_keys")
     auth = {"Authorization": f"Bearer {key}"}

@@ -10,7 +10,7 @@ import pytest
 
 from service.accounts import keys
 from service.console.campaigns import ROWS
-from tests.support.console import page_token, sending_campaign, signed_in, user
+from tests.support.console import accounts, page_token, sending_campaign, signed_in
 from tests.support.web import http_server
 
 pytestmark = pytest.mark.anyio
@@ -30,11 +30,7 @@ async def state(conn: asyncpg.Connection, campaign: int) -> tuple[str, list[tupl
 async def test_transitions_from_a_campaigns_page_are_done_audited_refused_and_hidden_from_others(
     conn: asyncpg.Connection, dsn: str
 ) -> None:
-    ids = {}
-    for name in ("acme", "other"):
-        ids[name] = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ($1) RETURNING id", name)
-        await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", ids[name])
-        await user(conn, f"{name}-member", name)
+    ids = await accounts(conn, "acme", "other")
     key = await keys.mint_for(conn, account="acme", name="", scope="write")
     sending = await sending_campaign(conn, "acme", "Summer")
     async with http_server(dsn) as base:
@@ -74,15 +70,15 @@ async def test_transitions_from_a_campaigns_page_are_done_audited_refused_and_hi
                 assert await state(conn, sending) == (then, lines)
             page = (await acme.get(f"/console/campaigns/{sending}")).text
             assert "Pause" not in page and ">Cancel<" not in page  # a cancelled campaign offers nothing
+            assert "Clicks" not in page and ">sent</th><td>10<" in page and ">in doubt</th><td>4<" in page
+            await conn.execute("UPDATE einmal.campaigns SET track_clicks = true WHERE id = $1", sending)
+            assert "Clicks (total / recipients)" in (await acme.get(f"/console/campaigns/{sending}")).text
 
 
 async def test_the_campaigns_list_pages_newest_first_and_shows_an_operator_every_account(
     conn: asyncpg.Connection, dsn: str
 ) -> None:
-    for name in ("acme", "other"):
-        await conn.execute("INSERT INTO einmal.accounts (name) VALUES ($1)", name)
-    await user(conn, "acme-member", "acme")
-    await user(conn, "root")
+    await accounts(conn, "acme", "other")
     await conn.execute(
         "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids) "
         "SELECT a.id, a.name || '-news-' || i, 's', 'news@example.com', 'b', '{}' "

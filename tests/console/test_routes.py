@@ -12,7 +12,7 @@ from starlette.routing import Route
 
 from service.console.app import Config, Console
 from service.settings import Settings
-from tests.support.console import page_token, sending_campaign, signed_in, user
+from tests.support.console import accounts, page_token, sending_campaign, signed_in
 from tests.support.web import http_server
 
 pytestmark = pytest.mark.anyio
@@ -41,10 +41,7 @@ def filled(pattern: str, values: dict[str, int]) -> str:
 async def test_every_route_refuses_a_signed_out_client_and_another_accounts_member(
     conn: asyncpg.Connection, dsn: str
 ) -> None:
-    for name in ("acme", "other"):
-        await conn.execute("INSERT INTO einmal.accounts (name) VALUES ($1)", name)
-    await user(conn, "acme-member", "acme")
-    await user(conn, "root")
+    await accounts(conn, "acme", "other")
     mine = await sending_campaign(conn, "acme", "Acme spring")
     theirs = await sending_campaign(conn, "other", "Other autumn")
     pool = await asyncpg.create_pool(dsn, min_size=0, max_size=1)

@@ -78,3 +78,15 @@ async def sending_campaign(conn: asyncpg.Connection, account: str, name: str, ro
         f"{name.replace(' ', '')}-%",
     )
     return campaign
+
+
+async def accounts(conn: asyncpg.Connection, *names: str) -> dict[str, int]:
+    """The accounts, each with its list `news` and its member `<name>-member`, and the operator `root`: the
+    accounts' ids by name."""
+    ids = {}
+    for name in names:
+        ids[name] = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ($1) RETURNING id", name)
+        await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", ids[name])
+        await user(conn, f"{name}-member", name)
+    await user(conn, "root")
+    return ids
