@@ -16,7 +16,7 @@ BUCKETS = 24
 class Timeline:
     first: datetime | None  # the first moment counted; None: nothing happened yet
     width: float  # seconds a bucket spans
-    counts: dict[str, list[int]]  # per kind (KINDS), a count per bucket
+    counts: dict[str, list[int]]  # per kind (KINDS), a count per bucket, up to the last with any
 
     def at(self, bucket: int) -> datetime | None:
         """When the bucket starts."""
@@ -26,9 +26,11 @@ class Timeline:
 async def of_campaign(
     conn: asyncpg.Connection, *, campaign_id: int, buckets: int = BUCKETS, timeout: float | None = None
 ) -> Timeline:
-    """The campaign's timeline in `buckets` equal spans (a campaign that is not there has none)."""
+    """The campaign's timeline in `buckets` equal spans of a second at least, so fewer of them when it all
+    happened within seconds (a campaign that is not there, or where nothing happened yet, has none)."""
     rows = await conn.fetch(*db.sql("campaign_timeline", campaign_id=campaign_id, buckets=buckets), timeout=timeout)
-    counts = {kind: [0] * buckets for kind in KINDS}
+    used = max((row["bucket"] for row in rows), default=-1) + 1  # fewer when it all happened within seconds
+    counts = {kind: [0] * used for kind in KINDS}
     for row in rows:
         counts[row["kind"]][row["bucket"]] = row["n"]
     first, width = (rows[0]["first"], rows[0]["width"]) if rows else (None, 1.0)

@@ -44,7 +44,7 @@ def drawn(timeline: Timeline, *, tracked: bool) -> Chart | None:
     """The chart of a campaign's timeline (`tracked`: it tracks clicks, so they are drawn too); None before
     anything happened."""
     first, last = timeline.at(0), timeline.at(len(timeline.counts["sent"]))
-    if first is None or last is None:
+    if first is None or last is None or not timeline.counts["sent"]:
         return None
     kinds = [kind for kind in LABELS if kind != "clicked" or tracked]
     spans = len(timeline.counts["sent"])
