@@ -50,20 +50,16 @@ def drawn(timeline: Timeline, *, tracked: bool) -> Chart | None:
     spans = len(timeline.counts["sent"])
     top = max(1, *(max(timeline.counts[kind]) for kind in kinds))
 
-    def point(i: int, n: int) -> str:
-        x = LEFT + (WIDTH - RIGHT - LEFT) * (i + 0.5) / spans  # each span's count at its middle
-        y = TOP + (HEIGHT - BOTTOM - TOP) * (1 - n / top)
-        return f"{x:.1f},{y:.1f}"
-
-    lines = [
-        Line(
-            kind,
-            LABELS[kind],
-            " ".join(point(i, n) for i, n in enumerate(timeline.counts[kind])),
-            sum(timeline.counts[kind]),
+    def points(counts: list[int]) -> str:
+        """Each span's count at its middle; one span's across the whole width (a single point draws nothing)."""
+        places = [(i + 0.5) / spans for i in range(spans)] if spans > 1 else [0.0, 1.0]
+        heights = counts if spans > 1 else counts * 2
+        return " ".join(
+            f"{LEFT + (WIDTH - RIGHT - LEFT) * x:.1f},{TOP + (HEIGHT - BOTTOM - TOP) * (1 - n / top):.1f}"
+            for x, n in zip(places, heights, strict=True)
         )
-        for kind in kinds
-    ]
+
+    lines = [Line(kind, LABELS[kind], points(timeline.counts[kind]), sum(timeline.counts[kind])) for kind in kinds]
     when = "%Y-%m-%d %H:%M:%S UTC"
     return Chart(
         lines, top, first.astimezone(UTC).strftime(when), last.astimezone(UTC).strftime(when), seconds(timeline.width)

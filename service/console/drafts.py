@@ -44,8 +44,8 @@ class Drafting:
         """The draft made of the form's fields: its page, with what its trial render warned of; else the form
         again with the service's sentence and the fields as given."""
         sent = await guard.form(request)
-        given = {name: guard.field(sent, name).strip() for name in FIELDS} | {
-            name: guard.field(sent, name) for name in ("text", "html")
+        given = {name: guard.field(sent, name).strip() for name in FIELDS} | {  # a browser sends CRLF lines
+            name: guard.field(sent, name).replace("\r\n", "\n") for name in ("text", "html")
         }
         try:
             made = await self._create(viewer, given)

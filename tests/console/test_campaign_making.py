@@ -25,7 +25,7 @@ FORM = {
     "from": "news@example.com",
     "lists": "news",
     "segment": "",
-    "text": "Hi {{ name }}, {{ unsubscribe_url }}",
+    "text": "Hi {{ name }}, {{ unsubscribe_url }}\r\nBye",  # a browser's textarea sends CRLF lines
     "html": '<p onclick="x()">Hi <b>{{ name }}</b> &amp; "friends"</p><script>alert(1)</script>',
 }
 
@@ -74,7 +74,7 @@ async def test_a_draft_made_from_the_form_is_previewed_sandboxed_and_sent_as_a_t
                 assert (await acme.post("/console/campaigns/new", data=data)).status_code == 403
             refused = await acme.post("/console/campaigns/new", data={**FORM, "from": "nobody", "form_token": token})
             assert refused.status_code == 422 and "from &#39;nobody&#39; is not a valid address" in refused.text
-            assert 'value="Spring"' in refused.text and "{{ unsubscribe_url }}</textarea>" in refused.text
+            assert 'value="Spring"' in refused.text and "{{ unsubscribe_url }}\nBye</textarea>" in refused.text
             assert await conn.fetchval("SELECT count(*) FROM einmal.campaigns") == 0
 
             # a member's draft is its own account's, whatever account the form names
@@ -87,6 +87,7 @@ async def test_a_draft_made_from_the_form_is_previewed_sandboxed_and_sent_as_a_t
                 FORM["subject"],
                 FORM["html"],
             )
+            assert campaign["body_text"] == "Hi {{ name }}, {{ unsubscribe_url }}\nBye"
             line = await conn.fetchrow(
                 "SELECT actor, account_id, action, subject FROM einmal.audit_log WHERE action LIKE 'campaign.%'"
             )

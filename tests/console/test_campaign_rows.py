@@ -111,3 +111,15 @@ async def test_a_campaigns_chart_draws_what_was_sent_failed_bounced_and_clicked_
         )
         page = (await acme.get(f"/console/campaigns/{campaign}")).text
         assert '<polyline class="clicked"' in page and "clicked (people): 2</li>" in page
+
+
+def test_a_campaign_sent_within_one_second_is_drawn_as_a_level_line() -> None:
+    drawn = chart.drawn(
+        timeline.Timeline(START, 1.0, {"sent": [30], "failed": [0], "bounced": [0], "clicked": [0]}), tracked=False
+    )
+    assert drawn is not None and drawn.start == "2026-05-01 09:00:00 UTC" and drawn.end == "2026-05-01 09:00:01 UTC"
+    left, right, bottom = chart.LEFT, chart.WIDTH - chart.RIGHT, chart.HEIGHT - chart.BOTTOM
+    assert [line.points for line in drawn.lines] == [
+        f"{left:.1f},{chart.TOP:.1f} {right:.1f},{chart.TOP:.1f}",
+        *[f"{left:.1f},{bottom:.1f} {right:.1f},{bottom:.1f}"] * 2,
+    ]
