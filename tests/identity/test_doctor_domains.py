@@ -87,6 +87,26 @@ async def test_a_subdomain_sender_under_a_two_label_suffix_finds_its_record_and_
     assert approved.returncode == 0 and "doctor" not in approved.stderr, approved.stderr
 
 
+@pytest.mark.anyio
+async def test_approve_with_a_silent_dns_server_says_it_could_not_check_and_whom_it_asked(
+    tmp_path: Path, conn: asyncpg.Connection, dsn: str
+) -> None:
+    key, _ = _key(tmp_path, "einmal")
+    campaign, _ = await _draft(conn, dsn, "news@good.test")
+    with counting() as silent:
+        done = einmal(
+            "campaign", "approve", str(campaign), dsn=dsn, env=env({"servers": silent.address, "key": key}, "good.test")
+        )
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = done.stderr.strip()
+    assert said.startswith(
+        f"einmal: campaign {campaign} not approved: `einmal doctor --account acme --domain good.test"
+    )
+    assert "could not check 1, " in said and "is not known to pass (--force approves it anyway)" in said, said
+    assert f"no answer from DNS server {silent.address} within 5 s" in said, said
+    assert await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", campaign) == "draft"
+
+
 @pytest.mark.serial
 def test_a_silent_dns_server_is_could_not_check_not_failing(tmp_path: Path) -> None:
     key, _ = _key(tmp_path, "einmal")
