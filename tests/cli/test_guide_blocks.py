@@ -56,6 +56,8 @@ def test_the_check_finds_every_fence_readers_run() -> None:
         ("console", "## Mailchimp"),
     ]
     assert ("python", "## The audit log") in doc_examples.blocks("guide/console.md")
+    assert ("sh", "## Relays") in doc_examples.blocks("guide/accounts-identity.md")
+    assert ("text", "## From domains") not in doc_examples.blocks("guide/accounts-identity.md")  # what is printed
 
 
 @pytest.mark.anyio
@@ -220,8 +222,7 @@ async def test_the_importing_guides_sessions_run_and_print_what_they_show(
         commands, shown = doc_examples.session(doc_examples.example("guide/importing.md", "console", heading))
         code, out, err = await doc_examples.run(commands, dsn, NO_NODE, cwd=tmp_path)
         assert code == 0, (heading, err)
-        printed = out.splitlines() + err.splitlines()
-        assert [line for line in shown if line not in printed] == [], (heading, out, err)
+        assert doc_examples.unprinted(shown, out + err) == [], (heading, out, err)
     suppressed = dict(await conn.fetch("SELECT email_lower, reason FROM einmal.suppressions"))
     assert suppressed == {
         "bob@example.org": "blocklisted",  # listmonk's blocklist
@@ -229,3 +230,24 @@ async def test_the_importing_guides_sessions_run_and_print_what_they_show(
         "hal@example.org": "complaint",  # its "Abuse complaint"
         "ivy@example.org": "bounce",  # its cleaned file
     }
+
+
+@pytest.mark.anyio
+async def test_the_accounts_guides_commands_run_as_written(conn: asyncpg.Connection, dsn: str) -> None:
+    await conn.execute("INSERT INTO einmal.accounts (name) VALUES ('acme')")
+    domains = doc_examples.example("guide/accounts-identity.md", "sh", "## From domains")
+    # its last command removes the domain the next blocks use: given again, as a reader would
+    again = "einmal account domain add --account acme news.acme.example\n"
+    keys, shown = doc_examples.session(doc_examples.example("guide/accounts-identity.md", "console", "## DKIM keys"))
+    relays = doc_examples.example("guide/accounts-identity.md", "sh", "## Relays")
+    rest = relays + doc_examples.example("guide/accounts-identity.md", "sh", "## Return path and unsubscribe mailto")
+    code, out, err = await doc_examples.run(domains + again + keys + rest, dsn, NO_NODE)
+    assert code == 0, err
+    assert doc_examples.unprinted(shown, out) == [], out  # the DKIM records, their keys cut short
+    lines = out.splitlines()
+    assert lines[0] == "account 'acme' may now send from news.acme.example" and lines[2] == "news.acme.example  -", out
+    assert "relay ses-eu: smtp://AKIA…:***@email-smtp.eu-west-1.amazonaws.com:587?tls=starttls" in lines, out
+    assert "PASSWORD" not in out + err  # the relay's password never printed
+    assert lines[-1] == "unsubscribe mailto: unsubscribe@news.acme.example", out
+    identity = await conn.fetchrow("SELECT return_path FROM einmal.accounts")
+    assert identity["return_path"] == "bounces@mail.news.acme.example"

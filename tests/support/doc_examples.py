@@ -30,18 +30,21 @@ SHOWN = ("sh", "bash", "shell", "console", "python")  # the fences of blocks a r
 
 
 def blocks(page: str) -> list[tuple[str, str]]:
-    """(fence, heading above it) of each block of docs/<page> fenced as one of SHOWN."""
-    found, heading, fence = [], "", None
+    """(fence, heading above it) of each block of docs/<page> fenced as one of SHOWN, or fenced bare ("") and
+    opening with a command (`einmal `, `$ `, `curl `)."""
+    found, heading, fence, body = [], "", None, []
     for line in (ROOT / "docs" / page).read_text().splitlines():
         if fence is None and line.startswith("#"):
             heading = line
         elif line.startswith("```"):
             if fence is None:
-                fence = line[3:].strip()
-                if fence in SHOWN:
-                    found.append((fence, heading))
-            else:
-                fence = None
+                fence, body = line[3:].strip(), []
+                continue
+            if fence in SHOWN or (fence == "" and body and body[0].startswith(("einmal ", "$ ", "curl "))):
+                found.append((fence, heading))
+            fence = None
+        elif fence is not None:
+            body.append(line)
     return found
 
 
@@ -55,6 +58,14 @@ def session(block: str) -> tuple[str, list[str]]:
         elif line.strip():
             shown.append(line)
     return "\n".join(commands) + "\n", shown
+
+
+def unprinted(shown: list[str], printed: str) -> list[str]:
+    """The lines of `shown` (a ```console block's) that no line of `printed` is: `…` in one stands for any
+    text, as a page cuts a key short."""
+    lines = printed.splitlines()
+    patterns = [re.compile(".*".join(map(re.escape, line.split("…")))) for line in shown]
+    return [line for line, p in zip(shown, patterns, strict=True) if not any(p.fullmatch(got) for got in lines)]
 
 
 def pasteable(block: str) -> None:
