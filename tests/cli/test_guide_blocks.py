@@ -33,6 +33,12 @@ def _exports(**variables: str) -> str:
     return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in {**UNSUBSCRIBE, **variables}.items())
 
 
+async def _acme(conn: asyncpg.Connection, *lists: str) -> None:
+    """Account acme, with `lists`: what a reader of the page has made before."""
+    account = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('acme') RETURNING id")
+    await conn.executemany("INSERT INTO einmal.lists (account_id, name) VALUES ($1, $2)", [(account, n) for n in lists])
+
+
 def test_every_guide_block_is_run_by_a_test() -> None:
     sources = {p: p.read_text() for p in (ROOT / "tests").rglob("*.py")}
     missing = []
@@ -62,7 +68,7 @@ def test_the_check_finds_every_fence_readers_run() -> None:
 
 @pytest.mark.anyio
 async def test_the_messages_guides_command_line_block_runs_as_written(conn: asyncpg.Connection, dsn: str) -> None:
-    await conn.execute("INSERT INTO einmal.accounts (name) VALUES ('acme')")
+    await _acme(conn)
     block = doc_examples.example("guide/messages.md", "shell", "## Templates and messages")
     code, out, err = await doc_examples.run(block, dsn, NO_NODE)
     assert code == 0, err
@@ -76,8 +82,7 @@ async def test_the_messages_guides_command_line_block_runs_as_written(conn: asyn
 async def test_the_sequences_guides_other_commands_run_after_its_first_block(
     conn: asyncpg.Connection, dsn: str
 ) -> None:
-    account = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('acme') RETURNING id")
-    await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", account)
+    await _acme(conn, "news")
     first = doc_examples.example("guide/sequences.md", "bash")
     others = doc_examples.example("guide/sequences.md", "shell")
     async with http_server(dsn) as base:
@@ -127,8 +132,7 @@ async def test_the_double_opt_in_guides_commands_run_as_written(
 
 @pytest.mark.anyio
 async def test_the_segments_guides_commands_run_as_written(conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
-    acme = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('acme') RETURNING id")
-    await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'churned')", acme)
+    await _acme(conn, "churned")
     (tmp_path / "people.csv").write_text(
         "email,name,plan\nann@example.org,Ann,pro\nbob@example.org,Bob,free\ncy@example.org,Cy,pro\n"
     )
@@ -151,8 +155,7 @@ async def test_the_segments_guides_commands_run_as_written(conn: asyncpg.Connect
 async def test_the_click_tracking_guides_blocks_run_as_written(
     conn: asyncpg.Connection, dsn: str, tmp_path: Path
 ) -> None:
-    acme = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('acme') RETURNING id")
-    await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", acme)
+    await _acme(conn, "news")
     (tmp_path / "spring.html").write_text(
         '<p>Spring is here: <a href="https://example.org/spring">read on</a>.</p>'
         '<p><a href="{{ unsubscribe_url }}">No more mail</a></p>'
@@ -173,7 +176,7 @@ async def test_the_click_tracking_guides_blocks_run_as_written(
 
 @pytest.mark.anyio
 async def test_the_console_guides_user_commands_run_as_written(conn: asyncpg.Connection, dsn: str) -> None:
-    await conn.execute("INSERT INTO einmal.accounts (name) VALUES ('acme')")
+    await _acme(conn)
     block = doc_examples.example("guide/console.md", "sh", "## Users and roles")
     typed = "a-password-typed-at-the-prompt\n"  # the first command's prompt, as a reader answers it
     setup = _exports(PASSWORD="a-new-password-from-stdin")
@@ -203,8 +206,7 @@ async def test_the_console_guides_audit_example_records_a_line(conn: asyncpg.Con
 async def test_the_importing_guides_sessions_run_and_print_what_they_show(
     conn: asyncpg.Connection, dsn: str, tmp_path: Path
 ) -> None:
-    acme = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('acme') RETURNING id")
-    await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", acme)
+    await _acme(conn, "news")
     files = {
         "dana.csv": "email,name,list,company\ndana@example.org,Dana Ng,news,Acme\n",  # of the export, on it already
         "subscribed_members_export_1a2b3c.csv": SUBSCRIBED,
@@ -234,7 +236,7 @@ async def test_the_importing_guides_sessions_run_and_print_what_they_show(
 
 @pytest.mark.anyio
 async def test_the_accounts_guides_commands_run_as_written(conn: asyncpg.Connection, dsn: str) -> None:
-    await conn.execute("INSERT INTO einmal.accounts (name) VALUES ('acme')")
+    await _acme(conn)
     domains = doc_examples.example("guide/accounts-identity.md", "sh", "## From domains")
     # its last command removes the domain the next blocks use: given again, as a reader would
     again = "einmal account domain add --account acme news.acme.example\n"
