@@ -67,11 +67,17 @@ async def add(conn: asyncpg.Connection, *, account_id: int, email: str, reason: 
     [checked] = check([email], reason)
     async with conn.transaction():
         added = await suppress(conn, account_id, [checked], reason)
+    found = await get(conn, account_id=account_id, email=checked)
+    assert found is not None  # suppressed just now, or before
+    return found, bool(added)
+
+
+async def get(conn: asyncpg.Connection, *, account_id: int, email: str) -> Suppression | None:
+    """The account's suppression of the mailbox of `email`, or None."""
     row = await conn.fetchrow(
-        *db.sql("suppression_get", account_id=account_id, email_key=email_key(checked)), timeout=DB_SECONDS
+        *db.sql("suppression_get", account_id=account_id, email_key=email_key(email)), timeout=DB_SECONDS
     )
-    assert row is not None  # suppressed just now, or before
-    return Suppression(**dict(row)), bool(added)
+    return None if row is None else Suppression(**dict(row))
 
 
 async def remove(conn: asyncpg.Connection, *, account_id: int, email: str) -> None:
