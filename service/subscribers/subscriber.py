@@ -59,7 +59,8 @@ async def _of_account(
     status: str | None = None,
     list_name: str | None = None,
 ) -> list[Subscriber]:
-    query = db.sql(
+    return await _shown(
+        conn,
         "subscribers_of_account",
         account_id=account_id,
         email_key=key,
@@ -68,7 +69,11 @@ async def _of_account(
         limit=limit,
         list_name=list_name,
     )
-    return [Subscriber.of(r) for r in await conn.fetch(*query, timeout=DB_SECONDS)]
+
+
+async def _shown(conn: asyncpg.Connection, query: str, **values: object) -> list[Subscriber]:
+    """The subscribers the query `query` chooses, as einmal.subscribers_shown shows them (migration 0152)."""
+    return [Subscriber.of(r) for r in await conn.fetch(*db.sql(query, **values), timeout=DB_SECONDS)]
 
 
 async def page(
@@ -94,7 +99,8 @@ async def with_attribute(
 ) -> list[Subscriber]:
     """The account's subscribers whose attribute `attribute` is `value`, oldest first, the first `limit` after
     the id `after_id`: through indexes (migration 0152), never by reading every subscriber."""
-    query = db.sql(
+    return await _shown(
+        conn,
         "subscribers_with_attribute",
         account_id=account_id,
         attribute=attribute,
@@ -103,7 +109,6 @@ async def with_attribute(
         limit=limit,
         window=ATTRIBUTE_WINDOW,
     )
-    return [Subscriber.of(r) for r in await conn.fetch(*query, timeout=DB_SECONDS)]
 
 
 async def upsert(

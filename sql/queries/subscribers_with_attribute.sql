@@ -1,5 +1,5 @@
 -- The subscribers of account :account_id (not the erased) whose attribute :attribute is :value, by id after
--- :after_id, at most :limit, each as subscribers_of_account.sql gives it. Two ways, both through indexes
+-- :after_id, at most :limit, each as einmal.subscribers_shown shows it. Two ways, both through indexes
 -- (migration 0152): the account's next :window subscribers by id (subscribers_account_id) hold :limit of them
 -- when the value is common, or are all there are; else (a rarer value) the index subscribers_account_attributes
 -- finds every one of the account's, and the first by id are taken. Never more than :window rows, or the rare
@@ -24,16 +24,8 @@ WITH near_rows AS MATERIALIZED (
     UNION ALL
     (SELECT id FROM far WHERE id > :after_id ORDER BY id LIMIT :limit)
 )
-SELECT s.id, s.email, s.name, einmal.subscriber_state(s.id, x.reason) AS status, s.attributes, s.created_at,
-       coalesce((SELECT array_agg(l.name ORDER BY l.name)
-                 FROM einmal.list_members m JOIN einmal.lists l ON l.id = m.list_id
-                 WHERE m.subscriber_id = s.id AND m.state = 'confirmed'), '{}') AS lists,
-       coalesce((SELECT array_agg(l.name ORDER BY l.name)
-                 FROM einmal.list_members m JOIN einmal.lists l ON l.id = m.list_id
-                 WHERE m.subscriber_id = s.id AND m.state = 'unconfirmed'), '{}') AS unconfirmed_lists,
-       x.reason AS suppressed
+SELECT s.id, s.email, s.name, s.status, s.attributes, s.created_at, s.lists, s.unconfirmed_lists, s.suppressed
 FROM page
-JOIN einmal.subscribers AS s ON s.id = page.id
-LEFT JOIN einmal.suppressions AS x ON x.account_id = s.account_id AND x.email_lower = s.email_lower
+JOIN einmal.subscribers_shown AS s ON s.id = page.id
 WHERE s.account_id = :account_id
 ORDER BY s.id
