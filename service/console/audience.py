@@ -11,7 +11,6 @@ import asyncpg
 from starlette.requests import Request
 from starlette.responses import Response
 
-from service import audit
 from service.console import guard
 from service.console.render import Connect, viewer_page
 from service.console.views import account_of
@@ -117,16 +116,10 @@ class AudiencePages:
         async with self.connected() as conn:
             account_id = (await account(conn, request, viewer)).needed()
         try:
-            async with self.connected() as conn, conn.transaction():
-                found, added = await suppressions.add(conn, account_id=account_id, email=email, reason=reason)
-                if added:
-                    await audit.record(
-                        conn,
-                        actor=viewer.actor,
-                        account_id=account_id,
-                        action="suppression.add",
-                        subject=found.email_lower,
-                    )
+            async with self.connected() as conn:
+                found, added = await suppressions.add(
+                    conn, account_id=account_id, email=email, reason=reason, actor=viewer.actor
+                )
         except EinmalError as exc:
             return await self._suppressions(request, viewer, code=exc.http_status, error=str(exc))
         said = f"Suppressed {found.email_lower}." if added else f"{found.email_lower} was suppressed already."
@@ -136,8 +129,7 @@ class AudiencePages:
         """As DELETE /api/v1/suppressions/{email}: the mailbox mailed again, and audited; 404 without its
         suppression."""
         mailbox = request.path_params["mailbox"][:MAX_EMAIL]
-        async with self.connected() as conn, conn.transaction():
+        async with self.connected() as conn:
             of = await account(conn, request, viewer)
-            await suppressions.remove(conn, account_id=of.needed(), email=mailbox)
-            await audit.record(conn, actor=viewer.actor, account_id=of.id, action="suppression.remove", subject=mailbox)
+            await suppressions.remove(conn, account_id=of.needed(), email=mailbox, actor=viewer.actor)
         return await self._suppressions(request, viewer, notice=f"{mailbox} may be mailed again.")

@@ -2,12 +2,12 @@
 /api/v1/subscribers/{email}) or by an attribute's value (through indexes, 50 a page by id), a subscriber's page
 (its lists, attributes, suppression, and what einmal sent it: service/subscribers/history.py) and its erasure
 (GDPR art. 17, as DELETE /api/v1/subscribers/{email}) after a page asking to confirm it. The erasure and its
-line of the audit log (`subscriber.erase`, naming the subscriber's id, never its address) are one transaction."""
+line of the audit log (`subscriber.erase`, naming the subscriber's id, never its address) are one transaction,
+as in the API."""
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from service import audit
 from service.console.audience import Of, account, bounded
 from service.console.render import Connect, viewer_page
 from service.errors import EinmalError, NotFound
@@ -81,15 +81,8 @@ class SubscriberPages:
     async def erase(self, request: Request, viewer: sessions.Viewer) -> Response:
         of, found = await self._found(request, viewer)
         try:
-            async with self.connected() as conn, conn.transaction():
-                await subscriber.erase(conn, account_id=of.needed(), email=found.email)
-                await audit.record(
-                    conn,
-                    actor=viewer.actor,
-                    account_id=of.id,
-                    action="subscriber.erase",
-                    subject=f"subscriber {found.id}",
-                )
+            async with self.connected() as conn:
+                await subscriber.erase(conn, account_id=of.needed(), email=found.email, actor=viewer.actor)
         except EinmalError as exc:  # a message to it is on its way (409), or it was erased meanwhile (404)
             response = viewer_page("erase.html", request, viewer, of=of, s=found, error=str(exc))
             response.status_code = exc.http_status

@@ -142,8 +142,8 @@ async def upsert(
     return found, row["created"]
 
 
-async def erase(conn: asyncpg.Connection, *, account_id: int, email: str) -> str:
-    """Erase the account's subscriber of the mailbox `email` names, in a transaction of its own (erasure.erase:
-    erasure.Unknown, erasure.Busy); return the address it had."""
+async def erase(conn: asyncpg.Connection, *, account_id: int, email: str, actor: str) -> str:
+    """Erase the account's subscriber of the mailbox `email` names, with the audit log's line of `actor`, in a
+    transaction of its own (erasure.erase: erasure.Unknown, erasure.Busy); return the address it had."""
     async with conn.transaction():
-        return await erasure.erase(conn, account_id, email)
+        return await erasure.erase(conn, account_id, email, actor)
