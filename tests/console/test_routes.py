@@ -1,7 +1,8 @@
 """Every console route, taken from the app itself so that a route added later is covered too, refuses a
-client that is not signed in (a GET is sent to the sign-in page, anything else is 401) and shows a member
-nothing of another account: a route naming another account's object is 404, as in the API, and a page
-without one shows none of it. Each route answers the member for its own account's objects."""
+client that is not signed in (a GET is sent to the sign-in page, anything else is 401), refuses a POST without
+the form's token (403) and shows a member nothing of another account: a route naming another account's object
+is 404, as in the API, and a page without one shows none of it. Each route answers the member for its own
+account's objects."""
 
 import re
 
@@ -93,6 +94,11 @@ async def test_every_route_refuses_a_signed_out_client_and_another_accounts_memb
             token = await page_token(member)
             dashboard = (await member.get("/console/")).text  # before the routes' POSTs pause and cancel it
             assert "Acme spring" in dashboard and "10 sent of 40" in dashboard and "4 in doubt" in dashboard
+            for pattern in (p for m, p in routes if m == "POST"):  # without the form's token: refused, nothing done
+                for data in (FIELDS.get(pattern, {}), {**FIELDS.get(pattern, {}), "form_token": "forged"}):
+                    answer = await member.post(filled(pattern, my_values[0]), data=data)
+                    assert answer.status_code == 403, (pattern, answer.status_code)
+            assert "Acme spring" in (await member.get("/console/")).text  # still signed in
             for method, pattern in routes:
                 if pattern == "/logout":
                     continue  # ends the member's session: below
