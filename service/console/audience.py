@@ -113,15 +113,17 @@ class AudiencePages:
         """As PUT /api/v1/suppressions/{email}: the mailbox suppressed (or left as it was), and audited."""
         fields = await guard.form(request)
         email, reason = guard.field(fields, "email")[:MAX_EMAIL], guard.field(fields, "reason")[:MAX_REASON]
+        refused: EinmalError | None = None
         async with self.connected() as conn:
             account_id = (await account(conn, request, viewer)).needed()
-        try:
-            async with self.connected() as conn:
+            try:
                 found, added = await suppressions.add(
                     conn, account_id=account_id, email=email, reason=reason, actor=viewer.actor
                 )
-        except EinmalError as exc:
-            return await self._suppressions(request, viewer, code=exc.http_status, error=str(exc))
+            except EinmalError as exc:
+                refused = exc
+        if refused is not None:  # the page again, with the service's sentence
+            return await self._suppressions(request, viewer, code=refused.http_status, error=str(refused))
         said = f"Suppressed {found.email_lower}." if added else f"{found.email_lower} was suppressed already."
         return await self._suppressions(request, viewer, notice=said)
 
