@@ -207,7 +207,7 @@ async def put_subscriber(
 )
 async def delete_subscriber(email: Email, conn: Conn, key: Key) -> Response:
     try:
-        await subscriber.erase(conn, account_id=key.account_id, email=email)
+        await subscriber.erase(conn, account_id=key.account_id, email=email, actor=f"api:key {key.id}")
     except erasure.Unknown:
         raise not_found("subscriber") from None
     except erasure.Busy as exc:

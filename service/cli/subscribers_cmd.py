@@ -88,7 +88,7 @@ async def export_command(args: argparse.Namespace, settings: Settings) -> int:
 async def delete_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn, conn.transaction():
         account_id = await find_account(conn, name=args.account)
-        erased = await erasure.erase(conn, account_id, args.email)
+        erased = await erasure.erase(conn, account_id, args.email, "cli")
     print(f"erased {erased}; its address stays suppressed")
     return 0
 

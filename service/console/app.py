@@ -11,11 +11,16 @@
     GET  /campaigns/{id}/preview   the message one subscriber would get; POST …/test sends it to an address
     GET  /campaigns/{id}/progress  one campaign's progress (a fragment the dashboard asks again every few seconds)
     GET  /audit, /audit.csv      the audit log, a page at a time, or all of it as CSV
+    GET  /subscribers            a search of an account's subscribers by address or attribute (subscribers.py)
+    GET  /subscribers/{email}    a subscriber: its lists, attributes and history; …/erase GET asks, POST erases
+    GET  /lists, /segments, /segments/{name}   lists with their sign-ups' state; segments, one counted (audience.py)
+    GET  /suppressions, POST /suppressions, POST /suppressions/{mailbox}/remove   listed, found, added, removed
     GET  /static/…               the stylesheet and htmx
 
 Every route but the sign-in and the static files needs a session (guard.py). Signing in and out is
 signing.py's, the pages views.py's: an operator sees every account, a member its own (another account's
-campaign, or its audit log, is 404 as in the API). Each page calls the service functions the API and the
+campaign, subscriber, segment, or its audit log, is 404 as in the API; an operator names the account of an
+audience page with ?account=NAME). Each page calls the service functions the API and the
 command line call; the console runs no SQL of its own."""
 
 import logging
@@ -37,10 +42,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service import db
 from service.accounts import doctor
 from service.console import guard
+from service.console.audience import AudiencePages
 from service.console.campaigns import VERBS, CampaignPages
 from service.console.drafts import Drafting
 from service.console.render import HEADERS, STATIC, problem
 from service.console.signing import SignIn
+from service.console.subscribers import SubscriberPages
 from service.console.views import Pages
 from service.errors import Busy, EinmalError
 from service.mail.mailing import Mailing
@@ -91,6 +98,7 @@ class Console:
         signing, pages = SignIn(self.connected, config.limits), Pages(self.connected, config.node_timeout)
         campaigns = CampaignPages(self.connected, config.node_timeout, config.checkup)
         making = Drafting(self.connected, campaigns, config.settings)
+        people, audience = SubscriberPages(self.connected), AudiencePages(self.connected, config.checkup.mailing)
 
         def signed(handler: guard.Handler) -> Callable[[Request], Awaitable[Response]]:
             return guard.signed_in(self.find, handler)
@@ -113,6 +121,16 @@ class Console:
             ),
             Route("/audit", signed(pages.audit_page), methods=["GET"]),
             Route("/audit.csv", signed(pages.audit_csv), methods=["GET"]),
+            Route("/subscribers", signed(people.search), methods=["GET"]),
+            Route("/subscribers/{email}", signed(people.one), methods=["GET"]),
+            Route("/subscribers/{email}/erase", signed(people.confirm_erase), methods=["GET"]),
+            Route("/subscribers/{email}/erase", signed(people.erase), methods=["POST"]),
+            Route("/lists", signed(audience.lists), methods=["GET"]),
+            Route("/segments", signed(audience.segments), methods=["GET"]),
+            Route("/segments/{segment_name}", signed(audience.segment), methods=["GET"]),
+            Route("/suppressions", signed(audience.suppressions), methods=["GET"]),
+            Route("/suppressions", signed(audience.suppress), methods=["POST"]),
+            Route("/suppressions/{mailbox}/remove", signed(audience.unsuppress), methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC)),
         ]
         handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
