@@ -20,13 +20,13 @@ def _signature(key: bytes, account_id: int, campaign_id: int, subscriber_id: int
 class Signer:
     """The token with the key prepared once (the sender signs one per confirmation message)."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_mac",)
 
     def __init__(self, secret: Secret):
-        self._key = unsubscribe.signing_key(secret)
+        self._mac = unsubscribe.Mac(unsubscribe.signing_key(secret))
 
     def token(self, account_id: int, campaign_id: int, subscriber_id: int) -> str:
-        signature = _signature(self._key, account_id, campaign_id, subscriber_id).decode()
+        signature = self._mac.signature(f"{PURPOSE}:{account_id}:{campaign_id}:{subscriber_id}".encode()).decode()
         return f"{account_id}.{campaign_id}.{subscriber_id}.{signature}"
 
 
