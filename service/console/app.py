@@ -8,6 +8,11 @@
     POST /campaigns/{id}/approve, …/pause, …/resume, …/cancel   the transition, and the campaign's page again
     GET  /campaigns/{id}/progress  one campaign's progress (a fragment the dashboard asks again every few seconds)
     GET  /audit, /audit.csv      the audit log, a page at a time, or all of it as CSV
+    GET  /deliverability         an account's bounce and complaint rates of 30 days, the doctor's kept findings
+    GET  /webhooks, /webhooks/{id}  its webhook endpoints; one's deliveries (operations.py)
+    POST /webhooks/{id}/replay   its parked deliveries pending again, and its page again
+    GET  /messages, /messages/{id}  its transactional messages, newest first; a message's state
+    GET  /sequences, /sequences/{id}  its sequences; one's funnel: the members each step reached
     GET  /static/…               the stylesheet and htmx
 
 Every route but the sign-in and the static files needs a session (guard.py). Signing in and out is
@@ -35,6 +40,7 @@ from service import db
 from service.accounts import doctor
 from service.console import guard
 from service.console.campaigns import VERBS, CampaignPages
+from service.console.operations import OperationsPages
 from service.console.render import HEADERS, STATIC, problem
 from service.console.signing import SignIn
 from service.console.views import Pages
@@ -77,6 +83,7 @@ class Console:
 
         signing, pages = SignIn(self.connected, config.limits), Pages(self.connected, config.node_timeout)
         campaigns = CampaignPages(self.connected, config.node_timeout, config.checkup)
+        ops = OperationsPages(self.connected)
 
         def signed(handler: guard.Handler) -> Callable[[Request], Awaitable[Response]]:
             return guard.signed_in(self.find, handler)
@@ -95,6 +102,14 @@ class Console:
             ),
             Route("/audit", signed(pages.audit_page), methods=["GET"]),
             Route("/audit.csv", signed(pages.audit_csv), methods=["GET"]),
+            Route("/deliverability", signed(ops.deliverability), methods=["GET"]),
+            Route("/webhooks", signed(ops.webhooks), methods=["GET"]),
+            Route("/webhooks/{endpoint_id:int}", signed(ops.webhook), methods=["GET"]),
+            Route("/webhooks/{endpoint_id:int}/replay", signed(ops.replay), methods=["POST"]),
+            Route("/messages", signed(ops.messages), methods=["GET"]),
+            Route("/messages/{message_id:int}", signed(ops.message), methods=["GET"]),
+            Route("/sequences", signed(ops.sequences), methods=["GET"]),
+            Route("/sequences/{sequence_id:int}", signed(ops.sequence), methods=["GET"]),
             Mount("/static", StaticFiles(directory=STATIC)),
         ]
         handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {

@@ -51,6 +51,18 @@ def counted(found: status.Snapshot) -> Progress:
     )
 
 
+async def account_asked(conn: asyncpg.Connection, request: Request, viewer: sessions.Viewer) -> int | None:
+    """The account a page is asked for (`?account=NAME`; None: every account, an operator's only); NotFound for
+    another account than a member's own."""
+    named = request.query_params.get("account") or None
+    if named is None:
+        return viewer.account_id
+    account_id = await find_account(conn, name=named)
+    if viewer.account_id is not None and account_id != viewer.account_id:
+        raise NotFound(f"no account named {shown(named)}")
+    return account_id
+
+
 class Pages:
     def __init__(self, connected: Connect, node_timeout: float) -> None:
         self.connected, self.node_timeout = connected, node_timeout
@@ -74,22 +86,11 @@ class Pages:
             shown_progress = await self._progress(conn, campaign_id)
         return viewer_page("progress.html", request, viewer, p=shown_progress)
 
-    async def _account(self, conn: asyncpg.Connection, request: Request, viewer: sessions.Viewer) -> int | None:
-        """The account whose audit log is asked for (`?account=NAME`; None: every account's, an operator's
-        only); NotFound for another account than a member's own."""
-        named = request.query_params.get("account") or None
-        if named is None:
-            return viewer.account_id
-        account_id = await find_account(conn, name=named)
-        if viewer.account_id is not None and account_id != viewer.account_id:
-            raise NotFound(f"no account named {shown(named)}")
-        return account_id
-
     async def audit_page(self, request: Request, viewer: sessions.Viewer) -> Response:
         before = request.query_params.get("before", "")
         cursor = int(before) if before.isascii() and before.isdigit() and len(before) <= 18 else 2**63 - 1
         async with self.connected() as conn:
-            account_id = await self._account(conn, request, viewer)
+            account_id = await account_asked(conn, request, viewer)
             lines = await audit.page(conn, account_id=account_id, before=cursor, limit=AUDIT_ROWS + 1)
         more = lines[AUDIT_ROWS].id + 1 if len(lines) > AUDIT_ROWS else None
         named = request.query_params.get("account", "")
@@ -97,7 +98,7 @@ class Pages:
 
     async def audit_csv(self, request: Request, viewer: sessions.Viewer) -> Response:
         async with self.connected() as conn:
-            account_id = await self._account(conn, request, viewer)
+            account_id = await account_asked(conn, request, viewer)
 
         async def chunks() -> AsyncIterator[str]:
             async with self.connected(EXPORT_SECONDS) as conn:
