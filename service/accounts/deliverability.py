@@ -52,6 +52,16 @@ def judged(percent: float | None, limit: float, aim: float | None = None) -> str
     return "watch" if aim is not None and percent >= aim else "ok"
 
 
+def trailing(days: tuple[Day, ...], events: str, window: int = 7) -> list[float | None]:
+    """Each day's rate over the `window` days ending with it: a complaint comes days after its message, so a
+    day's own events over its own deliveries would say little."""
+    rates = []
+    for i in range(len(days)):
+        seen = days[max(0, i - window + 1) : i + 1]
+        rates.append(rate(sum(getattr(d, events) for d in seen), sum(d.delivered for d in seen)))
+    return rates
+
+
 @dataclass(frozen=True)
 class Deliverability:
     days: tuple[Day, ...]  # DAYS of them, oldest first, today last

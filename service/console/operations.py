@@ -62,19 +62,21 @@ class OperationsPages:
     async def deliverability(self, request: Request, viewer: sessions.Viewer) -> Response:
         async def load(conn, account_id: int) -> dict:
             found = await deliverability.of_account(conn, account_id=account_id)
-            complaints = [deliverability.rate(d.complained, d.delivered) for d in found.days]
-            bounces = [deliverability.rate(d.bounced, d.delivered) for d in found.days]
+            complaints = deliverability.trailing(found.days, "complained")
+            bounces = deliverability.trailing(found.days, "bounced")
             limits = deliverability
             return {
                 "d": found,
                 "limits": limits,
                 "complaint_chart": rate_chart(
-                    "Complaint rate a day, per cent of messages delivered",
+                    "Complaint rate of the 7 days to each day, per cent of messages delivered",
                     complaints,
                     [(limits.COMPLAINTS_AIM, "aim"), (limits.COMPLAINTS_LIMIT, "limit")],
                 ),
                 "bounce_chart": rate_chart(
-                    "Hard-bounce rate a day, per cent of messages delivered", bounces, [(limits.BOUNCES_LIMIT, "limit")]
+                    "Hard-bounce rate of the 7 days to each day, per cent of messages delivered",
+                    bounces,
+                    [(limits.BOUNCES_LIMIT, "limit")],
                 ),
             }
 

@@ -152,7 +152,9 @@ async def operated(conn: asyncpg.Connection, account: str) -> dict[str, int]:
     await conn.execute(
         "INSERT INTO einmal.list_members (list_id, subscriber_id) SELECT $1, unnest($2::bigint[])", list_id, subscribers
     )
-    sequence = await sequences.create(conn, account_id=account_id, name=f"Welcome to {account}", list_name="news")
+    sequence = await sequences.create(
+        conn, account_id=account_id, name=f"Welcome to {account}", list_name="news", existing=True
+    )
     step = await conn.fetchval(
         *db.sql(
             "sequence_step_create",
