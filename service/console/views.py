@@ -12,6 +12,8 @@ from starlette.responses import Response, StreamingResponse
 from service import audit
 from service.accounts.account import find_account
 from service.campaigns import listing, status
+from service.console.guard import Refused
+from service.console.live import POLL_SECONDS, Live
 from service.console.render import Connect, viewer_page
 from service.errors import NotFound
 from service.text import shown
@@ -66,9 +68,15 @@ async def account_asked(conn: asyncpg.Connection, request: Request, viewer: sess
 class Pages:
     def __init__(self, connected: Connect, node_timeout: float) -> None:
         self.connected, self.node_timeout = connected, node_timeout
+        self.live: Live[Progress] = Live()
 
     async def _progress(self, conn: asyncpg.Connection, campaign_id: int) -> Progress:
-        return counted(await status.snapshot(conn, campaign_id=campaign_id, node_timeout=self.node_timeout))
+        """The campaign's progress as live.py shares it: loaded at most once per FRESH_SECONDS."""
+
+        async def load() -> Progress:
+            return counted(await status.snapshot(conn, campaign_id=campaign_id, node_timeout=self.node_timeout))
+
+        return await self.live.progress(campaign_id, load)
 
     async def dashboard(self, request: Request, viewer: sessions.Viewer) -> Response:
         async with self.connected() as conn:
@@ -80,6 +88,9 @@ class Pages:
         campaign_id = request.path_params["campaign_id"]
         if not 0 < campaign_id < 2**63:
             raise NotFound("no such campaign")
+        if not self.live.allowed(viewer.session_id):
+            wait = str(int(POLL_SECONDS))
+            raise Refused(429, "Too many", "This session asks for progress too often.", {"Retry-After": wait})
         async with self.connected() as conn:
             if viewer.account_id is not None:
                 await listing.owned(conn, account_id=viewer.account_id, campaign_id=campaign_id)
