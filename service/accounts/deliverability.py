@@ -96,8 +96,28 @@ class Deliverability:
         return judged(self.complaint_rate, COMPLAINTS_LIMIT, COMPLAINTS_AIM)
 
 
+def since(days: int = DAYS) -> dt.datetime:
+    """The start of the window: midnight UTC `days - 1` days before today's."""
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return today - dt.timedelta(days=days - 1)
+
+
 async def of_account(conn: asyncpg.Connection, *, account_id: int, days: int = DAYS) -> Deliverability:
-    rows = await conn.fetch(*db.sql("deliverability_days", account_id=account_id, days=days))
+    """The account's figures of the last `days` days. A campaign that ended is counted once from its send rows
+    (sql/queries/campaign_days_count.sql), then read from einmal.campaign_days; one sending or paused is
+    counted from its send rows each time."""
+    start = since(days)
+    live, counted = [], []
+    for c in await conn.fetch(*db.sql("deliverability_campaigns", account_id=account_id, since=start)):
+        if c["live"]:
+            live.append(c["id"])
+            continue
+        if not c["counted"]:
+            await conn.execute(*db.sql("campaign_days_count", campaign_id=c["id"]))
+        counted.append(c["id"])
+    rows = await conn.fetch(
+        *db.sql("deliverability_days", account_id=account_id, days=days, since=start, live=live, counted=counted)
+    )
     kept = [
         Kept(r["domain"], r["checked_at"], tuple(Finding(**f) for f in json.loads(r["findings"])))
         for r in await conn.fetch(*db.sql("doctor_reports_kept", account_id=account_id))

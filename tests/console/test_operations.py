@@ -131,3 +131,19 @@ async def test_messages_and_a_sequences_funnel_and_an_operator_choosing_the_acco
             assert f'action="/console/webhooks/{theirs["endpoint_id"]}/replay?account=other"' in theirs_page.text
             wrong = await operator.get(f"/console/webhooks/{theirs['endpoint_id']}", params={"account": "acme"})
             assert wrong.status_code == 404
+
+
+async def test_an_ended_campaigns_days_are_counted_once_and_outlive_its_send_rows(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    await accounts(conn, "acme")
+    campaign = await sending_campaign(conn, "acme", "Spring", rows=40)  # 10 sent
+    await conn.execute("UPDATE einmal.sends SET sent_at = now() - interval '2 days' WHERE status = 'sent'")
+    await conn.execute("UPDATE einmal.campaigns SET status = 'sent', sent_at = now() WHERE id = $1", campaign)
+    async with http_server(dsn) as base, signed_in(base, "acme-member") as member:
+        first = (await member.get("/console/deliverability")).text
+        days = await conn.fetch("SELECT day, delivered FROM einmal.campaign_days WHERE campaign_id = $1", campaign)
+        await conn.execute("DELETE FROM einmal.sends WHERE campaign_id = $1", campaign)  # as a prune does
+        again = (await member.get("/console/deliverability")).text
+    assert "10 messages delivered" in first and "10 messages delivered" in again
+    assert sorted(r["delivered"] for r in days) == [0, 10]  # the marker, and the day of the 10

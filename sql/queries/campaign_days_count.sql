@@ -1,0 +1,9 @@
+-- Ended campaign :campaign_id's messages delivered a day (UTC) at a time, counted once from its send rows, with the
+-- row of day '-infinity' that marks it counted. Two readers counting it at once: the second writes nothing.
+INSERT INTO einmal.campaign_days (campaign_id, day, delivered)
+SELECT :campaign_id, (sent_at AT TIME ZONE 'UTC')::date, count(*)
+FROM einmal.sends WHERE campaign_id = :campaign_id AND status = 'sent' AND sent_at IS NOT NULL
+GROUP BY 2
+UNION ALL
+SELECT :campaign_id, '-infinity', 0
+ON CONFLICT DO NOTHING
