@@ -30,7 +30,9 @@
 15. two accounts on one node at EINMAL_RATE_LIMIT=20: B's message p99 and B's campaign rate while A floods 600
     messages, each against B alone (bench/fairness.py; alone: `python -m bench.fairness`);
 16. the recipient build of a campaign narrowed by a segment, and of one taking every member, over --subscribers
-    (1,000,000), against the bare list build of the same run (bench/segments.py; alone: `python -m bench.segments`).
+    (1,000,000), against the bare list build of the same run (bench/segments.py; alone: `python -m bench.segments`);
+17. the console's pages' p95 over --subscribers (1,000,000) with a campaign of 100,000 sending, 4 signed-in
+    clients walking every page (bench/console.py; --quick: 5,000 sending; alone: `python -m bench.console`).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
 bench could not run, 3 when smtp-sink is missing and cannot be installed.
@@ -50,6 +52,7 @@ from bench import (
     batch,
     bounces,
     build,
+    console,
     database,
     fairness,
     latency,
@@ -158,6 +161,10 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
     segments.report(await segments.measure(server, args.subscribers), say)
     for line in (await fairness.measure(server, sink, flood=600, rate=20.0, tick=args.tick)).rows():
         say(line)
+    sending = 5_000 if args.quick else 100_000
+    console.report(
+        await console.measure(server, args.subscribers, min(sending, args.subscribers), 5 if args.quick else 20), say
+    )
 
 
 def relay_messages(args: argparse.Namespace) -> int:

@@ -68,6 +68,9 @@ FIGURES = [
     r"a segment taking every member, the same\s+[\d.]+ s = [\d.]+ × bare \([\d,]+ rows\)\s+<= 2 × bare\s+(PASS|MISS)$",
     r"B's message p99 while A floods 600\s+\d+ ms = [\d.]+ × alone\s+<= 2 × alone\s+(PASS|MISS)$",
     r"B's campaign \+ messages while A floods\s+[\d.]+/s = [\d.]+ × fair share\s+>= fair share\s+(PASS|MISS)$",
+    r"  console deliverability\s+p50 \d+ ms, p95 \d+ ms\s+-$",
+    r"console pages p95, 5,000 subscribers, 5,000 sending\s+\d+ ms \([\d,]+ sent meanwhile, 0 not 200\)\s+<= 200 ms\s+"
+    r"(PASS|MISS)$",
 ]
 VERDICT = re.compile(r"\s(PASS|MISS|-)$")
 RATIO = re.compile(r"([^\s=]+) × (wire|bare|pool|unsigned|today's|1 account|httpx)")
