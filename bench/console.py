@@ -29,8 +29,9 @@ import httpx
 from bench import database
 from bench.api import _free_port, _ready
 from bench.report import row
-from service import db
-from service.sequences import sequences
+from service.mail.mailing import Mailing
+from service.sequences import sequences, steps
+from service.settings import Settings
 from service.users import users
 
 NAME = "einmal_bench_console"
@@ -38,6 +39,11 @@ CLIENTS, RATE, BATCH = 4, 2_000, 100  # browsers at once; the campaign's rows se
 TARGET_MS = 200.0
 PASSWORD = "bench console password"
 TOKEN = re.compile(r'name="form_token" value="([^"]+)"')
+# a sequence step's messages to the first $3 members of list $2, sent
+SENT = """INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, status, sent_at)
+SELECT $1::bigint, s.account_id, s.id, s.email, s.email_lower, 'campaign:' || $1::bigint || ':' || s.id, 'sent', now()
+FROM einmal.list_members m JOIN einmal.subscribers s ON s.id = m.subscriber_id WHERE m.list_id = $2
+ORDER BY s.id LIMIT $3"""
 
 
 @dataclass
@@ -70,39 +76,19 @@ async def seed(dsn: str, subscribers: int, recipients: int) -> dict[str, int]:
         list_id = await conn.fetchval(
             "SELECT id FROM einmal.lists WHERE account_id = $1 AND name = 'welcome'", account_id
         )
+        mailing = Mailing.of(Settings(unsubscribe_url="https://example.org/u", unsubscribe_secret="s" * 32))
         for position, reached in ((1, 8_000), (2, 4_000), (3, 1_000)):
-            step = await conn.fetchval(
-                *db.sql(
-                    "sequence_step_create",
-                    account_id=account_id,
-                    step_name=f"step {position}",
-                    subject=f"Step {position}",
-                    from_address="news@example.com",
-                    text="b",
-                    html=None,
-                    list_id=list_id,
-                    paused=False,
-                    reply_to=None,
-                    language=None,
-                    sequence_id=found.id,
-                    position=position,
-                    delay_seconds=86400 * (position - 1),
-                    window_from=None,
-                    window_to=None,
-                    window_zone=None,
-                )
+            step = await steps.add(
+                conn,
+                mailing=mailing,
+                account_id=account_id,
+                sequence_id=found.id,
+                subject=f"Step {position}",
+                from_address="news@example.com",
+                text="b",
+                delay_seconds=86400 * (position - 1),
             )
-            await conn.execute("SELECT einmal.sends_partition($1)", step)
-            await conn.execute(
-                "INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, "
-                "status, sent_at) SELECT $1::bigint, account_id, subscriber_id, s.email, s.email_lower, "
-                "'campaign:' || $1::bigint || ':' || subscriber_id, 'sent', now() FROM einmal.list_members m "
-                "JOIN einmal.subscribers s ON s.id = m.subscriber_id WHERE m.list_id = $2 ORDER BY subscriber_id "
-                "LIMIT $3",
-                step,
-                list_id,
-                reached,
-            )
+            await conn.execute(SENT, step.campaign_id, list_id, reached)
         await users.add(conn, name="bench@example.org", account="bench", password=PASSWORD, actor="bench")
         await conn.execute("ANALYZE")
         return {

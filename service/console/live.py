@@ -1,8 +1,9 @@
 """Live progress without polling storms. The dashboard's sending campaigns each ask for their progress every
 POLL_SECONDS (htmx, templates/progress.html); however many browsers watch, the database is asked once per
-campaign per FRESH_SECONDS in a process (`Live.progress`: the snapshot is shared, and one load of a campaign at a
-time), and a session is answered at most PER_SESSION fragments per POLL_SECONDS (a token bucket; past it, 429 and
-the fragment stays as it was). Both tables are bounded: the least recently used entries go first."""
+campaign per FRESH_SECONDS in a process (`Live.progress`: the snapshot is shared, one load of a campaign at a
+time, and those asking meanwhile get the one before), and a session is answered at most PER_SESSION fragments
+per POLL_SECONDS (a token bucket; past it, 429 and the fragment stays as it was). Both tables are bounded: the
+least recently used entries go first."""
 
 import time
 from collections import OrderedDict
@@ -38,8 +39,11 @@ class Live(Generic[T]):
 
     async def progress(self, campaign_id: int, load: Callable[[], Awaitable[T]]) -> T:
         """The campaign's progress: the one loaded within FRESH_SECONDS, else `load()`ed now, one load of a
-        campaign at a time (those asking meanwhile take its result)."""
+        campaign at a time (those asking meanwhile get the last one loaded, or wait for the first)."""
         lock = self.loading.setdefault(campaign_id, anyio.Lock())
+        kept = self.shown.get(campaign_id)
+        if lock.locked() and kept is not None:
+            return kept[1]  # being loaded again: the last answer meanwhile, rather than wait for the new one
         try:
             async with lock:
                 kept = self.shown.get(campaign_id)

@@ -147,3 +147,20 @@ async def test_an_ended_campaigns_days_are_counted_once_and_outlive_its_send_row
         again = (await member.get("/console/deliverability")).text
     assert "10 messages delivered" in first and "10 messages delivered" in again
     assert sorted(r["delivered"] for r in days) == [0, 10]  # the marker, and the day of the 10
+
+
+async def test_a_campaign_pruned_before_it_was_counted_counts_its_sent_on_the_day_it_finished(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    await accounts(conn, "acme")
+    campaign = await sending_campaign(conn, "acme", "Spring", rows=40)  # 10 sent
+    await conn.execute("DELETE FROM einmal.sends WHERE campaign_id = $1", campaign)  # as a prune does
+    await conn.execute("INSERT INTO einmal.campaign_counts (campaign_id, status, n) VALUES ($1, 'sent', 10)", campaign)
+    await conn.execute(
+        "UPDATE einmal.campaigns SET status = 'sent', sent_at = now() - interval '3 days', pruned_at = now() "
+        "WHERE id = $1",
+        campaign,
+    )
+    async with http_server(dsn) as base, signed_in(base, "acme-member") as member:
+        page = (await member.get("/console/deliverability")).text
+    assert "10 messages delivered" in page

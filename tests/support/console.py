@@ -8,8 +8,9 @@ from contextlib import asynccontextmanager
 import asyncpg
 import httpx
 
-from service import db
-from service.sequences import sequences
+from service.mail.mailing import Mailing
+from service.sequences import sequences, steps
+from service.settings import Settings
 from service.users import users
 
 PASSWORD = "correct horse battery"
@@ -155,28 +156,17 @@ async def operated(conn: asyncpg.Connection, account: str) -> dict[str, int]:
     sequence = await sequences.create(
         conn, account_id=account_id, name=f"Welcome to {account}", list_name="news", existing=True
     )
-    step = await conn.fetchval(
-        *db.sql(
-            "sequence_step_create",
-            account_id=account_id,
-            step_name="step 1",
-            subject=f"Hello from {account}",
-            from_address="news@example.com",
-            text="b",
-            html=None,
-            list_id=list_id,
-            paused=False,
-            reply_to=None,
-            language=None,
-            sequence_id=sequence.id,
-            position=1,
-            delay_seconds=0,
-            window_from=None,
-            window_to=None,
-            window_zone=None,
-        )
+    mailing = Mailing.of(Settings(unsubscribe_url="https://example.org/u", unsubscribe_secret="s" * 32))
+    added = await steps.add(
+        conn,
+        mailing=mailing,
+        account_id=account_id,
+        sequence_id=sequence.id,
+        subject=f"Hello from {account}",
+        from_address="news@example.com",
+        text="b",
     )
-    await conn.execute("SELECT einmal.sends_partition($1)", step)
+    step = added.campaign_id
     await conn.execute(
         "INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, status, "
         "sent_at) SELECT $1::bigint, $2, id, email, email_lower, 'campaign:' || $1::bigint || ':' || id, 'sent', now() "
