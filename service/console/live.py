@@ -1,16 +1,24 @@
 """Live progress without polling storms. The dashboard's sending campaigns each ask for their progress every
 POLL_SECONDS (htmx, templates/progress.html); however many browsers watch, the database is asked once per
-campaign per FRESH_SECONDS in a process (`Live.progress`: the snapshot is shared, one load of a campaign at a
-time, and those asking meanwhile get the one before), and a session is answered at most PER_SESSION fragments
-per POLL_SECONDS (a token bucket; past it, 429 and the fragment stays as it was). Both tables are bounded: the
-least recently used entries go first."""
+campaign per FRESH_SECONDS in a process (`Live.progress`): the first answer is loaded by the request that asks
+(one load of a campaign at a time, the others wait for it); after that every request gets the answer kept, and
+one older than FRESH_SECONDS is loaded again in the background, so no request waits for a count of the
+campaign's rows. A session is answered at most PER_SESSION fragments per POLL_SECONDS (a token bucket; past it,
+429 and the fragment stays as it was). The tables are bounded: the least recently used entries go first, and at
+most one load of a campaign runs at a time."""
 
+import asyncio
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 import anyio
+import asyncpg
+
+from service import db
+from service.errors import EinmalError
 
 POLL_SECONDS = 5.0  # templates/progress.html asks again this often
 FRESH_SECONDS = 2.0  # a campaign's progress is loaded again once older than this
@@ -18,13 +26,15 @@ PER_SESSION = 25  # fragments a session is answered per POLL_SECONDS: a dashboar
 MAX_SESSIONS, MAX_CAMPAIGNS = 10_000, 10_000  # entries kept of each
 
 T = TypeVar("T")
+log = logging.getLogger("einmal.console")
 
 
 class Live(Generic[T]):
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.shown: OrderedDict[int, tuple[float, T]] = OrderedDict()  # campaign: (when loaded, progress)
-        self.loading: dict[int, anyio.Lock] = {}
+        self.loading: dict[int, anyio.Lock] = {}  # a campaign's first load, awaited
+        self.refreshing: dict[int, asyncio.Task[None]] = {}  # a campaign's load again, in the background
         self.buckets: OrderedDict[int, tuple[float, float]] = OrderedDict()  # session: (tokens, when counted)
 
     def allowed(self, session_id: int) -> bool:
@@ -37,24 +47,40 @@ class Live(Generic[T]):
             self.buckets.popitem(last=False)
         return tokens >= 1
 
-    async def progress(self, campaign_id: int, load: Callable[[], Awaitable[T]]) -> T:
-        """The campaign's progress: the one loaded within FRESH_SECONDS, else `load()`ed now, one load of a
-        campaign at a time (those asking meanwhile get the last one loaded, or wait for the first)."""
-        lock = self.loading.setdefault(campaign_id, anyio.Lock())
+    async def progress(
+        self, campaign_id: int, load: Callable[[], Awaitable[T]], again: Callable[[], Awaitable[T]] | None = None
+    ) -> T:
+        """The campaign's progress as kept (loaded again in the background by `again` once stale), else
+        `load()`ed now, one first load of a campaign at a time. `load` may use the request's connection; `again`
+        (`load` when None) outlives the request, so takes a connection of its own."""
         kept = self.shown.get(campaign_id)
-        if lock.locked() and kept is not None:
-            return kept[1]  # being loaded again: the last answer meanwhile, rather than wait for the new one
+        if kept is not None:
+            if self.clock() - kept[0] >= FRESH_SECONDS and campaign_id not in self.refreshing:
+                task = self._again(campaign_id, again or load)
+                self.refreshing[campaign_id] = asyncio.get_running_loop().create_task(task)
+            return kept[1]
+        lock = self.loading.setdefault(campaign_id, anyio.Lock())
         try:
             async with lock:
-                kept = self.shown.get(campaign_id)
-                if kept is not None and self.clock() - kept[0] < FRESH_SECONDS:
-                    return kept[1]
+                if (kept := self.shown.get(campaign_id)) is not None:
+                    return kept[1]  # loaded while this one waited
                 found = await load()
-                self.shown[campaign_id] = (self.clock(), found)
-                self.shown.move_to_end(campaign_id)
-                if len(self.shown) > MAX_CAMPAIGNS:
-                    self.shown.popitem(last=False)
+                self._keep(campaign_id, found)
                 return found
         finally:
             if not lock.locked() and not lock.statistics().tasks_waiting:
                 self.loading.pop(campaign_id, None)
+
+    async def _again(self, campaign_id: int, load: Callable[[], Awaitable[T]]) -> None:
+        try:
+            self._keep(campaign_id, await load())
+        except (*db.DOWN, asyncpg.PostgresError, EinmalError) as exc:  # the answer kept stays until the next try
+            log.warning("console: campaign %d's progress not loaded again: %s", campaign_id, type(exc).__name__)
+        finally:
+            self.refreshing.pop(campaign_id, None)
+
+    def _keep(self, campaign_id: int, found: T) -> None:
+        self.shown[campaign_id] = (self.clock(), found)
+        self.shown.move_to_end(campaign_id)
+        if len(self.shown) > MAX_CAMPAIGNS:
+            self.shown.popitem(last=False)

@@ -71,12 +71,17 @@ class Pages:
         self.live: Live[Progress] = Live()
 
     async def _progress(self, conn: asyncpg.Connection, campaign_id: int) -> Progress:
-        """The campaign's progress as live.py shares it: loaded at most once per FRESH_SECONDS."""
+        """The campaign's progress as live.py shares it: loaded at most once per FRESH_SECONDS; the first time on
+        the request's connection, again in the background on a connection of its own."""
 
-        async def load() -> Progress:
-            return counted(await status.snapshot(conn, campaign_id=campaign_id, node_timeout=self.node_timeout))
+        async def load(on: asyncpg.Connection = conn) -> Progress:
+            return counted(await status.snapshot(on, campaign_id=campaign_id, node_timeout=self.node_timeout))
 
-        return await self.live.progress(campaign_id, load)
+        async def again() -> Progress:
+            async with self.connected() as own:
+                return await load(own)
+
+        return await self.live.progress(campaign_id, load, again)
 
     async def dashboard(self, request: Request, viewer: sessions.Viewer) -> Response:
         async with self.connected() as conn:
