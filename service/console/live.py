@@ -1,11 +1,12 @@
 """Live progress without polling storms. The dashboard's sending campaigns each ask for their progress every
 POLL_SECONDS (htmx, templates/progress.html); however many browsers watch, the database is asked once per
-campaign per FRESH_SECONDS in a process (`Live.progress`): the first answer is loaded by the request that asks
+campaign per FRESH_SECONDS in a process (`Live.get`): the first answer is loaded by the request that asks
 (one load of a campaign at a time, the others wait for it); after that every request gets the answer kept, and
 one older than FRESH_SECONDS is loaded again in the background, so no request waits for a count of the
 campaign's rows. A session is answered at most PER_SESSION fragments per POLL_SECONDS (a token bucket; past it,
 429 and the fragment stays as it was). The tables are bounded: the least recently used entries go first, and at
-most one load of a campaign runs at a time."""
+most one load of a campaign runs at a time. An account's deliverability is kept the same way
+(operations.py), for a minute."""
 
 import asyncio
 import logging
@@ -30,8 +31,8 @@ log = logging.getLogger("einmal.console")
 
 
 class Live(Generic[T]):
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
+    def __init__(self, clock: Callable[[], float] = time.monotonic, fresh: float = FRESH_SECONDS) -> None:
+        self.clock, self.fresh = clock, fresh
         self.shown: OrderedDict[int, tuple[float, T]] = OrderedDict()  # campaign: (when loaded, progress)
         self.loading: dict[int, anyio.Lock] = {}  # a campaign's first load, awaited
         self.refreshing: dict[int, asyncio.Task[None]] = {}  # a campaign's load again, in the background
@@ -47,7 +48,7 @@ class Live(Generic[T]):
             self.buckets.popitem(last=False)
         return tokens >= 1
 
-    async def progress(
+    async def get(
         self, campaign_id: int, load: Callable[[], Awaitable[T]], again: Callable[[], Awaitable[T]] | None = None
     ) -> T:
         """The campaign's progress as kept (loaded again in the background by `again` once stale), else
@@ -55,7 +56,7 @@ class Live(Generic[T]):
         (`load` when None) outlives the request, so takes a connection of its own."""
         kept = self.shown.get(campaign_id)
         if kept is not None:
-            if self.clock() - kept[0] >= FRESH_SECONDS and campaign_id not in self.refreshing:
+            if self.clock() - kept[0] >= self.fresh and campaign_id not in self.refreshing:
                 task = self._again(campaign_id, again or load)
                 self.refreshing[campaign_id] = asyncio.get_running_loop().create_task(task)
             return kept[1]
@@ -75,7 +76,7 @@ class Live(Generic[T]):
         try:
             self._keep(campaign_id, await load())
         except (*db.DOWN, asyncpg.PostgresError, EinmalError) as exc:  # the answer kept stays until the next try
-            log.warning("console: campaign %d's progress not loaded again: %s", campaign_id, type(exc).__name__)
+            log.warning("console: %d's answer not loaded again: %s", campaign_id, type(exc).__name__)
         finally:
             self.refreshing.pop(campaign_id, None)
 

@@ -15,6 +15,7 @@ from starlette.responses import Response
 from service import audit
 from service.accounts import account, deliverability, replies
 from service.console.charts import rate_chart
+from service.console.live import Live
 from service.console.render import Connect, viewer_page
 from service.console.views import account_asked
 from service.errors import NotFound
@@ -24,6 +25,7 @@ from service.users import sessions
 from service.webhooks import endpoints
 
 MESSAGE_ROWS, DELIVERY_ROWS = 50, 100
+FIGURES_SECONDS = 60.0  # an account's deliverability is loaded again in the background once older than this
 
 
 def path_id(request: Request, name: str, least: int = 1) -> int:
@@ -41,6 +43,7 @@ def before(request: Request) -> int:
 class OperationsPages:
     def __init__(self, connected: Connect) -> None:
         self.connected = connected
+        self.figures: Live[deliverability.Deliverability] = Live(fresh=FIGURES_SECONDS)  # by account
 
     async def _page(
         self, template: str, request: Request, viewer: sessions.Viewer, load, *, code: int = 200, **values
@@ -61,7 +64,13 @@ class OperationsPages:
 
     async def deliverability(self, request: Request, viewer: sessions.Viewer) -> Response:
         async def load(conn, account_id: int) -> dict:
-            found = await deliverability.of_account(conn, account_id=account_id)
+            async def again() -> deliverability.Deliverability:
+                async with self.connected() as own:
+                    return await deliverability.of_account(own, account_id=account_id)
+
+            found = await self.figures.get(
+                account_id, lambda: deliverability.of_account(conn, account_id=account_id), again
+            )
             complaints = deliverability.trailing(found.days, "complained")
             bounces = deliverability.trailing(found.days, "bounced")
             limits = deliverability

@@ -81,7 +81,7 @@ class Pages:
             async with self.connected() as own:
                 return await load(own)
 
-        return await self.live.progress(campaign_id, load, again)
+        return await self.live.get(campaign_id, load, again)
 
     async def dashboard(self, request: Request, viewer: sessions.Viewer) -> Response:
         async with self.connected() as conn:

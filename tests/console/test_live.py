@@ -43,22 +43,22 @@ async def test_many_askers_share_one_load_and_get_the_kept_one_while_it_loads_ag
     seen: list[int] = []
 
     async def ask() -> None:
-        seen.append(await live.progress(7, load))
+        seen.append(await live.get(7, load))
 
     async with anyio.create_task_group() as tg:
         for _ in range(100):
             tg.start_soon(ask)
     assert seen == [1] * 100 and len(loads) == 1
     clock.now += FRESH_SECONDS / 2
-    assert await live.progress(7, load) == 1
+    assert await live.get(7, load) == 1
     clock.now += FRESH_SECONDS
     async with anyio.create_task_group() as tg:  # stale: the answer kept, while one load runs in the background
         for _ in range(5):
             tg.start_soon(ask)
     assert seen[100:] == [1] * 5 and len(loads) == 2
     await anyio.sleep(0.2)  # the load again done
-    assert await live.progress(7, load) == 2 and live.refreshing == {}
-    assert await live.progress(8, load) == 3 and len(loads) == 3
+    assert await live.get(7, load) == 2 and live.refreshing == {}
+    assert await live.get(8, load) == 3 and len(loads) == 3
     assert live.loading == {}  # no lock kept once its load is done
 
 

@@ -142,8 +142,9 @@ async def test_an_ended_campaigns_days_are_counted_once_and_outlive_its_send_row
     await conn.execute("UPDATE einmal.campaigns SET status = 'sent', sent_at = now() WHERE id = $1", campaign)
     async with http_server(dsn) as base, signed_in(base, "acme-member") as member:
         first = (await member.get("/console/deliverability")).text
-        days = await conn.fetch("SELECT day, delivered FROM einmal.campaign_days WHERE campaign_id = $1", campaign)
-        await conn.execute("DELETE FROM einmal.sends WHERE campaign_id = $1", campaign)  # as a prune does
+    days = await conn.fetch("SELECT day, delivered FROM einmal.campaign_days WHERE campaign_id = $1", campaign)
+    await conn.execute("DELETE FROM einmal.sends WHERE campaign_id = $1", campaign)  # as a prune does
+    async with http_server(dsn) as base, signed_in(base, "acme-member") as member:  # a node that kept nothing
         again = (await member.get("/console/deliverability")).text
     assert "10 messages delivered" in first and "10 messages delivered" in again
     assert sorted(r["delivered"] for r in days) == [0, 10]  # the marker, and the day of the 10
