@@ -33,6 +33,8 @@
     (1,000,000), against the bare list build of the same run (bench/segments.py; alone: `python -m bench.segments`);
 17. the outbound webhook trigger's server CPU per row sent of an account with an endpoint, over the trigger disabled,
     in a database of its own (bench/webhook_trigger.py).
+18. the console's pages' p95 over --subscribers (1,000,000) with a campaign of 100,000 sending, 4 signed-in
+    clients walking every page (bench/console.py; --quick: 5,000 sending; alone: `python -m bench.console`).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
 bench could not run, 3 when smtp-sink is missing and cannot be installed.
@@ -52,6 +54,7 @@ from bench import (
     batch,
     bounces,
     build,
+    console,
     database,
     fairness,
     latency,
@@ -162,6 +165,10 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
     report.webhook_trigger(await trigger_cost(server), say)
     for line in (await fairness.measure(server, sink, flood=600, rate=20.0, tick=args.tick)).rows():
         say(line)
+    sending = 5_000 if args.quick else 100_000
+    console.report(
+        await console.measure(server, args.subscribers, min(sending, args.subscribers), 5 if args.quick else 20), say
+    )
 
 
 async def trigger_cost(server: str) -> float | None:

@@ -15,6 +15,11 @@
     GET  /subscribers/{email}    a subscriber: its lists, attributes and history; …/erase GET asks, POST erases
     GET  /lists, /segments, /segments/{name}   lists with their sign-ups' state; segments, one counted (audience.py)
     GET  /suppressions, POST /suppressions, POST /suppressions/{mailbox}/remove   listed, found, added, removed
+    GET  /deliverability         an account's bounce and complaint rates of 30 days, the doctor's kept findings
+    GET  /webhooks, /webhooks/{id}  its webhook endpoints; one's deliveries (operations.py)
+    POST /webhooks/{id}/replay   its parked deliveries pending again, and its page again
+    GET  /messages, /messages/{id}  its transactional messages, newest first; a message's state
+    GET  /sequences, /sequences/{id}  its sequences; one's funnel: the members each step reached
     GET  /static/…               the stylesheet and htmx
 
 Every route but the sign-in and the static files needs a session (guard.py). Signing in and out is
@@ -45,6 +50,7 @@ from service.console import guard
 from service.console.audience import AudiencePages
 from service.console.campaigns import VERBS, CampaignPages
 from service.console.drafts import Drafting
+from service.console.operations import OperationsPages
 from service.console.render import HEADERS, STATIC, problem
 from service.console.signing import SignIn
 from service.console.subscribers import SubscriberPages
@@ -99,6 +105,7 @@ class Console:
         campaigns = CampaignPages(self.connected, config.node_timeout, config.checkup)
         making = Drafting(self.connected, campaigns, config.settings)
         people, audience = SubscriberPages(self.connected), AudiencePages(self.connected, config.checkup.mailing)
+        ops = OperationsPages(self.connected)
 
         def signed(handler: guard.Handler) -> Callable[[Request], Awaitable[Response]]:
             return guard.signed_in(self.find, handler)
@@ -131,6 +138,14 @@ class Console:
             Route("/suppressions", signed(audience.suppressions), methods=["GET"]),
             Route("/suppressions", signed(audience.suppress), methods=["POST"]),
             Route("/suppressions/{mailbox}/remove", signed(audience.unsuppress), methods=["POST"]),
+            Route("/deliverability", signed(ops.deliverability), methods=["GET"]),
+            Route("/webhooks", signed(ops.webhooks), methods=["GET"]),
+            Route("/webhooks/{endpoint_id:int}", signed(ops.webhook), methods=["GET"]),
+            Route("/webhooks/{endpoint_id:int}/replay", signed(ops.replay), methods=["POST"]),
+            Route("/messages", signed(ops.messages), methods=["GET"]),
+            Route("/messages/{message_id:int}", signed(ops.message), methods=["GET"]),
+            Route("/sequences", signed(ops.sequences), methods=["GET"]),
+            Route("/sequences/{sequence_id:int}", signed(ops.sequence), methods=["GET"]),
             Mount("/static", StaticFiles(directory=STATIC)),
         ]
         handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {

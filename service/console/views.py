@@ -12,6 +12,8 @@ from starlette.responses import Response, StreamingResponse
 from service import audit
 from service.accounts.account import find_account
 from service.campaigns import listing, status
+from service.console.guard import Refused
+from service.console.live import POLL_SECONDS, Live
 from service.console.render import Connect, viewer_page
 from service.errors import NotFound
 from service.text import shown
@@ -66,9 +68,20 @@ async def account_of(conn: asyncpg.Connection, request: Request, viewer: session
 class Pages:
     def __init__(self, connected: Connect, node_timeout: float) -> None:
         self.connected, self.node_timeout = connected, node_timeout
+        self.live: Live[Progress] = Live()
 
     async def _progress(self, conn: asyncpg.Connection, campaign_id: int) -> Progress:
-        return counted(await status.snapshot(conn, campaign_id=campaign_id, node_timeout=self.node_timeout))
+        """The campaign's progress as live.py shares it: loaded at most once per FRESH_SECONDS; the first time on
+        the request's connection, again in the background on a connection of its own."""
+
+        async def load(on: asyncpg.Connection = conn) -> Progress:
+            return counted(await status.snapshot(on, campaign_id=campaign_id, node_timeout=self.node_timeout))
+
+        async def again() -> Progress:
+            async with self.connected() as own:
+                return await load(own)
+
+        return await self.live.get(campaign_id, load, again)
 
     async def dashboard(self, request: Request, viewer: sessions.Viewer) -> Response:
         async with self.connected() as conn:
@@ -80,6 +93,9 @@ class Pages:
         campaign_id = request.path_params["campaign_id"]
         if not 0 < campaign_id < 2**63:
             raise NotFound("no such campaign")
+        if not self.live.allowed(viewer.session_id):
+            wait = str(int(POLL_SECONDS))
+            raise Refused(429, "Too many", "This session asks for progress too often.", {"Retry-After": wait})
         async with self.connected() as conn:
             if viewer.account_id is not None:
                 await listing.owned(conn, account_id=viewer.account_id, campaign_id=campaign_id)

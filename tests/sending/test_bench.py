@@ -72,6 +72,9 @@ FIGURES = [
     r"webhook trigger: server CPU per row sent\s+([\d.]+ µs\s+<= 20 µs\s+(PASS|MISS)"
     r"|not measured: the server is not local\s+<= 20 µs\s+-)$",
     r"B's campaign \+ messages while A floods\s+[\d.]+/s = [\d.]+ × fair share\s+>= fair share\s+(PASS|MISS)$",
+    r"  console deliverability\s+p50 \d+ ms, p95 \d+ ms\s+-$",
+    r"console pages p95, 5,000 subscribers, 5,000 sending\s+\d+ ms \([\d,]+ sent meanwhile, 0 not 200\)\s+<= 200 ms\s+"
+    r"(PASS|MISS)$",
 ]
 VERDICT = re.compile(r"\s(PASS|MISS|-)$")
 RATIO = re.compile(r"([^\s=]+) × (wire|bare|pool|unsigned|today's|1 account|httpx)")

@@ -61,6 +61,7 @@ OPERATIONS = {
     ("post", "/webhooks/{endpoint_id}/replay"): "replay_webhook",
     ("post", "/messages"): "send_message",
     ("post", "/messages/batch"): "send_message_batch",
+    ("get", "/messages"): "list_messages",
     ("get", "/messages/{message_id}"): "get_message",
     ("get", "/message-templates"): "list_message_templates",
     ("get", "/message-templates/{name}"): "get_message_template",
