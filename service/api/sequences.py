@@ -10,9 +10,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.api.campaigns import MAX_BODY_TEXT
+from service.api.campaigns import MAX_BODY_TEXT, Engagement
 from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, RENDERS, Conn, IdempotencyKey, Key, MailingConfig, limiter
 from service.campaigns.fields import MAX_FROM, MAX_SUBJECT
+from service.engagement import counts
 from service.errors import Invalid
 from service.sequences import sequences, steps
 
@@ -66,6 +67,7 @@ class NewStep(BaseModel):
     position: int | None = Field(
         None, ge=1, le=steps.MAX_POSITION, description="absent: after the last (positions are never reused)"
     )
+    track_clicks: bool = Field(False, description="its links rewritten to tracked ones (docs: click tracking)")
 
 
 class StepChanges(BaseModel):
@@ -161,6 +163,30 @@ async def get_sequence(sequence_id: SequenceId, conn: Conn, key: Key) -> Sequenc
     return await progress(conn, key, sequence_id)
 
 
+class StepEngagement(Engagement):
+    position: int
+    campaign_id: int
+    subject: str
+    deleted: bool
+
+
+class SequenceEngagement(BaseModel):
+    sequence_id: int
+    name: str
+    steps: list[StepEngagement] = Field(description="each step's engagement, in order, deleted steps too")
+
+
+@router.get(
+    "/{sequence_id}/stats",
+    operation_id="get_sequence_stats",
+    summary="each step's engagement: delivered, bounced, complained, unsubscribed, clicked",
+    responses=ERRORS,
+)
+async def sequence_stats(sequence_id: SequenceId, conn: Conn, key: Key) -> SequenceEngagement:
+    found = await counts.of_sequence(conn, account_id=key.account_id, sequence_id=sequence_id)
+    return SequenceEngagement(**asdict(found))
+
+
 @router.post(
     "/{sequence_id}/pause",
     operation_id="pause_sequence",
@@ -215,6 +241,7 @@ async def add_step(
         delay_seconds=given.delay_seconds,
         send_window=_window(given.window),
         at=given.position,
+        track_clicks=given.track_clicks,
         timeout=DB_SECONDS,
         limiter=limiter(request, "renders", RENDERS),
     )

@@ -43,5 +43,5 @@ async def erase(conn: asyncpg.Connection, account_id: int, email: str) -> str:
     placeholder = f"erased-{subscriber['id']}@erased.invalid"
     await conn.execute(*db.sql("subscriber_sends_erase", subscriber_id=subscriber["id"], placeholder=placeholder))
     await conn.execute(*db.sql("subscriber_erase", subscriber_id=subscriber["id"], placeholder=placeholder))
-    await conn.execute(*db.sql("subscriber_clicks_erase", subscriber_id=subscriber["id"]))
+    await conn.execute(*db.sql("subscriber_engagement_erase", subscriber_id=subscriber["id"]))
     return subscriber["email"]
