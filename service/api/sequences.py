@@ -31,6 +31,7 @@ class Sequence(BaseModel):
     created_at: datetime
     steps: int = Field(description="its steps, deleted ones not counted")
     members: int = Field(description="members on its list it follows")
+    segment: str | None = Field(description="the segment that narrows it (its rule as it was when made); null: none")
 
 
 class NewSequence(BaseModel):
@@ -41,6 +42,13 @@ class NewSequence(BaseModel):
         False,
         description="true: the list's confirmed members now follow it too, as if they joined now; false: only "
         "those whose membership is confirmed from now on",
+    )
+    segment: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="one of the account's segments: each step goes to the members its rule takes when the step "
+        "falls due (the rule as it is now); absent: every member",
     )
 
 
@@ -138,7 +146,12 @@ async def list_sequences(conn: Conn, key: Key) -> SequenceList:
 )
 async def create_sequence(given: NewSequence, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None) -> Sequence:
     made = await sequences.create(
-        conn, account_id=key.account_id, name=given.name, list_name=given.list, existing=given.existing
+        conn,
+        account_id=key.account_id,
+        name=given.name,
+        list_name=given.list,
+        existing=given.existing,
+        segment=given.segment,
     )
     return Sequence(**asdict(made))
 

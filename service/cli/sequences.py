@@ -60,7 +60,12 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         account_id = await find_account(conn, name=args.account)
         made = await sequences.create(
-            conn, account_id=account_id, name=args.name, list_name=args.list, existing=args.existing
+            conn,
+            account_id=account_id,
+            name=args.name,
+            list_name=args.list,
+            existing=args.existing,
+            segment=args.segment,
         )
     print(made.id)
     return 0
@@ -85,7 +90,11 @@ async def status_command(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(asdict(found), default=str, sort_keys=True))
         return 0
     head = found.sequence
-    print(f"sequence {head.id} {shown(head.name)} on list {shown(head.list)}: {head.status}, {head.members} members")
+    narrowed = f" narrowed by segment {shown(head.segment)}" if head.segment else ""
+    print(
+        f"sequence {head.id} {shown(head.name)} on list {shown(head.list)}{narrowed}: {head.status}, "
+        f"{head.members} members"
+    )
     table = [
         (
             s.position,
@@ -262,6 +271,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--existing",
         action="store_true",
         help="the list's confirmed members now follow it too, as if they joined now (default: only new joins)",
+    )
+    create.add_argument(
+        "--segment",
+        help="one of the account's segments: each step goes to the members its rule takes when the step falls due",
     )
     create.set_defaults(func=create_command)
 
