@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{clicks:,} clicks"
     )
     for what, ms in figures.items():
-        counted = not what.startswith("send rows") and not what.startswith("campaign: counts and")
+        counted = not what.startswith("send rows")
         print(
             row(
                 what,

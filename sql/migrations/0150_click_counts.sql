@@ -46,12 +46,14 @@ BEGIN
         SET total = n.total + EXCLUDED.total, recipients = n.recipients + EXCLUDED.recipients;
 END $$;
 
-CREATE FUNCTION einmal.click_counts_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+-- a click written (+1) or deleted (-1): `changed`, the statement's rows
+CREATE FUNCTION einmal.click_counts_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM einmal.click_counts_move(a.campaigns, a.subscribers, a.links, a.urls, a.tags, a.deltas)
+    PERFORM einmal.click_counts_move(a.campaigns, a.subscribers, a.links, a.urls, a.tags,
+                                     array_fill(CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END, ARRAY[a.n]))
     FROM (SELECT array_agg(campaign_id) AS campaigns, array_agg(subscriber_id) AS subscribers, array_agg(link) AS links,
-                 array_agg(url) AS urls, array_agg(tag) AS tags, array_agg(1) AS deltas FROM new_rows) AS a
-    WHERE a.campaigns IS NOT NULL;
+                 array_agg(url) AS urls, array_agg(tag) AS tags, count(*)::integer AS n FROM changed) AS a
+    WHERE a.n > 0;
     RETURN NULL;
 END $$;
 
@@ -69,21 +71,12 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE FUNCTION einmal.click_counts_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM einmal.click_counts_move(a.campaigns, a.subscribers, a.links, a.urls, a.tags, a.deltas)
-    FROM (SELECT array_agg(campaign_id) AS campaigns, array_agg(subscriber_id) AS subscribers, array_agg(link) AS links,
-                 array_agg(url) AS urls, array_agg(tag) AS tags, array_agg(-1) AS deltas FROM old_rows) AS a
-    WHERE a.campaigns IS NOT NULL;
-    RETURN NULL;
-END $$;
-
 CREATE TRIGGER clicks_counts_insert AFTER INSERT ON einmal.clicks
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION einmal.click_counts_inserted();
+    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION einmal.click_counts_changed();
 CREATE TRIGGER clicks_counts_update AFTER UPDATE ON einmal.clicks
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION einmal.click_counts_updated();
 CREATE TRIGGER clicks_counts_delete AFTER DELETE ON einmal.clicks
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION einmal.click_counts_deleted();
+    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION einmal.click_counts_changed();
 
 -- the clicks written before
 INSERT INTO einmal.click_counts (campaign_id, link, url, tag, total, recipients)
