@@ -93,5 +93,5 @@ async def of_template(conn: asyncpg.Connection, *, account_id: int, name: str) -
     (counts,) = await _counts(conn, account_id, [f"template:{name}"])
     known = await conn.fetchval(*db.sql("message_template_get", account_id=account_id, template_name=name))
     if known is None and not any(counts.values()):
-        raise NotFound(f"no template {name}")
+        raise NotFound("no such message template")
     return TemplateEngagement(**counts, template=name)
