@@ -18,6 +18,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.accounts import replies
+from service.api.campaigns import Engagement
 from service.api.deps import (
     ERRORS,
     Conn,
@@ -31,6 +32,7 @@ from service.api.deps import (
     read_itself,
     render_slots,
 )
+from service.engagement import counts
 from service.messages import batch, messages
 from service.text import MAX_EMAIL
 
@@ -272,6 +274,20 @@ async def list_message_templates(conn: Conn, key: Key) -> list[MessageTemplate]:
 @router.get("/message-templates/{name}", operation_id="get_message_template", responses=ERRORS, summary="one template")
 async def get_message_template(name: TemplateName, conn: Conn, key: Key) -> MessageTemplate:
     return _template(await messages.template(conn, account_id=key.account_id, name=name))
+
+
+class TemplateEngagement(Engagement):
+    template: str = Field(description="its name; the messages made from it while it had that name are counted")
+
+
+@router.get(
+    "/message-templates/{name}/stats",
+    operation_id="get_message_template_stats",
+    responses=ERRORS,
+    summary="the engagement of the messages made from it: delivered, bounced, complained, unsubscribed",
+)
+async def message_template_stats(name: TemplateName, conn: Conn, key: Key) -> TemplateEngagement:
+    return TemplateEngagement(**asdict(await counts.of_template(conn, account_id=key.account_id, name=name)))
 
 
 @router.put(

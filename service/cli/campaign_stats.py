@@ -1,23 +1,39 @@
-"""`einmal campaign stats ID [--json]`: the campaign's clicks (service/campaigns/clicks.py), a person's and a
-machine's, total and unique, and per link."""
+"""`einmal campaign stats ID [--json]`, `einmal sequence stats NAME` and `einmal message template stats NAME`: their
+engagement (service/engagement/counts.py) — delivered, bounced, complained, unsubscribed — and, where links are
+tracked, the clicks, a person's and a machine's, total and unique, and per link."""
 
 import argparse
 import json
 from dataclasses import asdict
 
 from service import db
-from service.campaigns import clicks
+from service.campaigns.clicks import Clicks
 from service.cli.tables import aligned
+from service.engagement import counts
 from service.settings import Settings
+
+FIGURES = ("delivered", "bounced", "complained", "unsubscribed")
 
 
 async def command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
-        found = await clicks.of_campaign(conn, campaign_id=args.id)
+        found = await counts.of_campaign(conn, campaign_id=args.id)
     if args.json:
         print(json.dumps(asdict(found)))
         return 0
-    print(f"campaign {found.campaign_id}: clicks {'tracked' if found.tracked else 'not tracked'}")
+    print(f"campaign {found.campaign_id}: {figures(found)}")
+    print_clicks(found.clicks)
+    return 0
+
+
+def figures(found: counts.Engagement) -> str:
+    return ", ".join(f"{name} {getattr(found, name)}" for name in FIGURES)
+
+
+def print_clicks(found: Clicks | None) -> None:
+    if found is None:
+        return
+    print(f"clicks {'tracked' if found.tracked else 'not tracked'}")
     print("\n".join(aligned(("clicks", "total", "recipients"), _rows(found))))
     if found.links:
         header = ("link", "people", "unique", "machines", "unique", "url")
@@ -27,10 +43,9 @@ async def command(args: argparse.Namespace, settings: Settings) -> int:
         ]
         print()
         print("\n".join(aligned(header, lines)))
-    return 0
 
 
-def _rows(found: clicks.Clicks) -> list[tuple[str, int, int]]:
+def _rows(found: Clicks) -> list[tuple[str, int, int]]:
     return [
         (what, count.total, count.unique)
         for what, count in (

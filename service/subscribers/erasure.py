@@ -44,7 +44,7 @@ async def erase(conn: asyncpg.Connection, account_id: int, email: str, actor: st
     placeholder = f"erased-{subscriber['id']}@erased.invalid"
     await conn.execute(*db.sql("subscriber_sends_erase", subscriber_id=subscriber["id"], placeholder=placeholder))
     await conn.execute(*db.sql("subscriber_erase", subscriber_id=subscriber["id"], placeholder=placeholder))
-    await conn.execute(*db.sql("subscriber_clicks_erase", subscriber_id=subscriber["id"]))
+    await conn.execute(*db.sql("subscriber_engagement_erase", subscriber_id=subscriber["id"]))
     if actor is not None:
         subject = f"subscriber {subscriber['id']}"
         await audit.record(conn, actor=actor, account_id=account_id, action="subscriber.erase", subject=subject)
