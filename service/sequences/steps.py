@@ -94,7 +94,7 @@ async def _checked(
     if "delay_seconds" in checked:
         delay(checked["delay_seconds"])
     found = checked.get("window")
-    if found is not None and not await conn.fetchval(*db.sql("sequence_zone_known", zone=found.zone), timeout=timeout):
+    if found is not None and not await conn.fetchval(*db.sql("zone_known", zone=found.zone), timeout=timeout):
         raise Invalid(f"window: the database knows no time zone named {shown(found.zone)}")
     return checked
 
