@@ -30,7 +30,9 @@
 15. two accounts on one node at EINMAL_RATE_LIMIT=20: B's message p99 and B's campaign rate while A floods 600
     messages, each against B alone (bench/fairness.py; alone: `python -m bench.fairness`);
 16. the recipient build of a campaign narrowed by a segment, and of one taking every member, over --subscribers
-    (1,000,000), against the bare list build of the same run (bench/segments.py; alone: `python -m bench.segments`).
+    (1,000,000), against the bare list build of the same run (bench/segments.py; alone: `python -m bench.segments`);
+17. the claim of a campaign whose 1,000,000 rows wait for their local send time but 20,000 due, against a campaign
+    of the same due rows alone (bench/local_times.py; --quick: 100,000 rows; alone: `python -m bench.local_times`).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
 bench could not run, 3 when smtp-sink is missing and cannot be installed.
@@ -53,6 +55,7 @@ from bench import (
     database,
     fairness,
     latency,
+    local_times,
     messages,
     render,
     report,
@@ -156,6 +159,7 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
     sequences.report(await sequences.measure(server, 20_000 if args.quick else 1_000_000, 1.0, 500), say)
     webhooks.report(await webhooks.measure(server, 1_000 if args.quick else 5_000), say)
     segments.report(await segments.measure(server, args.subscribers), say)
+    local_times.report(await local_times.measure(server, 100_000 if args.quick else 1_000_000, 20_000), say)
     for line in (await fairness.measure(server, sink, flood=600, rate=20.0, tick=args.tick)).rows():
         say(line)
 

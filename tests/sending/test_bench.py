@@ -67,6 +67,10 @@ FIGURES = [
     r"  its rows; the bare list build's\s+[\d,]+; [\d.]+ s \([\d,]+ rows\)\s+-$",
     r"a segment taking every member, the same\s+[\d.]+ s = [\d.]+ × bare \([\d,]+ rows\)\s+<= 2 × bare\s+(PASS|MISS)$",
     r"B's message p99 while A floods 600\s+\d+ ms = [\d.]+ × alone\s+<= 2 × alone\s+(PASS|MISS)$",
+    r"claim of 100, 20,000 due, 80,000 waiting for their local time\s+[\d.]+ ms median \(\d+ claims\); nothing due: "
+    r"[\d.]+ ms\s+\(the figure\)\s+-$",
+    r"the same, 20,000 due, none waiting\s+[\d.]+ ms = waiting [\d.]+ × none; nothing due: [\d.]+ ms"
+    r"\s+<= 1.5 × none\s+(PASS|MISS)$",
     r"B's campaign \+ messages while A floods\s+[\d.]+/s = [\d.]+ × fair share\s+>= fair share\s+(PASS|MISS)$",
 ]
 VERDICT = re.compile(r"\s(PASS|MISS|-)$")
