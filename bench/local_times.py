@@ -20,25 +20,9 @@ import asyncpg
 from bench import database
 from bench.report import row
 from service import db
+from tests.support.claims import claim_args
 
 BATCH = 100
-UNLIMITED = dict(
-    rate=0.0,
-    quota_hour=0,
-    quota_day=0,
-    hour_seconds=3600.0,
-    day_seconds=86400.0,
-    domains=[],
-    domain_rates=[],
-    probes=1,
-    pause_seconds=60.0,
-    pause_max_seconds=3600.0,
-    relays=[],
-    account_rate=0.0,
-    account_quota_hour=0,
-    account_quota_day=0,
-    reach=0.0,
-)
 
 SEED = """
 WITH a AS (
@@ -94,9 +78,7 @@ class Compared:
 
 async def _claim(conn: asyncpg.Connection, campaign: int) -> tuple[float, int]:
     began = time.perf_counter()
-    got = await conn.fetch(
-        *db.sql("send_claim_batch", campaign_id=campaign, token="bench/1", batch_size=BATCH, **UNLIMITED)
-    )
+    got = await conn.fetch(*db.sql("send_claim_batch", **claim_args(campaign, "bench/1", batch_size=BATCH)))
     return time.perf_counter() - began, len(got)
 
 

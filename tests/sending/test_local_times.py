@@ -15,20 +15,11 @@ import pytest
 from actors.builder import Builder
 from service import db
 from service.campaigns import status
-from service.settings import Settings
 from tests.support.claims import claim_args
 from tests.support.pipeline import TAKEOVER_TIMEOUT, node_env, seed, start_node, stop_node
 from tests.support.smtp_servers import FaultServer
-from tests.support.wiring import wiring
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def the_builder(dsn: str):
-    pool = await db.create_pool(dsn, size=2)
-    yield wiring(Settings(database_url=dsn), pool, dsn).builder()
-    await pool.close()
 
 
 async def zoned(conn: asyncpg.Connection, zones: dict[str, object], local: str, started: str | datetime) -> int:
