@@ -32,8 +32,10 @@
 16. the recipient build of a campaign narrowed by a segment, and of one taking every member, over --subscribers
     (1,000,000), against the bare list build of the same run (bench/segments.py; alone: `python -m bench.segments`);
 17. the outbound webhook trigger's server CPU per row sent of an account with an endpoint, over the trigger disabled,
-    in a database of its own (bench/webhook_trigger.py).
-18. the console's pages' p95 over --subscribers (1,000,000) with a campaign of 100,000 sending, 4 signed-in
+    in a database of its own (bench/webhook_trigger.py);
+18. the claim of a campaign whose 1,000,000 rows wait for their local send time but 20,000 due, against a campaign
+    of the same due rows alone (bench/local_times.py; --quick: 100,000 rows; alone: `python -m bench.local_times`).
+19. the console's pages' p95 over --subscribers (1,000,000) with a campaign of 100,000 sending, 4 signed-in
     clients walking every page (bench/console.py; --quick: 5,000 sending; alone: `python -m bench.console`).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
@@ -58,6 +60,7 @@ from bench import (
     database,
     fairness,
     latency,
+    local_times,
     messages,
     render,
     report,
@@ -163,6 +166,7 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
     webhooks.report(await webhooks.measure(server, 1_000 if args.quick else 5_000), say)
     segments.report(await segments.measure(server, args.subscribers), say)
     report.webhook_trigger(await trigger_cost(server), say)
+    local_times.report(await local_times.measure(server, 100_000 if args.quick else 1_000_000, 20_000), say)
     for line in (await fairness.measure(server, sink, flood=600, rate=20.0, tick=args.tick)).rows():
         say(line)
     sending = 5_000 if args.quick else 100_000

@@ -1,6 +1,7 @@
 """An account: found by its name, listed, and what its unsubscribe page shows (service/web/pages.py): the
 display name of the sender (unset: the message's From name), its language unless a campaign has its own, and
-an address the page offers when a genuine link no longer works."""
+an address the page offers when a genuine link no longer works; and its time zone, that of its subscribers
+without a `time_zone` attribute of their own (a campaign's local send times, docs/guide/campaigns.md)."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,12 +18,13 @@ MAX_DISPLAY_NAME = 200
 
 @dataclass(frozen=True)
 class Page:
-    """What the account's unsubscribe page shows."""
+    """What the account's unsubscribe page shows, and its time zone."""
 
     name: str
     display_name: str | None
     language: str
     contact: str | None
+    time_zone: str
 
 
 @dataclass(frozen=True)
@@ -120,11 +122,19 @@ async def set_page(
     display_name: str | None = None,
     language: str | None = None,
     contact: str | None = None,
+    time_zone: str | None = None,
     given: frozenset[str] | set[str] = frozenset(),
     timeout: float | None = None,
 ) -> Page:
     """Set what the account's page shows: `display_name` and `contact` when named in `given` (None clears
-    them), `language` when not None; checked before. NotFound without the account."""
+    them), `language` and `time_zone` when not None; checked before, but for the time zone, which PostgreSQL must
+    know by that name (Invalid). NotFound without the account."""
+    if time_zone is not None and not await conn.fetchval(*db.sql("zone_known", zone=time_zone), timeout=timeout):
+        raise Invalid(
+            f"time_zone {shown(time_zone)}: no time zone of that name, e.g. Europe/Berlin",
+            code="time_zone.unknown",
+            field="time_zone",
+        )
     row = await conn.fetchrow(
         *db.sql(
             "account_set_page",
@@ -134,6 +144,7 @@ async def set_page(
             language=language,
             contact_given="contact" in given,
             contact=contact,
+            time_zone=time_zone,
         ),
         timeout=timeout,
     )

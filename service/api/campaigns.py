@@ -64,6 +64,9 @@ class Campaign(BaseModel):
     pause_reason: str | None
     created_at: datetime
     unsubscribe: bool = Field(description='false: made with `"unsubscribe": false` (--no-unsubscribe)')
+    local_time: str | None = Field(
+        None, description='"HH:MM": each message goes out at that time in its recipient\'s time zone; null: at once'
+    )
 
 
 class CheckedCampaign(Campaign):
@@ -113,6 +116,13 @@ class Draft(BaseModel):
         description="true: its links lead through this server's /c/ (EINMAL_CLICK_URL), which records each click, "
         "tagged a person's or a machine's (docs/guide/click-tracking.md)",
     )
+    local_time: str | None = Field(
+        None,
+        max_length=5,
+        description='"HH:MM", e.g. "09:00": each message goes out at that time in its recipient\'s time zone '
+        "(the subscriber's `time_zone` attribute, else the account's), the first such moment from the start; "
+        "absent: at once (docs/guide/campaigns.md#local-send-times)",
+    )
 
 
 class Counted(BaseModel):
@@ -156,6 +166,18 @@ class CampaignProgress(BaseModel):
         "messages in doubt, start a node; null when nothing"
     )
     unsubscribe: bool = Field(description='false: made with `"unsubscribe": false` (--no-unsubscribe)')
+    local_time: str | None = Field(
+        None, description='"HH:MM": each message goes out at that time in its recipient\'s time zone; null: at once'
+    )
+    waiting_for_local_time: int = Field(
+        0, description="rows queued for their first attempt whose local time has not come yet"
+    )
+    next_due: datetime | None = Field(None, description="when the next of those rows is due")
+    time_zone_fallbacks: int = Field(
+        0,
+        description="rows given the account's time zone because their subscriber's `time_zone` attribute named "
+        "no time zone PostgreSQL knows",
+    )
 
 
 class ApprovedCampaign(CampaignProgress):

@@ -42,6 +42,9 @@ class DraftChanges(BaseModel):
     reply_to: str | None = Field(None, max_length=MAX_FROM, description="null: none")
     language: str | None = Field(None, max_length=20, description="null: the account's now")
     unsubscribe: bool = Field(LEFT_OUT, description=UNSUBSCRIBE)
+    local_time: str | None = Field(
+        None, max_length=5, description='"HH:MM" in each recipient\'s time zone; null: at once'
+    )
 
 
 @router.patch(

@@ -56,7 +56,12 @@ class Window(BaseModel):
     model_config = ConfigDict(extra="forbid")
     start: int = Field(ge=0, le=23, description="the hour it opens")
     end: int = Field(ge=0, le=23, description="the hour it closes; before start: it wraps past midnight")
-    zone: str = Field(min_length=1, max_length=64, description="a time zone, e.g. Europe/Berlin")
+    zone: str = Field(
+        min_length=1,
+        max_length=64,
+        description='a time zone, e.g. Europe/Berlin, or "local": each member\'s own (its `time_zone` attribute, '
+        "else the account's)",
+    )
 
 
 class NewStep(BaseModel):

@@ -5,7 +5,7 @@ as it is."""
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, time
 from typing import Any
 
 import anyio
@@ -46,10 +46,12 @@ async def insert(
     track_clicks: bool = False,
     segment: str | None = None,
     segment_rule: dict[str, Any] | None = None,
+    local_time: time | None = None,
     timeout: float | None = None,
 ) -> int:
     """The new draft's id; its fields checked before (service/campaigns/fields.py); `segment` narrows its lists
-    by `segment_rule`, the segment's rule kept as it is now."""
+    by `segment_rule`, the segment's rule kept as it is now; `local_time`: each row goes out at that time in its
+    recipient's time zone (docs/guide/campaigns.md#local-send-times)."""
     async with conn.transaction():
         await conn.execute(*db.sql("campaign_partition_lock"), timeout=timeout)
         campaign_id: int = await conn.fetchval(
@@ -71,6 +73,7 @@ async def insert(
                 track_clicks=track_clicks,
                 segment=segment,
                 segment_rule=json.dumps(segment_rule) if segment_rule is not None else None,
+                local_time=local_time,
             ),
             timeout=timeout,
         )
@@ -145,6 +148,7 @@ async def change(
             reply_to=fields.get("reply_to"),
             language=fields.get("language"),
             unsubscribe=fields.get("unsubscribe"),
+            local_time=fields.get("local_time"),
         ),
         timeout=timeout,
     )

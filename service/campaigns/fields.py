@@ -3,7 +3,7 @@ one-line fields, addresses, bodies, the list names, the templates (compiled in t
 
 import re
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, time
 from email.utils import parseaddr
 from typing import Any
 
@@ -74,6 +74,21 @@ def aware(at: datetime) -> datetime:
     return at
 
 
+_LOCAL_TIME = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
+
+
+def local_time(value: str, field: str = "local_time") -> time:
+    """A time of day, `HH:MM` (each row goes out at it in its recipient's time zone); Invalid for anything else."""
+    found = _LOCAL_TIME.match(value) if isinstance(value, str) else None
+    if found is None:
+        raise Invalid(
+            f"{field} {shown(str(value))}: a time of day from 00:00 to 23:59, e.g. 09:00",
+            code="local_time.not_a_time",
+            field="local_time",
+        )
+    return time(int(found[1]), int(found[2]))
+
+
 RULES: dict[str, Callable[[Any], Any]] = {
     "name": lambda v: one_line(v, "name", MAX_CAMPAIGN_NAME),
     "subject": lambda v: one_line(v, "subject", MAX_SUBJECT),
@@ -86,6 +101,7 @@ RULES: dict[str, Callable[[Any], Any]] = {
     "language": texts.checked,
     "unsubscribe": bool,
     "track_clicks": bool,
+    "local_time": local_time,
 }
 
 

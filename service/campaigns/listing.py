@@ -39,6 +39,7 @@ class Summary:
     pause_reason: str | None
     created_at: datetime
     unsubscribe: bool
+    local_time: str | None  # 'HH:MM' in each recipient's time zone; None: at once
 
 
 async def every(conn: asyncpg.Connection, *, status: str | None = None) -> list[Listed]:

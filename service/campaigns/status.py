@@ -49,6 +49,31 @@ class Snapshot:
     unsubscribed: int = 0  # recipients who pressed the campaign's unsubscribe link
     estimate: int | None = None  # a campaign not started yet: the recipients its build would take now
     unsubscribe: bool = True  # false: made with --no-unsubscribe, it may go out without a one-click unsubscribe
+    local_time: str | None = None  # 'HH:MM' in each recipient's time zone (--local-time); None: at once
+    waiting: int = 0  # rows queued for their first attempt whose local time has not come
+    next_due: datetime | None = None  # when the next of them is due
+    zone_fallbacks: int = 0  # rows given the account's time zone: their subscriber's time_zone named none known
+
+    @property
+    def local(self) -> str | None:
+        """`at 09:00 local time: 1200 wait for it, the next due 2027-01-01T08:00:00+00:00 (in 20 min)`, for a
+        campaign with a local time."""
+        if self.local_time is None:
+            return None
+        said = f"at {self.local_time} local time"
+        if self.waiting:
+            said += f": {self.waiting} wait for it"
+            if self.next_due is not None:
+                said += f", the next due {self.next_due.isoformat(timespec='seconds')}"
+                if self.now is not None:
+                    said += f" (in {until((self.next_due - self.now).total_seconds())})"
+        if self.zone_fallbacks:
+            n = self.zone_fallbacks
+            said += (
+                f"; {n} recipient{'' if n == 1 else 's'} whose time_zone attribute names no known time zone "
+                "got the account's"
+            )
+        return said
 
     @property
     def schedule(self) -> str | None:
@@ -111,6 +136,10 @@ class Snapshot:
             "nodes_running": self.nodes,
             "next_step": self.next_step,
             "unsubscribe": self.unsubscribe,
+            "local_time": self.local_time,
+            "waiting_for_local_time": self.waiting,
+            "next_due": self.next_due.isoformat() if self.next_due else None,
+            "time_zone_fallbacks": self.zone_fallbacks,
         }
 
 
@@ -159,6 +188,10 @@ async def snapshot(
         first["unsubscribed"],
         first["estimate"] if first["status"] in NOT_STARTED else None,
         first["unsubscribe_required"],
+        first["local_time"],
+        first["waiting"],
+        first["next_due"],
+        first["zone_fallbacks"],
     )
 
 

@@ -4,7 +4,8 @@ shows (service/web/pages.py); the name may also come first, without --account, a
 
 --display-name names the sender on the page (unset: the message's From name), --language is the
 page's language unless a campaign has its own, --contact an address the page offers when a genuine
-link no longer works. An empty value clears a setting. The setting itself is service/accounts/account.py's.
+link no longer works, --time-zone the zone of its subscribers without a valid `time_zone` attribute (a
+campaign's --local-time). An empty value clears a setting. The setting itself is service/accounts/account.py's.
 
 --rate, --quota-hour, --quota-day and --messages-queued are the account's own sending budget
 (service/accounts/budget.py): `default` gives one back to the installation's EINMAL_ACCOUNT_ setting, 0 is none.
@@ -18,7 +19,7 @@ from service.cli import keys, subscribers_cmd
 from service.errors import ArgumentError, Invalid
 from service.settings import Settings
 from service.subscribers import texts
-from service.text import check_account, shown
+from service.text import check_account, one_line, shown
 
 
 async def create_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -37,12 +38,13 @@ async def set_command(args: argparse.Namespace, settings: Settings) -> int:
         raise ArgumentError("give the account: --account NAME")
     check_account(args.account)
     given = {"display_name": args.display_name, "language": args.language, "contact": args.contact}
+    given["time_zone"] = args.time_zone
     limits = {"rate": args.rate, "quota_hour": args.quota_hour, "quota_day": args.quota_day}
     limits["messages_queued"] = args.messages_queued
     if all(value is None for value in [*given.values(), *limits.values()]):
         raise Invalid(
-            "nothing to set: give --display-name, --language, --contact, --rate, --quota-hour, --quota-day"
-            " or --messages-queued"
+            "nothing to set: give --display-name, --language, --contact, --time-zone, --rate, --quota-hour,"
+            " --quota-day or --messages-queued"
         )
     numbers = {
         name: budget.number(value, "--" + name.replace("_", "-"), whole=name != "rate")
@@ -57,6 +59,7 @@ async def set_command(args: argparse.Namespace, settings: Settings) -> int:
     named = account.display_name(args.display_name) if args.display_name is not None else None
     language = texts.checked(args.language) if args.language is not None else None
     address = account.contact(args.contact) if args.contact is not None else None
+    zone = one_line(args.time_zone, "--time-zone", 64) if args.time_zone is not None else None
     async with db.connection(db.url(settings)) as conn:
         page = await account.set_page(
             conn,
@@ -64,13 +67,14 @@ async def set_command(args: argparse.Namespace, settings: Settings) -> int:
             display_name=named,
             language=language,
             contact=address,
+            time_zone=zone,
             given={name for name, value in given.items() if value is not None},
         )
         own = await budget.set_budget(conn, account=args.account, given=numbers) if numbers else None
     name = repr(page.display_name) if page.display_name else "-"
     print(
         f"account {shown(args.account)}: display name {name}, language {page.language}, contact {page.contact or '-'}"
-        + (f"; {budget.shown_budget(own)}" if own else "")
+        f", time zone {page.time_zone}" + (f"; {budget.shown_budget(own)}" if own else "")
     )
     return 0
 
@@ -89,6 +93,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--display-name", help="the sender's name on the page ('' clears it: the message's From name)")
     p.add_argument("--language", help="the page's language, e.g. en or de (a campaign's own comes first)")
     p.add_argument("--contact", help="an address shown when a link does not work ('' clears it)")
+    p.add_argument(
+        "--time-zone",
+        help="its subscribers' time zone unless their time_zone attribute names one, e.g. Europe/Berlin "
+        "(a campaign's --local-time; default: UTC)",
+    )
     p.add_argument("--rate", help="its messages a second, all nodes together (default: EINMAL_ACCOUNT_RATE_LIMIT)")
     p.add_argument("--quota-hour", help="its messages in any hour (default: EINMAL_ACCOUNT_QUOTA_HOUR)")
     p.add_argument("--quota-day", help="its messages in any 24 hours (default: EINMAL_ACCOUNT_QUOTA_DAY)")

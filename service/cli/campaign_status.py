@@ -42,6 +42,8 @@ def table(snap: Snapshot) -> str:
     lines = [f"campaign {snap.id} {snap.name!r}: {snap.status}{reason}{doubt}"]
     if snap.schedule:
         lines.append(f"  {snap.schedule}")
+    if snap.local:
+        lines.append(f"  {snap.local}")
     if snap.estimate is not None:
         lines.append(
             f"  about {snap.estimate} recipient{'' if snap.estimate == 1 else 's'} now (confirmed members "

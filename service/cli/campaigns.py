@@ -19,6 +19,7 @@ from service.campaigns.fields import (
     check_templates,
     from_address,
     list_names,
+    local_time,
 )
 from service.campaigns.status import STATUSES
 from service.cli import campaign_stats, campaign_status, campaign_view
@@ -133,6 +134,7 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
     extra = headers.customs(args.headers)
     lists = list_names(args.lists) if args.lists or args.segment is None else []  # a segment alone: any list
     language = texts.checked(args.language) if args.language is not None else None
+    at_local = local_time(args.local_time, "--local-time") if args.local_time is not None else None
     async with db.connection(db.url(settings)) as conn:
         created = await drafts.create(
             conn,
@@ -152,6 +154,7 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
             language=language,
             unsubscribe_required=not args.no_unsubscribe,
             track_clicks=args.track_clicks,
+            local_time=at_local,
         )
     for warning in created.trial.warnings:
         print(f"einmal: {warning}", file=sys.stderr)
@@ -325,6 +328,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="lead its links through EINMAL_CLICK_URL, which records each click, a person's or a machine's "
         "(docs/guide/click-tracking.md); default: links untouched",
+    )
+    create.add_argument(
+        "--local-time",
+        metavar="HH:MM",
+        help="send each message at this time in its recipient's time zone (the subscriber's time_zone "
+        "attribute, else the account's), the first such moment from the start; default: at once",
     )
     create.set_defaults(func=create_command)
     for verb in ("approve", "pause", "resume", "cancel"):

@@ -237,7 +237,12 @@ def _step_options(p: argparse.ArgumentParser, *, adding: bool) -> None:
         help="the hours its messages may go out, e.g. 9-17 (17-9 wraps past midnight)"
         + ("" if adding else "; 'any': no window"),
     )
-    p.add_argument("--zone", default="UTC", help="the window's time zone, e.g. Europe/Berlin (default: UTC)")
+    p.add_argument(
+        "--zone",
+        default="UTC",
+        help="the window's time zone, e.g. Europe/Berlin, or 'local': each member's own (its time_zone "
+        "attribute, else the account's) (default: UTC)",
+    )
 
 
 async def stats_command(args: argparse.Namespace, settings: Settings) -> int:

@@ -36,9 +36,12 @@ MAX_DELAY_SECONDS = 10 * 366 * 86400  # ten years
 MAX_POSITION = 1_000_000
 
 
+LOCAL = "local"  # the zone of a window in each member's own time zone (its time_zone attribute, else the account's)
+
+
 @dataclass(frozen=True)
 class Window:
-    """Send hours [start, end) in a time zone; end < start wraps past midnight."""
+    """Send hours [start, end) in a time zone (LOCAL: each member's own); end < start wraps past midnight."""
 
     start: int
     end: int
@@ -57,10 +60,12 @@ def window(start: int, end: int, zone: str) -> Window:
     """A send window, checked; Invalid when it is none."""
     if not (0 <= start <= 23 and 0 <= end <= 23) or start == end:
         raise Invalid("window: two different hours from 0 to 23, e.g. 9-17 (17-9 wraps past midnight)")
+    if zone == LOCAL:
+        return Window(start, end, zone)
     try:
         ZoneInfo(zone)
     except (ZoneInfoNotFoundError, ValueError):
-        raise Invalid(f"window: no time zone named {shown(zone)}, e.g. Europe/Berlin") from None
+        raise Invalid(f"window: no time zone named {shown(zone)}, e.g. Europe/Berlin, or {LOCAL!r}") from None
     return Window(start, end, zone)
 
 
@@ -94,7 +99,11 @@ async def _checked(
     if "delay_seconds" in checked:
         delay(checked["delay_seconds"])
     found = checked.get("window")
-    if found is not None and not await conn.fetchval(*db.sql("sequence_zone_known", zone=found.zone), timeout=timeout):
+    if (
+        found is not None
+        and found.zone != LOCAL
+        and not await conn.fetchval(*db.sql("zone_known", zone=found.zone), timeout=timeout)
+    ):
         raise Invalid(f"window: the database knows no time zone named {shown(found.zone)}")
     return checked
 

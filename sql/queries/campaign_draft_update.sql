@@ -1,6 +1,7 @@
 -- Change campaign :campaign_id of account :account_id while it is a draft (compare-and-set): each column named in :given takes its
 -- value (:campaign_name name, :subject subject, :from_address from, :text text, :html html, :list_ids list ids, :at when, NULL: at approval, :reply_to
--- reply-to, :language language, NULL: the account's now; :unsubscribe unsubscribe_required); the others stay. No row: it is
+-- reply-to, :language language, NULL: the account's now; :unsubscribe unsubscribe_required; :local_time local time, NULL: none);
+-- the others stay. No row: it is
 -- not account :account_id's draft (any more).
 UPDATE einmal.campaigns AS c SET
     name          = CASE WHEN 'name' = ANY (:given::text[]) THEN :campaign_name ELSE c.name END,
@@ -16,6 +17,7 @@ UPDATE einmal.campaigns AS c SET
                          ELSE c.language END,
     unsubscribe_required = CASE WHEN 'unsubscribe' = ANY (:given::text[]) THEN :unsubscribe::boolean
                                 ELSE c.unsubscribe_required END,
+    local_time    = CASE WHEN 'local_time' = ANY (:given::text[]) THEN :local_time::time ELSE c.local_time END,
     updated_at    = now()
 WHERE c.id = :campaign_id AND c.account_id = :account_id AND c.status = 'draft'
 RETURNING c.id

@@ -6,8 +6,13 @@
 -- Its recipients' one-click unsubscribes (the link's events, inbound_events_prefix), and for a campaign not
 -- started yet an estimate of its recipients: the mailboxes the build would take now (confirmed members of its
 -- lists, confirmed, not suppressed; recipients_build_chunk.sql).
+-- A campaign with a local time: its rows queued for their first attempt whose time has not come (read from the
+-- partial index sends_claimable), the next one's time, and the rows given the account's time zone because the
+-- subscriber's `time_zone` attribute named no zone PostgreSQL knows.
 -- No row when the campaign is unknown; one row with NULL send_status when it has no send rows.
 SELECT c.id, c.name, c.status, c.pause_reason, c.started_at, now() AS now, c.unsubscribe_required,
+       to_char(c.local_time, 'HH24:MI') AS local_time, w.waiting, w.next_due,
+       coalesce((SELECT f.n FROM einmal.local_time_fallbacks AS f WHERE f.campaign_id = c.id), 0) AS zone_fallbacks,
        -- a draft given no time has none: it starts when approved (the column holds its creation time)
        CASE WHEN c.status = 'draft' AND c.scheduled_for <= c.created_at THEN NULL ELSE c.scheduled_for END
            AS scheduled_for,
@@ -53,4 +58,10 @@ CROSS JOIN LATERAL (
       AND NOT EXISTS (SELECT 1 FROM einmal.suppressions AS x
                       WHERE x.account_id = sub.account_id AND x.email_lower = sub.email_lower)
 ) AS e
+CROSS JOIN LATERAL (
+    SELECT count(*) AS waiting, min(q.next_attempt_at) AS next_due
+    FROM einmal.sends AS q
+    WHERE q.campaign_id = c.id AND c.local_time IS NOT NULL AND c.pruned_at IS NULL
+      AND q.status = 'queued' AND q.next_attempt_at > now() AND q.attempts = 0
+) AS w
 WHERE c.id = :campaign_id

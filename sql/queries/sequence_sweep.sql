@@ -23,7 +23,14 @@ WITH due AS MATERIALIZED (
 ), plan AS MATERIALIZED (
     SELECT d.subscriber_id, nxt.id AS step, nxt.account_id, nxt.step_position,
            nxt.step_delay_seconds, after.step_delay_seconds AS after_delay, s.email, s.email_lower,
-           einmal.step_window_open(nxt.step_window_from, nxt.step_window_to, nxt.step_window_zone, now()) AS open_at,
+           einmal.step_window_open(
+               nxt.step_window_from, nxt.step_window_to,
+               -- 'local': the member's own zone, else the account's (migration 0146)
+               CASE WHEN nxt.step_window_zone <> 'local' THEN nxt.step_window_zone
+                    WHEN s.attributes ->> 'time_zone' IN (SELECT z.name FROM pg_timezone_names AS z)
+                        THEN s.attributes ->> 'time_zone'
+                    ELSE (SELECT a.time_zone FROM einmal.accounts AS a WHERE a.id = nxt.account_id) END,
+               now()) AS open_at,
            (/* segment */ true) AS chosen,
            (s.status <> 'erased' AND EXISTS (
                 SELECT 1 FROM einmal.sequences AS q

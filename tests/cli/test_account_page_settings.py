@@ -55,6 +55,8 @@ async def test_the_account_settings_are_refused_in_one_line_when_wrong(conn: asy
         dsn=dsn,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "account 'acme': display name 'Acme News', language de, contact Help@acme.example\n"
+    assert done.stdout == (
+        "account 'acme': display name 'Acme News', language de, contact Help@acme.example, time zone UTC\n"
+    )
     cleared = einmal("accounts", "set", "acme", "--display-name", "", "--contact", "", dsn=dsn)
-    assert cleared.stdout == "account 'acme': display name -, language de, contact -\n"
+    assert cleared.stdout == "account 'acme': display name -, language de, contact -, time zone UTC\n"

@@ -529,6 +529,10 @@ async def test_status_json_has_every_state_including_zeros(conn: asyncpg.Connect
                 "next_step": "1 message in doubt (the relay may or may not have taken it): "
                 f"decide with `einmal reconcile {campaign}`",
                 "unsubscribe": True,
+                "local_time": None,
+                "waiting_for_local_time": 0,
+                "next_due": None,
+                "time_zone_fallbacks": 0,
             }
         )
         + "\n"
@@ -558,6 +562,10 @@ async def test_status_json_of_a_campaign_without_send_rows_is_all_zeros(conn: as
         "nodes_running": 0,
         "next_step": None,
         "unsubscribe": True,
+        "local_time": None,
+        "waiting_for_local_time": 0,
+        "next_due": None,
+        "time_zone_fallbacks": 0,
     }
 
 

@@ -98,3 +98,18 @@ async def test_the_campaigns_list_pages_newest_first_and_shows_an_operator_every
             older = first.split('href="/console/campaigns?before=')[1].split('"')[0]
             second = (await operator.get("/console/campaigns", params={"before": older})).text
             assert f"other-news-{ROWS // 2}<" in second and "acme-news-1<" in second and "Older" not in second
+
+
+async def test_a_campaigns_page_says_how_many_wait_for_their_local_time(conn: asyncpg.Connection, dsn: str) -> None:
+    await accounts(conn, "acme")
+    sending = await sending_campaign(conn, "acme", "Morning")
+    await conn.execute("UPDATE einmal.campaigns SET local_time = '09:00' WHERE id = $1", sending)
+    moved = await conn.execute(
+        "UPDATE einmal.sends SET next_attempt_at = now() + interval '2 hours 1 minute' "
+        "WHERE campaign_id = $1 AND status = 'queued'",
+        sending,
+    )
+    waiting = int(moved.split()[-1])
+    async with http_server(dsn) as base, signed_in(base, "acme-member") as acme:
+        page = (await acme.get(f"/console/campaigns/{sending}")).text
+    assert f"at 09:00 local time: {waiting} wait for it, the next due " in page and "(in 2 h)" in page, page

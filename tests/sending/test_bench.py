@@ -71,6 +71,10 @@ FIGURES = [
     r"B's message p99 while A floods 600\s+\d+ ms = [\d.]+ × alone\s+<= 2 × alone\s+(PASS|MISS)$",
     r"webhook trigger: server CPU per row sent\s+([\d.]+ µs\s+<= 20 µs\s+(PASS|MISS)"
     r"|not measured: the server is not local\s+<= 20 µs\s+-)$",
+    r"claim of 100, 20,000 due, 80,000 waiting for their local time\s+[\d.]+ ms median \(\d+ claims\); nothing due: "
+    r"[\d.]+ ms\s+\(the figure\)\s+-$",
+    r"the same, 20,000 due, none waiting\s+[\d.]+ ms = waiting [\d.]+ × none; nothing due: [\d.]+ ms"
+    r"\s+<= 1.5 × none\s+(PASS|MISS)$",
     r"B's campaign \+ messages while A floods\s+[\d.]+/s = [\d.]+ × fair share\s+>= fair share\s+(PASS|MISS)$",
     r"  console deliverability\s+p50 \d+ ms, p95 \d+ ms\s+-$",
     r"console pages p95, 5,000 subscribers, 5,000 sending\s+\d+ ms \([\d,]+ sent meanwhile, 0 not 200\)\s+<= 200 ms\s+"

@@ -14,13 +14,6 @@ from tests.support.wiring import wiring
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-async def the_builder(dsn: str):
-    pool = await db.create_pool(dsn, size=2)
-    yield wiring(Settings(database_url=dsn), pool, dsn).builder()
-    await pool.close()
-
-
 async def test_the_pool_reaches_the_database_at_creation_and_opens_nothing_behind_an_actor(dsn: str) -> None:
     # an actor's connection ends with the actor; a pool keeping a floor of connections would open one behind
     # it at once, in a task of its own, and closing the pool cancelled that handshake half-way: asyncpg then

@@ -28,6 +28,7 @@ async def test_the_account_page_settings_are_read_and_changed_as_accounts_set_ch
             "display_name": None,
             "language": "en",
             "contact": None,
+            "time_zone": "UTC",
         }
         changed = await client.patch(
             "/account",
@@ -39,6 +40,7 @@ async def test_the_account_page_settings_are_read_and_changed_as_accounts_set_ch
             "display_name": "Acme News",
             "language": "de",
             "contact": "Help@example.org",
+            "time_zone": "UTC",
         }, changed.text
         for bad, said in (
             ({"language": "xx"}, "language 'xx': no texts for it"),
@@ -51,7 +53,13 @@ async def test_the_account_page_settings_are_read_and_changed_as_accounts_set_ch
             assert refused.status_code == 422 and refused.json()["error"].startswith(said), (bad, refused.text)
         assert (await client.patch("/account", headers=read, json={"language": "en"})).status_code == 403
         cleared = await client.patch("/account", headers=key, json={"display_name": None, "contact": ""})
-        assert cleared.json() == {"name": "acme", "display_name": None, "language": "de", "contact": None}
+        assert cleared.json() == {
+            "name": "acme",
+            "display_name": None,
+            "language": "de",
+            "contact": None,
+            "time_zone": "UTC",
+        }
     assert tuple(await conn.fetchrow("SELECT display_name, language, contact FROM einmal.accounts")) == (
         None,
         "de",
