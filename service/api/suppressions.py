@@ -6,6 +6,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from service import audit
 from service.api.deps import ERRORS, Conn, Key
 from service.subscribers import suppressions
 from service.text import MAX_EMAIL, MAX_REASON
@@ -54,7 +55,9 @@ async def list_suppressions(
 async def put_suppression(
     email: Email, fields: SuppressionFields, conn: Conn, key: Key, response: Response
 ) -> Suppression:
-    found, added = await suppressions.add(conn, account_id=key.account_id, email=email, reason=fields.reason)
+    async with conn.transaction():
+        found, added = await suppressions.add(conn, account_id=key.account_id, email=email, reason=fields.reason)
+        await audit.by_key(conn, key, "suppression.add", f"mailbox {email}")
     response.status_code = 201 if added else 200
     return Suppression(mailbox=found.email_lower, reason=found.reason, created_at=found.created_at)
 
@@ -67,5 +70,7 @@ async def put_suppression(
     responses=ERRORS,
 )
 async def delete_suppression(email: Email, conn: Conn, key: Key) -> Response:
-    await suppressions.remove(conn, account_id=key.account_id, email=email)
+    async with conn.transaction():
+        await suppressions.remove(conn, account_id=key.account_id, email=email)
+        await audit.by_key(conn, key, "suppression.remove", f"mailbox {email}")
     return Response(status_code=204)
