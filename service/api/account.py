@@ -6,6 +6,7 @@ from dataclasses import asdict
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from service import audit
 from service.accounts import account
 from service.accounts.account import MAX_DISPLAY_NAME
 from service.api.deps import DB_SECONDS, LEFT_OUT, Conn, Key
@@ -44,14 +45,15 @@ async def get_account(conn: Conn, key: Key) -> Account:
     summary="what the account's unsubscribe page shows: the fields given change, as `einmal accounts set`",
 )
 async def set_account(fields: AccountFields, conn: Conn, key: Key) -> Account:
-    page = await account.set_page(
-        conn,
-        account_id=key.account_id,
-        display_name=account.display_name(fields.display_name or ""),
-        language=texts.checked(fields.language) if fields.language is not None else None,
-        contact=account.contact(fields.contact or ""),
-        time_zone=fields.time_zone,
-        given=fields.model_fields_set,
-        timeout=DB_SECONDS,
-    )
+    async with conn.transaction():
+        page = await account.set_page(
+            conn,
+            account_id=key.account_id,
+            display_name=account.display_name(fields.display_name or ""),
+            language=texts.checked(fields.language) if fields.language is not None else None,
+            contact=account.contact(fields.contact or ""),
+            given=fields.model_fields_set,
+            timeout=DB_SECONDS,
+        )
+        await audit.by_key(conn, key, "account.change", "account: " + ", ".join(sorted(fields.model_fields_set)))
     return Account(**asdict(page))

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.accounts import replies
 from service.addresses import email_key
-from service.api.campaigns import CampaignId, own
+from service.api.campaigns import CampaignId, audited, own
 from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key
 from service.campaigns import rows
 from service.smtp.reasons import Reason
@@ -71,7 +71,9 @@ async def retry_campaign(
     campaign_id: CampaignId, fields: RetryFields, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None
 ) -> Moved:
     await own(conn, key, campaign_id)
-    done = await rows.retry_failed(conn, campaign_id=campaign_id, reason=fields.reason)
+    async with conn.transaction():
+        done = await rows.retry_failed(conn, campaign_id=campaign_id, reason=fields.reason)
+        await audited(conn, key, "retry", campaign_id)
     return Moved(moved=done.moved, reopened=done.reopened, left=done.left)
 
 
@@ -110,12 +112,14 @@ async def reconcile_campaign(
     await own(conn, key, campaign_id)
     chosen = bool(decision.ids or decision.emails)
     keys = [email_key(e) for e in decision.emails]
-    done = await rows.decide(
-        conn,
-        campaign_id=campaign_id,
-        resend=decision.decision == "resend",
-        ids=decision.ids if chosen else None,
-        keys=keys if chosen else None,
-        addresses=decision.emails,
-    )
+    async with conn.transaction():
+        done = await rows.decide(
+            conn,
+            campaign_id=campaign_id,
+            resend=decision.decision == "resend",
+            ids=decision.ids if chosen else None,
+            keys=keys if chosen else None,
+            addresses=decision.emails,
+        )
+        await audited(conn, key, f"reconcile.{decision.decision}", campaign_id)
     return Moved(moved=done.moved, reopened=done.reopened, left=done.left)

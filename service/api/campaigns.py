@@ -193,13 +193,7 @@ async def own(conn, key, campaign_id: int) -> None:
 
 async def audited(conn, key: Key, verb: str, campaign_id: int) -> None:
     """The audit log's line of a transition the key made (service/audit/)."""
-    await audit.record(
-        conn,
-        actor=f"api:key {key.id}",
-        account_id=key.account_id,
-        action=f"campaign.{verb}",
-        subject=f"campaign {campaign_id}",
-    )
+    await audit.by_key(conn, key, f"campaign.{verb}", f"campaign {campaign_id}")
 
 
 async def progress(conn, key: Key, campaign_id: int) -> dict[str, Any]:
@@ -253,6 +247,10 @@ async def create_campaign(
                 timeout=DB_SECONDS,
                 **given,
             )
+            # its line follows the draft's transaction, not in it: the insert attached the campaign's partition
+            # of einmal.sends, which locks einmal.campaigns, subscribers and accounts against every account's
+            # writes until it commits; held open through the trial render after it, it would stall them all
+            await audited(conn, key, "create", created.id)
             return await with_trial(conn, key, created.id, created.trial)
 
 

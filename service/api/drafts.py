@@ -16,6 +16,7 @@ from service.api.campaigns import (
     UNSUBSCRIBE,
     CampaignId,
     CheckedCampaign,
+    audited,
     own,
     with_trial,
 )
@@ -57,7 +58,7 @@ async def edit_draft(
     campaign_id: CampaignId, changes: DraftChanges, request: Request, conn: Conn, key: Key, mailing: MailingConfig
 ) -> CheckedCampaign:
     await own(conn, key, campaign_id)
-    async with renders(request, key.account_id) as threads:
+    async with renders(request, key.account_id) as threads, conn.transaction():
         found = await drafts.change(
             conn,
             mailing=mailing,
@@ -67,4 +68,5 @@ async def edit_draft(
             limiter=threads,
             timeout=DB_SECONDS,
         )
+        await audited(conn, key, "change", campaign_id)
     return await with_trial(conn, key, campaign_id, found)

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from service import audit
 from service.accounts import keys
 from service.api.deps import DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key, Problem
 
@@ -61,7 +62,9 @@ async def create_key(
     fields: KeyFields, conn: Conn, key: Key, response: Response, idempotency_key: IdempotencyKey = None
 ) -> NewApiKey:
     name = keys.check_name(fields.name)
-    made, secret = await keys.mint(conn, account_id=key.account_id, name=name, scope=fields.scope)
+    async with conn.transaction():
+        made, secret = await keys.mint(conn, account_id=key.account_id, name=name, scope=fields.scope)
+        await audit.by_key(conn, key, "key.create", f"key {made.id}")
     response.headers["Cache-Control"] = "no-store"  # and service/api/idempotency.py keeps no copy of it
     return NewApiKey(**asdict(made), key=secret)
 
@@ -73,8 +76,9 @@ async def create_key(
     summary="revoke another key of the account (a write key may do this)",
 )
 async def revoke_key(key_id: Annotated[int, Path(ge=1, le=2**63 - 1)], conn: Conn, key: Key) -> ApiKey:
-    return ApiKey(
-        **asdict(
-            await keys.revoke_own(conn, account_id=key.account_id, key_id=key_id, asking=key.id, timeout=DB_SECONDS)
+    async with conn.transaction():
+        revoked = await keys.revoke_own(
+            conn, account_id=key.account_id, key_id=key_id, asking=key.id, timeout=DB_SECONDS
         )
-    )
+        await audit.by_key(conn, key, "key.revoke", f"key {key_id}")
+    return ApiKey(**asdict(revoked))

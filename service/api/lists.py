@@ -11,6 +11,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from service import audit
 from service.api.deps import ERRORS, Conn, Key, KeyAlone, MailingConfig, connected, not_found
 from service.campaigns.fields import MAX_FROM
 from service.mail.mailing import Mailing
@@ -170,8 +171,9 @@ async def put_list_form(
         own = await anyio.to_thread.run_sync(optin.checked_from, mailing, body.from_address)
     subject, text = await optin_wording.checked(body.subject, body.text)  # no connection taken yet
     try:
-        async with connected(request) as conn:
+        async with connected(request) as conn, conn.transaction():
             row = await optin.set_form(conn, key.account_id, name, body.open, allowed, mailing, own, subject, text)
+            await audit.by_key(conn, key, "list.form", f"list {name}")
     except optin.NoList:
         raise not_found("list") from None
     return _form(mailing, lists.Form.of(row))
@@ -185,7 +187,9 @@ async def put_list_form(
 )
 async def put_list_title(name: ListName, body: ListTitle, conn: Conn, key: Key) -> ListTitle:
     try:
-        row = await set_title(conn, key.account_id, name, title(body.title or ""))
+        async with conn.transaction():
+            row = await set_title(conn, key.account_id, name, title(body.title or ""))
+            await audit.by_key(conn, key, "list.title", f"list {name}")
     except optin.NoList:
         raise not_found("list") from None
     return ListTitle(title=row["title"])
@@ -198,7 +202,9 @@ async def put_list_title(name: ListName, body: ListTitle, conn: Conn, key: Key) 
     responses={201: {"model": MailingList, "description": "made now"}},
 )
 async def put_list(name: ListName, conn: Conn, key: Key, response: Response, mailing: MailingConfig) -> MailingList:
-    found, created = await lists.ensure(conn, account_id=key.account_id, list_name=name)
+    async with conn.transaction():
+        found, created = await lists.ensure(conn, account_id=key.account_id, list_name=name)
+        await audit.by_key(conn, key, "list.put", f"list {name}")
     response.status_code = 201 if created else 200
     return _listed(mailing, found)
 
@@ -210,7 +216,9 @@ async def put_list(name: ListName, conn: Conn, key: Key, response: Response, mai
     responses=ERRORS,
 )
 async def put_member(name: ListName, email: Email, conn: Conn, key: Key) -> Membership:
-    added = await lists.add_member(conn, account_id=key.account_id, list_name=name, email=email)
+    async with conn.transaction():
+        added = await lists.add_member(conn, account_id=key.account_id, list_name=name, email=email)
+        await audit.by_key(conn, key, "member.add", f"list {name}: {email}")
     return Membership(list=name, email=email, added=added.added, state=added.state)
 
 
@@ -222,5 +230,7 @@ async def put_member(name: ListName, email: Email, conn: Conn, key: Key) -> Memb
     responses=ERRORS,
 )
 async def delete_member(name: ListName, email: Email, conn: Conn, key: Key) -> Response:
-    await lists.remove_member(conn, account_id=key.account_id, list_name=name, email=email)
+    async with conn.transaction():
+        await lists.remove_member(conn, account_id=key.account_id, list_name=name, email=email)
+        await audit.by_key(conn, key, "member.remove", f"list {name}: {email}")
     return Response(status_code=204)

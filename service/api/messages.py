@@ -17,6 +17,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from service import audit
 from service.accounts import replies
 from service.api.campaigns import Engagement
 from service.api.deps import (
@@ -314,7 +315,7 @@ async def put_message_template(
         account_id=key.account_id,
         slots=render_slots(request),
     )
-    async with connected(request) as conn:
+    async with connected(request) as conn, conn.transaction():
         made, created = await messages.put_template(
             conn,
             mailing=mailing,
@@ -325,11 +326,14 @@ async def put_message_template(
             body_html=fields.html or None,
             from_address=fields.from_ or None,
         )
+        await audit.by_key(conn, key, "template.put", f"message template {name}")
     response.status_code = 201 if created else 200
     return _template(made)
 
 
 @router.delete("/message-templates/{name}", operation_id="delete_message_template", status_code=204, responses=ERRORS)
 async def delete_message_template(name: TemplateName, conn: Conn, key: Key) -> Response:
-    await messages.remove_template(conn, account_id=key.account_id, name=name)
+    async with conn.transaction():
+        await messages.remove_template(conn, account_id=key.account_id, name=name)
+        await audit.by_key(conn, key, "template.remove", f"message template {name}")
     return Response(status_code=204)

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from service import audit
 from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, Conn, IdempotencyKey, Key
 from service.segments import segments
 
@@ -80,7 +81,9 @@ async def list_segments(conn: Conn, key: Key) -> SegmentList:
     responses=CONFLICT,
 )
 async def create_segment(given: NewSegment, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None) -> Segment:
-    made = await segments.create(conn, account_id=key.account_id, name=given.name, rule=given.rule)
+    async with conn.transaction():
+        made = await segments.create(conn, account_id=key.account_id, name=given.name, rule=given.rule)
+        await audit.by_key(conn, key, "segment.create", f"segment {made.name}")
     return Segment(**asdict(made))
 
 
@@ -96,7 +99,10 @@ async def get_segment(name: SegmentName, conn: Conn, key: Key) -> Segment:
     responses=ERRORS,
 )
 async def change_segment(name: SegmentName, given: RuleChange, conn: Conn, key: Key) -> Segment:
-    return Segment(**asdict(await segments.update(conn, account_id=key.account_id, name=name, rule=given.rule)))
+    async with conn.transaction():
+        changed = await segments.update(conn, account_id=key.account_id, name=name, rule=given.rule)
+        await audit.by_key(conn, key, "segment.change", f"segment {name}")
+    return Segment(**asdict(changed))
 
 
 @router.delete(
@@ -107,7 +113,9 @@ async def change_segment(name: SegmentName, given: RuleChange, conn: Conn, key: 
     responses=ERRORS,
 )
 async def delete_segment(name: SegmentName, conn: Conn, key: Key) -> Response:
-    await segments.delete(conn, account_id=key.account_id, name=name)
+    async with conn.transaction():
+        await segments.delete(conn, account_id=key.account_id, name=name)
+        await audit.by_key(conn, key, "segment.delete", f"segment {name}")
     return Response(status_code=204)
 
 

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from service import audit
 from service.accounts import senders
 from service.api.deps import ERRORS, Conn, Key
 
@@ -86,7 +87,10 @@ async def list_domains(conn: Conn, key: Key) -> list[FromDomain]:
     summary="remove a From domain and its DKIM keys (no domain left: any From)",
 )
 async def delete_domain(domain: DomainName, conn: Conn, key: Key) -> Response:
-    await senders.remove_domain(conn, account_id=key.account_id, domain=senders.checked_domain(domain))
+    name = senders.checked_domain(domain)
+    async with conn.transaction():
+        await senders.remove_domain(conn, account_id=key.account_id, domain=name)
+        await audit.by_key(conn, key, "domain.remove", f"domain {name}")
     return Response(status_code=204)
 
 
@@ -100,7 +104,9 @@ async def delete_domain(domain: DomainName, conn: Conn, key: Key) -> Response:
 async def create_dkim_key(domain: DomainName, new: NewKey, conn: Conn, key: Key) -> DkimRecord:
     name, selector = senders.checked_domain(domain), senders.checked_selector(new.selector)
     pem = senders.generated_key(new.algorithm)
-    [published] = await senders.set_keys(conn, account_id=key.account_id, domain=name, keys={selector: pem})
+    async with conn.transaction():
+        [published] = await senders.set_keys(conn, account_id=key.account_id, domain=name, keys={selector: pem})
+        await audit.by_key(conn, key, "domain.dkim", f"domain {name} selector {selector}")
     return DkimRecord.of(published)
 
 
@@ -126,12 +132,14 @@ async def get_identity(conn: Conn, key: Key) -> Identity:
 async def change_identity(fields: IdentityFields, conn: Conn, key: Key) -> Identity:
     given = fields.model_fields_set
     path, secret, mailto = fields.return_path, fields.return_path_secret, fields.unsubscribe_mailto
-    await senders.set_identity(
-        conn,
-        account_id=key.account_id,
-        given=given - ({"return_path_secret"} if secret is None else set()),
-        return_path=senders.checked_return_path(path) if path and path.strip() else None,
-        return_path_secret=senders.checked_secret(secret) if secret is not None else None,
-        unsubscribe_mailto=senders.checked_mailto(mailto) if mailto and mailto.strip() else None,
-    )
+    async with conn.transaction():
+        await senders.set_identity(
+            conn,
+            account_id=key.account_id,
+            given=given - ({"return_path_secret"} if secret is None else set()),
+            return_path=senders.checked_return_path(path) if path and path.strip() else None,
+            return_path_secret=senders.checked_secret(secret) if secret is not None else None,
+            unsubscribe_mailto=senders.checked_mailto(mailto) if mailto and mailto.strip() else None,
+        )
+        await audit.by_key(conn, key, "identity.change", "identity: " + ", ".join(sorted(given)))
     return await _identity(conn, key.account_id)

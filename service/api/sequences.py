@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from service import audit
 from service.api.campaigns import MAX_BODY_TEXT, Engagement
 from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, RENDERS, Conn, IdempotencyKey, Key, MailingConfig, limiter
 from service.campaigns.fields import MAX_FROM, MAX_SUBJECT
@@ -150,14 +151,16 @@ async def list_sequences(conn: Conn, key: Key) -> SequenceList:
     responses=CONFLICT,
 )
 async def create_sequence(given: NewSequence, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None) -> Sequence:
-    made = await sequences.create(
-        conn,
-        account_id=key.account_id,
-        name=given.name,
-        list_name=given.list,
-        existing=given.existing,
-        segment=given.segment,
-    )
+    async with conn.transaction():
+        made = await sequences.create(
+            conn,
+            account_id=key.account_id,
+            name=given.name,
+            list_name=given.list,
+            existing=given.existing,
+            segment=given.segment,
+        )
+        await audit.by_key(conn, key, "sequence.create", f"sequence {made.id}")
     return Sequence(**asdict(made))
 
 
@@ -214,7 +217,9 @@ async def sequence_stats(sequence_id: SequenceId, conn: Conn, key: Key) -> Seque
 async def pause_sequence(
     sequence_id: SequenceId, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None
 ) -> SequenceProgress:
-    await sequences.pause(conn, account_id=key.account_id, sequence_id=sequence_id)
+    async with conn.transaction():
+        await sequences.pause(conn, account_id=key.account_id, sequence_id=sequence_id)
+        await audit.by_key(conn, key, "sequence.pause", f"sequence {sequence_id}")
     return await progress(conn, key, sequence_id)
 
 
@@ -227,7 +232,9 @@ async def pause_sequence(
 async def resume_sequence(
     sequence_id: SequenceId, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None
 ) -> SequenceProgress:
-    await sequences.resume(conn, account_id=key.account_id, sequence_id=sequence_id)
+    async with conn.transaction():
+        await sequences.resume(conn, account_id=key.account_id, sequence_id=sequence_id)
+        await audit.by_key(conn, key, "sequence.resume", f"sequence {sequence_id}")
     return await progress(conn, key, sequence_id)
 
 
@@ -263,6 +270,9 @@ async def add_step(
         timeout=DB_SECONDS,
         limiter=limiter(request, "renders", RENDERS),
     )
+    # after the step's transaction, as a draft's line (service/api/campaigns.py create_campaign): a step is a
+    # campaign, its partition attached
+    await audit.by_key(conn, key, "step.add", f"sequence {sequence_id} step {made.position}")
     return CheckedStep(**asdict(made))
 
 
@@ -286,16 +296,18 @@ async def change_step(
         raise Invalid(f"{nulls[0].replace('from_address', 'from')}: may not be null")
     if "window" in changes.model_fields_set:
         given["window"] = _window(changes.window)
-    made = await steps.change(
-        conn,
-        mailing=mailing,
-        account_id=key.account_id,
-        sequence_id=sequence_id,
-        at=position,
-        changes=given,
-        timeout=DB_SECONDS,
-        limiter=limiter(request, "renders", RENDERS),
-    )
+    async with conn.transaction():
+        made = await steps.change(
+            conn,
+            mailing=mailing,
+            account_id=key.account_id,
+            sequence_id=sequence_id,
+            at=position,
+            changes=given,
+            timeout=DB_SECONDS,
+            limiter=limiter(request, "renders", RENDERS),
+        )
+        await audit.by_key(conn, key, "step.change", f"sequence {sequence_id} step {position}")
     return CheckedStep(**asdict(made))
 
 
@@ -306,5 +318,7 @@ async def change_step(
     responses=ERRORS,
 )
 async def delete_step(sequence_id: SequenceId, position: Position, conn: Conn, key: Key) -> Step:
-    made = await steps.delete(conn, account_id=key.account_id, sequence_id=sequence_id, at=position)
+    async with conn.transaction():
+        made = await steps.delete(conn, account_id=key.account_id, sequence_id=sequence_id, at=position)
+        await audit.by_key(conn, key, "step.delete", f"sequence {sequence_id} step {position}")
     return Step(sequence_id=made.sequence_id, position=made.position, campaign_id=made.campaign_id)

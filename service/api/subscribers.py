@@ -3,6 +3,7 @@ erase (DELETE, the erasure of `einmal subscribers delete`); and many created or 
 (POST /subscribers/batch, service/subscribers/batch.py), each row with its outcome."""
 
 import json
+from collections import Counter
 from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -11,6 +12,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Body, HTTPException, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from service import audit
 from service.api.deps import CONFLICT, ERRORS, Conn, Cursor, Key, KeyAlone, body_as, connected, not_found, read_itself
 from service.engagement import activity
 from service.subscribers import batch, erasure, subscriber
@@ -150,8 +152,11 @@ async def batch_subscribers(request: Request, key: KeyAlone) -> Response:
     # a thousand rows that the event loop does not wait for; a connection is taken for the writes alone
     body = await request.body()
     rows = await anyio.to_thread.run_sync(_rows, body, request.headers.get("content-type"))
-    async with connected(request) as conn:
+    async with connected(request) as conn, conn.transaction():
         outcomes = await batch.upsert(conn, account_id=key.account_id, rows=rows)
+        n = Counter(o.outcome for o in outcomes)
+        told = f"subscribers: {n['created']} created, {n['updated']} updated, {n['invalid']} invalid"
+        await audit.by_key(conn, key, "subscriber.batch", told)
     return Response(await anyio.to_thread.run_sync(_answer, outcomes), media_type="application/json")
 
 
@@ -211,9 +216,11 @@ async def put_subscriber(
     ] = None,
 ) -> Subscriber:
     fields = fields or SubscriberFields()
-    found, created = await subscriber.upsert(
-        conn, account_id=key.account_id, email=email, name=fields.name, attributes=fields.attributes
-    )
+    async with conn.transaction():
+        found, created = await subscriber.upsert(
+            conn, account_id=key.account_id, email=email, name=fields.name, attributes=fields.attributes
+        )
+        await audit.by_key(conn, key, "subscriber.put", f"subscriber {found.email}")
     response.status_code = 201 if created else 200
     return _subscriber(found)
 

@@ -7,14 +7,18 @@ Another account's endpoints are neither listed nor changed (404). The URL policy
 refuses a URL that is not https or whose host resolves to a non-public address (422); the create route holds
 no connection while it asks DNS (deps.KeyAlone)."""
 
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Literal
 
+import asyncpg
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.api.deps import ERRORS, Config, Conn, IdempotencyKey, Key, KeyAlone, ReachConfig, checkout, problem
+from service import audit
+from service.api.deps import ERRORS, Config, Conn, IdempotencyKey, Key, KeyAlone, ReachConfig, connected, problem
 from service.webhooks import endpoints
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])
@@ -111,13 +115,23 @@ async def create_webhook(
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> NewWebhookEndpoint:
-    made = await endpoints.add(
-        checkout(request),
-        reach,
-        account_id=key.account_id,
-        url=fields.url,
-        events=list(fields.events) if fields.events else None,
-    )
+    async with AsyncExitStack() as held:  # add's connection and transaction, kept open for the line of the log
+        taken: list[asyncpg.Connection] = []
+
+        @asynccontextmanager
+        async def kept() -> AsyncIterator[asyncpg.Connection]:
+            taken.append(await held.enter_async_context(connected(request)))
+            await held.enter_async_context(taken[0].transaction())
+            yield taken[0]
+
+        made = await endpoints.add(
+            kept,
+            reach,
+            account_id=key.account_id,
+            url=fields.url,
+            events=list(fields.events) if fields.events else None,
+        )
+        await audit.by_key(taken[0], key, "webhook.create", f"webhook {made.id}")
     response.headers["Cache-Control"] = "no-store"
     return NewWebhookEndpoint(**asdict(made))
 
@@ -130,7 +144,9 @@ async def create_webhook(
     summary="remove the endpoint, with its deliveries",
 )
 async def delete_webhook(endpoint_id: EndpointId, conn: Conn, key: Key) -> Response:
-    await endpoints.remove(conn, account_id=key.account_id, id=endpoint_id)
+    async with conn.transaction():
+        await endpoints.remove(conn, account_id=key.account_id, id=endpoint_id)
+        await audit.by_key(conn, key, "webhook.remove", f"webhook {endpoint_id}")
     return Response(status_code=204)
 
 
@@ -148,7 +164,11 @@ async def rotate_webhook_secret(
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> RotatedSecret:
-    rotated = await endpoints.rotate(conn, settings.webhook_rotation_hours, account_id=key.account_id, id=endpoint_id)
+    async with conn.transaction():
+        rotated = await endpoints.rotate(
+            conn, settings.webhook_rotation_hours, account_id=key.account_id, id=endpoint_id
+        )
+        await audit.by_key(conn, key, "webhook.rotate", f"webhook {endpoint_id}")
     response.headers["Cache-Control"] = "no-store"
     return RotatedSecret(**asdict(rotated))
 
@@ -179,4 +199,7 @@ async def list_webhook_deliveries(
 async def replay_webhook(
     endpoint_id: EndpointId, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None
 ) -> Replayed:
-    return Replayed(**asdict(await endpoints.replay(conn, account_id=key.account_id, id=endpoint_id)))
+    async with conn.transaction():
+        replayed = await endpoints.replay(conn, account_id=key.account_id, id=endpoint_id)
+        await audit.by_key(conn, key, "webhook.replay", f"webhook {endpoint_id}")
+    return Replayed(**asdict(replayed))

@@ -11,10 +11,14 @@ import io
 from collections.abc import AsyncIterator
 from dataclasses import astuple, dataclass, fields
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import asyncpg
 
 from service import db
+
+if TYPE_CHECKING:
+    from service.accounts.keys import Key
 
 MAX_TEXT = 500  # an actor's, action's or subject's characters kept
 EXPORT_PAGE = 1000  # lines read at a time for an export
@@ -46,6 +50,11 @@ async def record(
         )
     )
     return line_id
+
+
+async def by_key(conn: asyncpg.Connection, key: "Key", action: str, subject: str) -> int:
+    """The line of a change made through the API (service/api/) with `key`, in the key's account."""
+    return await record(conn, actor=f"api:key {key.id}", account_id=key.account_id, action=action, subject=subject)
 
 
 async def page(

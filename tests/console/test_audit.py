@@ -34,6 +34,7 @@ async def test_api_transitions_are_audited_and_the_console_shows_each_member_its
             "SELECT actor, account_id, action, subject FROM einmal.audit_log WHERE action LIKE 'campaign.%' ORDER BY id"
         )
         assert [tuple(r) for r in lines] == [
+            (f"api:key {key_id}", ids["acme"], "campaign.create", f"campaign {campaign}"),
             (f"api:key {key_id}", ids["acme"], "campaign.approve", f"campaign {campaign}"),
             (f"api:key {key_id}", ids["acme"], "campaign.cancel", f"campaign {campaign}"),
         ]
@@ -47,7 +48,13 @@ async def test_api_transitions_are_audited_and_the_console_shows_each_member_its
             exported = await acme.get("/console/audit.csv")
             assert exported.headers["content-type"].startswith("text/csv")
             rows = list(csv.DictReader(io.StringIO(exported.text)))
-            assert {r["action"] for r in rows} == {"user.add", "console.login", "campaign.approve", "campaign.cancel"}
+            assert {r["action"] for r in rows} == {
+                "user.add",
+                "console.login",
+                "campaign.create",
+                "campaign.approve",
+                "campaign.cancel",
+            }
             assert {r["account"] for r in rows} == {"acme"}
         async with signed_in(base, "root") as root:
             everything = list(csv.DictReader(io.StringIO((await root.get("/console/audit.csv")).text)))

@@ -19,10 +19,12 @@ DRAFT = {"name": "Spring", "subject": "Hello", "from": "news@example.com", "text
 
 
 async def state(conn: asyncpg.Connection, campaign: int) -> tuple[str, list[tuple]]:
-    """The campaign's status and the audit log's lines of campaigns."""
+    """The campaign's status and the audit log's lines of campaigns written by the console (not the API's, which
+    made the draft)."""
     status = await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", campaign)
     lines = await conn.fetch(
-        "SELECT actor, account_id, action, subject FROM einmal.audit_log WHERE action LIKE 'campaign.%' ORDER BY id"
+        "SELECT actor, account_id, action, subject FROM einmal.audit_log "
+        "WHERE action LIKE 'campaign.%' AND actor LIKE 'console:%' ORDER BY id"
     )
     return status, [tuple(r) for r in lines]
 
