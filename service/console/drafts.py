@@ -81,7 +81,7 @@ class Drafting:
             account_id = viewer.account_id or await find_account(conn, name=given["account"])
         async with self.slots.turn(account_id) as threads:
             checked = await fields.checked(asked, limiter=threads)  # no connection held meanwhile
-            async with self.connected() as conn, conn.transaction():
+            async with self.connected() as conn:
                 made = await drafts.create(
                     conn,
                     mailing=self.mailing,
@@ -91,6 +91,8 @@ class Drafting:
                     limiter=threads,
                     **checked,
                 )
+                # its line after the draft's transaction, not around it: the partition the insert attaches locks
+                # every account's writes until it commits, and the trial render follows it (as the API's create)
                 await audited(conn, viewer, "create", account_id, made.id)
         return made
 
