@@ -16,8 +16,9 @@ source becomes (docs/guide/importing.md):
   UNSUB_TIME and CLEAN_TIME columns): a subscribed contact joins the list of --list, confirmed (at CONFIRM_TIME,
   else OPTIN_TIME) when the file says when it opted in, else as a sign-up awaiting confirmation; an unsubscribed
   one suppresses its mailbox (`unsubscribe`; `complaint` when UNSUB_REASON says abuse or spam), a cleaned one
-  too (`bounce`); neither makes a subscriber. The merge fields become attributes; Mailchimp's own columns
-  (ratings, IP addresses, geolocation, ids) are not kept.
+  too (`bounce`); neither makes a subscriber. The merge fields become attributes, and TIMEZONE the `time_zone`
+  attribute a campaign's local send time reads; Mailchimp's other columns (ratings, IP addresses, geolocation,
+  ids) are not kept.
 """
 
 import json
@@ -139,6 +140,8 @@ def mailchimp(reader: Iterator[list[str]], lines: Lines, path: str, list_name: s
         email = cell(row, "email address")
         name = " ".join(part for part in (cell(row, "first name"), cell(row, "last name")) if part)
         attributes = {name: row[c].strip(" ") for c, name in merge if row[c].strip(" ")}
+        if zone := cell(row, "timezone"):  # its IANA name, as a campaign's --local-time reads it
+            attributes.setdefault("time_zone", zone)
         if reason:  # an unsubscribed or cleaned contact: only its suppression
             said = cell(row, "unsub_reason") + " " + cell(row, "unsub_reason_other")
             return checked(email, name, [], {}, "complaint" if COMPLAINT.search(said) else reason, joins=False)

@@ -133,7 +133,9 @@ async def test_mailchimp_exports_carry_confirmation_times_unsubscribes_complaint
     }
     names = dict(await conn.fetch("SELECT email, name FROM einmal.subscribers"))
     assert names == {"dana@example.org": "Dana Ng", "eve@example.org": "Eve", "finn@example.org": "Finn"}
-    assert (await subscribers(conn))["dana@example.org"] == '{"company": "Acme"}'  # merge fields only, no IPs
+    # merge fields, and Mailchimp's TIMEZONE as the attribute local send times read; no IPs, no places
+    assert (await subscribers(conn))["dana@example.org"] == '{"company": "Acme", "time_zone": "Europe/Berlin"}'
+    assert (await subscribers(conn))["eve@example.org"] == "{}"  # no TIMEZONE: the account's zone applies
 
     out, err = ok(run(dsn, write(tmp_path, UNSUBSCRIBED, "unsub.csv"), "--from", "mailchimp", "--list", "news"))
     assert "suppressions complaint: 1 added\nsuppressions unsubscribe: 1 added\n" in err
