@@ -84,7 +84,7 @@ async def test_the_sequences_guides_other_commands_run_after_its_first_block(
 ) -> None:
     await _acme(conn, "news")
     first = doc_examples.example("guide/sequences.md", "bash")
-    others = doc_examples.example("guide/sequences.md", "shell")
+    others = doc_examples.example("guide/sequences.md", "shell", "# Sequences")
     async with http_server(dsn) as base:
         code, out, err = await doc_examples.run(_exports() + first + others, dsn, base)
     assert code == 0, err
@@ -169,9 +169,10 @@ async def test_the_click_tracking_guides_blocks_run_as_written(
     assert code == 0, err
     lines = out.splitlines()
     campaign = await conn.fetchval("SELECT id FROM einmal.campaigns WHERE name = 'Spring news'")
-    assert lines[0] == f"campaign {campaign}: clicks tracked" and "people       0      0" in lines, out
+    assert lines[0] == f"campaign {campaign}: delivered 0, bounced 0, complained 0, unsubscribed 0", out
+    assert lines[1] == "clicks tracked" and "people       0      0" in lines, out
     shown = json.loads(lines[-1])
-    assert shown["campaign_id"] == campaign and shown["tracked"] is True, out
+    assert shown["campaign_id"] == campaign and shown["clicks"]["tracked"] is True, out
 
 
 @pytest.mark.anyio
