@@ -9,11 +9,41 @@ costs the answer to a request no more than a short one.
 """
 
 import bisect
-import ipaddress
+import socket
 from importlib import resources
 from pathlib import Path
 
 from service.errors import ConfigError
+
+_V6 = 1 << 32  # IPv6 numbers shifted past IPv4's: one sorted list for both
+_MAPPED = 0xFFFF << 32  # ::ffff:a.b.c.d, an IPv4 client on an IPv6 socket
+
+
+def _number(address: str) -> int | None:
+    """The address as one number of the shared order; None when it is no address."""
+    try:
+        if ":" not in address:
+            return int.from_bytes(socket.inet_pton(socket.AF_INET, address), "big")
+        number = int.from_bytes(socket.inet_pton(socket.AF_INET6, address.partition("%")[0]), "big")
+    except (OSError, ValueError):
+        return None
+    return number - _MAPPED if number >> 32 == 0xFFFF else number + _V6
+
+
+def _range(entry: str) -> tuple[int, int] | None:
+    """The first and last number of a network ``address/length`` (host bits ignored); None when it is none."""
+    address, slash, length = entry.partition("/")
+    start = _number(address)
+    if start is None or (slash and not (length.isascii() and length.isdigit())):
+        return None
+    v6 = ":" in address
+    bits = 128 if v6 else 32
+    prefix = int(length) if slash else bits
+    if prefix > bits or (v6 and start < _V6):  # a mapped IPv4 address names no IPv6 network here
+        return None
+    host = (1 << (bits - prefix)) - 1
+    start = ((start - _V6 if v6 else start) & ~host) + (_V6 if v6 else 0)
+    return start, start + host
 
 
 class Networks:
@@ -21,11 +51,7 @@ class Networks:
 
     __slots__ = ("_ends", "_starts")
 
-    def __init__(self, networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> None:
-        ranges: list[tuple[int, int]] = []  # IPv6 numbers shifted past IPv4's: one sorted list for both
-        for network in networks:
-            offset = 0 if network.version == 4 else 1 << 32
-            ranges.append((int(network.network_address) + offset, int(network.broadcast_address) + offset))
+    def __init__(self, ranges: list[tuple[int, int]]) -> None:
         merged: list[list[int]] = []
         for start, end in sorted(ranges):
             if merged and start <= merged[-1][1] + 1:
@@ -36,13 +62,9 @@ class Networks:
         self._ends = [end for _, end in merged]
 
     def __contains__(self, host: object) -> bool:
-        try:
-            address = ipaddress.ip_address(host if isinstance(host, str) else "")
-        except ValueError:
+        number = _number(host) if isinstance(host, str) else None
+        if number is None:
             return False
-        if address.version == 6 and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        number = int(address) + (0 if address.version == 4 else 1 << 32)
         at = bisect.bisect_right(self._starts, number) - 1
         return at >= 0 and number <= self._ends[at]
 
@@ -58,11 +80,10 @@ class Networks:
             text = Path(path).read_text() if path else (resources.files("service.web") / shipped).read_text()
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{setting}: cannot read {path}: {exc}") from None
-        networks = []
+        ranges = []
         for number, line in enumerate(text.splitlines(), 1):
             if entry := line.partition("#")[0].partition(",")[0].strip():
-                try:
-                    networks.append(ipaddress.ip_network(entry, strict=False))
-                except ValueError:
-                    raise ConfigError(f"{where}: line {number}: {entry[:60]!r} is not a network") from None
-        return cls(networks)
+                if (found := _range(entry)) is None:
+                    raise ConfigError(f"{where}: line {number}: {entry[:60]!r} is not a network")
+                ranges.append(found)
+        return cls(ranges)
