@@ -32,7 +32,7 @@ from service.api.deps import (
     connected,
     renders,
 )
-from service.campaigns import approval, clicks, drafts, fields, listing, preview, status, transitions
+from service.campaigns import approval, clicks, drafts, fields, listing, opens, preview, status, transitions
 from service.campaigns.fields import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
@@ -111,6 +111,11 @@ class Draft(BaseModel):
         False,
         description="true: its links lead through this server's /c/ (EINMAL_CLICK_URL), which records each click, "
         "tagged a person's or a machine's (docs/guide/click-tracking.md)",
+    )
+    track_opens: bool | None = Field(
+        None,
+        description="true: its HTML body carries a pixel from this server's /c/o/ (EINMAL_CLICK_URL), which records "
+        "each open, tagged a person's or a machine's (docs/guide/click-tracking.md); absent: the account's default",
     )
 
 
@@ -323,6 +328,25 @@ class CampaignClicks(BaseModel):
 async def campaign_clicks(campaign_id: CampaignId, conn: Conn, key: Key) -> CampaignClicks:
     await own(conn, key, campaign_id)
     return CampaignClicks(**asdict(await clicks.of_campaign(conn, campaign_id=campaign_id, timeout=DB_SECONDS)))
+
+
+class CampaignOpens(BaseModel):
+    campaign_id: int
+    tracked: bool = Field(description='made with "track_opens": true (or by its account\'s default)')
+    all: ClickCount = Field(description="opens; unique: recipients who opened")
+    people: ClickCount = Field(description="opens tagged `human`")
+    machines: ClickCount = Field(description="opens tagged `machine`: Apple's proxy, scanners, prefetches")
+
+
+@router.get(
+    "/{campaign_id}/opens",
+    operation_id="get_campaign_opens",
+    summary="its opens, a person's and a machine's, total and unique",
+    responses=ERRORS,
+)
+async def campaign_opens(campaign_id: CampaignId, conn: Conn, key: Key) -> CampaignOpens:
+    await own(conn, key, campaign_id)
+    return CampaignOpens(**asdict(await opens.of_campaign(conn, campaign_id=campaign_id, timeout=DB_SECONDS)))
 
 
 def _mover(verb: str):

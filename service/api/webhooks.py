@@ -28,6 +28,7 @@ EventType = Literal[
     "subscriber.confirmed",
     "sequence.step_sent",
     "message.clicked",
+    "message.opened",
 ]
 State = Literal["pending", "delivered", "parked"]
 

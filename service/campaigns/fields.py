@@ -86,6 +86,7 @@ RULES: dict[str, Callable[[Any], Any]] = {
     "language": texts.checked,
     "unsubscribe": bool,
     "track_clicks": bool,
+    "track_opens": bool,
 }
 
 

@@ -6,6 +6,8 @@ shows (service/web/pages.py); the name may also come first, without --account, a
 page's language unless a campaign has its own, --contact an address the page offers when a genuine
 link no longer works. An empty value clears a setting. The setting itself is service/accounts/account.py's.
 
+--track-opens on|off: whether its new campaigns track opens unless they say (docs/guide/click-tracking.md#opens).
+
 --rate, --quota-hour, --quota-day and --messages-queued are the account's own sending budget
 (service/accounts/budget.py): `default` gives one back to the installation's EINMAL_ACCOUNT_ setting, 0 is none.
 """
@@ -39,11 +41,17 @@ async def set_command(args: argparse.Namespace, settings: Settings) -> int:
     given = {"display_name": args.display_name, "language": args.language, "contact": args.contact}
     limits = {"rate": args.rate, "quota_hour": args.quota_hour, "quota_day": args.quota_day}
     limits["messages_queued"] = args.messages_queued
-    if all(value is None for value in [*given.values(), *limits.values()]):
+    if all(value is None for value in [*given.values(), *limits.values(), args.track_opens]):
         raise Invalid(
-            "nothing to set: give --display-name, --language, --contact, --rate, --quota-hour, --quota-day"
-            " or --messages-queued"
+            "nothing to set: give --display-name, --language, --contact, --track-opens, --rate, --quota-hour,"
+            " --quota-day or --messages-queued"
         )
+    if args.track_opens is not None:
+        async with db.connection(db.url(settings)) as conn:
+            await account.set_track_opens(conn, name=args.account, on=args.track_opens == "on")
+        print(f"account {shown(args.account)}: new campaigns track opens: {args.track_opens}")
+        if all(value is None for value in [*given.values(), *limits.values()]):
+            return 0
     numbers = {
         name: budget.number(value, "--" + name.replace("_", "-"), whole=name != "rate")
         for name, value in limits.items()
@@ -89,6 +97,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--display-name", help="the sender's name on the page ('' clears it: the message's From name)")
     p.add_argument("--language", help="the page's language, e.g. en or de (a campaign's own comes first)")
     p.add_argument("--contact", help="an address shown when a link does not work ('' clears it)")
+    p.add_argument(
+        "--track-opens",
+        choices=("on", "off"),
+        help="whether its new campaigns track opens unless they say (--track-opens, --no-track-opens)",
+    )
     p.add_argument("--rate", help="its messages a second, all nodes together (default: EINMAL_ACCOUNT_RATE_LIMIT)")
     p.add_argument("--quota-hour", help="its messages in any hour (default: EINMAL_ACCOUNT_QUOTA_HOUR)")
     p.add_argument("--quota-day", help="its messages in any 24 hours (default: EINMAL_ACCOUNT_QUOTA_DAY)")

@@ -152,6 +152,7 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
             language=language,
             unsubscribe_required=not args.no_unsubscribe,
             track_clicks=args.track_clicks,
+            track_opens=args.track_opens,
         )
     for warning in created.trial.warnings:
         print(f"einmal: {warning}", file=sys.stderr)
@@ -326,6 +327,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="lead its links through EINMAL_CLICK_URL, which records each click, a person's or a machine's "
         "(docs/guide/click-tracking.md); default: links untouched",
     )
+    create.add_argument(
+        "--track-opens",
+        action=argparse.BooleanOptionalAction,
+        help="put a pixel from EINMAL_CLICK_URL in its HTML body, which records each open, a person's or a "
+        "machine's (docs/guide/click-tracking.md); default: the account's (off unless it was turned on)",
+    )
     create.set_defaults(func=create_command)
     for verb in ("approve", "pause", "resume", "cancel"):
         p = campaign.add_parser(verb, help=f"{verb} a campaign")
@@ -343,7 +350,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     status.add_argument("--follow", action="store_true", help="show a progress bar until the campaign ends")
     status.set_defaults(func=status_command)
-    stats = campaign.add_parser("stats", help="its clicks: a person's and a machine's, total and unique, per link")
+    stats = campaign.add_parser("stats", help="its clicks and opens: a person's and a machine's, total and unique")
     stats.add_argument("id", type=int, help="the campaign's id")
     stats.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     stats.set_defaults(func=campaign_stats.command)

@@ -88,14 +88,9 @@ class Recorder(recording.Buffer[Click]):
     def statement(self, batch: list[Click]) -> tuple[Any, ...]:
         return db.sql(
             "clicks_record",
-            ids=[c.id for c in batch],
-            accounts=[c.account_id for c in batch],
-            campaigns=[c.campaign_id for c in batch],
-            subscribers=[c.subscriber_id for c in batch],
+            **self.arrays(batch),
             links=[c.link for c in batch],
             urls=[c.url for c in batch],
-            ats=[c.at for c in batch],
-            said=[",".join(c.reasons) for c in batch],
             counts=[c.links for c in batch],
             early_seconds=EARLY_SECONDS,
             burst_seconds=BURST_SECONDS,

@@ -17,6 +17,7 @@ import hashlib
 import itertools
 import logging
 from collections import Counter
+from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
@@ -40,6 +41,14 @@ class Event(Protocol):
     def id(self) -> str: ...
     @property
     def account_id(self) -> int: ...
+    @property
+    def campaign_id(self) -> int: ...
+    @property
+    def subscriber_id(self) -> int: ...
+    @property
+    def at(self) -> datetime: ...
+    @property
+    def reasons(self) -> tuple[str, ...]: ...
 
 
 def event_id(prefix: str, window: float, at: float, *ids: int) -> str:
@@ -65,7 +74,21 @@ class Buffer(Generic[E]):
         self._task: asyncio.Task[None] | None = None
 
     def statement(self, batch: list[E]) -> tuple[Any, ...]:
+        """The (query, *args) that writes `batch`, e.g. ``db.sql(name, **self.arrays(batch), …)``."""
         raise NotImplementedError
+
+    @staticmethod
+    def arrays(batch: list[E]) -> dict[str, list[Any]]:
+        """What every recording statement takes: parallel arrays, one element per event (`said`: its reasons,
+        comma-separated)."""
+        return {
+            "ids": [e.id for e in batch],
+            "accounts": [e.account_id for e in batch],
+            "campaigns": [e.campaign_id for e in batch],
+            "subscribers": [e.subscriber_id for e in batch],
+            "ats": [e.at for e in batch],
+            "said": [",".join(e.reasons) for e in batch],
+        }
 
     async def add(self, event: E) -> None:
         """Keep `event` to be written (a coroutine: Starlette runs a background function on a thread)."""
