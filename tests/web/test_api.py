@@ -532,6 +532,7 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
         "/campaigns/{campaign_id}/preview",
         "/campaigns/{campaign_id}/test",
         "/campaigns/{campaign_id}/clicks",
+        "/campaigns/{campaign_id}/opens",
         "/lists",
         "/lists/{name}",
         "/lists/{name}/members/{email}",
