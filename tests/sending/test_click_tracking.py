@@ -15,6 +15,7 @@ import pytest
 
 from tests.support import pipeline
 from tests.support.web import http_server
+from tests.web.test_http_clicks import parts_of
 
 pytestmark = pytest.mark.anyio
 
@@ -31,6 +32,21 @@ class Kept(pipeline.Received):
         return await super().handle_DATA(server, session, envelope)
 
 
+async def sent(conn: asyncpg.Connection, dsn: str, campaign: int, tmp_path: Path) -> bytes:
+    """The one message a node sends of the approved `campaign`, tracked through http://127.0.0.1:9/c."""
+    received = Kept()
+    async with pipeline.recording_server(received) as port:
+        node = pipeline.start_node(
+            pipeline.node_env(dsn, port, EINMAL_CLICK_URL="http://127.0.0.1:9/c"), tmp_path / "node.log"
+        )
+        try:
+            await pipeline.wait_status(conn, campaign, "sent")
+        finally:
+            assert await pipeline.stop_node(node) == 0
+    (raw,) = received.raw
+    return raw
+
+
 def text_body(raw: bytes) -> str:
     part = email.message_from_bytes(raw)
     assert isinstance(part, Message) and not part.is_multipart()
@@ -42,16 +58,7 @@ async def test_a_node_sends_tracked_links_that_lead_to_the_templates_urls(
 ) -> None:
     campaign = await pipeline.seed(conn, ["a@example.org"], body="Read https://example.org/story?id=7 today.\n")
     await conn.execute("UPDATE einmal.campaigns SET track_clicks = true, status = 'approved' WHERE id = $1", campaign)
-    received = Kept()
-    async with pipeline.recording_server(received) as port:
-        node = pipeline.start_node(
-            pipeline.node_env(dsn, port, EINMAL_CLICK_URL="http://127.0.0.1:9/c"), tmp_path / "node.log"
-        )
-        try:
-            await pipeline.wait_status(conn, campaign, "sent")
-        finally:
-            assert await pipeline.stop_node(node) == 0
-    (raw,) = received.raw
+    raw = await sent(conn, dsn, campaign, tmp_path)
     body = text_body(raw)
     assert "example.org/story" not in body
     found = re.search(r"Read http://127\.0\.0\.1:9/c/([0-9.]+[A-Za-z0-9_-]+) today\.", body)
@@ -74,21 +81,8 @@ async def test_a_node_sends_an_open_pixel_in_the_html_only_which_records_the_ope
         "track_opens = true, status = 'approved' WHERE id = $1",
         campaign,
     )
-    received = Kept()
-    async with pipeline.recording_server(received) as port:
-        node = pipeline.start_node(
-            pipeline.node_env(dsn, port, EINMAL_CLICK_URL="http://127.0.0.1:9/c"), tmp_path / "node.log"
-        )
-        try:
-            await pipeline.wait_status(conn, campaign, "sent")
-        finally:
-            assert await pipeline.stop_node(node) == 0
-    (raw,) = received.raw
-    parts = {
-        p.get_content_type(): p.get_payload(decode=True).decode()
-        for p in email.message_from_bytes(raw).walk()
-        if isinstance(p, Message) and not p.is_multipart()
-    }
+    raw = await sent(conn, dsn, campaign, tmp_path)
+    parts = parts_of(raw)
     assert parts["text/plain"].strip() == "Spring news."  # the text part as it was
     found = re.search(r'<body><img src="http://127\.0\.0\.1:9/c/o/([0-9.]+[A-Za-z0-9_-]+)"', parts["text/html"])
     assert found is not None, parts["text/html"]

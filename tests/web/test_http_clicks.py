@@ -63,16 +63,26 @@ async def tracked(
     return ids
 
 
+def parts_of(raw: bytes) -> dict[str, str]:
+    """A message's parts by content type, decoded."""
+    return {
+        part.get_content_type(): part.get_payload(decode=True).decode()
+        for part in email.message_from_bytes(raw).walk()
+        if isinstance(part, Message) and not part.is_multipart()
+    }
+
+
+async def message(conn: asyncpg.Connection, ids: tuple[int, int, int], base: str) -> dict[str, str]:
+    """The subscriber's message as rendered for a node of this surface: its parts by content type."""
+    settings = Settings(unsubscribe_secret=SecretStr(SECRET), click_url=f"{base}/c")
+    campaign = dict(await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=ids[1])))
+    return parts_of(CampaignTemplate.compile(campaign, settings).render(ids[2], "ann@example.org", "Ann"))
+
+
 async def message_links(conn: asyncpg.Connection, ids: tuple[int, int, int], base: str) -> tuple[list[str], str]:
     """The links of the HTML body of the subscriber's message as rendered for a node of this surface, and its
     text body."""
-    settings = Settings(unsubscribe_secret=SecretStr(SECRET), click_url=f"{base}/c")
-    campaign = dict(await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=ids[1])))
-    raw = CampaignTemplate.compile(campaign, settings).render(ids[2], "ann@example.org", "Ann")
-    parts: dict[str, str] = {}
-    for part in email.message_from_bytes(raw).walk():
-        if isinstance(part, Message) and not part.is_multipart():
-            parts[part.get_content_type()] = part.get_payload(decode=True).decode()
+    parts = await message(conn, ids, base)
     return re.findall(r'href="([^"]*)"', parts["text/html"]), parts["text/plain"]
 
 

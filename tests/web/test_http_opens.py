@@ -4,29 +4,23 @@ tagged a person's or a machine's (Apple's proxy from a 127.0.0.x address named i
 user agent, HEAD, early, a scanner); a forged token gets the same pixel and records nothing; a locked opens
 table holds up no answer; erasure, webhooks, stats."""
 
-import email
 import json
 import re
 import time
-from email.message import Message
 from pathlib import Path
 
 import anyio
 import asyncpg
 import httpx
 import pytest
-from pydantic import SecretStr
 
-from service import db
 from service.mail import confirm, opens, unsubscribe
-from service.mail.render import CampaignTemplate
-from service.settings import Settings
 from service.subscribers import erasure
 from service.web.opens import APPLE_AGENT, PIXEL, REPEAT_SECONDS
 from tests.conftest import einmal
 from tests.support.web import SECRET, http_server, subscriber, webhook_endpoint
 from tests.web.test_api import auth, make_key
-from tests.web.test_http_clicks import TEXT, tracked
+from tests.web.test_http_clicks import TEXT, message, tracked
 
 pytestmark = pytest.mark.anyio
 
@@ -41,18 +35,6 @@ async def opened(
     ids = await tracked(conn, track=clicks, sent_ago=sent_ago, account=account)
     await conn.execute("UPDATE einmal.campaigns SET track_opens = true WHERE id = $1", ids[1])
     return ids
-
-
-async def message(conn: asyncpg.Connection, ids: tuple[int, int, int], base: str) -> dict[str, str]:
-    """The subscriber's message as rendered for a node of this surface: its parts by content type."""
-    settings = Settings(unsubscribe_secret=SecretStr(SECRET), click_url=f"{base}/c")
-    campaign = dict(await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=ids[1])))
-    raw = CampaignTemplate.compile(campaign, settings).render(ids[2], "ann@example.org", "Ann")
-    parts: dict[str, str] = {}
-    for part in email.message_from_bytes(raw).walk():
-        if isinstance(part, Message) and not part.is_multipart():
-            parts[part.get_content_type()] = part.get_payload(decode=True).decode()
-    return parts
 
 
 async def pixel(conn: asyncpg.Connection, ids: tuple[int, int, int], base: str) -> str:
