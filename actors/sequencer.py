@@ -9,8 +9,11 @@ once; otherwise the sweep waits for EINMAL_SEQUENCE_TICK_SECONDS or a join's `NO
 comes first (a hint: a lost notification costs a tick, never a member).
 """
 
+import json
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -20,6 +23,7 @@ from anyio.abc import TaskStatus
 from actors.sections import SequencerConfig
 from actors.wires import Fencing, Nudge
 from service import db
+from service.segments import compiled
 
 log = logging.getLogger("einmal.sequencer")
 
@@ -31,10 +35,19 @@ class Swept:
     full: bool  # a sequence filled its batch: more may be due
 
 
-async def sweep_one(conn: asyncpg.Connection, *, sequence_id: int, batch: int, wait_seconds: float) -> tuple[int, int]:
+async def sweep_one(
+    conn: asyncpg.Connection,
+    *,
+    sequence_id: int,
+    batch: int,
+    wait_seconds: float,
+    account_id: int = 0,
+    rule: Any = None,
+) -> tuple[int, int]:
     """One batch of one sequence, one transaction: its steps held FOR SHARE (a delete of one waits, and then
     cancels the rows queued here), the members locked, then read and moved with a snapshot taken after the
-    locks (a member another sweep moved meanwhile is read as it now is, with the row that sweep queued).
+    locks (a member another sweep moved meanwhile is read as it now is, with the row that sweep queued). `rule`:
+    the segment rule that narrows the sequence (None: none), over account `account_id`'s subscribers.
     (members locked, rows queued)."""
     async with conn.transaction():
         await conn.execute(*db.sql("sequence_steps_share", sequence_id=sequence_id))
@@ -42,8 +55,11 @@ async def sweep_one(conn: asyncpg.Connection, *, sequence_id: int, batch: int, w
         if not locked:
             return 0, 0
         row = await conn.fetchrow(
-            *db.sql(
+            *compiled.bound(
                 "sequence_sweep",
+                rule,
+                owner=account_id,
+                now=datetime.now(UTC),
                 sequence_id=sequence_id,
                 subscriber_ids=[r["subscriber_id"] for r in locked],
                 wait_seconds=wait_seconds,
@@ -57,8 +73,16 @@ async def sweep(conn: asyncpg.Connection, *, batch: int, wait_seconds: float) ->
     """One pass: one batch of each running sequence with a member due."""
     looked = queued = 0
     full = False
-    for sequence_id in [r["id"] for r in await conn.fetch(*db.sql("sequence_due"))]:
-        locked, added = await sweep_one(conn, sequence_id=sequence_id, batch=batch, wait_seconds=wait_seconds)
+    for due in await conn.fetch(*db.sql("sequence_due")):
+        rule = json.loads(due["segment_rule"]) if due["segment_rule"] is not None else None
+        locked, added = await sweep_one(
+            conn,
+            sequence_id=due["id"],
+            batch=batch,
+            wait_seconds=wait_seconds,
+            account_id=due["account_id"],
+            rule=rule,
+        )
         looked, queued = looked + locked, queued + added
         full = full or locked >= batch
     return Swept(looked, queued, full)

@@ -30,7 +30,11 @@
 15. two accounts on one node at EINMAL_RATE_LIMIT=20: B's message p99 and B's campaign rate while A floods 600
     messages, each against B alone (bench/fairness.py; alone: `python -m bench.fairness`);
 16. the recipient build of a campaign narrowed by a segment, and of one taking every member, over --subscribers
-    (1,000,000), against the bare list build of the same run (bench/segments.py; alone: `python -m bench.segments`).
+    (1,000,000), against the bare list build of the same run (bench/segments.py; alone: `python -m bench.segments`);
+17. the outbound webhook trigger's server CPU per row sent of an account with an endpoint, over the trigger disabled,
+    in a database of its own (bench/webhook_trigger.py).
+18. the console's pages' p95 over --subscribers (1,000,000) with a campaign of 100,000 sending, 4 signed-in
+    clients walking every page (bench/console.py; --quick: 5,000 sending; alone: `python -m bench.console`).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
 bench could not run, 3 when smtp-sink is missing and cannot be installed.
@@ -50,6 +54,7 @@ from bench import (
     batch,
     bounces,
     build,
+    console,
     database,
     fairness,
     latency,
@@ -60,6 +65,7 @@ from bench import (
     send,
     sequences,
     signing,
+    webhook_trigger,
     webhooks,
 )
 from bench.sink import Sink, Unavailable, ensure_tools, wire
@@ -156,8 +162,22 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
     sequences.report(await sequences.measure(server, 20_000 if args.quick else 1_000_000, 1.0, 500), say)
     webhooks.report(await webhooks.measure(server, 1_000 if args.quick else 5_000), say)
     segments.report(await segments.measure(server, args.subscribers), say)
+    report.webhook_trigger(await trigger_cost(server), say)
     for line in (await fairness.measure(server, sink, flood=600, rate=20.0, tick=args.tick)).rows():
         say(line)
+    sending = 5_000 if args.quick else 100_000
+    console.report(
+        await console.measure(server, args.subscribers, min(sending, args.subscribers), 5 if args.quick else 20), say
+    )
+
+
+async def trigger_cost(server: str) -> float | None:
+    """bench/webhook_trigger.py in a fresh database: the trigger's CPU µs per row (its own lines not printed)."""
+    name = f"einmal_bench_{os.getpid()}_trigger"
+    try:
+        return await webhook_trigger.measure(await database.fresh(server, name), say=lambda _line: None)
+    finally:
+        await database.drop(server, name)
 
 
 def relay_messages(args: argparse.Namespace) -> int:

@@ -2,8 +2,10 @@
 sending's record statement (sql/queries/send_advance.sql), one group of GROUP rows to 'sent' at a time, in
 four set-ups: the trigger disabled (the floor), no active endpoint anywhere (the trigger's early return), an
 active endpoint of another account only, and an endpoint of the sending account (an event, a counter and a
-delivery per row). Median and 90th percentile of ROUNDS statements each, on a migrated database at
-EINMAL_DATABASE_URL (it writes an account 'bench-webhooks' there)."""
+delivery per row). Median and 90th percentile of ROUNDS statements each, and the CPU time of the server's backend
+per row (bench/cpu.py: on a busy machine the wall clock swings by more than the trigger costs), each against the
+trigger disabled, on a migrated database at EINMAL_DATABASE_URL (it writes an account 'bench-webhooks' there;
+`python -m bench` runs it in a fresh database and reports the CPU figure against its target)."""
 
 import os
 import statistics
@@ -13,6 +15,7 @@ import time
 import anyio
 import asyncpg
 
+from bench.cpu import cpu_seconds
 from service import db
 
 GROUP, ROUNDS = 100, 100
@@ -86,11 +89,9 @@ async def arrange(conn: asyncpg.Connection, trigger: bool, other: bool, mine: bo
     )
 
 
-async def main() -> int:
-    dsn = os.environ.get("EINMAL_DATABASE_URL")
-    if not dsn:
-        print("bench: set EINMAL_DATABASE_URL to a migrated database", file=sys.stderr)
-        return 2
+async def measure(dsn: str, say=print) -> float | None:
+    """The trigger's CPU µs per row of an account with an endpoint, over the trigger disabled (None when the
+    server is not on this machine); each set-up's figures said."""
     conn = await asyncpg.connect(dsn)
     try:
         account, other, campaign = await setup(conn)
@@ -103,23 +104,42 @@ async def main() -> int:
         rows = [r["id"] for r in await conn.fetch("SELECT id FROM einmal.sends ORDER BY id")]
         groups = iter([rows[i : i + GROUP] for i in range(0, len(rows), GROUP)])
         results: dict[str, list[float]] = {name: [] for name in SETUPS}
+        cpu: dict[str, float] = dict.fromkeys(SETUPS, 0.0)
+        backend = await conn.fetchval("SELECT pg_backend_pid()")
         for _ in range(ROUNDS):  # the set-ups in turn, so that the machine's drift falls on each alike
             for name, setup_ in SETUPS.items():
                 await arrange(conn, *setup_, endpoints)
+                before = cpu_seconds(backend)
                 results[name].append(await record(conn, campaign, next(groups)))
+                after = cpu_seconds(backend)
+                cpu[name] += (after or 0.0) - (before or 0.0)
+        local = cpu_seconds(backend) is not None
         events = await conn.fetchval("SELECT count(*) FROM einmal.webhook_events WHERE account_id = $1", account)
         floor = statistics.median(results["trigger disabled"])
-        print(f"send_advance.sql, {GROUP} rows to 'sent' per statement, {ROUNDS} statements each, in turn:")
+        say(f"send_advance.sql, {GROUP} rows to 'sent' per statement, {ROUNDS} statements each, in turn:")
         for name, times in results.items():
             median, p90 = statistics.median(times), statistics.quantiles(times, n=10)[-1]
-            print(
+            extra = (cpu[name] - cpu["trigger disabled"]) / (GROUP * ROUNDS) * 1e6
+            say(
                 f"  {name:28} median {median * 1000:6.2f} ms  p90 {p90 * 1000:6.2f} ms  "
-                f"({(median - floor) / GROUP * 1e6:+6.1f} us a row)"
+                f"({(median - floor) / GROUP * 1e6:+6.1f} us a row; CPU "
+                + (f"{extra:+6.1f} us a row)" if local else "not measured)")
             )
-        print(f"  events written with this account's endpoint: {events}")
+        say(f"  events written with this account's endpoint: {events}")
+        if not local:
+            return None
+        return (cpu["this account's endpoint"] - cpu["trigger disabled"]) / (GROUP * ROUNDS) * 1e6
     finally:
         await conn.execute("ALTER TABLE einmal.sends ENABLE TRIGGER sends_webhooks")
         await conn.close()
+
+
+async def main() -> int:
+    dsn = os.environ.get("EINMAL_DATABASE_URL")
+    if not dsn:
+        print("bench: set EINMAL_DATABASE_URL to a migrated database", file=sys.stderr)
+        return 2
+    await measure(dsn)
     return 0
 
 

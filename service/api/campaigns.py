@@ -34,6 +34,7 @@ from service.api.deps import (
 )
 from service.campaigns import approval, clicks, drafts, fields, listing, opens, preview, status, transitions
 from service.campaigns.fields import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT
+from service.engagement import counts
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 Status = Literal["draft", "approved", "sending", "paused", "sent", "cancelled"]
@@ -347,6 +348,30 @@ class CampaignOpens(BaseModel):
 async def campaign_opens(campaign_id: CampaignId, conn: Conn, key: Key) -> CampaignOpens:
     await own(conn, key, campaign_id)
     return CampaignOpens(**asdict(await opens.of_campaign(conn, campaign_id=campaign_id, timeout=DB_SECONDS)))
+
+
+class Engagement(BaseModel):
+    delivered: int = Field(description="its messages answered 250 by the receiving server")
+    bounced: int = Field(description="refused for an address reason when sent, or a hard bounce after")
+    complained: int = Field(description="complaints (feedback loops) about its messages")
+    unsubscribed: int = Field(description="one-click unsubscribes from its messages")
+    clicks: CampaignClicks | None = Field(description="its links' clicks; null where links are not tracked")
+    opens: CampaignOpens | None = Field(default=None, description="its opens; null where opens are not tracked")
+
+
+class CampaignEngagement(Engagement):
+    campaign_id: int
+
+
+@router.get(
+    "/{campaign_id}/stats",
+    operation_id="get_campaign_stats",
+    summary="its engagement: delivered, bounced, complained, unsubscribed, clicked, opened",
+    responses=ERRORS,
+)
+async def campaign_stats(campaign_id: CampaignId, conn: Conn, key: Key) -> CampaignEngagement:
+    await own(conn, key, campaign_id)
+    return CampaignEngagement(**asdict(await counts.of_campaign(conn, campaign_id=campaign_id)))
 
 
 def _mover(verb: str):

@@ -4,19 +4,21 @@ docs/design.md#messages).
 `POST /messages` answers 202 with the message's id at once; the message goes out ahead of bulk mail. The route
 itself is idempotent by its Idempotency-Key (kept EINMAL_MESSAGE_KEY_HOURS, the middleware's window too):
 whatever died between a claim and its answer, a retry finds the same message. `GET /messages/{id}` tells its
-state from its send row; another account's is 404. `POST /messages/batch` queues up to
-batch.MAX_MESSAGES at once, each item's outcome back (service/messages/batch.py): under the request's
-Idempotency-Key `k` item `i` is made under `k:i`, so that a retry of the route itself makes only what is missing."""
+state from its send row; another account's is 404; `GET /messages` lists them, newest first (as the console).
+`POST /messages/batch` queues up to batch.MAX_MESSAGES at once, each item's outcome back
+(service/messages/batch.py): under the request's Idempotency-Key `k` item `i` is made under `k:i`, so that a
+retry of the route itself makes only what is missing."""
 
 from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import anyio.to_thread
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.accounts import replies
+from service.api.campaigns import Engagement
 from service.api.deps import (
     ERRORS,
     Conn,
@@ -30,6 +32,7 @@ from service.api.deps import (
     read_itself,
     render_slots,
 )
+from service.engagement import counts
 from service.messages import batch, messages
 from service.text import MAX_EMAIL
 
@@ -235,6 +238,27 @@ def _items(body: bytes, content_type: str | None) -> list[batch.Item]:
     ]
 
 
+class ListedMessage(BaseModel):
+    id: int
+    state: str = Field(description="queued, sending, sent, failed, suppressed or in_doubt")
+    email: str
+    subject: str
+    template: str | None
+    sent_at: datetime | None
+    created_at: datetime
+
+
+@router.get("/messages", operation_id="list_messages", summary="the account's messages, newest first")
+async def list_messages(
+    conn: Conn,
+    key: Key,
+    before: Annotated[int, Query(ge=1, le=2**63 - 1, description="the ids below this one (the next page)")] = 2**63 - 1,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[ListedMessage]:
+    found = await messages.listing(conn, account_id=key.account_id, before=before, limit=limit)
+    return [ListedMessage(**asdict(m)) for m in found]
+
+
 @router.get("/messages/{message_id:int}", operation_id="get_message", responses=ERRORS, summary="a message's state")
 async def get_message(message_id: MessageId, conn: Conn, key: Key) -> MessageState:
     found = asdict(await messages.show(conn, account_id=key.account_id, message_id=message_id))
@@ -250,6 +274,20 @@ async def list_message_templates(conn: Conn, key: Key) -> list[MessageTemplate]:
 @router.get("/message-templates/{name}", operation_id="get_message_template", responses=ERRORS, summary="one template")
 async def get_message_template(name: TemplateName, conn: Conn, key: Key) -> MessageTemplate:
     return _template(await messages.template(conn, account_id=key.account_id, name=name))
+
+
+class TemplateEngagement(Engagement):
+    template: str = Field(description="its name; the messages made from it while it had that name are counted")
+
+
+@router.get(
+    "/message-templates/{name}/stats",
+    operation_id="get_message_template_stats",
+    responses=ERRORS,
+    summary="the engagement of the messages made from it: delivered, bounced, complained, unsubscribed",
+)
+async def message_template_stats(name: TemplateName, conn: Conn, key: Key) -> TemplateEngagement:
+    return TemplateEngagement(**asdict(await counts.of_template(conn, account_id=key.account_id, name=name)))
 
 
 @router.put(

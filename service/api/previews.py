@@ -37,7 +37,6 @@ from service.text import MAX_EMAIL, MAX_NAME, shown
 
 router = APIRouter(prefix="/campaigns", tags=["campaigns"])
 TESTS = 4
-MAX_PREVIEW = 2 * 1024 * 1024  # bytes of one previewed message
 Subscriber = Query(
     None,
     max_length=MAX_EMAIL,
@@ -110,19 +109,10 @@ async def _render(
 
 
 def _preview(message: bytes, subscriber: str) -> Preview:
-    parsed = previews.parsed(message)
-    parts = {
-        kind: content.replace("\r\n", "\n")
-        for kind, content in reversed(previews.decoded(parsed))
-        if isinstance(content, str)
-    }  # the first of each type, its lines ending in \n
+    found = previews.readable(message)
+    headers = [Header(name=k, value=v) for k, v in found.headers]
     return Preview(
-        subscriber=subscriber,
-        headers=[Header(name=k, value=str(v)) for k, v in parsed.items()],
-        subject=str(parsed["Subject"] or ""),
-        text=parts.get("text/plain", ""),
-        html=parts.get("text/html"),
-        size=len(message),
+        subscriber=subscriber, headers=headers, subject=found.subject, text=found.text, html=found.html, size=found.size
     )
 
 
@@ -142,10 +132,10 @@ async def preview(
 ) -> Preview:
     made = await _render(request, mailing, conn, key, campaign_id, subscriber)
     message, email = made.message, made.subscriber
-    if len(message) > MAX_PREVIEW:
+    if len(message) > previews.MAX_PREVIEW:
         raise HTTPException(
             422,
-            f"the message is {len(message):,} bytes, more than a preview's {MAX_PREVIEW:,}; "
+            f"the message is {len(message):,} bytes, more than a preview's {previews.MAX_PREVIEW:,}; "
             "`einmal campaign preview --out` writes it",
         )
     async with renders(request, key.account_id) as threads:

@@ -10,9 +10,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.api.campaigns import MAX_BODY_TEXT
+from service.api.campaigns import MAX_BODY_TEXT, Engagement
 from service.api.deps import CONFLICT, DB_SECONDS, ERRORS, RENDERS, Conn, IdempotencyKey, Key, MailingConfig, limiter
 from service.campaigns.fields import MAX_FROM, MAX_SUBJECT
+from service.engagement import counts
 from service.errors import Invalid
 from service.sequences import sequences, steps
 
@@ -30,6 +31,7 @@ class Sequence(BaseModel):
     created_at: datetime
     steps: int = Field(description="its steps, deleted ones not counted")
     members: int = Field(description="members on its list it follows")
+    segment: str | None = Field(description="the segment that narrows it (its rule as it was when made); null: none")
 
 
 class NewSequence(BaseModel):
@@ -40,6 +42,13 @@ class NewSequence(BaseModel):
         False,
         description="true: the list's confirmed members now follow it too, as if they joined now; false: only "
         "those whose membership is confirmed from now on",
+    )
+    segment: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="one of the account's segments: each step goes to the members its rule takes when the step "
+        "falls due (the rule as it is now); absent: every member",
     )
 
 
@@ -66,6 +75,7 @@ class NewStep(BaseModel):
     position: int | None = Field(
         None, ge=1, le=steps.MAX_POSITION, description="absent: after the last (positions are never reused)"
     )
+    track_clicks: bool = Field(False, description="its links rewritten to tracked ones (docs: click tracking)")
 
 
 class StepChanges(BaseModel):
@@ -136,7 +146,12 @@ async def list_sequences(conn: Conn, key: Key) -> SequenceList:
 )
 async def create_sequence(given: NewSequence, conn: Conn, key: Key, idempotency_key: IdempotencyKey = None) -> Sequence:
     made = await sequences.create(
-        conn, account_id=key.account_id, name=given.name, list_name=given.list, existing=given.existing
+        conn,
+        account_id=key.account_id,
+        name=given.name,
+        list_name=given.list,
+        existing=given.existing,
+        segment=given.segment,
     )
     return Sequence(**asdict(made))
 
@@ -159,6 +174,30 @@ async def progress(conn, key, sequence_id: int) -> SequenceProgress:
 )
 async def get_sequence(sequence_id: SequenceId, conn: Conn, key: Key) -> SequenceProgress:
     return await progress(conn, key, sequence_id)
+
+
+class StepEngagement(Engagement):
+    position: int
+    campaign_id: int
+    subject: str
+    deleted: bool
+
+
+class SequenceEngagement(BaseModel):
+    sequence_id: int
+    name: str
+    steps: list[StepEngagement] = Field(description="each step's engagement, in order, deleted steps too")
+
+
+@router.get(
+    "/{sequence_id}/stats",
+    operation_id="get_sequence_stats",
+    summary="each step's engagement: delivered, bounced, complained, unsubscribed, clicked",
+    responses=ERRORS,
+)
+async def sequence_stats(sequence_id: SequenceId, conn: Conn, key: Key) -> SequenceEngagement:
+    found = await counts.of_sequence(conn, account_id=key.account_id, sequence_id=sequence_id)
+    return SequenceEngagement(**asdict(found))
 
 
 @router.post(
@@ -215,6 +254,7 @@ async def add_step(
         delay_seconds=given.delay_seconds,
         send_window=_window(given.window),
         at=given.position,
+        track_clicks=given.track_clicks,
         timeout=DB_SECONDS,
         limiter=limiter(request, "renders", RENDERS),
     )

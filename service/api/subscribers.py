@@ -3,6 +3,7 @@ erase (DELETE, the erasure of `einmal subscribers delete`); and many created or 
 (POST /subscribers/batch, service/subscribers/batch.py), each row with its outcome."""
 
 import json
+from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -11,6 +12,7 @@ from fastapi import APIRouter, Body, HTTPException, Path, Query, Request, Respon
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.deps import CONFLICT, ERRORS, Conn, Cursor, Key, KeyAlone, body_as, connected, not_found, read_itself
+from service.engagement import activity
 from service.subscribers import batch, erasure, subscriber
 from service.text import MAX_ATTRIBUTE, MAX_EMAIL, MAX_NAME
 
@@ -33,6 +35,22 @@ class Subscriber(BaseModel):
     unconfirmed_lists: list[str] = Field(description="its sign-ups awaiting confirmation (double opt-in)")
     suppressed: str | None = Field(description="why the mailbox is suppressed for the account, if it is")
     created_at: datetime
+
+
+class Activity(BaseModel):
+    """When each thing last happened to the subscriber; null: never (or not since its erasure)."""
+
+    delivered: datetime | None = Field(description="its last message answered 250")
+    clicked: datetime | None = Field(description="its last click tagged a person's")
+    clicked_any: datetime | None = Field(description="its last click, a machine's too")
+    bounced: datetime | None = Field(description="its last hard bounce")
+    complained: datetime | None
+    unsubscribed: datetime | None = Field(description="its last one-click unsubscribe")
+    last: str | None = Field(description="which of them is the latest (a machine's click aside); null: none")
+
+
+class SubscriberShown(Subscriber):
+    activity: Activity
 
 
 class SubscriberPage(BaseModel):
@@ -171,8 +189,10 @@ def _answer(outcomes: list[batch.Outcome]) -> bytes:
     summary="one subscriber, by any spelling of its mailbox",
     responses=ERRORS,
 )
-async def get_subscriber(email: Email, conn: Conn, key: Key) -> Subscriber:
-    return _subscriber(await subscriber.find(conn, account_id=key.account_id, email=email))
+async def get_subscriber(email: Email, conn: Conn, key: Key) -> SubscriberShown:
+    found = await subscriber.find(conn, account_id=key.account_id, email=email)
+    last = await activity.of_subscriber(conn, subscriber_id=found.id)
+    return SubscriberShown(**vars(found), activity=Activity(**asdict(last), last=last.last))
 
 
 @router.put(
@@ -207,7 +227,7 @@ async def put_subscriber(
 )
 async def delete_subscriber(email: Email, conn: Conn, key: Key) -> Response:
     try:
-        await subscriber.erase(conn, account_id=key.account_id, email=email)
+        await subscriber.erase(conn, account_id=key.account_id, email=email, actor=f"api:key {key.id}")
     except erasure.Unknown:
         raise not_found("subscriber") from None
     except erasure.Busy as exc:

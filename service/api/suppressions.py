@@ -54,7 +54,9 @@ async def list_suppressions(
 async def put_suppression(
     email: Email, fields: SuppressionFields, conn: Conn, key: Key, response: Response
 ) -> Suppression:
-    found, added = await suppressions.add(conn, account_id=key.account_id, email=email, reason=fields.reason)
+    found, added = await suppressions.add(
+        conn, account_id=key.account_id, email=email, reason=fields.reason, actor=f"api:key {key.id}"
+    )
     response.status_code = 201 if added else 200
     return Suppression(mailbox=found.email_lower, reason=found.reason, created_at=found.created_at)
 
@@ -67,5 +69,5 @@ async def put_suppression(
     responses=ERRORS,
 )
 async def delete_suppression(email: Email, conn: Conn, key: Key) -> Response:
-    await suppressions.remove(conn, account_id=key.account_id, email=email)
+    await suppressions.remove(conn, account_id=key.account_id, email=email, actor=f"api:key {key.id}")
     return Response(status_code=204)

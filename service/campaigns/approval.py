@@ -103,7 +103,7 @@ async def _doctor(
         )
     else:
         said += (
-            f"could not check {', '.join(str(n) for n in unchecked)}: DNS did not answer, "
+            f"could not check {', '.join(str(n) for n in unchecked)}: {_unanswered(report)}, "
             f"so mail from {report.domain} is not known to pass"
         )
     if not force:
@@ -113,3 +113,11 @@ async def _doctor(
             field="force",
         )
     return f"warning: approved with {forcing} although {said}"
+
+
+def _unanswered(report: doctor.Report) -> str:
+    """What DNS did not do, as the first unchecked finding says it ("no answer from DNS server X within N s")."""
+    for f in report.findings:
+        if f.severity == "unchecked" and "could not check: " in f.title:
+            return f.title.partition("could not check: ")[2]
+    return "DNS did not answer"

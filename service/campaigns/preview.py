@@ -36,6 +36,7 @@ from service.smtp.connection import Result, SmtpConnection, SmtpUnavailable
 from service.text import MAX_NAME, shown, unsafe_text
 
 TRIAL_SAMPLE = 200  # subscribers rendered at create and approve
+MAX_PREVIEW = 2 * 1024 * 1024  # bytes of one previewed message
 
 
 class NoSubscriber(NotFound):
@@ -256,6 +257,30 @@ def parsed(message: bytes) -> email.message.EmailMessage:
 def decoded(message: email.message.EmailMessage) -> list[tuple[str, str | bytes]]:
     """Each part of the message that is not multipart: (its content type, its content decoded)."""
     return [(part.get_content_type(), part.get_content()) for part in message.walk() if not part.is_multipart()]
+
+
+@dataclass(frozen=True)
+class Readable:
+    """A rendered message as a preview shows it: its headers decoded and unfolded, in the order they go on the
+    wire, its subject, the first text and HTML parts decoded (their lines ending in \\n) and its size."""
+
+    headers: list[tuple[str, str]]
+    subject: str
+    text: str
+    html: str | None
+    size: int
+
+
+def readable(message: bytes) -> Readable:
+    """The message decoded (CPU work: callers that serve others run it in a worker thread)."""
+    found = parsed(message)
+    parts = {
+        kind: content.replace("\r\n", "\n") for kind, content in reversed(decoded(found)) if isinstance(content, str)
+    }  # the first of each type
+    headers = [(k, str(v)) for k, v in found.items()]
+    return Readable(
+        headers, str(found["Subject"] or ""), parts.get("text/plain", ""), parts.get("text/html"), len(message)
+    )
 
 
 async def send_test(*, settings: Settings, made: Rendered, to: str) -> Result:

@@ -350,7 +350,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     status.add_argument("--follow", action="store_true", help="show a progress bar until the campaign ends")
     status.set_defaults(func=status_command)
-    stats = campaign.add_parser("stats", help="its clicks and opens: a person's and a machine's, total and unique")
+    stats = campaign.add_parser(
+        "stats", help="its engagement: delivered, bounced, complained, unsubscribed; clicks per link; opens"
+    )
     stats.add_argument("id", type=int, help="the campaign's id")
     stats.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     stats.set_defaults(func=campaign_stats.command)

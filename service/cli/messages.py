@@ -3,14 +3,18 @@
 
 import argparse
 import json
+from dataclasses import asdict
 
 from service import db
 from service.accounts.account import find_account
+from service.cli import campaign_stats
 from service.cli.tables import aligned
+from service.engagement import counts
 from service.errors import ArgumentError
 from service.mail.mailing import Mailing
 from service.messages import messages
 from service.settings import Settings
+from service.text import shown
 
 
 def _data(text: str) -> dict:
@@ -93,6 +97,17 @@ async def template_remove_command(args: argparse.Namespace, settings: Settings) 
     return 0
 
 
+async def template_stats_command(args: argparse.Namespace, settings: Settings) -> int:
+    async with db.connection(db.url(settings)) as conn:
+        account_id = await find_account(conn, name=args.account)
+        found = await counts.of_template(conn, account_id=account_id, name=args.name)
+    if args.json:
+        print(json.dumps(asdict(found)))
+    else:
+        print(f"template {shown(found.template)}: {campaign_stats.figures(found)}")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     group = subparsers.add_parser("message", help="transactional messages: one-off, exactly once, ahead of bulk")
     commands = group.add_subparsers(dest="message_command", required=True)
@@ -134,3 +149,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     remove.add_argument("--account", required=True, help="the template's account")
     remove.add_argument("name", help="the template to remove")
     remove.set_defaults(func=template_remove_command)
+    stats = templates.add_parser(
+        "stats", help="the engagement of its messages: delivered, bounced, complained, unsubscribed"
+    )
+    stats.add_argument("--account", required=True, help="the template's account")
+    stats.add_argument("name", help="the template's name (its messages are counted while it had it)")
+    stats.add_argument("--json", action="store_true", help="one JSON object instead of a line")
+    stats.set_defaults(func=template_stats_command)

@@ -11,8 +11,10 @@ from dataclasses import asdict
 from service import db
 from service.accounts.account import find_account
 from service.campaigns.fields import MAX_SUBJECT, from_address
+from service.cli import campaign_stats
 from service.cli.campaigns import read_body
 from service.cli.tables import aligned
+from service.engagement import counts
 from service.errors import Invalid
 from service.mail.mailing import Mailing
 from service.sequences import sequences, steps
@@ -58,7 +60,12 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         account_id = await find_account(conn, name=args.account)
         made = await sequences.create(
-            conn, account_id=account_id, name=args.name, list_name=args.list, existing=args.existing
+            conn,
+            account_id=account_id,
+            name=args.name,
+            list_name=args.list,
+            existing=args.existing,
+            segment=args.segment,
         )
     print(made.id)
     return 0
@@ -83,7 +90,11 @@ async def status_command(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(asdict(found), default=str, sort_keys=True))
         return 0
     head = found.sequence
-    print(f"sequence {head.id} {shown(head.name)} on list {shown(head.list)}: {head.status}, {head.members} members")
+    narrowed = f" narrowed by segment {shown(head.segment)}" if head.segment else ""
+    print(
+        f"sequence {head.id} {shown(head.name)} on list {shown(head.list)}{narrowed}: {head.status}, "
+        f"{head.members} members"
+    )
     table = [
         (
             s.position,
@@ -156,6 +167,7 @@ async def step_add_command(args: argparse.Namespace, settings: Settings) -> int:
             delay_seconds=delay_seconds(args.delay),
             send_window=window,
             at=args.position,
+            track_clicks=args.track_clicks,
         )
     print(f"step {made.position} of sequence {made.sequence_id} (campaign {made.campaign_id})")
     for warning in made.warnings:
@@ -228,6 +240,25 @@ def _step_options(p: argparse.ArgumentParser, *, adding: bool) -> None:
     p.add_argument("--zone", default="UTC", help="the window's time zone, e.g. Europe/Berlin (default: UTC)")
 
 
+async def stats_command(args: argparse.Namespace, settings: Settings) -> int:
+    check_account(args.account)
+    async with db.connection(db.url(settings)) as conn:
+        account_id = await find_account(conn, name=args.account)
+        found = await counts.of_sequence(conn, account_id=account_id, name=args.name)
+    if args.json:
+        print(json.dumps(asdict(found)))
+        return 0
+    print(f"sequence {found.sequence_id} {shown(found.name)}")
+    for step in found.steps:
+        deleted = " (deleted)" if step.deleted else ""
+        print()
+        print(f"step {step.position}{deleted}, campaign {step.campaign_id}, {shown(step.subject)}")
+        print(campaign_stats.figures(step))
+        campaign_stats.print_clicks(step.clicks if step.clicks and step.clicks.tracked else None)
+        campaign_stats.print_opens(step.opens if step.opens and step.opens.tracked else None)
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     sequence = subparsers.add_parser(
         "sequence", help="mail that follows each member of a list from its join"
@@ -242,6 +273,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="the list's confirmed members now follow it too, as if they joined now (default: only new joins)",
     )
+    create.add_argument(
+        "--segment",
+        help="one of the account's segments: each step goes to the members its rule takes when the step falls due",
+    )
     create.set_defaults(func=create_command)
 
     listing = sequence.add_parser("list", help="the account's sequences")
@@ -253,6 +288,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.add_argument("--account", required=True, help="the account whose sequence it is")
     status.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     status.set_defaults(func=status_command)
+
+    stats = sequence.add_parser(
+        "stats", help="each step's engagement: delivered, bounced, complained, unsubscribed, clicks per link"
+    )
+    stats.add_argument("name", help="the sequence's name")
+    stats.add_argument("--account", required=True, help="the account whose sequence it is")
+    stats.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    stats.set_defaults(func=stats_command)
 
     for verb, said in (("pause", "hold every step"), ("resume", "send every step again")):
         p = sequence.add_parser(verb, help=said)
@@ -268,6 +311,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add.add_argument("--account", required=True, help="the account whose sequence it is")
     add.add_argument("--position", type=int, help="where (default: after the last; positions are never reused)")
     _step_options(add, adding=True)
+    add.add_argument(
+        "--track-clicks", action="store_true", help="its links rewritten to tracked ones (needs EINMAL_CLICK_URL)"
+    )
     add.set_defaults(func=step_add_command)
 
     change = step.add_parser("change", help="change a step: its messages not yet sent take the change")

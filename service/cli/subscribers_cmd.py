@@ -26,6 +26,7 @@ from service import db
 from service.accounts import account, members
 from service.accounts.account import find_account
 from service.cli.tables import aligned
+from service.engagement import activity
 from service.settings import Settings
 from service.subscribers import erasure, import_command, sources
 from service.subscribers.importer import SUPPRESSED, UNCONFIRMED
@@ -61,13 +62,18 @@ async def accounts_list_command(args: argparse.Namespace, settings: Settings) ->
 async def show_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn:
         rows = await members.member(conn, account=args.account, email=args.email)
-    for r in rows:
+        seen = [await activity.of_subscriber(conn, subscriber_id=r.id) for r in rows]
+    for r, done in zip(rows, seen, strict=True):
         print(
             f"email: {r.email}\nname: {r.name}\nstatus: {r.status}\nlists: {r.lists or '-'}\n"
             f"awaiting confirmation: {r.unconfirmed or '-'}\n"
             f"attributes: {r.attributes}\nsuppressed: {r.suppressed or 'no'}\n"
-            f"created: {r.created_at.isoformat(timespec='seconds')}"
+            f"created: {r.created_at.isoformat(timespec='seconds')}\n"
+            f"last activity: {done.last or '-'}"
         )
+        for name in ("delivered", "clicked", "bounced", "complained", "unsubscribed"):
+            if (at := getattr(done, name)) is not None:
+                print(f"last {name}: {at.isoformat(timespec='seconds')}")
     return 0
 
 
@@ -88,7 +94,7 @@ async def export_command(args: argparse.Namespace, settings: Settings) -> int:
 async def delete_command(args: argparse.Namespace, settings: Settings) -> int:
     async with db.connection(db.url(settings)) as conn, conn.transaction():
         account_id = await find_account(conn, name=args.account)
-        erased = await erasure.erase(conn, account_id, args.email)
+        erased = await erasure.erase(conn, account_id, args.email, "cli")
     print(f"erased {erased}; its address stays suppressed")
     return 0
 

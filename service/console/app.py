@@ -4,15 +4,28 @@
     POST /logout                 the session ended
     GET  /                       the dashboard: the newest campaigns, those sending first with their progress
     GET  /campaigns              the campaigns, newest first, a page at a time (campaigns.py)
-    GET  /campaigns/{id}         a campaign: its status, progress and clicks, with its transitions' buttons
+    GET  /campaigns/new, POST    the form that creates a draft; the draft's page once made (drafts.py)
+    GET  /campaigns/{id}         a campaign: its status, progress, chart and clicks, with its buttons
     POST /campaigns/{id}/approve, …/pause, …/resume, …/cancel   the transition, and the campaign's page again
+    POST /campaigns/{id}/retry, …/reconcile   its failed rows queued again, its in-doubt rows decided
+    GET  /campaigns/{id}/preview   the message one subscriber would get; POST …/test sends it to an address
     GET  /campaigns/{id}/progress  one campaign's progress (a fragment the dashboard asks again every few seconds)
     GET  /audit, /audit.csv      the audit log, a page at a time, or all of it as CSV
+    GET  /subscribers            a search of an account's subscribers by address or attribute (subscribers.py)
+    GET  /subscribers/{email}    a subscriber: its lists, attributes and history; …/erase GET asks, POST erases
+    GET  /lists, /segments, /segments/{name}   lists with their sign-ups' state; segments, one counted (audience.py)
+    GET  /suppressions, POST /suppressions, POST /suppressions/{mailbox}/remove   listed, found, added, removed
+    GET  /deliverability         an account's bounce and complaint rates of 30 days, the doctor's kept findings
+    GET  /webhooks, /webhooks/{id}  its webhook endpoints; one's deliveries (operations.py)
+    POST /webhooks/{id}/replay   its parked deliveries pending again, and its page again
+    GET  /messages, /messages/{id}  its transactional messages, newest first; a message's state
+    GET  /sequences, /sequences/{id}  its sequences; one's funnel: the members each step reached
     GET  /static/…               the stylesheet and htmx
 
 Every route but the sign-in and the static files needs a session (guard.py). Signing in and out is
 signing.py's, the pages views.py's: an operator sees every account, a member its own (another account's
-campaign, or its audit log, is 404 as in the API). Each page calls the service functions the API and the
+campaign, subscriber, segment, or its audit log, is 404 as in the API; an operator names the account of an
+audience page with ?account=NAME). Each page calls the service functions the API and the
 command line call; the console runs no SQL of its own."""
 
 import logging
@@ -34,9 +47,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service import db
 from service.accounts import doctor
 from service.console import guard
+from service.console.audience import AudiencePages
 from service.console.campaigns import VERBS, CampaignPages
+from service.console.drafts import Drafting
+from service.console.operations import OperationsPages
 from service.console.render import HEADERS, STATIC, problem
 from service.console.signing import SignIn
+from service.console.subscribers import SubscriberPages
 from service.console.views import Pages
 from service.errors import Busy, EinmalError
 from service.mail.mailing import Mailing
@@ -46,6 +63,7 @@ from service.users import sessions
 log = logging.getLogger("einmal.console")
 
 MAX_FORM = 8 * 1024  # a console form's body: a few short fields
+DRAFT_FORM = "/campaigns/new"  # but a draft's, with its templates: the surface's bound, as the API's create
 
 
 @dataclass(frozen=True)
@@ -55,18 +73,26 @@ class Config:
     limits: sessions.Limits
     node_timeout: float
     checkup: doctor.Checkup  # approve's checks: the one-click unsubscribe, the trial render, the doctor's
+    settings: Settings  # a test message's relays
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Config":
         limits = sessions.Limits(settings.console_session_idle_seconds, settings.console_session_lifetime_seconds)
         checkup = replace(doctor.Checkup.of(settings), mailing=Mailing.of(settings))
-        return cls(limits, settings.node_timeout_seconds, checkup)
+        return cls(limits, settings.node_timeout_seconds, checkup, settings)
 
 
 def served(pool: asyncpg.Pool, settings: Settings, bounded: Callable[[ASGIApp, int | None], ASGIApp]) -> ASGIApp:
     """The console as the HTTP surface mounts it (given it by actors/node.py): its bodies read within the
-    surface's bounds (`bounded`, at MAX_FORM), its answers with the console's headers."""
-    return Headed(bounded(Console(pool, Config.from_settings(settings)).app, MAX_FORM))
+    surface's bounds (`bounded`, at MAX_FORM; a draft's at the surface's own), its answers with the console's
+    headers."""
+    app = Console(pool, Config.from_settings(settings)).app
+    small, large = bounded(app, MAX_FORM), bounded(app, None)
+
+    async def routed(scope: Scope, receive: Receive, send: Send) -> None:
+        await (large if scope.get("path", "").endswith(DRAFT_FORM) else small)(scope, receive, send)
+
+    return Headed(routed)
 
 
 class Console:
@@ -77,6 +103,9 @@ class Console:
 
         signing, pages = SignIn(self.connected, config.limits), Pages(self.connected, config.node_timeout)
         campaigns = CampaignPages(self.connected, config.node_timeout, config.checkup)
+        making = Drafting(self.connected, campaigns, config.settings)
+        people, audience = SubscriberPages(self.connected), AudiencePages(self.connected, config.checkup.mailing)
+        ops = OperationsPages(self.connected)
 
         def signed(handler: guard.Handler) -> Callable[[Request], Awaitable[Response]]:
             return guard.signed_in(self.find, handler)
@@ -87,7 +116,11 @@ class Console:
             Route("/logout", signed(signing.sign_out), methods=["POST"]),
             Route("/", signed(pages.dashboard), methods=["GET"]),
             Route("/campaigns", signed(campaigns.listed), methods=["GET"]),
+            Route(DRAFT_FORM, signed(making.form), methods=["GET"]),
+            Route(DRAFT_FORM, signed(making.create), methods=["POST"]),
             Route("/campaigns/{campaign_id:int}", signed(campaigns.one), methods=["GET"]),
+            Route("/campaigns/{campaign_id:int}/preview", signed(making.preview), methods=["GET"]),
+            Route("/campaigns/{campaign_id:int}/test", signed(making.test), methods=["POST"]),
             Route("/campaigns/{campaign_id:int}/progress", signed(pages.progress), methods=["GET"]),
             *(
                 Route(f"/campaigns/{{campaign_id:int}}/{verb}", signed(campaigns.action(verb)), methods=["POST"])
@@ -95,6 +128,24 @@ class Console:
             ),
             Route("/audit", signed(pages.audit_page), methods=["GET"]),
             Route("/audit.csv", signed(pages.audit_csv), methods=["GET"]),
+            Route("/subscribers", signed(people.search), methods=["GET"]),
+            Route("/subscribers/{email}", signed(people.one), methods=["GET"]),
+            Route("/subscribers/{email}/erase", signed(people.confirm_erase), methods=["GET"]),
+            Route("/subscribers/{email}/erase", signed(people.erase), methods=["POST"]),
+            Route("/lists", signed(audience.lists), methods=["GET"]),
+            Route("/segments", signed(audience.segments), methods=["GET"]),
+            Route("/segments/{segment_name}", signed(audience.segment), methods=["GET"]),
+            Route("/suppressions", signed(audience.suppressions), methods=["GET"]),
+            Route("/suppressions", signed(audience.suppress), methods=["POST"]),
+            Route("/suppressions/{mailbox}/remove", signed(audience.unsuppress), methods=["POST"]),
+            Route("/deliverability", signed(ops.deliverability), methods=["GET"]),
+            Route("/webhooks", signed(ops.webhooks), methods=["GET"]),
+            Route("/webhooks/{endpoint_id:int}", signed(ops.webhook), methods=["GET"]),
+            Route("/webhooks/{endpoint_id:int}/replay", signed(ops.replay), methods=["POST"]),
+            Route("/messages", signed(ops.messages), methods=["GET"]),
+            Route("/messages/{message_id:int}", signed(ops.message), methods=["GET"]),
+            Route("/sequences", signed(ops.sequences), methods=["GET"]),
+            Route("/sequences/{sequence_id:int}", signed(ops.sequence), methods=["GET"]),
             Mount("/static", StaticFiles(directory=STATIC)),
         ]
         handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {

@@ -1,8 +1,10 @@
 """The console's campaigns: the list (an account's, or every account's for an operator, newest first, a page
 at a time), a campaign's page (its status and progress as GET /api/v1/campaigns/{id} shows them, its clicks
 when it tracks them) and its transitions approve, pause, resume and cancel. A transition calls the function
-the API calls, with its line of the audit log in the same transaction; a refusal is the campaign's page with
-the service's sentence (409), another account's campaign is 404 for a member."""
+the API calls, with its line of the audit log in the same transaction; so do its rows' buttons: retry failed
+(POST …/retry, `einmal campaign retry`) and reconcile in doubt (POST …/reconcile, `einmal reconcile`, all its
+in-doubt rows resent or marked sent). A refusal is the campaign's page with the service's sentence (409),
+another account's campaign is 404 for a member. The page draws the campaign over time (chart.py)."""
 
 from collections.abc import Awaitable, Callable
 
@@ -11,10 +13,11 @@ from starlette.responses import Response
 
 from service import audit
 from service.accounts import doctor
-from service.campaigns import approval, clicks, listing, status, transitions
+from service.campaigns import approval, clicks, listing, rows, status, timeline, transitions
+from service.console import chart, guard
 from service.console.render import Connect, viewer_page
 from service.console.views import counted
-from service.errors import EinmalError, NotFound
+from service.errors import EinmalError, Invalid, NotFound
 from service.mail.slots import RenderSlots
 from service.users import sessions
 
@@ -27,8 +30,13 @@ OFFERED = {
     "sending": ("pause", "cancel"),
     "paused": ("resume", "cancel"),
 }
-VERBS = ("approve", "pause", "resume", "cancel")
+VERBS = ("approve", "pause", "resume", "cancel", "retry", "reconcile")
 DONE = {"approve": "Approved.", "pause": "Paused.", "resume": "Resumed.", "cancel": "Cancelled."}
+MOVED = {  # what the rows' buttons did, per decision
+    "retry": "{n} failed message(s) queued again.",
+    "resend": "{n} message(s) in doubt queued again.",
+    "mark_sent": "{n} message(s) in doubt counted as sent.",
+}
 
 
 def cursor(request: Request) -> int:
@@ -57,9 +65,9 @@ class CampaignPages:
     async def one(self, request: Request, viewer: sessions.Viewer) -> Response:
         async with self.connected() as conn:
             campaign = await listing.shown(conn, account_id=viewer.account_id, campaign_id=campaign_id(request))
-        return await self._page(request, viewer, campaign)
+        return await self.page(request, viewer, campaign)
 
-    async def _page(
+    async def page(
         self,
         request: Request,
         viewer: sessions.Viewer,
@@ -73,6 +81,7 @@ class CampaignPages:
         async with self.connected() as conn:
             found = await status.snapshot(conn, campaign_id=campaign.id, node_timeout=self.node_timeout)
             clicked = await clicks.of_campaign(conn, campaign_id=campaign.id)
+            drawn = chart.drawn(await timeline.of_campaign(conn, campaign_id=campaign.id), tracked=clicked.tracked)
         response = viewer_page(
             "campaign.html",
             request,
@@ -81,6 +90,7 @@ class CampaignPages:
             s=found,
             p=counted(found),
             clicks=clicked if clicked.tracked else None,
+            chart=drawn,
             offered=OFFERED.get(found.status, ()),
             error=error,
             notice=notice,
@@ -95,16 +105,41 @@ class CampaignPages:
         async def act(request: Request, viewer: sessions.Viewer) -> Response:
             async with self.connected() as conn:
                 campaign = await listing.shown(conn, account_id=viewer.account_id, campaign_id=campaign_id(request))
+            warnings: tuple[str, ...] = ()
             try:
-                warnings = await (
-                    self._approve(viewer, campaign) if verb == "approve" else self._move(viewer, campaign, verb)
-                )
+                if verb in ("retry", "reconcile"):
+                    notice = await self._rows(request, viewer, campaign, verb)
+                else:
+                    notice, warnings = DONE[verb], await self._transition(viewer, campaign, verb)
             except EinmalError as exc:
-                return await self._page(request, viewer, campaign, code=exc.http_status, error=str(exc))
-            return await self._page(request, viewer, campaign, notice=DONE[verb], warnings=warnings)
+                return await self.page(request, viewer, campaign, code=exc.http_status, error=str(exc))
+            return await self.page(request, viewer, campaign, notice=notice, warnings=warnings)
 
         act.__name__ = f"{verb}_campaign"
         return act
+
+    async def _transition(self, viewer: sessions.Viewer, campaign: listing.Newest, verb: str) -> tuple[str, ...]:
+        if verb == "approve":
+            return await self._approve(viewer, campaign)
+        async with self.connected() as conn, conn.transaction():
+            await transitions.transition(conn, verb=verb, campaign_id=campaign.id, reason="by the console")
+            await audited(conn, viewer, verb, campaign.account_id, campaign.id)
+        return ()
+
+    async def _rows(self, request: Request, viewer: sessions.Viewer, campaign: listing.Newest, verb: str) -> str:
+        """Retry its failed rows, or decide its in-doubt rows (the form's `decision`: resend or mark_sent), as
+        POST /api/v1/campaigns/{id}/retry and …/reconcile do, with the audit log's line."""
+        decision = "retry" if verb == "retry" else guard.field(await guard.form(request), "decision")
+        if decision not in MOVED:
+            raise Invalid("decision: resend or mark_sent")
+        async with self.connected() as conn, conn.transaction():
+            if decision == "retry":
+                moved = await rows.retry_failed(conn, campaign_id=campaign.id)
+            else:
+                moved = await rows.decide(conn, campaign_id=campaign.id, resend=decision == "resend")
+            action = verb if decision == "retry" else f"{verb}.{decision}"
+            await audited(conn, viewer, action, campaign.account_id, campaign.id)
+        return MOVED[decision].format(n=moved.moved) + (" It is sending again." if moved.reopened else "")
 
     async def _approve(self, viewer: sessions.Viewer, campaign: listing.Newest) -> tuple[str, ...]:
         """As POST /api/v1/campaigns/{id}/approve: the doctor asked with no connection held, then the approval
@@ -120,22 +155,12 @@ class CampaignPages:
                     limiter=threads,
                     report=report,
                 )
-                await audited(conn, viewer, "approve", campaign)
+                await audited(conn, viewer, "approve", campaign.account_id, campaign.id)
         return trial.warnings
 
-    async def _move(self, viewer: sessions.Viewer, campaign: listing.Newest, verb: str) -> tuple[str, ...]:
-        async with self.connected() as conn, conn.transaction():
-            await transitions.transition(conn, verb=verb, campaign_id=campaign.id, reason="by the console")
-            await audited(conn, viewer, verb, campaign)
-        return ()
 
-
-async def audited(conn, viewer: sessions.Viewer, verb: str, campaign: listing.Newest) -> None:
-    """The audit log's line of a transition made in the console, in the campaign's account."""
+async def audited(conn, viewer: sessions.Viewer, verb: str, account_id: int, campaign_id: int) -> None:
+    """The audit log's line of a change to a campaign made in the console, in the campaign's account."""
     await audit.record(
-        conn,
-        actor=viewer.actor,
-        account_id=campaign.account_id,
-        action=f"campaign.{verb}",
-        subject=f"campaign {campaign.id}",
+        conn, actor=viewer.actor, account_id=account_id, action=f"campaign.{verb}", subject=f"campaign {campaign_id}"
     )

@@ -12,6 +12,8 @@ from starlette.responses import Response, StreamingResponse
 from service import audit
 from service.accounts.account import find_account
 from service.campaigns import listing, status
+from service.console.guard import Refused
+from service.console.live import POLL_SECONDS, Live
 from service.console.render import Connect, viewer_page
 from service.errors import NotFound
 from service.text import shown
@@ -51,12 +53,35 @@ def counted(found: status.Snapshot) -> Progress:
     )
 
 
+async def account_of(conn: asyncpg.Connection, request: Request, viewer: sessions.Viewer) -> int | None:
+    """The account a page is asked for (`?account=NAME`; None: every account, an operator's only); NotFound for
+    another account than a member's own, as for an account that does not exist."""
+    named = request.query_params.get("account") or None
+    if named is None:
+        return viewer.account_id
+    account_id = await find_account(conn, name=named)
+    if viewer.account_id is not None and account_id != viewer.account_id:
+        raise NotFound(f"no account named {shown(named)}")
+    return account_id
+
+
 class Pages:
     def __init__(self, connected: Connect, node_timeout: float) -> None:
         self.connected, self.node_timeout = connected, node_timeout
+        self.live: Live[Progress] = Live()
 
     async def _progress(self, conn: asyncpg.Connection, campaign_id: int) -> Progress:
-        return counted(await status.snapshot(conn, campaign_id=campaign_id, node_timeout=self.node_timeout))
+        """The campaign's progress as live.py shares it: loaded at most once per FRESH_SECONDS; the first time on
+        the request's connection, again in the background on a connection of its own."""
+
+        async def load(on: asyncpg.Connection = conn) -> Progress:
+            return counted(await status.snapshot(on, campaign_id=campaign_id, node_timeout=self.node_timeout))
+
+        async def again() -> Progress:
+            async with self.connected() as own:
+                return await load(own)
+
+        return await self.live.get(campaign_id, load, again)
 
     async def dashboard(self, request: Request, viewer: sessions.Viewer) -> Response:
         async with self.connected() as conn:
@@ -68,28 +93,20 @@ class Pages:
         campaign_id = request.path_params["campaign_id"]
         if not 0 < campaign_id < 2**63:
             raise NotFound("no such campaign")
+        if not self.live.allowed(viewer.session_id):
+            wait = str(int(POLL_SECONDS))
+            raise Refused(429, "Too many", "This session asks for progress too often.", {"Retry-After": wait})
         async with self.connected() as conn:
             if viewer.account_id is not None:
                 await listing.owned(conn, account_id=viewer.account_id, campaign_id=campaign_id)
             shown_progress = await self._progress(conn, campaign_id)
         return viewer_page("progress.html", request, viewer, p=shown_progress)
 
-    async def _account(self, conn: asyncpg.Connection, request: Request, viewer: sessions.Viewer) -> int | None:
-        """The account whose audit log is asked for (`?account=NAME`; None: every account's, an operator's
-        only); NotFound for another account than a member's own."""
-        named = request.query_params.get("account") or None
-        if named is None:
-            return viewer.account_id
-        account_id = await find_account(conn, name=named)
-        if viewer.account_id is not None and account_id != viewer.account_id:
-            raise NotFound(f"no account named {shown(named)}")
-        return account_id
-
     async def audit_page(self, request: Request, viewer: sessions.Viewer) -> Response:
         before = request.query_params.get("before", "")
         cursor = int(before) if before.isascii() and before.isdigit() and len(before) <= 18 else 2**63 - 1
         async with self.connected() as conn:
-            account_id = await self._account(conn, request, viewer)
+            account_id = await account_of(conn, request, viewer)
             lines = await audit.page(conn, account_id=account_id, before=cursor, limit=AUDIT_ROWS + 1)
         more = lines[AUDIT_ROWS].id + 1 if len(lines) > AUDIT_ROWS else None
         named = request.query_params.get("account", "")
@@ -97,7 +114,7 @@ class Pages:
 
     async def audit_csv(self, request: Request, viewer: sessions.Viewer) -> Response:
         async with self.connected() as conn:
-            account_id = await self._account(conn, request, viewer)
+            account_id = await account_of(conn, request, viewer)
 
         async def chunks() -> AsyncIterator[str]:
             async with self.connected(EXPORT_SECONDS) as conn:

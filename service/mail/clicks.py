@@ -19,8 +19,6 @@ In the template a link becomes the field ``{{ _clickN }}`` (a name no operator's
 refuses it), which a line then fills as a format string; per recipient only the signatures are made.
 """
 
-import binascii
-import hashlib
 import html as html_module
 import re
 from collections.abc import Callable
@@ -31,8 +29,6 @@ from service.mail.templates import LINK_FIELD as FIELD
 from service.mail.unsubscribe import Secret
 
 PURPOSE = "click"
-_BLOCK = 64  # SHA-256's block, in bytes
-_URLSAFE = bytes.maketrans(b"+/", b"-_")
 HIDDEN = 0
 _PROTECTED = re.compile(
     r"\{%-?\s*raw\s*-?%\}.*?\{%-?\s*endraw\s*-?%\}|\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL | re.IGNORECASE
@@ -118,36 +114,24 @@ def after_body(html: str, snippet: str = _HIDDEN_ANCHOR) -> str:
 
 
 class Signer:
-    """Each link's URL for one recipient, the key prepared once: ``{"_click0": url, "_click1": url, …}``.
+    """Each link's URL for one recipient, the key prepared once (unsubscribe.Mac): ``{"_click0": url, …}``."""
 
-    The HMAC-SHA256 of RFC 2104 (what ``hmac.digest`` computes) from the key's inner and outer hash states,
-    made once: per link two hash copies instead of a key schedule, 1.7 µs instead of 4 on the bench machine."""
-
-    __slots__ = ("_inner", "_names", "_outer", "_prefix", "html_safe")
+    __slots__ = ("_mac", "_names", "_prefix", "html_safe")
 
     def __init__(self, secret: Secret, base_url: str, count: int) -> None:
-        key = unsubscribe.signing_key(secret)
-        if len(key) > _BLOCK:
-            key = hashlib.sha256(key).digest()
-        key = key.ljust(_BLOCK, b"\0")
-        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in key))
-        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in key))
+        self._mac = unsubscribe.Mac(unsubscribe.signing_key(secret))
         self._prefix = base_url.rstrip("/") + "/"
         self._names = [f"{FIELD}{n}" for n in range(count + 1)]
         # the rest of a URL is digits, dots and url-safe base64: HTML-escaped it is the same
         self.html_safe = html_module.escape(self._prefix) == self._prefix
 
-    def _signature(self, text: bytes) -> str:
-        inner = self._inner.copy()
-        inner.update(text)
-        outer = self._outer.copy()
-        outer.update(inner.digest())
-        return binascii.b2a_base64(outer.digest(), newline=False).translate(_URLSAFE).rstrip(b"=").decode()
-
     def urls(self, account_id: int, campaign_id: int, subscriber_id: int) -> dict[str, str]:
         head = f"{self._prefix}{account_id}.{campaign_id}.{subscriber_id}."
         text = f"{PURPOSE}:{account_id}:{campaign_id}:{subscriber_id}:".encode()
-        return {name: f"{head}{n}.{self._signature(text + str(n).encode())}" for n, name in enumerate(self._names)}
+        return {
+            name: f"{head}{n}.{self._mac.signature(text + str(n).encode()).decode()}"
+            for n, name in enumerate(self._names)
+        }
 
 
 def missing(mailing: Mailing) -> list[str]:

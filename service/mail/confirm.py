@@ -26,14 +26,15 @@ def _signer(purpose: str):
 class Signer:
     """The token with the key prepared once (the sender signs one per confirmation message)."""
 
-    __slots__ = ("_key", "_sign")
+    __slots__ = ("_mac", "_purpose")
 
     def __init__(self, secret: Secret, purpose: str = PURPOSE):
-        self._key = unsubscribe.signing_key(secret)
-        self._sign = _signer(purpose)
+        self._mac = unsubscribe.Mac(unsubscribe.signing_key(secret))
+        self._purpose = purpose
 
     def token(self, account_id: int, campaign_id: int, subscriber_id: int) -> str:
-        signature = self._sign(self._key, account_id, campaign_id, subscriber_id).decode()
+        text = f"{self._purpose}:{account_id}:{campaign_id}:{subscriber_id}"
+        signature = self._mac.signature(text.encode()).decode()
         return f"{account_id}.{campaign_id}.{subscriber_id}.{signature}"
 
 

@@ -194,10 +194,15 @@ class Signers:
         return CampaignSigner(self.signers, static_fields, static_pieces, static_body, names)
 
 
-class CampaignSigner:
-    """One campaign's signing state: the canonical fields and pieces that every message shares."""
+BODY_HASHES = 256  # a campaign's body hashes kept by the message's own body parts (its merge fields' lines)
+OWN_BYTES = 4096  # at most this much of a message's own body lines in a key: the kept keys hold a MB at most
 
-    __slots__ = ("_body_hash", "_keys", "_lower", "_pieces", "_static", "_static_body")
+
+class CampaignSigner:
+    """One campaign's signing state: the canonical fields and pieces that every message shares, and the body hashes
+    of its last bodies (BODY_HASHES of them), by their parts: recipients whose merge fields render alike share one."""
+
+    __slots__ = ("_bodies", "_body_hash", "_keys", "_lower", "_pieces", "_static", "_static_body", "slow")
 
     def __init__(
         self,
@@ -213,21 +218,30 @@ class CampaignSigner:
         self._lower = tuple((len(name) + 2, name.lower() + b":") for name in names)
         signed = static_names + tuple(name.lower() for name in names)  # h=: the same for every key
         self._keys = tuple(signer.signature_start(signed) for signer in signers)
+        # an RSA signature takes a millisecond or so of CPU, in OpenSSL, which releases the GIL: worth a worker thread
+        self.slow = any(isinstance(signer._key, rsa.RSAPrivateKey) for signer in signers)
         # static body pieces of whole lines, by value: a piece's hash is cached on the bytes object
         self._pieces = {piece: _relaxed_lines(piece) for piece in static_pieces if piece.endswith(CRLF)}
         self._static_body = static_body
         self._body_hash: bytes | None = None
+        self._bodies: dict[tuple[bytes, ...], bytes] = {}
 
     def body_hash(self, parts: list[bytes]) -> bytes:
-        """The base64 SHA-256 of the relaxed body made of ``parts``; once per campaign for a static body."""
+        """The base64 SHA-256 of the relaxed body made of ``parts``; once per campaign for a static body, once per
+        body alike for the others while it is among the last BODY_HASHES (the static pieces are the same objects
+        for every message: a key compares and hashes little more than the message's own lines, OWN_BYTES at most)."""
         if self._body_hash is not None:
             return self._body_hash
-        get, canonical = self._pieces.get, []
+        key = tuple(parts)
+        if (known_hash := self._bodies.get(key)) is not None:
+            return known_hash
+        get, canonical, own = self._pieces.get, [], 0
         for part in parts:
             known = get(part)
             if known is None:
-                if not part.endswith(CRLF):  # not whole lines: canonicalise the body as one
-                    canonical = [relaxed_body(b"".join(parts))]
+                own += len(part)
+                if not part.endswith(CRLF):  # not whole lines: canonicalise the body as one (and keep it not)
+                    canonical, own = [relaxed_body(b"".join(parts))], OWN_BYTES + 1
                     break
                 known = _relaxed_lines(part)
             canonical.append(known)
@@ -237,6 +251,10 @@ class CampaignSigner:
         body_hash = b2a_base64(hashlib.sha256(body).digest(), newline=False)
         if self._static_body:
             self._body_hash = body_hash
+        elif own <= OWN_BYTES:
+            if len(self._bodies) >= BODY_HASHES:  # bounded: a campaign of distinct bodies keeps only the last
+                self._bodies.clear()
+            self._bodies[key] = body_hash
         return body_hash
 
     def _canonical_fields(self, fields: list[bytes]) -> bytes:

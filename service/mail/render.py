@@ -393,9 +393,11 @@ class CampaignTemplate:
 
     @property
     def costly(self) -> bool:
-        """Whether a render runs Jinja (up to the sandbox's budget, docs/design.md#templates): the sender renders
-        it in a worker thread; one of format strings alone takes microseconds, on the event loop."""
-        return self._jinja
+        """Whether a render runs Jinja (up to the sandbox's budget, docs/design.md#templates) or signs with an RSA
+        key (a millisecond of OpenSSL, which lets the event loop run meanwhile): the sender renders it in a worker
+        thread; one of format strings alone, signed with Ed25519 or not at all, takes microseconds, on the event
+        loop."""
+        return self._jinja or (self._dkim is not None and self._dkim.slow)
 
     @property
     def has_one_click(self) -> bool:

@@ -70,16 +70,41 @@ def _signature(key: bytes, account_id: int, campaign_id: int, subscriber_id: int
     return signature(key, f"{account_id}:{campaign_id}:{subscriber_id}")
 
 
+_BLOCK = 64  # SHA-256's block size, in bytes (RFC 2104's B)
+
+
+class Mac:
+    """``signature`` with the key prepared once: the HMAC-SHA256 of RFC 2104 (what ``hmac.digest`` computes) from
+    the key's inner and outer hash states, made once; per message two hash copies instead of a key schedule (4 µs
+    instead of 17 on the loaded bench machine, `python -m bench.dbcost`'s node)."""
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) > _BLOCK:
+            key = hashlib.sha256(key).digest()
+        key = key.ljust(_BLOCK, b"\0")
+        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in key))
+        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in key))
+
+    def signature(self, text: bytes) -> bytes:
+        inner = self._inner.copy()
+        inner.update(text)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return binascii.b2a_base64(outer.digest(), newline=False).translate(_URLSAFE).rstrip(b"=")
+
+
 class Signer:
     """make_token with the key prepared once: the sender calls it for every message."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_mac",)
 
     def __init__(self, secret: Secret):
-        self._key = signing_key(secret)
+        self._mac = Mac(signing_key(secret))
 
     def token(self, account_id: int, campaign_id: int, subscriber_id: int) -> str:
-        signature = _signature(self._key, account_id, campaign_id, subscriber_id).decode()
+        signature = self._mac.signature(b"%d:%d:%d" % (account_id, campaign_id, subscriber_id)).decode()
         return f"{account_id}.{campaign_id}.{subscriber_id}.{signature}"
 
 

@@ -402,6 +402,39 @@ async def show(conn: asyncpg.Connection, *, account_id: int, message_id: int) ->
     )
 
 
+@dataclass(frozen=True)
+class Listed:
+    id: int
+    state: str
+    email: str
+    subject: str
+    template: str | None
+    sent_at: datetime | None
+    created_at: datetime
+
+
+async def listing(
+    conn: asyncpg.Connection, *, account_id: int, before: int = 2**63 - 1, limit: int = 50
+) -> list[Listed]:
+    """The account's messages below id `before`, newest first, `limit` of them (at most 1,000)."""
+    rows = await conn.fetch(
+        *db.sql("messages_list", account_id=account_id, before=before, limit=max(1, min(limit, 1000))),
+        timeout=DB_SECONDS,
+    )
+    return [
+        Listed(
+            r["id"],
+            STATES.get(r["status"], r["status"]),
+            r["email"],
+            r["subject"],
+            r["template"],
+            r["sent_at"],
+            r["created_at"],
+        )
+        for r in rows
+    ]
+
+
 async def prune(conn: asyncpg.Connection, *, settings: Settings) -> int:
     """Delete the messages older than EINMAL_MESSAGE_RETENTION_DAYS whose row is settled, with their send row and
     campaign (none with it unset); how many."""

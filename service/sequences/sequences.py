@@ -16,6 +16,7 @@ import asyncpg
 from service import db
 from service.campaigns.transitions import transition
 from service.errors import Conflict, Invalid, NotFound
+from service.segments import segments
 from service.text import one_line, shown
 
 MAX_NAME = 200
@@ -31,6 +32,7 @@ class Sequence:
     created_at: datetime
     steps: int = 0  # steps not deleted
     members: int = 0  # members on the list
+    segment: str | None = None  # the segment that narrows it, by the rule it had when the sequence was made
 
 
 @dataclass(frozen=True)
@@ -60,17 +62,33 @@ def window_text(start: int | None, end: int | None, zone: str | None) -> str | N
 
 
 async def create(
-    conn: asyncpg.Connection, *, account_id: int, name: str, list_name: str, existing: bool = False
+    conn: asyncpg.Connection,
+    *,
+    account_id: int,
+    name: str,
+    list_name: str,
+    existing: bool = False,
+    segment: str | None = None,
 ) -> Sequence:
     """A new running sequence on the account's list; with `existing`, the list's confirmed members now follow it
-    from now on (else only those who join from now). Invalid for a list the account does not have, Conflict for
+    from now on (else only those who join from now); with `segment`, each step goes to the members its rule (as it
+    is now) takes when the step falls due. Invalid for a list or a segment the account does not have, Conflict for
     a name it has used."""
     name = one_line(name, "name", MAX_NAME)
     list_id = await conn.fetchval(*db.sql("optin_list_named", account_id=account_id, list_name=list_name))
     if list_id is None:
         raise Invalid(f"the account has no list named {shown(list_name)}")
+    rule = None if segment is None else await segments.rule_for_campaign(conn, account_id=account_id, name=segment)
     row = await conn.fetchrow(
-        *db.sql("sequence_create", account_id=account_id, sequence_name=name, list_id=list_id, existing=existing)
+        *db.sql(
+            "sequence_create",
+            account_id=account_id,
+            sequence_name=name,
+            list_id=list_id,
+            existing=existing,
+            segment=segment,
+            segment_rule=None if rule is None else json.dumps(rule),
+        )
     )
     if row is None:
         raise Conflict(f"the account has a sequence named {shown(name)} already")
@@ -84,13 +102,14 @@ async def get(conn: asyncpg.Connection, *, account_id: int, sequence_id: int) ->
     row = await conn.fetchrow(*db.sql("sequence_get", account_id=account_id, sequence_id=sequence_id))
     if row is None:
         raise NotFound("no such sequence")
-    return Sequence(row["id"], row["name"], row["list"], row["status"], row["created_at"])
+    return Sequence(row["id"], row["name"], row["list"], row["status"], row["created_at"], segment=row["segment"])
 
 
 async def listing(conn: asyncpg.Connection, *, account_id: int) -> list[Sequence]:
     rows = await conn.fetch(*db.sql("sequence_list", account_id=account_id))
     return [
-        Sequence(r["id"], r["name"], r["list"], r["status"], r["created_at"], r["steps"], r["members"]) for r in rows
+        Sequence(r["id"], r["name"], r["list"], r["status"], r["created_at"], r["steps"], r["members"], r["segment"])
+        for r in rows
     ]
 
 
@@ -163,6 +182,13 @@ async def status(conn: asyncpg.Connection, *, account_id: int, sequence_id: int)
         for r in rows
     ]
     shown_sequence = Sequence(
-        sequence.id, sequence.name, sequence.list, sequence.status, sequence.created_at, len(live), members
+        sequence.id,
+        sequence.name,
+        sequence.list,
+        sequence.status,
+        sequence.created_at,
+        len(live),
+        members,
+        sequence.segment,
     )
     return SequenceStatus(shown_sequence, steps, finished, left)

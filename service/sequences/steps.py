@@ -28,7 +28,7 @@ from service import db
 from service.campaigns import fields, preview
 from service.campaigns.transitions import transition
 from service.errors import Conflict, Invalid, NotFound
-from service.mail import from_rule, unsubscribe
+from service.mail import clicks, from_rule, unsubscribe
 from service.mail.mailing import Mailing
 from service.text import shown
 
@@ -126,6 +126,7 @@ async def add(
     delay_seconds: int = 0,
     send_window: Window | None = None,
     at: int | None = None,
+    track_clicks: bool = False,
     timeout: float | None = None,
     limiter: anyio.CapacityLimiter | None = None,
 ) -> Step:
@@ -137,6 +138,8 @@ async def add(
             f"not added: a sequence's steps are bulk mail and need a one-click unsubscribe, which Gmail and Yahoo "
             f"require ({' and '.join(missing)} not set)"
         )
+    if track_clicks and (lacking := clicks.missing(mailing)):
+        raise Invalid(f"not added: click tracking needs {' and '.join(lacking)}, which this process has not")
     position(at)
     await _locked(conn, account_id=account_id, sequence_id=sequence_id)  # another account's sequence: 404 first
     given = {"subject": subject, "from_address": from_address, "text": text, "html": html, "window": send_window}
@@ -168,6 +171,7 @@ async def add(
                 window_from=send_window.start if send_window else None,
                 window_to=send_window.end if send_window else None,
                 window_zone=send_window.zone if send_window else None,
+                track_clicks=track_clicks,
             ),
             timeout=timeout,
         )

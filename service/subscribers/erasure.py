@@ -9,7 +9,7 @@ when it is done."""
 
 import asyncpg
 
-from service import db
+from service import audit, db
 from service.addresses import email_key
 from service.errors import Conflict, NotFound
 from service.subscribers.suppressions import suppress
@@ -26,9 +26,10 @@ class Busy(Conflict):
     """A message to the subscriber is on its way: erasing now would race the send."""
 
 
-async def erase(conn: asyncpg.Connection, account_id: int, email: str) -> str:
+async def erase(conn: asyncpg.Connection, account_id: int, email: str, actor: str | None = None) -> str:
     """Erase the account's subscriber whose mailbox `email` names (its exact spelling first), inside the
-    caller's transaction; return the address it had."""
+    caller's transaction; return the address it had. `actor`: who asked, for the audit log's line
+    (`subscriber.erase`, naming the subscriber by its id, never by the address erased)."""
     rows = await conn.fetch(*db.sql("subscriber_find", account_id=account_id, key=email_key(email), spelling=email))
     if not rows:
         raise Unknown(f"the account has no subscriber {shown(email)}")
@@ -43,5 +44,8 @@ async def erase(conn: asyncpg.Connection, account_id: int, email: str) -> str:
     placeholder = f"erased-{subscriber['id']}@erased.invalid"
     await conn.execute(*db.sql("subscriber_sends_erase", subscriber_id=subscriber["id"], placeholder=placeholder))
     await conn.execute(*db.sql("subscriber_erase", subscriber_id=subscriber["id"], placeholder=placeholder))
-    await conn.execute(*db.sql("subscriber_clicks_erase", subscriber_id=subscriber["id"]))
+    await conn.execute(*db.sql("subscriber_engagement_erase", subscriber_id=subscriber["id"]))
+    if actor is not None:
+        subject = f"subscriber {subscriber['id']}"
+        await audit.record(conn, actor=actor, account_id=account_id, action="subscriber.erase", subject=subject)
     return subscriber["email"]

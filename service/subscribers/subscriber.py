@@ -15,6 +15,7 @@ from service.errors import EinmalError, Invalid, NotFound
 from service.subscribers import erasure
 from service.text import unsafe_text
 
+ATTRIBUTE_WINDOW = 5000  # subscribers walked by id before an attribute's search asks its index
 LOCK_SECONDS = 5.0  # the most an upsert waits for an import into its account to end (then Busy)
 
 
@@ -58,7 +59,8 @@ async def _of_account(
     status: str | None = None,
     list_name: str | None = None,
 ) -> list[Subscriber]:
-    query = db.sql(
+    return await _shown(
+        conn,
         "subscribers_of_account",
         account_id=account_id,
         email_key=key,
@@ -67,7 +69,11 @@ async def _of_account(
         limit=limit,
         list_name=list_name,
     )
-    return [Subscriber.of(r) for r in await conn.fetch(*query, timeout=DB_SECONDS)]
+
+
+async def _shown(conn: asyncpg.Connection, query: str, **values: object) -> list[Subscriber]:
+    """The subscribers the query `query` chooses, as einmal.subscribers_shown shows them (migration 0152)."""
+    return [Subscriber.of(r) for r in await conn.fetch(*db.sql(query, **values), timeout=DB_SECONDS)]
 
 
 async def page(
@@ -86,6 +92,23 @@ async def find(conn: asyncpg.Connection, *, account_id: int, email: str) -> Subs
     if not found:
         raise NotFound("no such subscriber")
     return found[0]
+
+
+async def with_attribute(
+    conn: asyncpg.Connection, *, account_id: int, attribute: str, value: str, after_id: int, limit: int
+) -> list[Subscriber]:
+    """The account's subscribers whose attribute `attribute` is `value`, oldest first, the first `limit` after
+    the id `after_id`: through indexes (migration 0152), never by reading every subscriber."""
+    return await _shown(
+        conn,
+        "subscribers_with_attribute",
+        account_id=account_id,
+        attribute=attribute,
+        value=value,
+        after_id=after_id,
+        limit=limit,
+        window=ATTRIBUTE_WINDOW,
+    )
 
 
 async def upsert(
@@ -119,8 +142,8 @@ async def upsert(
     return found, row["created"]
 
 
-async def erase(conn: asyncpg.Connection, *, account_id: int, email: str) -> str:
-    """Erase the account's subscriber of the mailbox `email` names, in a transaction of its own (erasure.erase:
-    erasure.Unknown, erasure.Busy); return the address it had."""
+async def erase(conn: asyncpg.Connection, *, account_id: int, email: str, actor: str) -> str:
+    """Erase the account's subscriber of the mailbox `email` names, with the audit log's line of `actor`, in a
+    transaction of its own (erasure.erase: erasure.Unknown, erasure.Busy); return the address it had."""
     async with conn.transaction():
-        return await erasure.erase(conn, account_id, email)
+        return await erasure.erase(conn, account_id, email, actor)

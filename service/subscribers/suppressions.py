@@ -20,7 +20,7 @@ from datetime import datetime
 
 import asyncpg
 
-from service import db
+from service import audit, db
 from service.addresses import address_problem, email_key
 from service.db import DB_SECONDS
 from service.errors import Invalid, NotFound
@@ -61,26 +61,45 @@ async def page(conn: asyncpg.Connection, *, account_id: int, after: str, limit: 
     return [Suppression(**dict(r)) for r in rows]
 
 
-async def add(conn: asyncpg.Connection, *, account_id: int, email: str, reason: str) -> tuple[Suppression, bool]:
-    """Suppress the mailbox of `email` for the account: its suppression, and True when it is new (False: the
-    one it had stays as it was). Invalid for an address or a reason that cannot be taken."""
+async def add(
+    conn: asyncpg.Connection, *, account_id: int, email: str, reason: str, actor: str
+) -> tuple[Suppression, bool]:
+    """Suppress the mailbox of `email` for the account, with the audit log's line of `actor`: its suppression,
+    and True when it is new (False: the one it had stays as it was, and nothing is recorded). Invalid for an
+    address or a reason that cannot be taken."""
     [checked] = check([email], reason)
     async with conn.transaction():
         added = await suppress(conn, account_id, [checked], reason)
+        if added:
+            await _audited(conn, actor, account_id, "suppression.add", checked)
+    found = await get(conn, account_id=account_id, email=checked)
+    assert found is not None  # suppressed just now, or before
+    return found, bool(added)
+
+
+async def get(conn: asyncpg.Connection, *, account_id: int, email: str) -> Suppression | None:
+    """The account's suppression of the mailbox of `email`, or None."""
     row = await conn.fetchrow(
-        *db.sql("suppression_get", account_id=account_id, email_key=email_key(checked)), timeout=DB_SECONDS
+        *db.sql("suppression_get", account_id=account_id, email_key=email_key(email)), timeout=DB_SECONDS
     )
-    assert row is not None  # suppressed just now, or before
-    return Suppression(**dict(row)), bool(added)
+    return None if row is None else Suppression(**dict(row))
 
 
-async def remove(conn: asyncpg.Connection, *, account_id: int, email: str) -> None:
-    """Mail the mailbox of `email` again; NotFound when the account had not suppressed it."""
-    removed = await conn.fetch(
-        *db.sql("suppression_delete", account_id=account_id, keys=[email_key(email)]), timeout=DB_SECONDS
-    )
-    if not removed:
-        raise NotFound("no such suppression")
+async def remove(conn: asyncpg.Connection, *, account_id: int, email: str, actor: str) -> None:
+    """Mail the mailbox of `email` again, with the audit log's line of `actor`; NotFound when the account had
+    not suppressed it."""
+    async with conn.transaction():
+        removed = await conn.fetch(
+            *db.sql("suppression_delete", account_id=account_id, keys=[email_key(email)]), timeout=DB_SECONDS
+        )
+        if not removed:
+            raise NotFound("no such suppression")
+        await _audited(conn, actor, account_id, "suppression.remove", email)
+
+
+async def _audited(conn: asyncpg.Connection, actor: str, account_id: int, action: str, email: str) -> None:
+    """The audit log's line of a suppression added or removed, naming its mailbox."""
+    await audit.record(conn, actor=actor, account_id=account_id, action=action, subject=email_key(email))
 
 
 async def suppressed(conn: asyncpg.Connection, *, account_id: int, email: str) -> bool:

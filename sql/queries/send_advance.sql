@@ -16,7 +16,8 @@
 -- is charged an attempt and waits its backoff, so that the next probe is another row.
 -- A message's row (campaign id from 2^52, docs/design.md#messages) passes an unsubscribe unless it honours
 -- one, and counts no tallies. The outcomes delivered, refused (5.7.x) and rejected (an address reason) are added to their campaign's
--- counts under :token, one row per campaign, for the campaign's self-pause (service/health.py).
+-- counts under :token, one row per campaign, for the campaign's self-pause (service/health.py); a message's to its
+-- template's engagement, one row per template; each recipient delivered to has its last delivery written.
 -- An outcome is recorded on a row this token still holds, whether `sending`, `in_doubt` (another node
 -- declared it in doubt while this one stalled) or `claimed` (an asynchronous failover lost its move to
 -- `sending`): an answer is an answer. One that finds no such row, and not already recorded either, is
@@ -46,7 +47,8 @@ WITH r AS (
       AND s.status IN ('claimed', 'sending', 'in_doubt')
     RETURNING s.id, s.account_id, s.email_lower, r.bounce, r.throttled, r.reply,
               split_part(s.email_lower, '@', 2) AS domain, r.status = 'sent' OR r.attempts > 0 AS answered,
-              s.campaign_id, r.status = 'sent' AS delivered, r.throttled AND r.attempts > 0 AS refused
+              s.campaign_id, r.status = 'sent' AS delivered, r.throttled AND r.attempts > 0 AS refused,
+              s.subscriber_id
 ), lost AS (
     INSERT INTO einmal.lost_outcomes (send_id, campaign_id, subscriber_id, token, outcome, reply_code,
                                       found_status, found_claimed_by)
@@ -87,6 +89,22 @@ WITH r AS (
     GROUP BY campaign_id
     ON CONFLICT (campaign_id, source) DO UPDATE SET delivered = k.delivered + EXCLUDED.delivered,
         refused = k.refused + EXCLUDED.refused, rejected = k.rejected + EXCLUDED.rejected
+), template_counted AS (
+    -- a message's delivered and rejected outcomes, for its template's engagement (sql/migrations/0148): one row
+    -- per template and token
+    INSERT INTO einmal.engagement AS e (account_id, subject, source, delivered, rejected)
+    SELECT m.account_id, 'template:' || coalesce(m.template, ''), :token, count(*) FILTER (WHERE v.delivered),
+           count(*) FILTER (WHERE v.bounce)
+    FROM moved AS v JOIN einmal.messages AS m ON m.campaign_id = v.campaign_id
+    WHERE (v.delivered OR v.bounce) AND v.campaign_id >= 4503599627370496
+    GROUP BY 1, 2
+    ON CONFLICT (account_id, subject, source) DO UPDATE SET delivered = e.delivered + EXCLUDED.delivered,
+        rejected = e.rejected + EXCLUDED.rejected
+), last_delivered AS (
+    -- each recipient's last delivery (a subscriber's last activity): one row each, in subscriber order
+    INSERT INTO einmal.subscriber_deliveries AS d (subscriber_id, at)
+    SELECT subscriber_id, now() FROM moved WHERE delivered GROUP BY subscriber_id ORDER BY subscriber_id
+    ON CONFLICT (subscriber_id) DO UPDATE SET at = EXCLUDED.at
 ), bounced AS (
     INSERT INTO einmal.suppressions (account_id, email_lower, reason)
     SELECT account_id, email_lower, 'bounce' FROM moved WHERE bounce

@@ -1,8 +1,10 @@
 -- A new sequence :sequence_name of account :account_id on its list :list_id, running; with :existing, the list's
--- confirmed members now are its members from now on (joined now). No row: the account has a sequence of that name.
+-- confirmed members now are its members from now on (joined now); narrowed by segment :segment, whose rule
+-- :segment_rule it keeps as it is now (both NULL: none). No row: the account has a sequence of that name.
 WITH made AS (
-    INSERT INTO einmal.sequences (account_id, list_id, name)
-    SELECT :account_id, l.id, :sequence_name FROM einmal.lists AS l WHERE l.id = :list_id AND l.account_id = :account_id
+    INSERT INTO einmal.sequences (account_id, list_id, name, segment, segment_rule)
+    SELECT :account_id, l.id, :sequence_name, :segment, :segment_rule::jsonb
+    FROM einmal.lists AS l WHERE l.id = :list_id AND l.account_id = :account_id
     ON CONFLICT (account_id, name) DO NOTHING
     RETURNING id, list_id
 ), members AS (

@@ -6,28 +6,34 @@
 --           added or it joins again;
 --   'wait'  the member's row of the step before is not settled yet (queued, claimed, sending, in doubt): due again in
 --           :wait_seconds, so that it does not hold the head of the queue;
---   'early' its delay after the previous step's send (the first step: after the join) not reached: due then;
+--   'early' its delay after the previous step's send (the first step: after the join; a step passed over: when it
+--           was) not reached: due then;
+--   'pass'  a sequence narrowed by a segment whose rule does not take the member now (the predicate over `s` in place
+--           of the marker below, service/segments/compiled.py; without one it stays `true`): advanced past the step
+--           without a row, due again at once for the next;
 --   'send'  its send row queued (ON CONFLICT DO NOTHING: P1 keeps one per step and mailbox), not before the step's
 --           send window opens, and the member advanced to it, due no earlier than the step after it can be (the
 --           row's first attempt and that step's delay).
 -- One statement: a crash leaves the row queued and the member advanced, or neither. The steps that queued a row wake
 -- the nodes. One row: members looked at, rows queued.
 WITH due AS MATERIALIZED (
-    SELECT m.subscriber_id, m.joined_at, m.last_position, m.last_step
+    SELECT m.subscriber_id, m.joined_at, m.last_position, m.last_step, m.passed_at
     FROM einmal.sequence_members AS m
     WHERE m.sequence_id = :sequence_id AND m.subscriber_id = ANY (:subscriber_ids::bigint[]) AND m.due_at <= now()
 ), plan AS MATERIALIZED (
     SELECT d.subscriber_id, nxt.id AS step, nxt.account_id, nxt.step_position,
-           nxt.step_delay_seconds, after.step_delay_seconds AS after_delay, sub.email, sub.email_lower,
+           nxt.step_delay_seconds, after.step_delay_seconds AS after_delay, s.email, s.email_lower,
            einmal.step_window_open(nxt.step_window_from, nxt.step_window_to, nxt.step_window_zone, now()) AS open_at,
-           (sub.status <> 'erased' AND EXISTS (
+           (/* segment */ true) AS chosen,
+           (s.status <> 'erased' AND EXISTS (
                 SELECT 1 FROM einmal.sequences AS q
                 JOIN einmal.list_members AS lm ON lm.list_id = q.list_id
                 WHERE q.id = :sequence_id AND lm.subscriber_id = d.subscriber_id AND lm.state = 'confirmed')) AS member,
            prev.status AS previous,
-           CASE WHEN d.last_step IS NULL THEN d.joined_at ELSE coalesce(prev.at, d.joined_at) END AS since
+           CASE WHEN d.passed_at IS NOT NULL THEN d.passed_at
+                WHEN d.last_step IS NULL THEN d.joined_at ELSE coalesce(prev.at, d.joined_at) END AS since
     FROM due AS d
-    JOIN einmal.subscribers AS sub ON sub.id = d.subscriber_id
+    JOIN einmal.subscribers AS s ON s.id = d.subscriber_id
     LEFT JOIN LATERAL (
         SELECT p.status, coalesce(p.sent_at, p.updated_at) AS at FROM einmal.sends AS p
         WHERE p.campaign_id = d.last_step AND p.subscriber_id = d.subscriber_id
@@ -52,6 +58,7 @@ WITH due AS MATERIALIZED (
            CASE WHEN p.step IS NULL OR NOT p.member THEN 'done'
                 WHEN p.previous IN ('queued', 'claimed', 'sending', 'in_doubt') THEN 'wait'
                 WHEN p.since + make_interval(secs => p.step_delay_seconds) > now() THEN 'early'
+                WHEN NOT p.chosen THEN 'pass'
                 ELSE 'send' END AS verdict
     FROM plan AS p
 ), queued AS (
@@ -63,12 +70,14 @@ WITH due AS MATERIALIZED (
     RETURNING campaign_id
 ), moved AS (
     UPDATE einmal.sequence_members AS m SET
-        last_position = CASE WHEN d.verdict = 'send' THEN d.step_position ELSE m.last_position END,
+        last_position = CASE WHEN d.verdict IN ('send', 'pass') THEN d.step_position ELSE m.last_position END,
         last_step = CASE WHEN d.verdict = 'send' THEN d.step ELSE m.last_step END,
+        passed_at = CASE d.verdict WHEN 'send' THEN NULL WHEN 'pass' THEN now() ELSE m.passed_at END,
         due_at = CASE d.verdict
                      WHEN 'done' THEN NULL
                      WHEN 'early' THEN d.since + make_interval(secs => d.step_delay_seconds)
                      WHEN 'wait' THEN now() + make_interval(secs => :wait_seconds)
+                     WHEN 'pass' THEN now()
                      ELSE d.open_at + make_interval(secs => d.after_delay) END
     FROM decided AS d
     WHERE m.sequence_id = :sequence_id AND m.subscriber_id = d.subscriber_id

@@ -65,3 +65,10 @@ async def test_campaign_create_without_a_list_says_it_goes_to_default(conn: asyn
         "--text", "Hi {{ unsubscribe_url }}", "--list", "news", dsn=dsn,
     )  # fmt: skip
     assert named.returncode == 0 and named.stderr == ""
+
+
+def test_approve_force_help_says_it_overrides_the_doctor_too() -> None:
+    done = einmal("campaign", "approve", "--help")
+    assert done.returncode == 0, done.stderr
+    force = " ".join(done.stdout.split("--force", 2)[2].split())  # the option's help, its lines joined
+    assert "trial render" in force and "`einmal doctor` finds a check of its From domain failing" in force, force

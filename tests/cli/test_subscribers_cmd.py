@@ -140,6 +140,10 @@ async def test_delete_erases_the_data_keeps_the_suppression_and_never_mails_the_
     result = einmal("subscribers", "delete", "--account", "acme", "ann@example.org", dsn=dsn)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "erased ann@example.org; its address stays suppressed\n"
+    line = await conn.fetchrow(
+        "SELECT actor, a.name, action, subject FROM einmal.audit_log JOIN einmal.accounts a ON a.id = account_id"
+    )
+    assert tuple(line) == ("cli", "acme", "subscriber.erase", f"subscriber {ann}")
     dump = ""
     for table in ("subscribers", "sends", "list_members"):
         dump += " ".join(str(tuple(r)) for r in await conn.fetch(f"SELECT * FROM einmal.{table}"))

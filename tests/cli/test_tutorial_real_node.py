@@ -6,6 +6,7 @@ import email
 import os
 import re
 import socket
+import subprocess
 import sys
 from email import policy
 from pathlib import Path
@@ -13,7 +14,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.conftest import einmal
 from tests.support import doc_examples
+from tests.support.pgcluster import BIN, PgCluster
 
 pytestmark = pytest.mark.anyio
 
@@ -49,3 +52,28 @@ async def test_the_tutorial_way_from_the_demo_to_a_real_node_runs_as_written(dsn
         assert message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
         link = re.fullmatch(r"<(http://127\.0\.0\.1:\d+/unsubscribe\?token=\S+)>", message["List-Unsubscribe"])
         assert link is not None and link[1] in message.get_body(("plain",)).get_content()
+
+
+def test_the_role_and_database_the_tutorial_makes_are_all_einmal_needs() -> None:
+    """On a fresh server, the tutorial's two commands as its superuser, then its EINMAL_DATABASE_URL: migrate runs
+    as the role `einmal`, owner of the database `einmal` and nothing more."""
+    text = " ".join((doc_examples.ROOT / "docs/guide/tutorial.md").read_text().split())
+    made = re.search(r"`sudo -u postgres (createuser einmal) && sudo -u postgres (createdb -O einmal einmal)`", text)
+    assert made is not None, "the tutorial says how to make the role and database einmal"
+    block = doc_examples.example("guide/tutorial.md", "bash", "## From the demo to a real node")
+    url = re.search(r"(?m)^export EINMAL_DATABASE_URL=(\S+)$", block)
+    assert url is not None and url[1] == "postgresql://einmal@127.0.0.1:5432/einmal", block
+    cluster = PgCluster.create()
+    try:
+        cluster.start()
+        superuser = {**os.environ, "PGHOST": "127.0.0.1", "PGPORT": str(cluster.port), "PGUSER": "postgres"}
+        for command in made.groups():  # as the server's superuser, which sudo -u postgres is on a packaged server
+            program, *args = command.split()
+            subprocess.run([str(BIN / program), *args], env=superuser, check=True, capture_output=True, timeout=60)
+        database_url = url[1].replace(":5432/", f":{cluster.port}/")
+        done = einmal("migrate", env={"EINMAL_DATABASE_URL": database_url}, timeout=120)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout + done.stderr
+        again = einmal("migrate", env={"EINMAL_DATABASE_URL": database_url}, timeout=120)
+        assert again.returncode == 0, again.stderr
+    finally:
+        cluster.destroy()

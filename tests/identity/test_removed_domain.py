@@ -7,6 +7,7 @@ import anyio
 import asyncpg
 import pytest
 
+from tests.conftest import einmal
 from tests.sequences.helpers import Stamped, join, make_sequence
 from tests.support.pipeline import node_settings, recording_server, running_node
 
@@ -32,7 +33,8 @@ async def test_a_sequence_step_sends_nothing_from_a_domain_removed_from_its_acco
         "INSERT INTO einmal.account_domains (account_id, domain) VALUES ($1, 'example.com'), ($1, 'acme.example')",
         account,
     )
-    await conn.execute("DELETE FROM einmal.account_domains WHERE domain = 'example.com'")  # removed since
+    removed = einmal("account", "domain", "remove", "--account", "acme", "example.com", dsn=dsn)  # since the step
+    assert removed.returncode == 0, removed.stderr
     received = Stamped()
     async with recording_server(received) as port, running_node(node_settings(dsn, port, **FAST)):
         await join(conn, account, list_id, ["a@example.org", "b@example.org"])

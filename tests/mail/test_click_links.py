@@ -5,7 +5,7 @@ that verify under every key of a rotated secret and under no other."""
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from service.mail import clicks, unsubscribe
+from service.mail import clicks, confirm, unsubscribe
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
 
@@ -51,6 +51,20 @@ def test_a_token_verifies_under_each_key_of_a_rotated_secret_and_no_other() -> N
     assert clicks.verify_token("new-key", token) is None
     assert unsubscribe.verify_token("old-key", token) is None  # a click token is no unsubscribe token
     assert clicks.verify_token("old-key", unsubscribe.make_token("old-key", 1, 2, 3) + ".2") is None
+
+
+@pytest.mark.parametrize("key", [b"k", b"x" * 64, b"y" * 65, "ünï-key".encode() * 20])
+def test_the_prepared_mac_signs_as_hmac_does_and_the_tokens_made_with_it_verify(key: bytes) -> None:
+    """unsubscribe.Mac (the key's hash states made once) against the one-shot hmac.digest; a key longer than
+    SHA-256's block is hashed first, as RFC 2104 says."""
+    for text in (b"", b"1:2:3", b"click:1:2:3:0", b"z" * 200):
+        assert unsubscribe.Mac(key).signature(text) == unsubscribe.signature(key, text.decode())
+    secret = key.decode()
+    assert unsubscribe.verify_token(secret, unsubscribe.Signer(secret).token(4, 5, 6)) == (4, 5, 6)
+    assert confirm.verify_token(secret, confirm.Signer(secret).token(4, 5, 6)) == (4, 5, 6)
+    assert clicks.verify_token(
+        secret, clicks.Signer(secret, "https://c.example", 1).urls(4, 5, 6)["_click1"].split("/")[-1]
+    ) == (4, 5, 6, 1)
 
 
 def test_a_tracked_message_carries_each_recipients_own_links_and_is_signed_per_recipient() -> None:

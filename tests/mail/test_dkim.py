@@ -92,6 +92,27 @@ def test_a_body_without_merge_fields_is_hashed_once_and_every_message_still_veri
     assert all(verified(raw, key) for raw in messages)
 
 
+def test_bodies_whose_merge_fields_render_alike_are_hashed_once_and_only_the_last_few_are_kept(key, key_file):
+    template = CampaignTemplate.compile(
+        campaign(body_text="Hello {{ name }},\nthe same for all.\n"), Mailing.of(signed_settings(key_file))
+    )
+    alike = [template.render(i, f"u{i}@example.org", "Jane" if i % 2 else "Joan") for i in range(20)]
+    assert len(template._dkim._bodies) == 2  # one body hash for each body that two names make
+    assert all(verified(raw, key) for raw in alike)
+    distinct = [template.render(i, f"u{i}@example.org", f"Name {i}") for i in range(dkim.BODY_HASHES + 10)]
+    assert len(template._dkim._bodies) <= dkim.BODY_HASHES
+    assert all(verified(raw, key) for raw in distinct[-3:])
+
+
+def test_an_rsa_signed_template_renders_off_the_event_loop_an_ed25519_one_on_it(key, key_file):
+    """An RSA signature is a millisecond of OpenSSL, which releases the GIL: the sender renders such a message in
+    a worker thread (actors/sender.py, `costly`); an Ed25519 one costs tens of microseconds, and stays."""
+    signed = CampaignTemplate.compile(campaign(), Mailing.of(signed_settings(key_file)))
+    unsigned = CampaignTemplate.compile(campaign(), Mailing.of(make_settings()))
+    assert signed.costly is isinstance(key, rsa.RSAPrivateKey)
+    assert not unsigned.costly
+
+
 def test_a_changed_body_or_header_fails_verification(key, key_file):
     raw = CampaignTemplate.compile(campaign(), Mailing.of(signed_settings(key_file))).render(
         7, "jane@example.org", "Jane"

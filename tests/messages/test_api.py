@@ -84,6 +84,15 @@ async def test_templates_and_a_message_from_one(conn: asyncpg.Connection, dsn: s
         )
         assert inline.status_code == 202, inline.text
         assert (await client.get(f"/messages/{inline.json()['id']}")).json()["honour_unsubscribe"] is True
+        listed = (await client.get("/messages")).json()  # newest first, a page at a time
+        assert [(m["id"], m["email"], m["state"]) for m in listed] == [
+            (inline.json()["id"], "bob@example.org", "queued"),
+            (message_id, "Ann@Example.org", "queued"),
+        ]
+        assert [m["id"] for m in (await client.get("/messages", params={"before": listed[0]["id"]})).json()] == [
+            message_id
+        ]
+        assert (await client.get("/messages", headers=auth(other_key))).json() == []
         assert (await client.post("/messages", json={"to": "bob@example.org", "template": "nope"})).status_code == 404
         no_from = await client.post("/messages", json={"to": "bob@example.org", "subject": "x", "text": "y"})
         assert no_from.status_code == 422, no_from.text

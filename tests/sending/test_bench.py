@@ -26,8 +26,10 @@ FIGURES = [
     r"PostgreSQL CPU per message, 1 node\s+([\d.]+ µs = [\d.]+ × today's \d+ µs\s+<= 0.6 × today's\s+(PASS|MISS)"
     r"|[\d.]+ µs \(today's: none at 1,000 messages\)"
     r"|not measured: the server is not local)",  # a server in a container: its backends are not in our /proc
+    r"PostgreSQL CPU per message, its own target\s+[\d.]+ µs\s+<= 50 µs\s+(PASS|MISS)$",
     r"PostgreSQL CPU per message, 2 nodes\s+([\d.]+ µs|not measured)",
-    r"node CPU per message, 1 node\s+[\d.]+ µs( \(today's \d+ µs\))?\s",  # today's: as PostgreSQL's above
+    # today's: as PostgreSQL's above
+    r"node CPU per message, 1 node\s+[\d.]+ µs( \(today's \d+ µs\))?\s+<= 50 µs\s+(PASS|MISS)$",
     r"node CPU per message, 2 nodes\s+[\d.]+ µs",
     r"statements per message, 2 nodes\s+\d+\.\d+ .*(PASS|MISS)$",
     r"peak RSS per node, 1 node\s+\d+ MB\s.*(PASS|MISS)$",
@@ -35,7 +37,7 @@ FIGURES = [
     r"approve -> first message, 1 node\s+\d+\.\d+ s\s.*(PASS|MISS)$",
     r"approve -> first message, 2 nodes\s+\d+\.\d+ s\s.*(PASS|MISS)$",
     r"einmal 1 node, DKIM ed25519: approval -> sent\s+.*× unsigned.*(PASS|MISS)$",
-    r"einmal 1 node, DKIM rsa-2048: approval -> sent\s+.*msg/s",
+    r"einmal 1 node, DKIM rsa-2048: approval -> sent\s+.*× unsigned\s+>= 0.7 × unsigned\s+(PASS|MISS)$",
     r"DKIM ed25519: dkimpy, what the sink got\s+verified 1,000 of 1,000\s.*PASS$",
     r"DKIM rsa-2048: dkimpy, what the sink got\s+verified 1,000 of 1,000\s.*PASS$",
     r"recipient build, 5,000 subscribers\s+.*× bare.*(PASS|MISS)$",
@@ -67,7 +69,12 @@ FIGURES = [
     r"  its rows; the bare list build's\s+[\d,]+; [\d.]+ s \([\d,]+ rows\)\s+-$",
     r"a segment taking every member, the same\s+[\d.]+ s = [\d.]+ × bare \([\d,]+ rows\)\s+<= 2 × bare\s+(PASS|MISS)$",
     r"B's message p99 while A floods 600\s+\d+ ms = [\d.]+ × alone\s+<= 2 × alone\s+(PASS|MISS)$",
+    r"webhook trigger: server CPU per row sent\s+([\d.]+ µs\s+<= 20 µs\s+(PASS|MISS)"
+    r"|not measured: the server is not local\s+<= 20 µs\s+-)$",
     r"B's campaign \+ messages while A floods\s+[\d.]+/s = [\d.]+ × fair share\s+>= fair share\s+(PASS|MISS)$",
+    r"  console deliverability\s+p50 \d+ ms, p95 \d+ ms\s+-$",
+    r"console pages p95, 5,000 subscribers, 5,000 sending\s+\d+ ms \([\d,]+ sent meanwhile, 0 not 200\)\s+<= 200 ms\s+"
+    r"(PASS|MISS)$",
 ]
 VERDICT = re.compile(r"\s(PASS|MISS|-)$")
 RATIO = re.compile(r"([^\s=]+) × (wire|bare|pool|unsigned|today's|1 account|httpx)")

@@ -8,6 +8,9 @@ from contextlib import asynccontextmanager
 import asyncpg
 import httpx
 
+from service.mail.mailing import Mailing
+from service.sequences import sequences, steps
+from service.settings import Settings
 from service.users import users
 
 PASSWORD = "correct horse battery"
@@ -90,3 +93,86 @@ async def accounts(conn: asyncpg.Connection, *names: str) -> dict[str, int]:
         await user(conn, f"{name}-member", name)
     await user(conn, "root")
     return ids
+
+
+async def operated(conn: asyncpg.Connection, account: str) -> dict[str, int]:
+    """The account's objects of the operations pages, written as the service leaves them: a webhook endpoint
+    with a delivery parked, a transactional message sent, a sequence on its list `news` whose one step reached
+    2 of its 3 members. Their ids, by the console's path parameters."""
+    account_id = await conn.fetchval("SELECT id FROM einmal.accounts WHERE name = $1", account)
+    endpoint_id = await conn.fetchval(
+        "INSERT INTO einmal.webhook_endpoints (account_id, url, events, secret) "
+        "VALUES ($1, 'https://hooks.example.org/' || $2, '{message.sent}', 'whsec_test') RETURNING id",
+        account_id,
+        account,
+    )
+    event = await conn.fetchval(
+        "INSERT INTO einmal.webhook_events (account_id, type, sequence, payload) "
+        "VALUES ($1, 'message.sent', 1, '{}') RETURNING id",
+        account_id,
+    )
+    await conn.execute(
+        "INSERT INTO einmal.webhook_deliveries (event_id, endpoint_id, state, attempts, last_status) "
+        "VALUES ($1, $2, 'parked', 12, 500)",
+        event,
+        endpoint_id,
+    )
+    subscribers = [
+        await conn.fetchval(
+            "INSERT INTO einmal.subscribers (account_id, email, email_lower) VALUES ($1, $2, $2) RETURNING id",
+            account_id,
+            f"{account}-{i}@example.org",
+        )
+        for i in range(3)
+    ]
+    message_id = await conn.fetchval("SELECT nextval('einmal.message_ids')")
+    await conn.execute(
+        "INSERT INTO einmal.campaigns (id, account_id, name, subject, from_address, body_text, list_ids, kind, "
+        "status, recipients_built_at, started_at, unsubscribe_required) OVERRIDING SYSTEM VALUE "
+        "VALUES ($1, $2, 'message', 'Receipt of ' || $3, 'shop@example.com', 'b', '{}', 'message', 'sent', now(), "
+        "now(), false)",
+        message_id,
+        account_id,
+        account,
+    )
+    await conn.execute(
+        "INSERT INTO einmal.messages (campaign_id, account_id, template) VALUES ($1, $2, 'receipt')",
+        message_id,
+        account_id,
+    )
+    await conn.execute(
+        "INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, status, "
+        "sent_at) VALUES ($1::bigint, $2, $3::bigint, $4, $4, 'campaign:' || $1::bigint || ':' || $3::bigint, 'sent', "
+        "now())",
+        message_id,
+        account_id,
+        subscribers[0],
+        f"{account}-0@example.org",
+    )
+    list_id = await conn.fetchval("SELECT id FROM einmal.lists WHERE account_id = $1 AND name = 'news'", account_id)
+    await conn.execute(
+        "INSERT INTO einmal.list_members (list_id, subscriber_id) SELECT $1, unnest($2::bigint[])", list_id, subscribers
+    )
+    sequence = await sequences.create(
+        conn, account_id=account_id, name=f"Welcome to {account}", list_name="news", existing=True
+    )
+    mailing = Mailing.of(Settings(unsubscribe_url="https://example.org/u", unsubscribe_secret="s" * 32))
+    added = await steps.add(
+        conn,
+        mailing=mailing,
+        account_id=account_id,
+        sequence_id=sequence.id,
+        subject=f"Hello from {account}",
+        from_address="news@example.com",
+        text="b",
+    )
+    step = added.campaign_id
+    await conn.execute(
+        "INSERT INTO einmal.sends (campaign_id, account_id, subscriber_id, email, email_lower, job_id, status, "
+        "sent_at) SELECT $1::bigint, $2, id, email, email_lower, 'campaign:' || $1::bigint || ':' || id, 'sent', now() "
+        "FROM einmal.subscribers WHERE id = ANY($3::bigint[])",
+        step,
+        account_id,
+        subscribers[:2],
+    )
+    return {"endpoint_id": endpoint_id, "message_id": message_id, "sequence_id": sequence.id}

@@ -20,6 +20,9 @@ from tests.support.web import http_server
 pytestmark = pytest.mark.anyio
 
 ALICE = "Alice@Example.org"
+ACME_KEY = (
+    "SELECT k.id FROM einmal.api_keys AS k JOIN einmal.accounts AS a ON a.id = k.account_id WHERE a.name = 'acme'"
+)
 
 
 def make_key(dsn: str, account: str, *options: str) -> str:
@@ -311,6 +314,12 @@ async def test_suppressions_are_added_listed_and_removed_for_the_keys_account(
         assert (await client.delete("/suppressions/EVE@example.org", headers=key)).status_code == 204
         assert (await client.delete("/suppressions/eve@example.org", headers=key)).status_code == 404
     assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions") == 0
+    key_id = await conn.fetchval(ACME_KEY)
+    lines = await conn.fetch("SELECT actor, action, subject FROM einmal.audit_log ORDER BY id")
+    assert [tuple(r) for r in lines] == [  # the one added, and removed; not the one already there, nor the refused
+        (f"api:key {key_id}", "suppression.add", "eve@example.org"),
+        (f"api:key {key_id}", "suppression.remove", "eve@example.org"),
+    ]
 
 
 async def test_lists_are_made_and_members_put_on_and_taken_off(
@@ -479,6 +488,10 @@ async def test_delete_erases_as_the_command_line_does(
         assert (await client.delete(f"/subscribers/{ALICE}", headers=key)).status_code == 404
     assert await conn.fetchval("SELECT reason FROM einmal.suppressions") == "erased"
     assert await conn.fetchval("SELECT count(*) FROM einmal.subscribers WHERE email = $1", ALICE) == 0
+    alice = await conn.fetchval("SELECT id FROM einmal.subscribers WHERE status = 'erased'")
+    line = await conn.fetchrow("SELECT actor, action, subject FROM einmal.audit_log")
+    key_id = await conn.fetchval(ACME_KEY)
+    assert tuple(line) == (f"api:key {key_id}", "subscriber.erase", f"subscriber {alice}")
 
 
 async def test_bad_input_is_a_4xx_with_nothing_written(
@@ -533,6 +546,7 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
         "/campaigns/{campaign_id}/test",
         "/campaigns/{campaign_id}/clicks",
         "/campaigns/{campaign_id}/opens",
+        "/campaigns/{campaign_id}/stats",
         "/lists",
         "/lists/{name}",
         "/lists/{name}/members/{email}",
@@ -560,8 +574,10 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
         "/messages/{message_id}",
         "/message-templates",
         "/message-templates/{name}",
+        "/message-templates/{name}/stats",
         "/sequences",
         "/sequences/{sequence_id}",
+        "/sequences/{sequence_id}/stats",
         "/sequences/{sequence_id}/pause",
         "/sequences/{sequence_id}/resume",
         "/sequences/{sequence_id}/steps",

@@ -71,6 +71,9 @@ async def test_endpoints_are_made_listed_rotated_replayed_and_removed(conn, dsn)
         assert (await client.get(f"/webhooks/{endpoint_id}/deliveries", params={"state": "pending"})).json()
         assert (await client.delete(f"/webhooks/{endpoint_id}")).status_code == 204
         assert (await client.get("/webhooks")).json() == []
+        # its deliveries go with it; the event stays until pruned
+        assert await conn.fetchval("SELECT count(*) FROM einmal.webhook_deliveries") == 0
+        assert await conn.fetchval("SELECT count(*) FROM einmal.webhook_events") == 1
         gone = await client.delete(f"/webhooks/{endpoint_id}")
         assert (gone.status_code, gone.json()) == (404, {"error": "no such webhook endpoint"})
 

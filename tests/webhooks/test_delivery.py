@@ -240,3 +240,5 @@ async def test_delivered_events_are_pruned_after_the_retention_others_kept(dsn, 
         await wait_until(conn, "SELECT NOT EXISTS (SELECT 1 FROM einmal.webhook_events WHERE id = 'old_done')")
     kept = await conn.fetch("SELECT id FROM einmal.webhook_events ORDER BY id")
     assert [r["id"] for r in kept] == ["new_done", "old_parked"]
+    delivering = await conn.fetch("SELECT event_id FROM einmal.webhook_deliveries ORDER BY event_id")
+    assert [r["event_id"] for r in delivering] == ["new_done", "old_parked"]  # a pruned event's went with it

@@ -3,6 +3,7 @@ transaction, by trigger (sql/migrations/0112_webhooks.sql); a change rolled back
 
 import json
 
+import anyio
 import asyncpg
 import pytest
 
@@ -130,6 +131,37 @@ async def test_each_address_has_its_own_order(conn) -> None:
     await suppressions.suppress(conn, account, ["ann@example.org"], "unsubscribe")
     numbered = [(json.loads(e["payload"])["email"], e["sequence"]) for e in await events(conn)]
     assert sorted(numbered) == [("ann@example.org", 1), ("ann@example.org", 2), ("bob@example.org", 1)]
+
+
+async def test_an_endpoint_removed_while_events_are_written_for_it_takes_their_deliveries(conn, dsn: str) -> None:
+    """The sending's statement holds the endpoints it fans out to (FOR KEY SHARE, sql/migrations/0155): a removal
+    meanwhile waits for its commit, and then its deliveries go with the endpoint; none is left for an endpoint
+    that is gone, and many addresses in one statement are numbered each in its own order."""
+    addresses = [f"u{i}@example.org" for i in range(50)]
+    account, campaign = await account_with_sends(conn, "acme", addresses)
+    endpoint_id, _ = await endpoint(conn, account, "https://a.example.org/h")
+    removed = anyio.Event()
+
+    async def remove() -> None:
+        other = await asyncpg.connect(dsn)
+        try:
+            await other.execute("DELETE FROM einmal.webhook_endpoints WHERE id = $1", endpoint_id)
+            removed.set()
+        finally:
+            await other.close()
+
+    async with anyio.create_task_group() as tg:
+        async with conn.transaction():
+            await settle(conn, campaign, dict.fromkeys(addresses, "sent"))
+            assert len(await deliveries(conn)) == len(addresses)
+            tg.start_soon(remove)
+            await anyio.sleep(0.5)
+            assert not removed.is_set(), "the removal did not wait for the events' commit"
+    assert removed.is_set()
+    assert await deliveries(conn) == []
+    assert sorted((json.loads(e["payload"])["email"], e["sequence"]) for e in await events(conn)) == sorted(
+        (a, 1) for a in addresses
+    )
 
 
 async def test_the_sendings_own_statement_writes_the_events(conn) -> None:
