@@ -84,6 +84,13 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.opens = Counter(
+            "einmal_opens",
+            "Open-tracking pixel requests by result (recorded, repeated: an open written before, dropped: the buffer "
+            "was full, refused: a pixel that is not einmal's, answered all the same)",
+            ["result"],
+            registry=r,
+        )
         self.clicks = Counter(
             "einmal_clicks",
             "Tracked link requests by result (recorded, repeated: a click written before, dropped: the buffer "

@@ -386,9 +386,10 @@ class Settings(BaseSettings):
     click_url: str | None = Field(
         None,
         description=(
-            "click tracking: the URL of this surface's `/c` as readers reach it (https, or http for a loopback "
-            "host, no query); einmal adds `/<signed token>`. With `EINMAL_UNSUBSCRIBE_SECRET` (it signs the links) "
-            "it lets a campaign made with `--track-clicks` go out ([Click tracking](../guide/click-tracking.md))"
+            "click and open tracking: the URL of this surface's `/c` as readers reach it (https, or http for a "
+            "loopback host, no query); einmal adds `/<signed token>` for a link, `/o/<signed token>` for an open's "
+            "pixel. With `EINMAL_UNSUBSCRIBE_SECRET` (it signs them) it lets a campaign made with `--track-clicks` "
+            "or `--track-opens` go out ([Click tracking](../guide/click-tracking.md))"
         ),
         examples=["https://example.org/c"],
     )
@@ -399,6 +400,15 @@ class Settings(BaseSettings):
             "read instead of the list einmal ships (service/web/scanners.txt)"
         ),
         examples=["/etc/einmal/scanners.txt"],
+    )
+    open_proxies_file: str | None = Field(
+        None,
+        description=(
+            "open tracking: a file of the networks of mail proxies whose opens are a machine's (Apple Mail Privacy "
+            "Protection's: one CIDR a line, `#` comments, or Apple's `egress-ip-ranges.csv` as it is), read "
+            "instead of the list einmal ships (service/web/proxies.txt)"
+        ),
+        examples=["/etc/einmal/egress-ip-ranges.csv"],
     )
     optin_from: str | None = Field(
         None,

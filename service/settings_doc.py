@@ -130,7 +130,7 @@ SECTIONS = [
             "optin_list_limit",
         ],
     ),
-    ("Click tracking", ["click_url", "click_scanners_file"]),
+    ("Click and open tracking", ["click_url", "click_scanners_file", "open_proxies_file"]),
     ("Transactional messages", ["message_key_hours", "message_retention_days"]),
     ("DKIM signing", ["dkim_domain", "dkim_selector", "dkim_private_key_file"]),
     ("DNS checks (`einmal doctor`)", ["dns_servers", "doctor_cache_seconds"]),

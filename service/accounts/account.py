@@ -42,6 +42,13 @@ async def find_account(conn: asyncpg.Connection, *, name: str) -> int:
     return account_id
 
 
+async def set_track_opens(conn: asyncpg.Connection, *, name: str, on: bool) -> None:
+    """Whether the account's new campaigns track opens unless they say (docs/guide/click-tracking.md#opens);
+    NotFound when there is no account `name`."""
+    account_id = await find_account(conn, name=name)
+    await conn.execute(*db.sql("account_set_track_opens", account_id=account_id, track_opens=on))
+
+
 async def create(conn: asyncpg.Connection, *, name: str) -> int:
     """The id of a new account named `name`; Conflict when there is one."""
     row = await conn.fetchrow(*db.sql("account_ensure", name=check_account(name)))

@@ -32,7 +32,7 @@ from service.api.deps import (
     connected,
     renders,
 )
-from service.campaigns import approval, clicks, drafts, fields, listing, preview, status, transitions
+from service.campaigns import approval, clicks, drafts, fields, listing, opens, preview, status, transitions
 from service.campaigns.fields import MAX_CAMPAIGN_NAME, MAX_FROM, MAX_SUBJECT
 from service.engagement import counts
 
@@ -122,6 +122,11 @@ class Draft(BaseModel):
         description='"HH:MM", e.g. "09:00": each message goes out at that time in its recipient\'s time zone '
         "(the subscriber's `time_zone` attribute, else the account's), the first such moment from the start; "
         "absent: at once (docs/guide/campaigns.md#local-send-times)",
+    )
+    track_opens: bool | None = Field(
+        None,
+        description="true: its HTML body carries a pixel from this server's /c/o/ (EINMAL_CLICK_URL), which records "
+        "each open, tagged a person's or a machine's (docs/guide/click-tracking.md); absent: the account's default",
     )
 
 
@@ -346,12 +351,32 @@ async def campaign_clicks(campaign_id: CampaignId, conn: Conn, key: Key) -> Camp
     return CampaignClicks(**asdict(await clicks.of_campaign(conn, campaign_id=campaign_id, timeout=DB_SECONDS)))
 
 
+class CampaignOpens(BaseModel):
+    campaign_id: int
+    tracked: bool = Field(description='made with "track_opens": true (or by its account\'s default)')
+    all: ClickCount = Field(description="opens; unique: recipients who opened")
+    people: ClickCount = Field(description="opens tagged `human`")
+    machines: ClickCount = Field(description="opens tagged `machine`: Apple's proxy, scanners, prefetches")
+
+
+@router.get(
+    "/{campaign_id}/opens",
+    operation_id="get_campaign_opens",
+    summary="its opens, a person's and a machine's, total and unique",
+    responses=ERRORS,
+)
+async def campaign_opens(campaign_id: CampaignId, conn: Conn, key: Key) -> CampaignOpens:
+    await own(conn, key, campaign_id)
+    return CampaignOpens(**asdict(await opens.of_campaign(conn, campaign_id=campaign_id, timeout=DB_SECONDS)))
+
+
 class Engagement(BaseModel):
     delivered: int = Field(description="its messages answered 250 by the receiving server")
     bounced: int = Field(description="refused for an address reason when sent, or a hard bounce after")
     complained: int = Field(description="complaints (feedback loops) about its messages")
     unsubscribed: int = Field(description="one-click unsubscribes from its messages")
     clicks: CampaignClicks | None = Field(description="its links' clicks; null where links are not tracked")
+    opens: CampaignOpens | None = Field(default=None, description="its opens; null where opens are not tracked")
 
 
 class CampaignEngagement(Engagement):
@@ -361,7 +386,7 @@ class CampaignEngagement(Engagement):
 @router.get(
     "/{campaign_id}/stats",
     operation_id="get_campaign_stats",
-    summary="its engagement: delivered, bounced, complained, unsubscribed, clicked",
+    summary="its engagement: delivered, bounced, complained, unsubscribed, clicked, opened",
     responses=ERRORS,
 )
 async def campaign_stats(campaign_id: CampaignId, conn: Conn, key: Key) -> CampaignEngagement:

@@ -32,6 +32,7 @@ EventType = Literal[
     "subscriber.confirmed",
     "sequence.step_sent",
     "message.clicked",
+    "message.opened",
 ]
 State = Literal["pending", "delivered", "parked"]
 

@@ -11,13 +11,14 @@ from service.errors import NotFound
 
 @dataclass(frozen=True)
 class Count:
-    total: int = 0  # clicks
-    unique: int = 0  # recipients who clicked
+    total: int = 0  # clicks (opens)
+    unique: int = 0  # recipients who clicked (opened)
 
 
 @dataclass(frozen=True)
 class Tally:
-    """Clicks: all of them, those of people (`human`) and of machines (`machine`)."""
+    """Clicks (or opens, service/campaigns/opens.py): all of them, those of people (`human`) and of machines
+    (`machine`)."""
 
     all: Count = Count()
     people: Count = Count()
@@ -38,7 +39,7 @@ class Clicks(Tally):
     links: list[LinkClicks] = field(default_factory=list)
 
 
-_KEYS = {None: "all", "human": "people", "machine": "machines"}
+KEYS = {None: "all", "human": "people", "machine": "machines"}  # a row's tag: its count's name
 
 
 async def of_campaign(conn: asyncpg.Connection, *, campaign_id: int, timeout: float | None = None) -> Clicks:
@@ -49,9 +50,9 @@ async def of_campaign(conn: asyncpg.Connection, *, campaign_id: int, timeout: fl
     for row in rows:
         count = Count(row["total"], row["recipients"])
         if row["link"] is None:
-            overall[_KEYS[row["tag"]]] = count
+            overall[KEYS[row["tag"]]] = count
         else:
-            per_link.setdefault(row["link"], {})[_KEYS[row["tag"]]] = count
+            per_link.setdefault(row["link"], {})[KEYS[row["tag"]]] = count
             urls[row["link"]] = row["url"]
     if rows[0]["tracked"] is None:
         raise NotFound(f"no campaign {campaign_id}")

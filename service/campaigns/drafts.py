@@ -44,6 +44,7 @@ async def insert(
     language: str | None = None,
     unsubscribe_required: bool = True,
     track_clicks: bool = False,
+    track_opens: bool | None = None,
     segment: str | None = None,
     segment_rule: dict[str, Any] | None = None,
     local_time: time | None = None,
@@ -71,6 +72,7 @@ async def insert(
                 language=language,
                 unsubscribe=unsubscribe_required,
                 track_clicks=track_clicks,
+                track_opens=track_opens,
                 segment=segment,
                 segment_rule=json.dumps(segment_rule) if segment_rule is not None else None,
                 local_time=local_time,
@@ -96,8 +98,9 @@ async def create(
     not have; ArgumentError for a From outside the account's domains (service/mail/from_rule.py)."""
     required = fields.get("unsubscribe_required", True)
     unsubscribe.require_one_click({"unsubscribe_required": required}, mailing, Invalid, "not created")
-    if fields.get("track_clicks") and (lacking := clicks.missing(mailing)):
-        raise Invalid(f"not created: click tracking needs {' and '.join(lacking)}, which this process has not")
+    for tracked in ("click", "open"):
+        if fields.get(f"track_{tracked}s") and (lacking := clicks.missing(mailing)):
+            raise Invalid(f"not created: {tracked} tracking needs {' and '.join(lacking)}, which this process has not")
     found = await list_ids(conn, account_id=account_id, lists=lists, timeout=fields.get("timeout"))
     rule = None
     if segment is not None:

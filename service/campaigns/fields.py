@@ -102,6 +102,7 @@ RULES: dict[str, Callable[[Any], Any]] = {
     "unsubscribe": bool,
     "track_clicks": bool,
     "local_time": local_time,
+    "track_opens": bool,
 }
 
 

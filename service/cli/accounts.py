@@ -7,6 +7,8 @@ page's language unless a campaign has its own, --contact an address the page off
 link no longer works, --time-zone the zone of its subscribers without a valid `time_zone` attribute (a
 campaign's --local-time). An empty value clears a setting. The setting itself is service/accounts/account.py's.
 
+--track-opens on|off: whether its new campaigns track opens unless they say (docs/guide/click-tracking.md#opens).
+
 --rate, --quota-hour, --quota-day and --messages-queued are the account's own sending budget
 (service/accounts/budget.py): `default` gives one back to the installation's EINMAL_ACCOUNT_ setting, 0 is none.
 """
@@ -41,11 +43,17 @@ async def set_command(args: argparse.Namespace, settings: Settings) -> int:
     given["time_zone"] = args.time_zone
     limits = {"rate": args.rate, "quota_hour": args.quota_hour, "quota_day": args.quota_day}
     limits["messages_queued"] = args.messages_queued
-    if all(value is None for value in [*given.values(), *limits.values()]):
+    if all(value is None for value in [*given.values(), *limits.values(), args.track_opens]):
         raise Invalid(
-            "nothing to set: give --display-name, --language, --contact, --time-zone, --rate, --quota-hour,"
-            " --quota-day or --messages-queued"
+            "nothing to set: give --display-name, --language, --contact, --time-zone, --track-opens, --rate,"
+            " --quota-hour, --quota-day or --messages-queued"
         )
+    if args.track_opens is not None:
+        async with db.connection(db.url(settings)) as conn:
+            await account.set_track_opens(conn, name=args.account, on=args.track_opens == "on")
+        print(f"account {shown(args.account)}: new campaigns track opens: {args.track_opens}")
+        if all(value is None for value in [*given.values(), *limits.values()]):
+            return 0
     numbers = {
         name: budget.number(value, "--" + name.replace("_", "-"), whole=name != "rate")
         for name, value in limits.items()
@@ -97,6 +105,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--time-zone",
         help="its subscribers' time zone unless their time_zone attribute names one, e.g. Europe/Berlin "
         "(a campaign's --local-time; default: UTC)",
+    )
+    p.add_argument(
+        "--track-opens",
+        choices=("on", "off"),
+        help="whether its new campaigns track opens unless they say (--track-opens, --no-track-opens)",
     )
     p.add_argument("--rate", help="its messages a second, all nodes together (default: EINMAL_ACCOUNT_RATE_LIMIT)")
     p.add_argument("--quota-hour", help="its messages in any hour (default: EINMAL_ACCOUNT_QUOTA_HOUR)")

@@ -155,6 +155,7 @@ async def create_command(args: argparse.Namespace, settings: Settings) -> int:
             unsubscribe_required=not args.no_unsubscribe,
             track_clicks=args.track_clicks,
             local_time=at_local,
+            track_opens=args.track_opens,
         )
     for warning in created.trial.warnings:
         print(f"einmal: {warning}", file=sys.stderr)
@@ -335,6 +336,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="send each message at this time in its recipient's time zone (the subscriber's time_zone "
         "attribute, else the account's), the first such moment from the start; default: at once",
     )
+    create.add_argument(
+        "--track-opens",
+        action=argparse.BooleanOptionalAction,
+        help="put a pixel from EINMAL_CLICK_URL in its HTML body, which records each open, a person's or a "
+        "machine's (docs/guide/click-tracking.md); default: the account's (off unless it was turned on)",
+    )
     create.set_defaults(func=create_command)
     for verb in ("approve", "pause", "resume", "cancel"):
         p = campaign.add_parser(verb, help=f"{verb} a campaign")
@@ -353,7 +360,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.add_argument("--follow", action="store_true", help="show a progress bar until the campaign ends")
     status.set_defaults(func=status_command)
     stats = campaign.add_parser(
-        "stats", help="its engagement: delivered, bounced, complained, unsubscribed; clicks per link"
+        "stats", help="its engagement: delivered, bounced, complained, unsubscribed; clicks per link; opens"
     )
     stats.add_argument("id", type=int, help="the campaign's id")
     stats.add_argument("--json", action="store_true", help="one JSON object instead of a table")

@@ -260,6 +260,7 @@ async def stats_command(args: argparse.Namespace, settings: Settings) -> int:
         print(f"step {step.position}{deleted}, campaign {step.campaign_id}, {shown(step.subject)}")
         print(campaign_stats.figures(step))
         campaign_stats.print_clicks(step.clicks if step.clicks and step.clicks.tracked else None)
+        campaign_stats.print_opens(step.opens if step.opens and step.opens.tracked else None)
     return 0
 
 

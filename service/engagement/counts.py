@@ -8,7 +8,9 @@ import asyncpg
 
 from service import db
 from service.campaigns import clicks as campaign_clicks
+from service.campaigns import opens as campaign_opens
 from service.campaigns.clicks import Clicks
+from service.campaigns.opens import Opens
 from service.errors import NotFound
 
 
@@ -18,8 +20,9 @@ class Engagement:
     bounced: int = 0  # refused for an address reason when sent, or a hard bounce after
     complained: int = 0  # a complaint (feedback loop) about one of its messages
     unsubscribed: int = 0  # one-click unsubscribes from its messages
-    # its links' clicks (None: its messages' links are not tracked, a template's); opens, when tracked, join beside
+    # its links' clicks and its opens (None: its messages' links and opens are not tracked, a template's)
     clicks: Clicks | None = None
+    opens: Opens | None = None
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,8 @@ async def of_campaign(conn: asyncpg.Connection, *, campaign_id: int) -> Campaign
     tracked = await campaign_clicks.of_campaign(conn, campaign_id=campaign_id, timeout=db.DB_SECONDS)  # NotFound first
     account_id = await conn.fetchval(*db.sql("campaign_owner", campaign_id=campaign_id))
     (counts,) = await _counts(conn, account_id, [f"campaign:{campaign_id}"])
-    return CampaignEngagement(**counts, clicks=tracked, campaign_id=campaign_id)
+    opened = await campaign_opens.of_campaign(conn, campaign_id=campaign_id, timeout=db.DB_SECONDS)
+    return CampaignEngagement(**counts, clicks=tracked, opens=opened, campaign_id=campaign_id)
 
 
 async def of_sequence(
@@ -76,6 +80,7 @@ async def of_sequence(
         StepEngagement(
             **c,
             clicks=await campaign_clicks.of_campaign(conn, campaign_id=r["campaign_id"], timeout=db.DB_SECONDS),
+            opens=await campaign_opens.of_campaign(conn, campaign_id=r["campaign_id"], timeout=db.DB_SECONDS),
             position=r["position"],
             campaign_id=r["campaign_id"],
             subject=r["subject"],

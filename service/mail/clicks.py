@@ -90,7 +90,7 @@ class Links:
             return match.group(1) + quote + field(html_module.unescape(match.group(3))) + quote
 
         self.text = _outside(text, _BARE, bare)
-        self.html = _hidden(_outside(html, _HREF, href)) if html else html
+        self.html = after_body(_outside(html, _HREF, href)) if html else html
 
     @classmethod
     def of(cls, text: str, html: str | None) -> "Links":
@@ -101,16 +101,16 @@ class Links:
         return self.urls[link - 1] if 0 < link <= len(self.urls) else None
 
 
-def _hidden(html: str) -> str:
-    """The HTML with the hidden link after its ``<body …>`` tag (outside template syntax), else after its doctype,
-    else at its start."""
+def after_body(html: str, snippet: str = _HIDDEN_ANCHOR) -> str:
+    """The HTML with `snippet` (the hidden link; an open's pixel, service/mail/opens.py) after its ``<body …>``
+    tag (outside template syntax), else after its doctype, else at its start."""
     spans = [m.span() for m in _PROTECTED.finditer(html)]
     for body in _BODY.finditer(html):
         if not any(start <= body.start() < end for start, end in spans):
-            return html[: body.end()] + _HIDDEN_ANCHOR + html[body.end() :]
+            return html[: body.end()] + snippet + html[body.end() :]
     doctype = _DOCTYPE.match(html)
     at = doctype.end() if doctype else 0
-    return html[:at] + _HIDDEN_ANCHOR + html[at:]
+    return html[:at] + snippet + html[at:]
 
 
 class Signer:

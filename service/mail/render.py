@@ -49,7 +49,7 @@ from pydantic import SecretStr
 from service.addresses import header_address
 from service.domains import domain_key
 from service.errors import ConfigError, Invalid
-from service.mail import clicks, confirm, dkim, headers, templates, unsubscribe, verp
+from service.mail import clicks, confirm, dkim, headers, opens, templates, unsubscribe, verp
 from service.mail.mailing import Mailing
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -258,7 +258,6 @@ class CampaignTemplate:
     __slots__ = (
         "_between",
         "_campaign",
-        "_clicks",
         "_confirm",
         "_digest",
         "_dkim",
@@ -276,6 +275,7 @@ class CampaignTemplate:
         "_subject",
         "_subject_piece",
         "_text",
+        "_trackers",
         "_url_prefix",
         "_verp",
         "account_id",
@@ -299,7 +299,8 @@ class CampaignTemplate:
     _id_prefix: bytes
     _id_suffix: bytes
     _confirm: tuple[confirm.Signer, str] | None
-    _clicks: clicks.Signer | None  # a campaign with click tracking: its links' URLs per recipient
+    # a campaign with click or open tracking: its links' and pixel's URLs per recipient, each signer's
+    _trackers: tuple[clicks.Signer | opens.Signer, ...]
     _digest: str  # the boundary's: the same campaign always gets the same one
     _extra: bytes  # Reply-To, List-Id, Feedback-ID and the campaign's own headers
     _signer: unsubscribe.Signer | None
@@ -326,12 +327,10 @@ class CampaignTemplate:
         self._subject = None
         if not used and self._subject_piece.__class__ is str:
             self._subject = unstructured(b"Subject", clean(self._subject_piece.format_map({})))
-        links = self._compile_clicks(campaign, mailing)
+        links, html = self._compile_tracking(campaign, mailing)
         self._text = _Body(campaign["body_text"], "body_text", tracked=links.text if links else None)
         self._html = (
-            _Body(campaign["body_html"], "body_html", html=True, tracked=links.html if links else None)
-            if campaign.get("body_html")
-            else None
+            _Body(campaign["body_html"], "body_html", html=True, tracked=html) if campaign.get("body_html") else None
         )
         self._jinja = (
             self._subject_piece.__class__ is not str or self._text.jinja or bool(self._html and self._html.jinja)
@@ -439,17 +438,25 @@ class CampaignTemplate:
             lines.append(unstructured(name.encode(), value))
         return b"".join(lines)
 
-    def _compile_clicks(self, campaign: Mapping, mailing: Mailing) -> clicks.Links | None:
-        """The links of a campaign with click tracking, and their signer; None (and no signer) without."""
-        self._clicks = None
-        if not campaign.get("track_clicks"):
-            return None
+    def _compile_tracking(self, campaign: Mapping, mailing: Mailing) -> tuple[clicks.Links | None, str | None]:
+        """The links of a campaign with click tracking (None without) and its HTML body as compiled, with the
+        links and the pixel of open tracking (None: as it is); their signers."""
+        self._trackers = ()
+        html = campaign.get("body_html")
+        clicked, opened = bool(campaign.get("track_clicks")), bool(campaign.get("track_opens") and html)
+        if not (clicked or opened):
+            return None, None
         if lacking := clicks.missing(mailing):
-            raise Invalid(f"click tracking needs {' and '.join(lacking)}")
-        links = clicks.Links.of(campaign["body_text"], campaign.get("body_html"))
+            raise Invalid(f"{'click' if clicked else 'open'} tracking needs {' and '.join(lacking)}")
         assert mailing.click_url and mailing.unsubscribe_secret  # clicks.missing: both set
-        self._clicks = clicks.Signer(mailing.unsubscribe_secret, mailing.click_url, len(links.urls))
-        return links
+        links = clicks.Links.of(campaign["body_text"], html) if clicked else None
+        if links is not None:
+            self._trackers += (clicks.Signer(mailing.unsubscribe_secret, mailing.click_url, len(links.urls)),)
+            html = links.html
+        if opened and html:
+            self._trackers += (opens.Signer(mailing.unsubscribe_secret, mailing.click_url),)
+            html = opens.with_pixel(html)
+        return links, html
 
     def _compile_unsubscribe(self, mailing: Mailing, used: set[str], mailto: str | None) -> None:
         self._signer = None
@@ -548,8 +555,10 @@ class CampaignTemplate:
             confirm_url = self._confirm[1] + self._confirm[0].token(self.account_id, self.campaign_id, subscriber_id)
         values = {"name": name, "email": email, "unsubscribe_url": url, "confirm_url": confirm_url}
         links = None
-        if self._clicks is not None:  # the tracked links' URLs: the fields besides them are escaped for HTML
-            links = self._clicks.urls(self.account_id, self.campaign_id, subscriber_id)
+        if self._trackers:  # the tracked links' and pixel's URLs: the fields besides them are escaped for HTML
+            links = {}
+            for tracker in self._trackers:
+                links.update(tracker.urls(self.account_id, self.campaign_id, subscriber_id))
             values, plain = {**values, **links}, values
         variables = None
         if self._jinja:
@@ -582,8 +591,7 @@ class CampaignTemplate:
             )
             escaped = templates.escaped(values if links is None else plain)
             if links is not None:
-                assert self._clicks is not None  # links are its
-                escaped.update(links if self._clicks.html_safe else templates.escaped(links))
+                escaped.update(links if self._trackers[0].html_safe else templates.escaped(links))
             self._html.render(escaped, context, out)
             out.append(self._end)
         if self._dkim is not None:  # signed over the fields after From and the body after the static head

@@ -21,6 +21,8 @@
                                 METRICS_FRESH_SECONDS, one read at a time, on a connection of their own
     GET  /c/{token}             a tracked link: 302 to the campaign's own URL, the click recorded after the answer
                                 (service/web/clicks.py); HEAD answers alike
+    GET  /c/o/{token}           an open-tracking pixel: a 1x1 GIF at once, the open recorded after the answer
+                                (service/web/opens.py); HEAD answers alike
     /forms/{token}, /confirm   double opt-in: an open list's sign-up form and the confirmation link's page
                                 (service/web/signup.py)
     /console/…                  the operator's console, server-rendered pages for people (service/console/app.py,
@@ -69,7 +71,7 @@ from service.mail.verp import ReturnPath
 from service.metrics import CONTENT_TYPE, Metrics
 from service.settings import Settings
 from service.subscribers import optin, preferences, texts
-from service.web import clicks, pages, preference_page, signup, subject
+from service.web import clicks, opens, pages, preference_page, signup, subject
 from service.web.limits import (
     MAX_BODY,
     ONE_CLICK_BODY,
@@ -145,7 +147,8 @@ class Web:
             optin.SignUps.of(settings), pool, read_body, Refused, self.database_down, PAGE_HEADERS
         ).routes
         self.clicks = clicks.ClickRoutes(settings, pool, metrics, PAGE_HEADERS, self.database_down)
-        routes += self.clicks.routes
+        self.opens = opens.OpenRoutes(settings, pool, metrics, self.clicks.scanners)
+        routes += self.opens.routes + self.clicks.routes
         if console is not None:  # service/console/app.py, given by actors/node.py; its bodies bounded as the API's
             routes.append(
                 Mount("/console", console(pool, settings, lambda app, limit: BoundedBody(app, limit or MAX_BODY)))

@@ -6,38 +6,30 @@
                       campaign has not: 404, and it never leads anywhere else (no open redirect).
     HEAD /c/{token}   the same answer; recorded as a machine's click (reason `head`)
 
-Recording never holds up an answer: a click goes into a bounded buffer (BUFFER clicks, one per event id) that a
-task of its own writes in batches (sql/queries/clicks_record.sql). When the buffer is full a click is dropped
-and counted (einmal_clicks{result="dropped"}), and so is one past its account's SHARE of the buffer: a scanner
-clicking one account's links by the thousand leaves room for the others'. When the database is slow or down the
-buffer waits, the answers do not.
+Recording never holds up an answer: a click goes into the bounded buffer of service/web/recording.py (BUFFER
+clicks, an account's SHARE of it at most), counted in einmal_clicks, which a task of its own writes in batches
+(sql/queries/clicks_record.sql).
 
 Event id: ``clk_`` and a SHA-256 of (account, campaign, subscriber, link, the REPEAT_SECONDS window the click
-came in): derived from the request alone, so the same request again — a retry, a double click, the same link
-opened twice at once, a repeat reaching another node, a batch written again after a commit whose answer was
-lost — gets the same id, and the table's primary key keeps one. A repeat that falls in the next window is
-caught by the recording statement, which writes no click of a recipient's link within REPEAT_SECONDS of another.
+came in) (recording.event_id): the same request again — a retry, a double click, the same link opened twice at
+once — gets the same id. A repeat that falls in the next window is caught by the recording statement, which
+writes no click of a recipient's link within REPEAT_SECONDS of another.
 
 Tagging: the request gives `head` (a HEAD), `hidden` (link 0) and `scanner` (the client's address in a network
-of service/web/scanners.txt, or EINMAL_CLICK_SCANNERS_FILE; the address is that of the connection, or the one
-a proxy Uvicorn trusts (FORWARDED_ALLOW_IPS) gives in X-Forwarded-For); the recording statement adds `early`
-(within EARLY_SECONDS of the send row's sent_at) and `burst`, and revises earlier clicks (see the migration).
+of service/web/scanners.txt, or EINMAL_CLICK_SCANNERS_FILE: service/web/networks.py; the address is that of the
+connection, or the one a proxy Uvicorn trusts (FORWARDED_ALLOW_IPS) gives in X-Forwarded-For); the recording
+statement adds `early` (within EARLY_SECONDS of the send row's sent_at) and `burst`, and revises earlier clicks
+(see the migration).
 A click with a reason is `machine`, else `human`. The address and the user agent are used for nothing else and
 kept nowhere: the buffer holds the reasons only.
 """
 
-import asyncio
-import hashlib
-import ipaddress
-import itertools
-import logging
 import time
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib import resources
-from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import anyio
@@ -48,61 +40,28 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from service import db
-from service.errors import ConfigError
 from service.mail import clicks
 from service.metrics import Metrics
 from service.settings import Settings
-from service.web import pages
-from service.web.limits import first_line
-
-log = logging.getLogger("einmal.http")
+from service.web import pages, recording
+from service.web.networks import Networks
+from service.web.recording import BUFFER, SHARE
 
 REPEAT_SECONDS = 10.0  # the same recipient's same link again within this is the same click
 EARLY_SECONDS = 15.0  # a click this soon after the message was sent is a scanner's at delivery
 BURST_SECONDS = 2.0  # every link of a message clicked within this is a machine's
-BUFFER = 10_000  # clicks waiting to be written, at most
-SHARE = 0.25  # of them at most one account's: a flood of one account's links leaves room for the others'
-BATCH = 500  # clicks written in one statement, at most
-GATHER_SECONDS = 0.2  # a batch waits this long for more clicks
-RETRY_SECONDS = (1.0, 2.0, 5.0, 10.0, 30.0)  # after a failed write, the waits before the next try
 LINKS_CACHED = 1024  # campaigns whose links are kept
 _URL_SAFE = ":/?#[]@!$&'()*+,;=%~"
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-
-def scanner_networks(settings: Settings) -> list[Network]:
+def scanners(settings: Settings) -> Networks:
     """The networks of EINMAL_CLICK_SCANNERS_FILE, else of the list shipped; ConfigError for a line that is none."""
-    path = settings.click_scanners_file
-    where = path or "service/web/scanners.txt"
-    try:
-        text = Path(path).read_text() if path else (resources.files("service.web") / "scanners.txt").read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"EINMAL_CLICK_SCANNERS_FILE: cannot read {path}: {exc}") from None
-    networks = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if entry := line.partition("#")[0].strip():
-            try:
-                networks.append(ipaddress.ip_network(entry, strict=False))
-            except ValueError:
-                raise ConfigError(f"{where}: line {number}: {entry[:60]!r} is not a network") from None
-    return networks
-
-
-def scanner(host: str | None, networks: Iterable[Network]) -> bool:
-    """Whether the client's address is in one of the scanners' networks."""
-    try:
-        address = ipaddress.ip_address(host or "")
-    except ValueError:
-        return False
-    return any(address in network for network in networks)
+    return Networks.read(settings.click_scanners_file, "scanners.txt", "EINMAL_CLICK_SCANNERS_FILE")
 
 
 def event_id(account_id: int, campaign_id: int, subscriber_id: int, link: int, at: float) -> str:
     """The click's id: the same for every request of the recipient's link in one REPEAT_SECONDS window."""
-    window = int(at // REPEAT_SECONDS)
-    digest = hashlib.sha256(f"{account_id}.{campaign_id}.{subscriber_id}.{link}.{window}".encode()).hexdigest()
-    return "clk_" + digest[:32]
+    return recording.event_id("clk_", REPEAT_SECONDS, at, account_id, campaign_id, subscriber_id, link)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,70 +77,25 @@ class Click:
     links: int  # how many links the message has
 
 
-class Recorder:
-    """The bounded buffer of clicks and the task that writes them (started when a click comes, ended when none
-    waits)."""
+class Recorder(recording.Buffer[Click]):
+    """The clicks waiting to be written."""
+
+    what = "clicks"
 
     def __init__(self, pool: asyncpg.Pool, metrics: Metrics, capacity: int = BUFFER, share: float = SHARE) -> None:
-        self.pool, self.metrics, self.capacity = pool, metrics, capacity
-        self.pending: dict[str, Click] = {}
-        self.held: Counter[int] = Counter()  # pending clicks by account: none holds more than its share
-        self.share = max(1, int(capacity * share))
-        self._task: asyncio.Task[None] | None = None
+        super().__init__(pool, metrics.clicks, capacity, share)
 
-    async def add(self, click: Click) -> None:
-        """Keep `click` to be written (a coroutine: Starlette runs a background function on a thread)."""
-        if click.id in self.pending:
-            self.metrics.clicks.labels("repeated").inc()
-            return
-        if len(self.pending) >= self.capacity or self.held[click.account_id] >= self.share:
-            self.metrics.clicks.labels("dropped").inc()
-            return
-        self.pending[click.id] = click
-        self.held[click.account_id] += 1
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._drain())
-
-    async def _drain(self) -> None:
-        failures = 0
-        while self.pending:
-            await anyio.sleep(GATHER_SECONDS if not failures else RETRY_SECONDS[min(failures, 5) - 1])
-            batch = list(itertools.islice(self.pending.values(), BATCH))
-            try:
-                written = await self._write(batch)
-            except (*db.DOWN, asyncpg.PostgresError) as exc:
-                failures += 1
-                if failures == 1:
-                    log.warning("clicks not written yet (%d waiting): %s", len(self.pending), first_line(exc))
-                continue
-            failures = 0
-            for click in batch:
-                if self.pending.pop(click.id, None) is not None:
-                    self.held[click.account_id] -= 1
-            self.metrics.clicks.labels("recorded").inc(written)
-            self.metrics.clicks.labels("repeated").inc(len(batch) - written)
-
-    async def _write(self, batch: list[Click]) -> int:
-        with anyio.fail_after(db.DB_SECONDS):
-            async with db.acquire(self.pool) as conn:
-                written: int = await conn.fetchval(
-                    *db.sql(
-                        "clicks_record",
-                        ids=[c.id for c in batch],
-                        accounts=[c.account_id for c in batch],
-                        campaigns=[c.campaign_id for c in batch],
-                        subscribers=[c.subscriber_id for c in batch],
-                        links=[c.link for c in batch],
-                        urls=[c.url for c in batch],
-                        ats=[c.at for c in batch],
-                        said=[",".join(c.reasons) for c in batch],
-                        counts=[c.links for c in batch],
-                        early_seconds=EARLY_SECONDS,
-                        burst_seconds=BURST_SECONDS,
-                        repeat_seconds=REPEAT_SECONDS,
-                    )
-                )
-        return written
+    def statement(self, batch: list[Click]) -> tuple[Any, ...]:
+        return db.sql(
+            "clicks_record",
+            **self.arrays(batch),
+            links=[c.link for c in batch],
+            urls=[c.url for c in batch],
+            counts=[c.links for c in batch],
+            early_seconds=EARLY_SECONDS,
+            burst_seconds=BURST_SECONDS,
+            repeat_seconds=REPEAT_SECONDS,
+        )
 
 
 class ClickRoutes:
@@ -197,7 +111,7 @@ class ClickRoutes:
     ) -> None:
         self.settings, self.pool, self.metrics, self.headers = settings, pool, metrics, headers
         self.database_down = database_down
-        self.networks = scanner_networks(settings)
+        self.scanners = scanners(settings)
         self.recorder = Recorder(pool, metrics)
         self.links: OrderedDict[int, tuple[int, clicks.Links] | None] = OrderedDict()
         self.routes = [Route("/c/{token}", self.click, methods=["GET"])]  # Starlette answers HEAD as GET
@@ -225,7 +139,7 @@ class ClickRoutes:
             for reason, given in (
                 ("head", request.method == "HEAD"),
                 ("hidden", link == clicks.HIDDEN),
-                ("scanner", scanner(request.client.host if request.client else None, self.networks)),
+                ("scanner", (request.client.host if request.client else None) in self.scanners),
             )
             if given
         )

@@ -23,6 +23,7 @@ EVENT_TYPES = (
     "subscriber.confirmed",
     "sequence.step_sent",
     "message.clicked",
+    "message.opened",
 )
 STATES = ("pending", "delivered", "parked")
 MAX_ENDPOINTS = 20  # of one account

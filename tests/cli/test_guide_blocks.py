@@ -173,6 +173,25 @@ async def test_the_click_tracking_guides_blocks_run_as_written(
     assert lines[1] == "clicks tracked" and "people       0      0" in lines, out
     shown = json.loads(lines[-1])
     assert shown["campaign_id"] == campaign and shown["clicks"]["tracked"] is True, out
+    assert shown["opens"]["tracked"] is False, out
+
+
+@pytest.mark.anyio
+async def test_the_click_tracking_guides_opens_block_runs_as_written(
+    conn: asyncpg.Connection, dsn: str, tmp_path: Path
+) -> None:
+    await _acme(conn, "news")
+    (tmp_path / "spring.html").write_text('<p>Spring is here.</p><p><a href="{{ unsubscribe_url }}">No more</a></p>')
+    (tmp_path / "spring.txt").write_text("Spring is here.\nNo more mail: {{ unsubscribe_url }}\n")
+    block = doc_examples.example("guide/click-tracking.md", "sh", "## Opens {#opens}")
+    setup = _exports(EINMAL_CLICK_URL="https://mail.example.org/c")
+    code, out, err = await doc_examples.run(setup + block, dsn, NO_NODE, cwd=tmp_path)
+    assert code == 0, err
+    campaign = await conn.fetchrow("SELECT id, track_opens FROM einmal.campaigns WHERE name = 'Spring opens'")
+    assert campaign["track_opens"] is True
+    lines = out.splitlines()
+    assert lines[0].startswith(f"campaign {campaign['id']}: delivered 0") and "opens tracked" in lines, out
+    assert lines[lines.index("opens tracked") + 1].split() == ["opens", "total", "recipients"], out
 
 
 @pytest.mark.anyio

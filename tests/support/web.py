@@ -82,6 +82,16 @@ async def subscriber(
     return account_id, campaign_id, subscriber_id
 
 
+async def webhook_endpoint(conn: asyncpg.Connection, account_id: int, event: str) -> None:
+    """An endpoint of the account that takes `event`: its events are written (and never sent, in a test)."""
+    await conn.execute(
+        "INSERT INTO einmal.webhook_endpoints (account_id, url, events, secret) "
+        "VALUES ($1, 'https://hooks.example.org/', ARRAY[$2], 'whsec_dGVzdA==')",
+        account_id,
+        event,
+    )
+
+
 def token(ids: tuple[int, int, int], secret: str = SECRET) -> str:
     return unsubscribe.make_token(secret, *ids)
 

@@ -547,6 +547,7 @@ async def test_the_openapi_document_is_generated_from_the_models(dsn: str) -> No
         "/campaigns/{campaign_id}/preview",
         "/campaigns/{campaign_id}/test",
         "/campaigns/{campaign_id}/clicks",
+        "/campaigns/{campaign_id}/opens",
         "/campaigns/{campaign_id}/stats",
         "/lists",
         "/lists/{name}",

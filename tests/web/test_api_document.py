@@ -41,6 +41,7 @@ OPERATIONS = {
     ("get", "/campaigns/{campaign_id}/preview"): "preview_campaign",
     ("post", "/campaigns/{campaign_id}/test"): "send_test_message",
     ("get", "/campaigns/{campaign_id}/clicks"): "get_campaign_clicks",
+    ("get", "/campaigns/{campaign_id}/opens"): "get_campaign_opens",
     ("get", "/campaigns/{campaign_id}/stats"): "get_campaign_stats",
     ("get", "/keys"): "list_keys",
     ("post", "/keys"): "create_key",

@@ -22,7 +22,7 @@ from service.settings import Settings
 from service.subscribers import erasure
 from service.web.clicks import BURST_SECONDS, REPEAT_SECONDS
 from tests.conftest import einmal
-from tests.support.web import SECRET, http_server, subscriber
+from tests.support.web import SECRET, http_server, subscriber, webhook_endpoint
 from tests.web.test_api import auth, make_key
 
 pytestmark = pytest.mark.anyio
@@ -35,10 +35,12 @@ TEXT = "News: https://example.org/news?a=1&b=2\nShop: https://shop.example.org/\
 ORIGINALS = ["https://example.org/news?a=1&b=2", "https://shop.example.org/"]
 
 
-async def tracked(conn: asyncpg.Connection, *, track: bool = True, sent_ago: float = 3600.0) -> tuple[int, int, int]:
-    """(account, campaign, subscriber) of a campaign with two links (tracked unless `track` is false) whose
-    message went to the subscriber `sent_ago` seconds ago."""
-    ids = await subscriber(conn)
+async def tracked(
+    conn: asyncpg.Connection, *, track: bool = True, sent_ago: float = 3600.0, account: str = "acme"
+) -> tuple[int, int, int]:
+    """(account, campaign, subscriber) of a campaign of `account` with two links (tracked unless `track` is false)
+    whose message went to the subscriber `sent_ago` seconds ago."""
+    ids = await subscriber(conn, account=account)
     await conn.execute(
         "UPDATE einmal.campaigns SET body_text = $2, body_html = $3, track_clicks = $4 WHERE id = $1",
         ids[1],
@@ -61,16 +63,26 @@ async def tracked(conn: asyncpg.Connection, *, track: bool = True, sent_ago: flo
     return ids
 
 
+def parts_of(raw: bytes) -> dict[str, str]:
+    """A message's parts by content type, decoded."""
+    return {
+        part.get_content_type(): part.get_payload(decode=True).decode()
+        for part in email.message_from_bytes(raw).walk()
+        if isinstance(part, Message) and not part.is_multipart()
+    }
+
+
+async def message(conn: asyncpg.Connection, ids: tuple[int, int, int], base: str) -> dict[str, str]:
+    """The subscriber's message as rendered for a node of this surface: its parts by content type."""
+    settings = Settings(unsubscribe_secret=SecretStr(SECRET), click_url=f"{base}/c")
+    campaign = dict(await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=ids[1])))
+    return parts_of(CampaignTemplate.compile(campaign, settings).render(ids[2], "ann@example.org", "Ann"))
+
+
 async def message_links(conn: asyncpg.Connection, ids: tuple[int, int, int], base: str) -> tuple[list[str], str]:
     """The links of the HTML body of the subscriber's message as rendered for a node of this surface, and its
     text body."""
-    settings = Settings(unsubscribe_secret=SecretStr(SECRET), click_url=f"{base}/c")
-    campaign = dict(await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=ids[1])))
-    raw = CampaignTemplate.compile(campaign, settings).render(ids[2], "ann@example.org", "Ann")
-    parts: dict[str, str] = {}
-    for part in email.message_from_bytes(raw).walk():
-        if isinstance(part, Message) and not part.is_multipart():
-            parts[part.get_content_type()] = part.get_payload(decode=True).decode()
+    parts = await message(conn, ids, base)
     return re.findall(r'href="([^"]*)"', parts["text/html"]), parts["text/plain"]
 
 
@@ -253,11 +265,7 @@ async def test_erasure_removes_the_subscribers_clicks(conn: asyncpg.Connection, 
 
 async def test_message_clicked_carries_the_tag_and_a_revision(conn: asyncpg.Connection, dsn: str) -> None:
     ids = await tracked(conn)
-    await conn.execute(
-        "INSERT INTO einmal.webhook_endpoints (account_id, url, events, secret) "
-        "VALUES ($1, 'https://hooks.example.org/', '{message.clicked}', 'whsec_dGVzdA==')",
-        ids[0],
-    )
+    await webhook_endpoint(conn, ids[0], "message.clicked")
     async with http_server(dsn) as base, httpx.AsyncClient() as client:
         hidden, news, _shop = (await message_links(conn, ids, base))[0]
         await client.get(news)
@@ -326,6 +334,7 @@ async def test_the_campaigns_clicks_by_the_api_and_the_command_line(conn: asyncp
     printed = einmal("campaign", "stats", str(ids[1]), "--json", dsn=dsn)
     assert printed.returncode == 0, printed.stderr
     shown = json.loads(printed.stdout)
+    assert shown["opens"]["tracked"] is False and shown["opens"]["all"] == {"total": 0, "unique": 0}
     assert shown["clicks"] == {**found, "campaign_id": ids[1]} and shown["campaign_id"] == ids[1]
     assert {k: shown[k] for k in ("bounced", "complained", "unsubscribed")} == dict.fromkeys(
         ("bounced", "complained", "unsubscribed"), 0

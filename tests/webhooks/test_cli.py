@@ -59,5 +59,5 @@ async def test_refusals_are_one_line(conn, dsn) -> None:
         found = einmal("webhook", "add", *args, dsn=dsn)
         assert found.returncode == 1 and found.stdout == "", found
         assert len(found.stderr.strip().splitlines()) == 1 and said in found.stderr, found.stderr
-    wrong = einmal("webhook", "add", "--account", "acme", "--event", "message.opened", "https://x.org/", dsn=dsn)
+    wrong = einmal("webhook", "add", "--account", "acme", "--event", "message.read", "https://x.org/", dsn=dsn)
     assert wrong.returncode == 2 and "invalid choice" in wrong.stderr
