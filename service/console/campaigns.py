@@ -4,9 +4,17 @@ when it tracks them) and its transitions approve, pause, resume and cancel. A tr
 the API calls, with its line of the audit log in the same transaction; so do its rows' buttons: retry failed
 (POST …/retry, `einmal campaign retry`) and reconcile in doubt (POST …/reconcile, `einmal reconcile`, all its
 in-doubt rows resent or marked sent). A refusal is the campaign's page with the service's sentence (409),
-another account's campaign is 404 for a member. The page draws the campaign over time (chart.py)."""
+another account's campaign is 404 for a member. The page draws the campaign over time (chart.py).
+
+What a page counts (its status snapshot, clicks and chart) is read afresh, except a view of a campaign of
+KEPT_FROM messages or more that is still what it was (same status): that is shared as live.py shares the
+dashboard's progress, loaded again in the background once FRESH_SECONDS old (so counts of a campaign
+watched are at most about that old, and of one not looked at for OLDEST_SECONDS read afresh), so no view
+waits for a count of a large campaign's rows; the page says when it was counted. A transition's answer is
+read afresh, and kept."""
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -15,6 +23,7 @@ from service import audit
 from service.accounts import doctor
 from service.campaigns import approval, clicks, listing, rows, status, timeline, transitions
 from service.console import chart, guard
+from service.console.live import POLL_SECONDS, Live
 from service.console.render import Connect, viewer_page
 from service.console.views import counted
 from service.errors import EinmalError, Invalid, NotFound
@@ -30,6 +39,8 @@ OFFERED = {
     "sending": ("pause", "cancel"),
     "paused": ("resume", "cancel"),
 }
+KEPT_FROM = 10_000  # messages of a campaign whose page's counts are shared (fewer: counted at each view)
+OLDEST_SECONDS = POLL_SECONDS  # a shared answer older than this is read again before it is shown
 VERBS = ("approve", "pause", "resume", "cancel", "retry", "reconcile")
 DONE = {"approve": "Approved.", "pause": "Paused.", "resume": "Resumed.", "cancel": "Cancelled."}
 MOVED = {  # what the rows' buttons did, per decision
@@ -51,10 +62,37 @@ def campaign_id(request: Request) -> int:
     return found
 
 
+@dataclass(frozen=True)
+class Counted:
+    """What a campaign's page counts."""
+
+    status: status.Snapshot
+    clicks: clicks.Clicks
+    timeline: timeline.Timeline
+
+
 class CampaignPages:
     def __init__(self, connected: Connect, node_timeout: float, checkup: doctor.Checkup) -> None:
         self.connected, self.node_timeout, self.checkup = connected, node_timeout, checkup
         self.slots = RenderSlots(RENDERS, RENDER_SHARE)
+        self.kept: Live[Counted] = Live(oldest=OLDEST_SECONDS)
+
+    async def _counted(self, campaign: listing.Newest, *, viewed: bool) -> Counted:
+        """The page's counts: shared (`kept`) for a view of a large campaign whose status is as when counted,
+        else read now (and kept)."""
+
+        async def load() -> Counted:
+            async with self.connected() as conn:
+                found = await status.snapshot(conn, campaign_id=campaign.id, node_timeout=self.node_timeout)
+                clicked = await clicks.of_campaign(conn, campaign_id=campaign.id)
+                return Counted(found, clicked, await timeline.of_campaign(conn, campaign_id=campaign.id))
+
+        kept = self.kept.kept(campaign.id)
+        if viewed and kept is not None and kept.status.total >= KEPT_FROM and kept.status.status == campaign.status:
+            return await self.kept.get(campaign.id, load)
+        found = await load()
+        self.kept.keep(campaign.id, found)
+        return found
 
     async def listed(self, request: Request, viewer: sessions.Viewer) -> Response:
         async with self.connected() as conn:
@@ -78,10 +116,9 @@ class CampaignPages:
         notice: str = "",
         warnings: tuple[str, ...] = (),
     ) -> Response:
-        async with self.connected() as conn:
-            found = await status.snapshot(conn, campaign_id=campaign.id, node_timeout=self.node_timeout)
-            clicked = await clicks.of_campaign(conn, campaign_id=campaign.id)
-            drawn = chart.drawn(await timeline.of_campaign(conn, campaign_id=campaign.id), tracked=clicked.tracked)
+        counted_now = await self._counted(campaign, viewed=code == 200 and not (error or notice or warnings))
+        found, clicked = counted_now.status, counted_now.clicks
+        drawn = chart.drawn(counted_now.timeline, tracked=clicked.tracked)
         response = viewer_page(
             "campaign.html",
             request,

@@ -6,7 +6,8 @@ one older than FRESH_SECONDS is loaded again in the background, so no request wa
 campaign's rows. A session is answered at most PER_SESSION fragments per POLL_SECONDS (a token bucket; past it,
 429 and the fragment stays as it was). The tables are bounded: the least recently used entries go first, and at
 most one load of a campaign runs at a time. An account's deliverability is kept the same way
-(operations.py), for a minute."""
+(operations.py), for a minute; a large campaign's page (campaigns.py) too, with `oldest`: an answer kept
+longer than that (nobody looked meanwhile) is loaded again before it is shown."""
 
 import asyncio
 import logging
@@ -31,8 +32,10 @@ log = logging.getLogger("einmal.console")
 
 
 class Live(Generic[T]):
-    def __init__(self, clock: Callable[[], float] = time.monotonic, fresh: float = FRESH_SECONDS) -> None:
-        self.clock, self.fresh = clock, fresh
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, fresh: float = FRESH_SECONDS, oldest: float | None = None
+    ) -> None:
+        self.clock, self.fresh, self.oldest = clock, fresh, oldest
         self.shown: OrderedDict[int, tuple[float, T]] = OrderedDict()  # campaign: (when loaded, progress)
         self.loading: dict[int, anyio.Lock] = {}  # a campaign's first load, awaited
         self.refreshing: dict[int, asyncio.Task[None]] = {}  # a campaign's load again, in the background
@@ -55,6 +58,9 @@ class Live(Generic[T]):
         `load()`ed now, one first load of a campaign at a time. `load` may use the request's connection; `again`
         (`load` when None) outlives the request, so takes a connection of its own."""
         kept = self.shown.get(campaign_id)
+        if kept is not None and self.oldest is not None and self.clock() - kept[0] >= self.oldest:
+            del self.shown[campaign_id]  # too old to show: loaded now
+            kept = None
         if kept is not None:
             if self.clock() - kept[0] >= self.fresh and campaign_id not in self.refreshing:
                 task = self._again(campaign_id, again or load)
@@ -66,7 +72,7 @@ class Live(Generic[T]):
                 if (kept := self.shown.get(campaign_id)) is not None:
                     return kept[1]  # loaded while this one waited
                 found = await load()
-                self._keep(campaign_id, found)
+                self.keep(campaign_id, found)
                 return found
         finally:
             if not lock.locked() and not lock.statistics().tasks_waiting:
@@ -74,13 +80,18 @@ class Live(Generic[T]):
 
     async def _again(self, campaign_id: int, load: Callable[[], Awaitable[T]]) -> None:
         try:
-            self._keep(campaign_id, await load())
+            self.keep(campaign_id, await load())
         except (*db.DOWN, asyncpg.PostgresError, EinmalError) as exc:  # the answer kept stays until the next try
             log.warning("console: %d's answer not loaded again: %s", campaign_id, type(exc).__name__)
         finally:
             self.refreshing.pop(campaign_id, None)
 
-    def _keep(self, campaign_id: int, found: T) -> None:
+    def kept(self, campaign_id: int) -> T | None:
+        """The answer kept for the campaign, however old; None without one."""
+        found = self.shown.get(campaign_id)
+        return found[1] if found is not None else None
+
+    def keep(self, campaign_id: int, found: T) -> None:
         self.shown[campaign_id] = (self.clock(), found)
         self.shown.move_to_end(campaign_id)
         if len(self.shown) > MAX_CAMPAIGNS:

@@ -102,10 +102,9 @@ class OperationsPages:
         state = request.query_params.get("state") or None
 
         async def load(conn, account_id: int) -> dict:
-            found = await endpoints.deliveries(
+            endpoint, found = await endpoints.with_deliveries(
                 conn, account_id=account_id, id=endpoint_id, state=state, limit=DELIVERY_ROWS
             )
-            endpoint = next(e for e in await endpoints.listing(conn, account_id=account_id) if e.id == endpoint_id)
             return {"e": endpoint, "deliveries": found, "state": state or "", "states": endpoints.STATES}
 
         return await self._page("webhook.html", request, viewer, load, notice=notice)

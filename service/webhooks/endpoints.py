@@ -161,14 +161,22 @@ async def rotate(conn: asyncpg.Connection, rotation_hours: float, *, account_id:
 async def deliveries(
     conn: asyncpg.Connection, *, account_id: int, id: int, state: str | None = None, limit: int = 100
 ) -> list[Delivery]:
+    return (await with_deliveries(conn, account_id=account_id, id=id, state=state, limit=limit))[1]
+
+
+async def with_deliveries(
+    conn: asyncpg.Connection, *, account_id: int, id: int, state: str | None = None, limit: int = 100
+) -> tuple[Endpoint, list[Delivery]]:
+    """The endpoint (as `listing` shows it) and its deliveries in `state` (any: None), newest first."""
     if state is not None and state not in STATES:
         raise Invalid(f"state must be one of {', '.join(STATES)}, not {state[:30]!r}")
-    if not any(e.id == id for e in await listing(conn, account_id=account_id)):
+    endpoint = next((e for e in await listing(conn, account_id=account_id) if e.id == id), None)
+    if endpoint is None:
         raise NotFound("no such webhook endpoint")
     rows = await conn.fetch(
         *db.sql("webhook_deliveries_list", account_id=account_id, id=id, state=state, limit=max(1, min(limit, 1000)))
     )
-    return [Delivery(**dict(r)) for r in rows]
+    return endpoint, [Delivery(**dict(r)) for r in rows]
 
 
 async def replay(conn: asyncpg.Connection, *, account_id: int, id: int) -> Replayed:

@@ -2,13 +2,15 @@
 resume and cancel each call the service's transition and write one line of the audit log; a refusal is the
 service's sentence on the page (409) and changes nothing; a POST without the form's token changes nothing; a
 member of another account finds neither the page nor its actions (404). The campaigns list pages by a cursor,
-an operator's naming each campaign's account."""
+an operator's naming each campaign's account. A large campaign's counts are shared between views until its
+status changes."""
 
 import asyncpg
 import httpx
 import pytest
 
 from service.accounts import keys
+from service.console import campaigns
 from service.console.campaigns import ROWS
 from tests.support.console import accounts, page_token, sending_campaign, signed_in
 from tests.support.web import http_server
@@ -115,3 +117,23 @@ async def test_a_campaigns_page_says_how_many_wait_for_their_local_time(conn: as
     async with http_server(dsn) as base, signed_in(base, "acme-member") as acme:
         page = (await acme.get(f"/console/campaigns/{sending}")).text
     assert f"at 09:00 local time: {waiting} wait for it, the next due " in page and "(in 2 h)" in page, page
+
+
+async def test_a_large_campaigns_page_shares_its_counts_until_a_transition_reads_them_afresh(
+    conn: asyncpg.Connection, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(campaigns, "KEPT_FROM", 5)  # its 40 rows are many
+    await accounts(conn, "acme")
+    sending = await sending_campaign(conn, "acme", "Large")
+    async with http_server(dsn) as base, signed_in(base, "acme-member") as acme:
+        first = (await acme.get(f"/console/campaigns/{sending}")).text
+        assert ">sent</th><td>10<" in first and "<dt>Counted at</dt><dd>20" in first
+        await conn.execute(
+            "UPDATE einmal.sends SET status = 'sent', sent_at = now() WHERE campaign_id = $1 AND status = 'queued'",
+            sending,
+        )
+        assert ">sent</th><td>10<" in (await acme.get(f"/console/campaigns/{sending}")).text  # shared
+        paused = await acme.post(f"/console/campaigns/{sending}/pause", data={"form_token": await page_token(acme)})
+        assert paused.status_code == 200 and ">sent</th><td>35<" in paused.text  # read afresh
+        again = (await acme.get(f"/console/campaigns/{sending}")).text
+        assert 'id="status">paused<' in again and ">sent</th><td>35<" in again

@@ -76,3 +76,21 @@ async def test_the_progress_route_refuses_a_session_past_its_share(conn: asyncpg
             refused = next(a for a in answers if a.status_code == 429)
             assert refused.headers["retry-after"] == str(int(POLL_SECONDS)) and "too often" in refused.text
             assert (await other.get(path)).status_code == 200  # its own session
+
+
+async def test_an_answer_kept_longer_than_oldest_is_loaded_again_before_it_is_shown() -> None:
+    clock = Clock()
+    live: Live[int] = Live(clock, oldest=POLL_SECONDS)
+    loads: list[float] = []
+
+    async def load() -> int:
+        loads.append(clock.now)
+        return len(loads)
+
+    assert await live.get(7, load) == 1 and live.kept(7) == 1
+    clock.now += POLL_SECONDS - 0.1  # stale, not too old: kept, loaded again behind
+    assert await live.get(7, load) == 1
+    await anyio.sleep(0.05)
+    assert live.kept(7) == 2 and len(loads) == 2
+    clock.now += POLL_SECONDS  # nobody asked meanwhile: loaded now
+    assert await live.get(7, load) == 3 and live.kept(8) is None
