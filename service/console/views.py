@@ -2,8 +2,9 @@
 their progress), a campaign's progress (the fragment the dashboard asks again while it sends) and the audit
 log, paged or exported as CSV. A member's are its account's alone: another account's campaign or log is 404."""
 
+import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import asyncpg
 from starlette.requests import Request
@@ -32,6 +33,12 @@ class Progress:
     failed: int
     in_doubt: int
     total: int
+    at: float = 0.0  # when it was counted (time.monotonic)
+    per_minute: int | None = None  # its messages done a minute between its last two counts (paced)
+
+    @property
+    def done(self) -> int:
+        return self.sent + self.failed + self.in_doubt
 
     @property
     def percent(self) -> int:
@@ -49,8 +56,22 @@ def counted(found: status.Snapshot) -> Progress:
     counts = found.counts
     failed = counts.get("failed", 0) + counts.get("cancelled", 0) + counts.get("suppressed", 0)
     return Progress(
-        found.id, found.status, counts.get("sent", 0), failed, counts.get("in_doubt", 0), sum(counts.values())
+        found.id,
+        found.status,
+        counts.get("sent", 0),
+        failed,
+        counts.get("in_doubt", 0),
+        sum(counts.values()),
+        at=time.monotonic(),
     )
+
+
+def paced(before: Progress | None, now: Progress) -> Progress:
+    """`now` with its pace: the messages done a minute since `before`, the campaign's count before it (None: no
+    pace, as for a first count or another campaign's)."""
+    if before is None or before.id != now.id or now.at <= before.at:
+        return now
+    return replace(now, per_minute=int(max(0, now.done - before.done) * 60 // (now.at - before.at)))
 
 
 async def account_of(conn: asyncpg.Connection, request: Request, viewer: sessions.Viewer) -> int | None:
@@ -75,7 +96,8 @@ class Pages:
         the request's connection, again in the background on a connection of its own."""
 
         async def load(on: asyncpg.Connection = conn) -> Progress:
-            return counted(await status.snapshot(on, campaign_id=campaign_id, node_timeout=self.node_timeout))
+            found = counted(await status.snapshot(on, campaign_id=campaign_id, node_timeout=self.node_timeout))
+            return paced(self.live.kept(campaign_id), found)
 
         async def again() -> Progress:
             async with self.connected() as own:

@@ -7,6 +7,7 @@ import asyncpg
 import pytest
 
 from service.console.live import FRESH_SECONDS, PER_SESSION, POLL_SECONDS, Live
+from service.console.views import Progress, paced
 from tests.support.console import accounts, sending_campaign, signed_in
 from tests.support.web import http_server
 
@@ -94,3 +95,13 @@ async def test_an_answer_kept_longer_than_oldest_is_loaded_again_before_it_is_sh
     assert live.kept(7) == 2 and len(loads) == 2
     clock.now += POLL_SECONDS  # nobody asked meanwhile: loaded now
     assert await live.get(7, load) == 3 and live.kept(8) is None
+
+
+def test_a_sending_campaigns_pace_is_its_messages_done_between_two_loads_a_minute() -> None:
+    first = Progress(7, "sending", sent=100, failed=2, in_doubt=0, total=1000, at=50.0)
+    later = Progress(7, "sending", sent=280, failed=4, in_doubt=1, total=1000, at=56.0)
+    assert paced(None, first).per_minute is None  # one load: no pace yet
+    assert paced(first, later).per_minute == (280 + 4 + 1 - 102) * 60 // 6  # 1,830 a minute
+    assert paced(later, later).per_minute is None  # the same load again: no time between them
+    other = Progress(8, "sending", sent=0, failed=0, in_doubt=0, total=10, at=57.0)
+    assert paced(later, other).per_minute is None  # another campaign's load says nothing of this one's pace
