@@ -11,14 +11,11 @@ import io
 from collections.abc import AsyncIterator
 from dataclasses import astuple, dataclass, fields
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import asyncpg
 
 from service import db
-
-if TYPE_CHECKING:
-    from service.accounts.keys import Key
 
 MAX_TEXT = 500  # an actor's, action's or subject's characters kept
 EXPORT_PAGE = 1000  # lines read at a time for an export
@@ -52,7 +49,17 @@ async def record(
     return line_id
 
 
-async def by_key(conn: asyncpg.Connection, key: "Key", action: str, subject: str) -> int:
+class Key(Protocol):
+    """An API key as the log names it (service/accounts/keys.py's Key; not imported: accounts use the log)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def account_id(self) -> int: ...
+
+
+async def by_key(conn: asyncpg.Connection, key: Key, action: str, subject: str) -> int:
     """The line of a change made through the API (service/api/) with `key`, in the key's account."""
     return await record(conn, actor=f"api:key {key.id}", account_id=key.account_id, action=action, subject=subject)
 
