@@ -52,6 +52,7 @@ async def set_account(fields: AccountFields, conn: Conn, key: Key) -> Account:
             display_name=account.display_name(fields.display_name or ""),
             language=texts.checked(fields.language) if fields.language is not None else None,
             contact=account.contact(fields.contact or ""),
+            time_zone=fields.time_zone,
             given=fields.model_fields_set,
             timeout=DB_SECONDS,
         )
