@@ -346,3 +346,56 @@ async def test_a_body_that_is_no_batch_is_answered_as_before(
             answer = await client.post("/subscribers/batch", headers={**key, **headers}, content=body)
             assert (answer.status_code, answer.json()) == (status, {"error": error}), body
     assert await snapshot(conn) == before
+
+
+async def test_each_rows_status_is_the_subscribers_state_whatever_its_lists_and_suppression(
+    conn: asyncpg.Connection,
+) -> None:
+    """The batch reads its rows' states in one pass (migration 0156): each must be einmal.subscriber_state's."""
+    account = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('acme') RETURNING id")
+    news, vip = await conn.fetchval(
+        "WITH l AS (INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news'), ($1, 'vip') RETURNING id) "
+        "SELECT array_agg(id ORDER BY id) FROM l",
+        account,
+    )
+    states = {  # an address: its memberships before the batch, its suppression, the state the batch tells
+        "none@example.org": ((), None, "confirmed"),
+        "signup@example.org": ((("vip", "unconfirmed"),), None, "unconfirmed"),
+        "both@example.org": ((("vip", "unconfirmed"), ("news", "confirmed")), None, "confirmed"),
+        "left@example.org": ((("news", "confirmed"),), "unsubscribe", "unsubscribed"),
+        "gone@example.org": ((), "bounce", "bounced"),
+        "angry@example.org": ((), "complaint", "complained"),
+        "held@example.org": ((("vip", "unconfirmed"),), "manual", "suppressed"),
+    }
+    for email, (memberships, reason, _) in states.items():
+        sid = await conn.fetchval(
+            "INSERT INTO einmal.subscribers (account_id, email, email_lower) VALUES ($1, $2, $2) RETURNING id",
+            account,
+            email,
+        )
+        for list_name, state in memberships:
+            await conn.execute(
+                "INSERT INTO einmal.list_members (list_id, subscriber_id, state) VALUES ($1, $2, $3)",
+                {"news": news, "vip": vip}[list_name],
+                sid,
+                state,
+            )
+        if reason:
+            await conn.execute(
+                "INSERT INTO einmal.suppressions (account_id, email_lower, reason) VALUES ($1, $2, $3)",
+                account,
+                email,
+                reason,
+            )
+    rows = [batch.Row(email, name="Named") for email in states] + [batch.Row("new@example.org")]
+    async with conn.transaction():
+        outcomes = await batch.upsert(conn, account_id=account, rows=rows)
+    told = {o.email: o.status for o in outcomes}
+    assert told == {**{e: s for e, (_, _, s) in states.items()}, "new@example.org": "confirmed"}
+    by_the_rule = await conn.fetch(
+        "SELECT s.email, einmal.subscriber_state(s.id, x.reason) AS state FROM einmal.subscribers s "
+        "LEFT JOIN einmal.suppressions x ON x.account_id = s.account_id AND x.email_lower = s.email_lower "
+        "WHERE s.account_id = $1",
+        account,
+    )
+    assert {r["email"]: r["state"] for r in by_the_rule} == told
