@@ -12,7 +12,7 @@ from service import db
 from service.accounts.account import find_account, resolve
 from service.addresses import email_key
 from service.errors import NotFound
-from service.subscribers.suppressions import Suppression
+from service.subscribers.suppressions import Suppression, audited_call
 from service.text import check_account, shown
 
 
@@ -70,10 +70,14 @@ async def suppressions(conn: asyncpg.Connection, *, account: str) -> list[Suppre
 
 
 async def unsuppress(conn: asyncpg.Connection, *, account: str, emails: list[str]) -> tuple[int, int]:
-    """Delete the account's suppressions of the mailboxes `emails` name: (removed, not suppressed)."""
-    account_id = await find_account(conn, name=account)
-    keys = {email_key(email) for email in emails}
-    removed = await conn.fetch(*db.sql("suppression_delete", account_id=account_id, keys=list(keys)))
+    """Delete the account's suppressions of the mailboxes `emails` name, with the audit log's line when any
+    was: (removed, not suppressed)."""
+    async with conn.transaction():
+        account_id = await find_account(conn, name=account)
+        keys = {email_key(email) for email in emails}
+        removed = await conn.fetch(*db.sql("suppression_delete", account_id=account_id, keys=list(keys)))
+        if removed:
+            await audited_call(conn, account_id, "suppression.remove", emails, len(removed))
     return len(removed), len(keys) - len(removed)
 
 

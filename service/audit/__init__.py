@@ -1,5 +1,6 @@
-"""The audit log: every change made through the console, the API or the console users' commands — who did
-what, to what, when, in which account (einmal.audit_log, docs/guide/console.md#the-audit-log).
+"""The audit log: every change made through the console, the API or the commands that change users, suppressions
+or erasures — who did what, to what, when, in which account (einmal.audit_log,
+docs/guide/console.md#the-audit-log).
 
 A change records its line on the connection that makes it, inside its transaction when it has one, so that
 the line and the change stand or fall together: `await audit.record(conn, actor=..., account_id=...,

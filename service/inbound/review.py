@@ -17,6 +17,7 @@ import asyncpg
 
 from service import db
 from service.smtp import reasons
+from service.subscribers import suppressions
 
 
 @dataclass(frozen=True)
@@ -81,10 +82,14 @@ async def to_review(conn: asyncpg.Connection, account_id: int, soft_limit: int) 
 
 
 async def review(conn: asyncpg.Connection, account_id: int, soft_limit: int, *, lift: bool) -> tuple[list[Review], int]:
-    """The suppressions to review, and how many of them were lifted (`lift`)."""
+    """The suppressions to review, and how many of them were lifted (`lift`, with the audit log's line)."""
     listed, began = await to_review(conn, account_id, soft_limit)
     if not lift or not listed:
         return listed, 0
     keys = [r.email_lower for r in listed]
-    rows = await conn.fetch(*db.sql("suppressions_lift", account_id=account_id, email_keys=keys, began=began))
+    async with conn.transaction():
+        rows = await conn.fetch(*db.sql("suppressions_lift", account_id=account_id, email_keys=keys, began=began))
+        if rows:
+            lifted = [r["email_lower"] for r in rows]
+            await suppressions.audited_call(conn, account_id, "suppression.remove", lifted, len(lifted))
     return listed, len(rows)

@@ -102,6 +102,14 @@ async def _audited(conn: asyncpg.Connection, actor: str, account_id: int, action
     await audit.record(conn, actor=actor, account_id=account_id, action=action, subject=email_key(email))
 
 
+async def audited_call(conn: asyncpg.Connection, account_id: int, action: str, emails: list[str], changed: int) -> None:
+    """The audit log's one line of a command's call that changed `changed` of the mailboxes `emails` name (by
+    `cli`): the mailbox when it named one, else how many of how many and their keys (cut at audit.MAX_TEXT)."""
+    keys = sorted({email_key(email) for email in emails})
+    subject = keys[0] if len(keys) == 1 else f"{changed} of {len(keys)} mailboxes: {', '.join(keys)}"
+    await audit.record(conn, actor="cli", account_id=account_id, action=action, subject=subject)
+
+
 async def suppressed(conn: asyncpg.Connection, *, account_id: int, email: str) -> bool:
     """Whether the account has suppressed the mailbox of `email`."""
     return await conn.fetchval(*db.sql("suppression_exists", account_id=account_id, email_key=email_key(email)))
@@ -124,10 +132,12 @@ def check(emails: list[str], reason: str) -> list[str]:
 async def suppress_command(args: argparse.Namespace, settings: Settings) -> int:
     check_account(args.account)
     emails = check(args.emails, args.reason)
-    async with db.connection(db.url(settings)) as conn:
+    async with db.connection(db.url(settings)) as conn, conn.transaction():
         account_id = await conn.fetchval(*db.sql("account_find", account=args.account))
         if account_id is None:
             raise NotFound(f"no account named {shown(args.account)}")
         added, given = await _insert(conn, account_id, emails, args.reason)
+        if added:
+            await audited_call(conn, account_id, "suppression.add", emails, added)
     print(f"suppressed {added}, already suppressed {given - added}")
     return 0

@@ -177,9 +177,10 @@ async def test_delete_refuses_while_a_message_to_the_subscriber_is_being_sent(
     assert await conn.fetchval("SELECT count(*) FROM einmal.suppressions") == 0
 
 
-async def test_suppressions_list_and_remove(dsn: str, tmp_path: Path) -> None:
+async def test_suppressions_list_and_remove(dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
     imported(dsn, tmp_path)
     einmal("suppress", "--account", "acme", "Ann@example.org", "bob@example.org", "--reason", "bounce", dsn=dsn)
+    einmal("suppress", "--account", "acme", "BOB@example.org", dsn=dsn)  # no change: no line
     listing = einmal("suppressions", "list", "--account", "acme", dsn=dsn).stdout.splitlines()
     assert [cells(line)[:2] for line in listing] == [
         ["email", "reason"],
@@ -191,6 +192,15 @@ async def test_suppressions_list_and_remove(dsn: str, tmp_path: Path) -> None:
     assert [
         cells(line)[0] for line in einmal("suppressions", "list", "--account", "acme", dsn=dsn).stdout.splitlines()
     ] == ["email", "bob@example.org"]
+    einmal("suppressions", "remove", "--account", "acme", "eve@example.org", dsn=dsn)  # no change: no line
+    lines = await conn.fetch(
+        "SELECT l.actor, a.name, l.action, l.subject FROM einmal.audit_log l JOIN einmal.accounts a "
+        "ON a.id = l.account_id ORDER BY l.id"
+    )
+    assert [tuple(r) for r in lines] == [
+        ("cli", "acme", "suppression.add", "2 of 2 mailboxes: ann@example.org, bob@example.org"),
+        ("cli", "acme", "suppression.remove", "1 of 2 mailboxes: ann@example.org, eve@example.org"),
+    ]
 
 
 async def test_suppressions_remove_finds_every_spelling_of_the_mailbox(dsn: str, tmp_path: Path) -> None:

@@ -119,6 +119,10 @@ async def test_review_lift_deletes_only_those_listed(conn: asyncpg.Connection, d
     ]
     again = einmal("suppressions", "review", "--account", "acme", "--lift", dsn=dsn)
     assert again.stdout == "0 bounce suppressions that no bounce of their mailbox would make today; lifted 0\n"
+    lines = await conn.fetch("SELECT actor, action, subject FROM einmal.audit_log ORDER BY id")
+    assert [tuple(r) for r in lines] == [  # the lift that lifted, once; the one that lifted nothing, none
+        ("cli", "suppression.remove", "3 of 3 mailboxes: blocked@example.org, dmarc@example.org, full@example.org")
+    ]
 
 
 async def test_review_of_an_unknown_account_is_one_line(conn: asyncpg.Connection, dsn: str) -> None:
