@@ -9,6 +9,7 @@ import email.policy
 import html
 import re
 
+import anyio
 import asyncpg
 import pytest
 
@@ -154,3 +155,40 @@ async def test_an_operator_names_the_account_a_draft_is_for(conn: asyncpg.Connec
         "draft",
         len(long_html),
     )
+
+
+async def test_a_draft_is_committed_before_its_trial_render_so_other_accounts_writes_never_wait_for_it(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    """Making a draft attaches its partition of einmal.sends, a lock every account's writes of campaigns wait
+    for until it commits: the draft commits before its trial render, and its audit line follows (as the API's
+    create). Held in one transaction with the render, other's draft waited for acme's render."""
+    ids = await accounts(conn, "acme", "other")
+    await members(conn, ids["acme"], *(f"m{i}@example.org" for i in range(40)))  # the trial renders each
+    slow = "{% for i in range(20000) %}{{ i }}{% endfor %}{{ unsubscribe_url }}"
+    async with http_server(dsn) as base, signed_in(base, "acme-member") as acme:
+        async with signed_in(base, "other-member") as other:
+            acme_token, other_token = await page_token(acme), await page_token(other)
+            seen: list[str] = []
+
+            async def make_slow() -> None:
+                data = {**FORM, "name": "Slow", "text": slow, "html": slow, "form_token": acme_token}
+                answer = await acme.post("/console/campaigns/new", data=data, timeout=60)
+                assert answer.status_code == 200 and "Created" in answer.text, answer.text[answer.text.find("<main") :][
+                    :900
+                ]
+                seen.append("slow answered")
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(make_slow)
+                with anyio.fail_after(30):
+                    while not await conn.fetchval("SELECT count(*) FROM einmal.campaigns WHERE name = 'Slow'"):
+                        assert not seen, "acme's draft was committed only with its render's answer"
+                        await anyio.sleep(0.01)
+                seen.append("slow committed")
+                data = {**FORM, "name": "Quick", "form_token": other_token}
+                quick = await other.post("/console/campaigns/new", data=data, timeout=60)
+                assert quick.status_code == 200 and "Created" in quick.text
+                seen.append("quick answered")
+    assert seen == ["slow committed", "quick answered", "slow answered"]
+    assert await conn.fetchval("SELECT count(*) FROM einmal.audit_log WHERE action = 'campaign.create'") == 2
