@@ -109,7 +109,7 @@ async def test_a_campaigns_page_says_how_many_wait_for_their_local_time(conn: as
     sending = await sending_campaign(conn, "acme", "Morning")
     await conn.execute("UPDATE einmal.campaigns SET local_time = '09:00' WHERE id = $1", sending)
     moved = await conn.execute(
-        "UPDATE einmal.sends SET next_attempt_at = now() + interval '2 hours 1 minute' "
+        "UPDATE einmal.sends SET next_attempt_at = now() + interval '2 hours 30 seconds' "  # shown: "2 h" for 30 s
         "WHERE campaign_id = $1 AND status = 'queued'",
         sending,
     )
