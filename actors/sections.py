@@ -256,6 +256,7 @@ class Sections:
             from_problem=functools.partial(from_rule.problem, mailing=mailed),
             without_one_click=lambda campaign: unsubscribe.without_one_click(campaign, mailed),
         )
+        relaying = relays.Relaying.of(s)
         sender = SenderConfig(
             dsn,
             s.db_timeout_seconds,
@@ -265,8 +266,8 @@ class Sections:
             s.retry_base_seconds,
             s.retry_max_seconds,
             pauses,
-            routes=lambda: relays.Routes(s),
-            link=lambda relay: SmtpConnection(s, relay),
+            routes=lambda: relays.Routes(relaying),
+            link=lambda relay: SmtpConnection(relaying, relay),
         )
         return cls(
             node_id=s.node_id or "",

@@ -112,6 +112,20 @@ def from_settings(settings) -> list[Relay]:
     ]
 
 
+@dataclass(frozen=True)
+class Relaying:
+    """What sending needs of the settings: the environment's relays, the first pause after a relay refused, and
+    the seconds to wait for an SMTP server on any one command. A node's connections and a test message alike."""
+
+    relays: tuple[Relay, ...]
+    retry_base: float
+    timeout: float
+
+    @classmethod
+    def of(cls, settings) -> "Relaying":
+        return cls(tuple(from_settings(settings)), settings.retry_base_seconds, settings.smtp_timeout_seconds)
+
+
 def from_account(relay) -> Relay:
     """An account's relay (service/accounts/identity.py AccountRelay) with its weight and name; ValueError
     naming the relay, never its URL."""
@@ -205,9 +219,9 @@ class Routes:
     """Every relay this node sends through, one RelayState each however many accounts use it: the
     environment's relays (`default`) and each account's set of them (`of`)."""
 
-    def __init__(self, settings) -> None:
-        self.retry_base = settings.retry_base_seconds
-        self.default = Relays(from_settings(settings), self.retry_base)
+    def __init__(self, relaying: Relaying) -> None:
+        self.retry_base = relaying.retry_base
+        self.default = Relays(list(relaying.relays), self.retry_base)
         self.states: dict[Relay, RelayState] = {replace(s.relay, weight=1): s for s in self.default.states}
         self.sets: dict[tuple, Relays] = {}
 

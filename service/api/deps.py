@@ -27,6 +27,7 @@ from service.db import DB_SECONDS
 from service.mail.mailing import Mailing
 from service.mail.slots import RenderSlots
 from service.messages import messages
+from service.relays import Relaying
 from service.settings import Settings
 from service.subscribers import optin
 from service.webhooks import policy
@@ -242,7 +243,8 @@ class Sections:
     """The settings the API was made with and each subject's section of them, built once when the app is made
     (app.api); a route takes the one it needs as a typed parameter."""
 
-    settings: Settings  # for the services that still take them whole (a test message's relays, webhooks)
+    relaying: Relaying  # a test message's relays
+    webhook_rotation_hours: float  # how long a rotated webhook secret still signs
     mailing: Mailing
     checkup: doctor.Checkup
     queueing: messages.Queueing
@@ -253,7 +255,8 @@ class Sections:
     def of(cls, settings: Settings) -> "Sections":
         mailing = Mailing.of(settings)  # one for all: sources tried with it are found tried by every route
         return cls(
-            settings,
+            Relaying.of(settings),
+            settings.webhook_rotation_hours,
             mailing,
             replace(doctor.Checkup.of(settings), mailing=mailing),
             replace(messages.Queueing.of(settings), mailing=mailing),
@@ -266,10 +269,6 @@ def sections(request: Request) -> Sections:
     made = request.app.state.sections
     assert isinstance(made, Sections)
     return made
-
-
-def settings(request: Request) -> Settings:
-    return sections(request).settings
 
 
 def mailing(request: Request) -> Mailing:
@@ -292,7 +291,6 @@ def reach(request: Request) -> policy.Reach:
     return sections(request).reach
 
 
-Config = Annotated[Settings, Depends(settings)]
 ConfigSections = Annotated[Sections, Depends(sections)]
 MailingConfig = Annotated[Mailing, Depends(mailing)]
 CheckupConfig = Annotated[doctor.Checkup, Depends(checkup)]

@@ -181,7 +181,7 @@ async def send_test(
             503, "too many test messages are going out; try again shortly", headers={"Retry-After": "5"}
         ) from None
     try:
-        result = await previews.send_test(settings=sections.settings, made=made, to=sent.to)
+        result = await previews.send_test(relaying=sections.relaying, made=made, to=sent.to)
     except SmtpUnavailable as exc:
         said = replies.shown(str(exc), own_relays=mine)
         raise HTTPException(503, f"test message not sent: {said}", headers={"Retry-After": "30"}) from None

@@ -18,7 +18,17 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from service import audit
-from service.api.deps import ERRORS, Config, Conn, IdempotencyKey, Key, KeyAlone, ReachConfig, connected, problem
+from service.api.deps import (
+    ERRORS,
+    ConfigSections,
+    Conn,
+    IdempotencyKey,
+    Key,
+    KeyAlone,
+    ReachConfig,
+    connected,
+    problem,
+)
 from service.webhooks import endpoints
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])
@@ -161,13 +171,13 @@ async def rotate_webhook_secret(
     endpoint_id: EndpointId,
     conn: Conn,
     key: Key,
-    settings: Config,
+    sections: ConfigSections,
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> RotatedSecret:
     async with conn.transaction():
         rotated = await endpoints.rotate(
-            conn, settings.webhook_rotation_hours, account_id=key.account_id, id=endpoint_id
+            conn, sections.webhook_rotation_hours, account_id=key.account_id, id=endpoint_id
         )
         await audit.by_key(conn, key, "webhook.rotate", f"webhook {endpoint_id}")
     response.headers["Cache-Control"] = "no-store"

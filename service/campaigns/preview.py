@@ -30,8 +30,7 @@ from service.errors import Conflict, Invalid, NotFound
 from service.mail import from_rule, unsubscribe
 from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate
-from service.relays import Routes
-from service.settings import Settings
+from service.relays import Relaying, Routes
 from service.smtp.connection import Result, SmtpConnection, SmtpUnavailable
 from service.text import MAX_NAME, shown, unsafe_text
 
@@ -283,20 +282,20 @@ def readable(message: bytes) -> Readable:
     )
 
 
-async def send_test(*, settings: Settings, made: Rendered, to: str) -> Result:
+async def send_test(*, relaying: Relaying, made: Rendered, to: str) -> Result:
     """A test message `made` by render(test=…) to `to`, outside the campaign's send rows, as a node sends: MAIL
     FROM the account's return path (a token naming nobody), through the account's relays, else the
     environment's (service/relays.py Routes), the first by weight, then each other on a connection of its own
     while none answers. Invalid for a relay of the account's that cannot be used (named, never its URL);
     SmtpUnavailable when no relay answers."""
     try:
-        relays = Routes(settings).of(made.relays)
+        relays = Routes(relaying).of(made.relays)
     except ValueError as exc:
         raise Invalid(f"the account's sender identity: {exc}") from None
     mail_from = made.template.envelope_sender(unsubscribe.TEST_SUBSCRIBER)
     reasons = []
     for state in relays.order(relays.pick()):
-        connection = SmtpConnection(settings, state.relay)
+        connection = SmtpConnection(relaying, state.relay)
         try:
             return await connection.send(mail_from, to, made.message)
         except SmtpUnavailable as exc:

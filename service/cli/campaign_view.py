@@ -23,6 +23,7 @@ from service.campaigns import listing, preview
 from service.cli.tables import aligned
 from service.errors import EinmalError, Invalid
 from service.mail.mailing import Mailing
+from service.relays import Relaying
 from service.settings import Settings
 from service.smtp.connection import Outcome, SmtpUnavailable
 from service.text import shown
@@ -98,7 +99,7 @@ async def test_command(args: argparse.Namespace, settings: Settings) -> int:
             test=preview.Test(args.to, args.subject_prefix, args.name),
         )
     try:
-        result = await preview.send_test(settings=settings, made=made, to=args.to)
+        result = await preview.send_test(relaying=Relaying.of(settings), made=made, to=args.to)
     except SmtpUnavailable as exc:
         raise EinmalError(f"test message not sent: {exc}") from None
     if result.outcome is not Outcome.SENT:

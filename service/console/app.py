@@ -57,6 +57,7 @@ from service.console.subscribers import SubscriberPages
 from service.console.views import Pages
 from service.errors import Busy, EinmalError
 from service.mail.mailing import Mailing
+from service.relays import Relaying
 from service.settings import Settings
 from service.users import sessions
 
@@ -73,13 +74,13 @@ class Config:
     limits: sessions.Limits
     node_timeout: float
     checkup: doctor.Checkup  # approve's checks: the one-click unsubscribe, the trial render, the doctor's
-    settings: Settings  # a test message's relays
+    relaying: Relaying  # a test message's relays
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Config":
         limits = sessions.Limits(settings.console_session_idle_seconds, settings.console_session_lifetime_seconds)
         checkup = replace(doctor.Checkup.of(settings), mailing=Mailing.of(settings))
-        return cls(limits, settings.node_timeout_seconds, checkup, settings)
+        return cls(limits, settings.node_timeout_seconds, checkup, Relaying.of(settings))
 
 
 def served(pool: asyncpg.Pool, settings: Settings, bounded: Callable[[ASGIApp, int | None], ASGIApp]) -> ASGIApp:
@@ -103,7 +104,7 @@ class Console:
 
         signing, pages = SignIn(self.connected, config.limits), Pages(self.connected, config.node_timeout)
         campaigns = CampaignPages(self.connected, config.node_timeout, config.checkup)
-        making = Drafting(self.connected, campaigns, config.settings)
+        making = Drafting(self.connected, campaigns, config.relaying)
         people, audience = SubscriberPages(self.connected), AudiencePages(self.connected, config.checkup.mailing)
         ops = OperationsPages(self.connected)
 

@@ -20,7 +20,7 @@ from service.console.campaigns import CampaignPages, audited, campaign_id
 from service.console.render import Connect, viewer_page
 from service.errors import EinmalError, Invalid
 from service.mail.slots import RenderSlots
-from service.settings import Settings
+from service.relays import Relaying
 from service.smtp.connection import Outcome, SmtpUnavailable
 from service.text import shown
 from service.users import sessions
@@ -31,8 +31,8 @@ TEST_PREFIX = "[TEST] "
 
 
 class Drafting:
-    def __init__(self, connected: Connect, campaigns: CampaignPages, settings: Settings) -> None:
-        self.connected, self.campaigns, self.settings = connected, campaigns, settings
+    def __init__(self, connected: Connect, campaigns: CampaignPages, relaying: Relaying) -> None:
+        self.connected, self.campaigns, self.relaying = connected, campaigns, relaying
         self.mailing, self.slots = campaigns.checkup.mailing, campaigns.slots
         self.tests = RenderSlots(TESTS, TEST_SHARE)
 
@@ -156,7 +156,7 @@ class Drafting:
             mine = await replies.own_relays(conn, account_id=campaign.account_id)
         async with self.tests.turn(campaign.account_id) as places, places:  # no connection held
             try:
-                result = await previews.send_test(settings=self.settings, made=made, to=to)
+                result = await previews.send_test(relaying=self.relaying, made=made, to=to)
             except SmtpUnavailable as exc:
                 raise Unsent(f"no relay answered: {replies.shown(str(exc), own_relays=mine)}") from None
         reply = replies.shown(result.reply, own_relays=mine) or ""

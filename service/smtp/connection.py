@@ -46,11 +46,9 @@ from aiosmtplib import (
 )
 from aiosmtplib.email import quote_address
 
-from service import relays
 from service.addresses import ascii_address
 from service.errors import EinmalError
-from service.relays import Relay
-from service.settings import Settings
+from service.relays import Relay, Relaying
 from service.smtp.wire import Wire, one_line
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -104,9 +102,10 @@ def _describe(exc: BaseException, timeout: float) -> str:
 
 
 class SmtpConnection:
-    def __init__(self, settings: Settings, relay: Relay | None = None):
-        self.relay = relay = relay or relays.from_settings(settings)[0]
-        self._timeout = settings.smtp_timeout_seconds
+    def __init__(self, relaying: Relaying, relay: Relay | None = None):
+        """A connection to `relay`, else to the first of the environment's relays."""
+        self.relay = relay = relay or relaying.relays[0]
+        self._timeout = relaying.timeout
         self._where = f"SMTP {relay.name}"
         self._smtp = SMTP(
             hostname=relay.host,

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from service.mail import dkim
 from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate
+from service.relays import Relaying
 from service.settings import Settings
 from tests.conftest import ROOT
 from tests.mail.test_render import campaign, make_settings, parse
@@ -283,7 +284,7 @@ async def _sent(server, template, email: str, name: str):
     from service.smtp.connection import Outcome, SmtpConnection
     from tests.smtp.test_smtp import settings_for
 
-    connection = SmtpConnection(settings_for(server))
+    connection = SmtpConnection(Relaying.of(settings_for(server)))
     try:
         result = await connection.send(template.envelope_from, email, template.render(5, email, name))
     finally:
@@ -447,7 +448,7 @@ async def test_dual_signed_messages_through_an_smtp_server_verify_with_both_keys
         campaign(body_html=html, subject="Grüße, {{ name }}!"), Mailing.of(dual_settings)
     )
     server = make_smtp_server()
-    connection = SmtpConnection(settings_for(server))
+    connection = SmtpConnection(Relaying.of(settings_for(server)))
     try:
         for i in range(40):
             address = f"user{i}@example.org"

@@ -6,6 +6,7 @@ The tests that take `smtp_server` run twice: against a server that offers PIPELI
 
 import pytest
 
+from service.relays import Relaying
 from service.settings import Settings
 from service.smtp.connection import Outcome, SmtpConnection, SmtpUnavailable, dot_stuff
 from tests.support.smtp_servers import DROP, MID_DATA, FaultServer
@@ -47,7 +48,7 @@ async def connect():
     opened: list[SmtpConnection] = []
 
     def make(server: FaultServer, **overrides) -> SmtpConnection:
-        connection = SmtpConnection(settings_for(server, **overrides))
+        connection = SmtpConnection(Relaying.of(settings_for(server, **overrides)))
         opened.append(connection)
         return connection
 
