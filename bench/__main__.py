@@ -37,6 +37,9 @@
     of the same due rows alone (bench/local_times.py; --quick: 100,000 rows; alone: `python -m bench.local_times`).
 19. the console's pages' p95 over --subscribers (1,000,000) with a campaign of 100,000 sending, 4 signed-in
     clients walking every page (bench/console.py; --quick: 5,000 sending; alone: `python -m bench.console`).
+20. the engagement reads (a campaign's counts and clicks, a template's counts, a subscriber's last activity) of a
+    campaign of 1,000,000 send rows, each against 10 ms, beside the count by state they spare (bench/engagement.py;
+    --quick: 20,000 rows; alone: `python -m bench.engagement`).
 
 Each figure is printed next to its target with PASS or MISS. Exit 0 either way; 1 when the
 bench could not run, 3 when smtp-sink is missing and cannot be installed.
@@ -58,6 +61,7 @@ from bench import (
     build,
     console,
     database,
+    engagement,
     fairness,
     latency,
     local_times,
@@ -173,6 +177,9 @@ async def measure(args: argparse.Namespace, source: str, sink: Sink, began: floa
     console.report(
         await console.measure(server, args.subscribers, min(sending, args.subscribers), 5 if args.quick else 20), say
     )
+    engaged = 20_000 if args.quick else 1_000_000
+    _, figures, _ = await engagement.measure(server, engaged)
+    engagement.report(engaged, figures, say)
 
 
 async def trigger_cost(server: str) -> float | None:

@@ -79,6 +79,10 @@ FIGURES = [
     r"  console deliverability\s+p50 \d+ ms, p95 \d+ ms\s+-$",
     r"console pages p95, 5,000 subscribers, 5,000 sending\s+\d+ ms \([\d,]+ sent meanwhile, 0 not 200\)\s+<= 200 ms\s+"
     r"(PASS|MISS)$",
+    r"engagement, 20,000 send rows: campaign: counts and clicks\s+[\d.]+ ms median of 21\s+<= 10 ms\s+(PASS|MISS)$",
+    r"engagement, 20,000 send rows: template: counts\s+[\d.]+ ms median of 21\s+<= 10 ms\s+(PASS|MISS)$",
+    r"engagement, 20,000 send rows: subscriber: last activity\s+[\d.]+ ms median of 21\s+<= 10 ms\s+(PASS|MISS)$",
+    r"engagement, 20,000 send rows: send rows counted by state \(not used\)\s+[\d.]+ ms median of 21\s+-$",
 ]
 VERDICT = re.compile(r"\s(PASS|MISS|-)$")
 RATIO = re.compile(r"([^\s=]+) × (wire|bare|pool|unsigned|today's|1 account|httpx)")
