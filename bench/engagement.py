@@ -1,6 +1,7 @@
 """The engagement reads at scale: a campaign of 1,000,000 send rows (5 % of its recipients clicking, 20 % opening,
-1 % bounced), a message template counted by 200 writers, a subscriber among 1,000,000; each read's median over 21
-runs, against the count of the campaign's send rows by state that the counts spare (what `einmal campaign status` reads).
+1 % bounced), a message template counted by 200 writers, a subscriber among 1,000,000; each read's median over
+21 runs, against the count of the campaign's send rows by state that the counts spare (what `einmal campaign
+status` reads).
 
     python -m bench.engagement [--rows 1000000]
 """
