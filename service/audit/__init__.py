@@ -1,5 +1,5 @@
-"""The audit log: every change made through the console, the API or the commands that change users, suppressions
-or erasures — who did what, to what, when, in which account (einmal.audit_log,
+"""The audit log: every change made through the console, the API or the commands that change users or
+suppressions, import or erase subscribers — who did what, to what, when, in which account (einmal.audit_log,
 docs/guide/console.md#the-audit-log).
 
 A change records its line on the connection that makes it, inside its transaction when it has one, so that

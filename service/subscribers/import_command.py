@@ -18,7 +18,7 @@ import sys
 
 import anyio.to_thread
 
-from service import db
+from service import audit, db
 from service.errors import NotFound
 from service.settings import Settings
 from service.subscribers import importer, sources
@@ -101,6 +101,10 @@ async def command(args: argparse.Namespace, settings: Settings) -> int:
                     )
                     if dry_run:
                         raise RolledBack  # the transaction's end undoes everything
+                    # its line of the audit log, in its transaction: what it did, as its last line says it
+                    await audit.record(
+                        conn, actor="cli", account_id=account_id, action="subscriber.import", subject=summary(counts)
+                    )
             except RolledBack:
                 pass
     if dry_run:

@@ -256,6 +256,11 @@ async def test_reimport_adds_nothing(dsn: str, conn: asyncpg.Connection, tmp_pat
         " (SELECT count(*) FROM einmal.accounts) AS a"
     )
     assert tuple(counts) == (2, 2, 1, 1)
+    lines = await conn.fetch("SELECT actor, action, subject FROM einmal.audit_log ORDER BY id")
+    assert [tuple(r) for r in lines] == [  # each import its line: what it said it did
+        ("cli", "subscriber.import", "imported 2, already present 0, rejected 1"),
+        ("cli", "subscriber.import", "imported 0, already present 2, rejected 1"),
+    ]
 
 
 async def test_existing_subscriber_is_added_to_a_new_list_and_keeps_its_name(

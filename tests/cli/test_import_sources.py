@@ -179,7 +179,7 @@ async def table_counts(conn: asyncpg.Connection) -> tuple:
     return tuple(
         [
             await conn.fetchval(f"SELECT count(*) FROM einmal.{table}")
-            for table in ("accounts", "lists", "subscribers", "list_members", "suppressions")
+            for table in ("accounts", "lists", "subscribers", "list_members", "suppressions", "audit_log")
         ]
     )
 
