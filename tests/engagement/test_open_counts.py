@@ -45,21 +45,26 @@ async def record(conn: asyncpg.Connection, account: int, campaign: int, seen: li
     )
 
 
-async def test_the_counts_follow_every_change_of_the_opens(conn: asyncpg.Connection, dsn: str) -> None:
+async def tracked(conn: asyncpg.Connection, people: int) -> tuple[int, int, list[int]]:
+    """An account, its campaign tracking opens, and `people` subscribers of it: their ids."""
     account = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('acme') RETURNING id")
     campaign = await conn.fetchval(
         "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids, track_opens) "
         "VALUES ($1, 'c', 's', 'a@example.com', 't', '{}', true) RETURNING id",
         account,
     )
-    a, b, c, d = [
-        await conn.fetchval(
-            "INSERT INTO einmal.subscribers (account_id, email, email_lower) VALUES ($1, $2, $2) RETURNING id",
-            account,
-            f"p{i}@example.com",
-        )
-        for i in range(4)
-    ]
+    made = await conn.fetch(
+        "INSERT INTO einmal.subscribers (account_id, email, email_lower) "
+        "SELECT $1, 'p' || g || '@example.com', 'p' || g || '@example.com' FROM generate_series(1, $2) AS g "
+        "RETURNING id",
+        account,
+        people,
+    )
+    return account, campaign, sorted(r["id"] for r in made)
+
+
+async def test_the_counts_follow_every_change_of_the_opens(conn: asyncpg.Connection, dsn: str) -> None:
+    account, campaign, (a, b, c, d) = await tracked(conn, 4)
     shown = await opens.of_campaign(conn, campaign_id=campaign)
     assert (shown.all.total, shown.all.unique, shown.tracked) == (0, 0, True)  # none yet: zeros, not absent
 
@@ -99,20 +104,7 @@ async def test_the_counts_follow_every_change_of_the_opens(conn: asyncpg.Connect
 
 async def test_the_migration_counts_the_opens_written_before_it(conn: asyncpg.Connection) -> None:
     """Its last statement, run again over opens written with the triggers off, gives what they would have."""
-    account = await conn.fetchval("INSERT INTO einmal.accounts (name) VALUES ('acme') RETURNING id")
-    campaign = await conn.fetchval(
-        "INSERT INTO einmal.campaigns (account_id, name, subject, from_address, body_text, list_ids, track_opens) "
-        "VALUES ($1, 'c', 's', 'a@example.com', 't', '{}', true) RETURNING id",
-        account,
-    )
-    people = [
-        await conn.fetchval(
-            "INSERT INTO einmal.subscribers (account_id, email, email_lower) VALUES ($1, $2, $2) RETURNING id",
-            account,
-            f"p{i}@example.com",
-        )
-        for i in range(3)
-    ]
+    account, campaign, people = await tracked(conn, 3)
     await conn.execute("ALTER TABLE einmal.opens DISABLE TRIGGER opens_counts_insert")
     try:
         await record(conn, account, campaign, [(people[0], 0, ""), (people[0], 5, ""), (people[1], 0, "proxy")])
