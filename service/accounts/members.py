@@ -12,7 +12,7 @@ from service import db
 from service.accounts.account import find_account, resolve
 from service.addresses import email_key
 from service.errors import NotFound
-from service.subscribers.suppressions import Suppression, audited_call
+from service.subscribers.suppressions import Suppression, audited
 from service.text import check_account, shown
 
 
@@ -77,7 +77,7 @@ async def unsuppress(conn: asyncpg.Connection, *, account: str, emails: list[str
         keys = {email_key(email) for email in emails}
         removed = await conn.fetch(*db.sql("suppression_delete", account_id=account_id, keys=list(keys)))
         if removed:
-            await audited_call(conn, account_id, "suppression.remove", emails, len(removed))
+            await audited(conn, "cli", account_id, "suppression.remove", emails, len(removed))
     return len(removed), len(keys) - len(removed)
 
 

@@ -91,5 +91,5 @@ async def review(conn: asyncpg.Connection, account_id: int, soft_limit: int, *, 
         rows = await conn.fetch(*db.sql("suppressions_lift", account_id=account_id, email_keys=keys, began=began))
         if rows:
             lifted = [r["email_lower"] for r in rows]
-            await suppressions.audited_call(conn, account_id, "suppression.remove", lifted, len(lifted))
+            await suppressions.audited(conn, "cli", account_id, "suppression.remove", lifted, len(lifted))
     return listed, len(rows)

@@ -71,7 +71,7 @@ async def add(
     async with conn.transaction():
         added = await suppress(conn, account_id, [checked], reason)
         if added:
-            await _audited(conn, actor, account_id, "suppression.add", checked)
+            await audited(conn, actor, account_id, "suppression.add", [checked], 1)
     found = await get(conn, account_id=account_id, email=checked)
     assert found is not None  # suppressed just now, or before
     return found, bool(added)
@@ -94,20 +94,18 @@ async def remove(conn: asyncpg.Connection, *, account_id: int, email: str, actor
         )
         if not removed:
             raise NotFound("no such suppression")
-        await _audited(conn, actor, account_id, "suppression.remove", email)
+        await audited(conn, actor, account_id, "suppression.remove", [email], 1)
 
 
-async def _audited(conn: asyncpg.Connection, actor: str, account_id: int, action: str, email: str) -> None:
-    """The audit log's line of a suppression added or removed, naming its mailbox."""
-    await audit.record(conn, actor=actor, account_id=account_id, action=action, subject=email_key(email))
-
-
-async def audited_call(conn: asyncpg.Connection, account_id: int, action: str, emails: list[str], changed: int) -> None:
-    """The audit log's one line of a command's call that changed `changed` of the mailboxes `emails` name (by
-    `cli`): the mailbox when it named one, else how many of how many and their keys (cut at audit.MAX_TEXT)."""
+async def audited(
+    conn: asyncpg.Connection, actor: str, account_id: int, action: str, emails: list[str], changed: int
+) -> None:
+    """The audit log's one line of a call by `actor` that added or removed the suppressions of `changed` of the
+    mailboxes `emails` name: the mailbox when it named one, else how many of how many and their keys (cut at
+    audit.MAX_TEXT)."""
     keys = sorted({email_key(email) for email in emails})
     subject = keys[0] if len(keys) == 1 else f"{changed} of {len(keys)} mailboxes: {', '.join(keys)}"
-    await audit.record(conn, actor="cli", account_id=account_id, action=action, subject=subject)
+    await audit.record(conn, actor=actor, account_id=account_id, action=action, subject=subject)
 
 
 async def suppressed(conn: asyncpg.Connection, *, account_id: int, email: str) -> bool:
@@ -138,6 +136,6 @@ async def suppress_command(args: argparse.Namespace, settings: Settings) -> int:
             raise NotFound(f"no account named {shown(args.account)}")
         added, given = await _insert(conn, account_id, emails, args.reason)
         if added:
-            await audited_call(conn, account_id, "suppression.add", emails, added)
+            await audited(conn, "cli", account_id, "suppression.add", emails, added)
     print(f"suppressed {added}, already suppressed {given - added}")
     return 0
