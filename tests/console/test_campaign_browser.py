@@ -23,6 +23,7 @@ DRAFT = {"name": "Autumn sale", "subject": "Leaves", "from": "news@example.com",
 async def test_open_a_draft_and_approve_it_in_a_browser_at_phone_and_desktop_width(
     conn: asyncpg.Connection, dsn: str, browser
 ) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.wait import WebDriverWait
 
@@ -47,7 +48,8 @@ async def test_open_a_draft_and_approve_it_in_a_browser_at_phone_and_desktop_wid
             arrived(browser, "Autumn sale")
             pages["draft"] = look(browser, "campaign-draft")
             browser.find_element(By.XPATH, "//main//button[text()='Approve']").click()
-            WebDriverWait(browser, 60).until(
+            # a live page's element read while htmx swaps it is stale: read again at the next poll
+            WebDriverWait(browser, 60, ignored_exceptions=[StaleElementReferenceException]).until(
                 lambda b: b.current_url.endswith("/approve") and b.find_element(By.ID, "status").text == "approved"
             )
             pages["approved"] = look(browser, "campaign-approved")

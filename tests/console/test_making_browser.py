@@ -31,6 +31,7 @@ FIELDS = {
 async def test_create_preview_test_approve_and_watch_a_campaign_go_out_in_a_browser(
     conn: asyncpg.Connection, dsn: str, browser
 ) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.wait import WebDriverWait
 
@@ -76,14 +77,17 @@ async def test_create_preview_test_approve_and_watch_a_campaign_go_out_in_a_brow
                 arrived(browser, "Spring news")
                 seen["approved"] = browser.find_element(By.ID, "status").text
                 link = browser.current_url.removesuffix("/approve")
-                # the campaign's page while it sends: its progress asked again by htmx, no reload
-                with_status = WebDriverWait(browser, 60, poll_frequency=0.5)
+                # the campaign's page while it sends: its progress asked again by htmx, no reload; an element read
+                # while htmx swaps its fragment is stale, and read again at the next poll
+                stale = [StaleElementReferenceException]
+                with_status = WebDriverWait(browser, 60, poll_frequency=0.5, ignored_exceptions=stale)
                 with_status.until(lambda b: b.get(link) or b.find_element(By.ID, "status").text != "approved")
-                seen["then"] = browser.find_element(By.ID, "status").text
-                WebDriverWait(browser, 90).until(
-                    lambda b: b.find_element(By.CSS_SELECTOR, ".progress span").text.endswith("· sent")
+                seen["then"] = with_status.until(lambda b: b.find_element(By.ID, "status").text)
+                seen["progress"] = WebDriverWait(browser, 90, ignored_exceptions=stale).until(
+                    lambda b: (
+                        (text := b.find_element(By.CSS_SELECTOR, ".progress span").text).endswith("· sent") and text
+                    )
                 )
-                seen["progress"] = browser.find_element(By.CSS_SELECTOR, ".progress span").text
                 browser.get(link)
                 arrived(browser, "Spring news")
                 pages["sent"] = look(browser, "campaign-sent")

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.anyio
 async def test_replay_a_webhook_delivery_and_look_at_the_operations_pages_in_a_browser(
     conn: asyncpg.Connection, dsn: str, browser
 ) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.wait import WebDriverWait
 
@@ -48,7 +49,8 @@ async def test_replay_a_webhook_delivery_and_look_at_the_operations_pages_in_a_b
             arrived(browser, f"Webhook {made['endpoint_id']}")
             pages["webhook"] = look(browser, "webhook")
             browser.find_element(By.XPATH, "//main//button[text()='Replay']").click()
-            WebDriverWait(browser, 60).until(
+            # a live page's element read while htmx swaps it is stale: read again at the next poll
+            WebDriverWait(browser, 60, ignored_exceptions=[StaleElementReferenceException]).until(
                 lambda b: b.current_url.endswith("/replay") and b.find_element(By.ID, "pending").text == "1"
             )
             pages["replayed"] = look(browser, "webhook-replayed")
