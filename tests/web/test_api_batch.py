@@ -339,6 +339,18 @@ async def test_a_body_that_is_no_batch_is_answered_as_before(
             422,
             "body.subscribers.0.lists: Input should be a valid list",
         ),
+        (
+            b'{"subscribers": ["a@example.org"]}',
+            json_type,
+            422,
+            "body.subscribers.0: Input should be a valid dictionary",
+        ),
+        (
+            b'["a@example.org"]',
+            json_type,
+            422,
+            "body: Input should be a valid dictionary or object to extract fields from",
+        ),
     ]
     key = auth(two_accounts["acme"])
     async with http_server(dsn) as base, httpx.AsyncClient(base_url=f"{base}/api/v1") as client:
