@@ -54,9 +54,9 @@ class Wakeups:
     """Hints that bring an actor's next pass forward; a lost one costs a tick, never a row.
 
     `scheduler`: waited on by the scheduler; set by the listener (a campaign notification), the builder (a build
-    done) and the sender's writers (a refusal, a rejection, the feed emptied). `claimer`: waited on by the
-    claimer while it is idle; set by the listener, the scheduler (rows returned, campaigns sending), the builder
-    (rows added) and the node (a drain begins)."""
+    done) and the sender's writers (a refusal, a rejection, a campaign's batch done with its lane empty).
+    `claimer`: waited on by the claimer while it is idle; set by the listener, the scheduler (rows returned,
+    campaigns sending), the builder (rows added) and the node (a drain begins)."""
 
     scheduler: Nudge = field(default_factory=Nudge)
     claimer: Nudge = field(default_factory=Nudge)

@@ -297,8 +297,10 @@ class Writer:
                     batch.send_span.set_attributes(telemetry.outcome_attributes(batch))
                     batch.send_span.end()
                 await self.to_recorder.send(batch)
-                if not self.feed.rows:
-                    self.wakeups.scheduler.set()  # this node's share may be done: the scheduler checks at once
+                if not batch.message and not self.feed.rows:
+                    # this node's share of the campaign may be done: the scheduler checks at once (a message's
+                    # campaign is none of its business; it ticked, on a new connection, for most messages)
+                    self.wakeups.scheduler.set()
 
 
 def settle(batch: Batch, status: str) -> None:

@@ -126,3 +126,48 @@ async def test_the_express_connection_sends_a_message_while_the_group_commit_is_
             recorded.close()
         finally:
             await pool.close()
+
+
+async def test_a_message_sent_wakes_the_scheduler_only_when_a_campaigns_batch_is_done(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    """The scheduler is nudged when a campaign's batch is settled and the campaign lane is empty (the campaign may
+    be done), never for a message: a node sending only messages ticked, and opened a database connection, for
+    most of them (14 a second at 20 messages a second, bench.messages)."""
+    pool = await db.create_pool(dsn, size=4)
+    sink = Received()
+    async with recording_server(sink) as port:
+        node = wiring(node_settings(dsn, port, batch_size=50), pool, dsn)
+        token = node.fencing.new_token()
+        claims = node.sections.pipeline.claimer
+        feed = Feed(low_water=1)
+        to_recorder, recorded = anyio.create_memory_object_stream[Batch](100)
+        try:
+            campaign, account_id = await sending_campaign(conn, node, 1)
+            await node.wakeups.scheduler.wait(0)  # the build's nudge, taken
+            async with (
+                db.actor_connection(pool, "claimer", token, 10) as claiming,
+                anyio.create_task_group() as tg,
+            ):
+                await tg.start(node.pipeline().sender(token, feed).run, to_recorder)
+                lane = node.pipeline().claimer(token, feed).messages
+                for n, to in enumerate(["reset@example.org", "again@example.org"], 1):
+                    await queue_message(conn, dsn, account_id, to)
+                    assert await lane.claim(claiming, account_id, 10) == 1
+                    with anyio.fail_after(10):
+                        done = await recorded.receive()  # its batch settled, with the campaign lane empty
+                    assert done.message and [rcpt for _, rcpt, _ in sink.messages][-1] == to
+                    assert not await node.wakeups.scheduler.wait(0), f"message {n} woke the scheduler"
+                template = await Templates(claims, claiming).get(campaign)
+                assert template is not None
+                batch = await claim(claims, node.metrics, claiming, token, campaign, account_id, template)
+                assert batch is not None and len(batch.rows) == 1
+                feed.put(batch)
+                with anyio.fail_after(10):
+                    assert (await recorded.receive()).campaign_id == campaign
+                assert await node.wakeups.scheduler.wait(0), "the campaign's last batch did wake it"
+                feed.close()
+                feed.claimer_done.set()
+            recorded.close()
+        finally:
+            await pool.close()
