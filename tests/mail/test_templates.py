@@ -284,3 +284,31 @@ def test_a_value_with_line_breaks_renders_the_same_on_the_fast_path_and_through_
     for message in messages:
         assert_headers_clean(parse(message))
         assert b"\r" not in message.replace(b"\r\n", b"") and b"\n" not in message.replace(b"\r\n", b"")
+
+
+def test_a_text_is_compiled_once_for_the_campaigns_that_share_it_and_renders_each_its_own():
+    """Every transactional message is a campaign: the pieces of a text already compiled are the same objects
+    for the next campaign of it, and render what each recipient's values make."""
+    text = "Hi {{ name }}\n{% if attributes.plan | default('') %}Plan {{ attributes.plan }}{% endif %}\nBye\n"
+    mailing = Mailing.of(make_settings())
+    first, second = (CampaignTemplate.compile(campaign(id=n, body_text=text), mailing) for n in (1, 2))
+    jinja = [p for p in first._text.pieces if p.__class__ not in (bytes, str)]
+    assert jinja and all(
+        a is b for a, b in zip(first._text.pieces, second._text.pieces, strict=True) if a.__class__ not in (bytes, str)
+    )
+    assert templates.check(text, "body_text") == {"name", "attributes"}
+    templates.check(text, "body_text").add("changed")  # each caller's own set
+    assert templates.check(text, "body_text") == {"name", "attributes"}
+    for template, name, plan in ((first, "Ann", "pro"), (second, "Bob", None)):
+        raw = template.render(1007, f"{name.lower()}@example.org", name, json.dumps({"plan": plan} if plan else {}))
+        made = body(parse(raw))
+        assert f"Hi {name}" in made and ("Plan pro" in made) == (plan is not None)
+
+
+def test_a_refused_text_names_its_own_place_each_time_and_a_long_one_is_not_kept():
+    for where in ("body_text", "subject", "body_text"):
+        with pytest.raises(Invalid, match=f"^{where}"):
+            templates.check("{{ nope }}", where)
+    long = "{{ name }}\n" + "x" * templates.KEPT
+    assert templates.compiled(templates.TEXT, long) is not templates.compiled(templates.TEXT, long)
+    assert templates.compiled(templates.TEXT, "{{ name }}!") is templates.compiled(templates.TEXT, "{{ name }}!")
