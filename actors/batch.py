@@ -79,6 +79,7 @@ class Batch:
     send_span: Span | None = None  # from the batch's entry into the sender to its last row settled
     relays: tuple[OwnRelay, ...] = ()  # the account's own relays; empty: the environment's
     message: bool = False  # a transactional message's row (docs/design.md#messages): the feed's first lane
+    finishes: bool = True  # its campaign is ever done (kind 'campaign'): its last batch settled wakes the scheduler
     honour_unsubscribe: bool = True  # False: an unsubscribe alone does not stop it (a message's choice)
 
     @property

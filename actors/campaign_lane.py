@@ -139,5 +139,6 @@ async def campaign_turn(
             config, metrics, conn, token, campaign["id"], campaign["account_id"], template, own_relays, most, reach
         )
         if batch:
+            batch.finishes = campaign["finishes"]
             return batch, False
     return None, False

@@ -114,5 +114,6 @@ def batch_of(
     span.end()
     batch = Batch(campaign_id, account_id, token, rows, root, time.monotonic(), template, relays=account_relays)
     if message:
-        batch.message, batch.honour_unsubscribe = True, bool(records[0]["honour_unsubscribe"])
+        batch.message, batch.finishes = True, False
+        batch.honour_unsubscribe = bool(records[0]["honour_unsubscribe"])
     return batch

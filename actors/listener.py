@@ -3,8 +3,9 @@
 Keeps the node's in-memory set of addresses suppressed since it started,
 fed by notifications. A notification is only a hint: after every (re)connect
 the table is read for what a lost notification could have carried. Campaign
-notifications wake the scheduler at once instead of at its next tick; einmal_message wakes the claimer for
-a new transactional message, and einmal_unsubscribe says which suppressions are only an unsubscribe, which
+notifications wake the scheduler and the claimer at once instead of at their next tick; einmal_queued (a
+sign-up's confirmation, a sequence step's rows) and einmal_message (a new transactional message) the
+claimer alone, and einmal_unsubscribe says which suppressions are only an unsubscribe, which
 a message passes unless it honours them (docs/design.md#messages).
 Its connection is to EINMAL_LISTEN_DATABASE_URL when that is set (the
 database without the pooler in front of EINMAL_DATABASE_URL), else to the
@@ -65,6 +66,9 @@ class Listener:
         self.wakeups.scheduler.set()
         self.wakeups.claimer.set()
 
+    def _on_queued(self, _conn: object, _pid: int, _channel: str, _payload: object) -> None:
+        self.wakeups.claimer.set()  # rows queued in a campaign that is sending and never finishes: no tick
+
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         # its own URL when one is set: behind a transaction pooler, a direct one (a LISTEN needs a session)
         conn = await db.connect(
@@ -77,6 +81,7 @@ class Listener:
             await conn.add_listener("einmal_suppression", self._on_suppression)
             await conn.add_listener("einmal_message", self._on_message)
             await conn.add_listener("einmal_campaign", self._on_campaign)
+            await conn.add_listener("einmal_queued", self._on_queued)
             now = await conn.fetchval("SELECT now()")
             if self.since is not None:  # a reconnect: read what the lost connection may have missed
                 rows = await conn.fetch(*db.sql("suppression_since", since=self.since - RELOAD_MARGIN))

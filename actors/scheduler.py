@@ -99,7 +99,9 @@ class Scheduler:
             if sending:  # a campaign whose complaint, bounce or refusal rate crossed its threshold pauses itself
                 await config.self_pause(conn)
             for campaign in sending:
-                if campaign["built"] and (finished := await finish(conn, campaign["id"])) is not None:
+                if not (campaign["finishes"] and campaign["built"]):  # a list's confirmations, a step: never done
+                    continue
+                if (finished := await finish(conn, campaign["id"])) is not None:
                     log.info("campaign %d: sending -> sent", campaign["id"])
                     if finished["in_doubt"]:
                         log.warning(

@@ -297,9 +297,9 @@ class Writer:
                     batch.send_span.set_attributes(telemetry.outcome_attributes(batch))
                     batch.send_span.end()
                 await self.to_recorder.send(batch)
-                if not batch.message and not self.feed.rows:
-                    # this node's share of the campaign may be done: the scheduler checks at once (a message's
-                    # campaign is none of its business; it ticked, on a new connection, for most messages)
+                if batch.finishes and not self.feed.rows:
+                    # this node's share of the campaign may be done: the scheduler checks at once (a message's,
+                    # a confirmation's or a step's campaign never is: it ticked, on a new connection, for each)
                     self.wakeups.scheduler.set()
 
 

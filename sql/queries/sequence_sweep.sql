@@ -92,5 +92,5 @@ WITH due AS MATERIALIZED (
 )
 SELECT (SELECT count(*) FROM moved) AS looked,
        (SELECT count(*) FROM moved WHERE verdict = 'send') AS queued,
-       (SELECT count(pg_notify('einmal_campaign', w.campaign_id::text))
+       (SELECT count(pg_notify('einmal_queued', w.campaign_id::text))
         FROM (SELECT DISTINCT q.campaign_id FROM queued AS q) AS w) AS woke

@@ -8,7 +8,7 @@ import pytest
 
 from actors import sender
 from actors.batch import Batch
-from actors.campaign_lane import Templates, claim
+from actors.campaign_lane import Templates, campaign_turn, claim
 from actors.feed import Feed
 from actors.wiring import NodeWiring
 from service import db
@@ -132,8 +132,9 @@ async def test_a_message_sent_wakes_the_scheduler_only_when_a_campaigns_batch_is
     conn: asyncpg.Connection, dsn: str
 ) -> None:
     """The scheduler is nudged when a campaign's batch is settled and the campaign lane is empty (the campaign may
-    be done), never for a message: a node sending only messages ticked, and opened a database connection, for
-    most of them (14 a second at 20 messages a second, bench.messages)."""
+    be done), never for a message, a list's confirmations or a sequence's step, which are never done: a node
+    sending only messages ticked, and opened a database connection, for most of them (14 a second at 20
+    messages a second, bench.messages)."""
     pool = await db.create_pool(dsn, size=4)
     sink = Received()
     async with recording_server(sink) as port:
@@ -143,7 +144,7 @@ async def test_a_message_sent_wakes_the_scheduler_only_when_a_campaigns_batch_is
         feed = Feed(low_water=1)
         to_recorder, recorded = anyio.create_memory_object_stream[Batch](100)
         try:
-            campaign, account_id = await sending_campaign(conn, node, 1)
+            campaign, account_id = await sending_campaign(conn, node, 2)
             await node.wakeups.scheduler.wait(0)  # the build's nudge, taken
             async with (
                 db.actor_connection(pool, "claimer", token, 10) as claiming,
@@ -158,14 +159,15 @@ async def test_a_message_sent_wakes_the_scheduler_only_when_a_campaigns_batch_is
                         done = await recorded.receive()  # its batch settled, with the campaign lane empty
                     assert done.message and [rcpt for _, rcpt, _ in sink.messages][-1] == to
                     assert not await node.wakeups.scheduler.wait(0), f"message {n} woke the scheduler"
-                template = await Templates(claims, claiming).get(campaign)
-                assert template is not None
-                batch = await claim(claims, node.metrics, claiming, token, campaign, account_id, template)
-                assert batch is not None and len(batch.rows) == 1
-                feed.put(batch)
-                with anyio.fail_after(10):
-                    assert (await recorded.receive()).campaign_id == campaign
-                assert await node.wakeups.scheduler.wait(0), "the campaign's last batch did wake it"
+                templates = Templates(claims, claiming)
+                for finishes in (False, True):  # a list's confirmations or a step's rows; a campaign's
+                    listed = {"id": campaign, "account_id": account_id, "finishes": finishes}
+                    batch, _ = await campaign_turn(claims, node.metrics, claiming, token, feed, templates, [listed], 1)
+                    assert batch is not None and len(batch.rows) == 1 and batch.finishes is finishes
+                    feed.put(batch)
+                    with anyio.fail_after(10):
+                        assert (await recorded.receive()) is batch
+                    assert await node.wakeups.scheduler.wait(0) is finishes, f"finishes={finishes}"
                 feed.close()
                 feed.claimer_done.set()
             recorded.close()

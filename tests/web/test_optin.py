@@ -33,6 +33,7 @@ from tests.support.optin import (
 from tests.support.pipeline import node_settings, running_node
 from tests.support.smtp_servers import FaultServer, free_port
 from tests.support.web import http_server
+from tests.support.wiring import wiring
 from tests.web.test_http_node import wait_ready
 
 pytestmark = pytest.mark.anyio
@@ -384,3 +385,38 @@ async def test_the_api_tells_a_sign_up_awaiting_confirmation_from_a_member(conn:
         await conn.execute("UPDATE einmal.list_members SET state = 'confirmed' WHERE list_id = $1", list_id)
         ann = (await client.get("/subscribers/ann@example.org")).json()
         assert (ann["lists"], ann["unconfirmed_lists"]) == (["news"], [])
+
+
+async def test_a_sign_up_wakes_the_claimers_and_the_scheduler_never_waits_on_its_campaign(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    """A list's confirmations are a campaign always sending, never finished: a sign-up wakes the claimers
+    (einmal_queued), not the scheduler, whose every tick on a new connection it was; and a tick does not lock
+    that campaign to ask whether it is done."""
+    account_id, list_id, _ = await account_with_list(conn, dsn)
+    settings = Settings(database_url=dsn, unsubscribe_secret=SecretStr(SECRET), **SETTINGS)
+    pool = await db.create_pool(dsn, size=2)
+    node = wiring(node_settings(dsn, free_port(), unsubscribe_secret=SecretStr(SECRET), **SETTINGS), pool, dsn)
+    node.fencing.new_token()
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(node.listener().run)
+            await node.wakeups.scheduler.wait(0)  # the listener's start nudges both
+            await node.wakeups.claimer.wait(0)
+            request = optin.SignUp(list_id, account_id, "new@example.org", "", "form", texts.confirmation("en"))
+            assert await optin.sign_up(conn, SignUps.of(settings), request)
+            assert await node.wakeups.claimer.wait(5), "the claimers heard of the row"
+            assert not await node.wakeups.scheduler.wait(0.5), "the scheduler did not"
+            tg.cancel_scope.cancel()
+        blocker = await asyncpg.connect(dsn)
+        try:
+            async with blocker.transaction():
+                await blocker.execute("SELECT 1 FROM einmal.campaigns WHERE kind = 'confirmation' FOR UPDATE")
+                to_builder, from_scheduler = anyio.create_memory_object_stream[int](16)
+                async with to_builder, from_scheduler:
+                    with anyio.fail_after(5):
+                        await node.scheduler().tick(to_builder)
+        finally:
+            await blocker.close()
+    finally:
+        await pool.close()
