@@ -129,7 +129,7 @@ def _unknown_names(env: Sandbox, tree: nodes.Template) -> tuple[str, int] | None
 # transactional message is a campaign of its own, mostly of one of a few stored templates, and compiling
 # one took 3.7 ms of the event loop (of the claimer, or of the API checking it). Only texts up to KEPT
 # characters, and the last KEPT_TEXTS of them, are kept; an account's many texts cost another's at most a
-# compile. A refused text is not kept: its Invalid is raised again, naming its own `where`.
+# compile. A refused text is not kept: it is checked, and refused, again.
 KEPT = 64 * 1024
 KEPT_TEXTS = 256
 
@@ -141,19 +141,12 @@ def check(text: str, where: str, html: bool = False) -> set[str]:
     Beyond the syntax it renders the template once for a sample subscriber without attributes:
     what fails for every subscriber (a sandbox violation, a loop too long) is refused here.
     """
-    return set(_checked(text, where, html) if len(text) <= KEPT else _check(text, where, html))
-
-
-def _checked(text: str, where: str, html: bool) -> frozenset[str]:
-    try:
-        return _kept_check(text, html)
-    except Invalid:
-        return _check(text, where, html)  # the refusal, naming this caller's `where`
+    return set(_kept_check(text, where, html) if len(text) <= KEPT else _check(text, where, html))
 
 
 @functools.lru_cache(maxsize=KEPT_TEXTS)
-def _kept_check(text: str, html: bool) -> frozenset[str]:
-    return _check(text, "template", html)
+def _kept_check(text: str, where: str, html: bool) -> frozenset[str]:
+    return _check(text, where, html)
 
 
 def _check(text: str, where: str, html: bool) -> frozenset[str]:
