@@ -218,7 +218,9 @@ class CampaignSigner:
         self._lower = tuple((len(name) + 2, name.lower() + b":") for name in names)
         signed = static_names + tuple(name.lower() for name in names)  # h=: the same for every key
         self._keys = tuple(signer.signature_start(signed) for signer in signers)
-        # an RSA signature takes a millisecond or so of CPU, in OpenSSL, which releases the GIL: worth a worker thread
+        # an RSA-2048 signature takes ~0.25 ms of CPU in OpenSSL, and cryptography holds the GIL meanwhile (two
+        # threads signing take as long as one): in a worker thread it costs the loop the same, rendered as a costly
+        # template is (docs/design.md#templates)
         self.slow = any(isinstance(signer._key, rsa.RSAPrivateKey) for signer in signers)
         # static body pieces of whole lines, by value: a piece's hash is cached on the bytes object
         self._pieces = {piece: _relaxed_lines(piece) for piece in static_pieces if piece.endswith(CRLF)}
