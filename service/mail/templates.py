@@ -126,8 +126,9 @@ def _unknown_names(env: Sandbox, tree: nodes.Template) -> tuple[str, int] | None
 
 
 # A template's check and its compiled pieces are kept for the next campaign of the same text: every
-# transactional message is a campaign of its own, mostly of one of a few stored templates, and compiling
-# one took 3.7 ms of the event loop (of the claimer, or of the API checking it). Only texts up to KEPT
+# transactional message is a campaign of its own, mostly of one of a few stored templates, and the claimer
+# compiled each, 3.7 ms of the event loop (the API's trial of a message's sources already skipped sources it
+# had tried: service/messages/messages.py check_sources, which also spares the worker thread). Only texts up to KEPT
 # characters, and the last KEPT_TEXTS of them, are kept; an account's many texts cost another's at most a
 # compile. A refused text is not kept: it is checked, and refused, again.
 KEPT = 64 * 1024

@@ -5,7 +5,8 @@
 -- :address_seconds seconds and the list is under its hourly bound (:under_list_limit, counted by the caller in
 -- einmal.client_counts), the one send row of its confirmation, ON CONFLICT DO NOTHING: a second sign-up, a retry or
 -- a double submit adds none (UNIQUE (campaign_id, subscriber_id) and (campaign_id, email_lower)). A row added wakes
--- the nodes' claimers (einmal_queued: the campaign, always sending, is no scheduler's business). Returns whether a row was queued (for the log and the list's count, never for the answer).
+-- the nodes' claimers (einmal_queued: the campaign, always sending, is no scheduler's business). Returns whether a
+-- row was queued (for the log and the list's count, never for the answer).
 WITH c AS (
     SELECT id, account_id FROM einmal.campaigns WHERE id = :campaign_id AND kind = 'confirmation'
 ), member AS (
