@@ -20,6 +20,26 @@ from service.mail import from_rule, unsubscribe
 from service.mail.mailing import Mailing
 
 
+@dataclasses.dataclass(frozen=True)
+class Tried:
+    """A draft's trial render made before its approval, and what it rendered."""
+
+    sample: preview.Sample
+    trial: preview.Trial
+
+
+async def tried_first(
+    connect: doctor.Connect, *, mailing: Mailing, campaign_id: int, limiter: anyio.CapacityLimiter | None = None
+) -> Tried | None:
+    """The draft's trial render made before approve, with no connection held through it (the console bounds a
+    block's database time, and a render is not the database's); None for a campaign that is no draft."""
+    async with connect() as conn:
+        if await current_status(conn, campaign_id=campaign_id) != "draft":
+            return None
+        found = await preview.sample(conn, campaign_id=campaign_id)
+    return Tried(found, await preview.tried(found, mailing=mailing, limiter=limiter))
+
+
 async def approve(
     conn: asyncpg.Connection,
     *,
@@ -29,12 +49,14 @@ async def approve(
     forcing: str,
     limiter: anyio.CapacityLimiter | None = None,
     report: doctor.Report | None = None,
+    tried: Tried | None = None,
 ) -> preview.Trial:
     """Approve the campaign; returns its trial (the warnings to say). Conflict when this process would send it
     without the one-click unsubscribe it requires (field unsubscribe), or when the trial render fails for
     every subscriber tried and not `force` (field force; `forcing`: how the caller's warning says it forced).
     A campaign that is no draft is left to the transition to refuse. `report`: what `asked` found of its From
-    domain."""
+    domain; `tried`: the trial `tried_first` made, taken when the campaign is still what it rendered (else
+    Conflict), none made here."""
     found = preview.Trial()
     if await current_status(conn, campaign_id=campaign_id) == "draft":
         campaign = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
@@ -45,7 +67,12 @@ async def approve(
         await from_rule.check(
             conn, mailing=mailing, account_id=campaign["account_id"], address=campaign["from_address"], said=said
         )
-        found = await preview.trial(conn, mailing=mailing, campaign_id=campaign_id, limiter=limiter)
+        if tried is None:
+            found = await preview.trial(conn, mailing=mailing, campaign_id=campaign_id, limiter=limiter)
+        elif tried.sample.campaign == dict(campaign):
+            found = tried.trial
+        else:
+            raise Conflict(f"campaign {campaign_id} not approved: it changed during its trial render; approve it again")
         if found.hopeless and not force:
             raise found.refusal(campaign_id)
         if said := await _doctor(conn, mailing, dict(campaign), report, force, forcing):

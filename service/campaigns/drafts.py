@@ -82,18 +82,17 @@ async def insert(
     return campaign_id
 
 
-async def create(
+async def draft(
     conn: asyncpg.Connection,
     *,
     mailing: Mailing,
     account_id: int,
     lists: list[str],
     segment: str | None = None,
-    limiter: anyio.CapacityLimiter | None = None,
     **fields: Any,
-) -> Created:
-    """A new draft of the account on `lists` made of `fields` (insert's, checked before), and its trial render;
-    with `segment`, to those of them its rule takes (no lists: through any of the account's lists). Invalid when
+) -> int:
+    """A new draft of the account on `lists` made of `fields` (insert's, checked before); its id. With
+    `segment`, to those of them its rule takes (no lists: through any of the account's lists). Invalid when
     this process would send it without the one-click unsubscribe it requires, or for a segment the account does
     not have; ArgumentError for a From outside the account's domains (service/mail/from_rule.py)."""
     required = fields.get("unsubscribe_required", True)
@@ -108,9 +107,22 @@ async def create(
         if not lists:
             found = await conn.fetchval(*db.sql("account_list_ids", account_id=account_id))
     await from_rule.check(conn, mailing=mailing, account_id=account_id, address=fields["from_address"], said="From")
-    campaign_id = await insert(
-        conn, account_id=account_id, list_ids=found, segment=segment, segment_rule=rule, **fields
-    )
+    return await insert(conn, account_id=account_id, list_ids=found, segment=segment, segment_rule=rule, **fields)
+
+
+async def create(
+    conn: asyncpg.Connection,
+    *,
+    mailing: Mailing,
+    account_id: int,
+    lists: list[str],
+    segment: str | None = None,
+    limiter: anyio.CapacityLimiter | None = None,
+    **fields: Any,
+) -> Created:
+    """A new draft (draft()) and its trial render, in a worker thread (`limiter`: of a process that serves
+    others)."""
+    campaign_id = await draft(conn, mailing=mailing, account_id=account_id, lists=lists, segment=segment, **fields)
     return Created(campaign_id, await preview.trial(conn, mailing=mailing, campaign_id=campaign_id, limiter=limiter))
 
 

@@ -109,21 +109,22 @@ def rendered(
         raise Invalid(f"campaign {campaign['id']} cannot be rendered for {shown(row['email'])}: {exc}") from None
 
 
-async def render(
-    conn: asyncpg.Connection,
-    *,
-    mailing: Mailing,
-    campaign_id: int,
-    subscriber: str | None,
-    test: Test | None = None,
-    limiter: anyio.CapacityLimiter | None = None,
-) -> Rendered:
-    """The campaign's message for `subscriber` (None: the first member of its lists), rendered in a worker
-    thread (`limiter`: of a process that serves others); with `test` as a test message, its To naming the
-    recipient (see the module).
-    NotFound without the campaign, NoSubscriber without the subscriber, Invalid when its lists have nobody
-    (field subscriber: name one) or it cannot be rendered; ArgumentError for a test
-    message whose From is outside the account's domains (service/mail/from_rule.py)."""
+@dataclass(frozen=True)
+class Sources:
+    """What a preview or a test message is made of, read from the database: the campaign's row, the
+    subscriber's, the test message (its To's name found) and the account's identity."""
+
+    campaign: dict[str, Any]
+    row: asyncpg.Record
+    test: Test | None
+    sender: identity.Identity
+
+
+async def gather(
+    conn: asyncpg.Connection, *, mailing: Mailing, campaign_id: int, subscriber: str | None, test: Test | None = None
+) -> Sources:
+    """What render() renders, read on `conn`: a caller that bounds its database time reads it within that bound
+    and renders (made) outside it. Its errors are render's."""
     campaign, row = await sources(conn, campaign_id=campaign_id, subscriber=subscriber)
     if campaign is None:
         raise NotFound(f"no campaign with id {campaign_id}")
@@ -144,9 +145,34 @@ async def render(
                 *db.sql("subscriber_for_preview", campaign_id=campaign_id, key=email_key(test.to), spelling=test.to)
             )
             test = replace(test, name=(known["name"] or "") if known is not None else row["name"])
-    sender = await identity.of_account(conn, account_id=campaign["account_id"])
-    template, message = await anyio.to_thread.run_sync(rendered, campaign, row, mailing, test, sender, limiter=limiter)
-    return Rendered(template, message, row["email"], sender.relays)
+    return Sources(campaign, row, test, await identity.of_account(conn, account_id=campaign["account_id"]))
+
+
+async def made(found: Sources, *, mailing: Mailing, limiter: anyio.CapacityLimiter | None = None) -> Rendered:
+    """The message `found` makes, rendered in a worker thread (`limiter`: of a process that serves others)."""
+    template, message = await anyio.to_thread.run_sync(
+        rendered, found.campaign, found.row, mailing, found.test, found.sender, limiter=limiter
+    )
+    return Rendered(template, message, found.row["email"], found.sender.relays)
+
+
+async def render(
+    conn: asyncpg.Connection,
+    *,
+    mailing: Mailing,
+    campaign_id: int,
+    subscriber: str | None,
+    test: Test | None = None,
+    limiter: anyio.CapacityLimiter | None = None,
+) -> Rendered:
+    """The campaign's message for `subscriber` (None: the first member of its lists), rendered in a worker
+    thread (`limiter`: of a process that serves others); with `test` as a test message, its To naming the
+    recipient (see the module).
+    NotFound without the campaign, NoSubscriber without the subscriber, Invalid when its lists have nobody
+    (field subscriber: name one) or it cannot be rendered; ArgumentError for a test
+    message whose From is outside the account's domains (service/mail/from_rule.py)."""
+    found = await gather(conn, mailing=mailing, campaign_id=campaign_id, subscriber=subscriber, test=test)
+    return await made(found, mailing=mailing, limiter=limiter)
 
 
 @dataclass(frozen=True)
@@ -237,16 +263,39 @@ def _tried(campaign: dict[str, Any], mailing: Mailing, sample: list[asyncpg.Reco
     return Trial(len(sample), len(failures), failures[0] if failures else None, tuple(warnings))
 
 
+@dataclass(frozen=True)
+class Sample:
+    """What a trial render is made of, read from the database: the campaign's row (None: not there) and the
+    subscribers it is tried for."""
+
+    campaign: dict[str, Any] | None
+    rows: list[asyncpg.Record]
+
+
+async def sample(conn: asyncpg.Connection, *, campaign_id: int) -> Sample:
+    """What trial() renders, read on `conn`: a caller that bounds its database time reads it within that bound
+    and renders (tried) outside it."""
+    campaign = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
+    if campaign is None:
+        return Sample(None, [])
+    rows = await conn.fetch(*db.sql("subscribers_render_sample", campaign_id=campaign_id, sample=TRIAL_SAMPLE))
+    return Sample(dict(campaign), rows)
+
+
+async def tried(found: Sample, *, mailing: Mailing, limiter: anyio.CapacityLimiter | None = None) -> Trial:
+    """The trial render of `found`, in a worker thread (``limiter``: of a process that serves others); an empty
+    Trial for a campaign that is not there."""
+    if found.campaign is None:
+        return Trial()
+    return await anyio.to_thread.run_sync(_tried, found.campaign, mailing, found.rows, limiter=limiter)
+
+
 async def trial(
     conn: asyncpg.Connection, *, mailing: Mailing, campaign_id: int, limiter: anyio.CapacityLimiter | None = None
 ) -> Trial:
     """The campaign's trial render, in a worker thread (``limiter``: of a process that serves others); an empty
     Trial for a campaign that is not there."""
-    campaign = await conn.fetchrow(*db.sql("campaign_for_render", campaign_id=campaign_id))
-    if campaign is None:
-        return Trial()
-    sample = await conn.fetch(*db.sql("subscribers_render_sample", campaign_id=campaign_id, sample=TRIAL_SAMPLE))
-    return await anyio.to_thread.run_sync(_tried, dict(campaign), mailing, sample, limiter=limiter)
+    return await tried(await sample(conn, campaign_id=campaign_id), mailing=mailing, limiter=limiter)
 
 
 def parsed(message: bytes) -> email.message.EmailMessage:

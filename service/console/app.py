@@ -159,8 +159,10 @@ class Console:
         self.app.router.redirect_slashes = False
 
     @asynccontextmanager
-    async def connected(self, seconds: float = db.DB_SECONDS) -> AsyncIterator[asyncpg.Connection]:
-        with anyio.fail_after(seconds):
+    async def connected(self, seconds: float | None = None) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection for the block, which the database has `seconds` (db.DB_SECONDS) to answer:
+        the pool's wait and the statements. What is not the database's, a render, runs outside such a block."""
+        with anyio.fail_after(seconds or db.DB_SECONDS):
             async with db.acquire(self.pool) as conn:
                 yield conn
 

@@ -179,20 +179,20 @@ class CampaignPages:
         return MOVED[decision].format(n=moved.moved) + (" It is sending again." if moved.reopened else "")
 
     async def _approve(self, viewer: sessions.Viewer, campaign: listing.Newest) -> tuple[str, ...]:
-        """As POST /api/v1/campaigns/{id}/approve: the doctor asked with no connection held, then the approval
-        and its line of the audit log in one transaction, its trial render in the account's share of threads."""
+        """As POST /api/v1/campaigns/{id}/approve: the doctor asked and the trial rendered (in the account's share
+        of threads) with no connection held, then the approval and its line of the audit log in one
+        transaction."""
         report = await approval.asked(self.connected, self.checkup, campaign_id=campaign.id, bounded=True)
-        async with self.slots.turn(campaign.account_id) as threads, self.connected() as conn:
-            async with conn.transaction():
-                trial = await approval.approve(
-                    conn,
-                    mailing=self.checkup.mailing,
-                    campaign_id=campaign.id,
-                    forcing="force",
-                    limiter=threads,
-                    report=report,
-                )
-                await audited(conn, viewer, "approve", campaign.account_id, campaign.id)
+        mailing = self.checkup.mailing
+        async with self.slots.turn(campaign.account_id) as threads:  # outside the database's deadline
+            tried = await approval.tried_first(
+                self.connected, mailing=mailing, campaign_id=campaign.id, limiter=threads
+            )
+        async with self.connected() as conn, conn.transaction():
+            trial = await approval.approve(
+                conn, mailing=mailing, campaign_id=campaign.id, forcing="force", report=report, tried=tried
+            )
+            await audited(conn, viewer, "approve", campaign.account_id, campaign.id)
         return trial.warnings
 
 

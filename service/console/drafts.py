@@ -82,19 +82,20 @@ class Drafting:
         async with self.slots.turn(account_id) as threads:
             checked = await fields.checked(asked, limiter=threads)  # no connection held meanwhile
             async with self.connected() as conn:
-                made = await drafts.create(
+                campaign_id = await drafts.draft(
                     conn,
                     mailing=self.mailing,
                     account_id=account_id,
                     lists=checked.pop("lists", []),
                     segment=segment,
-                    limiter=threads,
                     **checked,
                 )
                 # its line after the draft's transaction, not around it: the partition the insert attaches locks
                 # every account's writes until it commits, and the trial render follows it (as the API's create)
-                await audited(conn, viewer, "create", account_id, made.id)
-        return made
+                await audited(conn, viewer, "create", account_id, campaign_id)
+                sample = await previews.sample(conn, campaign_id=campaign_id)
+            # the render outside the database's deadline: it is not the database's time
+            return drafts.Created(campaign_id, await previews.tried(sample, mailing=self.mailing, limiter=threads))
 
     async def preview(self, request: Request, viewer: sessions.Viewer) -> Response:
         return await self._preview(request, viewer, request.query_params.get("subscriber", ""))
@@ -128,10 +129,12 @@ class Drafting:
     ) -> previews.Rendered:
         if subscriber is not None and (problem := address_problem(subscriber)):
             raise Invalid(f"{shown(subscriber)} is not a valid address: {problem}")
-        async with self.slots.turn(campaign.account_id) as threads, self.connected() as conn:
-            return await previews.render(
-                conn, mailing=self.mailing, campaign_id=campaign.id, subscriber=subscriber, test=test, limiter=threads
-            )
+        async with self.slots.turn(campaign.account_id) as threads:
+            async with self.connected() as conn:
+                found = await previews.gather(
+                    conn, mailing=self.mailing, campaign_id=campaign.id, subscriber=subscriber, test=test
+                )
+            return await previews.made(found, mailing=self.mailing, limiter=threads)  # outside the deadline
 
     async def test(self, request: Request, viewer: sessions.Viewer) -> Response:
         """A test message to the form's address, as POST …/test sends it: the preview again, saying what the

@@ -8,15 +8,22 @@ import email
 import email.policy
 import html
 import re
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import anyio
 import asyncpg
 import pytest
 
+from service.campaigns import approval, drafts, preview
 from service.console.render import HEADERS
+from service.errors import Conflict
+from service.mail.mailing import Mailing
+from service.settings import Settings
 from tests.support.console import accounts, page_token, signed_in
 from tests.support.pipeline import recording_server
-from tests.support.web import http_server
+from tests.support.web import SECRET, UNSUBSCRIBE_URL, http_server
 
 pytestmark = pytest.mark.anyio
 
@@ -192,3 +199,67 @@ async def test_a_draft_is_committed_before_its_trial_render_so_other_accounts_wr
                 seen.append("quick answered")
     assert seen == ["slow committed", "quick answered", "slow answered"]
     assert await conn.fetchval("SELECT count(*) FROM einmal.audit_log WHERE action = 'campaign.create'") == 2
+
+
+async def test_a_trial_render_longer_than_the_database_deadline_is_not_taken_for_an_outage(
+    conn: asyncpg.Connection, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The console gives the database DB_SECONDS a step (pool and statements), a deadline for the database
+    alone: a draft's trial render and approve's (40 subscribers here) take their time in a worker thread,
+    outside it. Taken into it, a render over it was answered 503 "the database cannot be reached", the draft made
+    all the same and an approval never made. (A preview renders one subscriber, within the sandbox's budget: it
+    is rendered outside the deadline too, but no single render outlasts this one.)"""
+    monkeypatch.setattr("service.db.DB_SECONDS", 0.5)
+    ids = await accounts(conn, "acme")
+    await members(conn, ids["acme"], *(f"m{i}@example.org" for i in range(40)))  # the trial renders each
+    slow = "{% for i in range(20000) %}{{ i }}{% endfor %}{{ unsubscribe_url }}"  # about 20 ms a body
+    async with http_server(dsn) as base, signed_in(base, "acme-member") as acme:
+        token = await page_token(acme)
+        started = time.monotonic()
+        data = {**FORM, "name": "Slow", "text": slow, "html": slow, "form_token": token}
+        made = await acme.post("/console/campaigns/new", data=data, timeout=60)
+        took = time.monotonic() - started
+        assert made.status_code == 200 and "Created" in made.text, made.text[made.text.find("<main") :][:900]
+        assert took > 0.5, took  # the render outlasted the deadline (else this test proves nothing)
+        campaign = await conn.fetchval("SELECT id FROM einmal.campaigns WHERE name = 'Slow'")
+        preview = await acme.get(f"/console/campaigns/{campaign}/preview", timeout=60)
+        assert preview.status_code == 200, preview.text
+        approved = await acme.post(f"/console/campaigns/{campaign}/approve", data={"form_token": token}, timeout=60)
+        assert approved.status_code == 200 and 'id="status">approved<' in approved.text, approved.text[:900]
+
+
+async def test_an_approval_takes_a_trial_made_before_it_only_for_the_campaign_it_rendered(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    """The console renders approve's trial before its transaction (approval.tried_first): a draft changed
+    meanwhile is not approved on a trial of what it was (Conflict, still a draft); one unchanged is, with that
+    trial's warnings."""
+    ids = await accounts(conn, "acme")
+    await members(conn, ids["acme"], "ann@example.org")
+    settings = Settings(database_url=dsn, unsubscribe_url=UNSUBSCRIBE_URL, unsubscribe_secret=SECRET)
+    mailing = Mailing.of(settings)
+    fields = {"name": "N", "subject": "S", "from_address": "n@example.com", "html": None}
+    made = await drafts.create(
+        conn, mailing=mailing, account_id=ids["acme"], lists=["news"], text="No link here", **fields
+    )
+    assert made.trial.warnings == (preview.NO_LINK,)
+
+    tried = await approval.tried_first(lambda: _borrowed(conn), mailing=mailing, campaign_id=made.id)
+    assert tried is not None and tried.trial == made.trial
+    await conn.execute("UPDATE einmal.campaigns SET body_text = 'Bye {{ unsubscribe_url }}' WHERE id = $1", made.id)
+    with pytest.raises(Conflict, match="changed during its trial render"):
+        async with conn.transaction():
+            await approval.approve(conn, mailing=mailing, campaign_id=made.id, forcing="force", tried=tried)
+    assert await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", made.id) == "draft"
+
+    tried = await approval.tried_first(lambda: _borrowed(conn), mailing=mailing, campaign_id=made.id)
+    assert tried is not None and tried.trial.warnings == ()
+    found = await approval.approve(conn, mailing=mailing, campaign_id=made.id, forcing="force", tried=tried)
+    assert found == tried.trial
+    assert await conn.fetchval("SELECT status FROM einmal.campaigns WHERE id = $1", made.id) == "approved"
+    assert await approval.tried_first(lambda: _borrowed(conn), mailing=mailing, campaign_id=made.id) is None
+
+
+@asynccontextmanager
+async def _borrowed(conn: asyncpg.Connection) -> AsyncIterator[asyncpg.Connection]:
+    yield conn
