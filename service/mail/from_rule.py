@@ -99,19 +99,22 @@ async def check(
 async def problem(
     conn: asyncpg.Connection, *, mailing: Mailing, account_id: int, address: str, timeout: float | None = None
 ) -> str | None:
-    """What the From rule finds wrong with `address` as the account's From, or None."""
-    own = await given(conn, account_id=account_id, timeout=timeout)
-    domains = own or list(mailing.default_from_domains)
+    """What the From rule finds wrong with `address` as the account's From, or None: one round trip, what it
+    reads of the account and of the others read together (a message's From is judged twice on its way out)."""
     domain = domain_of(address)
+    found = await conn.fetchrow(
+        *db.sql("account_from_rule", account_id=account_id, names=_above(domain)), timeout=timeout
+    )
+    assert found is not None  # the query returns one row
+    own: list[str] = found["own"]
+    domains = own or list(mailing.default_from_domains)
     if domains and domain not in domains:
         return (
             f"the account sends only from its domains ({', '.join(domains)}): "
             "add the domain first (`einmal account domain add`)"
         )
-    if domain not in own:
-        names = _above(domain)
-        if taken := await conn.fetchval(*db.sql("account_domain_reserved", account_id=account_id, names=names)):
-            return f"{taken} is another account's domain: only it sends from {taken} and the domains under it"
+    if domain not in own and (taken := found["taken"]):
+        return f"{taken} is another account's domain: only it sends from {taken} and the domains under it"
     for named in _named_domains(address):
         if named != domain and named not in own:
             return f"its name carries an address at {named}, which is not the account's: give a name without it"
