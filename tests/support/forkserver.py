@@ -123,8 +123,11 @@ def serve(path: str) -> None:
 
     assert threading.active_count() == 1, "a fork server must have no other thread"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
+    # the path appears only once the socket listens: a client waits for the path (_server_path), and one that
+    # connected between a bind and a listen at the path was refused
+    listener.bind(f"{path}.new")
     listener.listen(64)
+    os.rename(f"{path}.new", path)
     listener.settimeout(1.0)
     while os.getppid() != 1:  # the test process is gone: so is its server
         try:
