@@ -320,64 +320,36 @@ async def make(
     campaign_id: int | None = None,
 ) -> Made:
     """Make one message of sources already checked (`recipient`, `payload_of`, the From rule, `check_sources`), in
-    one transaction: its row keyed by (account, `idempotency_key`), and only when that is new its subscriber,
-    campaign and send row; the key's message made before otherwise. `campaign_id`: an id of einmal.message_ids
-    taken before (a batch takes its ids in one statement), else one is taken here."""
-    key = email_key(email)
-    async with conn.transaction():
-        if campaign_id is None:
-            campaign_id = await conn.fetchval(*db.sql("message_id_next"), timeout=DB_SECONDS)
-        made = await conn.fetchval(
-            *db.sql(
-                "message_insert",
-                campaign_id=campaign_id,
-                account_id=account_id,
-                idempotency_key=idempotency_key,
-                template=template_name,
-                data=payload,
-                honour_unsubscribe=honour_unsubscribe,
-            ),
-            timeout=DB_SECONDS,
-        )
-        if made is None:  # a request with the key committed first (this one waited for it): its message
-            found = await conn.fetchval(
-                *db.sql("message_by_key", account_id=account_id, idempotency_key=idempotency_key), timeout=DB_SECONDS
-            )
-            assert found is not None  # the conflict was with a committed row of the key
-            return Made(found, False)
-        try:
-            subscriber = await conn.fetchrow(
-                *db.sql(
-                    "subscriber_upsert",
-                    account_id=account_id,
-                    email=email,
-                    email_key=key,
-                    name=None,
-                    attributes=None,
-                    lock_wait=LOCK_WAIT,
-                ),
-                timeout=DB_SECONDS,
-            )
-        except asyncpg.LockNotAvailableError:
-            raise Invalid("an import into this account is running; try again shortly") from None
-        assert subscriber is not None  # the query returns one row
-        await conn.execute(
-            *db.sql(
-                "message_campaign_insert",
-                campaign_id=campaign_id,
-                account_id=account_id,
-                campaign_name=template_name or "message",
-                subject=subject,
-                from_address=from_address,
-                body_text=body_text,
-                body_html=body_html,
-                subscriber_id=subscriber["id"],
-                email=email,
-                email_key=key,
-            ),
-            timeout=DB_SECONDS,
-        )
-    return Made(campaign_id, True)
+    one statement (einmal.message_make): its row keyed by (account, `idempotency_key`), and only when that is new
+    its subscriber, campaign and send row; the key's message made before otherwise. `campaign_id`: an id of
+    einmal.message_ids taken before (a batch takes its ids in one statement), else one is taken there."""
+    made = db.sql(
+        "message_make",
+        account_id=account_id,
+        campaign_id=campaign_id,
+        idempotency_key=idempotency_key,
+        template=template_name,
+        data=payload,
+        honour_unsubscribe=honour_unsubscribe,
+        email=email,
+        email_key=email_key(email),
+        campaign_name=template_name or "message",
+        subject=subject,
+        from_address=from_address,
+        body_text=body_text,
+        body_html=body_html,
+        lock_wait=LOCK_WAIT,
+    )
+    try:
+        if conn.is_in_transaction():  # a savepoint: a failure undoes this message alone
+            async with conn.transaction():
+                row = await conn.fetchrow(*made, timeout=DB_SECONDS)
+        else:  # a transaction of its own, one round trip
+            row = await conn.fetchrow(*made, timeout=DB_SECONDS)
+    except asyncpg.LockNotAvailableError:
+        raise Invalid("an import into this account is running; try again shortly") from None
+    assert row is not None  # the function returns one row
+    return Made(row["message_id"], row["created"])
 
 
 async def show(conn: asyncpg.Connection, *, account_id: int, message_id: int) -> Message:
