@@ -265,30 +265,35 @@ class Sections:
         )
 
 
-def sections(request: Request) -> Sections:
+def _sections(request: Request) -> Sections:
     made = request.app.state.sections
     assert isinstance(made, Sections)
     return made
 
 
-def mailing(request: Request) -> Mailing:
-    return sections(request).mailing
+# the dependencies are coroutines: FastAPI runs a plain function's in a worker thread, a hop for each request
+async def sections(request: Request) -> Sections:
+    return _sections(request)
 
 
-def checkup(request: Request) -> doctor.Checkup:
-    return sections(request).checkup
+async def mailing(request: Request) -> Mailing:
+    return _sections(request).mailing
 
 
-def queueing(request: Request) -> messages.Queueing:
-    return sections(request).queueing
+async def checkup(request: Request) -> doctor.Checkup:
+    return _sections(request).checkup
 
 
-def signups(request: Request) -> optin.SignUps:
-    return sections(request).signups
+async def queueing(request: Request) -> messages.Queueing:
+    return _sections(request).queueing
 
 
-def reach(request: Request) -> policy.Reach:
-    return sections(request).reach
+async def signups(request: Request) -> optin.SignUps:
+    return _sections(request).signups
+
+
+async def reach(request: Request) -> policy.Reach:
+    return _sections(request).reach
 
 
 ConfigSections = Annotated[Sections, Depends(sections)]
