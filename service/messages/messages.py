@@ -340,12 +340,8 @@ async def make(
         body_html=body_html,
         lock_wait=LOCK_WAIT,
     )
-    try:
-        if conn.is_in_transaction():  # a savepoint: a failure undoes this message alone
-            async with conn.transaction():
-                row = await conn.fetchrow(*made, timeout=DB_SECONDS)
-        else:  # a transaction of its own, one round trip
-            row = await conn.fetchrow(*made, timeout=DB_SECONDS)
+    try:  # no caller holds a transaction: the statement is one of its own, one round trip
+        row = await conn.fetchrow(*made, timeout=DB_SECONDS)
     except asyncpg.LockNotAvailableError:
         raise Invalid("an import into this account is running; try again shortly") from None
     assert row is not None  # the function returns one row
