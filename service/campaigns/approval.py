@@ -22,9 +22,9 @@ from service.mail.mailing import Mailing
 
 @dataclasses.dataclass(frozen=True)
 class Tried:
-    """A draft's trial render made before its approval, and what it rendered."""
+    """A draft's trial render made before its approval, and the campaign's row it rendered."""
 
-    sample: preview.Sample
+    campaign: dict[str, Any] | None
     trial: preview.Trial
 
 
@@ -37,7 +37,7 @@ async def tried_first(
         if await current_status(conn, campaign_id=campaign_id) != "draft":
             return None
         found = await preview.sample(conn, campaign_id=campaign_id)
-    return Tried(found, await preview.tried(found, mailing=mailing, limiter=limiter))
+    return Tried(found.campaign, await preview.tried(found, mailing=mailing, limiter=limiter))
 
 
 async def approve(
@@ -69,7 +69,7 @@ async def approve(
         )
         if tried is None:
             found = await preview.trial(conn, mailing=mailing, campaign_id=campaign_id, limiter=limiter)
-        elif tried.sample.campaign == dict(campaign):
+        elif tried.campaign == dict(campaign):
             found = tried.trial
         else:
             raise Conflict(f"campaign {campaign_id} not approved: it changed during its trial render; approve it again")
