@@ -7,7 +7,7 @@ the From rule asked once per distinct From, and the sources compiled once per di
 From) in a worker thread; the message ids are taken in one statement. Each item is then made in its own
 transaction (`messages.make`), once the account's bound on its queued messages is found to hold them all (else
 the call is refused 429, nothing made): an item that fails there (an import holding the account's subscribers) is
-invalid alone, and the ones made before stay made.
+invalid, as is every item after it without waiting for the import again, and the ones made before stay made.
 
 Idempotency, beyond the API's middleware (which replays the call's answer for EINMAL_MESSAGE_KEY_HOURS): with the
 request's Idempotency-Key `k`, item `i` is made under the key `k:i` (`item_key`), so that a retry of the route itself,
@@ -27,6 +27,7 @@ from service.errors import Invalid, NotFound
 from service.mail import from_rule
 from service.mail.mailing import Mailing
 from service.messages import messages
+from service.subscribers import subscriber
 
 MAX_MESSAGES = 100  # items in one batch
 # the body of a batch: MAX_MESSAGES items of some 10 KiB each (sources and data); the API's other bodies, a
@@ -126,7 +127,11 @@ async def send(
         if ready
         else []
     )
+    busy: str | None = None  # an import holds the account's subscribers: the items left do not wait for it again
     for (i, r), campaign_id in zip(ready.items(), ids, strict=True):
+        if busy is not None:
+            outcomes[i] = Outcome("invalid", reason=busy)
+            continue
         subject, body_text, body_html, from_address = r.sources
         try:
             made = await messages.make(
@@ -143,6 +148,10 @@ async def send(
                 idempotency_key=keys[i],
                 campaign_id=campaign_id,
             )
+        except subscriber.Busy as e:
+            busy = str(e)
+            outcomes[i] = Outcome("invalid", reason=busy)
+            continue
         except Invalid as e:
             outcomes[i] = Outcome("invalid", reason=str(e))
             continue

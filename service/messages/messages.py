@@ -28,6 +28,7 @@ from service.mail import from_rule, render
 from service.mail.mailing import Mailing
 from service.mail.slots import RenderSlots
 from service.settings import Settings
+from service.subscribers import subscriber
 from service.text import MAX_EMAIL, shown, unsafe_text
 
 MESSAGE_IDS_FROM = 2**52  # einmal.message_ids: every message's campaign id is at least this
@@ -342,8 +343,8 @@ async def make(
     )
     try:  # no caller holds a transaction: the statement is one of its own, one round trip
         row = await conn.fetchrow(*made, timeout=DB_SECONDS)
-    except asyncpg.LockNotAvailableError:
-        raise Invalid("an import into this account is running; try again shortly") from None
+    except asyncpg.LockNotAvailableError:  # 503, as a subscriber's upsert: not kept for its Idempotency-Key
+        raise subscriber.Busy("an import into this account is running; try again shortly") from None
     assert row is not None  # the function returns one row
     return Made(row["message_id"], row["created"])
 
