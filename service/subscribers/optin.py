@@ -31,7 +31,7 @@ from service.mail import from_rule
 from service.mail.mailing import Mailing
 from service.mail.render import CampaignTemplate
 from service.settings import Settings
-from service.subscribers import texts
+from service.subscribers import subscriber, texts
 from service.subscribers.texts import Wording
 from service.text import MAX_EMAIL, MAX_NAME, shown, unsafe_text
 
@@ -218,9 +218,12 @@ async def sign_up(conn: asyncpg.Connection, signups: SignUps, request: SignUp) -
     campaign_id, wording = await confirmations(conn, request, address)
     messages = await clients.count(conn, LIST_KIND, f"list:{request.list_id}", HOUR)
     async with conn.transaction():
-        await conn.execute(
-            *db.sql("subscriber_lock", account_id=request.account_id, email_key=key, lock_wait=LOCK_WAIT)
-        )
+        try:
+            await conn.execute(
+                *db.sql("subscriber_lock", account_id=request.account_id, email_key=key, lock_wait=LOCK_WAIT)
+            )
+        except asyncpg.LockNotAvailableError:  # 503 with Retry-After, as a subscriber's upsert: never a 500
+            raise subscriber.Busy("an import into this account is running; try again shortly") from None
         subscriber_id = await conn.fetchval(
             *db.sql(
                 "optin_subscriber",

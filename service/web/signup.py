@@ -38,7 +38,7 @@ from starlette.routing import Route
 from service import clients, db
 from service.errors import Invalid
 from service.mail import confirm
-from service.subscribers import optin, texts
+from service.subscribers import optin, subscriber, texts
 from service.web import pages, signup_pages
 
 log = logging.getLogger("einmal.signup")
@@ -121,6 +121,10 @@ class SignUpPages:
         except db.DOWN as exc:
             await self.database_down(exc)
             return self.problem(request, 503, "unavailable")
+        except subscriber.Busy:  # an import into the account holds its subscribers past the sign-up's wait
+            answer = self.problem(request, 503, "unavailable")
+            answer.headers["Retry-After"] = "5"
+            return answer
         if answer.status_code == 200:  # the one answer whatever the address's state, in the same time too
             await optin.pad(started)
         return answer
