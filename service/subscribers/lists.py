@@ -11,7 +11,7 @@ import asyncpg
 from service import db
 from service.addresses import email_key
 from service.db import DB_SECONDS
-from service.errors import Invalid, NotFound
+from service.errors import Conflict, Invalid, NotFound
 from service.subscribers import optin
 from service.text import one_line, unsafe_text
 
@@ -92,8 +92,14 @@ async def ensure(conn: asyncpg.Connection, *, account_id: int, list_name: str) -
     printable text without spaces around it."""
     if not list_name.strip() or unsafe_text(list_name) or list_name != list_name.strip():
         raise Invalid("a list's name is printable text without spaces around it")
-    row = await conn.fetchrow(*db.sql("list_ensure", account_id=account_id, list_name=list_name), timeout=DB_SECONDS)
-    assert row is not None  # the query returns one row
+    made = db.sql("list_ensure", account_id=account_id, list_name=list_name)
+    row = await conn.fetchrow(*made, timeout=DB_SECONDS)
+    if row is None:
+        # it waited on another's insert of the list, then read with the snapshot of its start, which does not
+        # hold that list: the statement run again, with a snapshot of its own, finds it
+        row = await conn.fetchrow(*made, timeout=DB_SECONDS)
+    if row is None:
+        raise Conflict("the list was deleted while it was made; try again")
     [found] = [m for m in await lists(conn, account_id=account_id) if m.id == row["id"]]
     return found, row["created"]
 

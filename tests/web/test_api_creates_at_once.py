@@ -1,7 +1,8 @@
 """Creations at once over /api/v1 (einmal serve on loopback, a real PostgreSQL): 24 steps on 8 sequences, 20
 campaigns and 20 message templates posted together all answer 201; each step and campaign has its partition of
 einmal.sends. A campaign's partition is attached as it is inserted, and two creators that each held their insert
-while waiting for the other's attach used to deadlock (docs/design.md#retention)."""
+while waiting for the other's attach used to deadlock (docs/design.md#retention). And one list PUT twenty times at
+once is made once, the other nineteen finding it."""
 
 import anyio
 import asyncpg
@@ -64,3 +65,26 @@ async def test_steps_campaigns_and_templates_created_at_once_all_succeed(conn: a
     )
     assert unattached == 0
     assert await conn.fetchval("SELECT count(*) FROM einmal.message_templates") == TEMPLATES
+
+
+async def test_one_list_put_twenty_times_at_once_is_made_once_and_found_by_the_rest(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    """Each PUT's statement inserts the list or, on a conflict, reads it; one that waited on another's insert
+    read with the snapshot of its start, saw nothing, and was answered 500."""
+    _, key = await account_with_key(conn, dsn)
+    answers: list[httpx.Response] = []
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(timeout=60, base_url=f"{base}/api/v1", headers=auth(key)) as client,
+    ):
+
+        async def put() -> None:
+            answers.append(await client.put("/lists/launch"))
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for _ in range(20):
+                    tg.start_soon(put)
+    assert sorted(a.status_code for a in answers) == [200] * 19 + [201], [a.text for a in answers]
+    assert {a.json()["id"] for a in answers} == {await conn.fetchval("SELECT id FROM einmal.lists")}
