@@ -2,7 +2,8 @@
 campaigns and 20 message templates posted together all answer 201; each step and campaign has its partition of
 einmal.sends. A campaign's partition is attached as it is inserted, and two creators that each held their insert
 while waiting for the other's attach used to deadlock (docs/design.md#retention). And one list PUT twenty times at
-once is made once, the other nineteen finding it."""
+once is made once, the other nineteen finding it; steps added while members join and are erased deadlock
+nobody."""
 
 import anyio
 import asyncpg
@@ -88,3 +89,40 @@ async def test_one_list_put_twenty_times_at_once_is_made_once_and_found_by_the_r
                     tg.start_soon(put)
     assert sorted(a.status_code for a in answers) == [200] * 19 + [201], [a.text for a in answers]
     assert {a.json()["id"] for a in answers} == {await conn.fetchval("SELECT id FROM einmal.lists")}
+
+
+async def test_steps_added_while_members_join_and_are_erased_deadlock_nobody(
+    conn: asyncpg.Connection, dsn: str
+) -> None:
+    """Ten rounds, each at once: two steps added to a sequence, and a subscriber of its list put on the list
+    (joining the sequence), upserted and erased. A step's creation locked its sequence's row FOR UPDATE, which a
+    member's join waits for (its foreign key's KEY SHARE), then waited for the subscribers' writers to let its
+    partition attach: answers of each kind were 500 on a PostgreSQL deadlock, in every run."""
+    acme, key = await account_with_key(conn, dsn)
+    await conn.execute("INSERT INTO einmal.lists (account_id, name) VALUES ($1, 'news')", acme)
+    answers: list[httpx.Response] = []
+    async with (
+        http_server(dsn) as base,
+        httpx.AsyncClient(timeout=60, base_url=f"{base}/api/v1", headers=auth(key)) as client,
+    ):
+        made = await client.post("/sequences", json={"name": "drip", "list": "news"})
+        assert made.status_code == 201, made.text
+        steps = f"/sequences/{made.json()['id']}/steps"
+        step = {"subject": "Hi", "from": FROM, "text": "Welcome!", "delay_seconds": 3600}
+
+        async def call(request) -> None:
+            answers.append(await request)
+
+        with anyio.fail_after(120):
+            for n in range(10):
+                address = f"member{n}@example.org"
+                assert (await client.put(f"/subscribers/{address}", json={})).status_code == 201
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call, client.post(steps, json=step))
+                    tg.start_soon(call, client.post(steps, json=step))
+                    tg.start_soon(call, client.put(f"/lists/news/members/{address}"))
+                    tg.start_soon(call, client.put(f"/subscribers/{address}", json={"name": "N"}))
+                    tg.start_soon(call, client.delete(f"/subscribers/{address}"))
+    failed = [(a.request.method, a.request.url.path, a.status_code) for a in answers if a.status_code >= 500]
+    assert not failed, failed
+    assert await conn.fetchval("SELECT count(*) FROM einmal.campaigns WHERE kind = 'step'") == 20
