@@ -157,7 +157,7 @@ def _label(text: str) -> str:
         return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
     flat = " ".join(text.split())
-    best, name = max((shared(flat, " ".join(query.split())), name) for name, query in db.QUERIES.items())
+    best, name = max((shared(flat, " ".join(query.text.split())), name) for name, query in db.QUERIES.items())
     return f"sql/queries/{name}.sql" if best >= 40 else flat
 
 
