@@ -194,6 +194,11 @@ class Signers:
         return CampaignSigner(self.signers, static_fields, static_pieces, static_body, names)
 
 
+# An RSA-2048 signature is ~0.3 ms of OpenSSL (`openssl speed rsa2048`: 0.29 ms on the bench machine), about what
+# handing the render to a worker thread and taking the GIL back costs the loop: one node sent RSA-2048-signed mail
+# at 0.38 x unsigned with the render in a thread, 0.61 x with it on the loop (`python -m bench.signing`). A 3072-bit
+# key takes three times as long, a 4096-bit one eight: off the loop (cryptography releases the GIL meanwhile).
+LOOP_RSA_BITS = 2048
 BODY_HASHES = 256  # a campaign's body hashes kept by the message's own body parts (its merge fields' lines)
 OWN_BYTES = 4096  # at most this much of a message's own body lines in a key: the kept keys hold a MB at most
 
@@ -218,10 +223,11 @@ class CampaignSigner:
         self._lower = tuple((len(name) + 2, name.lower() + b":") for name in names)
         signed = static_names + tuple(name.lower() for name in names)  # h=: the same for every key
         self._keys = tuple(signer.signature_start(signed) for signer in signers)
-        # an RSA-2048 signature takes ~0.25 ms of CPU in OpenSSL, and cryptography holds the GIL meanwhile (two
-        # threads signing take as long as one): in a worker thread it costs the loop the same, rendered as a costly
-        # template is (docs/design.md#templates)
-        self.slow = any(isinstance(signer._key, rsa.RSAPrivateKey) for signer in signers)
+        # a signature with a larger RSA key than LOOP_RSA_BITS renders in a worker thread, as a costly template
+        # does (docs/design.md#templates); an RSA-2048 one, on the event loop
+        self.slow = any(
+            isinstance(key := signer._key, rsa.RSAPrivateKey) and key.key_size > LOOP_RSA_BITS for signer in signers
+        )
         # static body pieces of whole lines, by value: a piece's hash is cached on the bytes object
         self._pieces = {piece: _relaxed_lines(piece) for piece in static_pieces if piece.endswith(CRLF)}
         self._static_body = static_body
