@@ -117,6 +117,9 @@ def api(pool: asyncpg.Pool, settings: Settings) -> FastAPI:
     # (CharacterNotInRepertoireError) or as \u0000 in JSON cast to jsonb (UntranslatableCharacterError)
     for unstorable in (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError):
         app.add_exception_handler(unstorable, _unstorable)
+    # a transaction PostgreSQL rolled back for another's sake (a deadlock, a serialization failure): 503, retried
+    for rolled_back in (asyncpg.DeadlockDetectedError, asyncpg.SerializationError):
+        app.add_exception_handler(rolled_back, _rolled_back)
     for module in ROUTES:
         app.include_router(module.router)
     app.openapi = _documented(app, app.openapi)  # type: ignore[method-assign]  # FastAPI's way to amend it
@@ -258,3 +261,12 @@ async def _unavailable(request: Request, exc: Exception) -> Response:
     return JSONResponse(
         {"error": "the database cannot be reached; try again shortly"}, 503, headers={"Retry-After": "5"}
     )
+
+
+async def _rolled_back(request: Request, exc: Exception) -> Response:
+    """The request's transaction was rolled back by PostgreSQL for a concurrent one's sake: what it wrote is undone,
+    and the same request again may well pass (a route's writes are compare-and-set or upserts, as the retry of a lost
+    answer needs). 503 with Retry-After, which the Idempotency-Key layer does not keep; a line in the log, for a
+    deadlock is a defect of ours."""
+    log.warning("%s %s: rolled back, answered 503: %s", request.method, request.url.path, type(exc).__name__)
+    return JSONResponse({"error": "a concurrent change got in the way; try again"}, 503, headers={"Retry-After": "1"})
