@@ -35,7 +35,6 @@ MESSAGE_IDS_FROM = 2**52  # einmal.message_ids: every message's campaign id is a
 MAX_TEMPLATE_NAME = 200
 MAX_DATA = 64 * 1024  # characters of a message's data as JSON
 TRIED = 1024  # sources whose trial render passed, kept per process: a second check of them renders nothing
-LOCK_WAIT = "5000ms"  # the most the subscriber upsert waits for an import into the account
 
 
 @dataclass(frozen=True)
@@ -339,12 +338,10 @@ async def make(
         from_address=from_address,
         body_text=body_text,
         body_html=body_html,
-        lock_wait=LOCK_WAIT,
+        lock_wait=subscriber.lock_wait(),
     )
-    try:  # no caller holds a transaction: the statement is one of its own, one round trip
+    with subscriber.waiting():  # no caller holds a transaction: the statement is one of its own, one round trip
         row = await conn.fetchrow(*made, timeout=DB_SECONDS)
-    except asyncpg.LockNotAvailableError:  # 503, as a subscriber's upsert: not kept for its Idempotency-Key
-        raise subscriber.Busy("an import into this account is running; try again shortly") from None
     assert row is not None  # the function returns one row
     return Made(row["message_id"], row["created"])
 

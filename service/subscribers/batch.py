@@ -151,7 +151,9 @@ async def upsert(conn: asyncpg.Connection, *, account_id: int, rows: list[Row]) 
     if mailboxes:
         boxes = list(mailboxes.values())
         members = [(n, list_id) for n, box in enumerate(boxes, 1) for list_id in box.lists]
-        try:
+        with subscriber.waiting(
+            "an import into this account, or a write of one of its addresses, is running; try again shortly"
+        ):
             written = await conn.fetch(
                 *db.sql(
                     "subscriber_upsert_batch",
@@ -162,14 +164,10 @@ async def upsert(conn: asyncpg.Connection, *, account_id: int, rows: list[Row]) 
                     attributes=json.dumps([b.attributes for b in boxes], ensure_ascii=False),
                     member_rows=[n for n, _ in members],
                     member_lists=[list_id for _, list_id in members],
-                    lock_wait=f"{int(subscriber.LOCK_SECONDS * 1000)}ms",
+                    lock_wait=subscriber.lock_wait(),
                 ),
                 timeout=DB_SECONDS,
             )
-        except asyncpg.LockNotAvailableError:
-            raise subscriber.Busy(
-                "an import into this account, or a write of one of its addresses, is running; try again shortly"
-            ) from None
         for number, subscriber_id, created, status, unconfirmed in written:
             box = boxes[number - 1]
             # the first row of a mailbox made its subscriber or updated it; the later ones updated it

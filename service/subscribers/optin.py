@@ -35,7 +35,6 @@ from service.subscribers import subscriber, texts
 from service.subscribers.texts import Wording
 from service.text import MAX_EMAIL, MAX_NAME, shown, unsafe_text
 
-LOCK_WAIT = "5s"  # the longest a sign-up waits for the key's lock (subscriber_lock)
 PRUNE_BATCH = 1000
 FLOOR_SECONDS = 0.25  # a sign-up's answer goes no sooner than this after its handler began (form and API)
 HOUR = 3600.0  # the window of the sign-up bounds
@@ -218,12 +217,12 @@ async def sign_up(conn: asyncpg.Connection, signups: SignUps, request: SignUp) -
     campaign_id, wording = await confirmations(conn, request, address)
     messages = await clients.count(conn, LIST_KIND, f"list:{request.list_id}", HOUR)
     async with conn.transaction():
-        try:
+        with subscriber.waiting():
             await conn.execute(
-                *db.sql("subscriber_lock", account_id=request.account_id, email_key=key, lock_wait=LOCK_WAIT)
+                *db.sql(
+                    "subscriber_lock", account_id=request.account_id, email_key=key, lock_wait=subscriber.lock_wait()
+                )
             )
-        except asyncpg.LockNotAvailableError:  # 503 with Retry-After, as a subscriber's upsert: never a 500
-            raise subscriber.Busy("an import into this account is running; try again shortly") from None
         subscriber_id = await conn.fetchval(
             *db.sql(
                 "optin_subscriber",

@@ -2,7 +2,9 @@
 any spelling of its mailbox, one made or updated, one erased. Each with what is true of it now
 (einmal.subscriber_state, migration 0105), its lists and the reason of its mailbox's suppression."""
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -16,13 +18,31 @@ from service.subscribers import erasure
 from service.text import unsafe_text
 
 ATTRIBUTE_WINDOW = 5000  # subscribers walked by id before an attribute's search asks its index
-LOCK_SECONDS = 5.0  # the most an upsert waits for an import into its account to end (then Busy)
+# the most a write of a subscriber (an upsert, a batch, a message's, a sign-up's) waits for an import into its account
+# or another writer of its mailbox (einmal.subscriber_lock, migration 0102); then Busy
+LOCK_SECONDS = 5.0
+IMPORT_RUNNING = "an import into this account is running; try again shortly"
 
 
 class Busy(EinmalError):
     """An import into the account holds its subscribers: try again shortly."""
 
     http_status = 503
+
+
+def lock_wait() -> str:
+    """LOCK_SECONDS as the `wait` (a lock_timeout) of einmal.subscriber_lock and the functions that take it."""
+    return f"{int(LOCK_SECONDS * 1000)}ms"
+
+
+@contextlib.contextmanager
+def waiting(said: str = IMPORT_RUNNING) -> Iterator[None]:
+    """A statement that waits `lock_wait()` for those locks: past it, Busy (503 with Retry-After: not kept for an
+    Idempotency-Key), never a 500 nor a 422."""
+    try:
+        yield
+    except asyncpg.LockNotAvailableError:
+        raise Busy(said) from None
 
 
 @dataclass(frozen=True)
@@ -122,7 +142,7 @@ async def upsert(
         raise Invalid(f"not an email address: {problem}")
     if name is not None and unsafe_text(name):
         raise Invalid("name: control characters")
-    try:
+    with waiting():
         row = await conn.fetchrow(
             *db.sql(
                 "subscriber_upsert",
@@ -131,12 +151,10 @@ async def upsert(
                 email_key=email_key(email),
                 name=name,
                 attributes=json.dumps(attributes, ensure_ascii=False) if attributes is not None else None,
-                lock_wait=f"{int(LOCK_SECONDS * 1000)}ms",
+                lock_wait=lock_wait(),
             ),
             timeout=DB_SECONDS,
         )
-    except asyncpg.LockNotAvailableError:
-        raise Busy("an import into this account is running; try again shortly") from None
     assert row is not None  # the query returns one row
     [found] = await _of_account(conn, account_id, after_id=row["id"] - 1, limit=1, key=email_key(email))
     return found, row["created"]

@@ -10,6 +10,7 @@ import pytest
 
 from service import db
 from service.messages import messages
+from service.subscribers import subscriber
 from tests.messages.support import FROM, account_with_key, message_rows
 from tests.support.web import http_server
 from tests.web.test_api import auth
@@ -28,7 +29,7 @@ async def _import_lock(conn: asyncpg.Connection, account_id: int) -> None:
 async def test_a_message_during_an_import_is_busy_and_made_when_sent_again(
     conn: asyncpg.Connection, dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(messages, "LOCK_WAIT", "300ms")
+    monkeypatch.setattr(subscriber, "LOCK_SECONDS", 0.3)
     account_id, key = await account_with_key(conn, dsn)
     headers = auth(key) | {"Idempotency-Key": "reset-1"}
     async with (
@@ -50,7 +51,7 @@ async def test_a_message_during_an_import_is_busy_and_made_when_sent_again(
 async def test_a_batch_during_an_import_waits_for_the_lock_once(
     conn: asyncpg.Connection, dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(messages, "LOCK_WAIT", "300ms")
+    monkeypatch.setattr(subscriber, "LOCK_SECONDS", 0.3)
     made = messages.make
     tries: list[str] = []
 

@@ -13,17 +13,9 @@ import pytest
 from tests.messages.support import account_with_key
 from tests.support.web import http_server
 from tests.web.test_api import auth
+from tests.web.test_http_bounds import lock_waiters
 
 pytestmark = pytest.mark.anyio
-
-
-async def _waiting_on_a_lock(conn: asyncpg.Connection) -> None:
-    with anyio.fail_after(10):
-        while not await conn.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' "
-            "AND pid <> pg_backend_pid()"
-        ):
-            await anyio.sleep(0.02)
 
 
 async def test_a_request_rolled_back_by_a_deadlock_is_503_and_passes_when_sent_again(
@@ -50,7 +42,9 @@ async def test_a_request_rolled_back_by_a_deadlock_is_503_and_passes_when_sent_a
             async with other.transaction(), anyio.create_task_group() as tg:
                 await other.execute("LOCK TABLE einmal.audit_log IN EXCLUSIVE MODE")
                 tg.start_soon(put)
-                await _waiting_on_a_lock(conn)  # the route: its membership made, its audit line waiting
+                with anyio.fail_after(10):  # the route: its membership made, its audit line waiting
+                    while not await lock_waiters(conn):
+                        await anyio.sleep(0.02)
                 await other.fetchval("SELECT id FROM einmal.subscribers WHERE id = $1 FOR UPDATE", ann)
             [rolled_back] = answers
             assert (rolled_back.status_code, rolled_back.headers.get("retry-after")) == (503, "1"), rolled_back.text

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from service import db
-from service.subscribers import optin
+from service.subscribers import subscriber
 from tests.support.optin import FORM, SECRET, SETTINGS, account_with_list, confirmation_rows
 from tests.support.web import http_server
 from tests.web.test_api import auth
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.anyio
 async def test_a_sign_up_during_an_import_is_unavailable_not_an_error(
     conn: asyncpg.Connection, dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(optin, "LOCK_WAIT", "300ms")
+    monkeypatch.setattr(subscriber, "LOCK_SECONDS", 0.3)
     account_id, _, key = await account_with_list(conn, dsn)
     async with http_server(dsn, SECRET, **SETTINGS) as base, httpx.AsyncClient(base_url=base, timeout=30) as client:
 
